@@ -1,0 +1,236 @@
+"""The exercise contract: one hookspec per function a learner writes.
+
+Every solution -- the reference, each catalogued mistake, each learner's
+submission, anything installed under the ``attnkit.solutions`` entry-point
+group -- is a plugin that implements some or all of these hooks.  Each plugin
+lives in its own plugin manager, so calling one solution never calls another.
+
+Conventions shared by every hook:
+
+* Inputs are floating tensors (float32 or float64; float16/bfloat16 on a GPU).
+  Outputs keep the input's dtype and device.
+* No hook modifies its inputs; it returns new tensors.
+* "Leading dims" (``...``) means any number of batch dimensions, including none.
+* Defaults written in these signatures are the defaults a caller sees; the
+  grader always passes every argument explicitly.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+PROJECT_NAME = "attnkit"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# --- scores and softmax ---------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def dot_product_scores(queries, keys):
+    """Return the attention scores: every query dotted with every key.
+
+    :param queries: ``(..., Tq, d)``
+    :param keys: ``(..., Tk, d)`` with the same leading dims as ``queries``.
+    :returns: ``(..., Tq, Tk)`` where entry ``[i, j] = <q_i, k_j>``.
+
+    Edge cases the hidden suite holds: 2-D, 3-D and 4-D inputs; ``Tq != Tk``;
+    ``T == 1``; ``d == 1``; non-contiguous inputs (a transposed view).
+    ``queries @ keys.T`` is only right for 2-D input.
+    """
+
+
+@hookspec(firstresult=True)
+def scaled_dot_product_scores(queries, keys):
+    """Return the dot-product scores divided by ``sqrt(d_k)``.
+
+    :param queries: ``(..., Tq, d_k)``
+    :param keys: ``(..., Tk, d_k)``; ``d_k = keys.shape[-1]``.
+    :returns: ``(..., Tq, Tk)``.
+
+    Scaling keeps the softmax away from its flat, tiny-gradient regions when
+    ``d_k`` is large.  Scale by the key dimension, not by ``d_in`` or ``T``,
+    and scale exactly once.  Edge cases: ``d_in != d_out`` projections,
+    ``d_k == 1``.
+    """
+
+
+@hookspec(firstresult=True)
+def softmax_weights(scores, dim=-1):
+    """Return a numerically stable softmax of ``scores`` along ``dim``.
+
+    :param scores: any shape.
+    :param dim: the dimension to normalise; positive or negative.
+    :returns: same shape and dtype; every slice along ``dim`` sums to 1.
+
+    ``-inf`` entries give exactly 0.  A slice that is entirely ``-inf`` gives
+    all zeros, never NaN.  Logits around +-1e4 must not overflow (subtract the
+    maximum first).  Not allowed inside: ``torch.softmax``, ``F.softmax``,
+    ``Tensor.softmax``, ``log_softmax``, ``torch.special.softmax``.
+    """
+
+
+@hookspec(firstresult=True)
+def context_vectors(weights, values):
+    """Return the context vectors: each row of ``weights`` mixes the values.
+
+    :param weights: ``(..., Tq, Tk)``
+    :param values: ``(..., Tk, dv)``
+    :returns: ``(..., Tq, dv)``.
+
+    Edge cases: ``dv != Tk``; batched input.
+    """
+
+
+# --- the causal mask ------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def causal_mask(num_tokens, device=None):
+    """Return the causal mask: True strictly above the diagonal (the future).
+
+    :param num_tokens: ``T >= 1``.
+    :param device: where to build the mask (``None`` = the default device).
+    :returns: ``(T, T)`` tensor of dtype ``torch.bool`` on ``device``.
+
+    The diagonal is False: a token may attend to itself.
+    ``num_tokens < 1`` raises ``ValueError``.
+    """
+
+
+@hookspec(firstresult=True)
+def apply_causal_mask(scores):
+    """Return a copy of ``scores`` with every future entry set to ``-inf``.
+
+    :param scores: ``(..., T, T)``.
+    :returns: same shape, dtype and device; entries above the diagonal are
+        ``-inf``, the rest unchanged.
+
+    Works for any ``T`` (no fixed size) and builds the mask on the scores'
+    device.  The input is left unchanged.  The last two dims differing raises
+    ``ValueError``.
+    """
+
+
+@hookspec(firstresult=True)
+def renormalize_masked_weights(weights):
+    """Zero the future entries of row-normalised weights and renormalise.
+
+    :param weights: ``(..., T, T)`` whose rows sum to 1.
+    :returns: same shape; entries above the diagonal are 0 and every row sums
+        to 1 again (each row divided by its new sum).
+
+    This is the chapter's first approach; it equals the softmax of the masked
+    scores.  The first row is always ``[1, 0, ..., 0]``.
+    """
+
+
+# --- dropout ----------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def dropout_scale(weights, keep_mask, p):
+    """Return ``weights * keep_mask / (1 - p)``: inverted-dropout scaling.
+
+    :param weights: any shape.
+    :param keep_mask: same shape, bool or 0/1; True where an entry is kept.
+    :param p: the drop probability, ``0 <= p <= 1``.
+    :returns: same shape and dtype as ``weights``.
+
+    Scaling the survivors by ``1/(1-p)`` keeps each entry's expected value, so
+    eval (no dropout) sees the same scale as training.  ``p == 0`` is the
+    identity on kept entries; ``p == 1`` gives zeros, never inf or NaN.
+    ``p`` outside ``[0, 1]`` raises ``ValueError``.
+    """
+
+
+@hookspec(firstresult=True)
+def attention_dropout(weights, p, training=True, generator=None):
+    """Return inverted dropout of the attention weights.
+
+    :param weights: any shape.
+    :param p: drop probability in ``[0, 1]``.
+    :param training: in eval (``False``) dropout is off.
+    :param generator: a ``torch.Generator`` to draw the keep mask from.
+    :returns: same shape and dtype.  In eval or with ``p == 0``: the input's
+        values.  Otherwise each entry is kept with probability ``1 - p`` and
+        scaled by ``1/(1 - p)``; ``p == 1`` gives zeros.
+
+    The same generator state gives the same output.  Not allowed inside:
+    ``F.dropout``, ``nn.Dropout``, ``torch.dropout``.
+    """
+
+
+# --- heads ------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def split_heads(x, num_heads):
+    """Split the feature dimension into heads.
+
+    :param x: ``(b, T, d)``.
+    :param num_heads: ``H``, a divisor of ``d``.
+    :returns: ``(b, H, T, d/H)``; head ``h`` holds columns
+        ``[h*d/H, (h+1)*d/H)`` of ``x``.
+
+    ``view`` to ``(b, T, H, d/H)`` then ``transpose(1, 2)``; a bare ``view`` to
+    ``(b, H, T, d/H)`` mixes tokens into heads.  Non-contiguous input must
+    work.  ``d % H != 0`` raises ``ValueError``.
+    """
+
+
+@hookspec(firstresult=True)
+def merge_heads(x):
+    """Merge heads back: the inverse of ``split_heads``.
+
+    :param x: ``(b, H, T, hd)``.
+    :returns: ``(b, T, H*hd)``, contiguous.  ``merge_heads(split_heads(x, H))``
+        equals ``x``.
+    """
+
+
+# --- the modules ---------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def make_self_attention(d_in, d_out, qkv_bias=False):
+    """Return an ``nn.Module``: trainable scaled dot-product self-attention.
+
+    The module has ``W_query``, ``W_key``, ``W_value`` (``nn.Linear(d_in, d_out,
+    bias=qkv_bias)``, created in that order, so a fixed seed gives the
+    chapter's numbers).  ``forward(x)`` maps ``(..., T, d_in)`` to
+    ``(..., T, d_out)``; no mask.  Graded by loading the reference's
+    ``state_dict`` and comparing outputs.  Not allowed inside:
+    ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
+    """
+
+
+@hookspec(firstresult=True)
+def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
+    """Return an ``nn.Module``: causal self-attention with attention dropout.
+
+    As ``make_self_attention``, plus a ``(context_length, context_length)``
+    causal mask held with ``register_buffer("mask", ...)`` (so it is in the
+    ``state_dict`` and ``.to(device)`` moves it) and dropout with probability
+    ``dropout`` on the attention weights.  ``forward(x)`` takes ``(b, T,
+    d_in)`` with ``T <= context_length`` and returns ``(b, T, d_out)``.
+    Changing token ``t`` leaves outputs before ``t`` unchanged; eval is
+    deterministic.
+    """
+
+
+@hookspec(firstresult=True)
+def make_multihead_attention(
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias=False
+):
+    """Return an ``nn.Module``: the chapter's ``MultiHeadAttention``.
+
+    ``W_query``, ``W_key``, ``W_value`` (``d_in -> d_out``, created in that
+    order), ``out_proj`` (``d_out -> d_out``, with bias), a ``mask`` buffer and
+    attention dropout.  Heads are split with view + transpose;
+    ``forward(x)``: ``(b, T, d_in) -> (b, T, d_out)`` equals per-head causal
+    attention, concatenated, then projected.  ``d_out % num_heads != 0``
+    raises ``ValueError``.
+    """

@@ -1,0 +1,405 @@
+"""The solution registry: find a solution and adapt it into its own plugin manager.
+
+A *solution* is anything that implements some or all of the hooks in
+:mod:`grader.hookspecs`: the reference, a learner's ``exercises`` package, a
+loose ``.py`` file or a folder, or a plugin installed under the entry-point
+group ``attnkit.solutions``.  Plain functions named after a hook are adopted
+without a decorator, and the chapter's class names (``SelfAttention``,
+``CausalAttention``, ``MultiHeadAttention``) stand in for the module hooks
+when the ``make_*`` function is absent.
+
+Each solution gets its own :class:`pluggy.PluginManager`, so calling one
+solution's hook never calls another's.  Loading never raises for a bad hook:
+a missing function or a wrong signature becomes a one-line entry in
+``Solution.problems`` that names the file, the hook and the expected
+signature, and the other hooks stay usable.
+
+Discovery is layered, like datasette's plugins: the reference first, then
+entry points, then explicit paths.  ``ATTNKIT_BLOCK_PLUGINS`` (comma separated
+entry-point names) blocks entry points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import importlib.metadata
+import inspect
+import os
+import sys
+import types
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pluggy
+
+from grader import hookspecs
+
+ENTRY_POINT_GROUP = "attnkit.solutions"
+BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
+
+HOOK_NAMES: tuple[str, ...] = tuple(
+    name
+    for name, obj in vars(hookspecs).items()
+    if callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
+)
+"""Every hook, in the order the chapter teaches them (hookspec order)."""
+
+CLASS_ALIASES = {
+    "make_self_attention": "SelfAttention",
+    "make_causal_attention": "CausalAttention",
+    "make_multihead_attention": "MultiHeadAttention",
+}
+"""The chapter's class names, adopted when a module hook's function is absent."""
+
+
+class SolutionError(Exception):
+    """A solution cannot be found or loaded at all (the message says why)."""
+
+
+class HookNotImplemented(NotImplementedError):
+    """The solution has no usable implementation of this hook."""
+
+
+def hook_signature(hook: str) -> inspect.Signature:
+    return inspect.signature(getattr(hookspecs, hook))
+
+
+def format_hook(hook: str) -> str:
+    """``softmax_weights(scores, dim=-1)``: the signature a learner must write."""
+    return f"{hook}{hook_signature(hook)}"
+
+
+# --- signatures -----------------------------------------------------------------
+
+
+def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
+    """The parameters of ``fn`` as plain data: ``[{"name", "kind", "default"}]``.
+
+    Plain data so that the same check runs on a description sent by a learner's
+    sandboxed process.  A class is described by its ``__init__`` without ``self``.
+    """
+    sig = inspect.signature(fn)
+    return [
+        {"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty}
+        for p in sig.parameters.values()
+    ]
+
+
+def signature_problem(hook: str, params: list[dict[str, Any]]) -> str | None:
+    """Say what is wrong with a callable's parameters for ``hook``, or None.
+
+    The names must be the hook's (the grader passes arguments by name); a
+    catch-all ``**kwargs`` is accepted.  An argument the hook passes but the
+    function does not take, or a parameter the hook never passes and that has
+    no default, is a problem.
+    """
+    expected = list(hook_signature(hook).parameters)
+    named = [p for p in params if p["kind"] in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY", "POSITIONAL_ONLY")]
+    takes_var_kw = any(p["kind"] == "VAR_KEYWORD" for p in params)
+    names = [p["name"] for p in named]
+    problems = []
+    positional_only = [p["name"] for p in named if p["kind"] == "POSITIONAL_ONLY"]
+    if positional_only:
+        problems.append(f"positional-only parameter(s) {', '.join(positional_only)}")
+    unknown = [p["name"] for p in named if p["name"] not in expected and not p["default"]]
+    if unknown:
+        problems.append(f"unknown parameter(s) {', '.join(repr(n) for n in unknown)}")
+    missing = [n for n in expected if n not in names]
+    if missing and not takes_var_kw:
+        problems.append(f"missing parameter(s) {', '.join(repr(n) for n in missing)}")
+    if not problems:
+        return None
+    return "; ".join(problems)
+
+
+# --- the plugin manager ------------------------------------------------------------
+
+
+def make_plugin_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _adapter(hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A function with exactly the hook's parameter names that calls ``fn`` by keyword.
+
+    pluggy reads parameter names from a function's code, so the adapter is
+    generated from the hookspec's names; it never depends on how the
+    learner's function declares defaults.
+    """
+    names = list(hook_signature(hook).parameters)
+    args = ", ".join(names)
+    call = ", ".join(f"{n}={n}" for n in names)
+    namespace: dict[str, Any] = {"_fn": fn}
+    exec(f"def {hook}({args}):\n    return _fn({call})\n", namespace)  # noqa: S102 - fixed template
+    adapter = namespace[hook]
+    adapter.__wrapped_impl__ = fn
+    return hookspecs.hookimpl(adapter)
+
+
+@dataclass
+class Solution:
+    """One solution's hook implementations, callable in-process.
+
+    ``solution.softmax_weights(scores, dim=0)`` calls this solution's hook
+    with the hook's own signature and defaults.  Only trusted code should
+    call a learner's solution in-process; the grader runs learners' code in
+    a sandboxed child process instead.
+    """
+
+    name: str
+    origin: str
+    plugin_manager: pluggy.PluginManager
+    implemented: tuple[str, ...]
+    problems: list[str] = field(default_factory=list)
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
+
+    def implements(self, hook: str) -> bool:
+        return hook in self.implemented
+
+    def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
+        if hook not in HOOK_NAMES:
+            raise AttributeError(f"{hook!r} is not an attnkit hook; the hooks are: {', '.join(HOOK_NAMES)}")
+        if hook not in self.implemented:
+            raise HookNotImplemented(
+                f"{self.origin}: solution {self.name!r} has no usable {format_hook(hook)}"
+                + (f" ({p})" if (p := self._problem_for(hook)) else "")
+            )
+        bound = hook_signature(hook).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return getattr(self.plugin_manager.hook, hook)(**bound.arguments)
+
+    def _problem_for(self, hook: str) -> str | None:
+        return next((p for p in self.problems if f" {hook}" in p or p.startswith(hook)), None)
+
+    def __getattr__(self, hook: str) -> Callable[..., Any]:
+        if hook.startswith("_") or hook not in HOOK_NAMES:
+            raise AttributeError(hook)
+
+        def call_hook(*args: Any, **kwargs: Any) -> Any:
+            return self.call(hook, *args, **kwargs)
+
+        call_hook.__name__ = hook
+        call_hook.__signature__ = hook_signature(hook)  # type: ignore[attr-defined]
+        return call_hook
+
+
+def _where(fn: Callable[..., Any], fallback: str) -> str:
+    target = fn.__init__ if inspect.isclass(fn) else fn  # type: ignore[misc]
+    target = inspect.unwrap(target)
+    try:
+        path = inspect.getsourcefile(target) or fallback
+        line = target.__code__.co_firstlineno
+        return f"{_short(path)}:{line}"
+    except (TypeError, AttributeError):
+        return fallback
+
+
+def _short(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
+    """Build a :class:`Solution` from the hook functions found in ``namespaces``.
+
+    The first namespace holding a hook (or its class alias) wins.  Callables
+    marked with ``@hookimpl`` and plain functions are treated alike.
+    """
+    chosen: dict[str, Callable[..., Any]] = {}
+    problems: list[str] = []
+    for hook in HOOK_NAMES:
+        found = None
+        for ns in namespaces:
+            candidate = getattr(ns, hook, None)
+            if candidate is None and hook in CLASS_ALIASES:
+                candidate = getattr(ns, CLASS_ALIASES[hook], None)
+                if candidate is not None and not inspect.isclass(candidate):
+                    candidate = None
+            if callable(candidate):
+                found = candidate
+                break
+        if found is None:
+            alias = f" (or a class {CLASS_ALIASES[hook]})" if hook in CLASS_ALIASES else ""
+            problems.append(f"{origin}: no function {hook}{alias}; the hook is {format_hook(hook)}")
+            continue
+        try:
+            problem = signature_problem(hook, describe_parameters(found))
+        except (TypeError, ValueError) as exc:  # builtins without a signature
+            problem = f"cannot read its signature ({exc})"
+        if problem:
+            label = getattr(found, "__name__", hook)
+            problems.append(f"{_where(found, origin)}: {label}: {problem}; the hook is {format_hook(hook)}")
+            continue
+        chosen[hook] = found
+
+    plugin = types.ModuleType(f"attnkit_solution_{name}")
+    for hook, fn in chosen.items():
+        setattr(plugin, hook, _adapter(hook, fn))
+    pm = make_plugin_manager()
+    pm.register(plugin, name=name)
+    return Solution(name, origin, pm, tuple(chosen), problems, chosen)
+
+
+# --- loading ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
+    """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
+
+    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names
+    are dropped so the file on disk is what gets imported, and the previous
+    entries come back afterwards so the kit's own packages are not replaced.
+    """
+    saved = {
+        key: mod
+        for key, mod in sys.modules.items()
+        if any(key == n or key.startswith(n + ".") for n in module_names)
+    }
+    for key in saved:
+        del sys.modules[key]
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(folder))
+        for key in [k for k in sys.modules if any(k == n or k.startswith(n + ".") for n in module_names)]:
+            del sys.modules[key]
+        sys.modules.update(saved)
+
+
+def _import_error_line(path: Path, exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        where = f"{_short(exc.filename or str(path))}:{exc.lineno}"
+        return f"{where}: SyntaxError: {exc.msg}"
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:  # the deepest frame inside the submission
+        if str(tb.tb_frame.f_code.co_filename).startswith(str(path.parent if path.is_file() else path)):
+            line = f"{_short(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return f"{line or _short(str(path))}: {type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _load_file(path: Path) -> Solution:
+    module_name = f"attnkit_submission_{path.stem}_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise SolutionError(f"{path}: not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    with _on_path(path.parent, module_name):
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # a learner's import may raise anything, SystemExit included
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise SolutionError(_import_error_line(path, exc)) from exc
+    return adopt(path.stem, _short(str(path)), [module])
+
+
+def _load_folder(path: Path) -> Solution:
+    if (path / "__init__.py").exists():
+        with _on_path(path.parent, path.name):
+            try:
+                package = importlib.import_module(path.name)
+                modules = [package] + [
+                    importlib.import_module(f"{path.name}.{p.stem}")
+                    for p in sorted(path.glob("*.py"))
+                    if p.stem != "__init__" and not _is_test_file(p)
+                ]
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                raise SolutionError(_import_error_line(path, exc)) from exc
+        return adopt(path.name, _short(str(path)), modules)
+    files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
+    if not files:
+        raise SolutionError(f"{path}: no .py files to load")
+    stems = [p.stem for p in files]
+    with _on_path(path, *stems):
+        modules = []
+        for p in files:
+            try:
+                modules.append(importlib.import_module(p.stem))
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                raise SolutionError(_import_error_line(p, exc)) from exc
+    return adopt(path.name, _short(str(path)), modules)
+
+
+def _is_test_file(path: Path) -> bool:
+    return path.name.startswith("test_") or path.name == "conftest.py"
+
+
+def blocked_plugins() -> set[str]:
+    return {n.strip() for n in os.environ.get(BLOCK_ENV_VAR, "").split(",") if n.strip()}
+
+
+def entry_points() -> list[importlib.metadata.EntryPoint]:
+    """Entry points in the ``attnkit.solutions`` group, blocked ones left out."""
+    blocked = blocked_plugins()
+    return [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name not in blocked]
+
+
+def _load_entry_point(ep: importlib.metadata.EntryPoint) -> Solution:
+    try:
+        plugin = ep.load()
+    except Exception as exc:
+        raise SolutionError(f"entry point {ep.name} = {ep.value}: {type(exc).__name__}: {exc}") from exc
+    return adopt(ep.name, f"entry point {ep.name} = {ep.value}", [plugin])
+
+
+def load_solution(spec: str | os.PathLike[str]) -> Solution:
+    """Load one solution, by name or path.
+
+    ``"reference"``: the kit's reference solution.  ``"exercises"``: the
+    learner's own ``exercises`` package.  A path to a ``.py`` file or a folder
+    (a package or a folder of modules).  Otherwise the name of an entry point
+    in the group ``attnkit.solutions``.  Raises :class:`SolutionError` with a
+    one-line message when the solution cannot be loaded at all.
+    """
+    text = os.fspath(spec)
+    if text == "reference":
+        from solutions import reference
+
+        return adopt("reference", "solutions/reference.py", [reference])
+    if text == "exercises":
+        try:
+            import exercises
+        except ImportError as exc:
+            raise SolutionError(f"cannot import the exercises package: {exc}") from exc
+        return adopt("exercises", "exercises/", [exercises])
+    path = Path(text)
+    if path.suffix == ".py" or path.exists():
+        if not path.exists():
+            raise SolutionError(f"{text}: no such file")
+        if path.is_dir():
+            return _load_folder(path)
+        if path.suffix != ".py":
+            raise SolutionError(f"{text}: in-process loading takes a .py file or a folder")
+        return _load_file(path)
+    if text in blocked_plugins():
+        raise SolutionError(f"entry point {text!r} is blocked by {BLOCK_ENV_VAR}")
+    for ep in entry_points():
+        if ep.name == text:
+            return _load_entry_point(ep)
+    known = ["reference", "exercises"] + [ep.name for ep in entry_points()]
+    raise SolutionError(f"no solution named {text!r}: not a path, and not one of {', '.join(known)}")
+
+
+def discover_solutions(paths: list[str] | tuple[str, ...] = ()) -> list[Solution]:
+    """Every solution in layers: the reference, then entry points, then ``paths``."""
+    found = [load_solution("reference")]
+    found += [_load_entry_point(ep) for ep in entry_points()]
+    found += [load_solution(p) for p in paths]
+    return found

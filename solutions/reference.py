@@ -1,0 +1,185 @@
+"""The reference solution: every hook, written the way the chapter teaches.
+
+Gold answers for the hidden cases come from here, computed in float64 on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from grader import hookimpl
+
+# --- scores and softmax -------------------------------------------------------
+
+
+@hookimpl
+def dot_product_scores(queries, keys):
+    return queries @ keys.transpose(-2, -1)  # (..., Tq, Tk)
+
+
+@hookimpl
+def scaled_dot_product_scores(queries, keys):
+    d_k = keys.shape[-1]
+    return dot_product_scores(queries, keys) / math.sqrt(d_k)
+
+
+@hookimpl
+def softmax_weights(scores, dim=-1):
+    peak = scores.amax(dim=dim, keepdim=True)
+    # an all -inf slice has peak -inf; subtracting it would give NaN
+    peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
+    exp = torch.exp(scores - peak)
+    total = exp.sum(dim=dim, keepdim=True)
+    return torch.where(total > 0, exp / total, torch.zeros_like(exp))
+
+
+@hookimpl
+def context_vectors(weights, values):
+    return weights @ values  # (..., Tq, dv)
+
+
+# --- the causal mask ------------------------------------------------------------
+
+
+@hookimpl
+def causal_mask(num_tokens, device=None):
+    if num_tokens < 1:
+        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=1)  # (T, T), True above the diagonal
+
+
+@hookimpl
+def apply_causal_mask(scores):
+    rows, cols = scores.shape[-2], scores.shape[-1]
+    if rows != cols:
+        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
+    mask = causal_mask(rows, device=scores.device)
+    return scores.masked_fill(mask, float("-inf"))
+
+
+@hookimpl
+def renormalize_masked_weights(weights):
+    keep = ~causal_mask(weights.shape[-1], device=weights.device)
+    masked = weights * keep
+    return masked / masked.sum(dim=-1, keepdim=True)
+
+
+# --- dropout ------------------------------------------------------------------------
+
+
+@hookimpl
+def dropout_scale(weights, keep_mask, p):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if p == 1.0:
+        return torch.zeros_like(weights)
+    return weights * keep_mask.to(weights.dtype) / (1.0 - p)
+
+
+@hookimpl
+def attention_dropout(weights, p, training=True, generator=None):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return weights.clone()
+    draws = torch.rand(weights.shape, generator=generator, device=weights.device, dtype=weights.dtype)
+    keep = draws >= p  # kept with probability 1 - p
+    return dropout_scale(weights, keep, p)
+
+
+# --- heads ------------------------------------------------------------------------------
+
+
+@hookimpl
+def split_heads(x, num_heads):
+    b, num_tokens, d = x.shape
+    if d % num_heads != 0:
+        raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
+    head_dim = d // num_heads
+    x = x.reshape(b, num_tokens, num_heads, head_dim)  # (b, T, H, hd)
+    return x.transpose(1, 2)  # (b, H, T, hd)
+
+
+@hookimpl
+def merge_heads(x):
+    b, num_heads, num_tokens, head_dim = x.shape
+    x = x.transpose(1, 2)  # (b, T, H, hd)
+    return x.contiguous().view(b, num_tokens, num_heads * head_dim)
+
+
+# --- the modules ------------------------------------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        weights = softmax_weights(scaled_dot_product_scores(queries, keys))
+        return context_vectors(weights, values)
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = dropout
+        self.register_buffer("mask", causal_mask(context_length))
+
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = scaled_dot_product_scores(queries, keys)  # (b, T, T)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], float("-inf"))
+        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
+        return context_vectors(weights, values)  # (b, T, d_out)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = dropout
+        self.register_buffer("mask", causal_mask(context_length))
+
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        queries = split_heads(self.W_query(x), self.num_heads)  # (b, H, T, hd)
+        keys = split_heads(self.W_key(x), self.num_heads)
+        values = split_heads(self.W_value(x), self.num_heads)
+        scores = scaled_dot_product_scores(queries, keys)  # (b, H, T, T)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], float("-inf"))
+        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
+        context = merge_heads(context_vectors(weights, values))  # (b, T, d_out)
+        return self.out_proj(context)
+
+
+@hookimpl
+def make_self_attention(d_in, d_out, qkv_bias=False):
+    return SelfAttention(d_in, d_out, qkv_bias)
+
+
+@hookimpl
+def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
+    return CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+
+
+@hookimpl
+def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
