@@ -1,0 +1,40 @@
+# Developer shortcuts. `make test` is the test command (README, .ci/run).
+#
+#   make venv    .venv with the kit installed editable, all extras, torch pinned
+#   make demo    grade the reference solution
+#   make test    the kit's tests, then the linter
+#   make tox     the full matrix: py310 … py313, lint, type (see tox.ini)
+#   make clean   build outputs and caches; `make distclean` also drops .venv and .tox
+
+PYTHON ?= python3
+VENV ?= .venv
+PIP_INSTALL = $(VENV)/bin/python -m pip install -c constraints.txt
+# Re-install whenever the dependencies or the pins change.
+STAMP := $(VENV)/.attnkit-installed
+
+.PHONY: venv demo test tox clean distclean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) -e ".[all]"
+	@touch $@
+
+demo: venv
+	$(VENV)/bin/attnkit check --solution reference
+
+test: venv
+	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/ruff check .
+
+tox: venv
+	@$(VENV)/bin/python -m tox --version >/dev/null 2>&1 || $(PIP_INSTALL) "tox>=4.11"
+	$(VENV)/bin/python -m tox $(TOXARGS)
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis attnkit-results
+	find . -path ./$(VENV) -prune -o -path ./.tox -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) .tox

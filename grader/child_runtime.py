@@ -1,0 +1,525 @@
+"""What runs on the learner's side: load a submission, find its hooks, run calls.
+
+This file is self-contained (the standard library, torch and safetensors) on
+purpose.  The grader starts it as ``python -I -c <this source> template ...``:
+a *template* process that imports torch once and then forks one child per
+submission.  A child holds only the learner's code, written from text into its
+own temporary folder; never the reference, the catalogue of mistakes or the
+hidden cases.  Trusted code imports the loading helpers from here too, so the
+sandbox and in-process loading find hooks the same way.
+
+The wire format, both ways, is data only: a message is an 8-byte length, a JSON
+header, an 8-byte length and a safetensors blob (possibly empty).  Nothing is
+ever pickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import socket
+import struct
+import sys
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+CLASS_ALIASES = {
+    "make_self_attention": "SelfAttention",
+    "make_causal_attention": "CausalAttention",
+    "make_multihead_attention": "MultiHeadAttention",
+}
+"""The chapter's class names, adopted when a module hook's function is absent."""
+
+MAX_HEADER = 4 << 20
+_LEN = struct.Struct(">Q")
+
+# --- the wire format -------------------------------------------------------------
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a well-formed message."""
+
+
+def send_message(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
+    data = json.dumps(header, allow_nan=True).encode()
+    sock.sendall(_LEN.pack(len(data)) + data + _LEN.pack(len(blob)) + blob)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        part = sock.recv(min(n - len(chunks), 1 << 20))
+        if not part:
+            raise EOFError("the other side closed the connection")
+        chunks += part
+    return bytes(chunks)
+
+
+def recv_message(sock: socket.socket, max_blob: int = 1 << 30) -> tuple[dict[str, Any], bytes]:
+    (size,) = _LEN.unpack(_recv_exact(sock, 8))
+    if size > MAX_HEADER:
+        raise ProtocolError(f"header of {size} bytes is over the {MAX_HEADER} byte limit")
+    try:
+        header = json.loads(_recv_exact(sock, size))
+    except ValueError as exc:
+        raise ProtocolError(f"header is not JSON: {exc}") from exc
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a JSON object")
+    (blob_size,) = _LEN.unpack(_recv_exact(sock, 8))
+    if blob_size > max_blob:
+        raise ProtocolError(f"data of {blob_size} bytes is over the {max_blob} byte limit")
+    return header, _recv_exact(sock, blob_size)
+
+
+# --- loading a submission ----------------------------------------------------------
+
+
+def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
+    """The parameters of ``fn`` as plain data: ``[{"name", "kind", "default"}]``."""
+    sig = inspect.signature(fn)
+    return [
+        {"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty}
+        for p in sig.parameters.values()
+    ]
+
+
+def find_callable(namespaces: list[Any], hook: str) -> Callable[..., Any] | None:
+    """The first function named ``hook`` (or its chapter class) in ``namespaces``."""
+    for ns in namespaces:
+        candidate = getattr(ns, hook, None)
+        if candidate is None and hook in CLASS_ALIASES:
+            candidate = getattr(ns, CLASS_ALIASES[hook], None)
+            if not inspect.isclass(candidate):
+                candidate = None
+        if callable(candidate):
+            return candidate
+    return None
+
+
+def where_defined(fn: Callable[..., Any], fallback: str, root: str | None = None) -> str:
+    """``file:line`` of a function or class, relative to ``root`` when inside it."""
+    target = getattr(fn, "__init__", fn) if inspect.isclass(fn) else fn
+    try:
+        target = inspect.unwrap(target)
+        path = inspect.getsourcefile(target) or fallback
+        line = target.__code__.co_firstlineno
+    except (TypeError, AttributeError, ValueError):
+        return fallback
+    return f"{_relative(path, root)}:{line}"
+
+
+def _relative(path: str, root: str | None) -> str:
+    if root:
+        with contextlib.suppress(ValueError):
+            rel = os.path.relpath(path, root)
+            if not rel.startswith(".."):
+                return rel
+    with contextlib.suppress(ValueError):
+        return os.path.relpath(path)
+    return path
+
+
+class LoadError(Exception):
+    """The submission could not be imported; the message is one line naming file:line."""
+
+
+def _is_test_file(path: Path) -> bool:
+    return path.name.startswith("test_") or path.name == "conftest.py"
+
+
+@contextlib.contextmanager
+def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
+    """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
+
+    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names
+    are dropped so the file on disk is what gets imported, and the previous
+    entries come back afterwards so the kit's own packages are not replaced.
+    """
+
+    def owned(key: str) -> bool:
+        return any(key == n or key.startswith(n + ".") for n in module_names)
+
+    saved = {key: mod for key, mod in sys.modules.items() if owned(key)}
+    for key in saved:
+        del sys.modules[key]
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(folder))
+        for key in [k for k in sys.modules if owned(k)]:
+            del sys.modules[key]
+        sys.modules.update(saved)
+
+
+def _error_line(root: Path, exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"{_relative(exc.filename or str(root), str(root))}:{exc.lineno}: SyntaxError: {exc.msg}"
+    where = None
+    tb = exc.__traceback__
+    inside = str(root if root.is_dir() else root.parent)
+    while tb is not None:  # the deepest frame inside the submission
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(inside):
+            where = f"{_relative(filename, inside)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    text = f"{where or root.name}: {type(exc).__name__}: {exc}"
+    return text.splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
+    """Import a ``.py`` file or a folder and return its module namespaces.
+
+    A folder with ``__init__.py`` is imported as a package (and its modules);
+    any other folder as loose modules side by side.  Test files and
+    ``conftest.py`` are never imported.  Any exception at import time, a
+    ``SystemExit`` included, becomes a :class:`LoadError` with one line naming
+    the file and line.
+    """
+    try:
+        if path.is_file():
+            name = f"attnkit_submission_{uuid.uuid4().hex[:12]}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise LoadError(f"{path.name}: not an importable Python file")
+            module = importlib.util.module_from_spec(spec)
+            with _on_path(path.parent, name):
+                spec.loader.exec_module(module)
+            return [module]
+        if (path / "__init__.py").exists():
+            with _on_path(path.parent, path.name):
+                package = importlib.import_module(path.name)
+                return [package] + [
+                    importlib.import_module(f"{path.name}.{p.stem}")
+                    for p in sorted(path.glob("*.py"))
+                    if p.stem != "__init__" and not _is_test_file(p)
+                ]
+        files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
+        if not files:
+            raise LoadError(f"{path.name}: no .py files to load")
+        with _on_path(path, *[p.stem for p in files]):
+            return [importlib.import_module(p.stem) for p in files]
+    except LoadError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a learner's import may raise anything, SystemExit included
+        raise LoadError(_error_line(path, exc)) from None
+
+
+# --- the child: running calls ------------------------------------------------------------
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _func_name(func: Any) -> str:
+    name = getattr(func, "__name__", None) or repr(func)
+    owner = getattr(func, "__objclass__", None) or getattr(func, "__self__", None)
+    module = getattr(func, "__module__", None) or ""
+    if owner is not None and getattr(owner, "__name__", "") in ("Tensor", "TensorBase", "_TensorBase"):
+        return f"Tensor.{name}"
+    if module.startswith("torch.nn.functional"):
+        return f"F.{name}"
+    return f"torch.{name}"
+
+
+def _recording_mode(banned: list[str]):
+    """A TorchFunctionMode that notes every banned torch call made inside it."""
+    torch = _torch()
+
+    class CallRecorder(torch.overrides.TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = _func_name(func)
+            if name in banned and name not in self.seen:
+                self.seen.append(name)
+            return func(*args, **(kwargs or {}))
+
+    return CallRecorder()
+
+
+def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> dict[str, Any]:
+    torch = _torch()
+    out: dict[str, Any] = {}
+    for name, arg in spec.items():
+        if "tensor" in arg:
+            value = tensors[arg["tensor"]]
+            if device == "meta":
+                value = torch.empty(value.shape, dtype=value.dtype, device="meta")
+            else:
+                value = value.to(device)
+            if arg.get("transposed"):
+                value = value.transpose(-2, -1)
+            out[name] = value
+        elif "generator" in arg:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(int(arg["generator"]))
+            out[name] = gen
+        elif "device" in arg:
+            out[name] = device
+        else:
+            out[name] = arg.get("value")
+    return out
+
+
+def _describe_result(value: Any) -> dict[str, Any]:
+    torch = _torch()
+    info: dict[str, Any] = {"type": f"{type(value).__module__}.{type(value).__qualname__}"}
+    if isinstance(value, torch.Tensor):
+        info.update(
+            is_tensor=True,
+            exact_tensor=type(value) is torch.Tensor,
+            dtype=str(value.dtype).replace("torch.", ""),
+            shape=list(value.shape),
+            device=str(value.device),
+            contiguous=bool(value.is_contiguous()),
+        )
+    return info
+
+
+def _plain(value: Any) -> Any:
+    """A tensor as a plain ``torch.Tensor`` on the CPU, whatever subclass it claims to be."""
+    torch = _torch()
+    data = value.detach()
+    if type(data) is not torch.Tensor:
+        data = data.as_subclass(torch.Tensor)
+    return data.to("cpu").contiguous().clone()
+
+
+def _run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
+    """Run one call; return (reply header, output tensors)."""
+    torch = _torch()
+    device = call.get("device", "cpu")
+    reply: dict[str, Any] = {"id": call["id"], "ok": False}
+    outputs: dict[str, Any] = {}
+    fn = hooks.get(call["hook"])
+    if fn is None:
+        reply["error"] = {"type": "HookMissing", "mro": [], "message": f"no function {call['hook']}"}
+        return reply, outputs
+    args = _decode_args(call.get("args", {}), tensors, device)
+    before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor) and device != "meta"}
+    recorder = _recording_mode(call.get("banned", []))
+    started = time.perf_counter()
+    try:
+        with recorder:
+            module_spec = call.get("module")
+            if module_spec is None:
+                results = [fn(**args)]
+            else:
+                results, reply["module"] = _run_module(fn, args, module_spec, tensors, device)
+        reply["ok"] = True
+    except Exception as exc:
+        reply["error"] = {
+            "type": type(exc).__name__,
+            "mro": [c.__name__ for c in type(exc).__mro__],
+            "message": (str(exc) or type(exc).__name__)[:2000],
+            "where": _learner_frame(exc),
+        }
+        results = []
+    reply["seconds"] = time.perf_counter() - started
+    reply["banned"] = recorder.seen
+    reply["inputs_unchanged"] = all(
+        isinstance(args[k], torch.Tensor) and args[k].shape == v.shape and torch.equal(args[k].cpu(), v.cpu())
+        for k, v in before.items()
+    )
+    described = []
+    for i, value in enumerate(results):
+        info = _describe_result(value)
+        if info.get("is_tensor") and device != "meta":
+            outputs[f"out{i}"] = _plain(value)
+        described.append(info)
+    reply["results"] = described
+    return reply, outputs
+
+
+def _learner_frame(exc: BaseException) -> str | None:
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if f.filename != globals().get("__file__", "<string>") and "site-packages" not in f.filename and "<" not in f.filename]
+    if not mine:
+        return None
+    f = mine[-1]
+    return f"{_relative(f.filename, os.getcwd())}:{f.lineno}"
+
+
+def _run_module(fn, args, spec, tensors, device):
+    """Build a learner's module, load a state dict, run forwards; return outputs and facts."""
+    torch = _torch()
+    dtype = getattr(torch, spec.get("dtype", "float32"))
+    if spec.get("init_seed") is not None:
+        torch.manual_seed(int(spec["init_seed"]))
+    module = fn(**args)
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"{type(module).__name__} is not an nn.Module")
+    facts: dict[str, Any] = {
+        "state_dict_keys": list(module.state_dict().keys()),
+        "buffers": [name for name, _ in module.named_buffers()],
+    }
+    module = module.to(device=device, dtype=dtype) if device != "meta" else module.to(device="meta", dtype=dtype)
+    state = spec.get("state")
+    if state:
+        loaded = {k: tensors[v].to(device) if device != "meta" else tensors[v].to("meta") for k, v in state.items()}
+        result = module.load_state_dict(loaded, strict=False)
+        facts["missing_keys"] = list(result.missing_keys)
+        facts["unexpected_keys"] = list(result.unexpected_keys)
+    mask = dict(module.named_buffers()).get("mask")
+    facts["mask_device"] = str(mask.device) if mask is not None else None
+    module.train(bool(spec.get("train", False)))
+    outputs = []
+    for key in spec.get("forwards", []):
+        x = tensors[key]
+        x = torch.empty(x.shape, dtype=x.dtype, device="meta") if device == "meta" else x.to(device)
+        outputs.append(module(x))
+    return outputs, facts
+
+
+def _limit(resource_name: str, value: int) -> None:
+    import resource
+
+    kind = getattr(resource, resource_name)
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(kind)
+        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (min(value, new_hard), new_hard))
+
+
+def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
+    """Serve one submission: ``load`` once, then ``run`` batches, until ``bye`` or EOF."""
+    workdir = Path(config["workdir"])
+    os.chdir(workdir)
+    out = os.open(workdir / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    os.environ.clear()
+    os.environ.update(config.get("env", {}))
+    limits = config.get("limits", {})
+    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
+        if name in limits:
+            _limit(name, int(limits[name]))
+    torch = _torch()
+    torch.set_num_threads(1)
+    if config.get("cuda_memory_fraction") and torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(float(config["cuda_memory_fraction"]))
+    from safetensors.torch import load as load_tensors
+    from safetensors.torch import save as save_tensors
+
+    hooks: dict[str, Callable[..., Any]] = {}
+    while True:
+        try:
+            header, blob = recv_message(sock)
+        except (EOFError, ProtocolError):
+            return
+        op = header.get("op")
+        if op == "bye":
+            return
+        if op == "load":
+            reply = _load(header, workdir, hooks)
+            send_message(sock, reply)
+        elif op == "run":
+            tensors = load_tensors(blob) if blob else {}
+            for call in header["calls"]:
+                reply, outputs = _run_call(hooks, call, tensors)
+                send_message(sock, reply, save_tensors(outputs) if outputs else b"")
+        else:
+            send_message(sock, {"error": f"unknown op {op!r}"})
+
+
+def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    """Write the submission's files (sent as text) and import them."""
+    root = workdir / "submission"
+    for rel, text in header["files"].items():
+        target = (root / rel).resolve()
+        if root.resolve() not in target.parents:
+            return {"import_error": f"{rel}: path outside the submission"}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    entry = root / header["entry"]
+    try:
+        namespaces = import_submission(entry)
+    except LoadError as exc:
+        return {"import_error": str(exc)}
+    found: dict[str, Any] = {}
+    for hook in header["hooks"]:
+        fn = find_callable(namespaces, hook)
+        if fn is None:
+            continue
+        hooks[hook] = fn
+        try:
+            params = describe_parameters(fn)
+        except (TypeError, ValueError):
+            params = []
+        found[hook] = {"params": params, "where": where_defined(fn, header["entry"], str(root))}
+    return {"hooks": found}
+
+
+# --- the template: a warm process that forks children -----------------------------------
+
+
+def _drop_kit_from_path(kit_roots: list[str]) -> None:
+    """Forget the kit's own folders and editable-install finders."""
+    roots = [os.path.realpath(r) for r in kit_roots]
+    sys.path[:] = [p for p in sys.path if not any(os.path.realpath(p or ".").startswith(r) for r in roots)]
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+    sys.path_importer_cache.clear()
+
+
+def serve_template(control_fd: int, kit_roots: list[str]) -> None:
+    """Import torch once, then fork a child for each request on the control socket.
+
+    The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
+    A request is a child's config with one file descriptor attached (the
+    child's end of a socket pair); the reply is the child's pid.  The template never
+    runs a torch op, so forked children start with a clean OpenMP state.
+    """
+    import signal
+
+    import safetensors.torch  # noqa: F401 - warm the import for the children
+    import torch  # noqa: F401
+
+    _drop_kit_from_path(kit_roots)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    control = socket.socket(fileno=control_fd)
+    control.sendall(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        config = json.loads(data)
+        if not fds:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                control.close()
+                os.setsid()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                child_main(socket.socket(fileno=fds[0]), config)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(fds[0])
+        control.sendall(json.dumps({"pid": pid}).encode())
+
+
+if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":
+    serve_template(int(sys.argv[2]), sys.argv[3:])
