@@ -225,18 +225,26 @@ def _torch():
 
 
 def _func_name(func: Any) -> str:
+    """How a learner would have written the call: ``torch.softmax``, ``Tensor.softmax``, ``F.softmax``."""
     name = getattr(func, "__name__", None) or repr(func)
-    owner = getattr(func, "__objclass__", None) or getattr(func, "__self__", None)
+    owner = getattr(func, "__objclass__", None)
     module = getattr(func, "__module__", None) or ""
     if owner is not None and getattr(owner, "__name__", "") in ("Tensor", "TensorBase", "_TensorBase"):
         return f"Tensor.{name}"
-    if module.startswith("torch.nn.functional"):
+    if module.startswith(("torch.nn.functional", "torch._C._nn")):
         return f"F.{name}"
+    if module.startswith("torch._C._special") or name.startswith("special_"):
+        return f"torch.special.{name.removeprefix('special_')}"
     return f"torch.{name}"
 
 
 def _recording_mode(banned: list[str]):
-    """A TorchFunctionMode that notes every banned torch call made inside it."""
+    """A TorchFunctionMode that notes every banned torch call made inside it.
+
+    ``banned`` holds base names (``softmax``); what is recorded says where the
+    call came from (``torch.softmax``, ``Tensor.softmax``, ``F.softmax``).
+    A learning aid, not a security boundary: code can leave the mode.
+    """
     torch = _torch()
 
     class CallRecorder(torch.overrides.TorchFunctionMode):
@@ -245,9 +253,11 @@ def _recording_mode(banned: list[str]):
             self.seen: list[str] = []
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = _func_name(func)
-            if name in banned and name not in self.seen:
-                self.seen.append(name)
+            base = getattr(func, "__name__", "")
+            if base in banned:
+                name = _func_name(func)
+                if name not in self.seen:
+                    self.seen.append(name)
             return func(*args, **(kwargs or {}))
 
     return CallRecorder()
@@ -318,10 +328,12 @@ def _run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     try:
         with recorder:
             module_spec = call.get("module")
-            if module_spec is None:
-                results = [fn(**args)]
-            else:
+            if module_spec is not None:
                 results, reply["module"] = _run_module(fn, args, module_spec, tensors, device)
+            else:
+                results = [fn(**args)]
+                for _ in range(int(call.get("repeat", 1)) - 1):  # fresh arguments: a generator restarts
+                    results.append(fn(**_decode_args(call.get("args", {}), tensors, device)))
         reply["ok"] = True
     except Exception as exc:
         reply["error"] = {
@@ -473,9 +485,32 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
 def _drop_kit_from_path(kit_roots: list[str]) -> None:
     """Forget the kit's own folders and editable-install finders."""
     roots = [os.path.realpath(r) for r in kit_roots]
-    sys.path[:] = [p for p in sys.path if not any(os.path.realpath(p or ".").startswith(r) for r in roots)]
+    environments = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
+
+    def kit_folder(entry: str) -> bool:
+        real = os.path.realpath(entry or ".")
+        inside_kit = any(real == r or real.startswith(r + os.sep) for r in roots)
+        inside_environment = any(real == e or real.startswith(e + os.sep) for e in environments)
+        return inside_kit and not inside_environment
+
+    sys.path[:] = [p for p in sys.path if not kit_folder(p)]
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
     sys.path_importer_cache.clear()
+
+
+def _warm_meta() -> None:
+    """Pay the meta device's one-off start-up (lazy imports) once, here, not in every child.
+
+    Meta tensors carry shapes only and run no kernels, so this starts no
+    OpenMP thread pool and forked children stay safe.
+    """
+    import torch
+
+    a = torch.empty(2, 3, 4, device="meta")
+    b = torch.empty(2, 5, 4, device="meta")
+    scores = (a @ b.transpose(-2, -1)) / 2.0
+    mask = torch.ones(3, 5, dtype=torch.bool, device="meta").triu(1)
+    scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
 
 
 def serve_template(control_fd: int, kit_roots: list[str]) -> None:
@@ -491,6 +526,7 @@ def serve_template(control_fd: int, kit_roots: list[str]) -> None:
     import safetensors.torch  # noqa: F401 - warm the import for the children
     import torch  # noqa: F401
 
+    _warm_meta()
     _drop_kit_from_path(kit_roots)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     control = socket.socket(fileno=control_fd)

@@ -1,0 +1,510 @@
+"""The hidden cases: what the grader runs against every submission.
+
+Instructor-only.  Every case is built from the run's seed, so a run can be
+reproduced exactly, and shapes avoid coincidences (heads != tokens !=
+head_dim, d_in != d_out, T < context_length, no powers of two where it
+matters).  Inputs are made in float64 and cast to each dtype; gold answers
+come from the reference, in float64 on the CPU, from the very values each
+dtype's inputs hold, once per case for the whole class.
+
+A case is one call of one hook (a module hook: build, load the reference's
+``state_dict``, run forwards).  :func:`build_suite` expands cases over dtypes
+and devices into :class:`Run` s, grouped into one batch per hook and device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from grader.registry import HOOK_NAMES
+
+FLOATS = ("float32", "float64")
+HALF = ("float16", "bfloat16")
+
+BANNED = {
+    "softmax_weights": ["softmax", "log_softmax", "_softmax", "special_softmax", "special_log_softmax"],
+    "attention_dropout": ["dropout", "native_dropout", "feature_dropout", "alpha_dropout", "bernoulli_"],
+    "make_self_attention": ["scaled_dot_product_attention", "multi_head_attention_forward"],
+    "make_causal_attention": ["scaled_dot_product_attention", "multi_head_attention_forward"],
+    "make_multihead_attention": ["scaled_dot_product_attention", "multi_head_attention_forward"],
+}
+"""Torch calls each exercise asks the learner to do by hand (base names, any namespace)."""
+
+WHY_BANNED = {
+    "softmax_weights": "this exercise is to write the stable softmax yourself (subtract the max, exponentiate, "
+    "normalise)",
+    "attention_dropout": "this exercise is to write inverted dropout yourself (draw a keep mask, scale by 1/(1-p))",
+    "make_self_attention": "this exercise is to build attention from scores, softmax and values yourself",
+    "make_causal_attention": "this exercise is to build attention from scores, mask, softmax and values yourself",
+    "make_multihead_attention": "this exercise is to split heads and attend per head yourself",
+}
+
+
+@dataclass(frozen=True)
+class GeneratorSeed:
+    """An argument that becomes ``torch.Generator(device).manual_seed(seed)`` in the learner's process."""
+
+    seed: int
+
+
+class _Device:
+    """An argument that becomes the device the case runs on."""
+
+    def __repr__(self) -> str:
+        return "DEVICE"
+
+
+DEVICE = _Device()
+
+
+@dataclass
+class ModuleSpec:
+    """How to exercise a module hook: build, maybe load the reference's weights, run forwards."""
+
+    forwards: list[torch.Tensor]
+    state_seed: int | None = None  # build the reference under this seed and send its state_dict
+    init_seed: int | None = None  # build the learner's module under this seed, load nothing
+    train: bool = False
+
+
+Check = Callable[["Run", list[torch.Tensor], dict[str, Any]], "str | None"]
+
+
+@dataclass
+class Case:
+    hook: str
+    name: str
+    args: dict[str, Any]
+    what: str = ""
+    dtypes: tuple[str, ...] = FLOATS
+    half: bool = False  # also run in float16/bfloat16 on a GPU
+    meta: bool = False  # also run on the meta device (catches tensors built on the CPU)
+    transposed: frozenset[str] = frozenset()  # arguments passed as non-contiguous transposed views
+    module: ModuleSpec | None = None
+    expect_error: str | None = None
+    compare_gold: bool = True
+    repeat: int = 1
+    checks: tuple[Check, ...] = ()
+
+
+@dataclass
+class Run:
+    """One case on one device in one dtype: the wire call, its tensors and its gold answers."""
+
+    case: Case
+    device: str
+    dtype: str
+    call: dict[str, Any]
+    tensors: dict[str, torch.Tensor]
+    golds: list[torch.Tensor] = field(default_factory=list)
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # float64 copies, for --reveal and checks
+
+    @property
+    def hook(self) -> str:
+        return self.case.hook
+
+
+def suite_version() -> str:
+    """A hash of the hidden suite and the verdict rules: a change means a regrade."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("cases.py", "suite.py", "verdict.py"):
+        path = here / name
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+# --- building inputs -----------------------------------------------------------------
+
+
+class Maker:
+    """Random inputs and shapes from one generator: the run's seed decides everything."""
+
+    def __init__(self, seed: int) -> None:
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def randn(self, *shape: int, scale: float = 1.0) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.gen, dtype=torch.float64) * scale
+
+    def rand(self, *shape: int) -> torch.Tensor:
+        return torch.rand(*shape, generator=self.gen, dtype=torch.float64)
+
+    def int(self, low: int, high: int, avoid: tuple[int, ...] = ()) -> int:
+        """An int in ``[low, high]`` not in ``avoid`` (so sizes never coincide)."""
+        choices = [v for v in range(low, high + 1) if v not in avoid]
+        return choices[int(torch.randint(len(choices), (1,), generator=self.gen))]
+
+    def seed(self) -> int:
+        return int(torch.randint(2**31 - 1, (1,), generator=self.gen))
+
+    def weights(self, *shape: int) -> torch.Tensor:
+        """Row-normalised positive weights, like a softmax output."""
+        w = self.rand(*shape) + 0.05
+        return w / w.sum(dim=-1, keepdim=True)
+
+
+# --- checks beyond the gold comparison ------------------------------------------------------
+
+
+def _exact_zeros_where_masked(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    scores = run.inputs["scores"]
+    out = outputs[0]
+    masked = torch.isneginf(scores)
+    if masked.any() and bool((out[masked] != 0).any()):
+        return "-inf scores must give exactly 0 weight, got small non-zero values"
+    return None
+
+
+def _dropout_values(p: float) -> Check:
+    def check(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+        w = run.inputs["weights"]
+        keep = 1.0 - p
+        first = outputs[0].to(torch.float64)
+        kept = first != 0
+        scaled = w / keep
+        rtol, atol = (1e-2, 1e-2) if run.dtype in HALF else (1e-5, 1e-6)
+        if not torch.allclose(first[kept], scaled[kept], rtol=rtol, atol=atol):
+            ratio = (first[kept] / w[kept]).median().item() if kept.any() else float("nan")
+            return f"kept entries must be w/(1-p) = w*{1 / keep:.4g} for p={p}, got about w*{ratio:.4g}"
+        n = w.numel()
+        fraction = kept.double().mean().item()
+        bound = 5 * math.sqrt(keep * (1 - keep) / n)
+        if abs(fraction - keep) > bound:
+            return f"kept {fraction:.3f} of the entries; with p={p} expect {keep:.3f} ± {bound:.3f} (keep with 1-p)"
+        if len(outputs) > 1 and not torch.equal(outputs[0], outputs[1]):
+            return "two calls with the same generator state gave different masks: draw from `generator`"
+        return None
+
+    return check
+
+
+def _contiguous(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    if facts.get("results") and not facts["results"][0].get("contiguous", True):
+        return "merge_heads must return a contiguous tensor (call .contiguous() before .view)"
+    return None
+
+
+def _state_dict_like_chapter(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    module = facts.get("module") or {}
+    problems = []
+    if "mask" not in module.get("state_dict_keys", ["mask"]) and run.hook != "make_self_attention":
+        problems.append("the mask is not in state_dict: hold it with self.register_buffer('mask', ...)")
+    if module.get("missing_keys"):
+        problems.append(f"missing from your module: {', '.join(module['missing_keys'])}")
+    unexpected = [k for k in module.get("unexpected_keys", []) if k != "mask"]
+    if unexpected:
+        problems.append(f"your module has no {', '.join(unexpected)}")
+    return "; ".join(problems) or None
+
+
+def _causal_prefix(t: int) -> Check:
+    def check(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+        if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
+            return f"changing token {t} changed the outputs before it: the future leaks through the mask"
+        return None
+
+    return check
+
+
+# --- the cases, hook by hook -------------------------------------------------------------------
+
+
+def _score_cases(hook: str, m: Maker) -> list[Case]:
+    cases = []
+    tq, tk, d = m.int(3, 9), m.int(3, 9), m.int(3, 9)
+    tk = m.int(3, 11, avoid=(tq, d))
+    cases.append(Case(hook, "2d-Tq!=Tk", {"queries": m.randn(tq, d), "keys": m.randn(tk, d)}, "2-D, Tq != Tk"))
+    b, t, d = m.int(2, 4), m.int(4, 9), m.int(3, 11)
+    cases.append(
+        Case(hook, "3d-batched", {"queries": m.randn(b, t, d), "keys": m.randn(b, t, d)}, "batched 3-D", meta=True,
+             half=True)
+    )
+    b, h, tq, tk, d = m.int(2, 3), m.int(2, 5), m.int(3, 7), m.int(3, 7), m.int(3, 9)
+    cases.append(Case(hook, "4d-heads", {"queries": m.randn(b, h, tq, d), "keys": m.randn(b, h, tk, d)}, "4-D heads",
+                      half=True))
+    cases.append(Case(hook, "T=1", {"queries": m.randn(2, 1, 5), "keys": m.randn(2, 1, 5)}, "a single token"))
+    cases.append(Case(hook, "Tq=1", {"queries": m.randn(3, 1, 6), "keys": m.randn(3, 7, 6)}, "one query, many keys"))
+    cases.append(Case(hook, "d=1", {"queries": m.randn(2, 5, 1), "keys": m.randn(2, 3, 1)}, "d_k = 1"))
+    b, t, d = m.int(2, 3), m.int(4, 7), m.int(3, 9)
+    cases.append(
+        Case(hook, "non-contiguous", {"queries": m.randn(b, t, d), "keys": m.randn(b, t + 1, d)},
+             "non-contiguous (transposed view) inputs", transposed=frozenset({"queries", "keys"}))
+    )
+    for trial in range(3):
+        rank = m.int(2, 4)
+        lead = [m.int(1, 3) for _ in range(rank - 2)]
+        tq, tk, d = m.int(1, 12), m.int(1, 12), m.int(1, 13)
+        cases.append(
+            Case(hook, f"random-{trial}", {"queries": m.randn(*lead, tq, d), "keys": m.randn(*lead, tk, d)},
+                 f"random {rank}-D shape")
+        )
+    return cases
+
+
+def _softmax_cases(m: Maker) -> list[Case]:
+    hook = "softmax_weights"
+    b, t = m.int(2, 4), m.int(5, 9)
+    neg_inf = float("-inf")
+    scores = m.randn(b, t, t)
+    masked = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), neg_inf)
+    fully = m.randn(3, 6)
+    fully[1] = neg_inf
+    exact = (_exact_zeros_where_masked,)
+    return [
+        Case(hook, "2d-rows", {"scores": m.randn(m.int(3, 7), m.int(4, 9)), "dim": -1}, "2-D, last dim", half=True),
+        Case(hook, "3d-batched", {"scores": m.randn(b, t, t + 2), "dim": -1}, "batched 3-D, dim=-1", meta=True,
+             half=True),
+        Case(hook, "dim=0", {"scores": m.randn(m.int(3, 6), m.int(2, 5), 4), "dim": 0}, "positive dim=0"),
+        Case(hook, "dim=1", {"scores": m.randn(2, m.int(3, 6), 5), "dim": 1}, "positive dim=1 on 3-D"),
+        Case(hook, "dim=-2", {"scores": m.randn(3, 4, m.int(5, 8)), "dim": -2}, "negative dim=-2"),
+        Case(hook, "4d", {"scores": m.randn(2, 3, 5, 7), "dim": -1}, "4-D heads"),
+        Case(hook, "large-logits", {"scores": m.randn(b, t, t, scale=1e4), "dim": -1}, "logits around ±1e4"),
+        Case(hook, "masked", {"scores": masked, "dim": -1}, "-inf entries (a causal mask)", checks=exact, half=True),
+        Case(hook, "all-masked-row", {"scores": fully, "dim": -1}, "a row that is all -inf", checks=exact),
+    ] + [
+        Case(hook, f"random-{i}", {"scores": m.randn(m.int(1, 4), m.int(1, 9), m.int(1, 9), scale=3.0), "dim": -1},
+             "random 3-D")
+        for i in range(2)
+    ]
+
+
+def _context_cases(m: Maker) -> list[Case]:
+    hook = "context_vectors"
+    cases = []
+    t, dv = m.int(3, 7), m.int(3, 11)
+    dv = m.int(3, 11, avoid=(t,))
+    cases.append(Case(hook, "2d", {"weights": m.weights(t, t), "values": m.randn(t, dv)}, "2-D, dv != T"))
+    b, tq, tk = m.int(2, 4), m.int(3, 8), m.int(3, 8)
+    dv = m.int(2, 9, avoid=(tk,))
+    cases.append(
+        Case(hook, "3d-batched", {"weights": m.weights(b, tq, tk), "values": m.randn(b, tk, dv)}, "batched, Tq != Tk",
+             meta=True, half=True)
+    )
+    cases.append(Case(hook, "4d", {"weights": m.weights(2, 3, 5, 5), "values": m.randn(2, 3, 5, 4)}, "4-D heads",
+                      half=True))
+    cases.append(Case(hook, "T=1", {"weights": m.weights(2, 1, 1), "values": m.randn(2, 1, 3)}, "a single token"))
+    for i in range(2):
+        tq, tk, dv = m.int(1, 9), m.int(1, 9), m.int(1, 9)
+        cases.append(
+            Case(hook, f"random-{i}", {"weights": m.weights(3, tq, tk), "values": m.randn(3, tk, dv)}, "random shapes")
+        )
+    return cases
+
+
+def _mask_cases(m: Maker) -> list[Case]:
+    hook = "causal_mask"
+    cases = [
+        Case(hook, f"T={t}", {"num_tokens": t, "device": DEVICE}, f"T = {t}", dtypes=("bool",), meta=(t == 5))
+        for t in (1, 2, 5, m.int(7, 13, avoid=(8,)))
+    ]
+    cases += [
+        Case(hook, f"T={t}-raises", {"num_tokens": t, "device": DEVICE}, f"num_tokens = {t} raises ValueError",
+             dtypes=("bool",), expect_error="ValueError")
+        for t in (0, -3)
+    ]
+    return cases
+
+
+def _apply_mask_cases(m: Maker) -> list[Case]:
+    hook = "apply_causal_mask"
+    t = m.int(3, 9, avoid=(6,))
+    cases = [
+        Case(hook, "2d", {"scores": m.randn(t, t)}, f"2-D, T = {t}", half=True),
+        Case(hook, "3d-batched", {"scores": m.randn(2, t + 1, t + 1)}, "batched 3-D", meta=True, half=True),
+        Case(hook, "4d-heads", {"scores": m.randn(2, 3, 5, 5)}, "4-D heads"),
+        Case(hook, "T=1", {"scores": m.randn(3, 1, 1)}, "a single token"),
+        Case(hook, "T=11", {"scores": m.randn(2, 11, 11)}, "T larger than the chapter's 6"),
+        Case(hook, "non-square-raises", {"scores": m.randn(2, 4, 5)}, "(…, 4, 5) scores raise ValueError",
+             expect_error="ValueError"),
+    ]
+    cases += [
+        Case(hook, f"random-{i}", {"scores": m.randn(m.int(1, 3), tt, tt)}, "random T")
+        for i, tt in enumerate((m.int(2, 13), m.int(2, 13)))
+    ]
+    return cases
+
+
+def _renormalize_cases(m: Maker) -> list[Case]:
+    hook = "renormalize_masked_weights"
+    t = m.int(4, 9, avoid=(6,))
+    return [
+        Case(hook, "2d", {"weights": m.weights(t, t)}, f"2-D, T = {t}", half=True),
+        Case(hook, "3d-batched", {"weights": m.weights(3, t + 2, t + 2)}, "batched", meta=True),
+        Case(hook, "4d-heads", {"weights": m.weights(2, 3, 5, 5)}, "4-D heads"),
+        Case(hook, "T=1", {"weights": m.weights(2, 1, 1)}, "a single token"),
+    ] + [Case(hook, f"random-{i}", {"weights": m.weights(2, tt, tt)}, "random T") for i, tt in
+         enumerate((m.int(2, 12), m.int(2, 12)))]
+
+
+def _dropout_scale_cases(m: Maker) -> list[Case]:
+    hook = "dropout_scale"
+
+    def keep(*shape: int) -> torch.Tensor:
+        return m.rand(*shape) >= 0.3
+
+    cases = [
+        Case(hook, f"p={p}", {"weights": m.weights(3, 5, 5), "keep_mask": keep(3, 5, 5), "p": p}, f"p = {p}",
+             meta=(p == 0.1), half=True)
+        for p in (0.1, 0.5, 0.0)
+    ]
+    cases.append(Case(hook, "p=1", {"weights": m.weights(2, 4, 4), "keep_mask": keep(2, 4, 4), "p": 1.0},
+                      "p = 1 gives zeros, never inf or NaN"))
+    cases.append(Case(hook, "float-keep-mask", {"weights": m.weights(4, 6), "keep_mask": keep(4, 6).double(),
+                                                "p": 0.25}, "a 0/1 float keep mask"))
+    cases += [
+        Case(hook, f"p={p}-raises", {"weights": m.weights(2, 3), "keep_mask": keep(2, 3), "p": p},
+             f"p = {p} raises ValueError", expect_error="ValueError")
+        for p in (-0.1, 1.5)
+    ]
+    return cases
+
+
+def _attention_dropout_cases(m: Maker) -> list[Case]:
+    hook = "attention_dropout"
+    cases = [
+        Case(hook, "eval", {"weights": m.weights(3, 6, 6), "p": 0.3, "training": False, "generator": None},
+             "eval: dropout is off", meta=True),
+        Case(hook, "p=0", {"weights": m.weights(2, 5, 5), "p": 0.0, "training": True, "generator": None},
+             "p = 0 keeps everything"),
+        Case(hook, "p=1", {"weights": m.weights(2, 5, 5), "p": 1.0, "training": True, "generator": None},
+             "p = 1 drops everything"),
+    ]
+    for p, shape in ((0.2, (4, 40, 40)), (0.5, (2, 3, 30, 30))):
+        cases.append(
+            Case(hook, f"train-p={p}", {"weights": m.weights(*shape), "p": p, "training": True,
+                                        "generator": GeneratorSeed(m.seed())},
+                 f"training with p = {p}, twice from the same generator state", compare_gold=False, repeat=2,
+                 checks=(_dropout_values(p),), half=True)
+        )
+    return cases
+
+
+def _split_cases(m: Maker) -> list[Case]:
+    hook = "split_heads"
+    h, t, hd = 3, 5, 4  # heads != tokens != head_dim
+    cases = [
+        Case(hook, "H3-T5-hd4", {"x": m.randn(2, t, h * hd), "num_heads": h}, "3 heads, 5 tokens, head_dim 4",
+             meta=True, half=True),
+        Case(hook, "H1", {"x": m.randn(2, 4, 6), "num_heads": 1}, "one head"),
+        Case(hook, "hd1", {"x": m.randn(1, 3, 5), "num_heads": 5}, "head_dim 1"),
+        Case(hook, "non-contiguous", {"x": m.randn(2, 7, 10), "num_heads": 2}, "non-contiguous input",
+             transposed=frozenset({"x"})),
+        Case(hook, "indivisible-raises", {"x": m.randn(2, 3, 10), "num_heads": 4}, "d % H != 0 raises ValueError",
+             expect_error="ValueError"),
+    ]
+    for i in range(2):
+        h = m.int(2, 5)
+        hd = m.int(2, 6, avoid=(h,))
+        t = m.int(2, 9, avoid=(h, hd))
+        cases.append(Case(hook, f"random-{i}", {"x": m.randn(m.int(1, 3), t, h * hd), "num_heads": h}, "random"))
+    return cases
+
+
+def _merge_cases(m: Maker) -> list[Case]:
+    hook = "merge_heads"
+    contiguous = (_contiguous,)
+    cases = [
+        Case(hook, "H3-T5-hd4", {"x": m.randn(2, 3, 5, 4)}, "3 heads, 5 tokens, head_dim 4", meta=True,
+             checks=contiguous, half=True),
+        Case(hook, "H1", {"x": m.randn(2, 1, 4, 6)}, "one head", checks=contiguous),
+        Case(hook, "non-contiguous", {"x": m.randn(2, 3, 6, 5)}, "non-contiguous input", transposed=frozenset({"x"}),
+             checks=contiguous),
+    ]
+    for i in range(2):
+        h = m.int(2, 5)
+        hd = m.int(2, 6, avoid=(h,))
+        t = m.int(2, 9, avoid=(h, hd))
+        cases.append(Case(hook, f"random-{i}", {"x": m.randn(2, h, t, hd)}, "random", checks=contiguous))
+    return cases
+
+
+def _module_cases(hook: str, m: Maker) -> list[Case]:
+    causal = hook != "make_self_attention"
+    heads = hook == "make_multihead_attention"
+    like_chapter = (_state_dict_like_chapter,)
+
+    def config(d_in: int, d_out: int, ctx: int, dropout: float = 0.0, h: int = 1, bias: bool = False) -> dict:
+        args: dict[str, Any] = {"d_in": d_in, "d_out": d_out}
+        if causal:
+            args.update(context_length=ctx, dropout=dropout)
+        if heads:
+            args["num_heads"] = h
+        args["qkv_bias"] = bias
+        return args
+
+    d_in, h, hd = 5, 3, 4  # d_in != d_out, heads != tokens != head_dim
+    d_out = h * hd
+    ctx, t = 11, 7  # T < context_length
+    cases = [
+        Case(hook, "state-dict", config(d_in, d_out, ctx, h=h), f"d_in={d_in}, d_out={d_out}, T={t} < context {ctx}",
+             module=ModuleSpec([m.randn(2, t, d_in)], state_seed=m.seed()), meta=True, checks=like_chapter),
+        Case(hook, "qkv-bias", config(4, 6, 9, h=2, bias=True), "qkv_bias=True",
+             module=ModuleSpec([m.randn(3, 5, 4)], state_seed=m.seed()), checks=like_chapter),
+        Case(hook, "init-seed", config(3, 2 if not heads else 4, 6, h=2), "built under torch.manual_seed, as the "
+             "chapter does: W_query, W_key, W_value (then out_proj) in that order",
+             module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed())),
+        Case(hook, "T=context", config(4, 6, 8, h=3), "T equal to context_length",
+             module=ModuleSpec([m.randn(2, 8, 4)], state_seed=m.seed())),
+    ]
+    if not causal:
+        cases.append(Case(hook, "unbatched", config(6, 4, 0), "unbatched (T, d_in) input",
+                          module=ModuleSpec([m.randn(5, 6)], state_seed=m.seed())))
+    if causal:
+        x = m.randn(2, 9, 5)
+        changed = x.clone()
+        t_change = 4
+        changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
+        cases.append(
+            Case(hook, "causality", config(5, 6, 10, h=2), f"changing token {t_change} leaves earlier outputs alone",
+                 module=ModuleSpec([x, changed], state_seed=m.seed()), checks=(_causal_prefix(t_change),))
+        )
+        x = m.randn(2, 6, 5)
+        cases.append(
+            Case(hook, "eval-dropout", config(5, 6, 8, dropout=0.5, h=3), "eval with dropout=0.5 is deterministic",
+                 module=ModuleSpec([x, x], state_seed=m.seed()))
+        )
+    if heads:
+        cases.append(Case(hook, "one-head", config(4, 5, 7, h=1), "num_heads = 1",
+                          module=ModuleSpec([m.randn(2, 6, 4)], state_seed=m.seed())))
+        cases.append(Case(hook, "indivisible-raises", config(4, 10, 7, h=4), "d_out % num_heads != 0 raises ValueError",
+                          module=ModuleSpec([m.randn(1, 3, 4)]), expect_error="ValueError"))
+    for i in range(2):
+        hh = m.int(2, 4)
+        dd = hh * m.int(2, 5, avoid=(hh,))
+        din = m.int(2, 9, avoid=(dd,))
+        tt = m.int(2, 8, avoid=(hh,))
+        cases.append(
+            Case(hook, f"random-{i}", config(din, dd, tt + m.int(0, 3), h=hh), "random sizes",
+                 module=ModuleSpec([m.randn(m.int(1, 3), tt, din)], state_seed=m.seed()))
+        )
+    return cases
+
+
+def make_cases(seed: int) -> list[Case]:
+    """Every hidden case for ``seed``, in hookspec order."""
+    m = Maker(seed)
+    by_hook: dict[str, list[Case]] = {
+        "dot_product_scores": _score_cases("dot_product_scores", m),
+        "scaled_dot_product_scores": _score_cases("scaled_dot_product_scores", m),
+        "softmax_weights": _softmax_cases(m),
+        "context_vectors": _context_cases(m),
+        "causal_mask": _mask_cases(m),
+        "apply_causal_mask": _apply_mask_cases(m),
+        "renormalize_masked_weights": _renormalize_cases(m),
+        "dropout_scale": _dropout_scale_cases(m),
+        "attention_dropout": _attention_dropout_cases(m),
+        "split_heads": _split_cases(m),
+        "merge_heads": _merge_cases(m),
+        "make_self_attention": _module_cases("make_self_attention", m),
+        "make_causal_attention": _module_cases("make_causal_attention", m),
+        "make_multihead_attention": _module_cases("make_multihead_attention", m),
+    }
+    assert list(by_hook) == list(HOOK_NAMES), "every hook needs hidden cases, in hookspec order"
+    return [case for hook in HOOK_NAMES for case in by_hook[hook]]

@@ -1,0 +1,168 @@
+"""Prepare the hidden suite once per run: wire calls, tensor bytes and gold answers.
+
+Everything here is computed in the trusted process and shared by every
+submission: the inputs for each case and dtype, the gold answers (the
+reference in float64 on the CPU), and one serialised batch per hook and
+device, so grading a submission costs its own calls and little else.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from safetensors.torch import save as save_tensors
+
+from grader.cases import BANNED, DEVICE, HALF, Case, GeneratorSeed, Run, make_cases
+from grader.registry import HOOK_NAMES, Solution, load_solution
+
+
+@dataclass
+class Batch:
+    """The calls of one hook on one device, ready to send: a header list and one blob."""
+
+    hook: str
+    device: str
+    runs: list[Run]
+    calls: list[dict[str, Any]]
+    blob: bytes
+
+
+@dataclass
+class Suite:
+    seed: int
+    devices: tuple[str, ...]
+    batches: list[Batch] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[Run]:
+        return [run for batch in self.batches for run in batch.runs]
+
+    def batches_for(self, hook: str) -> list[Batch]:
+        return [b for b in self.batches if b.hook == hook]
+
+
+def _dtypes_for(case: Case, device: str) -> tuple[str, ...]:
+    if device == "meta":
+        return (case.dtypes[0],) if case.meta else ()
+    if device == "cpu":
+        return case.dtypes
+    return case.dtypes + (HALF if case.half else ())
+
+
+def _cast(value: torch.Tensor, dtype: str) -> torch.Tensor:
+    if value.is_floating_point() and dtype not in ("bool",):
+        return value.to(getattr(torch, dtype))
+    return value
+
+
+def _gold_args(case: Case, inputs: dict[str, Any]) -> dict[str, Any]:
+    args = {}
+    for name, value in case.args.items():
+        if value is DEVICE:
+            args[name] = "cpu"
+        elif isinstance(value, GeneratorSeed):
+            args[name] = torch.Generator().manual_seed(value.seed)
+        else:
+            args[name] = inputs.get(name, value)
+    return args
+
+
+def _module_gold(reference: Solution, case: Case, dtype: str) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    spec = case.module
+    assert spec is not None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.init_seed if spec.init_seed is not None else (spec.state_seed or 0))
+        module = reference.call(case.hook, **case.args)
+    state = {} if spec.init_seed is not None else {k: _cast(v, dtype) for k, v in module.state_dict().items()}
+    module = module.double()
+    if state:  # the learner gets the weights rounded to ``dtype``; so does the gold
+        module.load_state_dict({k: v.double() if v.is_floating_point() else v for k, v in state.items()})
+    module.train(spec.train)
+    with torch.no_grad():
+        golds = [module(_cast(x, dtype).double()) for x in spec.forwards]
+    return golds, state
+
+
+def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict, dict, list, dict]:
+    """The wire args, wire tensors, gold answers and float64 inputs of one case in one dtype."""
+    prefix = f"c{ci}.{dtype}"
+    wire_args: dict[str, Any] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    inputs: dict[str, torch.Tensor] = {}
+    for name, value in case.args.items():
+        if isinstance(value, torch.Tensor):
+            cast = _cast(value, dtype)
+            inputs[name] = cast.double() if cast.is_floating_point() else cast
+            sent = cast.transpose(-2, -1) if name in case.transposed else cast
+            tensors[f"{prefix}.{name}"] = sent.clone(memory_format=torch.contiguous_format)
+            wire_args[name] = {"tensor": f"{prefix}.{name}", "transposed": name in case.transposed}
+        elif isinstance(value, GeneratorSeed):
+            wire_args[name] = {"generator": value.seed}
+        elif value is DEVICE:
+            wire_args[name] = {"device": True}
+        else:
+            wire_args[name] = {"value": value}
+    golds: list[torch.Tensor] = []
+    module_wire = None
+    if case.module is not None:
+        state: dict[str, torch.Tensor] = {}
+        if case.expect_error is None:
+            golds, state = _module_gold(reference, case, dtype)
+        forwards = []
+        for i, x in enumerate(case.module.forwards):
+            tensors[f"{prefix}.x{i}"] = _cast(x, dtype).clone(memory_format=torch.contiguous_format)
+            forwards.append(f"{prefix}.x{i}")
+        for key, value in state.items():
+            tensors[f"{prefix}.state.{key}"] = value.clone(memory_format=torch.contiguous_format)
+        module_wire = {
+            "dtype": dtype,
+            "init_seed": case.module.init_seed,
+            "state": {key: f"{prefix}.state.{key}" for key in state},
+            "train": case.module.train,
+            "forwards": forwards,
+        }
+    elif case.expect_error is None:
+        with torch.no_grad():
+            gold = reference.call(case.hook, **_gold_args(case, inputs))
+        golds = [gold] * case.repeat
+    call = {
+        "hook": case.hook,
+        "args": wire_args,
+        "banned": BANNED.get(case.hook, []),
+        "repeat": case.repeat,
+        "module": module_wire,
+    }
+    return call, tensors, golds, inputs
+
+
+def build_suite(seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solution | None = None) -> Suite:
+    """Expand the hidden cases for ``seed`` over dtypes and ``devices`` and compute the gold answers."""
+    reference = reference or load_solution("reference")
+    cases = make_cases(seed)
+    prepared: dict[tuple[int, str], tuple[dict, dict, list, dict]] = {}
+    grouped: dict[tuple[str, str], list[tuple[Run, dict]]] = defaultdict(list)
+    for ci, case in enumerate(cases):
+        for device in devices:
+            for dtype in _dtypes_for(case, device):
+                if (ci, dtype) not in prepared:
+                    prepared[(ci, dtype)] = _prepare(reference, case, ci, dtype)
+                call, tensors, golds, inputs = prepared[(ci, dtype)]
+                run = Run(case, device, dtype, dict(call, device=device), tensors, golds, inputs)
+                grouped[(case.hook, device)].append((run, tensors))
+    suite = Suite(seed, tuple(devices))
+    for hook in HOOK_NAMES:
+        for device in devices:
+            items = grouped.get((hook, device), [])
+            if not items:
+                continue
+            blob_tensors: dict[str, torch.Tensor] = {}
+            calls = []
+            for i, (run, tensors) in enumerate(items):
+                blob_tensors.update(tensors)
+                calls.append(dict(run.call, id=i))
+            blob = save_tensors(blob_tensors) if blob_tensors else b""
+            suite.batches.append(Batch(hook, device, [run for run, _ in items], calls, blob))
+    return suite
