@@ -161,11 +161,11 @@ def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
 
 
 def _error_line(root: Path, exc: BaseException) -> str:
+    inside = str(root if root.is_dir() else root.parent)
     if isinstance(exc, SyntaxError):
-        return f"{_relative(exc.filename or str(root), str(root))}:{exc.lineno}: SyntaxError: {exc.msg}"
+        return f"{_relative(exc.filename or str(root), inside)}:{exc.lineno}: {type(exc).__name__}: {exc.msg}"
     where = None
     tb = exc.__traceback__
-    inside = str(root if root.is_dir() else root.parent)
     while tb is not None:  # the deepest frame inside the submission
         filename = tb.tb_frame.f_code.co_filename
         if filename.startswith(inside):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -59,6 +60,90 @@ def check(exercise: tuple[str, ...], solution: str) -> None:
     done = sum(r.status == PASSING for r in results)
     console.print(f"{done} of {len(results)} exercises passing.")
     sys.exit(0 if done == len(results) else 1)
+
+
+def _device_list(value: str | None) -> list[str] | None:
+    return [d.strip() for d in value.split(",") if d.strip()] if value else None
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--out", "out", default="attnkit-results", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the gradebook, grades.csv, junit.xml and one feedback folder per student.")
+@click.option("--seed", type=int, default=None,
+              help="Seed for the hidden inputs (default: random, or the seed of the unfinished run being resumed). "
+                   "Recorded in the gradebook so a run can be reproduced.")
+@click.option("--devices", default=None, metavar="LIST",
+              help="Comma-separated devices to grade on: cpu, meta, cuda, mps "
+                   "(default: cpu, meta and cuda, which is skipped with its reason when there is no GPU).")
+@click.option("--require", "require", multiple=True, metavar="DEVICE",
+              help="Make a missing device an error instead of a skip (e.g. --require cuda).")
+@click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the CPU cores).")
+@click.option("--force", is_flag=True, help="Regrade everything, even submissions already in the gradebook.")
+@click.option("--reveal", is_flag=True, help="Show hidden input values in feedback (off by default).")
+@click.option("--rubric", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="A rubric TOML file with points per exercise (default: the kit's grader/rubric.toml).")
+@click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
+def grade(paths: tuple[str, ...], out: str, seed: int | None, devices: str | None, require: tuple[str, ...],
+          jobs: int | None, force: bool, reveal: bool, rubric: str | None, timeout: float | None) -> None:
+    """Grade submissions in sandboxed processes and write the gradebook and feedback.
+
+    PATHS are .py files, folders (a learner's exercises/ package or any folder
+    of hook functions), .zip files of either, or a class folder holding many of
+    them.  With no PATHS, grades the bundled sample class (examples/submissions).
+
+    Each submission runs in its own child process with time, memory and CPU
+    limits; every verdict is computed in this process.  Results go to
+    OUT/gradebook.sqlite as each submission finishes: if a run stops, running
+    the same command again resumes it.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from grader.classroom import SAMPLE_CLASS, LocalExecutor, grade_class
+    from grader.reports import summary_table, write_reports
+    from grader.rubric import load_rubric
+    from grader.sandbox import Limits
+
+    console = Console()
+    targets = list(paths)
+    if not targets:
+        if not SAMPLE_CLASS.exists():
+            raise click.UsageError(f"no PATHS given and no sample class at {SAMPLE_CLASS}")
+        targets = [str(SAMPLE_CLASS)]
+        console.print(f"No submissions given: grading the sample class in {SAMPLE_CLASS}")
+    try:
+        rubric_data = load_rubric(rubric)
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    limits = Limits() if timeout is None else Limits(call_seconds=timeout)
+    executor = LocalExecutor(jobs) if jobs else LocalExecutor()
+    out_dir = Path(out)
+    with Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("", total=None)
+
+        def started(n: int) -> None:
+            progress.update(task, total=n)
+
+        def graded(sub, results) -> None:
+            progress.update(task, advance=1, description=sub.student)
+
+        try:
+            run = grade_class(targets, out_dir, seed=seed, devices=_device_list(devices), require=require,
+                              force=force, reveal=reveal, limits=limits, executor=executor,
+                              on_start=started, on_graded=graded)
+        except (RuntimeError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    write_reports(out_dir, run.graded, rubric_data, run.info)
+    console.print(summary_table(run.graded, rubric_data))
+    ran = ", ".join(run.devices)
+    skipped = "; ".join(f"{d}: {why}" for d, why in run.skipped_devices.items())
+    console.print(f"devices: {ran}" + (f" ({skipped})" if skipped else "") + f"; seed {run.seed}; "
+                  f"suite {run.suite_version}")
+    if run.reused:
+        console.print(f"{len(run.reused)} submission(s) already graded under the same conditions were not regraded "
+                      "(--force regrades).")
+    console.print(f"Wrote {out_dir / 'grades.csv'}, {out_dir / 'junit.xml'} and feedback per student in {out_dir}/")
 
 
 if __name__ == "__main__":

@@ -158,5 +158,7 @@ def _grade_batch(session: _Session, batch: Batch, reveal: bool) -> list[CaseResu
             results += [_result(student, r, FAILED, "not run: the process was stopped") for r in batch.runs[i + 1:]]
             return results
         status, message = judge(run, header, outputs, reveal=reveal)
+        if message and run.case.what:
+            message = f"{run.case.what}: {message}"
         results.append(_result(student, run, status, message, float(header.get("seconds") or 0.0)))
     return results

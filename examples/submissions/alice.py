@@ -1,0 +1,191 @@
+"""Attention exercises -- Alice's hand-in.
+
+I wrote every step out myself so I could follow the shapes.  Index names in
+the einsum strings: q = query position, k = key position, d = feature,
+v = value feature, h = head.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+
+# --- scores and softmax ---------------------------------------------------------------------
+
+
+def dot_product_scores(queries, keys):
+    # score[q, k] = sum over d of queries[q, d] * keys[k, d], for any batch dims in front
+    return torch.einsum("...qd,...kd->...qk", queries, keys)
+
+
+def scaled_dot_product_scores(queries, keys):
+    d_k = keys.shape[-1]  # the key dimension, not d_in and not the number of tokens
+    return dot_product_scores(queries, keys) / math.sqrt(d_k)
+
+
+def softmax_weights(scores, dim=-1):
+    # 1. subtract the largest score of each slice, so exp never overflows
+    biggest = scores.amax(dim=dim, keepdim=True)
+    # a slice that is entirely -inf has biggest == -inf, and -inf - (-inf) is NaN:
+    # shift such slices by 0 instead (their exp is 0 everywhere anyway)
+    biggest = torch.nan_to_num(biggest, neginf=0.0)
+    # 2. exponentiate: -inf scores give exactly 0
+    numerators = torch.exp(scores - biggest)
+    # 3. normalise; an all -inf slice sums to 0, and 0 / tiny is still 0 (no NaN)
+    totals = numerators.sum(dim=dim, keepdim=True)
+    tiny = torch.finfo(scores.dtype).tiny
+    return numerators / totals.clamp_min(tiny)
+
+
+def context_vectors(weights, values):
+    # context[q, v] = sum over k of weights[q, k] * values[k, v]
+    return torch.einsum("...qk,...kv->...qv", weights, values)
+
+
+# --- the causal mask -------------------------------------------------------------------------
+
+
+def causal_mask(num_tokens, device=None):
+    if num_tokens < 1:
+        raise ValueError(f"need at least one token, got num_tokens={num_tokens}")
+    position = torch.arange(num_tokens, device=device)
+    # row i may look at columns j <= i; True marks the future (j > i)
+    return position.unsqueeze(0) > position.unsqueeze(1)
+
+
+def apply_causal_mask(scores):
+    num_rows, num_cols = scores.shape[-2:]
+    if num_rows != num_cols:
+        raise ValueError(f"scores must be square in the last two dims, got {tuple(scores.shape)}")
+    future = causal_mask(num_rows, device=scores.device)
+    return scores.masked_fill(future, -math.inf)  # masked_fill returns a new tensor
+
+
+def renormalize_masked_weights(weights):
+    # tril keeps the diagonal and everything below it: exactly the allowed entries
+    kept = torch.tril(weights)
+    row_sums = kept.sum(dim=-1, keepdim=True)
+    return kept / row_sums
+
+
+# --- dropout -----------------------------------------------------------------------------------
+
+
+def _check_probability(p):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be between 0 and 1, got {p}")
+
+
+def dropout_scale(weights, keep_mask, p):
+    _check_probability(p)
+    if p == 1.0:
+        return torch.zeros_like(weights)  # everything dropped; 1/(1-p) would be inf
+    kept = torch.where(keep_mask.bool(), weights, torch.zeros_like(weights))
+    return kept * (1.0 / (1.0 - p))
+
+
+def attention_dropout(weights, p, training=True, generator=None):
+    _check_probability(p)
+    if not training or p == 0.0:
+        return weights.clone()  # dropout is off: same values, but a new tensor
+    draws = torch.rand(weights.shape, generator=generator, dtype=weights.dtype, device=weights.device)
+    keep_mask = draws >= p  # P(draw >= p) = 1 - p
+    return dropout_scale(weights, keep_mask, p)
+
+
+# --- heads ---------------------------------------------------------------------------------------
+
+
+def split_heads(x, num_heads):
+    batch, num_tokens, d = x.shape
+    if d % num_heads != 0:
+        raise ValueError(f"cannot split {d} features into {num_heads} equal heads")
+    head_dim = d // num_heads
+    # (b, T, d) -> (b, T, H, hd): reshape copes with non-contiguous input where view would not
+    x = x.reshape(batch, num_tokens, num_heads, head_dim)
+    return x.permute(0, 2, 1, 3)  # (b, H, T, hd)
+
+
+def merge_heads(x):
+    batch, num_heads, num_tokens, head_dim = x.shape
+    x = x.permute(0, 2, 1, 3).contiguous()  # (b, T, H, hd), laid out in memory in that order
+    return x.reshape(batch, num_tokens, num_heads * head_dim)
+
+
+# --- the modules ------------------------------------------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        queries = self.W_query(x)
+        keys = self.W_key(x)
+        values = self.W_value(x)
+        weights = softmax_weights(scaled_dot_product_scores(queries, keys), dim=-1)
+        return context_vectors(weights, values)
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout_p = dropout
+        # a buffer: saved in state_dict and moved by .to(device), but not trained
+        self.register_buffer("mask", causal_mask(context_length))
+
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        queries = self.W_query(x)
+        keys = self.W_key(x)
+        values = self.W_value(x)
+        scores = scaled_dot_product_scores(queries, keys)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], -math.inf)
+        weights = softmax_weights(scores, dim=-1)
+        weights = attention_dropout(weights, self.dropout_p, training=self.training)
+        return context_vectors(weights, values)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)  # mixes the heads back together
+        self.dropout_p = dropout
+        self.register_buffer("mask", causal_mask(context_length))
+
+    def forward(self, x):
+        num_tokens = x.shape[1]
+        queries = split_heads(self.W_query(x), self.num_heads)  # (b, H, T, hd)
+        keys = split_heads(self.W_key(x), self.num_heads)
+        values = split_heads(self.W_value(x), self.num_heads)
+        scores = scaled_dot_product_scores(queries, keys)  # (b, H, T, T), scaled by sqrt(hd)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], -math.inf)
+        weights = softmax_weights(scores, dim=-1)
+        weights = attention_dropout(weights, self.dropout_p, training=self.training)
+        heads = context_vectors(weights, values)  # (b, H, T, hd)
+        return self.out_proj(merge_heads(heads))  # (b, T, d_out)
+
+
+def make_self_attention(d_in, d_out, qkv_bias=False):
+    return SelfAttention(d_in, d_out, qkv_bias=qkv_bias)
+
+
+def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
+    return CausalAttention(d_in, d_out, context_length, dropout, qkv_bias=qkv_bias)
+
+
+def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=qkv_bias)

@@ -1,0 +1,176 @@
+"""Dave: attention exercises."""
+
+import torch
+import torch.nn as nn
+
+
+# ---------- 1. scores, softmax, context vectors ----------
+
+def dot_product_scores(queries, keys):
+    return queries @ keys.transpose(-2, -1)
+
+
+def scaled_dot_product_scores(queries, keys):
+    return (queries @ keys.transpose(-2, -1)) / keys.shape[-1] ** 0.5
+
+
+def softmax_weights(scores, dim=-1):
+    # stable softmax: subtract the max first so exp() cannot overflow
+    max_scores = scores.max(dim=dim, keepdim=True).values
+    # a slice that is all -inf: shift by 0 instead of -inf (else -inf - -inf = nan)
+    max_scores = torch.where(max_scores == -torch.inf, torch.zeros_like(max_scores), max_scores)
+    exp_scores = torch.exp(scores - max_scores)
+    sums = exp_scores.sum(dim=dim, keepdim=True)
+    return torch.where(sums == 0, torch.zeros_like(exp_scores), exp_scores / sums)
+
+
+def context_vectors(weights, values):
+    return weights @ values
+
+
+# ---------- 2. causal mask ----------
+
+def causal_mask(num_tokens, device=None):
+    if num_tokens < 1:
+        raise ValueError("num_tokens must be >= 1")
+    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1).bool()
+
+
+def apply_causal_mask(scores):
+    if scores.shape[-1] != scores.shape[-2]:
+        raise ValueError("scores must be square in the last two dims")
+    num_tokens = scores.shape[-1]
+    mask = torch.triu(torch.ones(num_tokens, num_tokens, device=scores.device), diagonal=1)
+    return scores.masked_fill(mask.bool(), -torch.inf)
+
+
+def renormalize_masked_weights(weights):
+    context_length = weights.shape[-1]
+    mask_simple = torch.tril(torch.ones(context_length, context_length, device=weights.device))
+    masked_simple = weights * mask_simple.to(weights.dtype)
+    row_sums = masked_simple.sum(dim=-1, keepdim=True)
+    return masked_simple / row_sums
+
+
+# ---------- 3. dropout ----------
+
+def dropout_scale(weights, keep_mask, p):
+    if not 0 <= p <= 1:
+        raise ValueError("p must be in [0, 1]")
+    if p == 1:
+        return torch.zeros_like(weights)
+    # scale the survivors so the expected value stays the same
+    return weights * keep_mask.to(weights.dtype) / p
+
+
+def attention_dropout(weights, p, training=True, generator=None):
+    if not 0 <= p <= 1:
+        raise ValueError("p must be in [0, 1]")
+    if not training or p == 0:
+        return weights.clone()
+    if p == 1:
+        return torch.zeros_like(weights)
+    keep_mask = torch.rand(weights.shape, generator=generator, device=weights.device) >= p
+    return weights * keep_mask.to(weights.dtype) / p
+
+
+# ---------- 4. heads ----------
+
+def split_heads(x, num_heads):
+    b, num_tokens, d_out = x.shape
+    if d_out % num_heads != 0:
+        raise ValueError("d_out must be divisible by num_heads")
+    head_dim = d_out // num_heads
+    # (b, num_tokens, d_out) -> (b, num_tokens, num_heads, head_dim) -> (b, num_heads, num_tokens, head_dim)
+    return x.reshape(b, num_tokens, num_heads, head_dim).transpose(1, 2)
+
+
+def merge_heads(x):
+    b, num_heads, num_tokens, head_dim = x.shape
+    return x.transpose(1, 2).contiguous().view(b, num_tokens, num_heads * head_dim)
+
+
+# ---------- 5. modules ----------
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        attn_scores = queries @ keys.transpose(-2, -1)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        return attn_weights @ values
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.d_out = d_out
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        attn_scores = queries @ keys.transpose(1, 2)
+        attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+        return attn_weights @ values
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError("d_out must be divisible by num_heads")
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        # (b, num_tokens, d_out) -> (b, num_tokens, num_heads, head_dim) -> (b, num_heads, num_tokens, head_dim)
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        attn_scores = queries @ keys.transpose(2, 3)
+        mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
+        attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+        context_vec = (attn_weights @ values).transpose(1, 2)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        return self.out_proj(context_vec)
+
+
+def make_self_attention(d_in, d_out, qkv_bias=False):
+    return SelfAttention(d_in, d_out, qkv_bias)
+
+
+def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
+    return CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+
+
+def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)

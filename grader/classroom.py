@@ -1,0 +1,193 @@
+"""Grade a whole class: resume where a stopped run left off, grade in parallel, write the reports.
+
+The loop that hands submissions to workers is :class:`Executor`, one small
+interface; :class:`LocalExecutor` (a thread per job, each driving one
+sandboxed child at a time) is the default.  A distributed engine can take its
+place by implementing ``map_unordered`` -- the work item is a
+:class:`~grader.submissions.Submission` (plain data) and the result a list of
+:class:`~grader.verdict.CaseResult` (plain data).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from grader.cases import suite_version
+from grader.gradebook import Gradebook
+from grader.grading import available_devices, grade_submission
+from grader.sandbox import KIT_ROOT, Limits, Template
+from grader.submissions import Submission, collect_submissions
+from grader.suite import build_suite
+from grader.verdict import CaseResult
+
+SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
+
+
+def default_devices() -> tuple[str, ...]:
+    """cpu, meta and cuda (skipped with its reason when absent, so the report says so); mps where present."""
+    extra = ("mps",) if available_devices()["mps"] is None else ()
+    return ("cpu", "meta", "cuda") + extra
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(Protocol):
+    """Runs ``fn`` over ``items`` and yields ``(item, result)`` pairs as each finishes."""
+
+    def map_unordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[tuple[T, R]]: ...
+
+
+@dataclass
+class LocalExecutor:
+    """``jobs`` threads on this machine; each grades one submission (one child process) at a time."""
+
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def map_unordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[tuple[T, R]]:
+        pending: dict[Future[R], T] = {}
+        with ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="attnkit-grade") as pool:
+            for item in items:
+                pending[pool.submit(fn, item)] = item
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield pending.pop(future), future.result()
+
+
+def kit_version() -> str:
+    try:
+        return importlib.metadata.version("attnkit")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass
+class GradeRun:
+    """What one ``attnkit grade`` did: the conditions and every submission's results."""
+
+    run_id: int
+    seed: int
+    suite_version: str
+    devices: list[str]
+    skipped_devices: dict[str, str]
+    graded: list[tuple[Submission, list[CaseResult]]]
+    reused: list[str]
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seed": self.seed,
+            "suite_version": self.suite_version,
+            "devices": self.devices,
+            "skipped_devices": self.skipped_devices,
+            "kit_version": kit_version(),
+            "isolation": "none",
+        }
+
+
+def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tuple[list[str], dict[str, str]]:
+    """Split the requested devices into those that run and those skipped with a reason.
+
+    A device in ``required`` that is not available raises ``RuntimeError``.
+    """
+    known = available_devices()
+    ran: list[str] = []
+    skipped: dict[str, str] = {}
+    for device in dict.fromkeys(list(requested) + list(required)):
+        if device not in known:
+            raise ValueError(f"unknown device {device!r}; the grader knows {', '.join(known)}")
+        reason = known[device]
+        if reason is None:
+            ran.append(device)
+        else:
+            skipped[device] = reason
+    if "cpu" not in ran:
+        ran.insert(0, "cpu")
+    missing = [d for d in required if d in skipped]
+    if missing:
+        raise RuntimeError(", ".join(f"{d}: {skipped[d]}" for d in missing) + " (required with --require)")
+    return ran, skipped
+
+
+def grade_class(
+    paths: list[str],
+    out: Path,
+    seed: int | None = None,
+    devices: Iterable[str] | None = None,
+    require: Iterable[str] = (),
+    force: bool = False,
+    reveal: bool = False,
+    limits: Limits | None = None,
+    executor: Executor | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_graded: Callable[[Submission, list[CaseResult]], None] | None = None,
+) -> GradeRun:
+    """Grade every submission under ``paths`` into ``out`` and return what happened.
+
+    Results are written to ``out/gradebook.sqlite`` one submission at a time,
+    so a stopped run loses at most the submissions in flight; running again
+    resumes the unfinished run (same seed) and grades only what is missing.
+    """
+    ran, skipped = choose_devices(devices or default_devices(), require)
+    conditions = sorted(ran + list(skipped))
+    version = suite_version()
+    out.mkdir(parents=True, exist_ok=True)
+    submissions = collect_submissions(paths)
+    with Gradebook(out / "gradebook.sqlite") as book:
+        previous = book.latest_unfinished_run()
+        resumable = (
+            previous is not None
+            and previous["suite_version"] == version
+            and sorted(previous["devices"]) == conditions
+            and (seed is None or str(previous["seed"]) == str(seed))
+        )
+        if resumable and previous is not None:
+            run_id, seed = int(previous["id"]), int(previous["seed"])
+        else:
+            seed = seed if seed is not None else secrets.randbelow(2**31 - 1)
+            run_id = book.start_run(seed, version, conditions, kit_version(), "none")
+        done = {} if force else book.results_for_run(run_id)
+
+        graded: dict[str, list[CaseResult]] = {}
+        reused: list[str] = []
+        todo: list[Submission] = []
+        for sub in submissions:
+            earlier = done.get(sub.student)
+            if earlier is not None and earlier[0].sha256 == sub.sha256 and sub.error is None:
+                graded[sub.student] = earlier[1]
+                reused.append(sub.student)
+                continue
+            cached = None if force or sub.error else book.find_graded(sub.student, sub.sha256, version, seed, conditions)
+            if cached is not None:
+                book.record(run_id, sub, cached)
+                graded[sub.student] = cached
+                reused.append(sub.student)
+            else:
+                todo.append(sub)
+
+        if on_start:
+            on_start(len(todo))
+        if todo:
+            suite = build_suite(seed, tuple(ran) + tuple(skipped))
+            with Template() as template:
+
+                def grade_one(sub: Submission) -> list[CaseResult]:
+                    return grade_submission(sub, suite, template, limits, skipped, reveal)
+
+                for sub, results in (executor or LocalExecutor()).map_unordered(grade_one, todo):
+                    book.record(run_id, sub, results)
+                    graded[sub.student] = results
+                    if on_graded:
+                        on_graded(sub, results)
+        book.finish_run(run_id)
+    ordered = [(sub, graded[sub.student]) for sub in sorted(submissions, key=lambda s: s.student)]
+    return GradeRun(run_id, int(seed), version, ran, skipped, ordered, reused)

@@ -1,0 +1,245 @@
+"""The gradebook: ``gradebook.sqlite``, written as grading goes, so a stopped run resumes.
+
+Three tables (stdlib :mod:`sqlite3`, WAL journal):
+
+- ``runs``: one row per ``attnkit grade`` run: when it started and finished,
+  the seed, the hidden suite's version, the devices, the kit version and the
+  isolation the learner's processes had;
+- ``submissions``: one row per submission graded in a run (student, source,
+  sha256 of its files, format, error);
+- ``results``: one row per case result.
+
+Each submission is recorded in one transaction, so a run killed part way loses
+at most the submission in flight.  :meth:`Gradebook.find_graded` finds an earlier
+grading of identical input (same student and sha256) under identical conditions
+(same suite version, seed and devices), so a rerun reuses it instead of
+grading again.  One connection is shared by all threads behind a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from grader.submissions import Submission
+from grader.verdict import CaseResult
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    seed TEXT NOT NULL,
+    suite_version TEXT NOT NULL,
+    devices TEXT NOT NULL,
+    kit_version TEXT NOT NULL,
+    isolation TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    student TEXT NOT NULL,
+    source TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    format TEXT NOT NULL,
+    entry TEXT NOT NULL DEFAULT '',
+    error TEXT,
+    graded_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, student)
+);
+CREATE INDEX IF NOT EXISTS submissions_by_input ON submissions(student, sha256);
+CREATE TABLE IF NOT EXISTS results (
+    run_id INTEGER NOT NULL,
+    student TEXT NOT NULL,
+    hook TEXT NOT NULL,
+    case_name TEXT NOT NULL,
+    device TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    mistake TEXT NOT NULL,
+    FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
+);
+CREATE INDEX IF NOT EXISTS results_by_submission ON results(run_id, student);
+"""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _seed_out(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _devices_key(devices: Iterable[str]) -> list[str]:
+    """Devices compared as a set: ``["cuda", "cpu"]`` and ``["cpu", "cuda"]`` are the same conditions."""
+    return sorted(set(devices))
+
+
+class Gradebook:
+    """``gradebook.sqlite`` at ``path`` (created if missing); safe to share between threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process in WAL mode
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                self._conn.close()
+                raise ValueError(
+                    f"{self.path}: gradebook schema version {version}, this attnkit reads {SCHEMA_VERSION}"
+                )
+            self._conn.executescript(SCHEMA)
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # --- runs ------------------------------------------------------------------------
+
+    def start_run(
+        self, seed: int | str, suite_version: str, devices: Iterable[str], kit_version: str, isolation: str
+    ) -> int:
+        """Record a new run and return its id."""
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT INTO runs (started_at, seed, suite_version, devices, kit_version, isolation)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (_now(), str(seed), str(suite_version), json.dumps(list(devices)), str(kit_version), str(isolation)),
+            )
+            return int(cur.lastrowid or 0)
+
+    def finish_run(self, run_id: int) -> None:
+        with self._lock:
+            self._conn.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (_now(), run_id))
+
+    def _run_dict(self, row: tuple) -> dict[str, Any]:
+        keys = ("id", "started_at", "finished_at", "seed", "suite_version", "devices", "kit_version", "isolation")
+        run = dict(zip(keys, row))
+        run["seed"] = _seed_out(run["seed"])
+        run["devices"] = json.loads(run["devices"])
+        return run
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        """The run's row as a dict (``devices`` a list, ``seed`` an int where it is one)."""
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return self._run_dict(row) if row else None
+
+    def latest_unfinished_run(self) -> dict[str, Any] | None:
+        """The most recent run that never finished (a run that was stopped), or None."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        return self._run_dict(row) if row else None
+
+    # --- submissions -----------------------------------------------------------------------
+
+    def record(self, run_id: int, submission: Submission, results: Iterable[CaseResult]) -> None:
+        """Record one submission and all its results in one transaction (replacing an earlier record in this run)."""
+        rows = [
+            (run_id, submission.student, r.hook, r.case, r.device, r.dtype, r.status, r.message, float(r.seconds),
+             r.mistake)
+            for r in results
+        ]
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("DELETE FROM results WHERE run_id = ? AND student = ?", (run_id, submission.student))
+                self._conn.execute(
+                    "DELETE FROM submissions WHERE run_id = ? AND student = ?", (run_id, submission.student)
+                )
+                self._conn.execute(
+                    "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, submission.student, submission.source, submission.sha256, submission.format,
+                     submission.entry, submission.error, _now()),
+                )
+                self._conn.executemany(
+                    "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
+                    " mistake) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _results(self, run_id: int, student: str) -> list[CaseResult]:
+        rows = self._conn.execute(
+            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake FROM results"
+            " WHERE run_id = ? AND student = ? ORDER BY rowid",
+            (run_id, student),
+        ).fetchall()
+        return [CaseResult(*row) for row in rows]
+
+    def find_previous(
+        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
+    ) -> tuple[str | None, list[CaseResult]] | None:
+        """``(error, results)`` of the latest grading of this exact input under these conditions, or None."""
+        if not sha256:
+            return None
+        wanted = _devices_key(devices)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT s.run_id, s.error, r.devices FROM submissions s JOIN runs r ON r.id = s.run_id"
+                " WHERE s.student = ? AND s.sha256 = ? AND r.suite_version = ? AND r.seed = ?"
+                " ORDER BY s.graded_at DESC, s.run_id DESC",
+                (student, sha256, str(suite_version), str(seed)),
+            ).fetchall()
+            for run_id, error, devices_json in rows:
+                if _devices_key(json.loads(devices_json)) == wanted:
+                    return error, self._results(run_id, student)
+        return None
+
+    def find_graded(
+        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
+    ) -> list[CaseResult] | None:
+        """Results of an earlier grading of identical input under identical conditions, or None.
+
+        A submission recorded with an error (refused, failed to import) is never
+        reused: reading it again is cheap and the error comes back fresh.
+        """
+        found = self.find_previous(student, sha256, suite_version, seed, devices)
+        if found is None or found[0] is not None:
+            return None
+        return found[1]
+
+    def results_for_run(self, run_id: int) -> dict[str, tuple[Submission, list[CaseResult]]]:
+        """Every submission recorded in a run (``files`` left empty) with its results, by student."""
+        out: dict[str, tuple[Submission, list[CaseResult]]] = {}
+        with self._lock:
+            subs = self._conn.execute(
+                "SELECT student, source, format, entry, sha256, error FROM submissions WHERE run_id = ?"
+                " ORDER BY student",
+                (run_id,),
+            ).fetchall()
+            for student, source, fmt, entry, sha, error in subs:
+                sub = Submission(student=student, source=source, format=fmt, files={}, entry=entry, sha256=sha,
+                                 error=error)
+                out[student] = (sub, self._results(run_id, student))
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Gradebook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,540 @@
+"""What grading leaves behind for people: grades, Gradescope JSON, feedback, JUnit, a summary.
+
+Everything here is computed from :class:`~grader.verdict.CaseResult` rows and
+the rubric; messages arrive already written (and already free of hidden inputs
+unless the instructor asked to reveal them), so this module only arranges and
+escapes them.  Given the same results, every file is byte-for-byte the same,
+whatever order the submissions came in.
+
+Files written by :func:`write_reports` into the output folder:
+
+- ``grades.csv``: ``student``, one column per hook (points earned, hookspec
+  order), ``total``, ``max``; one row per submission, error rows included;
+- ``<student>/results.json``: Gradescope's results format;
+- ``<student>/feedback.md`` and ``<student>/feedback.html``;
+- ``junit.xml``: one ``testsuite`` per student, one ``testcase`` per case.
+
+``run_info`` is a plain dict; the keys used are ``devices`` (the devices that
+ran), ``skipped_devices`` (``{device: reason}``), ``suite_version``,
+``kit_version`` and ``isolation``.  The seed is never written into learner
+feedback.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from rich.table import Table
+
+from grader.registry import HOOK_NAMES, format_hook
+from grader.rubric import HookCounts, Rubric, count_cases, score, total
+from grader.submissions import Submission, sanitize_student_id
+from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
+
+Graded = Sequence[tuple[Submission, Sequence[CaseResult]]]
+
+MAX_OUTPUT_LINES = 10
+"""At most this many lines of explanation per hook in ``results.json``."""
+MAX_LINE_CHARS = 400
+MAX_MESSAGE_CHARS = 4000
+MAX_CASES_NAMED = 3
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+# --- numbers and text ----------------------------------------------------------------
+
+
+def fmt_points(x: float) -> str:
+    """Points as written into files: always two decimals (``1.50``), so files are stable."""
+    return f"{x:.2f}"
+
+
+def short_points(x: float) -> str:
+    """Points for people: ``1``, ``0.5``, ``2.67``."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_safe(text: str) -> str:
+    """Text without the characters XML 1.0 cannot hold (a learner's message may contain anything)."""
+    return _XML_ILLEGAL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """A message on one line: its non-blank lines joined, cut to ``limit`` characters."""
+    line = " · ".join(part.strip() for part in text.splitlines() if part.strip())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- one student's report (the model every file is written from) ----------------------------
+
+
+@dataclass
+class Problem:
+    """One distinct failure (or skip) message and the cases it came from."""
+
+    message: str
+    cases: list[str] = field(default_factory=list)
+    mistake: str = ""
+
+    @property
+    def count(self) -> int:
+        return len(self.cases)
+
+    @property
+    def where(self) -> str:
+        named = ", ".join(self.cases[:MAX_CASES_NAMED])
+        more = self.count - MAX_CASES_NAMED
+        return named + (f" and {more} more" if more > 0 else "")
+
+    def line(self, kind: str) -> str:
+        text = one_line(self.message or f"{kind} (no message)")
+        if self.mistake and self.mistake not in text:
+            text += f" [looks like the known mistake '{self.mistake}']"
+        cases = "case" if self.count == 1 else "cases"
+        return f"{kind.upper()} ({self.count} {cases}: {self.where}): {text}"
+
+
+@dataclass
+class ExerciseReport:
+    hook: str
+    signature: str
+    earned: float
+    possible: float
+    counts: HookCounts
+    all_or_nothing: bool
+    failures: list[Problem]
+    skips: list[Problem]
+    figures: list[str] = field(default_factory=list)  # base64 PNGs (heatmaps come in a later release)
+
+    @property
+    def status(self) -> str:
+        """Gradescope's status: passed only if some case ran and none failed."""
+        return PASSED if self.counts.ran > 0 and self.counts.failed == 0 else FAILED
+
+    @property
+    def note(self) -> str:
+        """Why the points are what they are, when that is not obvious."""
+        if self.counts.ran == 0:
+            if self.counts.skipped:
+                return "no case of this exercise ran (all skipped), so it earns 0 points"
+            return "no case of this exercise ran, so it earns 0 points"
+        if self.all_or_nothing and self.counts.failed:
+            return "all or nothing: a failed case means 0 points"
+        return ""
+
+    def output_lines(self) -> list[str]:
+        lines = [p.line(FAILED) for p in self.failures] + [p.line(SKIPPED) for p in self.skips]
+        if self.note:
+            lines.insert(0, self.note[0].upper() + self.note[1:] + ".")
+        if not lines and self.counts.ran:
+            lines.append("The case passed." if self.counts.passed == 1 else f"All {self.counts.passed} cases passed.")
+        if len(lines) > MAX_OUTPUT_LINES:
+            rest = len(lines) - (MAX_OUTPUT_LINES - 1)
+            lines = lines[: MAX_OUTPUT_LINES - 1] + [f"… and {rest} more (see feedback.html)"]
+        return lines
+
+    @property
+    def earned_text(self) -> str:
+        return short_points(self.earned)
+
+    @property
+    def possible_text(self) -> str:
+        return short_points(self.possible)
+
+
+@dataclass
+class StudentReport:
+    student: str
+    source: str
+    format: str
+    error: str | None
+    earned: float
+    possible: float
+    exercises: list[ExerciseReport]
+    devices_ran: list[str]
+    devices_skipped: list[str]
+    run: dict[str, str]
+
+    @property
+    def cases(self) -> HookCounts:
+        return HookCounts(
+            sum(e.counts.passed for e in self.exercises),
+            sum(e.counts.failed for e in self.exercises),
+            sum(e.counts.skipped for e in self.exercises),
+        )
+
+    @property
+    def summary(self) -> str:
+        c = self.cases
+        text = f"{self.student}: {fmt_points(self.earned)} / {fmt_points(self.possible)} points"
+        if self.error:
+            return f"{text}; the submission could not be graded: {one_line(self.error)}"
+        text += f"; {c.passed} of {c.ran} cases passed"
+        if c.skipped:
+            text += f", {c.skipped} skipped"
+        devices = ", ".join(self.devices_ran) or "none"
+        return text + f" (devices: {devices})"
+
+    @property
+    def earned_text(self) -> str:
+        return short_points(self.earned)
+
+    @property
+    def possible_text(self) -> str:
+        return short_points(self.possible)
+
+
+def _hook_order(results: Iterable[CaseResult]) -> list[CaseResult]:
+    index = {hook: i for i, hook in enumerate(HOOK_NAMES)}
+    return sorted(results, key=lambda r: index.get(r.hook, len(index)))
+
+
+def _case_label(r: CaseResult) -> str:
+    return f"{r.case} ({r.device}, {r.dtype})"
+
+
+def _problems(results: Iterable[CaseResult], status: str) -> list[Problem]:
+    found: dict[tuple[str, str], Problem] = {}
+    for r in results:
+        if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
+            message = clip(r.message.strip())
+            key = (message, r.mistake)
+            problem = found.setdefault(key, Problem(message, [], r.mistake))
+            problem.cases.append(_case_label(r))
+    return list(found.values())
+
+
+def device_summary(results: Iterable[CaseResult], run_info: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(devices that ran, ``"device: reason"`` for each device skipped).
+
+    The run's own lists come first; devices seen in the results add to them
+    (a device whose every case was skipped counts as skipped, with the first reason).
+    """
+    results = list(results)
+    ran = [str(d) for d in (run_info.get("devices") or [])]
+    skipped = {str(d): str(reason) for d, reason in (run_info.get("skipped_devices") or {}).items()}
+    by_device: dict[str, list[CaseResult]] = {}
+    for r in results:
+        by_device.setdefault(r.device, []).append(r)
+    for device, rs in by_device.items():
+        if device in ran or device in skipped:
+            continue
+        if all(r.status == SKIPPED for r in rs):
+            skipped[device] = next((r.message for r in rs if r.message), "skipped")
+        else:
+            ran.append(device)
+    lines = []
+    for device, reason in skipped.items():
+        if device in ran:
+            continue
+        reason = one_line(reason, 200)
+        lines.append(reason if reason.startswith(f"{device}:") else f"{device}: {reason}")
+    return ran, lines
+
+
+def student_report(
+    submission: Submission, results: Sequence[CaseResult], rubric: Rubric, run_info: dict[str, Any] | None = None
+) -> StudentReport:
+    """Everything one student's feedback says, computed once for every file."""
+    run_info = run_info or {}
+    results = _hook_order(results)
+    scores = score(results, rubric)
+    counts = count_cases(results)
+    exercises = []
+    for hook in HOOK_NAMES:
+        mine = [r for r in results if r.hook == hook]
+        earned, possible = scores[hook]
+        exercises.append(
+            ExerciseReport(
+                hook=hook,
+                signature=format_hook(hook),
+                earned=earned,
+                possible=possible,
+                counts=counts[hook],
+                all_or_nothing=hook in rubric.all_or_nothing,
+                failures=_problems(mine, FAILED),
+                skips=_problems(mine, SKIPPED),
+                figures=[],
+            )
+        )
+    earned, possible = total(scores)
+    ran, skipped = device_summary(results, run_info)
+    run = {
+        label: str(run_info[key])
+        for key, label in (("suite_version", "hidden suite"), ("kit_version", "kit"), ("isolation", "isolation"))
+        if run_info.get(key) not in (None, "")
+    }
+    return StudentReport(
+        student=submission.student,
+        source=submission.source,
+        format=submission.format,
+        error=submission.error,
+        earned=earned,
+        possible=possible,
+        exercises=exercises,
+        devices_ran=ran,
+        devices_skipped=skipped,
+        run=run,
+    )
+
+
+# --- grades.csv ------------------------------------------------------------------------
+
+
+def _sorted(graded: Graded) -> list[tuple[Submission, Sequence[CaseResult]]]:
+    return sorted(graded, key=lambda item: item[0].student)
+
+
+def grades_rows(graded: Graded, rubric: Rubric) -> list[list[str]]:
+    """The rows of ``grades.csv``, header first, students sorted."""
+    rows = [["student", *HOOK_NAMES, "total", "max"]]
+    for sub, results in _sorted(graded):
+        scores = score(results, rubric)
+        earned, possible = total(scores)
+        rows.append([sub.student, *(fmt_points(scores[h][0]) for h in HOOK_NAMES), fmt_points(earned),
+                     fmt_points(possible)])
+    return rows
+
+
+def grades_csv(graded: Graded, rubric: Rubric) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(grades_rows(graded, rubric))
+    return buffer.getvalue()
+
+
+def write_grades_csv(path: str | Path, graded: Graded, rubric: Rubric) -> None:
+    _write_text(Path(path), grades_csv(graded, rubric))
+
+
+# --- results.json (Gradescope) ------------------------------------------------------------
+
+
+def gradescope_results(report: StudentReport) -> dict[str, Any]:
+    """Gradescope's ``results.json``: score, max_score, output, and one test per exercise."""
+    output = report.summary
+    if report.devices_skipped:
+        output += "; skipped devices: " + "; ".join(report.devices_skipped)
+    return {
+        "score": round(report.earned, 2),
+        "max_score": round(report.possible, 2),
+        "output": output,
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [
+            {
+                "name": ex.hook,
+                "score": round(ex.earned, 2),
+                "max_score": round(ex.possible, 2),
+                "status": ex.status,
+                "output": "\n".join(ex.output_lines()),
+                "visibility": "visible",
+            }
+            for ex in report.exercises
+        ],
+    }
+
+
+def write_results_json(path: str | Path, report: StudentReport) -> None:
+    _write_text(Path(path), json.dumps(gradescope_results(report), indent=2, ensure_ascii=False) + "\n")
+
+
+# --- feedback.md / feedback.html --------------------------------------------------------------
+
+
+def _fenced(text: str, lang: str = "text") -> str:
+    """A Markdown code block that ``text`` cannot break out of, whatever backticks it holds."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def _md_inline(text: str) -> str:
+    """Text for a Markdown line: on one line, every character Markdown or HTML would act on escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", one_line(str(text), MAX_MESSAGE_CHARS))
+
+
+def _environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["fenced"] = _fenced
+    env.filters["md"] = _md_inline
+    env.filters["points"] = short_points
+    return env
+
+
+_ENVIRONMENTS: dict[bool, jinja2.Environment] = {}
+
+
+def _render(template: str, autoescape: bool, report: StudentReport) -> str:
+    env = _ENVIRONMENTS.get(autoescape)
+    if env is None:
+        env = _ENVIRONMENTS[autoescape] = _environment(autoescape)
+    return env.get_template(template).render(report=report, FAILED=FAILED, PASSED=PASSED)
+
+
+def render_feedback_md(report: StudentReport) -> str:
+    return _render("feedback.md.j2", False, report)
+
+
+def render_feedback_html(report: StudentReport) -> str:
+    return _render("feedback.html.j2", True, report)
+
+
+def write_feedback(folder: str | Path, report: StudentReport) -> None:
+    folder = Path(folder)
+    _write_text(folder / "feedback.md", render_feedback_md(report))
+    _write_text(folder / "feedback.html", render_feedback_html(report))
+
+
+# --- junit.xml -------------------------------------------------------------------------------
+
+
+def junit_tree(graded: Graded) -> ET.ElementTree:
+    """One ``testsuite`` per student, one ``testcase`` per case result (named ``CaseResult.test_name``)."""
+    root = ET.Element("testsuites", name="attnkit")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
+    for sub, results in _sorted(graded):
+        results = _hook_order(results)
+        suite = ET.SubElement(root, "testsuite", name=xml_safe(sub.student))
+        counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
+        if sub.error:
+            counts["tests"] += 1
+            counts["errors"] += 1
+            case = ET.SubElement(suite, "testcase", classname=f"attnkit.{sub.student}", name="submission", time="0")
+            error = ET.SubElement(case, "error", message=xml_safe(one_line(sub.error)), type="SubmissionError")
+            error.text = xml_safe(sub.error)
+        suite_seconds = 0.0
+        for r in results:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"attnkit.{sub.student}.{xml_safe(r.hook)}",
+                name=xml_safe(r.test_name),
+                time=f"{r.seconds:.3f}",
+            )
+            suite_seconds += r.seconds
+            if r.status == SKIPPED:
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=xml_safe(one_line(r.message or "skipped")))
+            elif r.status != PASSED:
+                counts["failures"] += 1
+                failure = ET.SubElement(case, "failure", message=xml_safe(one_line(r.message or "failed")))
+                failure.text = xml_safe(clip(r.message + (f"\nknown mistake: {r.mistake}" if r.mistake else "")))
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", f"{suite_seconds:.3f}")
+        seconds += suite_seconds
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{seconds:.3f}")
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def junit_xml(graded: Graded) -> str:
+    buffer = io.BytesIO()
+    junit_tree(graded).write(buffer, encoding="utf-8", xml_declaration=True)
+    return buffer.getvalue().decode("utf-8") + "\n"
+
+
+def write_junit(path: str | Path, graded: Graded) -> None:
+    _write_text(Path(path), junit_xml(graded))
+
+
+# --- everything -------------------------------------------------------------------------------
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write atomically (a reader never sees half a file), UTF-8, ``\\n`` line endings."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def student_folder(out_dir: str | Path, student: str) -> Path:
+    """``out_dir/<student>``; refuses an id that is not already safe (ids come from ``sanitize_student_id``)."""
+    if sanitize_student_id(student) != student:
+        raise ValueError(f"unsafe student id {student!r}")
+    out = Path(out_dir).resolve()
+    folder = (out / student).resolve()
+    if folder.parent != out:
+        raise ValueError(f"student id {student!r} would write outside {out}")
+    return folder
+
+
+def write_reports(out_dir: str | Path, graded: Graded, rubric: Rubric, run_info: dict[str, Any]) -> None:
+    """Write ``grades.csv``, ``junit.xml`` and each student's results.json and feedback into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    graded = _sorted(graded)
+    write_grades_csv(out / "grades.csv", graded, rubric)
+    write_junit(out / "junit.xml", graded)
+    for sub, results in graded:
+        folder = student_folder(out, sub.student)
+        report = student_report(sub, results, rubric, run_info)
+        write_results_json(folder / "results.json", report)
+        write_feedback(folder, report)
+
+
+# --- the console ------------------------------------------------------------------------------
+
+
+def summary_table(graded: Graded, rubric: Rubric) -> Table:
+    """The table printed after grading: student, total/max, where points were lost, error."""
+    table = Table(title="attnkit grades", show_lines=False, header_style="bold")
+    table.add_column("student", no_wrap=True)
+    table.add_column("total", justify="right", no_wrap=True)
+    table.add_column("points lost in", overflow="fold")
+    table.add_column("error", overflow="fold", max_width=48)
+    for sub, results in _sorted(graded):
+        scores = score(results, rubric)
+        earned, possible = total(scores)
+        lost = [
+            f"[{'red' if got == 0 else 'yellow'}]{hook} {short_points(got)}/{short_points(worth)}[/]"
+            for hook, (got, worth) in scores.items()
+            if got < worth
+        ]
+        error = one_line(sub.error, 120) if sub.error else ""
+        style = "green" if earned >= possible else "yellow" if earned > 0 else "red"
+        shown = ", ".join(lost) if sub.error is None and len(lost) < len(HOOK_NAMES) else "[red]everything[/]"
+        table.add_row(sub.student, f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",
+                      shown if lost else "", f"[red]{_rich_escape(error)}[/]" if error else "")
+    return table
+
+
+def _rich_escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,132 @@
+"""The rubric: points per exercise, in one TOML file the instructor edits.
+
+The packaged default is ``grader/rubric.toml``.  Partial credit is the share of
+cases passed: ``points × passed / (passed + failed)`` per hook.  Skipped cases
+(a device that is not present, an inconclusive ``meta`` run) count neither way.
+Hooks listed under ``all_or_nothing`` earn their points only if no case failed.
+A hook with no case that ran (all skipped, or none at all) earns **0** of its
+points: not running is never a free pass.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.registry import HOOK_NAMES
+from grader.verdict import PASSED, SKIPPED, CaseResult
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
+
+DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """Points per hook (every hook of ``HOOK_NAMES``; unlisted hooks are worth 0)."""
+
+    points: dict[str, float]
+    all_or_nothing: frozenset[str] = frozenset()
+    source: str = ""
+
+    @property
+    def max_total(self) -> float:
+        return round(sum(self.points.get(h, 0.0) for h in HOOK_NAMES), 2)
+
+
+def _fail(path: Path | str, message: str) -> ValueError:
+    return ValueError(f"{path}: {message}")
+
+
+def _number(path: Path | str, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(path, f"points for {key!r} must be a number, not {value!r}")
+    if value != value or value < 0 or value == float("inf"):  # NaN, negative, infinite
+        raise _fail(path, f"points for {key!r} must be a non-negative finite number, not {value!r}")
+    return float(value)
+
+
+def parse_rubric(data: dict, source: str | Path = "<rubric>") -> Rubric:
+    """Validate a rubric already read from TOML; a clear ValueError names the file and key."""
+    unknown_top = sorted(set(data) - {"points", "all_or_nothing"})
+    if unknown_top:
+        raise _fail(source, f"unknown key(s) {', '.join(map(repr, unknown_top))}; expected [points] and all_or_nothing")
+    points_table = data.get("points", {})
+    if not isinstance(points_table, dict):
+        raise _fail(source, "[points] must be a table of hook = points")
+    points: dict[str, float] = {hook: 0.0 for hook in HOOK_NAMES}
+    for key, value in points_table.items():
+        if key not in HOOK_NAMES:
+            raise _fail(source, f"[points] {key!r} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
+        points[key] = _number(source, key, value)
+    aon = data.get("all_or_nothing", [])
+    if not isinstance(aon, list) or not all(isinstance(h, str) for h in aon):
+        raise _fail(source, "all_or_nothing must be a list of hook names")
+    for hook in aon:
+        if hook not in HOOK_NAMES:
+            raise _fail(source, f"all_or_nothing: {hook!r} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
+    return Rubric(points, frozenset(aon), str(source))
+
+
+def load_rubric(path: str | Path | None = None) -> Rubric:
+    """Read and validate a rubric file (the packaged ``rubric.toml`` by default)."""
+    path = Path(path) if path is not None else DEFAULT_RUBRIC
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise _fail(path, f"cannot read the rubric ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise _fail(path, f"not valid TOML ({exc})") from None
+    return parse_rubric(data, path)
+
+
+@dataclass(frozen=True)
+class HookCounts:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @property
+    def ran(self) -> int:
+        return self.passed + self.failed
+
+
+def count_cases(results: Iterable[CaseResult]) -> dict[str, HookCounts]:
+    """Passed, failed and skipped cases per hook (every hook present; unknown statuses count as failed)."""
+    tally = {hook: [0, 0, 0] for hook in HOOK_NAMES}
+    for r in results:
+        if r.hook not in tally:
+            continue
+        index = 0 if r.status == PASSED else 2 if r.status == SKIPPED else 1
+        tally[r.hook][index] += 1
+    return {hook: HookCounts(*counts) for hook, counts in tally.items()}
+
+
+def hook_points(points: float, counts: HookCounts, all_or_nothing: bool) -> float:
+    """Points earned on one hook (see the module docstring), rounded to 2 decimals."""
+    if counts.ran == 0:
+        return 0.0
+    if all_or_nothing:
+        return round(points, 2) if counts.failed == 0 else 0.0
+    return round(points * counts.passed / counts.ran, 2)
+
+
+def score(results: Iterable[CaseResult], rubric: Rubric) -> dict[str, tuple[float, float]]:
+    """``{hook: (earned, possible)}`` for every hook in ``HOOK_NAMES`` order, for one student's results."""
+    counts = count_cases(results)
+    return {
+        hook: (hook_points(rubric.points.get(hook, 0.0), counts[hook], hook in rubric.all_or_nothing),
+               rubric.points.get(hook, 0.0))
+        for hook in HOOK_NAMES
+    }
+
+
+def total(scores: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """``(earned, possible)`` over all hooks, rounded to 2 decimals."""
+    return (round(sum(e for e, _ in scores.values()), 2), round(sum(p for _, p in scores.values()), 2))

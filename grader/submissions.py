@@ -1,0 +1,558 @@
+"""Reading submissions safely: files become text, nothing is ever executed here.
+
+A submission reaches the learner's sandboxed process as ``{relpath: source
+text}`` plus an *entry* (the file or folder inside those files to import), see
+:mod:`grader.child_runtime`.  This module turns what an instructor points the
+grader at into exactly that, on the trusted side, without importing or running
+anything:
+
+- a ``.py`` file: ``files={"alice.py": text}``, ``entry="alice.py"``;
+- a folder of loose modules or a package: its ``.py`` files, recursively, keyed
+  under the folder's own name (``{"alice/scores.py": ...}``, ``entry="alice"``),
+  test files, ``conftest.py``, ``__pycache__`` and hidden folders left out;
+- a learner's whole kit (a folder holding ``exercises/__init__.py``): only the
+  ``exercises`` package, keyed ``exercises/...`` with ``entry="exercises"``, so
+  absolute imports such as ``from exercises.scores import x`` keep working;
+- a ``.zip`` of any of these, read entry by entry with caps on entry count,
+  sizes (declared *and* counted while reading), no absolute paths, no ``..``,
+  no links; a zip whose entries share one top folder is that folder;
+- a ``.ipynb`` notebook, converted by ``grader.notebooks.notebook_to_source``
+  when that module exists, otherwise an error row.
+
+:func:`read_submission` never raises for bad input: every problem becomes
+``Submission.error``, one line, and the submission is graded as an error row.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import os
+import stat
+import unicodedata
+import zipfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from grader.registry import CLASS_ALIASES, HOOK_NAMES
+
+MAX_PY_BYTES = 1 << 20
+"""A single ``.py`` file (on disk or in a zip) may hold at most 1 MiB."""
+MAX_NOTEBOOK_BYTES = 20 << 20
+"""A notebook, outputs included, may hold at most 20 MiB."""
+MAX_TOTAL_BYTES = 50 << 20
+"""A zip may unpack to (and a folder may hold) at most 50 MiB in all."""
+MAX_ZIP_BYTES = 50 << 20
+"""A zip file itself may be at most 50 MiB on disk (its directory is parsed whole)."""
+MAX_ENTRIES = 500
+"""A zip or a folder may hold at most 500 entries."""
+MAX_ID_LENGTH = 64
+MAX_HASHED_BYTES = 256 << 20
+"""An error row's input is hashed only up to this size (a multi-gigabyte file gets no hash)."""
+KIT_PACKAGE = "exercises"
+
+FORMATS = ("py", "folder", "zip", "ipynb")
+SKIPPED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", "__MACOSX"})
+NOT_A_SUBMISSION = "not a submission: expected a .py, .ipynb or .zip file, or a folder"
+NOTEBOOKS_LATER = "notebook submissions arrive in a later release"
+
+_CHUNK = 64 << 10
+
+
+@dataclass
+class Submission:
+    """One learner's hand-in, as text, ready to send to a sandboxed process.
+
+    ``files`` maps a relative POSIX path to its source text; ``entry`` is the
+    file or folder (a key of ``files`` or a folder they live under) that the
+    learner's process imports.  ``error`` is one line when the submission
+    cannot be graded at all (``files`` is then usually empty).
+    """
+
+    student: str
+    source: str
+    format: str
+    files: dict[str, str] = field(default_factory=dict)
+    entry: str = ""
+    sha256: str = ""
+    error: str | None = None
+
+    def load_message(self) -> dict[str, object]:
+        """The ``load`` request for :mod:`grader.child_runtime` (the caller adds ``hooks``)."""
+        return {"op": "load", "files": dict(self.files), "entry": self.entry}
+
+
+class Refused(Exception):
+    """Input that cannot be accepted; the message is the one-line error shown to people."""
+
+
+# --- student ids --------------------------------------------------------------------
+
+
+def sanitize_student_id(name: str) -> str:
+    """A student id made only of ``[A-Za-z0-9._-]``: safe as a folder name anywhere.
+
+    Accents are dropped (``José`` → ``Jose``), every other character becomes
+    ``_``, leading dots are removed (so ``..`` and hidden names never survive),
+    the result is cut to 64 characters and is never empty (``student``).
+    """
+    out = []
+    for ch in unicodedata.normalize("NFKD", name):
+        if unicodedata.combining(ch):
+            continue
+        out.append(ch if (ch.isascii() and (ch.isalnum() or ch in "._-")) else "_")
+    text = "".join(out).lstrip(".")[:MAX_ID_LENGTH]
+    return text or "student"
+
+
+def _id_from_path(path: Path) -> str:
+    name = path.name if path.name not in ("", ".", "..") else path.resolve().name
+    stem = name[: -len(path.suffix)] if path.suffix and not path.is_dir() else name
+    return sanitize_student_id(stem)
+
+
+def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
+    """Give repeated ids ``-2``, ``-3`` … suffixes, in order (case-insensitively, for macOS/Windows)."""
+    seen: set[str] = set()
+    for sub in submissions:
+        base = sub.student
+        candidate, n = base, 1
+        while candidate.lower() in seen:
+            n += 1
+            suffix = f"-{n}"
+            candidate = base[: MAX_ID_LENGTH - len(suffix)] + suffix
+        seen.add(candidate.lower())
+        sub.student = candidate
+    return submissions
+
+
+# --- text and hashing -------------------------------------------------------------
+
+
+def decode_source(data: bytes, name: str) -> str:
+    """UTF-8 text without null bytes, or :class:`Refused` saying where it goes wrong."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(f"{name}: not valid UTF-8 at byte {exc.start}") from None
+    if "\x00" in text:
+        raise Refused(f"{name}: contains a null byte (at byte {data.index(0)})")
+    return text.removeprefix("\ufeff")
+
+
+def files_sha256(files: dict[str, str]) -> str:
+    """sha256 over the sorted ``(relpath, text)`` pairs, each length-prefixed (unambiguous)."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        for part in (rel.encode("utf-8"), files[rel].encode("utf-8")):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    """sha256 of a file's raw bytes (for error rows), or "" when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        if path.stat().st_size > MAX_HASHED_BYTES:
+            return ""
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()
+
+
+def _size(n: int) -> str:
+    for unit, label in ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")):
+        if n >= unit:
+            return f"{n // unit} {label}" if n % unit == 0 else f"{n / unit:.1f} {label}"
+    return f"{n} bytes"
+
+
+def _too_big(n: int, kind: str, limit: int) -> str:
+    return f"{_size(n)} {kind} is over the {_size(limit)} limit"
+
+
+def _is_test_file(name: str) -> bool:
+    return name.startswith("test_") or name == "conftest.py"
+
+
+def _skipped_dir(name: str) -> bool:
+    return name.startswith(".") or name in SKIPPED_DIRS
+
+
+# --- a tree of files, from a folder or a zip ------------------------------------------
+#
+# Both are first listed (nothing read yet), then a layout is chosen, then only the
+# .py files the layout needs are read as text, counting bytes as they come.
+
+
+def _choose_layout(paths: Iterable[str], name: str) -> tuple[str, str, str]:
+    """For the relative paths in a zip's tree called ``name``: (prefix to keep, key prefix, entry).
+
+    ``prefix`` selects the paths to keep ("" = all); a path ``prefix + rest`` is
+    stored as ``key_prefix + rest``.
+    """
+    paths = set(paths)
+    if "__init__.py" not in paths and f"{KIT_PACKAGE}/__init__.py" in paths:
+        return f"{KIT_PACKAGE}/", f"{KIT_PACKAGE}/", KIT_PACKAGE
+    return "", f"{name}/", name
+
+
+def _wanted(rel: str) -> bool:
+    """A .py file to send to the learner's process: not a test, not in a hidden or cache folder."""
+    parts = rel.split("/")
+    return rel.endswith(".py") and not _is_test_file(parts[-1]) and not any(_skipped_dir(p) for p in parts[:-1])
+
+
+def _folder_name(path: Path) -> str:
+    name = path.resolve().name
+    return name or "submission"
+
+
+MAX_WALKED = 20_000
+"""Walking a folder stops (refused) after this many entries: a stray virtualenv, say."""
+
+
+def _read_folder(path: Path, student: str) -> Submission:
+    source = str(path)
+    notebooks = sorted(c for c in path.glob("*.ipynb") if c.is_file() and not c.name.startswith("."))
+    if not (path / "__init__.py").exists() and (path / KIT_PACKAGE / "__init__.py").is_file():
+        root, name = path / KIT_PACKAGE, KIT_PACKAGE  # a learner's whole kit: grade its package
+    else:
+        root, name = path, _folder_name(path)
+    if root != path and root.is_symlink():
+        raise Refused(f"refused folder: {KIT_PACKAGE} is a symbolic link")
+    listing: dict[str, Path] = {}
+    walked = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(d))
+        here = Path(dirpath)
+        walked += len(dirnames) + len(filenames)
+        if walked > MAX_WALKED:
+            raise Refused(f"refused folder: more than {MAX_WALKED} entries")
+        for d in dirnames:
+            if (here / d).is_symlink():
+                raise Refused(f"refused folder: {(here / d).relative_to(path).as_posix()} is a symbolic link")
+        for fname in sorted(filenames):
+            full = here / fname
+            rel = full.relative_to(root).as_posix()
+            if fname.startswith(".") or not _wanted(rel):
+                continue
+            _check_name(rel, "folder")
+            if full.is_symlink():
+                raise Refused(f"refused folder: {full.relative_to(path).as_posix()} is a symbolic link")
+            listing[rel] = full
+            if len(listing) > MAX_ENTRIES:
+                raise Refused(f"refused folder: more than {MAX_ENTRIES} .py files")
+    if not listing:
+        if len(notebooks) == 1:
+            return _read_notebook_file(notebooks[0], student, source)
+        raise Refused(f"{path.name}: no .py files to grade")
+    files: dict[str, str] = {}
+    total = 0
+    for rel in sorted(listing):
+        full = listing[rel]
+        size = full.stat().st_size
+        if size > MAX_PY_BYTES:
+            raise Refused(f"{rel}: {_too_big(size, '.py file', MAX_PY_BYTES)}")
+        total += size
+        if total > MAX_TOTAL_BYTES:
+            raise Refused(f"refused folder: {_too_big(total, 'of .py files', MAX_TOTAL_BYTES)}")
+        data = _read_capped(full.open("rb"), MAX_PY_BYTES, rel)
+        files[f"{name}/{rel}"] = decode_source(data, rel)
+    return _made(student, source, "folder", files, name)
+
+
+def _read_capped(stream, limit: int, name: str, too_much: str | None = None) -> bytes:
+    """Read at most ``limit`` bytes, counting as it goes; more is refused, never held."""
+    chunks: list[bytes] = []
+    n = 0
+    with stream:
+        while chunk := stream.read(_CHUNK):
+            n += len(chunk)
+            if n > limit:
+                raise Refused(too_much or f"{name}: more than {_size(limit)} when read, over the {_size(limit)} limit")
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_name(rel: str, what: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Refused(f"refused {what}: a file name is not valid UTF-8 ({rel!r})") from None
+
+
+def _zip_entry_path(info: zipfile.ZipInfo) -> str:
+    """The entry's relative POSIX path, or :class:`Refused` when it could land outside."""
+    raw = info.filename
+    name = raw.replace("\\", "/")
+    _check_name(name, "zip")
+    if "\x00" in name:
+        raise Refused(f"refused zip: entry {raw!r} has a null byte in its name")
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise Refused(f"refused zip: entry {raw!r} is an absolute path")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise Refused(f"refused zip: entry {raw!r} points outside the archive")
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise Refused(f"refused zip: entry {raw!r} is a symbolic link")
+    return "/".join(parts)
+
+
+def _read_zip(path: Path, student: str) -> Submission:
+    source = str(path)
+    size = path.stat().st_size
+    if size > MAX_ZIP_BYTES:
+        raise Refused(f"refused zip: {_too_big(size, 'archive', MAX_ZIP_BYTES)}")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise Refused(f"refused zip: not a readable zip archive ({exc})") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ENTRIES:
+            raise Refused(f"refused zip: {len(infos)} entries is over the {MAX_ENTRIES} entry limit")
+        declared = sum(max(i.file_size, 0) for i in infos)
+        if declared > MAX_TOTAL_BYTES:
+            raise Refused(f"refused zip: {_too_big(declared, 'unpacked', MAX_TOTAL_BYTES)}")
+        entries: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            rel = _zip_entry_path(info)
+            if not rel or info.is_dir():
+                continue
+            parts = rel.split("/")
+            if any(_skipped_dir(p) for p in parts[:-1]) or parts[-1].startswith("."):
+                continue
+            if rel in entries:
+                raise Refused(f"refused zip: entry {rel!r} appears twice")
+            if rel.endswith(".py") and info.file_size > MAX_PY_BYTES:
+                raise Refused(f"refused zip: {rel}: {_too_big(info.file_size, '.py file', MAX_PY_BYTES)}")
+            entries[rel] = info
+        # A zip whose entries all share one top folder is that folder.
+        tops = {rel.split("/")[0] for rel in entries}
+        name = _folder_name(path).removesuffix(path.suffix) or "submission"
+        wrapped = len(tops) == 1 and all("/" in rel for rel in entries)
+        if wrapped:
+            name = tops.pop()
+            entries = {rel.split("/", 1)[1]: info for rel, info in entries.items()}
+        budget = [MAX_TOTAL_BYTES]  # counted while reading: declared sizes can lie
+
+        def read(rel: str, limit: int) -> bytes:
+            if budget[0] < limit:
+                too_much = f"refused zip: more than {_size(MAX_TOTAL_BYTES)} when unpacked, over the limit"
+                data = _read_capped(_open_member(zf, entries[rel]), budget[0], rel, too_much)
+            else:
+                too_much = f"refused zip: {rel} unpacks to more than {_size(limit)}, over the limit"
+                data = _read_capped(_open_member(zf, entries[rel]), limit, rel, too_much)
+            budget[0] -= len(data)
+            return data
+
+        try:
+            py = sorted(rel for rel in entries if _wanted(rel))
+            top_py = [rel for rel in py if "/" not in rel]
+            notebooks = sorted(rel for rel in entries if rel.endswith(".ipynb") and "/" not in rel)
+            if not py:
+                if len(notebooks) == 1:
+                    text = decode_source(read(notebooks[0], MAX_NOTEBOOK_BYTES), notebooks[0])
+                    return _from_notebook(text, student, source, notebooks[0])
+                raise Refused(f"{path.name}: no .py files to grade")
+            if not wrapped and py == top_py and len(py) == 1 and "__init__.py" not in py:
+                rel = py[0]
+                files = {rel: decode_source(read(rel, MAX_PY_BYTES), rel)}
+                return _made(student, source, "zip", files, rel)
+            keep, key_prefix, entry = _choose_layout(py, name)
+            files = {}
+            for rel in py:
+                if rel.startswith(keep):
+                    files[key_prefix + rel[len(keep):]] = decode_source(read(rel, MAX_PY_BYTES), rel)
+            return _made(student, source, "zip", files, entry)
+        except zipfile.BadZipFile as exc:
+            raise Refused(f"refused zip: corrupt archive ({exc})") from None
+        except (NotImplementedError, RuntimeError, OSError, EOFError, ValueError, zlib.error) as exc:
+            raise Refused(f"refused zip: cannot read it ({type(exc).__name__}: {exc})") from None
+
+
+def _open_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo):
+    # ZipExtFile stops at the declared size and checks the CRC, so a size that lies
+    # ends as BadZipFile; _read_capped counts what is actually read either way.
+    return zf.open(info)
+
+
+# --- notebooks -----------------------------------------------------------------------
+
+
+def _notebook_converter():
+    try:
+        module = importlib.import_module("grader.notebooks")
+    except ImportError:
+        return None
+    return getattr(module, "notebook_to_source", None)
+
+
+def _from_notebook(text: str, student: str, source: str, name: str) -> Submission:
+    convert = _notebook_converter()
+    if convert is None:
+        raise _NotebookError(NOTEBOOKS_LATER)
+    try:
+        code = convert(text)
+    except Exception as exc:  # the converter's own errors name the problem
+        line = (str(exc) or type(exc).__name__).splitlines()[0]
+        raise _NotebookError(f"{name}: {line}") from None
+    if not isinstance(code, str) or "\x00" in code:
+        raise _NotebookError(f"{name}: the notebook's code could not be extracted as text")
+    rel = sanitize_student_id(PurePosixPath(name).stem) + ".py"
+    files = {rel: code}
+    return _made(student, source, "ipynb", files, rel)
+
+
+class _NotebookError(Refused):
+    """A notebook that cannot be graded (the row keeps format ``ipynb``)."""
+
+
+def _read_notebook_file(path: Path, student: str, source: str) -> Submission:
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise _NotebookError(f"{path.name}: {_too_big(size, 'notebook', MAX_NOTEBOOK_BYTES)}")
+    text = decode_source(_read_capped(path.open("rb"), MAX_NOTEBOOK_BYTES, path.name), path.name)
+    return _from_notebook(text, student, source, path.name)
+
+
+# --- the public entry points -----------------------------------------------------------
+
+
+def _made(student: str, source: str, fmt: str, files: dict[str, str], entry: str) -> Submission:
+    return Submission(student, source, fmt, files, entry, files_sha256(files))
+
+
+def _format_of(path: Path) -> str:
+    if path.is_dir():
+        return "folder"
+    suffix = path.suffix.lower()
+    return {".py": "py", ".zip": "zip", ".ipynb": "ipynb"}.get(suffix, "folder" if not suffix else "unknown")
+
+
+def read_submission(path: str | os.PathLike[str]) -> Submission:
+    """Read one submission as text; never raises for bad input (see ``Submission.error``).
+
+    The student id is the file stem, folder name or zip stem, sanitised.
+    """
+    p = Path(path)
+    source = str(path)
+    student = _id_from_path(p)
+    fmt = _format_of(p)
+    try:
+        if p.is_symlink() and not p.exists():
+            raise Refused(f"{p.name}: a broken symbolic link")
+        if not p.exists():
+            raise Refused(f"{p.name}: no such file or folder")
+        if p.is_dir():
+            return _read_folder(p, student)
+        if not p.is_file():
+            raise Refused(f"{p.name}: not a regular file")
+        if fmt == "py":
+            size = p.stat().st_size
+            if size > MAX_PY_BYTES:
+                raise Refused(f"{p.name}: {_too_big(size, '.py file', MAX_PY_BYTES)}")
+            text = decode_source(_read_capped(p.open("rb"), MAX_PY_BYTES, p.name), p.name)
+            return _made(student, source, "py", {p.name: text}, p.name)
+        if fmt == "zip":
+            return _read_zip(p, student)
+        if fmt == "ipynb":
+            return _read_notebook_file(p, student, source)
+        raise Refused(f"{p.name}: {NOT_A_SUBMISSION}")
+    except _NotebookError as exc:
+        return Submission(student, source, "ipynb", sha256=_file_sha256(p) if p.is_file() else "", error=str(exc))
+    except Refused as exc:
+        return Submission(student, source, fmt, sha256=_file_sha256(p) if p.is_file() else "", error=str(exc))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return Submission(student, source, fmt, error=f"{p.name}: cannot read it ({reason})")
+
+
+def _hooks_defined(path: Path) -> set[str]:
+    """Hook names (or the chapter's class names) defined at the top of a .py file, read with ``ast``, never run."""
+    try:
+        if path.stat().st_size > MAX_PY_BYTES:
+            return set()
+        tree = ast.parse(path.read_bytes(), filename=path.name)
+    except Exception:  # unreadable, not Python, too deeply nested: not evidence either way
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names & _HOOKISH
+
+
+_HOOKISH = frozenset(HOOK_NAMES) | frozenset(CLASS_ALIASES.values())
+
+
+def is_class_folder(path: Path) -> bool:
+    """A folder of submissions rather than one submission.
+
+    Never a package (``__init__.py``) or a learner's kit (``exercises/__init__.py``).
+    Otherwise a class folder when it holds no ``.py`` at its top, or a ``.zip`` at
+    its top, or two top-level ``.py`` files that define the same hook (each file
+    then is one learner's solution, like ``examples/submissions/``).  Files are
+    parsed with :mod:`ast`, never imported.
+    """
+    if not path.is_dir():
+        return False
+    if (path / "__init__.py").exists() or (path / KIT_PACKAGE / "__init__.py").exists():
+        return False
+    try:
+        children = [c for c in path.iterdir() if not c.name.startswith(".") and c.is_file()]
+    except OSError:
+        return False
+    top_py = sorted(c for c in children if _wanted(c.name))
+    if not top_py or any(c.suffix.lower() == ".zip" for c in children):
+        return True
+    seen: set[str] = set()
+    for file in top_py[:MAX_ENTRIES]:
+        hooks = _hooks_defined(file)
+        if hooks & seen:
+            return True
+        seen |= hooks
+    return False
+
+
+def class_members(path: Path) -> list[Path]:
+    """The submissions in a class folder: ``.py``, ``.zip``, ``.ipynb`` files and folders, sorted."""
+    members = []
+    for child in sorted(path.iterdir(), key=lambda c: c.name):
+        if child.name.startswith(".") or child.name in SKIPPED_DIRS:
+            continue
+        if child.is_dir() or child.suffix.lower() in (".py", ".zip", ".ipynb"):
+            members.append(child)
+    return members
+
+
+def collect_submissions(paths: list[str]) -> list[Submission]:
+    """Read every submission named by ``paths``, a class folder (:func:`is_class_folder`) standing for its members.
+
+    Repeated student ids get ``-2``, ``-3`` suffixes, in the order read.
+    Nonexistent paths come back as error submissions.
+    """
+    subs: list[Submission] = []
+    for raw in paths:
+        p = Path(raw)
+        if is_class_folder(p):
+            try:
+                members = class_members(p)
+            except OSError as exc:
+                subs.append(Submission(_id_from_path(p), str(raw), "folder", error=f"cannot list {p.name}: {exc}"))
+                continue
+            subs.extend(read_submission(m) for m in members)
+        else:
+            subs.append(read_submission(raw))
+    return deduplicate_ids(subs)
