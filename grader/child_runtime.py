@@ -143,19 +143,27 @@ def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
     entries come back afterwards so the kit's own packages are not replaced.
     """
 
+    inside = str(folder.resolve()) + os.sep
+
     def owned(key: str) -> bool:
         return any(key == n or key.startswith(n + ".") for n in module_names)
+
+    def from_folder(module: Any) -> bool:
+        return str(getattr(module, "__file__", None) or "").startswith(inside)
 
     saved = {key: mod for key, mod in sys.modules.items() if owned(key)}
     for key in saved:
         del sys.modules[key]
+    before = set(sys.modules)
     sys.path.insert(0, str(folder))
     try:
         yield
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(folder))
-        for key in [k for k in sys.modules if owned(k)]:
+        # the submission's own modules and any sibling it imported leave with it,
+        # so the next submission's `import helper` finds its own helper
+        for key in [k for k, mod in list(sys.modules.items()) if owned(k) or (k not in before and from_folder(mod))]:
             del sys.modules[key]
         sys.modules.update(saved)
 
@@ -184,6 +192,7 @@ def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
     ``SystemExit`` included, becomes a :class:`LoadError` with one line naming
     the file and line.
     """
+    path = path.resolve()
     try:
         if path.is_file():
             name = f"attnkit_submission_{uuid.uuid4().hex[:12]}"
@@ -498,6 +507,26 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
     sys.path_importer_cache.clear()
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
+
+    The template dies with the grader and each child with the template, so a
+    grader killed mid-run leaves no learner process behind.
+    """
+    import ctypes
+    import ctypes.util
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _warm_meta() -> None:
     """Pay the meta device's one-off start-up (lazy imports) once, here, not in every child.
 
@@ -513,7 +542,7 @@ def _warm_meta() -> None:
     scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
 
 
-def serve_template(control_fd: int, kit_roots: list[str]) -> None:
+def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> None:
     """Import torch once, then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
@@ -523,6 +552,7 @@ def serve_template(control_fd: int, kit_roots: list[str]) -> None:
     """
     import signal
 
+    die_with_parent(grader_pid)
     import safetensors.torch  # noqa: F401 - warm the import for the children
     import torch  # noqa: F401
 
@@ -530,7 +560,8 @@ def serve_template(control_fd: int, kit_roots: list[str]) -> None:
     _drop_kit_from_path(kit_roots)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     control = socket.socket(fileno=control_fd)
-    control.sendall(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    template_pid = os.getpid()
+    control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 1)
@@ -546,6 +577,7 @@ def serve_template(control_fd: int, kit_roots: list[str]) -> None:
             code = 0
             try:
                 control.close()
+                die_with_parent(template_pid)
                 os.setsid()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 child_main(socket.socket(fileno=fds[0]), config)
@@ -558,4 +590,4 @@ def serve_template(control_fd: int, kit_roots: list[str]) -> None:
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":
-    serve_template(int(sys.argv[2]), sys.argv[3:])
+    serve_template(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])

@@ -21,22 +21,28 @@ entry-point names) blocks entry points.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import importlib.util
 import importlib.metadata
+import importlib.util
 import inspect
 import os
-import sys
 import types
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pluggy
 
 from grader import hookspecs
+from grader.child_runtime import (
+    CLASS_ALIASES,
+    LoadError,
+    describe_parameters,
+    find_callable,
+    import_submission,
+    where_defined,
+)
 
 ENTRY_POINT_GROUP = "attnkit.solutions"
 BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
@@ -47,13 +53,6 @@ HOOK_NAMES: tuple[str, ...] = tuple(
     if callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
 )
 """Every hook, in the order the chapter teaches them (hookspec order)."""
-
-CLASS_ALIASES = {
-    "make_self_attention": "SelfAttention",
-    "make_causal_attention": "CausalAttention",
-    "make_multihead_attention": "MultiHeadAttention",
-}
-"""The chapter's class names, adopted when a module hook's function is absent."""
 
 
 class SolutionError(Exception):
@@ -74,19 +73,6 @@ def format_hook(hook: str) -> str:
 
 
 # --- signatures -----------------------------------------------------------------
-
-
-def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
-    """The parameters of ``fn`` as plain data: ``[{"name", "kind", "default"}]``.
-
-    Plain data so that the same check runs on a description sent by a learner's
-    sandboxed process.  A class is described by its ``__init__`` without ``self``.
-    """
-    sig = inspect.signature(fn)
-    return [
-        {"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty}
-        for p in sig.parameters.values()
-    ]
 
 
 def signature_problem(hook: str, params: list[dict[str, Any]]) -> str | None:
@@ -189,24 +175,6 @@ class Solution:
         return call_hook
 
 
-def _where(fn: Callable[..., Any], fallback: str) -> str:
-    target = fn.__init__ if inspect.isclass(fn) else fn  # type: ignore[misc]
-    target = inspect.unwrap(target)
-    try:
-        path = inspect.getsourcefile(target) or fallback
-        line = target.__code__.co_firstlineno
-        return f"{_short(path)}:{line}"
-    except (TypeError, AttributeError):
-        return fallback
-
-
-def _short(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return path
-
-
 def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
     """Build a :class:`Solution` from the hook functions found in ``namespaces``.
 
@@ -216,16 +184,7 @@ def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
     chosen: dict[str, Callable[..., Any]] = {}
     problems: list[str] = []
     for hook in HOOK_NAMES:
-        found = None
-        for ns in namespaces:
-            candidate = getattr(ns, hook, None)
-            if candidate is None and hook in CLASS_ALIASES:
-                candidate = getattr(ns, CLASS_ALIASES[hook], None)
-                if candidate is not None and not inspect.isclass(candidate):
-                    candidate = None
-            if callable(candidate):
-                found = candidate
-                break
+        found = find_callable(namespaces, hook)
         if found is None:
             alias = f" (or a class {CLASS_ALIASES[hook]})" if hook in CLASS_ALIASES else ""
             problems.append(f"{origin}: no function {hook}{alias}; the hook is {format_hook(hook)}")
@@ -236,7 +195,7 @@ def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
             problem = f"cannot read its signature ({exc})"
         if problem:
             label = getattr(found, "__name__", hook)
-            problems.append(f"{_where(found, origin)}: {label}: {problem}; the hook is {format_hook(hook)}")
+            problems.append(f"{where_defined(found, origin)}: {label}: {problem}; the hook is {format_hook(hook)}")
             continue
         chosen[hook] = found
 
@@ -251,94 +210,13 @@ def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
 # --- loading ------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
-    """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
-
-    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names
-    are dropped so the file on disk is what gets imported, and the previous
-    entries come back afterwards so the kit's own packages are not replaced.
-    """
-    saved = {
-        key: mod
-        for key, mod in sys.modules.items()
-        if any(key == n or key.startswith(n + ".") for n in module_names)
-    }
-    for key in saved:
-        del sys.modules[key]
-    sys.path.insert(0, str(folder))
+def _load_path(path: Path) -> Solution:
     try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(str(folder))
-        for key in [k for k in sys.modules if any(k == n or k.startswith(n + ".") for n in module_names)]:
-            del sys.modules[key]
-        sys.modules.update(saved)
-
-
-def _import_error_line(path: Path, exc: BaseException) -> str:
-    if isinstance(exc, SyntaxError):
-        where = f"{_short(exc.filename or str(path))}:{exc.lineno}"
-        return f"{where}: SyntaxError: {exc.msg}"
-    tb = exc.__traceback__
-    line = None
-    while tb is not None:  # the deepest frame inside the submission
-        if str(tb.tb_frame.f_code.co_filename).startswith(str(path.parent if path.is_file() else path)):
-            line = f"{_short(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return f"{line or _short(str(path))}: {type(exc).__name__}: {exc}".splitlines()[0]
-
-
-def _load_file(path: Path) -> Solution:
-    module_name = f"attnkit_submission_{path.stem}_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise SolutionError(f"{path}: not an importable Python file")
-    module = importlib.util.module_from_spec(spec)
-    with _on_path(path.parent, module_name):
-        try:
-            spec.loader.exec_module(module)
-        except BaseException as exc:  # a learner's import may raise anything, SystemExit included
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise SolutionError(_import_error_line(path, exc)) from exc
-    return adopt(path.stem, _short(str(path)), [module])
-
-
-def _load_folder(path: Path) -> Solution:
-    if (path / "__init__.py").exists():
-        with _on_path(path.parent, path.name):
-            try:
-                package = importlib.import_module(path.name)
-                modules = [package] + [
-                    importlib.import_module(f"{path.name}.{p.stem}")
-                    for p in sorted(path.glob("*.py"))
-                    if p.stem != "__init__" and not _is_test_file(p)
-                ]
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                raise SolutionError(_import_error_line(path, exc)) from exc
-        return adopt(path.name, _short(str(path)), modules)
-    files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
-    if not files:
-        raise SolutionError(f"{path}: no .py files to load")
-    stems = [p.stem for p in files]
-    with _on_path(path, *stems):
-        modules = []
-        for p in files:
-            try:
-                modules.append(importlib.import_module(p.stem))
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                raise SolutionError(_import_error_line(p, exc)) from exc
-    return adopt(path.name, _short(str(path)), modules)
-
-
-def _is_test_file(path: Path) -> bool:
-    return path.name.startswith("test_") or path.name == "conftest.py"
+        namespaces = import_submission(path)
+    except LoadError as exc:
+        raise SolutionError(str(exc)) from None
+    name = path.stem if path.is_file() else path.name
+    return adopt(name, os.path.relpath(path) if not path.is_absolute() else str(path), namespaces)
 
 
 def blocked_plugins() -> set[str]:
@@ -354,7 +232,9 @@ def entry_points() -> list[importlib.metadata.EntryPoint]:
 def _load_entry_point(ep: importlib.metadata.EntryPoint) -> Solution:
     try:
         plugin = ep.load()
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit included: a plugin must not stop the caller
         raise SolutionError(f"entry point {ep.name} = {ep.value}: {type(exc).__name__}: {exc}") from exc
     return adopt(ep.name, f"entry point {ep.name} = {ep.value}", [plugin])
 
@@ -383,11 +263,9 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
     if path.suffix == ".py" or path.exists():
         if not path.exists():
             raise SolutionError(f"{text}: no such file")
-        if path.is_dir():
-            return _load_folder(path)
-        if path.suffix != ".py":
+        if path.is_file() and path.suffix != ".py":
             raise SolutionError(f"{text}: in-process loading takes a .py file or a folder")
-        return _load_file(path)
+        return _load_path(path)
     if text in blocked_plugins():
         raise SolutionError(f"entry point {text!r} is blocked by {BLOCK_ENV_VAR}")
     for ep in entry_points():
@@ -397,9 +275,22 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
     raise SolutionError(f"no solution named {text!r}: not a path, and not one of {', '.join(known)}")
 
 
-def discover_solutions(paths: list[str] | tuple[str, ...] = ()) -> list[Solution]:
-    """Every solution in layers: the reference, then entry points, then ``paths``."""
+def discover_solutions(paths: list[str] | tuple[str, ...] = ()) -> tuple[list[Solution], list[str]]:
+    """Every solution in layers: the reference, then entry points, then ``paths``.
+
+    Returns the solutions that loaded and a one-line problem for each that did
+    not; one bad plugin or path never hides the rest.
+    """
     found = [load_solution("reference")]
-    found += [_load_entry_point(ep) for ep in entry_points()]
-    found += [load_solution(p) for p in paths]
-    return found
+    problems: list[str] = []
+    for ep in entry_points():
+        try:
+            found.append(_load_entry_point(ep))
+        except SolutionError as exc:
+            problems.append(str(exc))
+    for p in paths:
+        try:
+            found.append(load_solution(p))
+        except SolutionError as exc:
+            problems.append(str(exc))
+    return found, problems

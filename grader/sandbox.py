@@ -162,7 +162,7 @@ class Template:
         self._home = tempfile.mkdtemp(prefix="attnkit-template-")
         source = Path(child_runtime.__file__).read_text(encoding="utf-8")
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", source, "template", str(theirs.fileno()), str(KIT_ROOT)],
+            [sys.executable, "-I", "-c", source, "template", str(theirs.fileno()), str(os.getpid()), str(KIT_ROOT)],
             pass_fds=[theirs.fileno()],
             env=child_environment(self._home),
             cwd=self._home,
