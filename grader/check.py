@@ -96,9 +96,13 @@ class _Collector:
 
 
 def public_tests_dir() -> Path:
-    import exercises
+    """The folder of the ``exercises`` package, found without importing (and so running) it."""
+    import importlib.util
 
-    return Path(exercises.__file__).resolve().parent
+    spec = importlib.util.find_spec("exercises")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("cannot find the exercises package: run attnkit from your kit's folder")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
 def run_public_cases(

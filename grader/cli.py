@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from grader.registry import HOOK_NAMES
@@ -40,7 +41,14 @@ def check(exercise: tuple[str, ...], solution: str) -> None:
     """
     from grader.check import NOT_STARTED, PASSING, run_public_cases
 
+    from grader.registry import SolutionError, load_solution
+
     console = Console()
+    try:
+        load_solution(solution)
+    except SolutionError as exc:
+        console.print(f"[red]Your code does not load:[/] {escape(str(exc))}")
+        sys.exit(1)
     results = run_public_cases(solution=solution, exercises=list(exercise) or None)
     table = Table(title=f"attnkit check — {solution}", show_lines=False)
     table.add_column("exercise", no_wrap=True)
@@ -49,7 +57,7 @@ def check(exercise: tuple[str, ...], solution: str) -> None:
     table.add_column("first failure")
     for r in results:
         total = r.passed + r.failed + r.not_implemented
-        detail = "" if r.status in (PASSING, NOT_STARTED) else r.first_failure
+        detail = "" if r.status in (PASSING, NOT_STARTED) else escape(r.first_failure)
         table.add_row(
             r.exercise,
             f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
