@@ -1,0 +1,219 @@
+"""The gradebook: WAL, one transaction per submission, reuse of identical gradings, threads."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from grader.gradebook import Gradebook
+from grader.registry import HOOK_NAMES
+from grader.submissions import Submission
+from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
+
+KIT_ROOT = Path(__file__).resolve().parents[1]
+CONDITIONS = dict(suite_version="suite-1", seed=1234, devices=["cpu", "meta"])
+
+
+def sub(student: str, sha: str | None = None, error: str | None = None) -> Submission:
+    return Submission(student, f"class/{student}.py", "py", {f"{student}.py": "X = 1\n"}, f"{student}.py",
+                      sha or f"sha-{student}", error)
+
+
+def results(student: str, n: int = 3) -> list[CaseResult]:
+    statuses = [PASSED, FAILED, SKIPPED]
+    return [
+        CaseResult(student, HOOK_NAMES[i % len(HOOK_NAMES)], f"case-{i}", "cpu", "float32", statuses[i % 3],
+                   f"message {i}" if i % 3 else "", 0.25 * i, "mistake-id" if i % 3 == 1 else "")
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def book(tmp_path):
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite") as gb:
+        yield gb
+
+
+def start(gb: Gradebook, **overrides) -> int:
+    c = {**CONDITIONS, **overrides}
+    return gb.start_run(c["seed"], c["suite_version"], c["devices"], "0.1.0", "namespaces")
+
+
+def test_wal_mode_and_tables(book):
+    conn = sqlite3.connect(book.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"runs", "submissions", "results"} <= tables
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    assert columns >= {"run_id", "student", "hook", "case_name", "device", "dtype", "status", "message", "seconds",
+                       "mistake"}
+    conn.close()
+
+
+def test_runs_start_finish_and_latest_unfinished(book):
+    assert book.latest_unfinished_run() is None
+    first = start(book)
+    assert isinstance(first, int)
+    run = book.latest_unfinished_run()
+    assert run is not None
+    assert (run["id"], run["seed"], run["suite_version"], run["devices"]) == (first, 1234, "suite-1", ["cpu", "meta"])
+    assert (run["kit_version"], run["isolation"], run["finished_at"]) == ("0.1.0", "namespaces", None)
+    book.finish_run(first)
+    assert book.latest_unfinished_run() is None
+    assert book.get_run(first)["finished_at"] is not None
+
+
+def test_a_seed_too_big_for_sqlite_integers_survives(book):
+    run_id = book.start_run(2**64 + 7, "s", ["cpu"], "k", "none")
+    assert book.get_run(run_id)["seed"] == 2**64 + 7
+
+
+def test_record_and_results_for_run_round_trip(book):
+    run_id = start(book)
+    book.record(run_id, sub("bob"), results("bob", 5))
+    book.record(run_id, sub("alice", error="refused zip: too big"), [])
+    got = book.results_for_run(run_id)
+    assert list(got) == ["alice", "bob"]
+    alice, alice_results = got["alice"]
+    assert (alice.student, alice.error, alice_results) == ("alice", "refused zip: too big", [])
+    bob, bob_results = got["bob"]
+    assert (bob.source, bob.format, bob.sha256, bob.entry) == ("class/bob.py", "py", "sha-bob", "bob.py")
+    assert bob_results == results("bob", 5)
+
+
+def test_resume_finds_what_was_recorded_and_nothing_else(tmp_path):
+    path = tmp_path / "gradebook.sqlite"
+    with Gradebook(path) as gb:
+        run_id = start(gb)
+        gb.record(run_id, sub("alice"), results("alice"))
+        gb.record(run_id, sub("bob"), results("bob", 4))
+    with Gradebook(path) as gb:
+        assert gb.latest_unfinished_run()["id"] == run_id
+        assert gb.find_graded("alice", "sha-alice", **CONDITIONS) == results("alice")
+        assert gb.find_graded("bob", "sha-bob", **CONDITIONS) == results("bob", 4)
+        assert gb.find_graded("carol", "sha-carol", **CONDITIONS) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"sha256": "sha-changed"},
+        {"seed": 99},
+        {"suite_version": "suite-2"},
+        {"devices": ["cpu"]},
+        {"devices": ["cpu", "meta", "cuda"]},
+        {"student": "someone-else"},
+    ],
+    ids=["other-input", "other-seed", "other-suite", "fewer-devices", "more-devices", "other-student"],
+)
+def test_find_graded_needs_identical_input_and_conditions(book, change):
+    book.record(start(book), sub("alice"), results("alice"))
+    query = {"student": "alice", "sha256": "sha-alice", **CONDITIONS, **change}
+    assert book.find_graded(**query) is None
+
+
+def test_device_order_does_not_matter(book):
+    book.record(start(book, devices=["meta", "cpu"]), sub("alice"), results("alice"))
+    assert book.find_graded("alice", "sha-alice", "suite-1", 1234, ["cpu", "meta"]) == results("alice")
+
+
+def test_error_rows_and_empty_hashes_are_never_reused(book):
+    run_id = start(book)
+    book.record(run_id, sub("alice", error="alice.py: SyntaxError: invalid syntax"), [])
+    book.record(run_id, sub("bob", sha=""), results("bob"))
+    assert book.find_graded("alice", "sha-alice", **CONDITIONS) is None
+    assert book.find_previous("alice", "sha-alice", **CONDITIONS) == ("alice.py: SyntaxError: invalid syntax", [])
+    assert book.find_graded("bob", "", **CONDITIONS) is None
+
+
+def test_latest_grading_wins(book):
+    first = start(book)
+    book.record(first, sub("alice"), results("alice", 2))
+    second = start(book)
+    book.record(second, sub("alice"), results("alice", 6))
+    assert book.find_graded("alice", "sha-alice", **CONDITIONS) == results("alice", 6)
+
+
+def test_recording_again_in_the_same_run_replaces(book):
+    run_id = start(book)
+    book.record(run_id, sub("alice"), results("alice", 6))
+    book.record(run_id, sub("alice", sha="sha-new"), results("alice", 2))
+    got = book.results_for_run(run_id)
+    assert got["alice"][0].sha256 == "sha-new"
+    assert got["alice"][1] == results("alice", 2)
+
+
+def test_a_failed_record_leaves_nothing_half_written(book):
+    run_id = start(book)
+    book.record(run_id, sub("alice"), results("alice"))
+    broken = results("bob", 3) + [CaseResult("bob", "merge_heads", "x", "cpu", "float32", PASSED, object())]
+    with pytest.raises(sqlite3.Error):
+        book.record(run_id, sub("bob"), broken)
+    got = book.results_for_run(run_id)
+    assert list(got) == ["alice"]
+    conn = sqlite3.connect(book.path)
+    assert conn.execute("SELECT COUNT(*) FROM results WHERE student = 'bob'").fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_killed_process_keeps_every_committed_submission(tmp_path):
+    path = tmp_path / "gradebook.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(KIT_ROOT)!r})
+        from grader.gradebook import Gradebook
+        from grader.submissions import Submission
+        from grader.verdict import CaseResult
+        gb = Gradebook({str(path)!r})
+        run = gb.start_run(1234, "suite-1", ["cpu", "meta"], "0.1.0", "none")
+        for name in ("alice", "bob"):
+            gb.record(run, Submission(name, name, "py", {{}}, "", "sha-" + name),
+                      [CaseResult(name, "merge_heads", "c", "cpu", "float32", "passed")])
+        os.kill(os.getpid(), 9)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr.decode()
+    with Gradebook(path) as gb:
+        run = gb.latest_unfinished_run()
+        assert run is not None
+        assert sorted(gb.results_for_run(run["id"])) == ["alice", "bob"]
+        assert gb.find_graded("bob", "sha-bob", **CONDITIONS) == [
+            CaseResult("bob", "merge_heads", "c", "cpu", "float32", "passed")
+        ]
+
+
+def test_records_from_many_threads(book):
+    run_id = start(book)
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for j in range(5):
+                name = f"s{k}-{j}"
+                book.record(run_id, sub(name), results(name, 4))
+                book.find_graded(name, f"sha-{name}", **CONDITIONS)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    got = book.results_for_run(run_id)
+    assert len(got) == 40
+    assert all(len(rs) == 4 for _, rs in got.values())
+
+
+def test_record_needs_a_real_run(book):
+    with pytest.raises(sqlite3.IntegrityError):
+        book.record(424242, sub("alice"), results("alice"))

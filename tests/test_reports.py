@@ -1,0 +1,348 @@
+"""Rubric scoring and the files grading leaves behind: grades.csv, results.json, feedback, JUnit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from rich.console import Console
+
+from grader import reports
+from grader.registry import HOOK_NAMES
+from grader.reports import (
+    MAX_OUTPUT_LINES,
+    device_summary,
+    grades_csv,
+    gradescope_results,
+    junit_xml,
+    render_feedback_html,
+    render_feedback_md,
+    student_folder,
+    student_report,
+    summary_table,
+    write_reports,
+)
+from grader.rubric import DEFAULT_RUBRIC, Rubric, load_rubric, parse_rubric, score
+from grader.submissions import Submission
+from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
+
+RUN_INFO = {
+    "devices": ["cpu", "meta"],
+    "skipped_devices": {"cuda": "not available"},
+    "suite_version": "suite-1",
+    "kit_version": "0.1.0",
+    "isolation": "namespaces",
+    "seed": 987654321,
+}
+
+
+def case(student, hook, status, name="c", device="cpu", dtype="float32", message="", mistake=""):
+    return CaseResult(student, hook, name, device, dtype, status, message, 0.01, mistake)
+
+
+def perfect(student: str) -> list[CaseResult]:
+    out = []
+    for hook in HOOK_NAMES:
+        out += [case(student, hook, PASSED, f"c{i}") for i in range(2)]
+        out.append(case(student, hook, SKIPPED, "c0", "cuda", message="cuda: not available"))
+    return out
+
+
+def one_wrong(student: str, hook: str = "softmax_weights", message: str = "wrong values") -> list[CaseResult]:
+    return [r if not (r.hook == hook and r.case == "c1") else case(student, hook, FAILED, "c1", message=message)
+            for r in perfect(student)]
+
+
+def sub(student: str, error: str | None = None) -> Submission:
+    return Submission(student, f"{student}.py", "py", {}, f"{student}.py", f"sha-{student}", error)
+
+
+@pytest.fixture(scope="module")
+def rubric() -> Rubric:
+    return load_rubric()
+
+
+@pytest.fixture
+def graded():
+    return [
+        (sub("carol"), one_wrong("carol")),
+        (sub("alice"), perfect("alice")),
+        (sub("bob", "refused zip: entry '../evil.py' points outside the archive"), []),
+        (sub("dan"), one_wrong("dan", "make_multihead_attention", "<script>alert('x')</script> & more")),
+    ]
+
+
+# --- the rubric ---------------------------------------------------------------------------------
+
+
+def test_packaged_rubric_covers_every_hook(rubric):
+    assert set(rubric.points) == set(HOOK_NAMES)
+    assert all(p > 0 for p in rubric.points.values())
+    assert rubric.points["softmax_weights"] == 2 and rubric.points["make_multihead_attention"] == 3
+    assert rubric.all_or_nothing == frozenset()
+    assert rubric.max_total == sum(rubric.points.values())
+    assert DEFAULT_RUBRIC.name == "rubric.toml"
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[points]\nsoftmax = 2\n", "[points] 'softmax' is not a hook"),
+        ("[points]\nsoftmax_weights = -1\n", "points for 'softmax_weights' must be a non-negative"),
+        ('[points]\nsoftmax_weights = "two"\n', "points for 'softmax_weights' must be a number"),
+        ("[points]\nsoftmax_weights = true\n", "must be a number"),
+        ("[points]\nsoftmax_weights = nan\n", "non-negative finite"),
+        ('all_or_nothing = ["nope"]\n', "all_or_nothing: 'nope' is not a hook"),
+        ('all_or_nothing = "causal_mask"\n', "all_or_nothing must be a list"),
+        ("bonus = 3\n", "unknown key(s) 'bonus'"),
+        ("[points\n", "not valid TOML"),
+    ],
+    ids=["unknown-hook", "negative", "string", "bool", "nan", "aon-unknown", "aon-not-list", "unknown-top", "bad-toml"],
+)
+def test_rubric_errors_name_the_file_and_key(tmp_path, text, fragment):
+    path = tmp_path / "rubric.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        load_rubric(path)
+    assert str(info.value).startswith(str(path))
+    assert fragment in str(info.value)
+
+
+def test_missing_rubric_file(tmp_path):
+    with pytest.raises(ValueError, match="cannot read the rubric"):
+        load_rubric(tmp_path / "nope.toml")
+
+
+def test_partial_credit_all_or_nothing_and_nothing_ran():
+    rubric = parse_rubric({"points": {"softmax_weights": 3, "causal_mask": 2, "split_heads": 1.5},
+                           "all_or_nothing": ["causal_mask"]})
+    results = [
+        case("s", "softmax_weights", PASSED, "a"),
+        case("s", "softmax_weights", PASSED, "b"),
+        case("s", "softmax_weights", FAILED, "c"),
+        case("s", "softmax_weights", SKIPPED, "d", "cuda"),
+        case("s", "causal_mask", PASSED, "a"),
+        case("s", "causal_mask", FAILED, "b"),
+        case("s", "split_heads", SKIPPED, "a", "cuda"),
+    ]
+    scores = score(results, rubric)
+    assert list(scores) == list(HOOK_NAMES)
+    assert scores["softmax_weights"] == (2.0, 3.0)  # 3 × 2/3; the skipped case counts neither way
+    assert scores["causal_mask"] == (0.0, 2.0)  # all or nothing, one failed
+    assert scores["split_heads"] == (0.0, 1.5)  # nothing ran: not a free pass
+    assert scores["merge_heads"] == (0.0, 0.0)  # not in the rubric: worth 0
+    assert score([case("s", "causal_mask", PASSED)], rubric)["causal_mask"] == (2.0, 2.0)
+
+
+def test_earned_points_are_rounded_to_two_decimals():
+    rubric = parse_rubric({"points": {"dropout_scale": 1}})
+    results = [case("s", "dropout_scale", PASSED, "a"), case("s", "dropout_scale", PASSED, "b"),
+               case("s", "dropout_scale", FAILED, "c")]
+    assert score(results, rubric)["dropout_scale"] == (0.67, 1.0)
+
+
+# --- grades.csv ----------------------------------------------------------------------------------
+
+
+def test_grades_csv_columns_rows_and_numbers(graded, rubric):
+    text = grades_csv(graded, rubric)
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["student", *HOOK_NAMES, "total", "max"]
+    assert [r[0] for r in rows[1:]] == ["alice", "bob", "carol", "dan"]
+    by_student = {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
+    max_total = f"{rubric.max_total:.2f}"
+    assert by_student["alice"]["total"] == max_total == by_student["alice"]["max"]
+    assert by_student["bob"]["total"] == "0.00" and by_student["bob"]["max"] == max_total
+    assert all(by_student["bob"][h] == "0.00" for h in HOOK_NAMES)
+    assert by_student["carol"]["softmax_weights"] == "1.00"  # 2 points × 1/2
+    assert by_student["carol"]["dot_product_scores"] == "1.00"
+    assert by_student["carol"]["total"] == f"{rubric.max_total - 1:.2f}"
+    assert "\r" not in text and text.endswith("\n")
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(4)))[::5], ids=lambda o: "-".join(map(str, o)))
+def test_grades_csv_is_byte_stable_whatever_the_order(tmp_path, graded, rubric, order):
+    reference = grades_csv(graded, rubric).encode()
+    shuffled = [graded[i] for i in order]
+    shuffled = [(s, list(reversed(rs))) for s, rs in shuffled]  # result order inside a student too
+    write_reports(tmp_path, shuffled, rubric, RUN_INFO)
+    assert (tmp_path / "grades.csv").read_bytes() == reference
+
+
+# --- results.json --------------------------------------------------------------------------------
+
+
+def test_results_json_schema(tmp_path, graded, rubric):
+    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    for student in ("alice", "bob", "carol", "dan"):
+        data = json.loads((tmp_path / student / "results.json").read_text(encoding="utf-8"))
+        assert isinstance(data["score"], float) and isinstance(data["max_score"], float)
+        assert isinstance(data["output"], str) and data["output"].startswith(student)
+        assert len(data["tests"]) == len(HOOK_NAMES)
+        for test, hook in zip(data["tests"], HOOK_NAMES):
+            assert set(test) == {"name", "score", "max_score", "status", "output", "visibility"}
+            assert test["name"] == hook
+            assert isinstance(test["score"], float) and isinstance(test["max_score"], float)
+            assert test["status"] in ("passed", "failed")
+            assert isinstance(test["output"], str) and test["visibility"] == "visible"
+        assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
+    carol = json.loads((tmp_path / "carol" / "results.json").read_text())
+    softmax = next(t for t in carol["tests"] if t["name"] == "softmax_weights")
+    assert (softmax["status"], softmax["score"], softmax["max_score"]) == ("failed", 1.0, 2.0)
+    assert "wrong values" in softmax["output"] and "c1 (cpu, float32)" in softmax["output"]
+    assert "cuda: not available" in softmax["output"]
+    bob = json.loads((tmp_path / "bob" / "results.json").read_text())
+    assert bob["score"] == 0.0 and "../evil.py" in bob["output"]
+    assert all(t["status"] == "failed" for t in bob["tests"])
+
+
+def test_results_json_output_dedupes_and_stays_short(rubric):
+    results = [case("s", "split_heads", FAILED, f"c{i}", message="view without transpose") for i in range(30)]
+    results += [case("s", "split_heads", FAILED, f"d{i}", message=f"distinct problem {i}") for i in range(30)]
+    report = student_report(sub("s"), results, rubric, RUN_INFO)
+    test = next(t for t in gradescope_results(report)["tests"] if t["name"] == "split_heads")
+    lines = test["output"].splitlines()
+    assert len(lines) <= MAX_OUTPUT_LINES
+    assert lines[0].startswith("FAILED (30 cases: c0 (cpu, float32), c1 (cpu, float32), c2 (cpu, float32) and 27 more)")
+    assert sum("view without transpose" in line for line in lines) == 1
+    assert lines[-1].startswith("… and ")
+
+
+def test_mistake_and_zero_cases_are_explained(rubric):
+    results = [case("s", "apply_causal_mask", FAILED, message="future entries not -inf", mistake="mask-with-zero")]
+    report = student_report(sub("s"), results, rubric, RUN_INFO)
+    tests = {t["name"]: t for t in gradescope_results(report)["tests"]}
+    assert "mask-with-zero" in tests["apply_causal_mask"]["output"]
+    assert "earns 0 points" in tests["merge_heads"]["output"]
+
+
+# --- devices -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "run_info, ran, skipped",
+    [
+        (RUN_INFO, ["cpu", "meta"], ["cuda: not available"]),
+        ({}, ["cpu"], ["cuda: not available"]),
+        ({"devices": ["cpu", "cuda"]}, ["cpu", "cuda"], []),
+    ],
+    ids=["from-run-info", "derived-from-results", "cuda-ran"],
+)
+def test_device_summary(run_info, ran, skipped):
+    results = [case("s", "merge_heads", PASSED), case("s", "merge_heads", SKIPPED, device="cuda",
+                                                       message="cuda: not available")]
+    assert device_summary(results, run_info) == (ran, skipped)
+
+
+# --- feedback -------------------------------------------------------------------------------------
+
+
+def test_feedback_files_say_points_failures_devices(tmp_path, graded, rubric):
+    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    md = (tmp_path / "carol" / "feedback.md").read_text(encoding="utf-8")
+    assert "# Feedback for carol" in md
+    assert f"{rubric.max_total - 1:g} / {rubric.max_total:g} points" in md
+    assert "`softmax_weights(scores, dim=-1)`: 1 / 2" in md
+    assert "wrong values" in md
+    assert "cuda: not available" in md and "cpu, meta" in md
+    assert "987654321" not in md  # the seed stays with the instructor
+    html = (tmp_path / "carol" / "feedback.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "wrong values" in html and "cuda: not available" in html
+    assert "987654321" not in html
+
+
+def test_submission_error_is_prominent(tmp_path, graded, rubric):
+    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    md = (tmp_path / "bob" / "feedback.md").read_text()
+    assert md.index("could not be graded") < md.index("| exercise |")
+    assert "refused zip: entry '../evil.py' points outside the archive" in md
+    html = (tmp_path / "bob" / "feedback.html").read_text()
+    assert 'class="error"' in html and "refused zip: entry &#39;../evil.py&#39;" in html
+
+
+def test_html_escapes_messages(graded, rubric):
+    report = student_report(*graded[3], rubric, RUN_INFO)
+    html = render_feedback_html(report)
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more" in html
+
+
+def test_markdown_message_cannot_escape_its_code_block(rubric):
+    message = "```\n# Injected heading\n```"
+    report = student_report(sub("s"), [case("s", "merge_heads", FAILED, message=message)], rubric, RUN_INFO)
+    md = render_feedback_md(report)
+    assert "````text\n```\n# Injected heading\n```\n````" in md
+
+
+def test_figures_placeholder_renders_images(rubric):
+    report = student_report(sub("s"), perfect("s"), rubric, RUN_INFO)
+    assert all(ex.figures == [] for ex in report.exercises)
+    report.exercises[0].figures.append("iVBORw0KGgo=")
+    assert 'src="data:image/png;base64,iVBORw0KGgo="' in render_feedback_html(report)
+    assert "(data:image/png;base64,iVBORw0KGgo=)" in render_feedback_md(report)
+
+
+# --- junit.xml -------------------------------------------------------------------------------------
+
+
+def test_junit_xml(graded, rubric):
+    weird = [case("eve", "merge_heads", FAILED, message="bad \x00\x07 bytes <here>"),
+             case("eve", "merge_heads", SKIPPED, "c2", "cuda", message="cuda: not available")]
+    root = ET.fromstring(junit_xml(graded + [(sub("eve"), weird)]))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert list(suites) == ["alice", "bob", "carol", "dan", "eve"]
+    carol = suites["carol"]
+    names = [c.get("name") for c in carol.findall("testcase")]
+    assert names == [r.test_name for r in reports._hook_order(one_wrong("carol"))]
+    failures = carol.findall("testcase/failure")
+    assert len(failures) == 1 and failures[0].get("message") == "wrong values"
+    assert carol.get("failures") == "1" and carol.get("skipped") == str(len(HOOK_NAMES))
+    assert carol.get("tests") == str(3 * len(HOOK_NAMES))
+    skipped = carol.find("testcase/skipped")
+    assert skipped is not None and skipped.get("message") == "cuda: not available"
+    bob = suites["bob"]
+    assert bob.get("errors") == "1" and "../evil.py" in bob.find("testcase/error").get("message")
+    assert "bytes <here>" in suites["eve"].find("testcase/failure").get("message")
+    assert root.get("tests") == str(sum(int(s.get("tests")) for s in suites.values()))
+
+
+# --- writing, safety and the console ---------------------------------------------------------------
+
+
+def test_write_reports_writes_every_file(tmp_path, graded, rubric):
+    write_reports(tmp_path / "out", graded, rubric, RUN_INFO)
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["alice", "bob", "carol", "dan", "grades.csv", "junit.xml"]
+    for student in ("alice", "bob", "carol", "dan"):
+        assert sorted(p.name for p in (out / student).iterdir()) == ["feedback.html", "feedback.md", "results.json"]
+
+
+def test_reports_are_identical_when_written_twice(tmp_path, graded, rubric):
+    write_reports(tmp_path / "a", graded, rubric, RUN_INFO)
+    write_reports(tmp_path / "b", list(reversed(graded)), rubric, RUN_INFO)
+    for rel in ("grades.csv", "junit.xml", "carol/results.json", "carol/feedback.md", "carol/feedback.html"):
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+
+
+@pytest.mark.parametrize("student", ["../evil", "..", "a/b", ".hidden", ""], ids=repr)
+def test_unsafe_student_ids_never_become_folders(tmp_path, student):
+    with pytest.raises(ValueError):
+        student_folder(tmp_path, student)
+
+
+def test_summary_table(graded, rubric):
+    table = summary_table(graded, rubric)
+    headers = [c.header for c in table.columns]
+    assert headers == ["student", "total", "points lost in", "error"]
+    console = Console(width=250, record=True, color_system=None)
+    console.print(table)
+    text = console.export_text()
+    assert f"{rubric.max_total:g}/{rubric.max_total:g}" in text
+    assert "refused zip" in text
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 3}
+    assert "make_multihead_attention" in rows["dan"] and "softmax_weights" not in rows["dan"]
+    assert rows["alice"].split("│")[3].strip() == ""

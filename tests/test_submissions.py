@@ -1,0 +1,493 @@
+"""Reading submissions: formats, layouts, ids, and hostile input refused with one clear line."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import struct
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import submissions as subs
+from grader.submissions import (
+    MAX_ENTRIES,
+    NOTEBOOKS_LATER,
+    Submission,
+    collect_submissions,
+    deduplicate_ids,
+    files_sha256,
+    read_submission,
+    sanitize_student_id,
+)
+
+GOOD = "import torch\n\n\ndef dot_product_scores(queries, keys):\n    return queries @ keys.transpose(-2, -1)\n"
+
+
+def write(path: Path, text: str | bytes = GOOD) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def make_zip(path: Path, entries: dict[str, str | bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries.items():
+            zf.writestr(zipfile.ZipInfo(name), data)
+    return path
+
+
+# --- formats and layouts -------------------------------------------------------------------
+
+
+def test_py_file(tmp_path):
+    sub = read_submission(write(tmp_path / "alice.py"))
+    assert sub.error is None
+    assert (sub.student, sub.format, sub.entry) == ("alice", "py", "alice.py")
+    assert sub.files == {"alice.py": GOOD}
+    assert sub.sha256 == files_sha256(sub.files)
+    assert sub.load_message() == {"op": "load", "files": {"alice.py": GOOD}, "entry": "alice.py"}
+
+
+def test_loose_folder_keeps_its_name_and_skips_tests_caches_and_hidden(tmp_path):
+    root = tmp_path / "bob"
+    write(root / "scores.py")
+    write(root / "helpers" / "util.py", "X = 1\n")
+    write(root / "test_scores.py", "raise SystemExit\n")
+    write(root / "conftest.py", "raise SystemExit\n")
+    write(root / "__pycache__" / "scores.py", "junk\n")
+    write(root / ".ipynb_checkpoints" / "x.py", "junk\n")
+    write(root / ".git" / "hook.py", "junk\n")
+    write(root / ".hidden.py", "junk\n")
+    write(root / "notes.txt", "not python\n")
+    sub = read_submission(root)
+    assert sub.error is None
+    assert (sub.student, sub.format, sub.entry) == ("bob", "folder", "bob")
+    assert sorted(sub.files) == ["bob/helpers/util.py", "bob/scores.py"]
+
+
+def test_package_folder_is_entry_by_its_own_name(tmp_path):
+    root = tmp_path / "carol"
+    write(root / "__init__.py", "from carol.scores import dot_product_scores\n")
+    write(root / "scores.py")
+    sub = read_submission(root)
+    assert sub.entry == "carol"
+    assert sorted(sub.files) == ["carol/__init__.py", "carol/scores.py"]
+
+
+def test_learners_whole_kit_grades_its_exercises_package(tmp_path):
+    root = tmp_path / "dave"
+    write(root / "conftest.py", "import pytest\n")
+    write(root / "exercises" / "__init__.py", "")
+    write(root / "exercises" / "scores.py", "from exercises._checks import nothing\n")
+    write(root / "exercises" / "_checks.py", "nothing = None\n")
+    write(root / "exercises" / "test_scores.py", "def test(): pass\n")
+    write(root / "scratch.py", "print('experiments')\n")
+    write(root / "notebooks" / "x.ipynb", "{}")
+    sub = read_submission(root)
+    assert sub.error is None
+    assert sub.student == "dave"
+    assert sub.entry == "exercises"
+    assert sorted(sub.files) == ["exercises/__init__.py", "exercises/_checks.py", "exercises/scores.py"]
+
+
+def test_kit_layout_imports_with_absolute_imports_as_the_child_would(tmp_path):
+    """The files and entry, written out as the child does, import with ``from exercises.x import y``."""
+    from grader.child_runtime import import_submission
+
+    kit = tmp_path / "erin"
+    write(kit / "exercises" / "__init__.py", "")
+    write(kit / "exercises" / "helpers.py", "SCALE = 2\n")
+    write(kit / "exercises" / "scores.py", "from exercises.helpers import SCALE\n\ndef dot_product_scores(q, k):\n"
+                                            "    return SCALE\n")
+    sub = read_submission(kit)
+    root = tmp_path / "child"
+    for rel, text in sub.files.items():
+        write(root / rel, text)
+    modules = import_submission(root / sub.entry)
+    assert any(getattr(m, "dot_product_scores", None) and m.dot_product_scores(1, 2) == 2 for m in modules)
+
+
+@pytest.mark.parametrize(
+    "entries, entry, keys",
+    [
+        ({"frank/scores.py": GOOD, "frank/masking.py": "X = 1\n"}, "frank", ["frank/masking.py", "frank/scores.py"]),
+        ({"scores.py": GOOD, "masking.py": "X = 1\n"}, "sub", ["sub/masking.py", "sub/scores.py"]),
+        ({"solution.py": GOOD, "README.md": "hi"}, "solution.py", ["solution.py"]),
+        ({"kit/exercises/__init__.py": "", "kit/exercises/scores.py": GOOD, "kit/README.md": "x"},
+         "exercises", ["exercises/__init__.py", "exercises/scores.py"]),
+        ({"pkg/__init__.py": "", "pkg/scores.py": GOOD}, "pkg", ["pkg/__init__.py", "pkg/scores.py"]),
+        ({"g/scores.py": GOOD, "__MACOSX/g/._scores.py": b"\x00\x05", "g/.DS_Store": b"\x00"}, "g", ["g/scores.py"]),
+    ],
+    ids=["one-top-folder-unwrapped", "loose-files-at-top", "single-py", "kit-in-folder", "package", "macos-junk"],
+)
+def test_zip_layouts(tmp_path, entries, entry, keys):
+    sub = read_submission(make_zip(tmp_path / "sub.zip", entries))
+    assert sub.error is None, sub.error
+    assert (sub.student, sub.format, sub.entry) == ("sub", "zip", entry)
+    assert sorted(sub.files) == keys
+
+
+def test_zip_of_a_folder_hashes_like_the_folder(tmp_path):
+    root = tmp_path / "gina"
+    write(root / "scores.py")
+    write(root / "masking.py", "Y = 2\n")
+    make_zip(tmp_path / "gina.zip", {"gina/scores.py": GOOD, "gina/masking.py": "Y = 2\n"})
+    folder, zipped = read_submission(root), read_submission(tmp_path / "gina.zip")
+    assert folder.files == zipped.files
+    assert folder.sha256 == zipped.sha256
+    write(root / "masking.py", "Y = 3\n")
+    assert read_submission(root).sha256 != folder.sha256
+
+
+def test_sha256_does_not_confuse_path_and_text_boundaries():
+    assert files_sha256({"a.py": "bc"}) != files_sha256({"a.pyb": "c"})
+    assert files_sha256({"a.py": "x", "b.py": "y"}) == files_sha256({"b.py": "y", "a.py": "x"})
+
+
+def test_notebook_without_converter_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(subs, "_notebook_converter", lambda: None)
+    sub = read_submission(write(tmp_path / "hana.ipynb", '{"cells": []}'))
+    assert (sub.student, sub.format, sub.error) == ("hana", "ipynb", NOTEBOOKS_LATER)
+    zipped = read_submission(make_zip(tmp_path / "ivan.zip", {"ivan.ipynb": '{"cells": []}'}))
+    assert (zipped.format, zipped.error) == ("ipynb", NOTEBOOKS_LATER)
+
+
+def test_notebook_with_converter_becomes_one_py(tmp_path, monkeypatch):
+    monkeypatch.setattr(subs, "_notebook_converter", lambda: (lambda text: "X = 1\n"))
+    sub = read_submission(write(tmp_path / "jo.ipynb", '{"cells": []}'))
+    assert sub.error is None
+    assert (sub.format, sub.entry, sub.files) == ("ipynb", "jo.py", {"jo.py": "X = 1\n"})
+
+
+def test_notebook_converter_error_is_one_line(tmp_path, monkeypatch):
+    def broken(text):
+        raise ValueError("invalid JSON at line 1\nmore detail")
+
+    monkeypatch.setattr(subs, "_notebook_converter", lambda: broken)
+    sub = read_submission(write(tmp_path / "kim.ipynb", "{"))
+    assert sub.error == "kim.ipynb: invalid JSON at line 1"
+
+
+# --- hostile input ---------------------------------------------------------------------------
+
+
+def _zip_with_info(path: Path, info: zipfile.ZipInfo, data: bytes = b"X = 1\n") -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("ok.py", GOOD)
+        zf.writestr(info, data)
+    return path
+
+
+def _symlink_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info
+
+
+@pytest.mark.parametrize(
+    "info, expected",
+    [
+        (zipfile.ZipInfo("../evil.py"), "refused zip: entry '../evil.py' points outside the archive"),
+        (zipfile.ZipInfo("a/../../evil.py"), "points outside the archive"),
+        (zipfile.ZipInfo("..\\evil.py"), "points outside the archive"),
+        (zipfile.ZipInfo("/etc/evil.py"), "is an absolute path"),
+        (zipfile.ZipInfo("C:/evil.py"), "is an absolute path"),
+        (_symlink_info("link.py"), "refused zip: entry 'link.py' is a symbolic link"),
+    ],
+    ids=["dotdot", "nested-dotdot", "backslash-dotdot", "absolute", "drive-letter", "symlink"],
+)
+def test_hostile_zip_entries_are_refused(tmp_path, info, expected):
+    path = _zip_with_info(tmp_path / "mallory.zip", info, b"/etc/passwd" if "link" in info.filename else b"X = 1\n")
+    sub = read_submission(path)
+    assert sub.error is not None and expected in sub.error
+    assert sub.error.startswith("refused zip:")
+    assert sub.files == {} and sub.student == "mallory" and sub.format == "zip"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mallory.zip"]  # nothing unpacked anywhere
+
+
+def _zeros_zip(path: Path, name: str, size: int) -> Path:
+    """A small zip whose one entry unpacks to ``size`` zero bytes (written in chunks)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        with zf.open(name, "w", force_zip64=True) as fh:
+            chunk = b"\0" * (1 << 20)
+            for _ in range(size // len(chunk)):
+                fh.write(chunk)
+    return path
+
+
+def test_zip_bomb_by_declared_size_is_refused_without_unpacking(tmp_path):
+    path = _zeros_zip(tmp_path / "bomb.zip", "data.bin", 60 << 20)
+    assert path.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        sub = read_submission(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sub.error == "refused zip: 60 MB unpacked is over the 50 MB limit"
+    assert peak < 5 << 20
+
+
+def _lie_about_sizes(path: Path, declared: int) -> None:
+    """Rewrite every uncompressed-size field (local headers and central directory) to ``declared``."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        start = 0
+        while (at := data.find(signature, start)) != -1:
+            struct.pack_into("<I", data, at + offset, declared)
+            start = at + 4
+    path.write_bytes(bytes(data))
+
+
+def test_zip_bomb_lying_about_its_size_is_refused_while_reading(tmp_path):
+    path = tmp_path / "liar.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        zf.writestr("liar.py", b"#" * (8 << 20))  # a .py that unpacks to 8 MB...
+    _lie_about_sizes(path, 100)  # ...declared as 100 bytes
+    assert zipfile.ZipFile(path).getinfo("liar.py").file_size == 100
+    tracemalloc.start()
+    try:
+        sub = read_submission(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sub.error is not None and sub.error.startswith("refused zip:")
+    assert peak < 5 << 20
+
+
+def test_zip_with_a_big_py_is_refused(tmp_path):
+    path = make_zip(tmp_path / "big.zip", {"big.py": "#" * int(2.3 * (1 << 20))})
+    assert read_submission(path).error == "refused zip: big.py: 2.3 MB .py file is over the 1 MB limit"
+
+
+def test_zip_with_too_many_entries_is_refused(tmp_path):
+    path = make_zip(tmp_path / "many.zip", {f"m{i}.py": "" for i in range(MAX_ENTRIES + 1)})
+    expected = f"refused zip: {MAX_ENTRIES + 1} entries is over the {MAX_ENTRIES} entry limit"
+    assert read_submission(path).error == expected
+
+
+def test_not_a_zip_is_refused(tmp_path):
+    sub = read_submission(write(tmp_path / "fake.zip", b"this is not a zip"))
+    assert sub.error is not None and sub.error.startswith("refused zip: not a readable zip archive")
+
+
+def test_corrupt_zip_data_is_refused(tmp_path):
+    path = make_zip(tmp_path / "corrupt.zip", {"corrupt.py": GOOD * 50})
+    data = bytearray(path.read_bytes())
+    data[60:80] = b"\xff" * 20  # inside the compressed stream
+    path.write_bytes(bytes(data))
+    sub = read_submission(path)
+    assert sub.error is not None and sub.error.startswith("refused zip:")
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (b"x = 1\n\xff\xfe = 2\n", "bad.py: not valid UTF-8 at byte 6"),
+        (b"x = 1\n\x00\n", "bad.py: contains a null byte (at byte 6)"),
+    ],
+    ids=["invalid-utf8", "null-byte"],
+)
+@pytest.mark.parametrize("container", ["py", "folder", "zip"])
+def test_bad_text_is_refused(tmp_path, data, expected, container):
+    if container == "py":
+        path = write(tmp_path / "bad.py", data)
+    elif container == "folder":
+        path = tmp_path / "bad"
+        write(path / "bad.py", data)
+    else:
+        path = make_zip(tmp_path / "bad.zip", {"bad.py": data})
+    sub = read_submission(path)
+    assert sub.error == expected
+    assert sub.files == {}
+
+
+def test_utf8_bom_is_accepted(tmp_path):
+    sub = read_submission(write(tmp_path / "bom.py", b"\xef\xbb\xbfX = 1\n"))
+    assert sub.error is None and sub.files == {"bom.py": "X = 1\n"}
+
+
+def test_big_py_file_is_refused_without_reading_it(tmp_path):
+    path = write(tmp_path / "huge.py", b"#" * int(2.3 * (1 << 20)))
+    sub = read_submission(path)
+    assert sub.error == "huge.py: 2.3 MB .py file is over the 1 MB limit"
+    assert len(sub.sha256) == 64  # an error row still says which input it was
+
+
+def test_symlink_inside_a_folder_is_refused(tmp_path):
+    secret = write(tmp_path / "secret" / "reference.py", "ANSWER = 42\n")
+    root = tmp_path / "nick"
+    write(root / "scores.py")
+    os.symlink(secret, root / "stolen.py")
+    sub = read_submission(root)
+    assert sub.error == "refused folder: stolen.py is a symbolic link"
+    assert "ANSWER" not in str(sub.files)
+
+
+def test_folder_without_python_is_an_error(tmp_path):
+    root = tmp_path / "empty"
+    write(root / "README.md", "hello")
+    assert read_submission(root).error == "empty: no .py files to grade"
+
+
+def test_missing_path_and_unknown_file_are_error_rows(tmp_path):
+    missing = read_submission(tmp_path / "ghost.py")
+    assert (missing.student, missing.format, missing.error) == ("ghost", "py", "ghost.py: no such file or folder")
+    other = read_submission(write(tmp_path / "essay.docx", b"PK"))
+    assert other.error is not None and "not a submission" in other.error
+
+
+# --- student ids ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("alice", "alice"),
+        ("alice smith", "alice_smith"),
+        ("José", "Jose"),
+        ("Zoë-Ann.v2", "Zoe-Ann.v2"),
+        ("李雷", "__"),
+        ("../x", "_x"),
+        ("..", "student"),
+        ("...hidden", "hidden"),
+        ("", "student"),
+        ("a/b\\c", "a_b_c"),
+        ("x" * 100, "x" * 64),
+        ("tab\there\nnl", "tab_here_nl"),
+    ],
+    ids=["plain", "space", "accent", "accent-dash-dot", "cjk", "dotdot-slash", "dotdot", "leading-dots", "empty",
+         "separators", "long", "control-chars"],
+)
+def test_sanitize_student_id(raw, expected):
+    assert sanitize_student_id(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("alice smith.py", "alice_smith"), ("Renée.py", "Renee"), ("..sneaky.py", "sneaky"), ("我的.zip", "__")],
+    ids=["space", "unicode", "leading-dots", "cjk-zip"],
+)
+def test_ids_from_odd_file_names(tmp_path, name, expected):
+    path = tmp_path / name
+    if name.endswith(".zip"):
+        make_zip(path, {"s.py": GOOD})
+    else:
+        write(path)
+    assert read_submission(path).student == expected
+
+
+def test_dotdot_in_the_path_never_reaches_the_id(tmp_path):
+    write(tmp_path / "x.py")
+    (tmp_path / "sub").mkdir()
+    sub = read_submission(str(tmp_path / "sub" / ".." / "x.py"))
+    assert sub.student == "x" and sub.error is None
+
+
+def test_duplicate_ids_get_suffixes_in_order():
+    made = [Submission(s, s, "py") for s in ["alice", "bob", "alice", "Alice", "alice-2"]]
+    assert [s.student for s in deduplicate_ids(made)] == ["alice", "bob", "alice-2", "Alice-3", "alice-2-2"]
+
+
+# --- collecting a class -------------------------------------------------------------------------
+
+
+def test_class_folder_members_are_submissions(tmp_path):
+    klass = tmp_path / "class"
+    write(klass / "alice" / "scores.py")
+    write(klass / "bob" / "exercises" / "__init__.py", "")
+    write(klass / "bob" / "exercises" / "scores.py")
+    make_zip(klass / "carol.zip", {"carol/scores.py": GOOD})
+    write(klass / "dan.ipynb", "{}")
+    write(klass / "README.md", "the class")
+    write(klass / "grades.csv", "x")
+    write(klass / ".hidden" / "x.py")
+    write(klass / "__pycache__" / "x.py")
+    found = collect_submissions([str(klass)])
+    assert [(s.student, s.format) for s in found] == [
+        ("alice", "folder"), ("bob", "folder"), ("carol", "zip"), ("dan", "ipynb")
+    ]
+    assert found[1].entry == "exercises"
+
+
+def test_a_kit_or_a_folder_with_python_is_one_submission(tmp_path):
+    kit = tmp_path / "erin"
+    write(kit / "exercises" / "__init__.py", "")
+    write(kit / "exercises" / "scores.py")
+    loose = tmp_path / "fay"
+    write(loose / "scores.py")
+    write(loose / "extra" / "more.py", "X = 1\n")
+    found = collect_submissions([str(kit), str(loose)])
+    assert [s.student for s in found] == ["erin", "fay"]
+
+
+def test_class_folder_of_py_files_is_told_from_a_folder_of_modules(tmp_path):
+    """Files defining the same hook are separate learners; files splitting the hooks are one learner."""
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    write(klass / "bob.py", GOOD.replace("keys.transpose(-2, -1)", "keys.T"))
+    write(klass / "broken.py", "def (:\n")
+    write(klass / "carol" / "scores.py")
+    modules = tmp_path / "dave"
+    write(modules / "scores.py")
+    write(modules / "masking.py", "def causal_mask(num_tokens, device=None):\n    return None\n")
+    found = collect_submissions([str(klass), str(modules)])
+    assert [(s.student, s.format) for s in found] == [
+        ("alice", "py"), ("bob", "py"), ("broken", "py"), ("carol", "folder"), ("dave", "folder")
+    ]
+
+
+def test_a_folder_holding_a_zip_is_a_class_folder(tmp_path):
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    make_zip(klass / "bob.zip", {"bob.py": GOOD})
+    assert [s.student for s in collect_submissions([str(klass)])] == ["alice", "bob"]
+
+
+def test_collect_deduplicates_and_reports_missing(tmp_path):
+    klass = tmp_path / "class"
+    write(klass / "alice" / "scores.py")
+    make_zip(klass / "alice.zip", {"scores.py": GOOD})
+    write(tmp_path / "other" / "alice.py")
+    found = collect_submissions([str(klass), str(tmp_path / "other" / "alice.py"), str(tmp_path / "nope")])
+    assert [s.student for s in found] == ["alice", "alice-2", "alice-3", "nope"]
+    assert [s.error is None for s in found] == [True, True, True, False]
+    again = collect_submissions([str(klass), str(tmp_path / "other" / "alice.py"), str(tmp_path / "nope")])
+    assert [(s.student, s.sha256) for s in again] == [(s.student, s.sha256) for s in found]
+
+
+def test_read_submission_never_raises_on_unreadable_input(tmp_path):
+    path = write(tmp_path / "locked.py")
+    path.chmod(0)
+    try:
+        sub = read_submission(path)
+    finally:
+        path.chmod(0o644)
+    if os.geteuid() != 0:
+        assert sub.error is not None and "locked.py" in sub.error
+
+
+def test_zip_member_read_counts_bytes():
+    """The byte counter refuses a stream longer than its limit without holding it all."""
+    stream = io.BytesIO(b"a" * (3 << 20))
+    with pytest.raises(subs.Refused, match="more than 1 MB"):
+        subs._read_capped(stream, 1 << 20, "x.py")
+
+
+SAMPLE_CLASS = Path(__file__).resolve().parents[1] / "examples" / "submissions"
+
+
+@pytest.mark.skipif(not SAMPLE_CLASS.is_dir(), reason="no sample class in this checkout")
+def test_the_sample_class_is_a_class_folder():
+    found = collect_submissions([str(SAMPLE_CLASS)])
+    assert len(found) > 1
+    assert len({s.student for s in found}) == len(found)
+    assert all(s.error is None or s.format == "ipynb" for s in found), [s.error for s in found if s.error]
