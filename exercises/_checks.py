@@ -70,7 +70,7 @@ def expect_close(got, expected, case, atol=None, rtol=None):
     unless ``atol``/``rtol`` are given); bool tensors must match exactly.
     """
     __tracebackhide__ = True
-    prefix = f"case {case!r}"
+    prefix = f"case '{case}'"
     _expect_tensor(got, prefix)
     shape = _shape(expected.shape)
     if got.shape != expected.shape:
@@ -90,6 +90,15 @@ def expect_close(got, expected, case, atol=None, rtol=None):
         raise AssertionError(f"{prefix}: {_describe_mismatch(got, expected, atol, rtol)}\n{exc}") from None
 
 
+def expect_shape(got, shape, case):
+    """Fail unless ``got`` is a tensor of the given shape (before indexing into it)."""
+    __tracebackhide__ = True
+    prefix = f"case '{case}'"
+    _expect_tensor(got, prefix)
+    if tuple(got.shape) != tuple(shape):
+        raise AssertionError(f"{prefix}: expected shape {_shape(shape)}, got {_shape(got.shape)}")
+
+
 def expect_raises(exc_type, case, fn, *args, **kwargs):
     """Fail unless ``fn(*args, **kwargs)`` raises ``exc_type``.
 
@@ -105,10 +114,8 @@ def expect_raises(exc_type, case, fn, *args, **kwargs):
         raise
     except Exception as exc:  # noqa: BLE001 - reported, with the original chained
         first = (str(exc).splitlines() or [""])[0]
-        raise AssertionError(
-            f"case {case!r}: expected {exc_type.__name__}, got {type(exc).__name__}: {first}"
-        ) from exc
-    raise AssertionError(f"case {case!r}: expected {exc_type.__name__}, but it returned {_summary(result)}")
+        raise AssertionError(f"case '{case}': expected {exc_type.__name__}, got {type(exc).__name__}: {first}") from exc
+    raise AssertionError(f"case '{case}': expected {exc_type.__name__}, but it returned {_summary(result)}")
 
 
 def expect_unchanged(tensor, snapshot, case, name="the input"):
@@ -118,7 +125,7 @@ def expect_unchanged(tensor, snapshot, case, name="the input"):
         tensor.nan_to_num(0.0), snapshot.nan_to_num(0.0)
     ):
         raise AssertionError(
-            f"case {case!r}: {name} was modified in place; return a new tensor (masked_fill, not masked_fill_)"
+            f"case '{case}': {name} was modified in place; return a new tensor (masked_fill, not masked_fill_)"
         )
 
 
@@ -126,7 +133,7 @@ def expect(condition, case, message):
     """Fail with ``case '<case>': <message>`` unless ``condition``."""
     __tracebackhide__ = True
     if not condition:
-        raise AssertionError(f"case {case!r}: {message}")
+        raise AssertionError(f"case '{case}': {message}")
 
 
 # --- messages ----------------------------------------------------------------------------------
