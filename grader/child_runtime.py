@@ -320,7 +320,7 @@ def _plain(value: Any) -> Any:
     return data.to("cpu").contiguous().clone()
 
 
-def _run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
+def run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
     """Run one call; return (reply header, output tensors)."""
     torch = _torch()
     device = call.get("device", "cpu")
@@ -454,7 +454,7 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
         elif op == "run":
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
-                reply, outputs = _run_call(hooks, call, tensors)
+                reply, outputs = run_call(hooks, call, tensors)
                 send_message(sock, reply, save_tensors(outputs) if outputs else b"")
         else:
             send_message(sock, {"error": f"unknown op {op!r}"})
