@@ -1,7 +1,7 @@
 # Developer shortcuts. `make test` is the test command (README, .ci/run).
 #
 #   make venv    .venv with the kit installed editable, all extras, torch pinned
-#   make demo    grade the reference solution
+#   make demo    grade the sample class (examples/submissions) into attnkit-results/
 #   make test    the kit's tests, then the linter
 #   make tox     the full matrix: py310 … py313, lint, type (see tox.ini)
 #   make clean   build outputs and caches; `make distclean` also drops .venv and .tox
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 demo: venv
-	$(VENV)/bin/attnkit check --solution reference
+	$(VENV)/bin/attnkit grade
 
 test: venv
 	$(VENV)/bin/python -m pytest -q

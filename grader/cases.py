@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -136,7 +137,7 @@ class Maker:
     def rand(self, *shape: int) -> torch.Tensor:
         return torch.rand(*shape, generator=self.gen, dtype=torch.float64)
 
-    def int(self, low: int, high: int, avoid: tuple[int, ...] = ()) -> int:
+    def size(self, low: int, high: int, avoid: tuple[int, ...] = ()) -> int:
         """An int in ``[low, high]`` not in ``avoid`` (so sizes never coincide)."""
         choices = [v for v in range(low, high + 1) if v not in avoid]
         return choices[int(torch.randint(len(choices), (1,), generator=self.gen))]
@@ -218,39 +219,55 @@ def _causal_prefix(t: int) -> Check:
 
 def _score_cases(hook: str, m: Maker) -> list[Case]:
     cases = []
-    tq, tk, d = m.int(3, 9), m.int(3, 9), m.int(3, 9)
-    tk = m.int(3, 11, avoid=(tq, d))
+    tq, tk, d = m.size(3, 9), m.size(3, 9), m.size(3, 9)
+    tk = m.size(3, 11, avoid=(tq, d))
     cases.append(Case(hook, "2d-Tq!=Tk", {"queries": m.randn(tq, d), "keys": m.randn(tk, d)}, "2-D, Tq != Tk"))
-    b, t, d = m.int(2, 4), m.int(4, 9), m.int(3, 11)
+    b, t, d = m.size(2, 4), m.size(4, 9), m.size(3, 11)
     cases.append(
-        Case(hook, "3d-batched", {"queries": m.randn(b, t, d), "keys": m.randn(b, t, d)}, "batched 3-D", meta=True,
-             half=True)
+        Case(
+            hook,
+            "3d-batched",
+            {"queries": m.randn(b, t, d), "keys": m.randn(b, t, d)},
+            "batched 3-D",
+            meta=True,
+            half=True,
+        )
     )
-    b, h, tq, tk, d = m.int(2, 3), m.int(2, 5), m.int(3, 7), m.int(3, 7), m.int(3, 9)
-    cases.append(Case(hook, "4d-heads", {"queries": m.randn(b, h, tq, d), "keys": m.randn(b, h, tk, d)}, "4-D heads",
-                      half=True))
+    b, h, tq, tk, d = m.size(2, 3), m.size(2, 5), m.size(3, 7), m.size(3, 7), m.size(3, 9)
+    cases.append(
+        Case(hook, "4d-heads", {"queries": m.randn(b, h, tq, d), "keys": m.randn(b, h, tk, d)}, "4-D heads", half=True)
+    )
     cases.append(Case(hook, "T=1", {"queries": m.randn(2, 1, 5), "keys": m.randn(2, 1, 5)}, "a single token"))
     cases.append(Case(hook, "Tq=1", {"queries": m.randn(3, 1, 6), "keys": m.randn(3, 7, 6)}, "one query, many keys"))
     cases.append(Case(hook, "d=1", {"queries": m.randn(2, 5, 1), "keys": m.randn(2, 3, 1)}, "d_k = 1"))
-    b, t, d = m.int(2, 3), m.int(4, 7), m.int(3, 9)
+    b, t, d = m.size(2, 3), m.size(4, 7), m.size(3, 9)
     cases.append(
-        Case(hook, "non-contiguous", {"queries": m.randn(b, t, d), "keys": m.randn(b, t + 1, d)},
-             "non-contiguous (transposed view) inputs", transposed=frozenset({"queries", "keys"}))
+        Case(
+            hook,
+            "non-contiguous",
+            {"queries": m.randn(b, t, d), "keys": m.randn(b, t + 1, d)},
+            "non-contiguous (transposed view) inputs",
+            transposed=frozenset({"queries", "keys"}),
+        )
     )
     for trial in range(3):
-        rank = m.int(2, 4)
-        lead = [m.int(1, 3) for _ in range(rank - 2)]
-        tq, tk, d = m.int(1, 12), m.int(1, 12), m.int(1, 13)
+        rank = m.size(2, 4)
+        lead = [m.size(1, 3) for _ in range(rank - 2)]
+        tq, tk, d = m.size(1, 12), m.size(1, 12), m.size(1, 13)
         cases.append(
-            Case(hook, f"random-{trial}", {"queries": m.randn(*lead, tq, d), "keys": m.randn(*lead, tk, d)},
-                 f"random {rank}-D shape")
+            Case(
+                hook,
+                f"random-{trial}",
+                {"queries": m.randn(*lead, tq, d), "keys": m.randn(*lead, tk, d)},
+                f"random {rank}-D shape",
+            )
         )
     return cases
 
 
 def _softmax_cases(m: Maker) -> list[Case]:
     hook = "softmax_weights"
-    b, t = m.int(2, 4), m.int(5, 9)
+    b, t = m.size(2, 4), m.size(5, 9)
     neg_inf = float("-inf")
     scores = m.randn(b, t, t)
     masked = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), neg_inf)
@@ -258,19 +275,24 @@ def _softmax_cases(m: Maker) -> list[Case]:
     fully[1] = neg_inf
     exact = (_exact_zeros_where_masked,)
     return [
-        Case(hook, "2d-rows", {"scores": m.randn(m.int(3, 7), m.int(4, 9)), "dim": -1}, "2-D, last dim", half=True),
-        Case(hook, "3d-batched", {"scores": m.randn(b, t, t + 2), "dim": -1}, "batched 3-D, dim=-1", meta=True,
-             half=True),
-        Case(hook, "dim=0", {"scores": m.randn(m.int(3, 6), m.int(2, 5), 4), "dim": 0}, "positive dim=0"),
-        Case(hook, "dim=1", {"scores": m.randn(2, m.int(3, 6), 5), "dim": 1}, "positive dim=1 on 3-D"),
-        Case(hook, "dim=-2", {"scores": m.randn(3, 4, m.int(5, 8)), "dim": -2}, "negative dim=-2"),
+        Case(hook, "2d-rows", {"scores": m.randn(m.size(3, 7), m.size(4, 9)), "dim": -1}, "2-D, last dim", half=True),
+        Case(
+            hook, "3d-batched", {"scores": m.randn(b, t, t + 2), "dim": -1}, "batched 3-D, dim=-1", meta=True, half=True
+        ),
+        Case(hook, "dim=0", {"scores": m.randn(m.size(3, 6), m.size(2, 5), 4), "dim": 0}, "positive dim=0"),
+        Case(hook, "dim=1", {"scores": m.randn(2, m.size(3, 6), 5), "dim": 1}, "positive dim=1 on 3-D"),
+        Case(hook, "dim=-2", {"scores": m.randn(3, 4, m.size(5, 8)), "dim": -2}, "negative dim=-2"),
         Case(hook, "4d", {"scores": m.randn(2, 3, 5, 7), "dim": -1}, "4-D heads"),
         Case(hook, "large-logits", {"scores": m.randn(b, t, t, scale=1e4), "dim": -1}, "logits around ±1e4"),
         Case(hook, "masked", {"scores": masked, "dim": -1}, "-inf entries (a causal mask)", checks=exact, half=True),
         Case(hook, "all-masked-row", {"scores": fully, "dim": -1}, "a row that is all -inf", checks=exact),
     ] + [
-        Case(hook, f"random-{i}", {"scores": m.randn(m.int(1, 4), m.int(1, 9), m.int(1, 9), scale=3.0), "dim": -1},
-             "random 3-D")
+        Case(
+            hook,
+            f"random-{i}",
+            {"scores": m.randn(m.size(1, 4), m.size(1, 9), m.size(1, 9), scale=3.0), "dim": -1},
+            "random 3-D",
+        )
         for i in range(2)
     ]
 
@@ -278,20 +300,27 @@ def _softmax_cases(m: Maker) -> list[Case]:
 def _context_cases(m: Maker) -> list[Case]:
     hook = "context_vectors"
     cases = []
-    t, dv = m.int(3, 7), m.int(3, 11)
-    dv = m.int(3, 11, avoid=(t,))
+    t, dv = m.size(3, 7), m.size(3, 11)
+    dv = m.size(3, 11, avoid=(t,))
     cases.append(Case(hook, "2d", {"weights": m.weights(t, t), "values": m.randn(t, dv)}, "2-D, dv != T"))
-    b, tq, tk = m.int(2, 4), m.int(3, 8), m.int(3, 8)
-    dv = m.int(2, 9, avoid=(tk,))
+    b, tq, tk = m.size(2, 4), m.size(3, 8), m.size(3, 8)
+    dv = m.size(2, 9, avoid=(tk,))
     cases.append(
-        Case(hook, "3d-batched", {"weights": m.weights(b, tq, tk), "values": m.randn(b, tk, dv)}, "batched, Tq != Tk",
-             meta=True, half=True)
+        Case(
+            hook,
+            "3d-batched",
+            {"weights": m.weights(b, tq, tk), "values": m.randn(b, tk, dv)},
+            "batched, Tq != Tk",
+            meta=True,
+            half=True,
+        )
     )
-    cases.append(Case(hook, "4d", {"weights": m.weights(2, 3, 5, 5), "values": m.randn(2, 3, 5, 4)}, "4-D heads",
-                      half=True))
+    cases.append(
+        Case(hook, "4d", {"weights": m.weights(2, 3, 5, 5), "values": m.randn(2, 3, 5, 4)}, "4-D heads", half=True)
+    )
     cases.append(Case(hook, "T=1", {"weights": m.weights(2, 1, 1), "values": m.randn(2, 1, 3)}, "a single token"))
     for i in range(2):
-        tq, tk, dv = m.int(1, 9), m.int(1, 9), m.int(1, 9)
+        tq, tk, dv = m.size(1, 9), m.size(1, 9), m.size(1, 9)
         cases.append(
             Case(hook, f"random-{i}", {"weights": m.weights(3, tq, tk), "values": m.randn(3, tk, dv)}, "random shapes")
         )
@@ -302,11 +331,17 @@ def _mask_cases(m: Maker) -> list[Case]:
     hook = "causal_mask"
     cases = [
         Case(hook, f"T={t}", {"num_tokens": t, "device": DEVICE}, f"T = {t}", dtypes=("bool",), meta=(t == 5))
-        for t in (1, 2, 5, m.int(7, 13, avoid=(8,)))
+        for t in (1, 2, 5, m.size(7, 13, avoid=(8,)))
     ]
     cases += [
-        Case(hook, f"T={t}-raises", {"num_tokens": t, "device": DEVICE}, f"num_tokens = {t} raises ValueError",
-             dtypes=("bool",), expect_error="ValueError")
+        Case(
+            hook,
+            f"T={t}-raises",
+            {"num_tokens": t, "device": DEVICE},
+            f"num_tokens = {t} raises ValueError",
+            dtypes=("bool",),
+            expect_error="ValueError",
+        )
         for t in (0, -3)
     ]
     return cases
@@ -314,33 +349,40 @@ def _mask_cases(m: Maker) -> list[Case]:
 
 def _apply_mask_cases(m: Maker) -> list[Case]:
     hook = "apply_causal_mask"
-    t = m.int(3, 9, avoid=(6,))
+    t = m.size(3, 9, avoid=(6,))
     cases = [
         Case(hook, "2d", {"scores": m.randn(t, t)}, f"2-D, T = {t}", half=True),
         Case(hook, "3d-batched", {"scores": m.randn(2, t + 1, t + 1)}, "batched 3-D", meta=True, half=True),
         Case(hook, "4d-heads", {"scores": m.randn(2, 3, 5, 5)}, "4-D heads"),
         Case(hook, "T=1", {"scores": m.randn(3, 1, 1)}, "a single token"),
         Case(hook, "T=11", {"scores": m.randn(2, 11, 11)}, "T larger than the chapter's 6"),
-        Case(hook, "non-square-raises", {"scores": m.randn(2, 4, 5)}, "(…, 4, 5) scores raise ValueError",
-             expect_error="ValueError"),
+        Case(
+            hook,
+            "non-square-raises",
+            {"scores": m.randn(2, 4, 5)},
+            "(…, 4, 5) scores raise ValueError",
+            expect_error="ValueError",
+        ),
     ]
     cases += [
-        Case(hook, f"random-{i}", {"scores": m.randn(m.int(1, 3), tt, tt)}, "random T")
-        for i, tt in enumerate((m.int(2, 13), m.int(2, 13)))
+        Case(hook, f"random-{i}", {"scores": m.randn(m.size(1, 3), tt, tt)}, "random T")
+        for i, tt in enumerate((m.size(2, 13), m.size(2, 13)))
     ]
     return cases
 
 
 def _renormalize_cases(m: Maker) -> list[Case]:
     hook = "renormalize_masked_weights"
-    t = m.int(4, 9, avoid=(6,))
+    t = m.size(4, 9, avoid=(6,))
     return [
         Case(hook, "2d", {"weights": m.weights(t, t)}, f"2-D, T = {t}", half=True),
         Case(hook, "3d-batched", {"weights": m.weights(3, t + 2, t + 2)}, "batched", meta=True),
         Case(hook, "4d-heads", {"weights": m.weights(2, 3, 5, 5)}, "4-D heads"),
         Case(hook, "T=1", {"weights": m.weights(2, 1, 1)}, "a single token"),
-    ] + [Case(hook, f"random-{i}", {"weights": m.weights(2, tt, tt)}, "random T") for i, tt in
-         enumerate((m.int(2, 12), m.int(2, 12)))]
+    ] + [
+        Case(hook, f"random-{i}", {"weights": m.weights(2, tt, tt)}, "random T")
+        for i, tt in enumerate((m.size(2, 12), m.size(2, 12)))
+    ]
 
 
 def _dropout_scale_cases(m: Maker) -> list[Case]:
@@ -350,17 +392,40 @@ def _dropout_scale_cases(m: Maker) -> list[Case]:
         return m.rand(*shape) >= 0.3
 
     cases = [
-        Case(hook, f"p={p}", {"weights": m.weights(3, 5, 5), "keep_mask": keep(3, 5, 5), "p": p}, f"p = {p}",
-             meta=(p == 0.1), half=True)
+        Case(
+            hook,
+            f"p={p}",
+            {"weights": m.weights(3, 5, 5), "keep_mask": keep(3, 5, 5), "p": p},
+            f"p = {p}",
+            meta=(p == 0.1),
+            half=True,
+        )
         for p in (0.1, 0.5, 0.0)
     ]
-    cases.append(Case(hook, "p=1", {"weights": m.weights(2, 4, 4), "keep_mask": keep(2, 4, 4), "p": 1.0},
-                      "p = 1 gives zeros, never inf or NaN"))
-    cases.append(Case(hook, "float-keep-mask", {"weights": m.weights(4, 6), "keep_mask": keep(4, 6).double(),
-                                                "p": 0.25}, "a 0/1 float keep mask"))
+    cases.append(
+        Case(
+            hook,
+            "p=1",
+            {"weights": m.weights(2, 4, 4), "keep_mask": keep(2, 4, 4), "p": 1.0},
+            "p = 1 gives zeros, never inf or NaN",
+        )
+    )
+    cases.append(
+        Case(
+            hook,
+            "float-keep-mask",
+            {"weights": m.weights(4, 6), "keep_mask": keep(4, 6).double(), "p": 0.25},
+            "a 0/1 float keep mask",
+        )
+    )
     cases += [
-        Case(hook, f"p={p}-raises", {"weights": m.weights(2, 3), "keep_mask": keep(2, 3), "p": p},
-             f"p = {p} raises ValueError", expect_error="ValueError")
+        Case(
+            hook,
+            f"p={p}-raises",
+            {"weights": m.weights(2, 3), "keep_mask": keep(2, 3), "p": p},
+            f"p = {p} raises ValueError",
+            expect_error="ValueError",
+        )
         for p in (-0.1, 1.5)
     ]
     return cases
@@ -369,19 +434,38 @@ def _dropout_scale_cases(m: Maker) -> list[Case]:
 def _attention_dropout_cases(m: Maker) -> list[Case]:
     hook = "attention_dropout"
     cases = [
-        Case(hook, "eval", {"weights": m.weights(3, 6, 6), "p": 0.3, "training": False, "generator": None},
-             "eval: dropout is off", meta=True),
-        Case(hook, "p=0", {"weights": m.weights(2, 5, 5), "p": 0.0, "training": True, "generator": None},
-             "p = 0 keeps everything"),
-        Case(hook, "p=1", {"weights": m.weights(2, 5, 5), "p": 1.0, "training": True, "generator": None},
-             "p = 1 drops everything"),
+        Case(
+            hook,
+            "eval",
+            {"weights": m.weights(3, 6, 6), "p": 0.3, "training": False, "generator": None},
+            "eval: dropout is off",
+            meta=True,
+        ),
+        Case(
+            hook,
+            "p=0",
+            {"weights": m.weights(2, 5, 5), "p": 0.0, "training": True, "generator": None},
+            "p = 0 keeps everything",
+        ),
+        Case(
+            hook,
+            "p=1",
+            {"weights": m.weights(2, 5, 5), "p": 1.0, "training": True, "generator": None},
+            "p = 1 drops everything",
+        ),
     ]
     for p, shape in ((0.2, (4, 40, 40)), (0.5, (2, 3, 30, 30))):
         cases.append(
-            Case(hook, f"train-p={p}", {"weights": m.weights(*shape), "p": p, "training": True,
-                                        "generator": GeneratorSeed(m.seed())},
-                 f"training with p = {p}, twice from the same generator state", compare_gold=False, repeat=2,
-                 checks=(_dropout_values(p),), half=True)
+            Case(
+                hook,
+                f"train-p={p}",
+                {"weights": m.weights(*shape), "p": p, "training": True, "generator": GeneratorSeed(m.seed())},
+                f"training with p = {p}, twice from the same generator state",
+                compare_gold=False,
+                repeat=2,
+                checks=(_dropout_values(p),),
+                half=True,
+            )
         )
     return cases
 
@@ -390,20 +474,36 @@ def _split_cases(m: Maker) -> list[Case]:
     hook = "split_heads"
     h, t, hd = 3, 5, 4  # heads != tokens != head_dim
     cases = [
-        Case(hook, "H3-T5-hd4", {"x": m.randn(2, t, h * hd), "num_heads": h}, "3 heads, 5 tokens, head_dim 4",
-             meta=True, half=True),
+        Case(
+            hook,
+            "H3-T5-hd4",
+            {"x": m.randn(2, t, h * hd), "num_heads": h},
+            "3 heads, 5 tokens, head_dim 4",
+            meta=True,
+            half=True,
+        ),
         Case(hook, "H1", {"x": m.randn(2, 4, 6), "num_heads": 1}, "one head"),
         Case(hook, "hd1", {"x": m.randn(1, 3, 5), "num_heads": 5}, "head_dim 1"),
-        Case(hook, "non-contiguous", {"x": m.randn(2, 7, 10), "num_heads": 2}, "non-contiguous input",
-             transposed=frozenset({"x"})),
-        Case(hook, "indivisible-raises", {"x": m.randn(2, 3, 10), "num_heads": 4}, "d % H != 0 raises ValueError",
-             expect_error="ValueError"),
+        Case(
+            hook,
+            "non-contiguous",
+            {"x": m.randn(2, 7, 10), "num_heads": 2},
+            "non-contiguous input",
+            transposed=frozenset({"x"}),
+        ),
+        Case(
+            hook,
+            "indivisible-raises",
+            {"x": m.randn(2, 3, 10), "num_heads": 4},
+            "d % H != 0 raises ValueError",
+            expect_error="ValueError",
+        ),
     ]
     for i in range(2):
-        h = m.int(2, 5)
-        hd = m.int(2, 6, avoid=(h,))
-        t = m.int(2, 9, avoid=(h, hd))
-        cases.append(Case(hook, f"random-{i}", {"x": m.randn(m.int(1, 3), t, h * hd), "num_heads": h}, "random"))
+        h = m.size(2, 5)
+        hd = m.size(2, 6, avoid=(h,))
+        t = m.size(2, 9, avoid=(h, hd))
+        cases.append(Case(hook, f"random-{i}", {"x": m.randn(m.size(1, 3), t, h * hd), "num_heads": h}, "random"))
     return cases
 
 
@@ -411,16 +511,29 @@ def _merge_cases(m: Maker) -> list[Case]:
     hook = "merge_heads"
     contiguous = (_contiguous,)
     cases = [
-        Case(hook, "H3-T5-hd4", {"x": m.randn(2, 3, 5, 4)}, "3 heads, 5 tokens, head_dim 4", meta=True,
-             checks=contiguous, half=True),
+        Case(
+            hook,
+            "H3-T5-hd4",
+            {"x": m.randn(2, 3, 5, 4)},
+            "3 heads, 5 tokens, head_dim 4",
+            meta=True,
+            checks=contiguous,
+            half=True,
+        ),
         Case(hook, "H1", {"x": m.randn(2, 1, 4, 6)}, "one head", checks=contiguous),
-        Case(hook, "non-contiguous", {"x": m.randn(2, 3, 6, 5)}, "non-contiguous input", transposed=frozenset({"x"}),
-             checks=contiguous),
+        Case(
+            hook,
+            "non-contiguous",
+            {"x": m.randn(2, 3, 6, 5)},
+            "non-contiguous input",
+            transposed=frozenset({"x"}),
+            checks=contiguous,
+        ),
     ]
     for i in range(2):
-        h = m.int(2, 5)
-        hd = m.int(2, 6, avoid=(h,))
-        t = m.int(2, 9, avoid=(h, hd))
+        h = m.size(2, 5)
+        hd = m.size(2, 6, avoid=(h,))
+        t = m.size(2, 9, avoid=(h, hd))
         cases.append(Case(hook, f"random-{i}", {"x": m.randn(2, h, t, hd)}, "random", checks=contiguous))
     return cases
 
@@ -443,46 +556,106 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
     d_out = h * hd
     ctx, t = 11, 7  # T < context_length
     cases = [
-        Case(hook, "state-dict", config(d_in, d_out, ctx, h=h), f"d_in={d_in}, d_out={d_out}, T={t} < context {ctx}",
-             module=ModuleSpec([m.randn(2, t, d_in)], state_seed=m.seed()), meta=True, checks=like_chapter),
-        Case(hook, "qkv-bias", config(4, 6, 9, h=2, bias=True), "qkv_bias=True",
-             module=ModuleSpec([m.randn(3, 5, 4)], state_seed=m.seed()), checks=like_chapter),
-        Case(hook, "init-seed", config(3, 2 if not heads else 4, 6, h=2), "built under torch.manual_seed, as the "
-             "chapter does: W_query, W_key, W_value (then out_proj) in that order",
-             module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed())),
-        Case(hook, "T=context", config(4, 6, 8, h=3), "T equal to context_length",
-             module=ModuleSpec([m.randn(2, 8, 4)], state_seed=m.seed())),
+        Case(
+            hook,
+            "state-dict",
+            config(d_in, d_out, ctx, h=h),
+            f"d_in={d_in}, d_out={d_out}, T={t} < context {ctx}",
+            module=ModuleSpec([m.randn(2, t, d_in)], state_seed=m.seed()),
+            meta=True,
+            checks=like_chapter,
+        ),
+        Case(
+            hook,
+            "qkv-bias",
+            config(4, 6, 9, h=2, bias=True),
+            "qkv_bias=True",
+            module=ModuleSpec([m.randn(3, 5, 4)], state_seed=m.seed()),
+            checks=like_chapter,
+        ),
+        Case(
+            hook,
+            "init-seed",
+            config(3, 2 if not heads else 4, 6, h=2),
+            "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that order",
+            module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
+        ),
+        Case(
+            hook,
+            "T=context",
+            config(4, 6, 8, h=3),
+            "T equal to context_length",
+            module=ModuleSpec([m.randn(2, 8, 4)], state_seed=m.seed()),
+        ),
     ]
     if not causal:
-        cases.append(Case(hook, "unbatched", config(6, 4, 0), "unbatched (T, d_in) input",
-                          module=ModuleSpec([m.randn(5, 6)], state_seed=m.seed())))
+        cases.append(
+            Case(
+                hook,
+                "unbatched",
+                config(6, 4, 0),
+                "unbatched (T, d_in) input",
+                module=ModuleSpec([m.randn(5, 6)], state_seed=m.seed()),
+            )
+        )
     if causal:
         x = m.randn(2, 9, 5)
         changed = x.clone()
         t_change = 4
         changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
         cases.append(
-            Case(hook, "causality", config(5, 6, 10, h=2), f"changing token {t_change} leaves earlier outputs alone",
-                 module=ModuleSpec([x, changed], state_seed=m.seed()), checks=(_causal_prefix(t_change),))
+            Case(
+                hook,
+                "causality",
+                config(5, 6, 10, h=2),
+                f"changing token {t_change} leaves earlier outputs alone",
+                module=ModuleSpec([x, changed], state_seed=m.seed()),
+                checks=(_causal_prefix(t_change),),
+            )
         )
         x = m.randn(2, 6, 5)
         cases.append(
-            Case(hook, "eval-dropout", config(5, 6, 8, dropout=0.5, h=3), "eval with dropout=0.5 is deterministic",
-                 module=ModuleSpec([x, x], state_seed=m.seed()))
+            Case(
+                hook,
+                "eval-dropout",
+                config(5, 6, 8, dropout=0.5, h=3),
+                "eval with dropout=0.5 is deterministic",
+                module=ModuleSpec([x, x], state_seed=m.seed()),
+            )
         )
     if heads:
-        cases.append(Case(hook, "one-head", config(4, 5, 7, h=1), "num_heads = 1",
-                          module=ModuleSpec([m.randn(2, 6, 4)], state_seed=m.seed())))
-        cases.append(Case(hook, "indivisible-raises", config(4, 10, 7, h=4), "d_out % num_heads != 0 raises ValueError",
-                          module=ModuleSpec([m.randn(1, 3, 4)]), expect_error="ValueError"))
-    for i in range(2):
-        hh = m.int(2, 4)
-        dd = hh * m.int(2, 5, avoid=(hh,))
-        din = m.int(2, 9, avoid=(dd,))
-        tt = m.int(2, 8, avoid=(hh,))
         cases.append(
-            Case(hook, f"random-{i}", config(din, dd, tt + m.int(0, 3), h=hh), "random sizes",
-                 module=ModuleSpec([m.randn(m.int(1, 3), tt, din)], state_seed=m.seed()))
+            Case(
+                hook,
+                "one-head",
+                config(4, 5, 7, h=1),
+                "num_heads = 1",
+                module=ModuleSpec([m.randn(2, 6, 4)], state_seed=m.seed()),
+            )
+        )
+        cases.append(
+            Case(
+                hook,
+                "indivisible-raises",
+                config(4, 10, 7, h=4),
+                "d_out % num_heads != 0 raises ValueError",
+                module=ModuleSpec([m.randn(1, 3, 4)]),
+                expect_error="ValueError",
+            )
+        )
+    for i in range(2):
+        hh = m.size(2, 4)
+        dd = hh * m.size(2, 5, avoid=(hh,))
+        din = m.size(2, 9, avoid=(dd,))
+        tt = m.size(2, 8, avoid=(hh,))
+        cases.append(
+            Case(
+                hook,
+                f"random-{i}",
+                config(din, dd, tt + m.size(0, 3), h=hh),
+                "random sizes",
+                module=ModuleSpec([m.randn(m.size(1, 3), tt, din)], state_seed=m.seed()),
+            )
         )
     return cases
 

@@ -55,7 +55,7 @@ def one_line(message: str) -> str:
     line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
     for prefix in ("AssertionError: ", "E   ", "E "):
         if line.startswith(prefix):
-            line = line[len(prefix):]
+            line = line[len(prefix) :]
     return line
 
 

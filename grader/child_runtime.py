@@ -27,8 +27,9 @@ import sys
 import time
 import traceback
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 CLASS_ALIASES = {
     "make_self_attention": "SelfAttention",
@@ -84,10 +85,7 @@ def recv_message(sock: socket.socket, max_blob: int = 1 << 30) -> tuple[dict[str
 def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
     """The parameters of ``fn`` as plain data: ``[{"name", "kind", "default"}]``."""
     sig = inspect.signature(fn)
-    return [
-        {"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty}
-        for p in sig.parameters.values()
-    ]
+    return [{"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty} for p in sig.parameters.values()]
 
 
 def find_callable(namespaces: list[Any], hook: str) -> Callable[..., Any] | None:
@@ -256,7 +254,9 @@ def _recording_mode(banned: list[str]):
     """
     torch = _torch()
 
-    class CallRecorder(torch.overrides.TorchFunctionMode):
+    mode_base: Any = torch.overrides.TorchFunctionMode
+
+    class CallRecorder(mode_base):
         def __init__(self) -> None:
             super().__init__()
             self.seen: list[str] = []
@@ -370,7 +370,10 @@ def run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors
 
 def _learner_frame(exc: BaseException) -> str | None:
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if f.filename != globals().get("__file__", "<string>") and "site-packages" not in f.filename and "<" not in f.filename]
+    this_file = globals().get("__file__", "<string>")
+    mine = [
+        f for f in frames if f.filename != this_file and "site-packages" not in f.filename and "<" not in f.filename
+    ]
     if not mine:
         return None
     f = mine[-1]
@@ -502,8 +505,15 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
         inside_environment = any(real == e or real.startswith(e + os.sep) for e in environments)
         return inside_kit and not inside_environment
 
-    sys.path[:] = [p for p in sys.path if not kit_folder(p)]
-    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+    def editable_install(obj: Any) -> bool:  # setuptools' finders for `pip install -e`
+        owner = getattr(obj, "__self__", obj)
+        return "__editable__" in (getattr(owner, "__module__", None) or type(owner).__module__ or "")
+
+    sys.path[:] = [p for p in sys.path if not kit_folder(p) and "__editable__" not in p]
+    sys.meta_path[:] = [f for f in sys.meta_path if not editable_install(f)]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not editable_install(h)]
+    for name in [n for n in sys.modules if n.startswith("__editable__")]:
+        del sys.modules[name]
     sys.path_importer_cache.clear()
 
 

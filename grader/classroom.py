@@ -35,6 +35,7 @@ def default_devices() -> tuple[str, ...]:
     extra = ("mps",) if available_devices()["mps"] is None else ()
     return ("cpu", "meta", "cuda") + extra
 
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -166,7 +167,9 @@ def grade_class(
                 graded[sub.student] = earlier[1]
                 reused.append(sub.student)
                 continue
-            cached = None if force or sub.error else book.find_graded(sub.student, sub.sha256, version, seed, conditions)
+            cached = None
+            if not force and sub.error is None:
+                cached = book.find_graded(sub.student, sub.sha256, version, seed, conditions)
             if cached is not None:
                 book.record(run_id, sub, cached)
                 graded[sub.student] = cached

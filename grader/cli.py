@@ -40,7 +40,6 @@ def check(exercise: tuple[str, ...], solution: str) -> None:
     'passing'.  Exits 0 only when every exercise asked for passes.
     """
     from grader.check import NOT_STARTED, PASSING, run_public_cases
-
     from grader.registry import SolutionError, load_solution
 
     console = Console()
@@ -76,24 +75,57 @@ def _device_list(value: str | None) -> list[str] | None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--out", "out", default="attnkit-results", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for the gradebook, grades.csv, junit.xml and one feedback folder per student.")
-@click.option("--seed", type=int, default=None,
-              help="Seed for the hidden inputs (default: random, or the seed of the unfinished run being resumed). "
-                   "Recorded in the gradebook so a run can be reproduced.")
-@click.option("--devices", default=None, metavar="LIST",
-              help="Comma-separated devices to grade on: cpu, meta, cuda, mps "
-                   "(default: cpu, meta and cuda, which is skipped with its reason when there is no GPU).")
-@click.option("--require", "require", multiple=True, metavar="DEVICE",
-              help="Make a missing device an error instead of a skip (e.g. --require cuda).")
+@click.option(
+    "--out",
+    "out",
+    default="attnkit-results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the gradebook, grades.csv, junit.xml and one feedback folder per student.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed for the hidden inputs (default: random, or the seed of the unfinished run being resumed). "
+    "Recorded in the gradebook so a run can be reproduced.",
+)
+@click.option(
+    "--devices",
+    default=None,
+    metavar="LIST",
+    help="Comma-separated devices to grade on: cpu, meta, cuda, mps "
+    "(default: cpu, meta and cuda, which is skipped with its reason when there is no GPU).",
+)
+@click.option(
+    "--require",
+    "require",
+    multiple=True,
+    metavar="DEVICE",
+    help="Make a missing device an error instead of a skip (e.g. --require cuda).",
+)
 @click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the CPU cores).")
 @click.option("--force", is_flag=True, help="Regrade everything, even submissions already in the gradebook.")
 @click.option("--reveal", is_flag=True, help="Show hidden input values in feedback (off by default).")
-@click.option("--rubric", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="A rubric TOML file with points per exercise (default: the kit's grader/rubric.toml).")
+@click.option(
+    "--rubric",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A rubric TOML file with points per exercise (default: the kit's grader/rubric.toml).",
+)
 @click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
-def grade(paths: tuple[str, ...], out: str, seed: int | None, devices: str | None, require: tuple[str, ...],
-          jobs: int | None, force: bool, reveal: bool, rubric: str | None, timeout: float | None) -> None:
+def grade(
+    paths: tuple[str, ...],
+    out: str,
+    seed: int | None,
+    devices: str | None,
+    require: tuple[str, ...],
+    jobs: int | None,
+    force: bool,
+    reveal: bool,
+    rubric: str | None,
+    timeout: float | None,
+) -> None:
     """Grade submissions in sandboxed processes and write the gradebook and feedback.
 
     PATHS are .py files, folders (a learner's exercises/ package or any folder
@@ -126,8 +158,15 @@ def grade(paths: tuple[str, ...], out: str, seed: int | None, devices: str | Non
     limits = Limits() if timeout is None else Limits(call_seconds=timeout)
     executor = LocalExecutor(jobs) if jobs else LocalExecutor()
     out_dir = Path(out)
-    with Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("[bold]grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("", total=None)
 
         def started(n: int) -> None:
@@ -137,20 +176,33 @@ def grade(paths: tuple[str, ...], out: str, seed: int | None, devices: str | Non
             progress.update(task, advance=1, description=sub.student)
 
         try:
-            run = grade_class(targets, out_dir, seed=seed, devices=_device_list(devices), require=require,
-                              force=force, reveal=reveal, limits=limits, executor=executor,
-                              on_start=started, on_graded=graded)
+            run = grade_class(
+                targets,
+                out_dir,
+                seed=seed,
+                devices=_device_list(devices),
+                require=require,
+                force=force,
+                reveal=reveal,
+                limits=limits,
+                executor=executor,
+                on_start=started,
+                on_graded=graded,
+            )
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     write_reports(out_dir, run.graded, rubric_data, run.info)
     console.print(summary_table(run.graded, rubric_data))
     ran = ", ".join(run.devices)
     skipped = "; ".join(f"{d}: {why}" for d, why in run.skipped_devices.items())
-    console.print(f"devices: {ran}" + (f" ({skipped})" if skipped else "") + f"; seed {run.seed}; "
-                  f"suite {run.suite_version}")
+    console.print(
+        f"devices: {ran}" + (f" ({skipped})" if skipped else "") + f"; seed {run.seed}; suite {run.suite_version}"
+    )
     if run.reused:
-        console.print(f"{len(run.reused)} submission(s) already graded under the same conditions were not regraded "
-                      "(--force regrades).")
+        console.print(
+            f"{len(run.reused)} submission(s) already graded under the same conditions were not regraded "
+            "(--force regrades)."
+        )
     console.print(f"Wrote {out_dir / 'grades.csv'}, {out_dir / 'junit.xml'} and feedback per student in {out_dir}/")
 
 

@@ -142,9 +142,7 @@ class Gradebook:
     def latest_unfinished_run(self) -> dict[str, Any] | None:
         """The most recent run that never finished (a run that was stopped), or None."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1"
-            ).fetchone()
+            row = self._conn.execute("SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
         return self._run_dict(row) if row else None
 
     # --- submissions -----------------------------------------------------------------------
@@ -152,8 +150,18 @@ class Gradebook:
     def record(self, run_id: int, submission: Submission, results: Iterable[CaseResult]) -> None:
         """Record one submission and all its results in one transaction (replacing an earlier record in this run)."""
         rows = [
-            (run_id, submission.student, r.hook, r.case, r.device, r.dtype, r.status, r.message, float(r.seconds),
-             r.mistake)
+            (
+                run_id,
+                submission.student,
+                r.hook,
+                r.case,
+                r.device,
+                r.dtype,
+                r.status,
+                r.message,
+                float(r.seconds),
+                r.mistake,
+            )
             for r in results
         ]
         with self._lock:
@@ -166,8 +174,16 @@ class Gradebook:
                 self._conn.execute(
                     "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, submission.student, submission.source, submission.sha256, submission.format,
-                     submission.entry, submission.error, _now()),
+                    (
+                        run_id,
+                        submission.student,
+                        submission.source,
+                        submission.sha256,
+                        submission.format,
+                        submission.entry,
+                        submission.error,
+                        _now(),
+                    ),
                 )
                 self._conn.executemany(
                     "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
@@ -229,8 +245,9 @@ class Gradebook:
                 (run_id,),
             ).fetchall()
             for student, source, fmt, entry, sha, error in subs:
-                sub = Submission(student=student, source=source, format=fmt, files={}, entry=entry, sha256=sha,
-                                 error=error)
+                sub = Submission(
+                    student=student, source=source, format=fmt, files={}, entry=entry, sha256=sha, error=error
+                )
                 out[student] = (sub, self._results(run_id, student))
         return out
 

@@ -53,9 +53,8 @@ class _Session:
                 raise ChildGone(f"stopped after {MAX_RESTARTS} restarts of the learner's process")
             self.child = self.template.spawn(self.limits, self.use_cuda)
             self.child.started = self.started
-            self.child.send(
-                {"op": "load", "files": self.submission.files, "entry": self.submission.entry, "hooks": list(HOOK_NAMES)}
-            )
+            sub = self.submission
+            self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, "hooks": list(HOOK_NAMES)})
             header, _ = self.child.receive(self.limits.load_seconds)
             self.load_reply = header
         return self.child
@@ -105,8 +104,9 @@ def grade_submission(
         unusable = _unusable_hooks(load.get("hooks", {}))
         for batch in suite.batches:
             if batch.device in skipped_devices:
-                results += [_result(student, r, SKIPPED, f"{batch.device}: {skipped_devices[batch.device]}")
-                            for r in batch.runs]
+                results += [
+                    _result(student, r, SKIPPED, f"{batch.device}: {skipped_devices[batch.device]}") for r in batch.runs
+                ]
             elif batch.hook in unusable:
                 results += [_result(student, r, FAILED, unusable[batch.hook]) for r in batch.runs]
             else:
@@ -150,12 +150,12 @@ def _grade_batch(session: _Session, batch: Batch, reveal: bool) -> list[CaseResu
             session.drop()
             results.append(_result(student, run, FAILED, exc.reason))
             later = f"not run: an earlier case of {batch.hook} ({run.case.name}) failed with: {exc.reason}"
-            results += [_result(student, r, FAILED, later) for r in batch.runs[i + 1:]]
+            results += [_result(student, r, FAILED, later) for r in batch.runs[i + 1 :]]
             return results
         except Exception as exc:  # unreadable tensor bytes
             session.drop()
             results.append(_result(student, run, FAILED, f"sent back unreadable data ({type(exc).__name__})"))
-            results += [_result(student, r, FAILED, "not run: the process was stopped") for r in batch.runs[i + 1:]]
+            results += [_result(student, r, FAILED, "not run: the process was stopped") for r in batch.runs[i + 1 :]]
             return results
         status, message = judge(run, header, outputs, reveal=reveal)
         if message and run.case.what:

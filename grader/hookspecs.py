@@ -222,9 +222,7 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
 
 
 @hookspec(firstresult=True)
-def make_multihead_attention(
-    d_in, d_out, context_length, dropout, num_heads, qkv_bias=False
-):
+def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
     """Return an ``nn.Module``: the chapter's ``MultiHeadAttention``.
 
     ``W_query``, ``W_key``, ``W_value`` (``d_in -> d_out``, created in that

@@ -48,9 +48,7 @@ ENTRY_POINT_GROUP = "attnkit.solutions"
 BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
 
 HOOK_NAMES: tuple[str, ...] = tuple(
-    name
-    for name, obj in vars(hookspecs).items()
-    if callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
+    name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
 )
 """Every hook, in the order the chapter teaches them (hookspec order)."""
 

@@ -310,8 +310,9 @@ def grades_rows(graded: Graded, rubric: Rubric) -> list[list[str]]:
     for sub, results in _sorted(graded):
         scores = score(results, rubric)
         earned, possible = total(scores)
-        rows.append([sub.student, *(fmt_points(scores[h][0]) for h in HOOK_NAMES), fmt_points(earned),
-                     fmt_points(possible)])
+        rows.append(
+            [sub.student, *(fmt_points(scores[h][0]) for h in HOOK_NAMES), fmt_points(earned), fmt_points(possible)]
+        )
     return rows
 
 
@@ -529,8 +530,12 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
         error = one_line(sub.error, 120) if sub.error else ""
         style = "green" if earned >= possible else "yellow" if earned > 0 else "red"
         shown = ", ".join(lost) if sub.error is None and len(lost) < len(HOOK_NAMES) else "[red]everything[/]"
-        table.add_row(sub.student, f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",
-                      shown if lost else "", f"[red]{_rich_escape(error)}[/]" if error else "")
+        table.add_row(
+            sub.student,
+            f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",
+            shown if lost else "",
+            f"[red]{_rich_escape(error)}[/]" if error else "",
+        )
     return table
 
 

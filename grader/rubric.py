@@ -127,8 +127,10 @@ def score(results: Iterable[CaseResult], rubric: Rubric) -> dict[str, tuple[floa
     """``{hook: (earned, possible)}`` for every hook in ``HOOK_NAMES`` order, for one student's results."""
     counts = count_cases(results)
     return {
-        hook: (hook_points(rubric.points.get(hook, 0.0), counts[hook], hook in rubric.all_or_nothing),
-               rubric.points.get(hook, 0.0))
+        hook: (
+            hook_points(rubric.points.get(hook, 0.0), counts[hook], hook in rubric.all_or_nothing),
+            rubric.points.get(hook, 0.0),
+        )
         for hook in HOOK_NAMES
     }
 

@@ -107,9 +107,7 @@ class Child:
             return recv_message(self.sock, max_blob=self.limits.max_result_bytes)
         except TimeoutError:
             if wait < timeout:
-                raise ChildGone(
-                    f"the submission used up its {self.limits.submission_seconds:g} s time limit"
-                ) from None
+                raise ChildGone(f"the submission used up its {self.limits.submission_seconds:g} s time limit") from None
             raise ChildGone(f"timed out after {timeout:g} s (an infinite loop, or far too slow)") from None
         except EOFError:
             raise ChildGone(

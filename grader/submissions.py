@@ -372,7 +372,7 @@ def _read_zip(path: Path, student: str) -> Submission:
             files = {}
             for rel in py:
                 if rel.startswith(keep):
-                    files[key_prefix + rel[len(keep):]] = decode_source(read(rel, MAX_PY_BYTES), rel)
+                    files[key_prefix + rel[len(keep) :]] = decode_source(read(rel, MAX_PY_BYTES), rel)
             return _made(student, source, "zip", files, entry)
         except zipfile.BadZipFile as exc:
             raise Refused(f"refused zip: corrupt archive ({exc})") from None

@@ -59,7 +59,7 @@ def _cast(value: torch.Tensor, dtype: str) -> torch.Tensor:
 
 
 def _gold_args(case: Case, inputs: dict[str, Any]) -> dict[str, Any]:
-    args = {}
+    args: dict[str, Any] = {}
     for name, value in case.args.items():
         if value is DEVICE:
             args[name] = "cpu"

@@ -87,8 +87,8 @@ def value_problem(run: Any, got: Any, gold: Any, reveal: bool = False) -> str | 
     if gold.dtype == torch.bool:
         if torch.equal(got, gold):
             return None
-        wrong = (got != gold).nonzero()[0].tolist()
-        return f"wrong entries, first at {tuple(wrong)}: got {bool(got[tuple(wrong)])}, expected {bool(gold[tuple(wrong)])}"
+        first = tuple((got != gold).nonzero()[0].tolist())
+        return f"wrong entries, first at {first}: got {bool(got[first])}, expected {bool(gold[first])}"
     want = gold.to(got.dtype) if run.dtype in ("float16", "bfloat16") else gold
     g64, w64 = got.to(torch.float64), want.to(torch.float64)
     if torch.isnan(g64).any() and not torch.isnan(w64).any():
@@ -142,7 +142,8 @@ def judge(
         if run.device == "meta":
             low = error["message"].lower()
             if any(s in low for s in _DEVICE_ERRORS):
-                return FAILED, f"will fail on a GPU: a tensor is built on the CPU whatever the input's device ({message})"
+                why = "a tensor is built on the CPU whatever the input's device"
+                return FAILED, f"will fail on a GPU: {why} ({message})"
             return SKIPPED, f"inconclusive on the meta device: {message}"
         if error["type"] == "NotImplementedError":
             return FAILED, f"not implemented yet ({error['message'].splitlines()[0]})"

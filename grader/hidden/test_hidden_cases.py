@@ -24,9 +24,7 @@ SEED = int(os.environ.get("ATTNKIT_HIDDEN_SEED", "0"))
 SUITE = build_suite(SEED, ("cpu", "meta"))
 
 
-@pytest.mark.parametrize(
-    "run", SUITE.runs, ids=[f"{r.hook}-{r.case.name}-{r.device}-{r.dtype}" for r in SUITE.runs]
-)
+@pytest.mark.parametrize("run", SUITE.runs, ids=[f"{r.hook}-{r.case.name}-{r.device}-{r.dtype}" for r in SUITE.runs])
 def test_hidden_case(run, solution):
     reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
     status, message = judge(run, reply, outputs)
