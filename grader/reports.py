@@ -527,7 +527,9 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
             for hook, (got, worth) in scores.items()
             if got < worth
         ]
-        error = one_line(sub.error, 120) if sub.error else ""
+        messages = {r.message for r in results if r.status != SKIPPED}
+        shared = next(iter(messages)) if len(messages) == 1 and not any(r.status == PASSED for r in results) else ""
+        error = one_line(sub.error or shared, 120) if (sub.error or shared) else ""
         style = "green" if earned >= possible else "yellow" if earned > 0 else "red"
         shown = ", ".join(lost) if sub.error is None and len(lost) < len(HOOK_NAMES) else "[red]everything[/]"
         table.add_row(
