@@ -458,6 +458,9 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
                 reply, outputs = run_call(hooks, call, tensors)
+                with contextlib.suppress(Exception):  # keep what the learner printed, even on os._exit later
+                    sys.stdout.flush()
+                    sys.stderr.flush()
                 send_message(sock, reply, save_tensors(outputs) if outputs else b"")
         else:
             send_message(sock, {"error": f"unknown op {op!r}"})
@@ -520,7 +523,8 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
 def die_with_parent(parent_pid: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
 
-    The template dies with the grader and each child with the template, so a
+    Each child dies with the template, and the template kills its children's
+    process groups when the grader's end of the control socket closes, so a
     grader killed mid-run leaves no learner process behind.
     """
     import ctypes
@@ -552,6 +556,14 @@ def _warm_meta() -> None:
     scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
 def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> None:
     """Import torch once, then fork a child for each request on the control socket.
 
@@ -562,7 +574,6 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> No
     """
     import signal
 
-    die_with_parent(grader_pid)
     import safetensors.torch  # noqa: F401 - warm the import for the children
     import torch  # noqa: F401
 
@@ -571,13 +582,21 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> No
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     control = socket.socket(fileno=control_fd)
     template_pid = os.getpid()
+    children: list[tuple[int, str]] = []  # (pid, workdir) of each child still alive
     control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 1)
         except OSError:
-            return
-        if not data:
+            data = b""
+        if not data:  # the grader closed the socket or died: nothing of its children may outlive it
+            import shutil
+
+            for pid, workdir in children:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(os.getcwd(), ignore_errors=True)  # the template's own folder
             return
         config = json.loads(data)
         if not fds:
@@ -596,6 +615,7 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> No
             finally:
                 os._exit(code)
         os.close(fds[0])
+        children[:] = [(c, w) for c, w in children if _alive(c)] + [(pid, config["workdir"])]
         control.sendall(json.dumps({"pid": pid}).encode())
 
 

@@ -1,0 +1,5 @@
+"""Calls ``sys.exit()`` at import: nothing after this line is ever defined."""
+
+import sys
+
+sys.exit()

@@ -1,0 +1,5 @@
+"""Returns None instead of the weights."""
+
+
+def softmax_weights(scores, dim=-1):
+    return None

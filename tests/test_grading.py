@@ -1,0 +1,271 @@
+"""Grading one submission: verdicts in the trusted process, hostile submissions, devices, cleanup.
+
+Every submission here is Alice's correct solution with one part replaced by a
+snippet from ``tests/submissions/`` (see its README): the snippet's hooks take
+the place of hers, so the attacked hook must earn nothing and every other hook
+must still pass.  One suite (cpu and meta) and one template serve the module.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import torch.testing
+
+from grader.grading import grade_submission
+from grader.registry import HOOK_NAMES
+from grader.rubric import count_cases, load_rubric, score
+from grader.sandbox import Limits, Template
+from grader.submissions import read_submission
+from grader.suite import build_suite
+from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
+
+KIT_ROOT = Path(__file__).resolve().parents[1]
+ALICE = KIT_ROOT / "examples" / "submissions" / "alice.py"
+SNIPPETS = Path(__file__).resolve().parent / "submissions"
+SEED = 20261129
+LIMITS = Limits(call_seconds=2, submission_seconds=30)
+TRUSTED_COMPARISONS = (torch.allclose, torch.equal, torch.isclose, torch.testing.assert_close,
+                       torch.Tensor.allclose, torch.Tensor.equal)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; Linux only")
+
+
+# --- building submissions -----------------------------------------------------------------------
+
+
+def alice_with(folder: Path, snippet: str | None, student: str = "learner") -> Path:
+    """Alice's solution with the hooks ``tests/submissions/<snippet>.py`` defines replaced by the snippet's."""
+    source = ALICE.read_text(encoding="utf-8")
+    if snippet is not None:
+        extra = (SNIPPETS / f"{snippet}.py").read_text(encoding="utf-8")
+        replaced = {node.name for node in ast.parse(extra).body
+                    if isinstance(node, ast.FunctionDef) and node.name in HOOK_NAMES}
+        for hook in replaced:  # Alice's modules keep calling her own version under its new name
+            source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
+        source += f"\n\n# --- from tests/submissions/{snippet}.py ---\n{extra}"
+    path = folder / f"{student}.py"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+# --- /proc -----------------------------------------------------------------------------------------
+
+
+def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, session) of a process, or None when it has no /proc entry."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
+
+
+class TrackedTemplate(Template):
+    """A Template that remembers the pid (= session and process group) of every child it forked."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.spawned: list[int] = []
+
+    def spawn(self, *args, **kwargs):
+        child = super().spawn(*args, **kwargs)
+        self.spawned.append(child.pid)
+        return child
+
+
+def learner_processes(template: TrackedTemplate) -> list[str]:
+    """Live processes forked by the template, or in the session of a child it forked."""
+    sessions = set(template.spawned)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        info = proc_stat(int(entry.name))
+        if info is None or info[0] in "ZX":
+            continue
+        _state, ppid, pgrp, session = info
+        if ppid == template.process.pid or session in sessions or pgrp in sessions:
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:80].decode(errors="replace")
+            except OSError:
+                cmd = "?"
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def suite():
+    return build_suite(SEED, ("cpu", "meta"))
+
+
+@pytest.fixture(scope="module")
+def template():
+    tpl = TrackedTemplate()
+    try:
+        yield tpl
+    finally:
+        tpl.close()
+
+
+@pytest.fixture(scope="session")
+def rubric():
+    return load_rubric()
+
+
+@pytest.fixture
+def grade(tmp_path, suite, template):
+    """``grade(snippet) -> results`` for Alice's solution patched with ``snippet`` (None: as she wrote it)."""
+
+    def run(snippet: str | None, student: str = "learner", **kwargs) -> list[CaseResult]:
+        submission = read_submission(alice_with(tmp_path, snippet, student))
+        assert submission.error is None, submission.error
+        kwargs.setdefault("suite", suite)
+        return grade_submission(submission, template=template, limits=LIMITS, **kwargs)
+
+    return run
+
+
+def of(results: list[CaseResult], hook: str | None = None, device: str | None = None) -> list[CaseResult]:
+    return [r for r in results if (hook is None or r.hook == hook) and (device is None or r.device == device)]
+
+
+def statuses(results: list[CaseResult]) -> Counter:
+    return Counter(r.status for r in results)
+
+
+def not_passed(results: list[CaseResult]) -> list[str]:
+    return [f"{r.test_name}: {r.status}: {r.message}" for r in results if r.status != PASSED]
+
+
+# --- correct and mistaken submissions -------------------------------------------------------------
+
+
+def test_correct_submission_passes_every_case(grade, suite, rubric):
+    results = grade(None, "alice")
+    assert len(results) == len(suite.runs)
+    assert {r.hook for r in results} == set(HOOK_NAMES)
+    assert of(results, device="cpu"), "no cpu cases ran"
+    assert not_passed(results) == []
+    scores = score(results, rubric)
+    assert all(earned == possible for earned, possible in scores.values()), scores
+
+
+def test_one_wrong_function_loses_only_that_hooks_cases(grade, rubric):
+    results = grade("wrong_causal_mask")
+    mine = of(results, "causal_mask", "cpu")
+    assert statuses(mine)[FAILED] > 0, "the wrong causal_mask passed every case"
+    assert any("wrong entries" in r.message for r in mine)
+    others = [r for r in results if r.hook != "causal_mask"]
+    assert not_passed(others) == []
+    scores = score(results, rubric)
+    assert scores["causal_mask"][0] < scores["causal_mask"][1]
+    assert all(earned == possible for hook, (earned, possible) in scores.items() if hook != "causal_mask")
+
+
+# --- hostile submissions: zero on the attacked hook, the rest still passes --------------------------
+
+HOSTILE = [
+    # (id, snippet, attacked hook, a phrase every failed cpu case of that hook says)
+    ("patch-comparisons", "patch_comparisons", "softmax_weights", "values differ"),
+    ("forged-eq", "forged_eq", "softmax_weights", "expected a torch.Tensor"),
+    ("tensor-subclass", "tensor_subclass", "softmax_weights", "not a subclass"),
+    ("returns-list", "returns_list", "softmax_weights", "returned builtins.list, expected a torch.Tensor"),
+    ("returns-numpy", "returns_numpy", "softmax_weights", "returned numpy.ndarray, expected a torch.Tensor"),
+    ("returns-none", "returns_none", "softmax_weights", "returned builtins.NoneType, expected a torch.Tensor"),
+    ("sys-exit-in-call", "sys_exit_in_call", "softmax_weights", "the process ended"),
+    ("os-exit-in-call", "os_exit_in_call", "softmax_weights", "the process ended"),
+    ("infinite-loop", "infinite_loop", "softmax_weights", "timed out"),
+    ("memory-blowup", "memory_blowup", "softmax_weights", "allocate"),
+    ("mutates-input", "mutates_input", "softmax_weights", "modified its input in place"),
+    ("banned-torch-softmax", "banned_softmax", "softmax_weights", "uses torch.softmax"),
+]
+
+
+@pytest.mark.parametrize(("snippet", "hook", "phrase"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_hostile_submission_gets_zero_on_the_hook_it_attacks(grade, suite, rubric, snippet, hook, phrase):
+    started = time.monotonic()
+    results = grade(snippet)
+    assert time.monotonic() - started < 30
+    assert len(results) == len(suite.runs), "the run did not complete"
+    attacked = of(results, hook, "cpu")
+    assert attacked, f"no cpu case of {hook}"
+    assert [r.test_name for r in attacked if r.status == PASSED] == []
+    assert [r.message for r in attacked if phrase not in r.message] == []
+    scores = score(results, rubric)
+    assert scores[hook][0] == 0, f"{hook} earned {scores[hook][0]} points"
+    others = [r for r in results if r.hook != hook]
+    assert not_passed(others) == [], "hooks the submission does not attack must still pass"
+    assert all(earned == possible for h, (earned, possible) in scores.items() if h != hook)
+    current = (torch.allclose, torch.equal, torch.isclose, torch.testing.assert_close,
+               torch.Tensor.allclose, torch.Tensor.equal)
+    assert current == TRUSTED_COMPARISONS, "the trusted process's comparison functions changed"
+
+
+def test_exit_at_import_fails_every_case_and_the_run_goes_on(grade, suite):
+    results = grade("exit_at_import")
+    assert len(results) == len(suite.runs)
+    assert statuses(results) == Counter({FAILED: len(suite.runs)})
+    assert all("does not import" in r.message and "SystemExit" in r.message for r in results), results[0].message
+    assert not_passed(grade(None, "after")) == [], "the next submission graded after it failed"
+
+
+# --- devices --------------------------------------------------------------------------------------------
+
+
+def test_cpu_built_mask_is_reported_as_will_fail_on_a_gpu(grade):
+    results = grade("cpu_built_mask")
+    assert not_passed(of(results, "apply_causal_mask", "cpu")) == []
+    meta = of(results, "apply_causal_mask", "meta")
+    assert meta, "no meta case of apply_causal_mask"
+    assert all(r.status == FAILED and "will fail on a GPU" in r.message for r in meta), [r.message for r in meta]
+    assert not_passed([r for r in results if r.hook != "apply_causal_mask"]) == []
+
+
+def test_cuda_cases_are_skipped_with_the_reason_never_passed(grade):
+    cuda_suite = build_suite(SEED, ("cpu", "meta", "cuda"))
+    results = grade(None, "alice", suite=cuda_suite, skipped_devices={"cuda": "not available"})
+    cuda = of(results, device="cuda")
+    assert cuda, "the suite has no cuda cases"
+    assert {"float16", "bfloat16"} <= {r.dtype for r in cuda}
+    assert statuses(cuda) == Counter({SKIPPED: len(cuda)})
+    assert {r.message for r in cuda} == {"cuda: not available"}
+    counts = count_cases(results)
+    assert sum(c.skipped for c in counts.values()) == len(cuda)
+    assert not_passed(of(results, device="cpu")) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuda: not available")
+def test_correct_submission_passes_every_cuda_case(grade):
+    cuda_suite = build_suite(SEED, ("cpu", "cuda"))
+    results = grade(None, "alice", suite=cuda_suite)
+    cuda = of(results, device="cuda")
+    assert cuda, "the suite has no cuda cases"
+    assert {"float16", "bfloat16"} <= {r.dtype for r in cuda}
+    assert not_passed(results) == []
+
+
+# --- cleanup ---------------------------------------------------------------------------------------------
+
+
+def test_no_learner_process_is_left_behind(grade, template):
+    results = grade("spins_and_spawns")  # starts `sleep 300` in its process group, then spins until timed out
+    assert any("timed out" in r.message for r in of(results, "dot_product_scores", "cpu"))
+    assert template.spawned, "no child was forked"
+    deadline = time.monotonic() + 3.0
+    left = learner_processes(template)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = learner_processes(template)
+    assert left == [], f"learner processes left after grading: {left}"

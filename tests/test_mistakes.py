@@ -1,0 +1,129 @@
+"""The catalogue of known mistakes: complete, well described, and every entry killed by the hidden suite."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections import defaultdict
+
+import pytest
+import torch
+
+from grader.child_runtime import describe_parameters, run_call
+from grader.registry import HOOK_NAMES, signature_problem
+from grader.suite import build_suite
+from grader.verdict import FAILED, judge
+from solutions import reference
+from solutions.mistakes import CATALOGUE, Mistake, by_id, mistake_solution
+
+SEEDS = (0, 1)
+KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+SEED_TEXT = re.compile(r"seed \d{3}_[0-9a-f]{16}\.txt")
+SEED_TEXTS = ("000_1895a4942bad7209.txt", "002_5796c8154c5408de.txt", "003_a61a69d2ef97d9b0.txt")
+
+
+def _ids(mistakes):
+    return [m.id for m in mistakes]
+
+
+# --- the entries -------------------------------------------------------------------------
+
+
+def test_ids_are_unique_kebab_case():
+    ids = _ids(CATALOGUE)
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    assert [i for i in ids if not KEBAB.match(i)] == []
+
+
+def test_catalogue_is_large_enough_and_covers_every_hook():
+    assert len(CATALOGUE) >= 25
+    covered = {m.exercise for m in CATALOGUE}
+    assert set(HOOK_NAMES) - covered == set(), "every hook needs at least one catalogued mistake"
+
+
+def test_every_seed_text_is_cited():
+    sources = " ".join(m.source for m in CATALOGUE)
+    assert [name for name in SEED_TEXTS if f"seed {name}" not in sources] == []
+
+
+@pytest.mark.parametrize("mistake", CATALOGUE, ids=_ids(CATALOGUE))
+def test_entry_is_complete(mistake: Mistake):
+    assert mistake.exercise in HOOK_NAMES
+    for name in ("description", "hint", "hint_zh", "source"):
+        text = getattr(mistake, name)
+        assert isinstance(text, str) and text.strip(), f"{mistake.id}: empty {name}"
+    assert "\n" not in mistake.description, "the description is one line"
+    assert CJK.search(mistake.hint_zh), f"{mistake.id}: hint_zh has no Chinese"
+    assert not CJK.search(mistake.hint), f"{mistake.id}: the English hint has Chinese in it"
+    if "seed" in mistake.source:
+        assert SEED_TEXT.search(mistake.source), f"{mistake.id}: cite a seed text by its file name"
+    assert mistake.exercise in mistake.overrides, "a mistake overrides its own exercise"
+    for hook, fn in mistake.overrides.items():
+        assert hook in HOOK_NAMES, f"{mistake.id}: {hook} is not a hook"
+        assert inspect.isfunction(fn), f"{mistake.id}: {hook} is not a plain function"
+        assert signature_problem(hook, describe_parameters(fn)) is None, f"{mistake.id}: {hook} signature"
+
+
+@pytest.mark.parametrize("mistake", CATALOGUE, ids=_ids(CATALOGUE))
+def test_mistake_solution_is_the_reference_but_for_the_overrides(mistake: Mistake):
+    solution = mistake_solution(mistake)
+    assert solution.problems == []
+    assert set(solution.implemented) == set(HOOK_NAMES)
+    for hook in HOOK_NAMES:
+        expected = mistake.overrides.get(hook, getattr(reference, hook))
+        assert solution.functions[hook] is expected, hook
+
+
+def test_by_id():
+    for mistake in CATALOGUE:
+        assert by_id(mistake.id) is mistake
+    with pytest.raises(KeyError, match="no catalogued mistake"):
+        by_id("not-a-mistake")
+
+
+def test_entries_are_immutable():
+    mistake = CATALOGUE[0]
+    with pytest.raises(AttributeError):
+        mistake.id = "renamed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        mistake.overrides["softmax_weights"] = None  # type: ignore[index]
+    assert hash(mistake) == hash(by_id(mistake.id))
+
+
+# --- the audit: the hidden suite kills every mistake ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def suites():
+    # Hundreds of tiny tensor ops: one thread is several times faster than handing each to a pool,
+    # and much steadier when other processes share the cores.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield {seed: build_suite(seed, ("cpu", "meta")) for seed in SEEDS}
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+@pytest.mark.parametrize("mistake", CATALOGUE, ids=_ids(CATALOGUE))
+def test_hidden_suite_kills_the_mistake(mistake: Mistake, seed: int, suites):
+    """At least one hidden case fails, one of them in the mistake's own exercise, and nothing else fails.
+
+    The reference's own functions call each other by module globals, so a wrong hook never leaks
+    into another hook's reference implementation: only overridden hooks may fail.
+    """
+    solution = mistake_solution(mistake)
+    failed: dict[str, list[str]] = defaultdict(list)
+    for run in suites[seed].runs:
+        reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
+        status, message = judge(run, reply, outputs)
+        if status == FAILED:
+            failed[run.hook].append(f"{run.case.name}-{run.device}-{run.dtype}: {message}")
+    assert failed, f"{mistake.id} survives the hidden suite (seed {seed}): no case fails"
+    assert mistake.exercise in failed, (
+        f"{mistake.id} survives its own exercise {mistake.exercise} (seed {seed}); failed only {sorted(failed)}"
+    )
+    stray = {hook: runs[:2] for hook, runs in failed.items() if hook not in mistake.overrides}
+    assert stray == {}, f"{mistake.id} fails hooks it does not override"

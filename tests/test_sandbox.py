@@ -1,0 +1,507 @@
+"""The sandbox: a cold template process, one forked child per submission, limits, and cleanup.
+
+These tests drive the raw :class:`grader.sandbox.Child` API: spawn a child from
+the template, ``load`` a small probe submission (handed over as text), ``run``
+one call and read the reply header and the safetensors blob.  A probe reports
+what it saw from inside the child as a tensor (numbers, or UTF-8 bytes of JSON),
+because that is the only thing that crosses back.
+
+Process checks read ``/proc``: a process counts as gone when its entry is
+missing or it is a zombie (dead, waiting for PID 1 to reap it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load as load_tensors
+
+from grader.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template, child_environment
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; Linux only")
+
+SECRET_VAR = "ATTNKIT_TEST_SECRET"
+SECRET_VALUE = "hunter2-do-not-leak"
+FAST = Limits(call_seconds=2, submission_seconds=30)
+
+
+# --- /proc helpers ------------------------------------------------------------------------------
+
+
+def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, session) of a process, or None when it has no /proc entry."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
+
+
+def alive(pid: int) -> bool:
+    info = proc_stat(pid)
+    return info is not None and info[0] not in "ZX"
+
+
+def wait_until_gone(pids, seconds: float = 5.0) -> list[int]:
+    """Poll until none of ``pids`` is alive; return those still alive at the deadline."""
+    deadline = time.monotonic() + seconds
+    left = [p for p in pids if alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if alive(p)]
+    return left
+
+
+def live_in_group(pgrp: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            info = proc_stat(int(entry.name))
+            if info is not None and info[0] not in "ZX" and info[2] == pgrp:
+                found.append(int(entry.name))
+    return found
+
+
+def kill_if_alive(pid: int) -> None:
+    """Clean up a process one of our probes started (by its pid, nothing broader)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def namespaces_available() -> bool:
+    """Whether an unprivileged process here may unshare user, network and mount namespaces (DESIGN: Facts)."""
+    code = (
+        "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); "
+        "sys.exit(0 if libc.unshare(0x10000000 | 0x40000000 | 0x00020000) == 0 else 1)"
+    )
+    try:
+        return subprocess.run([sys.executable, "-I", "-c", code], timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def template():
+    """One warm template for the module, started while a secret sits in this process's environment."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SECRET_VAR, SECRET_VALUE)
+        tpl = Template()
+        try:
+            yield tpl
+        finally:
+            tpl.close()
+
+
+@pytest.fixture
+def spawn(template):
+    """``spawn(source, limits=FAST) -> Child``, loaded with ``source`` as ``probe.py``; closed after the test."""
+    children: list[Child] = []
+
+    def make(source: str, limits: Limits = FAST) -> Child:
+        child = template.spawn(limits)
+        children.append(child)
+        child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
+                    "hooks": ["probe"]})
+        header, _ = child.receive(limits.load_seconds)
+        assert "import_error" not in header, header
+        assert "probe" in header.get("hooks", {}), header
+        return child
+
+    yield make
+    for child in children:
+        child.close()
+
+
+def send_call(child: Child, **values) -> None:
+    args = {name: {"value": value} for name, value in values.items()}
+    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": args}]})
+
+
+def call(child: Child, timeout: float = 5.0, **values) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Run ``probe(**values)`` once in ``child``; return the reply header and the tensors sent back."""
+    send_call(child, **values)
+    header, blob = child.receive(timeout)
+    return header, (load_tensors(blob) if blob else {})
+
+
+def probe(child: Child, timeout: float = 5.0, **values) -> torch.Tensor:
+    """The tensor ``probe(**values)`` returned; fails the test if the call raised."""
+    header, outputs = call(child, timeout, **values)
+    assert header.get("ok"), f"the probe raised: {header.get('error')}"
+    return outputs["out0"]
+
+
+def as_json(tensor: torch.Tensor):
+    return json.loads(bytes(tensor.tolist()).decode())
+
+
+JSON_HELPER = """
+import json
+import torch
+
+def _send(value):
+    return torch.tensor(list(json.dumps(value).encode()), dtype=torch.uint8)
+"""
+
+
+# --- the template and its children -------------------------------------------------------------
+
+
+def test_template_is_a_separate_cold_interpreter(template):
+    pid = template.process.pid
+    assert template.process.poll() is None, "the template is not running"
+    assert pid != os.getpid()
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert argv[1] == b"-I", f"the template must run isolated (python -I), argv: {argv[:3]}"
+    threads = int(Path(f"/proc/{pid}/status").read_text().split("Threads:")[1].split()[0])
+    assert threads == 1, f"the template has {threads} threads: it ran a parallel op (children would deadlock)"
+
+
+def test_children_are_forked_from_the_template_into_their_own_session(template, spawn):
+    first = spawn("def probe():\n    return None\n")
+    second = spawn("def probe():\n    return None\n")
+    assert first.pid != second.pid
+    for child in (first, second):
+        state, ppid, pgrp, session = proc_stat(child.pid)
+        assert ppid == template.process.pid, "the child is not forked from the template"
+        assert pgrp == child.pid and session == child.pid, "the child must lead its own session and process group"
+
+
+@pytest.mark.parametrize("n", [8, 256], ids=["8x8", "256x256"])
+def test_child_matmul_does_not_deadlock_after_trusted_parallel_op(spawn, n):
+    a = torch.randn(512, 512)
+    assert (a @ a).shape == (512, 512)  # this process has now run a parallel op (warm OpenMP pool)
+    child = spawn(
+        """
+        import torch
+
+        def probe(n):
+            ones = torch.ones(n, n)
+            return ones @ ones
+        """
+    )
+    started = time.monotonic()
+    out = probe(child, timeout=10.0, n=n)
+    elapsed = time.monotonic() - started
+    assert torch.equal(out, torch.full((n, n), float(n)))
+    assert elapsed < 3.0, f"a {n}x{n} matmul took {elapsed:.1f} s in the child"
+
+
+def test_child_environment_is_scrubbed(spawn):
+    assert os.environ.get(SECRET_VAR) == SECRET_VALUE  # the trusted side does hold the secret
+    child = spawn(
+        JSON_HELPER
+        + """
+import os
+
+def probe(secret):
+    with open("/proc/self/environ", "rb") as fh:
+        raw = fh.read()
+    with open(f"/proc/{os.getppid()}/environ", "rb") as fh:
+        parent_raw = fh.read()
+    return _send({"env": dict(os.environ), "raw": secret.encode() in raw, "parent_raw": secret.encode() in parent_raw})
+"""
+    )
+    seen = as_json(probe(child, secret=SECRET_VALUE))
+    assert SECRET_VAR not in seen["env"]
+    assert SECRET_VALUE not in json.dumps(seen["env"])
+    assert not seen["raw"], "the secret is in the child's initial environment block"
+    assert not seen["parent_raw"], "the secret is in the template's environment"
+    assert sorted(seen["env"]) == sorted(child_environment("x"))
+    assert seen["env"]["HOME"] == str(child.workdir)
+
+
+@pytest.mark.parametrize("module", ["solutions", "solutions.reference", "grader", "grader.cases", "exercises"],
+                         ids=lambda m: m)
+def test_child_cannot_import_the_kit(spawn, module):
+    child = spawn(
+        """
+        import importlib
+        import sys
+
+        import torch
+
+        def probe(name):
+            try:
+                importlib.import_module(name)
+                imported = 1
+            except ImportError:
+                imported = 0
+            loaded = sum(1 for key in sys.modules if key.split(".")[0] in ("grader", "solutions", "exercises"))
+            return torch.tensor([imported, loaded])
+        """
+    )
+    imported, loaded = probe(child, name=module).tolist()
+    assert imported == 0, f"the learner's process imported {module}"
+    assert loaded == 0, "kit modules are in the learner's sys.modules"
+
+
+@pytest.mark.xfail(strict=True, reason="the kit's files are visible to the child until the mount namespace lands (issue 6)")
+def test_child_cannot_read_the_reference_source(spawn):
+    """The issue: a grader where a submission can read the reference is not a grader.
+
+    The kit root is no secret to learner code (it is on the template's command
+    line, and torch lives in the kit's .venv), so reading the reference's source
+    and exec-ing it would pass every case without doing the exercises.
+    """
+    reference = KIT_ROOT / "solutions" / "reference.py"
+    assert reference.is_file()
+    child = spawn(
+        """
+        import sys
+
+        import torch
+
+        def probe(path):
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError:
+                return torch.tensor([0, 0])
+            return torch.tensor([1, int("def softmax_weights" in text)])
+        """
+    )
+    readable, has_answers = probe(child, path=str(reference)).tolist()
+    assert readable == 0, "the learner's process can read solutions/reference.py"
+
+
+@pytest.mark.xfail(strict=True, reason="no network namespace for the child yet (issue 6)")
+def test_child_has_no_network(spawn):
+    """DESIGN: the child runs with no network where the OS allows it (a network namespace works here)."""
+    if not namespaces_available():
+        pytest.skip("unprivileged user/network namespaces are not available on this machine")
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    try:
+        child = spawn(
+            """
+            import socket
+
+            import torch
+
+            def probe(port):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    return torch.tensor([1])
+                except OSError:
+                    return torch.tensor([0])
+            """
+        )
+        connected = probe(child, port=listener.getsockname()[1]).item()
+    finally:
+        listener.close()
+    assert connected == 0, "the learner's process reached a listener on 127.0.0.1"
+
+
+@pytest.mark.xfail(strict=True, reason="no read-only filesystem view for the child yet (issue 6)")
+def test_child_cannot_write_outside_its_workdir(spawn, tmp_path):
+    """DESIGN: a read-only view of the filesystem where the OS allows it (mount namespaces work here)."""
+    if not namespaces_available():
+        pytest.skip("unprivileged user/mount namespaces are not available on this machine")
+    target = tmp_path / "written-by-the-learner.txt"
+    child = spawn(
+        """
+        import torch
+
+        def probe(path):
+            try:
+                with open(path, "w") as fh:
+                    fh.write("pwned")
+                return torch.tensor([1])
+            except OSError:
+                return torch.tensor([0])
+        """
+    )
+    wrote = probe(child, path=str(target)).item()
+    assert wrote == 0 and not target.exists(), f"the learner's process wrote {target}"
+
+
+def test_child_cwd_is_a_private_temp_dir_removed_on_close(spawn):
+    child = spawn(
+        JSON_HELPER
+        + """
+import os
+
+def probe():
+    with open("scratch.txt", "w") as fh:
+        fh.write("mine")
+    return _send(os.getcwd())
+"""
+    )
+    cwd = Path(as_json(probe(child)))
+    assert cwd.resolve() == child.workdir.resolve()
+    assert (child.workdir / "scratch.txt").read_text() == "mine"
+    mode = stat.S_IMODE(child.workdir.stat().st_mode)
+    assert mode & 0o077 == 0, f"the workdir is readable by others (mode {oct(mode)})"
+    child.close()
+    assert not child.workdir.exists(), "the child's workdir survived close()"
+
+
+def test_close_kills_the_whole_process_group(spawn):
+    child = spawn(
+        """
+        import subprocess
+
+        import torch
+
+        def probe():
+            sleeper = subprocess.Popen(["sleep", "300"])
+            return torch.tensor([sleeper.pid])
+        """
+    )
+    sleeper = int(probe(child).item())
+    try:
+        assert alive(sleeper)
+        assert proc_stat(sleeper)[2] == child.pid, "the sleeper should be in the child's process group"
+        child.close()
+        assert wait_until_gone([sleeper, child.pid], 3.0) == [], "a learner process survived close()"
+        assert live_in_group(child.pid) == []
+    finally:
+        kill_if_alive(sleeper)
+
+
+@pytest.mark.xfail(strict=True, reason="a process that calls setsid escapes killpg until the child gets a PID namespace (issue 6)")
+def test_close_kills_a_process_that_left_the_group(spawn):
+    """A learner's process can ``setsid`` out of its group; close() must still leave nothing behind."""
+    child = spawn(
+        """
+        import subprocess
+
+        import torch
+
+        def probe():
+            escaped = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            return torch.tensor([escaped.pid])
+        """
+    )
+    escaped = int(probe(child).item())
+    try:
+        assert alive(escaped)
+        assert proc_stat(escaped)[2] != child.pid  # it did leave the child's process group
+        child.close()
+        assert wait_until_gone([escaped], 3.0) == [], (
+            f"pid {escaped} (sleep 300, started by the learner in a new session) outlived close()"
+        )
+    finally:
+        kill_if_alive(escaped)
+
+
+def test_memory_blowup_is_a_clean_error(spawn):
+    child = spawn(
+        """
+        import torch
+
+        def probe(gib):
+            if gib:
+                hoard = torch.empty(gib * 2**30, dtype=torch.uint8)
+                return hoard[:1]
+            a = torch.ones(64, 64)
+            return a @ a
+        """
+    )
+    header, outputs = call(child, gib=8)
+    assert header["ok"] is False, "an 8 GiB allocation succeeded: no address-space limit"
+    assert header["error"]["type"] in ("RuntimeError", "MemoryError"), header["error"]
+    assert "alloc" in header["error"]["message"].lower(), header["error"]["message"]
+    assert outputs == {}
+    # the same process still works afterwards
+    assert torch.equal(probe(child, gib=0), torch.full((64, 64), 64.0))
+
+
+def test_call_timeout_raises_childgone_and_close_leaves_no_process(spawn):
+    child = spawn(
+        """
+        def probe():
+            while True:
+                pass
+        """
+    )
+    send_call(child)
+    started = time.monotonic()
+    with pytest.raises(ChildGone, match="timed out"):
+        child.receive(FAST.call_seconds)
+    elapsed = time.monotonic() - started
+    assert FAST.call_seconds - 0.1 <= elapsed < FAST.call_seconds + 2.0
+    assert alive(child.pid)  # still spinning until close()
+    child.close()
+    assert wait_until_gone([child.pid], 3.0) == [], "the spinning child outlived close()"
+    assert live_in_group(child.pid) == []
+
+
+def test_submission_wall_clock_limit(spawn):
+    limits = Limits(call_seconds=5, submission_seconds=1.5)
+    child = spawn(
+        """
+        import time
+
+        import torch
+
+        def probe():
+            time.sleep(3)
+            return torch.zeros(1)
+        """,
+        limits,
+    )
+    send_call(child)
+    with pytest.raises(ChildGone, match=r"used up its 1\.5 s time limit"):
+        child.receive(limits.call_seconds)
+    assert time.monotonic() - child.started < limits.call_seconds
+
+
+def test_resource_limits_are_set_in_the_child(spawn):
+    limits = Limits(call_seconds=2, submission_seconds=30, memory_bytes=5 << 30, cpu_seconds=77,
+                    file_bytes=3 << 20, open_files=123, processes=45)
+    child = spawn(
+        """
+        import resource
+
+        import torch
+
+        def probe():
+            names = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE")
+            return torch.tensor([resource.getrlimit(getattr(resource, n))[0] for n in names])
+        """,
+        limits,
+    )
+    got = probe(child).tolist()
+    assert got == [5 << 30, 77, 3 << 20, 123, 45, 0]
+
+
+@pytest.mark.parametrize("size", [40, 100_000], ids=["short-print", "huge-print"])
+def test_child_output_is_captured_and_truncated(spawn, size):
+    child = spawn(
+        """
+        import sys
+
+        import torch
+
+        def probe(size):
+            print("learner says hi " + "x" * size)
+            print("to stderr", file=sys.stderr)
+            return torch.zeros(1)
+        """
+    )
+    probe(child, size=size)
+    text = child.output()
+    assert "learner says hi" in text, f"the learner's print is missing from the captured output: {text[:200]!r}"
+    if size > 64 * 1024:
+        assert "more bytes not kept" in text
+        assert len(text) < 64 * 1024 + 200
