@@ -93,7 +93,6 @@ def namespaces_available() -> bool:
         return False
 
 
-
 # --- fixtures -------------------------------------------------------------------------------------
 
 
@@ -117,8 +116,9 @@ def spawn(template):
     def make(source: str, limits: Limits = FAST) -> Child:
         child = template.spawn(limits)
         children.append(child)
-        child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
-                    "hooks": ["probe"]})
+        child.send(
+            {"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py", "hooks": ["probe"]}
+        )
         header, _ = child.receive(limits.load_seconds)
         assert "import_error" not in header, header
         assert "probe" in header.get("hooks", {}), header
@@ -228,8 +228,9 @@ def probe(secret):
     assert seen["env"]["HOME"] == str(child.workdir)
 
 
-@pytest.mark.parametrize("module", ["solutions", "solutions.reference", "grader", "grader.cases", "exercises"],
-                         ids=lambda m: m)
+@pytest.mark.parametrize(
+    "module", ["solutions", "solutions.reference", "grader", "grader.cases", "exercises"], ids=lambda m: m
+)
 def test_child_cannot_import_the_kit(spawn, module):
     child = spawn(
         """
@@ -253,7 +254,9 @@ def test_child_cannot_import_the_kit(spawn, module):
     assert loaded == 0, "kit modules are in the learner's sys.modules"
 
 
-@pytest.mark.xfail(strict=True, reason="the kit's files are visible to the child until the mount namespace lands (issue 6)")
+@pytest.mark.xfail(
+    strict=True, reason="the kit's files are visible to the child until the mount namespace lands (issue 6)"
+)
 def test_child_cannot_read_the_reference_source(spawn):
     """The issue: a grader where a submission can read the reference is not a grader.
 
@@ -378,7 +381,9 @@ def test_close_kills_the_whole_process_group(spawn):
         kill_if_alive(sleeper)
 
 
-@pytest.mark.xfail(strict=True, reason="a process that calls setsid escapes killpg until the child gets a PID namespace (issue 6)")
+@pytest.mark.xfail(
+    strict=True, reason="a process that calls setsid escapes killpg until the child gets a PID namespace (issue 6)"
+)
 def test_close_kills_a_process_that_left_the_group(spawn):
     """A learner's process can ``setsid`` out of its group; close() must still leave nothing behind."""
     child = spawn(
@@ -467,8 +472,15 @@ def test_submission_wall_clock_limit(spawn):
 
 
 def test_resource_limits_are_set_in_the_child(spawn):
-    limits = Limits(call_seconds=2, submission_seconds=30, memory_bytes=5 << 30, cpu_seconds=77,
-                    file_bytes=3 << 20, open_files=123, processes=45)
+    limits = Limits(
+        call_seconds=2,
+        submission_seconds=30,
+        memory_bytes=5 << 30,
+        cpu_seconds=77,
+        file_bytes=3 << 20,
+        open_files=123,
+        processes=45,
+    )
     child = spawn(
         """
         import resource
