@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from grader.cases import suite_version
+from grader import heatmaps
+from grader.diagnosis import fingerprint_suite
 from grader.gradebook import Gradebook
-from grader.grading import available_devices, grade_submission
+from grader.grading import Figures, available_devices, grade_submission
+from grader.reports import student_folder
 from grader.sandbox import KIT_ROOT, Limits, Template
 from grader.submissions import Submission, collect_submissions
 from grader.suite import build_suite
@@ -181,10 +184,14 @@ def grade_class(
             on_start(len(todo))
         if todo:
             suite = build_suite(seed, tuple(ran) + tuple(skipped))
+            suite.fingerprints = fingerprint_suite(suite)
             with Template() as template:
 
                 def grade_one(sub: Submission) -> list[CaseResult]:
-                    return grade_submission(sub, suite, template, limits, skipped, reveal)
+                    figures: Figures = {}
+                    results = grade_submission(sub, suite, template, limits, skipped, reveal, figures)
+                    heatmaps.write(student_folder(out, sub.student), figures)
+                    return results
 
                 for sub, results in (executor or LocalExecutor()).map_unordered(grade_one, todo):
                     book.record(run_id, sub, results)

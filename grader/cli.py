@@ -12,6 +12,14 @@ from rich.table import Table
 
 from grader.registry import HOOK_NAMES
 
+LANG_OPTION = click.option(
+    "--lang",
+    type=click.Choice(["en", "zh"]),
+    default="en",
+    show_default=True,
+    help="Language of the hints for known mistakes (en: English, zh: Chinese).",
+)
+
 STATUS_STYLE = {"passing": "green", "failing": "red", "not started": "yellow", "no tests": "dim"}
 
 
@@ -32,23 +40,27 @@ def main() -> None:
     show_default=True,
     help="What to check: 'exercises' (your own package), 'reference', a .py file or a folder.",
 )
-def check(exercise: tuple[str, ...], solution: str) -> None:
+@LANG_OPTION
+def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     """Run the public cases for EXERCISE (default: all) and show where you stand.
 
     Each exercise is 'not started' while its stub still raises
     NotImplementedError, 'failing' with the first failed case in one line, or
     'passing'.  Exits 0 only when every exercise asked for passes.
     """
-    from grader.check import NOT_STARTED, PASSING, run_public_cases
+    from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
+    from grader.diagnosis import diagnose_in_process, hint
     from grader.registry import SolutionError, load_solution
 
     console = Console()
     try:
-        load_solution(solution)
+        loaded = load_solution(solution)
     except SolutionError as exc:
         console.print(f"[red]Your code does not load:[/] {escape(str(exc))}")
         sys.exit(1)
     results = run_public_cases(solution=solution, exercises=list(exercise) or None)
+    failing = [r.exercise for r in results if r.status == FAILING]
+    known = diagnose_in_process(loaded, failing) if failing else {}
     table = Table(title=f"attnkit check — {solution}", show_lines=False)
     table.add_column("exercise", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -57,6 +69,9 @@ def check(exercise: tuple[str, ...], solution: str) -> None:
     for r in results:
         total = r.passed + r.failed + r.not_implemented
         detail = "" if r.status in (PASSING, NOT_STARTED) else escape(r.first_failure)
+        if r.exercise in known:
+            _, text = hint(known[r.exercise], lang)
+            detail += f"\n[bold]looks like {known[r.exercise]}[/]: {escape(text)}"
         table.add_row(
             r.exercise,
             f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
@@ -114,6 +129,7 @@ def _device_list(value: str | None) -> list[str] | None:
     help="A rubric TOML file with points per exercise (default: the kit's grader/rubric.toml).",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
+@LANG_OPTION
 def grade(
     paths: tuple[str, ...],
     out: str,
@@ -125,6 +141,7 @@ def grade(
     reveal: bool,
     rubric: str | None,
     timeout: float | None,
+    lang: str,
 ) -> None:
     """Grade submissions in sandboxed processes and write the gradebook and feedback.
 
@@ -191,7 +208,7 @@ def grade(
             )
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    write_reports(out_dir, run.graded, rubric_data, run.info)
+    write_reports(out_dir, run.graded, rubric_data, dict(run.info, lang=lang))
     console.print(summary_table(run.graded, rubric_data))
     ran = ", ".join(run.devices)
     skipped = "; ".join(f"{d}: {why}" for d, why in run.skipped_devices.items())

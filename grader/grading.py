@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from safetensors.torch import load as load_tensors
 
+from grader.diagnosis import diagnose
+from grader.heatmaps import WEIGHT_HOOKS
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
 from grader.sandbox import Child, ChildGone, Limits, Template
 from grader.submissions import Submission
@@ -71,8 +73,16 @@ class _Session:
             self.child = None
 
 
-def _result(student: str, run: Any, status: str, message: str, seconds: float = 0.0) -> CaseResult:
-    return CaseResult(student, run.hook, run.case.name, run.device, run.dtype, status, message, round(seconds, 6))
+def _result(
+    student: str, run: Any, status: str, message: str, seconds: float = 0.0, mistake: str = ""
+) -> CaseResult:
+    return CaseResult(
+        student, run.hook, run.case.name, run.device, run.dtype, status, message, round(seconds, 6), mistake
+    )
+
+
+Figures = dict[str, tuple[str, torch.Tensor, torch.Tensor]]
+"""hook -> (case label, expected, received) for the first failing weights case of each hook."""
 
 
 def grade_submission(
@@ -82,8 +92,14 @@ def grade_submission(
     limits: Limits | None = None,
     skipped_devices: dict[str, str] | None = None,
     reveal: bool = False,
+    figures: Figures | None = None,
 ) -> list[CaseResult]:
-    """Every run of ``suite`` against ``submission``, judged here."""
+    """Every run of ``suite`` against ``submission``, judged here.
+
+    Failing cases are matched against the suite's fingerprints of known
+    mistakes; ``figures``, when given, collects the first failing weights case
+    of each hook for a heatmap.
+    """
     limits = limits or Limits()
     skipped_devices = skipped_devices or {}
     student = submission.student
@@ -110,7 +126,7 @@ def grade_submission(
             elif batch.hook in unusable:
                 results += [_result(student, r, FAILED, unusable[batch.hook]) for r in batch.runs]
             else:
-                results += _grade_batch(session, batch, reveal)
+                results += _grade_batch(session, batch, reveal, suite.fingerprints, figures)
     finally:
         session.close()
     return results
@@ -130,7 +146,9 @@ def _unusable_hooks(found: dict[str, Any]) -> dict[str, str]:
     return unusable
 
 
-def _grade_batch(session: _Session, batch: Batch, reveal: bool) -> list[CaseResult]:
+def _grade_batch(
+    session: _Session, batch: Batch, reveal: bool, fingerprints: dict[int, list[Any]], figures: Figures | None
+) -> list[CaseResult]:
     student = session.submission.student
     results: list[CaseResult] = []
     limits = session.limits
@@ -158,7 +176,14 @@ def _grade_batch(session: _Session, batch: Batch, reveal: bool) -> list[CaseResu
             results += [_result(student, r, FAILED, "not run: the process was stopped") for r in batch.runs[i + 1 :]]
             return results
         status, message = judge(run, header, outputs, reveal=reveal)
+        mistake = ""
+        if status == FAILED:
+            mistake = diagnose(fingerprints.get(id(run), []), header, outputs, message)
+            got = outputs.get("out0")
+            if figures is not None and run.hook in WEIGHT_HOOKS and run.hook not in figures and run.golds:
+                if got is not None and got.shape == run.golds[0].shape:
+                    figures[run.hook] = (f"{run.case.name} ({run.device}, {run.dtype})", run.golds[0], got)
         if message and run.case.what:
             message = f"{run.case.what}: {message}"
-        results.append(_result(student, run, status, message, float(header.get("seconds") or 0.0)))
+        results.append(_result(student, run, status, message, float(header.get("seconds") or 0.0), mistake))
     return results

@@ -22,6 +22,8 @@ feedback.
 
 from __future__ import annotations
 
+import base64
+
 import csv
 import io
 import json
@@ -94,6 +96,8 @@ class Problem:
     message: str
     cases: list[str] = field(default_factory=list)
     mistake: str = ""
+    description: str = ""  # the known mistake's one-line description
+    hint: str = ""  # and its hint, in the report's language
 
     @property
     def count(self) -> int:
@@ -108,7 +112,7 @@ class Problem:
     def line(self, kind: str) -> str:
         text = one_line(self.message or f"{kind} (no message)")
         if self.mistake and self.mistake not in text:
-            text += f" [looks like the known mistake '{self.mistake}']"
+            text += f" [looks like the known mistake '{self.mistake}'" + (f": {self.hint}" if self.hint else "") + "]"
         cases = "case" if self.count == 1 else "cases"
         return f"{kind.upper()} ({self.count} {cases}: {self.where}): {text}"
 
@@ -123,7 +127,7 @@ class ExerciseReport:
     all_or_nothing: bool
     failures: list[Problem]
     skips: list[Problem]
-    figures: list[str] = field(default_factory=list)  # base64 PNGs (heatmaps come in a later release)
+    figures: list[tuple[str, str]] = field(default_factory=list)  # (file name, base64 PNG) of each heatmap
 
     @property
     def status(self) -> str:
@@ -151,6 +155,17 @@ class ExerciseReport:
             rest = len(lines) - (MAX_OUTPUT_LINES - 1)
             lines = lines[: MAX_OUTPUT_LINES - 1] + [f"… and {rest} more (see feedback.html)"]
         return lines
+
+    @property
+    def known_mistakes(self) -> list[Problem]:
+        """One entry per known mistake the failures look like (its id, description and hint), in order."""
+        seen: dict[str, Problem] = {}
+        for p in self.failures:
+            if p.mistake and p.mistake not in seen:
+                seen[p.mistake] = Problem("", [], p.mistake, p.description, p.hint)
+            if p.mistake:
+                seen[p.mistake].cases.extend(p.cases)
+        return list(seen.values())
 
     @property
     def earned_text(self) -> str:
@@ -212,7 +227,7 @@ def _case_label(r: CaseResult) -> str:
     return f"{r.case} ({r.device}, {r.dtype})"
 
 
-def _problems(results: Iterable[CaseResult], status: str) -> list[Problem]:
+def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> list[Problem]:
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
@@ -220,7 +235,20 @@ def _problems(results: Iterable[CaseResult], status: str) -> list[Problem]:
             key = (message, r.mistake)
             problem = found.setdefault(key, Problem(message, [], r.mistake))
             problem.cases.append(_case_label(r))
+    for problem in found.values():
+        if problem.mistake:
+            problem.description, problem.hint = _hint(problem.mistake, lang)
     return list(found.values())
+
+
+def _hint(mistake: str, lang: str) -> tuple[str, str]:
+    """The catalogued mistake's description and hint, or nothing where the catalogue is not installed."""
+    try:
+        from grader.diagnosis import hint
+
+        return hint(mistake, lang)
+    except (ImportError, KeyError):
+        return "", ""
 
 
 def device_summary(results: Iterable[CaseResult], run_info: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -271,7 +299,7 @@ def student_report(
                 possible=possible,
                 counts=counts[hook],
                 all_or_nothing=hook in rubric.all_or_nothing,
-                failures=_problems(mine, FAILED),
+                failures=_problems(mine, FAILED, run_info.get("lang", "en")),
                 skips=_problems(mine, SKIPPED),
                 figures=[],
             )
@@ -505,6 +533,10 @@ def write_reports(out_dir: str | Path, graded: Graded, rubric: Rubric, run_info:
     for sub, results in graded:
         folder = student_folder(out, sub.student)
         report = student_report(sub, results, rubric, run_info)
+        for exercise in report.exercises:
+            heatmap = folder / f"heatmap-{exercise.hook}.png"
+            if heatmap.is_file():
+                exercise.figures = [(heatmap.name, base64.b64encode(heatmap.read_bytes()).decode("ascii"))]
         write_results_json(folder / "results.json", report)
         write_feedback(folder, report)
 

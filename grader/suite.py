@@ -35,6 +35,7 @@ class Suite:
     seed: int
     devices: tuple[str, ...]
     batches: list[Batch] = field(default_factory=list)
+    fingerprints: dict[int, list[Any]] = field(default_factory=dict)  # id(run) -> known mistakes failing it
 
     @property
     def runs(self) -> list[Run]:

@@ -1,0 +1,985 @@
+"""The catalogue of known mistakes: wrong implementations learners (and the seed texts) really write.
+
+Each :class:`Mistake` overrides one or more hooks with a wrong implementation;
+every other hook comes from :mod:`solutions.reference`.  The catalogue serves
+two purposes:
+
+* the audit: the hidden suite must fail every entry (``tests/test_mistakes.py``,
+  ``attnkit audit``);
+* diagnosis: when a learner's output on a failing case matches an entry's
+  output on the same input, the feedback names the entry and shows its hint.
+
+Hints say where to look, never the answer, in English and in Chinese (the seed
+texts are Chinese, and so are many of the kit's learners).  Sources are a seed
+text by file name, "the chapter", "classic" (a mistake learners make over and
+over) or a public issue by URL.  Ids are stable: feedback and gradebooks quote
+them, so rename nothing.
+
+Instructor-only, like the reference: nothing here ships in a learner's kit.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from grader.registry import Solution, adopt
+from solutions import reference
+from solutions.reference import (
+    CausalAttention,
+    MultiHeadAttention,
+    SelfAttention,
+    attention_dropout,
+    causal_mask,
+    context_vectors,
+    dot_product_scores,
+    dropout_scale,
+    merge_heads,
+    scaled_dot_product_scores,
+    softmax_weights,
+    split_heads,
+)
+
+SEED_000 = "seed 000_1895a4942bad7209.txt"
+SEED_002 = "seed 002_5796c8154c5408de.txt"
+SEED_003 = "seed 003_a61a69d2ef97d9b0.txt"
+CHAPTER = "the chapter"
+CLASSIC = "classic"
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One known wrong implementation of an exercise."""
+
+    id: str  # stable kebab-case
+    exercise: str  # the hook it belongs to
+    description: str  # one line, for instructors
+    hint: str  # for a learner: what to look at, not the answer
+    hint_zh: str  # the same hint in Chinese
+    source: str  # a seed text, "the chapter", "classic" or a public issue
+    overrides: Mapping[str, Callable] = field(hash=False)  # hook name -> wrong implementation
+
+
+# --- small helpers shared by the wrong implementations --------------------------------
+
+
+def _square(scores):
+    """T of ``(..., T, T)`` scores, raising ValueError like the reference (so only the mistake differs)."""
+    if scores.shape[-2] != scores.shape[-1]:
+        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
+    return scores.shape[-1]
+
+
+def _check_p(p):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+
+
+def _draws(weights, generator):
+    return torch.rand(weights.shape, generator=generator, device=weights.device, dtype=weights.dtype)
+
+
+def _check_heads(d, num_heads):
+    if d % num_heads != 0:
+        raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
+
+
+# --- scores ---------------------------------------------------------------------------
+
+
+def q_at_k_t(queries, keys):
+    # `q @ k.T`: on a 3-D or 4-D tensor .T reverses *all* dims, not the last two
+    return queries @ keys.permute(*reversed(range(keys.dim())))
+
+
+def keys_at_queries_t(queries, keys):
+    return keys @ queries.transpose(-2, -1)  # (..., Tk, Tq): the transpose of the scores
+
+
+def no_scaling(queries, keys):
+    return dot_product_scores(queries, keys)
+
+
+def scale_twice(queries, keys):
+    d_k = keys.shape[-1]
+    return dot_product_scores(queries, keys) / math.sqrt(d_k) / math.sqrt(d_k)
+
+
+def scale_by_num_tokens(queries, keys):
+    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
+
+
+# --- softmax --------------------------------------------------------------------------
+
+
+def softmax_over_dim_1(scores, dim=-1):
+    return softmax_weights(scores, dim=1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
+
+
+def softmax_ignores_dim(scores, dim=-1):
+    return softmax_weights(scores, dim=-1)
+
+
+def softmax_without_max(scores, dim=-1):
+    exp = torch.exp(scores)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def softmax_nan_on_masked_rows(scores, dim=-1):
+    exp = torch.exp(scores - scores.amax(dim=dim, keepdim=True))  # -inf - (-inf) is NaN
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+# --- context vectors ------------------------------------------------------------------
+
+
+def weights_transposed(weights, values):
+    return weights.transpose(-2, -1) @ values
+
+
+# --- the causal mask ------------------------------------------------------------------
+
+
+def _check_tokens(num_tokens):
+    if num_tokens < 1:
+        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+
+
+def triu_diagonal_0(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+
+
+def tril_instead_of_triu(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+
+
+def causal_mask_ignores_device(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
+
+
+def causal_mask_float(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
+
+
+def causal_mask_unchecked(num_tokens, device=None):
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=1)
+
+
+def mask_of_size_6(scores):
+    _square(scores)
+    mask = torch.triu(torch.ones(6, 6), diagonal=1)
+    return scores.masked_fill(mask.bool(), NEG_INF)
+
+
+def mask_with_zero(scores):
+    mask = causal_mask(_square(scores), device=scores.device)
+    return scores.masked_fill(mask, 0.0)
+
+
+def mask_built_on_cpu(scores):
+    num_tokens = _square(scores)
+    mask = torch.triu(torch.ones(num_tokens, num_tokens), diagonal=1).bool()
+    return scores.masked_fill(mask, NEG_INF)
+
+
+def mask_in_place(scores):
+    mask = causal_mask(_square(scores), device=scores.device)
+    scores.masked_fill_(mask, NEG_INF)
+    return scores
+
+
+def mask_without_renormalising(weights):
+    num_tokens = weights.shape[-1]
+    keep = torch.tril(torch.ones(num_tokens, num_tokens, dtype=weights.dtype, device=weights.device))
+    return weights * keep
+
+
+def renormalise_columns(weights):
+    masked = weights * ~causal_mask(weights.shape[-1], device=weights.device)
+    return masked / masked.sum(dim=-2, keepdim=True)
+
+
+# --- dropout --------------------------------------------------------------------------
+
+
+def scale_by_inverse_p(weights, keep_mask, p):
+    _check_p(p)
+    if p == 0.0:
+        return weights * keep_mask.to(weights.dtype)
+    return weights * keep_mask.to(weights.dtype) / p
+
+
+def not_scaled(weights, keep_mask, p):
+    _check_p(p)
+    return weights * keep_mask.to(weights.dtype)
+
+
+def divides_by_zero_at_p_1(weights, keep_mask, p):
+    _check_p(p)
+    return weights * keep_mask.to(weights.dtype) / (1.0 - p)
+
+
+def p_not_checked(weights, keep_mask, p):
+    if p == 1.0:
+        return torch.zeros_like(weights)
+    return weights * keep_mask.to(weights.dtype) / (1.0 - p)
+
+
+def dropout_scaled_by_inverse_p(weights, p, training=True, generator=None):
+    _check_p(p)
+    if not training or p == 0.0:
+        return weights.clone()
+    keep = _draws(weights, generator) >= p
+    return weights * keep / p
+
+
+def dropout_in_eval(weights, p, training=True, generator=None):
+    _check_p(p)
+    if p == 0.0:
+        return weights.clone()
+    return dropout_scale(weights, _draws(weights, generator) >= p, p)
+
+
+def dropout_then_renormalise(weights, p, training=True, generator=None):
+    dropped = attention_dropout(weights, p, training, generator)
+    return dropped / dropped.sum(dim=-1, keepdim=True)
+
+
+def dropout_keeps_with_p(weights, p, training=True, generator=None):
+    _check_p(p)
+    if not training or p == 0.0:
+        return weights.clone()
+    return dropout_scale(weights, _draws(weights, generator) < p, p)
+
+
+def dropout_ignores_generator(weights, p, training=True, generator=None):
+    _check_p(p)
+    if not training or p == 0.0:
+        return weights.clone()
+    draws = torch.rand(weights.shape, device=weights.device, dtype=weights.dtype)
+    return dropout_scale(weights, draws >= p, p)
+
+
+# --- heads ----------------------------------------------------------------------------
+
+
+def split_without_transpose(x, num_heads):
+    b, num_tokens, d = x.shape
+    _check_heads(d, num_heads)
+    return x.reshape(b, num_heads, num_tokens, d // num_heads)
+
+
+def split_interleaved(x, num_heads):
+    b, num_tokens, d = x.shape
+    _check_heads(d, num_heads)
+    return x.reshape(b, num_tokens, d // num_heads, num_heads).permute(0, 3, 1, 2)
+
+
+def split_unchecked(x, num_heads):
+    b, num_tokens, d = x.shape
+    head_dim = d // num_heads  # silently rounds down when d % num_heads != 0
+    return x.reshape(b, -1, num_heads, head_dim).transpose(1, 2)
+
+
+def merge_without_transpose(x):
+    b, num_heads, num_tokens, head_dim = x.shape
+    return x.reshape(b, num_tokens, num_heads * head_dim)
+
+
+# --- self-attention modules -------------------------------------------------------------
+
+
+class ScaledByDIn(SelfAttention):
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = dot_product_scores(queries, keys) / math.sqrt(x.shape[-1])  # d_in, not d_k
+        return context_vectors(softmax_weights(scores), values)
+
+
+class ScaledAfterSoftmax(SelfAttention):
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        weights = softmax_weights(dot_product_scores(queries, keys)) / math.sqrt(keys.shape[-1])
+        return context_vectors(weights, values)
+
+
+class KeyFirst(SelfAttention):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+
+class ForwardMisspelled(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def foward(self, x):  # nn.Module never calls this
+        return SelfAttention.forward(self, x)
+
+
+class MatrixNames(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.Wq_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.Wk_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.Wv_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        queries, keys, values = self.Wq_matrix(x), self.Wk_matrix(x), self.Wv_matrix(x)
+        weights = softmax_weights(scaled_dot_product_scores(queries, keys))
+        return context_vectors(weights, values)
+
+
+def _self_attention(cls):
+    def make_self_attention(d_in, d_out, qkv_bias=False):
+        return cls(d_in, d_out, qkv_bias)
+
+    return make_self_attention
+
+
+# --- causal attention modules ---------------------------------------------------------
+
+
+class SoftmaxTwice(CausalAttention):
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        mask = self.mask[:num_tokens, :num_tokens]
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        weights = softmax_weights(scaled_dot_product_scores(queries, keys).masked_fill(mask, NEG_INF))
+        weights = softmax_weights(weights.masked_fill(mask, NEG_INF))  # softmax of weights, not of scores
+        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+
+
+class MaskAttribute(CausalAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = dropout
+        self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
+
+
+class MaskMadeInForward(CausalAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = dropout
+
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = scaled_dot_product_scores(queries, keys)
+        mask = torch.triu(torch.ones(scores.shape[-2:]), diagonal=1)  # on the CPU, whatever x's device
+        weights = softmax_weights(scores.masked_fill(mask.bool(), NEG_INF))
+        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+
+
+class MaskNotSliced(CausalAttention):
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = scaled_dot_product_scores(queries, keys).masked_fill(self.mask, NEG_INF)  # (ctx, ctx), not (T, T)
+        return context_vectors(attention_dropout(softmax_weights(scores), self.dropout, self.training), values)
+
+
+class MaskNotApplied(CausalAttention):
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        weights = softmax_weights(scaled_dot_product_scores(queries, keys))
+        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+
+
+class AlwaysBiased(CausalAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        nn.Module.__init__(self)
+        # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
+        self.W_query = nn.Linear(d_in, d_out)
+        self.W_key = nn.Linear(d_in, d_out)
+        self.W_value = nn.Linear(d_in, d_out)
+        self.dropout = dropout
+        self.register_buffer("mask", causal_mask(context_length))
+
+
+class DropoutInEval(CausalAttention):
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        scores = scaled_dot_product_scores(queries, keys)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
+        weights = attention_dropout(softmax_weights(scores), self.dropout)  # training left at its default
+        return context_vectors(weights, values)
+
+
+def _causal_attention(cls):
+    def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
+        return cls(d_in, d_out, context_length, dropout, qkv_bias)
+
+    return make_causal_attention
+
+
+# --- multi-head attention modules ------------------------------------------------------
+
+
+class NoOutProj(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        del self.out_proj
+
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        queries = split_heads(self.W_query(x), self.num_heads)
+        keys = split_heads(self.W_key(x), self.num_heads)
+        values = split_heads(self.W_value(x), self.num_heads)
+        scores = scaled_dot_product_scores(queries, keys)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
+        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
+        return merge_heads(context_vectors(weights, values))  # the heads concatenated, never projected
+
+
+class HeadsWithoutTranspose(MultiHeadAttention):
+    def forward(self, x):
+        b, num_tokens, _ = x.shape
+        head_dim = self.W_query.out_features // self.num_heads
+
+        def heads(t):
+            return t.reshape(b, self.num_heads, num_tokens, head_dim)  # `view(b, H, T, hd)`: no transpose
+
+        queries, keys, values = heads(self.W_query(x)), heads(self.W_key(x)), heads(self.W_value(x))
+        scores = scaled_dot_product_scores(queries, keys)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
+        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
+        context = context_vectors(weights, values).reshape(b, num_tokens, -1)
+        return self.out_proj(context)
+
+
+class AssertsDivisible(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+
+
+class ScaledByDOut(MultiHeadAttention):
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        queries = split_heads(self.W_query(x), self.num_heads)
+        keys = split_heads(self.W_key(x), self.num_heads)
+        values = split_heads(self.W_value(x), self.num_heads)
+        d_out = self.W_key.out_features
+        scores = dot_product_scores(queries, keys) / math.sqrt(d_out)  # d_out, not head_dim
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
+        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
+        return self.out_proj(merge_heads(context_vectors(weights, values)))
+
+
+def _multihead_attention(cls):
+    def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        return cls(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+
+    return make_multihead_attention
+
+
+# --- the catalogue --------------------------------------------------------------------
+
+
+def _m(mistake_id, exercise, description, hint, hint_zh, source, overrides):
+    return Mistake(mistake_id, exercise, description, hint, hint_zh, source, types.MappingProxyType(overrides))
+
+
+CATALOGUE: tuple[Mistake, ...] = (
+    # dot_product_scores
+    _m(
+        "q-at-k-t-batched",
+        "dot_product_scores",
+        "`queries @ keys.T`: right for 2-D input, but on batched input .T reverses every dimension",
+        "On a 3-D or 4-D tensor, which dimensions does `.T` swap? Only the last two should change places.",
+        "对三维或四维张量来说，`.T` 交换的是哪些维度？应当只交换最后两个维度。",
+        SEED_003,
+        {"dot_product_scores": q_at_k_t},
+    ),
+    _m(
+        "keys-times-queries",
+        "dot_product_scores",
+        "`keys @ queries.T`: the scores come out transposed, (Tk, Tq) instead of (Tq, Tk)",
+        "Which operand comes first in your product? Row i of the scores belongs to query i.",
+        "矩阵乘法中哪个操作数在前？注意力分数的第 i 行应当属于第 i 个查询（query）。",
+        CLASSIC,
+        {"dot_product_scores": keys_at_queries_t},
+    ),
+    # scaled_dot_product_scores
+    _m(
+        "no-scaling",
+        "scaled_dot_product_scores",
+        "returns the plain dot products, never divided by sqrt(d_k)",
+        "Compare your scores with the plain dot products: what should they be divided by?",
+        "把你的分数和普通点积比较一下：它们应当除以什么？",
+        CLASSIC,
+        {"scaled_dot_product_scores": no_scaling},
+    ),
+    _m(
+        "scale-twice",
+        "scaled_dot_product_scores",
+        "divides by sqrt(d_k) twice (i.e. by d_k), as the seed's second softmax over `masked / sqrt(d_k)` does",
+        "Count how many times the scores get divided on their way to the softmax: the scale applies exactly once.",
+        "数一数分数在进入 softmax 之前被除了几次：缩放只应进行一次。",
+        SEED_003,
+        {"scaled_dot_product_scores": scale_twice},
+    ),
+    _m(
+        "scale-by-num-tokens",
+        "scaled_dot_product_scores",
+        "divides by sqrt(T) (queries.shape[-2]) instead of sqrt(d_k)",
+        "Which size do you take the square root of? Look at which axis of `keys` holds d_k.",
+        "你对哪个尺寸开平方根？看看 d_k 位于 `keys` 的哪一个维度。",
+        CLASSIC,
+        {"scaled_dot_product_scores": scale_by_num_tokens},
+    ),
+    # softmax_weights
+    _m(
+        "softmax-over-dim-1",
+        "softmax_weights",
+        "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
+        "Which dimension does your softmax normalise when scores have a batch dimension? Use the dim you are given.",
+        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请使用传入的 dim。",
+        f"{SEED_000}, {SEED_002}, {SEED_003}",
+        {"softmax_weights": softmax_over_dim_1},
+    ),
+    _m(
+        "softmax-ignores-dim",
+        "softmax_weights",
+        "always normalises the last dimension, ignoring the `dim` argument",
+        "Does your function read its `dim` argument? Try it with dim=0 and check which slices sum to 1.",
+        "你的函数用到 `dim` 参数了吗？用 dim=0 试一试，看看是哪些切片的和为 1。",
+        CLASSIC,
+        {"softmax_weights": softmax_ignores_dim},
+    ),
+    _m(
+        "softmax-without-max",
+        "softmax_weights",
+        "exponentiates the raw scores: overflows to inf/NaN on logits around ±1e4",
+        "What does exp(10000) give in floating point? Softmax does not change if you shift a slice by a constant.",
+        "在浮点数里 exp(10000) 等于多少？对同一切片整体平移一个常数，softmax 的结果不变。",
+        CLASSIC,
+        {"softmax_weights": softmax_without_max},
+    ),
+    _m(
+        "softmax-nan-on-masked-rows",
+        "softmax_weights",
+        "subtracts the max even when it is -inf, so a fully masked slice becomes NaN",
+        "What is -inf minus -inf? Think about a row where every entry is masked: it should come out all zeros.",
+        "-inf 减去 -inf 等于多少？想一想所有元素都被遮蔽的一行：它的结果应当全是 0。",
+        CLASSIC,
+        {"softmax_weights": softmax_nan_on_masked_rows},
+    ),
+    # context_vectors
+    _m(
+        "weights-transposed",
+        "context_vectors",
+        "`weights.T @ values`: mixes the values by columns of the weights instead of rows",
+        "Each context vector is one row of the weights times the values. Are you using rows or columns?",
+        "每个上下文向量等于权重的一行乘以 values。你用的是行还是列？",
+        CLASSIC,
+        {"context_vectors": weights_transposed},
+    ),
+    # causal_mask
+    _m(
+        "triu-diagonal-0",
+        "causal_mask",
+        "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
+        "Should a token be allowed to attend to itself? Check what your mask holds on the diagonal.",
+        "一个词元能否关注它自己？检查一下你的掩码在对角线上的值。",
+        CLASSIC,
+        {"causal_mask": triu_diagonal_0},
+    ),
+    _m(
+        "tril-instead-of-triu",
+        "causal_mask",
+        "`torch.tril(ones)`: the keep mask of the first approach used as the mask, so it hides the past",
+        "True means 'hide this entry'. Which entries are the future: above or below the diagonal?",
+        "True 表示“遮住这个位置”。哪些位置代表未来：对角线上方还是下方？",
+        CLASSIC,
+        {"causal_mask": tril_instead_of_triu},
+    ),
+    _m(
+        "causal-mask-ignores-device",
+        "causal_mask",
+        "builds the mask on the default device whatever `device` says",
+        "Where does your mask live when you are asked for one on a GPU? Pass the device you are given along.",
+        "当要求在 GPU 上生成掩码时，你的掩码在哪个设备上？请把传入的 device 用上。",
+        CLASSIC,
+        {"causal_mask": causal_mask_ignores_device},
+    ),
+    _m(
+        "causal-mask-float",
+        "causal_mask",
+        "returns the seeds' float 0/1 `torch.triu(torch.ones(T, T), 1)` as is, not a bool mask",
+        "What dtype is your mask? masked_fill wants a boolean tensor.",
+        "你的掩码是什么数据类型？masked_fill 需要布尔类型的张量。",
+        f"{SEED_000}, {SEED_003}",
+        {"causal_mask": causal_mask_float},
+    ),
+    _m(
+        "causal-mask-unchecked",
+        "causal_mask",
+        "no ValueError for num_tokens < 1: returns an empty mask or fails inside torch",
+        "What should happen when someone asks for a mask of 0 tokens? Check the argument before building anything.",
+        "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
+        CLASSIC,
+        {"causal_mask": causal_mask_unchecked},
+    ),
+    # apply_causal_mask
+    _m(
+        "mask-of-size-6",
+        "apply_causal_mask",
+        "`torch.triu(torch.ones(6, 6), 1)`: a mask of the chapter's fixed size, wrong for any other T",
+        "Where does the size of your mask come from? Inputs can have any number of tokens, not just 6.",
+        "你的掩码大小从哪里来？输入可以有任意数量的词元，不只是 6 个。",
+        SEED_003,
+        {"apply_causal_mask": mask_of_size_6},
+    ),
+    _m(
+        "mask-with-zero",
+        "apply_causal_mask",
+        "fills the future with 0 instead of -inf, so after softmax it still gets weight",
+        "After the softmax, how much weight does a score of 0 get? The future must end up with none.",
+        "经过 softmax 之后，分数为 0 的位置会得到多少权重？未来的位置最终应当完全没有权重。",
+        CLASSIC,
+        {"apply_causal_mask": mask_with_zero},
+    ),
+    _m(
+        "mask-built-on-cpu",
+        "apply_causal_mask",
+        "`torch.triu(torch.ones(T, T), 1)` with no device: the mask is on the CPU whatever the scores' device",
+        "On which device is the mask you create? Build it where the scores are.",
+        "你创建的掩码在哪个设备上？请在 scores 所在的设备上构建它。",
+        f"{SEED_000}, {SEED_002}",
+        {"apply_causal_mask": mask_built_on_cpu},
+    ),
+    _m(
+        "mask-in-place",
+        "apply_causal_mask",
+        "`scores.masked_fill_(...)`: overwrites the caller's scores instead of returning a new tensor",
+        "Look for a method ending in an underscore: it changes its input. The caller's scores must stay as they were.",
+        "找找以下划线结尾的方法：它会修改输入本身。调用者传入的 scores 必须保持不变。",
+        SEED_003,
+        {"apply_causal_mask": mask_in_place},
+    ),
+    # renormalize_masked_weights
+    _m(
+        "mask-without-renormalising",
+        "renormalize_masked_weights",
+        "`attn_weights * tril`: zeroes the future but never divides, so rows no longer sum to 1",
+        "After zeroing the future, what does each row sum to? Attention weights in a row must sum to 1.",
+        "把未来的位置置零之后，每一行的和是多少？每一行的注意力权重之和必须为 1。",
+        SEED_000,
+        {"renormalize_masked_weights": mask_without_renormalising},
+    ),
+    _m(
+        "renormalise-columns",
+        "renormalize_masked_weights",
+        "divides by the column sums (dim=-2) instead of each row's sum",
+        "Which dimension do you sum over before dividing? It is each row that must sum to 1.",
+        "除法之前你在哪个维度上求和？必须是每一行的和为 1。",
+        CLASSIC,
+        {"renormalize_masked_weights": renormalise_columns},
+    ),
+    # dropout_scale
+    _m(
+        "dropout-scale-by-inverse-p",
+        "dropout_scale",
+        "scales the kept entries by 1/p instead of 1/(1-p)",
+        "With p=0.1, 90% of the entries survive. By how much must they grow to keep the expected value?",
+        "当 p=0.1 时，90% 的元素被保留。它们要放大多少倍，期望值才保持不变？",
+        CLASSIC,
+        {"dropout_scale": scale_by_inverse_p},
+    ),
+    _m(
+        "dropout-not-scaled",
+        "dropout_scale",
+        "zeroes the dropped entries but leaves the kept ones unscaled",
+        "Without dropout in eval, the weights keep their full size. What must happen to the survivors in training?",
+        "评估时没有 dropout，权重保持原来的大小。那么训练时被保留下来的元素应当怎样处理？",
+        CLASSIC,
+        {"dropout_scale": not_scaled},
+    ),
+    _m(
+        "dropout-divides-by-zero",
+        "dropout_scale",
+        "divides by 1-p even when p == 1: inf and NaN instead of zeros",
+        "What is 1 - p when p = 1? Decide what dropping everything should return before you divide.",
+        "当 p = 1 时，1 - p 等于多少？在做除法之前，先想清楚全部丢弃时应当返回什么。",
+        CLASSIC,
+        {"dropout_scale": divides_by_zero_at_p_1},
+    ),
+    _m(
+        "dropout-p-unchecked",
+        "dropout_scale",
+        "accepts p outside [0, 1] instead of raising ValueError",
+        "Is p = 1.5 a probability? Check the argument before using it.",
+        "p = 1.5 是一个概率吗？在使用参数之前先检查它。",
+        CLASSIC,
+        {"dropout_scale": p_not_checked},
+    ),
+    # attention_dropout
+    _m(
+        "attention-dropout-scale-by-inverse-p",
+        "attention_dropout",
+        "keeps each entry with probability 1-p but scales the survivors by 1/p",
+        "With p=0.2, how much must the surviving 80% grow so the expected weight stays the same?",
+        "当 p=0.2 时，被保留的 80% 元素要放大多少倍，期望权重才保持不变？",
+        CLASSIC,
+        {"attention_dropout": dropout_scaled_by_inverse_p},
+    ),
+    _m(
+        "dropout-active-in-eval",
+        "attention_dropout",
+        "drops entries even when training=False",
+        "What should dropout do when the model is being evaluated? Look at the `training` argument.",
+        "模型在评估时 dropout 应当做什么？看看 `training` 参数。",
+        CLASSIC,
+        {"attention_dropout": dropout_in_eval},
+    ),
+    _m(
+        "dropout-renormalises-rows",
+        "attention_dropout",
+        "divides each row by its sum after dropout, undoing the 1/(1-p) scaling",
+        "After dropout, should a row still sum to 1? Compare each surviving entry with w/(1-p).",
+        "dropout 之后，每一行的和还应当是 1 吗？把每个被保留的元素和 w/(1-p) 比较一下。",
+        CLASSIC,
+        {"attention_dropout": dropout_then_renormalise},
+    ),
+    _m(
+        "dropout-keeps-with-p",
+        "attention_dropout",
+        "keeps each entry with probability p instead of 1-p",
+        "p is the probability of dropping an entry. With p=0.2, about what share of the entries should survive?",
+        "p 是丢弃一个元素的概率。当 p=0.2 时，大约应当有多少比例的元素被保留？",
+        CLASSIC,
+        {"attention_dropout": dropout_keeps_with_p},
+    ),
+    _m(
+        "dropout-ignores-generator",
+        "attention_dropout",
+        "draws the keep mask from the global RNG, ignoring `generator`",
+        "Where do your random numbers come from? The same generator state must give the same mask.",
+        "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
+        CLASSIC,
+        {"attention_dropout": dropout_ignores_generator},
+    ),
+    # split_heads
+    _m(
+        "split-heads-without-transpose",
+        "split_heads",
+        "`x.view(b, H, T, hd)` straight from (b, T, d): mixes tokens into heads",
+        "Does head h hold columns of every token, or whole rows of the first few tokens? Check the order of dims.",
+        "第 h 个头拿到的是每个词元的若干列，还是前几个词元的整行？检查一下维度的顺序。",
+        CLASSIC,
+        {"split_heads": split_without_transpose},
+    ),
+    _m(
+        "split-heads-interleaved",
+        "split_heads",
+        "`x.view(b, T, hd, H).permute(0, 3, 1, 2)`: head h gets columns h, h+H, h+2H, ... instead of a block",
+        "Which columns end up in head 0? Each head should own one contiguous block of d/H columns.",
+        "第 0 个头拿到了哪些列？每个头应当拥有连续的一段 d/H 列。",
+        CLASSIC,
+        {"split_heads": split_interleaved},
+    ),
+    _m(
+        "split-heads-unchecked",
+        "split_heads",
+        "`head_dim = d // num_heads` with no check: no ValueError when d is not divisible by the number of heads",
+        "What happens when d is not a multiple of num_heads? Check it and say so with a ValueError.",
+        "当 d 不是 num_heads 的整数倍时会怎样？请检查这一点，并抛出 ValueError。",
+        SEED_002,
+        {"split_heads": split_unchecked},
+    ),
+    # merge_heads
+    _m(
+        "merge-without-transpose",
+        "merge_heads",
+        "`x.reshape(b, T, H*hd)` straight from (b, H, T, hd): tokens and heads are scrambled",
+        "Undo split_heads step by step, in reverse order: where are the heads and the tokens before you flatten?",
+        "按相反的顺序一步步撤销 split_heads：在展平之前，头和词元分别在哪个维度？",
+        CLASSIC,
+        {"merge_heads": merge_without_transpose},
+    ),
+    # make_self_attention
+    _m(
+        "scale-by-d-in",
+        "make_self_attention",
+        "divides the scores by sqrt(d_in), the input width, instead of sqrt(d_k) of the keys",
+        "When d_in and d_out differ, which one is the key dimension? Scale by the width of the keys.",
+        "当 d_in 和 d_out 不同时，哪一个才是键（key）的维度？请按 keys 的宽度来缩放。",
+        SEED_002,
+        {"make_self_attention": _self_attention(ScaledByDIn)},
+    ),
+    _m(
+        "scale-after-softmax",
+        "make_self_attention",
+        "divides the attention weights by sqrt(d_k) after the softmax instead of the scores before it",
+        "Do your attention weights still sum to 1 per row? The scaling belongs before the softmax.",
+        "你的注意力权重每一行的和还是 1 吗？缩放应当放在 softmax 之前。",
+        CLASSIC,
+        {"make_self_attention": _self_attention(ScaledAfterSoftmax)},
+    ),
+    _m(
+        "projections-in-wrong-order",
+        "make_self_attention",
+        "creates W_key before W_query, so torch.manual_seed gives different weights than the chapter",
+        "With the same seed your numbers differ from the chapter's: in what order do you create the three layers?",
+        "在相同的随机种子下你的数值和书中不同：你创建三个线性层的顺序是什么？",
+        CLASSIC,
+        {"make_self_attention": _self_attention(KeyFirst)},
+    ),
+    _m(
+        "forward-misspelled",
+        "make_self_attention",
+        "the method is named `foward`, so nn.Module has no forward to call",
+        "Is the method nn.Module calls spelled exactly right? Check its name letter by letter.",
+        "nn.Module 会调用的那个方法名字拼写正确吗？逐个字母检查一下。",
+        SEED_003,
+        {"make_self_attention": _self_attention(ForwardMisspelled)},
+    ),
+    _m(
+        "projections-named-differently",
+        "make_self_attention",
+        "names the layers Wq_matrix/Wk_matrix/Wv_matrix, so the chapter's state_dict does not load",
+        "Compare the keys of your state_dict with the chapter's: what are the three layers called?",
+        "把你的 state_dict 的键和书中的比较一下：这三个线性层应当叫什么名字？",
+        SEED_003,
+        {"make_self_attention": _self_attention(MatrixNames)},
+    ),
+    # make_causal_attention
+    _m(
+        "softmax-twice",
+        "make_causal_attention",
+        "applies softmax to the scores, masks the weights, then applies softmax again",
+        "How many times does your forward call softmax? The mask goes on the scores, before the only softmax.",
+        "你的 forward 调用了几次 softmax？掩码应当作用在分数上，然后只做一次 softmax。",
+        SEED_003,
+        {"make_causal_attention": _causal_attention(SoftmaxTwice)},
+    ),
+    _m(
+        "mask-plain-attribute",
+        "make_causal_attention",
+        "`self.mask = torch.triu(...)`: a plain attribute, so not in state_dict and left behind by .to(device)",
+        "Is your mask in the module's state_dict, and does .to(device) move it? Look at how you store it.",
+        "你的掩码在模块的 state_dict 里吗？.to(device) 会移动它吗？看看你是怎样保存它的。",
+        CLASSIC,
+        {"make_causal_attention": _causal_attention(MaskAttribute)},
+    ),
+    _m(
+        "mask-made-in-forward",
+        "make_causal_attention",
+        "builds `torch.triu(torch.ones(...))` in forward on the CPU instead of holding a buffer",
+        "Where is the mask created, and on which device? The module should hold it as a buffer.",
+        "掩码是在哪里创建的，在哪个设备上？模块应当把它作为 buffer 保存。",
+        SEED_000,
+        {"make_causal_attention": _causal_attention(MaskMadeInForward)},
+    ),
+    _m(
+        "mask-not-sliced",
+        "make_causal_attention",
+        "uses the whole (context_length, context_length) mask, which fails for T < context_length",
+        "Your input can be shorter than context_length. What size must the mask be for T tokens?",
+        "输入可能比 context_length 短。对于 T 个词元，掩码应当是多大？",
+        CLASSIC,
+        {"make_causal_attention": _causal_attention(MaskNotSliced)},
+    ),
+    _m(
+        "mask-not-applied",
+        "make_causal_attention",
+        "registers the mask buffer but never applies it: every token sees the future",
+        "Change a later token: do the earlier outputs change? Follow your mask through forward.",
+        "改变后面的一个词元：前面的输出变了吗？在 forward 中跟踪一下你的掩码。",
+        CLASSIC,
+        {"make_causal_attention": _causal_attention(MaskNotApplied)},
+    ),
+    _m(
+        "linear-bias-ignores-qkv-bias",
+        "make_causal_attention",
+        "`nn.Linear(d_in, d_out)`: bias=True always, ignoring qkv_bias (the chapter has no bias)",
+        "Does your module use its qkv_bias argument? Look at what nn.Linear does by default.",
+        "你的模块用到 qkv_bias 参数了吗？看看 nn.Linear 默认会做什么。",
+        SEED_000,
+        {"make_causal_attention": _causal_attention(AlwaysBiased)},
+    ),
+    _m(
+        "module-dropout-in-eval",
+        "make_causal_attention",
+        "calls attention dropout without passing self.training, so dropout stays on in eval",
+        "Is your module deterministic after .eval()? Check what tells your dropout the module's mode.",
+        "调用 .eval() 之后你的模块输出是确定的吗？看看是什么把模块的模式告诉了 dropout。",
+        CLASSIC,
+        {"make_causal_attention": _causal_attention(DropoutInEval)},
+    ),
+    # make_multihead_attention
+    _m(
+        "no-out-proj",
+        "make_multihead_attention",
+        "concatenates the heads and returns them without the out_proj layer",
+        "After the heads are merged, is there one more layer in the chapter's MultiHeadAttention?",
+        "把各个头合并之后，书中的 MultiHeadAttention 还有一层什么？",
+        SEED_002,
+        {"make_multihead_attention": _multihead_attention(NoOutProj)},
+    ),
+    _m(
+        "mha-heads-without-transpose",
+        "make_multihead_attention",
+        "splits (and merges) heads with a bare view to (b, H, T, hd), without transpose",
+        "Inside forward, does each head see every token? Check how you move heads in front of tokens and back.",
+        "在 forward 中，每个头都看到了所有词元吗？检查你是怎样把头移到词元前面、再移回来的。",
+        CLASSIC,
+        {"make_multihead_attention": _multihead_attention(HeadsWithoutTranspose)},
+    ),
+    _m(
+        "mha-assert-not-value-error",
+        "make_multihead_attention",
+        "`assert d_out % num_heads == 0` raises AssertionError (and vanishes under python -O) instead of ValueError",
+        "Which exception does a bad argument deserve? An assert is for bugs, and python -O removes it.",
+        "参数不合法时应当抛出哪种异常？assert 用于检查程序错误，而且 python -O 会把它去掉。",
+        SEED_003,
+        {"make_multihead_attention": _multihead_attention(AssertsDivisible)},
+    ),
+    _m(
+        "mha-scale-by-d-out",
+        "make_multihead_attention",
+        "divides each head's scores by sqrt(d_out) instead of sqrt(head_dim)",
+        "What is d_k for one head? Each head's keys are narrower than d_out.",
+        "对单个头来说 d_k 是多少？每个头的 keys 比 d_out 窄。",
+        CLASSIC,
+        {"make_multihead_attention": _multihead_attention(ScaledByDOut)},
+    ),
+)
+
+_BY_ID = {m.id: m for m in CATALOGUE}
+
+
+def by_id(mistake_id: str) -> Mistake:
+    """The catalogue entry with this id (KeyError names the known ids)."""
+    try:
+        return _BY_ID[mistake_id]
+    except KeyError:
+        raise KeyError(f"no catalogued mistake {mistake_id!r}; known: {', '.join(_BY_ID)}") from None
+
+
+def mistake_solution(mistake: Mistake) -> Solution:
+    """A solution with the mistake's wrong hooks and the reference for every other hook."""
+    return adopt(mistake.id, f"catalogue: {mistake.id}", [types.SimpleNamespace(**mistake.overrides), reference])
