@@ -84,6 +84,53 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     sys.exit(0 if done == len(results) else 1)
 
 
+@main.command()
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the hidden inputs to audit with.")
+@click.option("--devices", default=None, metavar="LIST", help="Comma-separated devices (default: all present).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
+def audit(seed: int, devices: str | None, as_json: bool) -> None:
+    """Prove the hidden suite: the reference passes everything, every known mistake fails something.
+
+    Runs every public and hidden case against the reference on every device
+    present, and the hidden cases against each entry of the catalogue of known
+    mistakes.  Exits non-zero if the reference fails anything or a mistake
+    survives.
+    """
+    import json
+
+    from grader.audit import matrix_rows, run_audit
+
+    report = run_audit(seed, _device_list(devices))
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        sys.exit(0 if report.ok else 1)
+    console = Console()
+    table = Table(title=f"known mistakes × exercises (failed hidden cases, seed {seed})", header_style="bold")
+    table.add_column("mistake", no_wrap=True)
+    for i, _ in enumerate(HOOK_NAMES, start=1):
+        table.add_column(str(i), justify="right")
+    table.add_column("killed", justify="center")
+    for row in matrix_rows(report):
+        style = "" if row[-1] == "yes" else "red"
+        table.add_row(*row, style=style)
+    table.caption = "  ".join(f"{i}={hook}" for i, hook in enumerate(HOOK_NAMES, start=1))
+    console.print(table)
+    killed = sum(m.killed for m in report.mistakes)
+    console.print(f"devices: {', '.join(report.devices)}")
+    if report.reference_passed:
+        console.print("[green]The reference passes every public and hidden case.[/]")
+    else:
+        console.print(f"[red]The reference fails {len(report.public_failures) + len(report.hidden_failures)} case(s):[/]")
+        for line in (report.public_failures + report.hidden_failures)[:20]:
+            console.print(f"  {escape(line)}")
+    survivors = [m.id for m in report.mistakes if not m.killed]
+    colour = "green" if not survivors else "red"
+    console.print(f"[{colour}]{killed} of {len(report.mistakes)} known mistakes killed.[/]")
+    if survivors:
+        console.print(f"[red]Survivors: {', '.join(survivors)}[/]")
+    sys.exit(0 if report.ok else 1)
+
+
 def _device_list(value: str | None) -> list[str] | None:
     return [d.strip() for d in value.split(",") if d.strip()] if value else None
 

@@ -1,0 +1,122 @@
+"""``attnkit audit``: proof that the hidden suite is right and sharp.
+
+Two claims, checked in this process on trusted code only:
+
+* the reference passes every public case and every hidden case, on every
+  device present;
+* every catalogued mistake fails at least one hidden case (it is *killed*).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from grader.child_runtime import run_call
+from grader.registry import HOOK_NAMES, load_solution
+from grader.suite import build_suite
+from grader.verdict import FAILED, judge
+
+
+@dataclass
+class MistakeOutcome:
+    id: str
+    exercise: str
+    failed_cases: list[str] = field(default_factory=list)
+    by_hook: Counter = field(default_factory=Counter)
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.failed_cases)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "exercise": self.exercise, "killed": self.killed, "failed_cases": self.failed_cases}
+
+
+@dataclass
+class AuditReport:
+    seed: int
+    devices: list[str]
+    public_failures: list[str]
+    hidden_failures: list[str]
+    mistakes: list[MistakeOutcome]
+
+    @property
+    def reference_passed(self) -> bool:
+        return not self.public_failures and not self.hidden_failures
+
+    @property
+    def ok(self) -> bool:
+        return self.reference_passed and all(m.killed for m in self.mistakes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reference_passed": self.reference_passed,
+            "devices": self.devices,
+            "seed": self.seed,
+            "reference_failures": self.public_failures + self.hidden_failures,
+            "mistakes": [m.as_dict() for m in self.mistakes],
+        }
+
+
+def _name(run: Any) -> str:
+    return f"{run.hook}[{run.case.name}-{run.device}-{run.dtype}]"
+
+
+def _failures(solution: Any, runs: list[Any]) -> list[tuple[Any, str]]:
+    failed = []
+    for run in runs:
+        with torch.random.fork_rng(devices=[]):
+            reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
+        status, message = judge(run, reply, outputs)
+        if status == FAILED:
+            failed.append((run, message))
+    return failed
+
+
+def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
+    """Run the audit on ``devices`` (default: cpu, meta and every GPU present)."""
+    from solutions.mistakes import CATALOGUE, mistake_solution
+
+    from grader.grading import available_devices
+
+    if devices is None:
+        devices = [d for d, why in available_devices().items() if why is None]
+    public_failures: list[str] = []
+    if public:
+        from grader.check import PASSING, run_public_cases
+
+        public_failures = [
+            f"public {r.exercise}: {r.status} {r.first_failure}".strip()
+            for r in run_public_cases("reference")
+            if r.status != PASSING
+        ]
+    suite = build_suite(seed, tuple(devices))
+    runs = suite.runs
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        reference = load_solution("reference")
+        hidden_failures = [f"{_name(run)}: {message}" for run, message in _failures(reference, runs)]
+        outcomes = []
+        for mistake in CATALOGUE:
+            outcome = MistakeOutcome(mistake.id, mistake.exercise)
+            mine = [r for r in runs if r.hook in mistake.overrides]
+            for run, _ in _failures(mistake_solution(mistake), mine):
+                outcome.failed_cases.append(_name(run))
+                outcome.by_hook[run.hook] += 1
+            outcomes.append(outcome)
+    finally:
+        torch.set_num_threads(previous_threads)
+    return AuditReport(seed, list(devices), public_failures, hidden_failures, outcomes)
+
+
+def matrix_rows(report: AuditReport) -> list[list[str]]:
+    """One row per mistake: id, then the failed-case count under each exercise (blank where none)."""
+    return [
+        [m.id] + [str(m.by_hook[h]) if m.by_hook[h] else "" for h in HOOK_NAMES] + ["yes" if m.killed else "NO"]
+        for m in report.mistakes
+    ]
