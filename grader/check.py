@@ -14,10 +14,14 @@ import contextlib
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader.registry import HOOK_NAMES
+
+IN_MEMORY_SOLUTION = pytest.StashKey[Any]()
+"""Where :func:`run_public_cases` leaves a solution object (say, a notebook's) for the ``solution`` fixture."""
 
 NOT_STARTED = "not started"
 FAILING = "failing"
@@ -105,15 +109,33 @@ def public_tests_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
+class _InMemory:
+    """A pytest plugin handing a solution object to the ``solution`` fixture."""
+
+    def __init__(self, solution: Any) -> None:
+        self.solution = solution
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[IN_MEMORY_SOLUTION] = self.solution
+
+
 def run_public_cases(
-    solution: str = "exercises", exercises: list[str] | None = None, tests_dir: Path | None = None
+    solution: Any = "exercises", exercises: list[str] | None = None, tests_dir: Path | None = None
 ) -> list[ExerciseResult]:
-    """Run the public cases for ``exercises`` (default: all) against ``solution``."""
+    """Run the public cases for ``exercises`` (default: all) against ``solution``.
+
+    ``solution`` is anything ``load_solution`` takes, or an already loaded
+    :class:`~grader.registry.Solution` (a notebook's functions, say).
+    """
     wanted = list(exercises) if exercises else list(HOOK_NAMES)
     unknown = [e for e in wanted if e not in HOOK_NAMES]
     if unknown:
         raise ValueError(f"unknown exercise(s) {', '.join(unknown)}; the exercises are: {', '.join(HOOK_NAMES)}")
     collector = _Collector(wanted)
+    plugins: list[Any] = [collector]
+    if not isinstance(solution, str):
+        plugins.append(_InMemory(solution))
+        solution = getattr(solution, "name", "in-memory")
     folder = tests_dir or public_tests_dir()
     args = [
         str(folder),
@@ -127,7 +149,7 @@ def run_public_cases(
         "--tb=line",
     ]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        code = pytest.main(args, plugins=[collector])
+        code = pytest.main(args, plugins=plugins)
     if code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         raise RuntimeError(f"pytest could not run the public cases in {folder} (exit code {int(code)})")
     return [collector.results[hook] for hook in wanted]
