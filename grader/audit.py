@@ -79,9 +79,8 @@ def _failures(solution: Any, runs: list[Any]) -> list[tuple[Any, str]]:
 
 def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
     """Run the audit on ``devices`` (default: cpu, meta and every GPU present)."""
-    from solutions.mistakes import CATALOGUE, mistake_solution
-
     from grader.grading import available_devices
+    from solutions.mistakes import CATALOGUE, mistake_solution
 
     if devices is None:
         devices = [d for d, why in available_devices().items() if why is None]

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from grader.cases import suite_version
 from grader import heatmaps
+from grader.cases import suite_version
 from grader.diagnosis import fingerprint_suite
 from grader.gradebook import Gradebook
 from grader.grading import Figures, available_devices, grade_submission

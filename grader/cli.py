@@ -120,7 +120,9 @@ def audit(seed: int, devices: str | None, as_json: bool) -> None:
     if report.reference_passed:
         console.print("[green]The reference passes every public and hidden case.[/]")
     else:
-        console.print(f"[red]The reference fails {len(report.public_failures) + len(report.hidden_failures)} case(s):[/]")
+        console.print(
+            f"[red]The reference fails {len(report.public_failures) + len(report.hidden_failures)} case(s):[/]"
+        )
         for line in (report.public_failures + report.hidden_failures)[:20]:
             console.print(f"  {escape(line)}")
     survivors = [m.id for m in report.mistakes if not m.killed]

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from grader.child_runtime import run_call
-from grader.suite import Suite
 from grader.verdict import FAILED, judge
+
+if TYPE_CHECKING:  # the suite is instructor-only; a learner's kit has none
+    from grader.suite import Suite
 
 LANGUAGES = ("en", "zh")
 

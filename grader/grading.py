@@ -73,9 +73,7 @@ class _Session:
             self.child = None
 
 
-def _result(
-    student: str, run: Any, status: str, message: str, seconds: float = 0.0, mistake: str = ""
-) -> CaseResult:
+def _result(student: str, run: Any, status: str, message: str, seconds: float = 0.0, mistake: str = "") -> CaseResult:
     return CaseResult(
         student, run.hook, run.case.name, run.device, run.dtype, status, message, round(seconds, 6), mistake
     )

@@ -11,8 +11,14 @@ import io
 import torch
 
 WEIGHT_HOOKS = frozenset(
-    {"softmax_weights", "causal_mask", "apply_causal_mask", "renormalize_masked_weights", "dropout_scale",
-     "attention_dropout"}
+    {
+        "softmax_weights",
+        "causal_mask",
+        "apply_causal_mask",
+        "renormalize_masked_weights",
+        "dropout_scale",
+        "attention_dropout",
+    }
 )
 """Hooks whose outputs are attention weights or masks: a failing case gets a heatmap."""
 

@@ -23,7 +23,6 @@ feedback.
 from __future__ import annotations
 
 import base64
-
 import csv
 import io
 import json
