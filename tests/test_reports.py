@@ -281,9 +281,9 @@ def test_markdown_message_cannot_escape_its_code_block(rubric):
 def test_figures_placeholder_renders_images(rubric):
     report = student_report(sub("s"), perfect("s"), rubric, RUN_INFO)
     assert all(ex.figures == [] for ex in report.exercises)
-    report.exercises[0].figures.append("iVBORw0KGgo=")
+    report.exercises[0].figures.append(("heatmap-dot_product_scores.png", "iVBORw0KGgo="))
     assert 'src="data:image/png;base64,iVBORw0KGgo="' in render_feedback_html(report)
-    assert "(data:image/png;base64,iVBORw0KGgo=)" in render_feedback_md(report)
+    assert "](heatmap-dot_product_scores.png)" in render_feedback_md(report)  # Markdown links the file beside it
 
 
 # --- junit.xml -------------------------------------------------------------------------------------
