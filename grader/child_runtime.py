@@ -421,6 +421,17 @@ def _limit(resource_name: str, value: int) -> None:
         resource.setrlimit(kind, (min(value, new_hard), new_hard))
 
 
+def _processes_of_this_user() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+    return count
+
+
 def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
     """Serve one submission: ``load`` once, then ``run`` batches, until ``bye`` or EOF."""
     workdir = Path(config["workdir"])
@@ -431,10 +442,16 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
     os.close(out)
     os.environ.clear()
     os.environ.update(config.get("env", {}))
-    limits = config.get("limits", {})
+    limits = dict(config.get("limits", {}))
+    if "RLIMIT_NPROC" in limits:  # counted per user, machine-wide: allow this many more than exist now
+        limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + _processes_of_this_user()
     for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
         if name in limits:
             _limit(name, int(limits[name]))
+    isolation = list(config.get("isolation", []))
+    if config.get("landlock", True) and restrict_filesystem(str(workdir), config.get("readable") or readable_paths()):
+        isolation.append("landlock")
+    isolation_name = "+".join(isolation) or "none"
     torch = _torch()
     torch.set_num_threads(1)
     if config.get("cuda_memory_fraction") and torch.cuda.is_available():
@@ -453,7 +470,10 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
             return
         if op == "load":
             reply = _load(header, workdir, hooks)
+            reply["isolation"] = isolation_name
             send_message(sock, reply)
+        elif op == "hello":
+            send_message(sock, {"isolation": isolation_name, "pid": os.getpid()})
         elif op == "run":
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
@@ -492,6 +512,118 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
             params = []
         found[hook] = {"params": params, "where": where_defined(fn, header["entry"], str(root))}
     return {"hooks": found}
+
+
+# --- isolation: what the learner's process may touch ------------------------------------------
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_FS_READ = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
+_FS_FILE = 1 | 2 | 4  # EXECUTE | WRITE_FILE | READ_FILE: the rights a rule on a single file may carry
+_KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
+
+
+def _libc() -> Any:
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def enter_namespaces() -> bool:
+    """Put this process in new user, PID and network namespaces; True if the kernel allowed it.
+
+    The caller must fork once more: its child is PID 1 of the new PID namespace,
+    and when that process ends the kernel kills everything left inside it,
+    ``setsid`` escapees included.  The new network namespace has no interface
+    up, loopback included: no connection goes anywhere.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _landlock_abi(libc: Any) -> int:
+    try:
+        return max(0, int(libc.syscall(_LANDLOCK_CREATE_RULESET, None, 0, 1)))  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        return 0
+
+
+def readable_paths() -> list[str]:
+    """What the learner's process may read: the system, Python and its packages, never the kit.
+
+    A folder of packages that also holds the kit's own packages (an installed
+    attnkit) is opened entry by entry, leaving the kit's out.
+    """
+    paths = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/opt"]
+    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        names = set(os.listdir(entry))
+        if any(n.startswith(_KIT_PACKAGES) for n in names):
+            paths += [os.path.join(entry, n) for n in sorted(names) if not n.startswith(_KIT_PACKAGES)]
+        else:
+            paths.append(entry)
+    return paths
+
+
+def restrict_filesystem(workdir: str, readable: list[str]) -> bool:
+    """Landlock: read ``readable``, write only inside ``workdir`` and to devices; no TCP.
+
+    Also scopes signals and abstract unix sockets to this process's own domain
+    (Landlock ABI 6), so it cannot signal the grader.  True if applied.
+    """
+    import ctypes
+
+    libc = _libc()
+    abi = _landlock_abi(libc)
+    if abi < 1:
+        return False
+    handled_fs = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    if abi >= 2:
+        handled_fs |= 1 << 13  # REFER
+    if abi >= 3:
+        handled_fs |= 1 << 14  # TRUNCATE
+    handled_net = 0b11 if abi >= 4 else 0  # BIND_TCP | CONNECT_TCP, with no rule allowing any
+    scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals
+    attr = (ctypes.c_uint64 * 3)(handled_fs, handled_net, scoped)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        return False
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    def allow(path: str, access: int) -> None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not os.path.isdir(path):
+                access &= _FS_FILE | (1 << 14 if abi >= 3 else 0)
+            rule = PathBeneath(access & handled_fs, fd)
+            libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0)  # LANDLOCK_RULE_PATH_BENEATH
+        finally:
+            os.close(fd)
+
+    try:
+        for path in readable:
+            allow(path, _FS_READ)
+        allow("/dev", _FS_READ | 2 | (1 << 14 if abi >= 3 else 0))  # /dev/null, /dev/nvidia*: read and write
+        allow(workdir, handled_fs)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required by landlock_restrict_self
+            return False
+        return libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0
+    finally:
+        os.close(ruleset)
 
 
 # --- the template: a warm process that forks children -----------------------------------
@@ -537,7 +669,7 @@ def die_with_parent(parent_pid: int) -> None:
         libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+    if os.getppid() not in (parent_pid, 0):  # the parent died before prctl took effect (0: outside our PID ns)
         os._exit(1)
 
 
@@ -609,6 +741,16 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> No
                 die_with_parent(template_pid)
                 os.setsid()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                isolation = []
+                if config.get("namespaces", True) and enter_namespaces():
+                    inner = os.fork()  # PID 1 of the new namespace; its end ends everything in it
+                    if inner != 0:
+                        with contextlib.suppress(ChildProcessError):
+                            os.waitpid(inner, 0)
+                        os._exit(0)
+                    die_with_parent(0)
+                    isolation.append("namespaces")
+                config["isolation"] = isolation
                 child_main(socket.socket(fileno=fds[0]), config)
             except BaseException:
                 code = 1

@@ -31,6 +31,7 @@ from grader.suite import build_suite
 from grader.verdict import CaseResult
 
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
+FULL_ISOLATION = "namespaces+landlock"
 
 
 def default_devices() -> tuple[str, ...]:
@@ -84,6 +85,7 @@ class GradeRun:
     skipped_devices: dict[str, str]
     graded: list[tuple[Submission, list[CaseResult]]]
     reused: list[str]
+    isolation: str = "none"
 
     @property
     def info(self) -> dict[str, Any]:
@@ -94,7 +96,7 @@ class GradeRun:
             "devices": self.devices,
             "skipped_devices": self.skipped_devices,
             "kit_version": kit_version(),
-            "isolation": "none",
+            "isolation": self.isolation,
         }
 
 
@@ -132,6 +134,7 @@ def grade_class(
     reveal: bool = False,
     limits: Limits | None = None,
     executor: Executor | None = None,
+    strict_isolation: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_graded: Callable[[Submission, list[CaseResult]], None] | None = None,
 ) -> GradeRun:
@@ -158,7 +161,7 @@ def grade_class(
             run_id, seed = int(previous["id"]), int(previous["seed"])
         else:
             seed = seed if seed is not None else secrets.randbelow(2**31 - 1)
-            run_id = book.start_run(seed, version, conditions, kit_version(), "none")
+            run_id = book.start_run(seed, version, conditions, kit_version(), "unknown (nothing graded yet)")
         done = {} if force else book.results_for_run(run_id)
 
         graded: dict[str, list[CaseResult]] = {}
@@ -186,6 +189,13 @@ def grade_class(
             suite = build_suite(seed, tuple(ran) + tuple(skipped))
             suite.fingerprints = fingerprint_suite(suite)
             with Template() as template:
+                isolation = template.isolation()
+                book.set_isolation(run_id, isolation)
+                if strict_isolation and isolation != FULL_ISOLATION:
+                    raise RuntimeError(
+                        f"--isolation strict: this machine gives learner processes only '{isolation}' isolation, "
+                        f"not '{FULL_ISOLATION}' (Linux user/PID/network namespaces and Landlock); nothing was graded"
+                    )
 
                 def grade_one(sub: Submission) -> list[CaseResult]:
                     figures: Figures = {}
@@ -198,6 +208,11 @@ def grade_class(
                     graded[sub.student] = results
                     if on_graded:
                         on_graded(sub, results)
+        else:
+            isolation = str((book.get_run(run_id) or {}).get("isolation", "none"))
+            if isolation.startswith("unknown"):
+                isolation = "n/a (every submission was graded in an earlier run)"
+                book.set_isolation(run_id, isolation)
         book.finish_run(run_id)
     ordered = [(sub, graded[sub.student]) for sub in sorted(submissions, key=lambda s: s.student)]
-    return GradeRun(run_id, int(seed), version, ran, skipped, ordered, reused)
+    return GradeRun(run_id, int(seed), version, ran, skipped, ordered, reused, isolation)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -23,12 +24,43 @@ LANG_OPTION = click.option(
 STATUS_STYLE = {"passing": "green", "failing": "red", "not started": "yellow", "no tests": "dim"}
 
 
+def _has_grading() -> bool:
+    spec = importlib.util.find_spec("grader.grading")
+    return (
+        spec is not None
+        and spec.origin is not None
+        and Path(spec.origin).resolve().parent == Path(__file__).resolve().parent
+    )
+
+
+INSTRUCTOR = _has_grading()
+"""True in the instructor's kit.  A learner's kit (`attnkit release`) has no grading machinery:
+there the instructor-only commands are hidden and say so in one line when called."""
+
+
+class InstructorCommand(click.Command):
+    """A command of the instructor's kit only: hidden in a learner's kit, where calling it says why."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("hidden", not INSTRUCTOR)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not INSTRUCTOR:
+            raise click.ClickException(
+                f"attnkit {self.name} is for instructors and is not part of this learner's kit; "
+                "use attnkit check and attnkit submit."
+            )
+        return super().parse_args(ctx, args)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="attnkit")
 def main() -> None:
     """attnkit: auto-graded exercises on attention mechanisms in PyTorch.
 
-    Learners fill in the stubs under exercises/ and run `attnkit check`.
+    Learners fill in the stubs under exercises/, run `attnkit check`, and hand
+    in their work with `attnkit submit`.
     """
 
 
@@ -58,6 +90,9 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     except SolutionError as exc:
         console.print(f"[red]Your code does not load:[/] {escape(str(exc))}")
         sys.exit(1)
+    except ImportError as exc:  # `--solution reference` in a learner's kit, which has no solutions/
+        console.print(f"[red]Cannot load {escape(solution)!r}:[/] {escape(str(exc))}")
+        sys.exit(1)
     results = run_public_cases(solution=solution, exercises=list(exercise) or None)
     failing = [r.exercise for r in results if r.status == FAILING]
     known = diagnose_in_process(loaded, failing) if failing else {}
@@ -84,7 +119,7 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     sys.exit(0 if done == len(results) else 1)
 
 
-@main.command()
+@main.command(cls=InstructorCommand)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the hidden inputs to audit with.")
 @click.option("--devices", default=None, metavar="LIST", help="Comma-separated devices (default: all present).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
@@ -137,7 +172,7 @@ def _device_list(value: str | None) -> list[str] | None:
     return [d.strip() for d in value.split(",") if d.strip()] if value else None
 
 
-@main.command()
+@main.command(cls=InstructorCommand)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "--out",
@@ -178,6 +213,14 @@ def _device_list(value: str | None) -> list[str] | None:
     help="A rubric TOML file with points per exercise (default: the kit's grader/rubric.toml).",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
+@click.option(
+    "--isolation",
+    type=click.Choice(["auto", "strict"]),
+    default="auto",
+    show_default=True,
+    help="auto: isolate learner processes as far as this machine allows and say how far in the report; "
+    "strict: refuse to grade without namespaces and Landlock (no network, no view of your files).",
+)
 @LANG_OPTION
 def grade(
     paths: tuple[str, ...],
@@ -190,6 +233,7 @@ def grade(
     reveal: bool,
     rubric: str | None,
     timeout: float | None,
+    isolation: str,
     lang: str,
 ) -> None:
     """Grade submissions in sandboxed processes and write the gradebook and feedback.
@@ -254,6 +298,7 @@ def grade(
                 executor=executor,
                 on_start=started,
                 on_graded=graded,
+                strict_isolation=isolation == "strict",
             )
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -262,7 +307,9 @@ def grade(
     ran = ", ".join(run.devices)
     skipped = "; ".join(f"{d}: {why}" for d, why in run.skipped_devices.items())
     console.print(
-        f"devices: {ran}" + (f" ({skipped})" if skipped else "") + f"; seed {run.seed}; suite {run.suite_version}"
+        f"devices: {ran}"
+        + (f" ({skipped})" if skipped else "")
+        + f"; isolation: {run.isolation}; seed {run.seed}; suite {run.suite_version}"
     )
     if run.reused:
         console.print(
@@ -270,6 +317,146 @@ def grade(
             "(--force regrades)."
         )
     console.print(f"Wrote {out_dir / 'grades.csv'}, {out_dir / 'junit.xml'} and feedback per student in {out_dir}/")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The zip to write (default: submission-<you>-<date>.zip in the current folder, never overwritten).",
+)
+@click.option("--name", "who", default=None, help="Your name or id for the default file name (default: your login).")
+@click.option("--no-check", is_flag=True, help="Do not run the public cases; the manifest then says 'not checked'.")
+def submit(paths: tuple[Path, ...], out: Path | None, who: str | None, no_check: bool) -> None:
+    """Pack your work into one zip to hand in.
+
+    PATH is your exercises/ folder (default: the one in the current folder's
+    kit), a notebook, several notebooks or a folder of them (merged into one
+    notebooks.ipynb), or a .py file.  The zip holds your code -- no tests,
+    no caches, no hidden files -- and manifest.json: the kit version, the
+    time, a sha256 of every file and your public check results right now.
+    """
+    from grader.submit import SubmitError
+    from grader.submit import submit as pack
+
+    console = Console()
+    try:
+        packed = pack(list(paths), out, who=who, check=not no_check)
+    except SubmitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    manifest = packed.manifest
+    table = Table(title=f"{packed.out.name}: {packed.kind}", show_lines=False)
+    table.add_column("file", no_wrap=True)
+    table.add_column("bytes", justify="right")
+    table.add_column("sha256", no_wrap=True)
+    for name, sha in manifest["files"].items():
+        table.add_row(escape(name), str(packed.sizes.get(name, "")), sha[:16] + "…")
+    table.add_row("manifest.json", "", "kit version, time, hashes, checks")
+    console.print(table)
+    if packed.checks:
+        behind = [(hook, c) for hook, c in packed.checks.items() if c["status"] != "passing"]
+        for hook, c in behind:
+            console.print(
+                f"  {hook}: [{STATUS_STYLE.get(c['status'], '')}]{c['status']}[/] ({c['passed']}/{c['total']})"
+            )
+        console.print(
+            f"Public checks at packing time: {manifest['passing']} of {manifest['exercises']} exercises passing."
+        )
+    else:
+        console.print(f"Public checks: {escape(manifest['check_note'])}")
+    console.print(f"Hand in this file: [bold]{escape(str(packed.out.resolve()))}[/]")
+
+
+@main.command(cls=InstructorCommand)
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Release into a non-empty DEST: removes the files an earlier release wrote there "
+    "(listed in DEST/.attnkit-release.json) and overwrites the files of this release; "
+    "never deletes anything else (a .git folder, say), which is kept and listed.",
+)
+def release(dest: Path, force: bool) -> None:
+    """Write the learner's kit into DEST: stubs, public tests, notebooks, README; no answers.
+
+    DEST gets exercises/ (stubs, public tests), notebooks/, the parts of
+    grader/ a learner runs (check, submit, the registry), conftest.py checking
+    the learner's own exercises, pyproject.toml, constraints.txt and README.md.
+    Nothing of solutions/, the hidden cases or the grading machinery goes in:
+    the kit is built in a staging folder and scanned for reference function
+    bodies, hidden case names and catalogue entries before DEST is touched.
+
+    DEST must be empty or absent, unless --force.
+    """
+    from grader.release import ReleaseError
+    from grader.release import release as write_release
+
+    console = Console()
+    try:
+        summary = write_release(dest, force=force)
+    except ReleaseError as exc:
+        raise click.ClickException(str(exc)) from exc
+    folders: dict[str, int] = {}
+    for rel in summary.files:
+        top = rel.split("/", 1)[0] + ("/" if "/" in rel else "")
+        folders[top] = folders.get(top, 0) + 1
+    listing = ", ".join(f"{name} ({n})" if name.endswith("/") else name for name, n in folders.items())
+    console.print(f"Wrote the learner's kit (attnkit {summary.version}) to {escape(str(dest))}: {escape(listing)}")
+    for line in summary.warnings:
+        console.print(f"[yellow]warning:[/] {escape(line)}")
+    if summary.removed:
+        console.print(f"Removed {len(summary.removed)} file(s) of the earlier release that this one no longer has.")
+    if summary.kept:
+        shown = ", ".join(summary.kept[:10]) + (
+            f" … and {len(summary.kept) - 10} more" if len(summary.kept) > 10 else ""
+        )
+        console.print(f"[yellow]Kept {len(summary.kept)} file(s) not written by attnkit release:[/] {escape(shown)}")
+    console.print("No reference code, hidden case or catalogue entry found in it.")
+
+
+@main.command(cls=InstructorCommand)
+@click.argument("dest", default="notebooks", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite notebooks in DEST that differ from the ones generated.")
+def notebooks(dest: Path, force: bool) -> None:
+    """Write one notebook per exercise group into DEST (default: notebooks/).
+
+    Built with nbformat from the exercise sources: the explanations, a code
+    cell per stub (tagged attnkit-solution) and a check cell that runs the
+    public cases in the kernel.  A notebook already in DEST that differs from
+    the generated one (a learner's work, say) is never overwritten without
+    --force; identical ones are left as they are.
+    """
+    import tempfile
+
+    from grader.notebooks import write_notebooks
+
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="attnkit-notebooks-") as tmp:
+        fresh = write_notebooks(Path(tmp))
+        if dest.exists() and not dest.is_dir():
+            raise click.ClickException(f"{dest}: exists and is not a folder")
+        changed = [p.name for p in fresh if (dest / p.name).exists() and (dest / p.name).read_bytes() != p.read_bytes()]
+        if changed and not force:
+            raise click.ClickException(
+                f"{dest}: {', '.join(changed)} differ from the generated notebooks; "
+                "nothing was written (--force overwrites them)"
+            )
+        dest.mkdir(parents=True, exist_ok=True)
+        written = []
+        for p in fresh:
+            target = dest / p.name
+            if target.exists() and target.read_bytes() == p.read_bytes():
+                continue
+            target.write_bytes(p.read_bytes())
+            written.append(p.name)
+    same = len(fresh) - len(written)
+    console.print(
+        f"Wrote {len(written)} notebook(s) to {escape(str(dest))}"
+        + (f": {', '.join(written)}" if written else "")
+        + (f"; {same} already up to date" if same else "")
+    )
 
 
 if __name__ == "__main__":

@@ -122,6 +122,11 @@ class Gradebook:
             )
             return int(cur.lastrowid or 0)
 
+    def set_isolation(self, run_id: int, isolation: str) -> None:
+        """Record what the learner's processes of this run were isolated with (known once one has started)."""
+        with self._lock:
+            self._conn.execute("UPDATE runs SET isolation = ? WHERE id = ?", (str(isolation), run_id))
+
     def finish_run(self, run_id: int) -> None:
         with self._lock:
             self._conn.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (_now(), run_id))

@@ -171,6 +171,7 @@ class Template:
         theirs.close()
         self._control = ours
         self._lock = threading.Lock()
+        self._isolation: str | None = None
         ours.settimeout(start_timeout)
         try:
             ready = ours.recv(4096)
@@ -199,6 +200,21 @@ class Template:
             ours.close()
             raise RuntimeError("the sandbox template has stopped")
         return Child(int(json.loads(reply)["pid"]), ours, workdir, limits)
+
+    def isolation(self) -> str:
+        """What this machine lets a child have: ``namespaces+landlock``, ``landlock``, ``namespaces`` or ``none``.
+
+        Asked of a throwaway child once: the kernel decides, not the configuration.
+        """
+        if self._isolation is None:
+            child = self.spawn(Limits())
+            try:
+                child.send({"op": "hello"})
+                header, _ = child.receive(30.0)
+                self._isolation = str(header.get("isolation", "none"))
+            finally:
+                child.close()
+        return self._isolation
 
     def close(self) -> None:
         try:

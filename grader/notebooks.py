@@ -1,0 +1,617 @@
+"""Notebooks: the exercises as Jupyter notebooks, and notebooks as submissions.
+
+Two directions, both without running a line of the code they handle:
+
+- :func:`build_notebook` / :func:`write_notebooks` turn each exercise module
+  (``exercises/scores.py`` …, read with :mod:`ast`, never imported) into one
+  nbformat-4 notebook: the module's explanation, then per stub its docstring
+  and a code cell tagged ``attnkit-solution`` whose metadata names its hooks
+  (``{"attnkit": {"hooks": [...]}}``), and last a check cell tagged
+  ``attnkit-check`` that runs the public cases of the group in the kernel
+  (:func:`grader.notebook_check.check`).  Output is deterministic: the same
+  sources give byte-identical ``.ipynb`` files.
+- :func:`notebook_to_source` turns a learner's notebook into one Python module
+  for grading: the cells tagged ``attnkit-solution`` (every code cell when none
+  is, the check cells left out), with IPython magics and shell lines removed and
+  only imports, function and class definitions and simple constant assignments
+  kept at top level.  Everything else (prints, plots, training loops, a
+  ``time.sleep(3600)``) is commented out, so it never runs at grading time.
+  Dropped lines stay in place as comments, so a line number in the converted
+  module maps straight back to the notebook: each cell starts with a
+  ``# --- cell N ---`` line (N counts every cell of the notebook, markdown
+  included, from 1) and its lines follow one for one.
+
+This filter is about a learner's experiments, not security: a class body, a
+decorator or a default argument still runs at import, which is why submissions
+are only ever imported in the grader's sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib.util
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from grader.registry import CLASS_ALIASES, HOOK_NAMES
+
+GROUPS: tuple[str, ...] = ("scores", "masking", "dropout", "heads", "modules")
+"""The exercise groups, in the chapter's order: one module in ``exercises/`` and one notebook each."""
+
+SOLUTION_TAG = "attnkit-solution"
+CHECK_TAG = "attnkit-check"
+METADATA_KEY = "attnkit"
+
+IMPORTS = "import math\n\nimport torch\nfrom torch import nn"
+"""The first code cell of every notebook: what the stubs (and the reference) need."""
+
+HELPERS_OF_MODULES = (
+    ("scores", ("scaled_dot_product_scores", "softmax_weights", "context_vectors")),
+    ("masking", ("causal_mask",)),
+    ("dropout", ("attention_dropout",)),
+    ("heads", ("split_heads", "merge_heads")),
+)
+"""What the module classes may reuse from the other groups (see ``exercises/modules.py``)."""
+
+_CLASS_HOOK = {cls: hook for hook, cls in CLASS_ALIASES.items()}
+
+_KIT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class NotebookError(ValueError):
+    """A notebook that cannot be graded; the message is one line naming the problem."""
+
+
+# --- building notebooks from the exercise sources ---------------------------------------------
+
+
+def default_exercises_dir() -> Path:
+    """The ``exercises`` folder of this kit, found without importing it."""
+    here = _KIT_ROOT / "exercises"
+    if (here / "__init__.py").is_file():
+        return here
+    from grader.check import public_tests_dir
+
+    return public_tests_dir()
+
+
+def _cell_id(group: str, index: int) -> str:
+    return f"{group}-{index:02d}"
+
+
+def _lines(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _stub_source(node: ast.FunctionDef | ast.ClassDef, lines: list[str]) -> str:
+    """The stub's source: decorators, body and trailing comments; docstrings cut to their first line."""
+    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+    end = node.end_lineno or node.lineno
+    # comments indented under the definition, right after its last statement, belong to it
+    while end < len(lines) and (
+        not lines[end].strip() or (lines[end][:1].isspace() and lines[end].lstrip().startswith("#"))
+    ):
+        end += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    replace: dict[int, tuple[int, str]] = {}  # first line -> (last line, replacement)
+    for owner in [node] + [
+        n for n in ast.walk(node) if n is not node and isinstance(n, (ast.FunctionDef, ast.ClassDef))
+    ]:
+        doc = ast.get_docstring(owner, clean=True)
+        first = owner.body[0] if owner.body else None
+        if doc is None or not isinstance(first, ast.Expr) or first.end_lineno is None:
+            continue
+        summary = doc.strip().splitlines()[0].strip() if doc.strip() else ""
+        if first.lineno == first.end_lineno and summary == doc.strip():
+            continue  # already one line
+        indent = lines[first.lineno - 1][: first.col_offset]
+        replace[first.lineno] = (first.end_lineno, f'{indent}"""{summary}"""')
+    out: list[str] = []
+    i = start
+    while i <= end:
+        if i in replace:
+            last, text = replace[i]
+            out.append(text)
+            i = last + 1
+            continue
+        out.append(lines[i - 1])
+        i += 1
+    return "\n".join(line.rstrip() for line in out)
+
+
+def _signature(node: ast.FunctionDef) -> str:
+    args = ast.unparse(node.args)
+    return f"{node.name}({args})"
+
+
+def _hooks_of(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_NAMES:
+        return [node.name]
+    if isinstance(node, ast.ClassDef) and node.name in _CLASS_HOOK:
+        return [_CLASS_HOOK[node.name]]
+    return []
+
+
+def _markdown_doc(text: str) -> str:
+    """A docstring as markdown: code-ish lines (indented) become a code block."""
+    out: list[str] = []
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("    ") and line.strip():
+            block.append(line[4:])
+            continue
+        if block:
+            if not line.strip():
+                continue  # blank lines inside an indented block stay in the block
+            out += ["```python", *block, "```", ""]
+            block = []
+        out.append(line)
+    if block:
+        out += ["```python", *block, "```"]
+    return "\n".join(out).strip()
+
+
+def _module_parts(path: Path) -> tuple[str, list[ast.stmt], list[str]]:
+    text = path.read_text(encoding="utf-8")
+    tree = ast.parse(text, filename=str(path))
+    return ast.get_docstring(tree, clean=True) or "", tree.body, _lines(text)
+
+
+def _intro(group: str, docstring: str) -> str:
+    title, _, rest = docstring.partition("\n")
+    rest = re.sub(r"Run `pytest exercises/test_\w+\.py` to check your work\.\s*", "", rest.strip()).strip()
+    rest = re.sub(r"from \.(\w+) import", r"from exercises.\1 import", rest)  # no package around a notebook
+    parts = [f"# {title.strip() or group.capitalize()}"]
+    if rest:
+        parts.append(_markdown_doc(rest))
+    return "\n\n".join(parts)
+
+
+HOW_TO = (
+    "## How to work in this notebook\n\n"
+    "Replace each `raise NotImplementedError(...)` in the code cells below with your code, keeping the "
+    "names and signatures. Run the cells in order, then run the last cell: it runs the public cases "
+    "for this notebook's exercises and shows a table, *not started*, *failing* or *passing* per exercise, "
+    "with a hint where your code looks like a known mistake.\n\n"
+    "When you hand this notebook in, only the code cells tagged `attnkit-solution` are graded, and of "
+    "them only the imports, function and class definitions and simple constants (`D_K = 4`): "
+    "prints, plots and experiments at the top level of a cell are left out, so they never run at "
+    "grading time. Add cells of your own for experiments; give a cell the tag `attnkit-solution` "
+    "(View → Cell Toolbar → Tags, or the property inspector) when it holds code that must be graded, "
+    "such as a helper function."
+)
+
+MODULES_NOTE = (
+    "## Reusing your functions from the other notebooks\n\n"
+    "The classes below are built from the functions of the other notebooks "
+    "(`scaled_dot_product_scores`, `softmax_weights`, `context_vectors`, `causal_mask`, "
+    "`attention_dropout`, `split_heads`, `merge_heads`). A notebook is graded on its own, "
+    "so paste your versions of the ones you use into the next cell (it is tagged "
+    "`attnkit-solution`, so it is graded with the classes). While you work, you may instead import "
+    "them from your `exercises` package, as the comments in the cell show; the grader does not "
+    "have your package, though, so paste the functions in before you hand the notebook in."
+)
+
+
+def _helpers_cell_source() -> str:
+    lines = [
+        "# Paste your own functions from the other notebooks here, for example:",
+        "#",
+        "# def softmax_weights(scores, dim=-1):",
+        "#     ...",
+        "#",
+        "# or, while you work, import them from your exercises package:",
+        "#",
+    ]
+    for module, names in HELPERS_OF_MODULES:
+        lines.append(f"# from exercises.{module} import {', '.join(names)}")
+    return "\n".join(lines)
+
+
+def _check_source(hooks: list[str]) -> str:
+    listed = ", ".join(repr(h) for h in hooks)
+    return (
+        "# Runs the public cases of this notebook's exercises here, in the kernel, and shows a table.\n"
+        "from grader.notebook_check import check\n\n"
+        f"rows = check(globals(), [{listed}])"
+    )
+
+
+def build_notebook(group: str, exercises_dir: Path | None = None) -> nbformat.NotebookNode:
+    """The notebook of one exercise group, built from ``exercises/<group>.py`` (parsed, never imported)."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown exercise group {group!r}; the groups are: {', '.join(GROUPS)}")
+    folder = Path(exercises_dir) if exercises_dir is not None else default_exercises_dir()
+    docstring, body, lines = _module_parts(folder / f"{group}.py")
+    v4 = nbformat.v4
+    cells: list[nbformat.NotebookNode] = []
+
+    def markdown(text: str) -> None:
+        cells.append(v4.new_markdown_cell(text, id=_cell_id(group, len(cells))))
+
+    def code(text: str, tag: str, hooks: list[str]) -> None:
+        metadata = {"tags": [tag], METADATA_KEY: {"hooks": list(hooks)}}
+        cells.append(v4.new_code_cell(text, id=_cell_id(group, len(cells)), metadata=metadata))
+
+    markdown(_intro(group, docstring))
+    markdown(HOW_TO)
+    code(IMPORTS, SOLUTION_TAG, [])
+    if group == "modules":
+        markdown(MODULES_NOTE)
+        code(_helpers_cell_source(), SOLUTION_TAG, [])
+
+    defs = [n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    builders = {n.name: n for n in defs if isinstance(n, ast.FunctionDef) and n.name in CLASS_ALIASES}
+    group_hooks: list[str] = []
+    for node in defs:
+        if node.name in builders and CLASS_ALIASES[node.name] in {d.name for d in defs}:
+            continue  # shown with its class below
+        hooks = _hooks_of(node)
+        parts: list[str] = []
+        source = _stub_source(node, lines)
+        if isinstance(node, ast.ClassDef):
+            heading = f"## `{node.name}`"
+            builder = builders.get(hooks[0]) if hooks else None
+            if builder is not None:
+                heading += f" and `{_signature(builder)}`"
+                source += "\n\n\n" + _stub_source(builder, lines)
+        else:
+            heading = f"## `{_signature(node)}`"
+        parts.append(heading)
+        doc = ast.get_docstring(node, clean=True)
+        if doc:
+            parts.append(_markdown_doc(doc))
+        if isinstance(node, ast.ClassDef) and hooks and hooks[0] in builders:
+            parts.append(
+                f"The grader builds it with `{hooks[0]}`, the function at the end of the cell; "
+                "fill in the class and leave the function as it is."
+            )
+        markdown("\n\n".join(parts))
+        code(source, SOLUTION_TAG, hooks)
+        group_hooks += hooks
+
+    markdown(
+        "## Check your work\n\n"
+        "Run every cell above, then this one: it runs the public cases of "
+        + ", ".join(f"`{h}`" for h in group_hooks)
+        + " against the functions defined in this notebook. The kernel must be able to import the kit's "
+        "`grader` (open the notebook from your kit's folder, or install the kit)."
+    )
+    code(_check_source(group_hooks), CHECK_TAG, group_hooks)
+
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata = nbformat.from_dict(
+        {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+            METADATA_KEY: {"group": group, "hooks": group_hooks},
+        }
+    )
+    return nb
+
+
+def notebook_text(nb: nbformat.NotebookNode) -> str:
+    """A notebook as the exact text written to disk (sorted keys, one trailing newline)."""
+    return nbformat.writes(nb, version=4).rstrip("\n") + "\n"
+
+
+def write_notebooks(dest: Path, exercises_dir: Path | None = None) -> list[Path]:
+    """Write ``<group>.ipynb`` for every exercise group into ``dest`` (created if needed); return the paths."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for group in GROUPS:
+        nb = build_notebook(group, exercises_dir)
+        nbformat.validate(nb)
+        path = dest / f"{group}.ipynb"
+        with path.open("w", encoding="utf-8", newline="\n") as fh:
+            fh.write(notebook_text(nb))
+        written.append(path)
+    return written
+
+
+# --- notebooks as submissions -------------------------------------------------------------------
+
+_MAGIC = re.compile(r"^(\s*)(?:[A-Za-z_][\w, ]*=\s*)?[%!]")
+_HELP = re.compile(r"^(\s*)(?:\?\??[\w.]+|[\w.]+\?\??)\s*$")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _strip_magics(lines: list[str]) -> tuple[list[str], dict[int, str]]:
+    """Replace IPython magics, shell escapes and help lines by ``pass`` at their indentation.
+
+    Returns the new lines and ``{line number: original line}`` for those replaced.
+    """
+    out: list[str] = []
+    replaced: dict[int, str] = {}
+    continued = False  # the previous line was a magic ending in a backslash
+    for n, line in enumerate(lines, start=1):
+        m = _MAGIC.match(line) or _HELP.match(line)
+        if continued or m:
+            out.append("" if continued or m is None else f"{m.group(1)}pass")
+            replaced[n] = line
+            continued = line.rstrip().endswith("\\")
+        else:
+            out.append(line)
+    return out, replaced
+
+
+def _is_cell_magic(lines: list[str]) -> bool:
+    first = next((ln for ln in lines if ln.strip()), "")
+    return first.lstrip().startswith("%%")
+
+
+def _chain_root(node: ast.expr) -> str | None:
+    """``a`` for ``a``, ``a.b.c``; None for anything else."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _constant_value(node: ast.expr | None, defined: set[str]) -> bool:
+    if node is None:
+        return True
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float, complex))
+    root = _chain_root(node)  # torch.float32, an alias of a function defined above
+    return root is not None and root in defined
+
+
+def _target_names(target: ast.expr) -> list[str] | None:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        names: list[str] = []
+        for elt in target.elts:
+            sub = _target_names(elt)
+            if sub is None:
+                return None
+            names += sub
+        return names
+    return None
+
+
+KIT_PACKAGES = frozenset({"grader", "exercises", "solutions"})
+"""The kit's own packages: a submission never sees them, so imports of them are left out."""
+
+
+def importable(module: str) -> bool:
+    """Whether a top-level import of ``module`` can work where submissions run (found, never imported)."""
+    top = module.split(".")[0]
+    if not top or top in KIT_PACKAGES:
+        return False
+    if top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _Scope:
+    """What the kept code defines so far, and the names whose import was left out."""
+
+    def __init__(self) -> None:
+        self.defined: set[str] = set(dir(builtins))
+        self.missing: set[str] = set()
+
+
+def _annotation_ok(node: ast.expr, scope: _Scope) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    root = _chain_root(node)
+    return root is not None and root in scope.defined
+
+
+def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
+    """The statement to keep for a top-level ``node`` (itself, or an import trimmed of missing modules), or None."""
+    if isinstance(node, ast.Import):
+        names = [a for a in node.names if importable(a.name)]
+        scope.missing.update((a.asname or a.name).split(".")[0] for a in node.names if a not in names)
+        scope.defined.update((a.asname or a.name).split(".")[0] for a in names)
+        if len(names) == len(node.names):
+            return node
+        return ast.Import(names=names) if names else None
+    if isinstance(node, ast.ImportFrom):
+        bound = [a.asname or a.name for a in node.names if a.name != "*"]
+        if node.level or not importable(node.module or ""):
+            scope.missing.update(bound)
+            return None
+        scope.defined.update(bound)
+        return node
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        scope.defined.add(node.name)
+        return node
+    if isinstance(node, ast.Assign):
+        targets: list[str] = []
+        for target in node.targets:
+            sub = _target_names(target)
+            if sub is None:
+                return None
+            targets += sub
+        if not _constant_value(node.value, scope.defined):
+            return None
+        scope.defined.update(targets)
+        return node
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.simple:
+        if node.value is None or not _constant_value(node.value, scope.defined):
+            return None
+        if not _annotation_ok(node.annotation, scope):
+            return None
+        scope.defined.add(node.target.id)
+        return node
+    return None
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    decorators = getattr(node, "decorator_list", [])
+    start = min([d.lineno for d in decorators] + [node.lineno])
+    return start, node.end_lineno or node.lineno
+
+
+def _is_future(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
+
+
+def _comment(line: str, why: str = "not run") -> str:
+    return f"# [{why}] {line}".rstrip() if line.strip() else ""
+
+
+def _convert_cell(
+    number: int, lines: list[str], tree: ast.Module, replaced: dict[int, str], scope: _Scope, futures: list[str]
+) -> tuple[list[str], int]:
+    """The cell's lines, one for one, with dropped statements commented out; and how many were kept."""
+    original = list(lines)
+    for n, line in replaced.items():
+        original[n - 1] = line
+    out = list(lines)
+    for n, line in replaced.items():  # magics inside kept code stay visible as a comment
+        out[n - 1] = f"{lines[n - 1]}  # [not run] {line.strip()}" if lines[n - 1].strip() else _comment(line)
+    # statements that share lines (a; b on one line) are handled together
+    clusters: list[tuple[int, int, list[ast.stmt]]] = []
+    for node in tree.body:
+        start, end = _span(node)
+        if clusters and start <= clusters[-1][1]:
+            s, e, nodes = clusters[-1]
+            clusters[-1] = (s, max(e, end), nodes + [node])
+        else:
+            clusters.append((start, end, [node]))
+    kept_count = 0
+    for start, end, nodes in clusters:
+        kept: list[ast.stmt] = []
+        for node in nodes:
+            if _is_future(node):
+                futures.extend(a.name for a in node.names)  # type: ignore[attr-defined]
+                continue
+            chosen = _keep(node, scope)
+            if chosen is not None:
+                kept.append(chosen)
+        kept_count += len(kept)
+        if len(kept) == len(nodes) and all(k is n for k, n in zip(kept, nodes, strict=True)):
+            for node in kept:  # a decorator whose import was left out (@hookimpl, say) would fail: drop it
+                for deco in getattr(node, "decorator_list", []):
+                    if _chain_root(deco.func if isinstance(deco, ast.Call) else deco) in scope.missing:
+                        for i in range(deco.lineno, (deco.end_lineno or deco.lineno) + 1):
+                            out[i - 1] = _comment(original[i - 1], "left out")
+            continue  # verbatim
+        if kept:
+            first = "; ".join(ast.unparse(k) for k in kept)
+            out[start - 1] = f"{first}  # [partly run] {original[start - 1].strip()}"
+            for i in range(start + 1, end + 1):
+                out[i - 1] = _comment(original[i - 1])
+        else:
+            for i in range(start, end + 1):
+                out[i - 1] = _comment(original[i - 1])
+    return [f"# --- cell {number} ---", *out], kept_count
+
+
+def _parse_notebook(text: str) -> nbformat.NotebookNode:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"not a notebook: invalid JSON at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise NotebookError(f"not a notebook: invalid JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise NotebookError("not a notebook: the JSON is not an object")
+    if "nbformat" not in data:
+        raise NotebookError("not a notebook: no nbformat version")
+    version = data["nbformat"]
+    if version != 4 or not isinstance(version, int) or isinstance(version, bool):
+        shown = version if isinstance(version, int) and not isinstance(version, bool) else repr(version)
+        raise NotebookError(f"not a notebook: nbformat version {shown} is not supported (4 is)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(text, as_version=4, capture_validation_error={})
+            nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise NotebookError(f"not a notebook: {first}") from None
+    except Exception as exc:  # nbformat's own readers may raise anything on odd input
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise NotebookError(f"not a notebook: {first}") from None
+    return nb
+
+
+def _tags(cell: Any) -> list[str]:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
+
+
+def notebook_to_source(text: str) -> str:
+    """The Python module a notebook submission is graded as (see the module docstring).
+
+    Raises :class:`NotebookError` (a ``ValueError``) with a one-line message:
+    ``not a notebook: invalid JSON at line 3``, ``not a notebook: nbformat
+    version 3 is not supported (4 is)``, ``not a notebook: <validation error>``,
+    ``cell N: SyntaxError: <msg> (line L)`` for a tagged cell that does not
+    parse, or ``no Python code found in the notebook``.
+    """
+    nb = _parse_notebook(text)
+    numbered = [(i, c) for i, c in enumerate(nb.cells, start=1) if c.get("cell_type") == "code"]
+    tagged = [(i, c) for i, c in numbered if SOLUTION_TAG in _tags(c)]
+    strict = bool(tagged)
+    chosen = tagged if strict else [(i, c) for i, c in numbered if CHECK_TAG not in _tags(c)]
+
+    scope = _Scope()
+    futures: list[str] = []
+    body: list[str] = []
+    kept = 0
+    for number, cell in chosen:
+        source = cell.get("source", "")
+        if isinstance(source, list):
+            source = "".join(source)
+        lines = _lines(source)
+        if _is_cell_magic(lines):
+            body += [f"# --- cell {number}: a cell magic, not run ---", ""]
+            continue
+        try:
+            tree = ast.parse("\n".join(lines), filename=f"<cell {number}>")
+            replaced: dict[int, str] = {}
+        except SyntaxError:
+            stripped, replaced = _strip_magics(lines)
+            try:
+                tree = ast.parse("\n".join(stripped), filename=f"<cell {number}>")
+                lines = stripped
+            except SyntaxError as exc:
+                if strict:
+                    raise NotebookError(f"cell {number}: SyntaxError: {exc.msg} (line {exc.lineno})") from None
+                body += [f"# --- cell {number}: not used, SyntaxError: {exc.msg} (line {exc.lineno}) ---", ""]
+                continue
+            except (ValueError, RecursionError, MemoryError) as exc:
+                if strict:
+                    raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
+                continue
+        except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+            if strict:
+                raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
+            continue
+        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, futures)
+        kept += count
+        body += cell_lines + [""]
+    if not kept:
+        raise NotebookError("no Python code found in the notebook")
+    header = ["# Converted from a notebook by attnkit: each cell starts at its '# --- cell N ---' line;"]
+    header.append("# top-level statements other than imports, definitions and constants are commented out.")
+    if futures:
+        header.append(f"from __future__ import {', '.join(dict.fromkeys(futures))}")
+    result = "\n".join(header + [""] + body).rstrip("\n") + "\n"
+    try:
+        ast.parse(result)
+    except SyntaxError as exc:  # cells that parse alone but not together
+        raise NotebookError(f"the notebook's code does not parse: SyntaxError: {exc.msg} (line {exc.lineno})") from None
+    return result

@@ -1,0 +1,491 @@
+"""``attnkit release DEST``: the learner's kit, with nothing of the answers in it.
+
+Instructor-only (this module is never part of a learner's kit).  A release holds:
+
+- ``exercises/``: the stubs, the public tests and their helpers (``_checks.py``);
+- ``notebooks/``: one notebook per exercise group (:func:`grader.notebooks.write_notebooks`);
+- the parts of ``grader`` a learner runs: the registry, ``attnkit check``,
+  ``attnkit submit`` and the notebooks' check cells (:data:`LEARNER_MODULES`);
+- a root ``conftest.py`` identical to the kit's except that the public tests
+  check the learner's own ``exercises`` by default;
+- a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader`` only),
+  ``constraints.txt`` (the torch pin) and ``README.md``.
+
+Never: ``solutions/`` (the reference and the catalogue of known mistakes), the
+hidden cases, the grading, sandbox and report machinery, ``examples/`` or ``tests/``.
+
+The kit is built in a staging folder beside DEST and scanned for leaks (a
+reference function body, a catalogue id or hint, a hidden case name) before
+anything in DEST is touched; a leak stops the release with DEST unchanged.
+
+DEST must be empty or absent.  With ``force``, DEST may hold other files: the
+files an earlier release wrote (listed in ``DEST/.attnkit-release.json``) are
+removed, the files of this release are written over whatever is there, and
+nothing else is ever deleted -- files of other origin (a ``.git`` folder, say)
+are kept and listed in the summary.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+import tokenize
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+GRADER_DIR = KIT_ROOT / "grader"
+EXERCISES_DIR = KIT_ROOT / "exercises"
+TEMPLATES = GRADER_DIR / "templates"
+
+RECORD = ".attnkit-release.json"
+"""The list of files a release wrote, kept in DEST so that ``--force`` removes only those."""
+
+LEARNER_MODULES = (
+    "__init__.py",
+    "hookspecs.py",  # the exercise contract
+    "child_runtime.py",  # the registry adopts modules with its helpers
+    "registry.py",  # load_solution: the conftest's `solution` fixture
+    "verdict.py",  # diagnosis imports it
+    "diagnosis.py",  # check imports it; without solutions/ it finds no mistakes, so no hints
+    "check.py",  # attnkit check
+    "submit.py",  # attnkit submit
+    "cli.py",  # instructor commands hide themselves where grader.grading is absent
+)
+"""The modules of ``grader`` every learner's kit holds."""
+
+OPTIONAL_MODULES = (
+    "notebook_check.py",  # the notebooks' check cells
+    "notebooks.py",  # notebook_to_source: `attnkit submit` checks a notebook with it
+)
+"""Modules a learner's kit holds when this kit has them."""
+
+INSTRUCTOR_ONLY = frozenset(
+    {
+        "audit.py",
+        "cases.py",
+        "classroom.py",
+        "gradebook.py",
+        "grading.py",
+        "heatmaps.py",
+        "release.py",
+        "reports.py",
+        "rubric.py",
+        "rubric.toml",
+        "sandbox.py",
+        "submissions.py",
+        "suite.py",
+    }
+)
+"""Never copied, whatever the lists above say (a safety net against a careless edit)."""
+
+LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat")
+"""Distributions a learner's kit depends on; their version ranges are taken from the kit's pyproject."""
+
+GIVEN_BODIES = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})
+"""Reference functions whose one-line bodies the stubs give away on purpose (``return SelfAttention(...)``)."""
+
+DISTINCTIVE_CASES = ("all-masked-row", "indivisible-raises", "non-square-raises", "float-keep-mask", "large-logits")
+"""Hidden case names that must never appear in a learner's kit (checked on top of every case name)."""
+
+SKIPPED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+
+
+class ReleaseError(Exception):
+    """The release cannot be written (the message says why, in one line or a short list)."""
+
+
+@dataclass
+class ReleaseSummary:
+    dest: Path
+    version: str
+    files: list[str] = field(default_factory=list)  # relative POSIX paths written
+    notebooks: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # files of an earlier release, removed (--force)
+    kept: list[str] = field(default_factory=list)  # other files found in DEST and left alone (--force)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- the kit's own metadata -------------------------------------------------------------
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    path = KIT_ROOT / "pyproject.toml"
+    if not path.is_file():
+        raise ReleaseError(f"no pyproject.toml at {KIT_ROOT}: release runs from the kit's source tree")
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower()
+
+
+def learner_pyproject(project: dict) -> str:
+    """The learner's ``pyproject.toml``: same distribution and version, packages exercises and grader only."""
+    deps = {_requirement_name(r): r for r in project.get("dependencies", [])}
+    missing = [name for name in LEARNER_DEPENDENCIES if name not in deps]
+    if missing:
+        raise ReleaseError(f"pyproject.toml lists no {', '.join(missing)} among the dependencies")
+    notebooks = project.get("optional-dependencies", {}).get("notebooks") or ["nbclient>=0.10", "ipykernel>=6.29"]
+
+    def toml_list(items: list[str]) -> str:
+        return "[\n" + "".join(f"    {json.dumps(item)},\n" for item in items) + "]"
+
+    return (
+        "[build-system]\n"
+        'requires = ["setuptools>=68"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+        "\n"
+        "[project]\n"
+        f"name = {json.dumps(project['name'])}\n"
+        f"version = {json.dumps(project['version'])}\n"
+        'description = "Exercises on attention mechanisms in PyTorch: the learner\'s kit"\n'
+        'readme = "README.md"\n'
+        f"requires-python = {json.dumps(project.get('requires-python', '>=3.10'))}\n"
+        "# torch is an open range on purpose: keep the torch you have (constraints.txt pins the tested one).\n"
+        f"dependencies = {toml_list([deps[name] for name in LEARNER_DEPENDENCIES])}\n"
+        "\n"
+        "[project.optional-dependencies]\n"
+        f"notebooks = {toml_list(list(notebooks))}\n"
+        "\n"
+        "[project.scripts]\n"
+        'attnkit = "grader.cli:main"\n'
+        "\n"
+        "[tool.setuptools]\n"
+        'packages = ["exercises", "grader"]\n'
+        "\n"
+        "[tool.pytest.ini_options]\n"
+        'minversion = "7.4"\n'
+        'testpaths = ["exercises"]\n'
+        'addopts = "-ra"\n'
+        'markers = ["exercise(name): the exercise (hook name) a public test checks"]\n'
+        'filterwarnings = ["ignore:Failed to initialize NumPy:UserWarning"]\n'
+    )
+
+
+def learner_constraints() -> str:
+    pins = []
+    path = KIT_ROOT / "constraints.txt"
+    if path.is_file():
+        pins = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip().startswith("torch")]
+    pins = pins or ["torch>=2.1"]
+    return (
+        "# The torch release this kit was tested with. Optional:\n"
+        '#   pip install -e ".[notebooks]" -c constraints.txt\n'
+        "# Leave `-c constraints.txt` out to keep a torch you already have (any torch >= 2.1 works).\n"
+        + "\n".join(pins)
+        + "\n"
+    )
+
+
+def learner_conftest() -> str:
+    """Our ``conftest.py`` with ``DEFAULT_SOLUTION = "exercises"``: the public tests check the learner's code."""
+    text = (KIT_ROOT / "conftest.py").read_text(encoding="utf-8")
+    pattern = re.compile(r'^DEFAULT_SOLUTION = "reference"$', re.MULTILINE)
+    if len(pattern.findall(text)) != 1:
+        raise ReleaseError('conftest.py: expected exactly one line DEFAULT_SOLUTION = "reference" to rewrite')
+    return pattern.sub('DEFAULT_SOLUTION = "exercises"', text)
+
+
+def exercise_groups(exercises_dir: Path = EXERCISES_DIR) -> list[dict[str, str]]:
+    """``[{"module": "scores.py", "names": "`dot_product_scores`, …"}]`` in the chapter's order, read with ast."""
+    from grader.registry import CLASS_ALIASES, HOOK_NAMES
+
+    order = {name: i for i, name in enumerate(HOOK_NAMES)}
+    classes = set(CLASS_ALIASES.values())
+    groups = []
+    for path in sorted(exercises_dir.glob("*.py")):
+        if path.name.startswith(("test_", "_")):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [
+            n.name
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and (n.name in order or n.name in classes)
+        ]
+        hooks = [n for n in names if n in order]
+        if hooks:
+            groups.append((min(order[h] for h in hooks), path.name, names))
+    return [{"module": m, "names": ", ".join(f"`{n}`" for n in names)} for _, m, names in sorted(groups)]
+
+
+def learner_readme(version: str, exercises_dir: Path, notebooks: list[str]) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    template = env.get_template("learner_README.md.j2")
+    return template.render(
+        version=version,
+        groups=exercise_groups(exercises_dir),
+        example_notebook=notebooks[0] if notebooks else "",
+    )
+
+
+# --- the leak scan ------------------------------------------------------------------------
+
+
+def _squeeze(text: str) -> str:
+    """Text with every whitespace character removed: formatting never hides a match."""
+    return "".join(text.split())
+
+
+def strip_comments(source: str) -> str:
+    """Python source with its comments cut out, lines and columns otherwise unchanged."""
+    lines = source.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+    for tok in reversed(tokens):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + ("\n" if line.endswith("\n") else "")
+    return "".join(lines)
+
+
+def reference_bodies(path: Path | None = None) -> dict[str, str]:
+    """``{qualified name: body}`` of every function and method of the reference, comments and whitespace removed.
+
+    The one-line bodies of :data:`GIVEN_BODIES` are left out: the stubs give them away.
+    """
+    source = strip_comments((path or KIT_ROOT / "solutions" / "reference.py").read_text(encoding="utf-8"))
+    tree = ast.parse(source)
+    bodies: dict[str, str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                if not (child.name in GIVEN_BODIES and len(child.body) == 1):
+                    body = "".join(ast.get_source_segment(source, stmt) or "" for stmt in child.body)
+                    bodies[name] = _squeeze(body)
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+
+    visit(tree, "")
+    return bodies
+
+
+def hidden_case_names() -> set[str]:
+    """Names of the hidden cases that say something (a hyphen and 8 characters at least), read from cases.py."""
+    text = (GRADER_DIR / "cases.py").read_text(encoding="utf-8")
+    names = set(re.findall(r'Case\(\s*\w+\s*,\s*"([^"]+)"', text)) | set(DISTINCTIVE_CASES)
+    return {n for n in names if "-" in n and len(n) >= 8}
+
+
+def catalogue_strings() -> dict[str, str]:
+    """``{text: what it is}`` for every id and hint of the catalogue of known mistakes."""
+    from solutions.mistakes import CATALOGUE
+
+    found: dict[str, str] = {}
+    for mistake in CATALOGUE:
+        found[mistake.id] = f"catalogue id {mistake.id}"
+        for kind in ("hint", "hint_zh", "description"):
+            text = getattr(mistake, kind, "") or ""
+            if len(_squeeze(text)) >= 12:
+                found[text] = f"catalogue {kind} of {mistake.id}"
+    return found
+
+
+def scannable_text(path: Path) -> str:
+    """What a file says, for the leak scan: Python without comments, a notebook's cell sources and outputs."""
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    if path.suffix == ".py":
+        return strip_comments(text)
+    if path.suffix == ".ipynb":
+        try:
+            notebook = json.loads(text)
+        except ValueError:
+            return text
+        parts = []
+        for cell in notebook.get("cells", []):
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else str(source)
+            parts.append(strip_comments(source) if cell.get("cell_type") == "code" else source)
+            parts.append(json.dumps(cell.get("outputs", []), ensure_ascii=False))
+            parts.append(json.dumps(cell.get("metadata", {}), ensure_ascii=False))
+        return "\n".join(parts) + text
+    return text
+
+
+def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
+    """One line per thing of the answers found under ``root``: a reference body, a catalogue entry, a hidden case.
+
+    Hidden case names and catalogue ids that the public exercises themselves
+    use (``public_dir``) are public by definition and not reported.
+    """
+    public = " ".join(
+        p.read_text(encoding="utf-8", errors="replace") for p in sorted(public_dir.rglob("*.py")) if p.is_file()
+    )
+    bodies = reference_bodies()
+    cases = {n for n in hidden_case_names() if n not in public}
+    catalogue = {t: what for t, what in catalogue_strings().items() if t not in public}
+    problems: list[str] = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        parts = rel.split("/")
+        if parts[0] == "solutions" or parts[-1] in ("cases.py", "suite.py", "mistakes.py", "reference.py"):
+            problems.append(f"{rel}: an instructor-only file")
+        text = scannable_text(path)
+        squeezed = _squeeze(text)
+        for name, body in bodies.items():
+            if body and body in squeezed:
+                problems.append(f"{rel}: holds the body of the reference's {name}")
+        for case in sorted(cases):
+            if re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text):
+                problems.append(f"{rel}: names the hidden case {case!r}")
+        for needle, what in catalogue.items():
+            if " " in needle:  # a hint or a description: any formatting
+                found = _squeeze(needle) in squeezed
+            else:  # an id: a whole word
+                found = re.search(rf"(?<![\w-]){re.escape(needle)}(?![\w-])", text) is not None
+            if found:
+                problems.append(f"{rel}: holds the {what}")
+    return problems
+
+
+# --- writing the kit ---------------------------------------------------------------------
+
+
+def _skipped(path: Path) -> bool:
+    return path.name in SKIPPED_NAMES or path.name.startswith(".") or path.suffix in (".pyc", ".pyo")
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for child in sorted(src.iterdir()):
+        if _skipped(child) or child.is_symlink():
+            continue
+        if child.is_dir():
+            _copy_tree(child, dst / child.name)
+        else:
+            shutil.copyfile(child, dst / child.name)
+
+
+def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
+    _copy_tree(EXERCISES_DIR, stage / "exercises")
+    (stage / "grader").mkdir()
+    for name in LEARNER_MODULES + OPTIONAL_MODULES:
+        if name in INSTRUCTOR_ONLY:
+            raise ReleaseError(f"grader/{name} is instructor-only and cannot be part of a learner's kit")
+        src = GRADER_DIR / name
+        if not src.is_file():
+            if name in LEARNER_MODULES:
+                raise ReleaseError(f"grader/{name} is missing: a learner's kit needs it")
+            summary.warnings.append(f"grader/{name} does not exist yet: the kit goes without it")
+            continue
+        shutil.copyfile(src, stage / "grader" / name)
+    (stage / "conftest.py").write_text(learner_conftest(), encoding="utf-8")
+    (stage / "pyproject.toml").write_text(learner_pyproject(project), encoding="utf-8")
+    (stage / "constraints.txt").write_text(learner_constraints(), encoding="utf-8")
+    try:
+        from grader.notebooks import write_notebooks
+    except ImportError:
+        summary.warnings.append("grader/notebooks.py is missing: the kit has no notebooks")
+    else:
+        written = write_notebooks(stage / "notebooks", stage / "exercises")
+        summary.notebooks = [Path(p).name for p in written]
+    readme = learner_readme(project["version"], stage / "exercises", summary.notebooks)
+    (stage / "README.md").write_text(readme, encoding="utf-8")
+
+
+def _files_under(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def _check_dest(dest: Path) -> None:
+    resolved = dest.resolve()
+    if resolved == KIT_ROOT or resolved in KIT_ROOT.parents:
+        raise ReleaseError(f"{dest}: would hold this kit's own source (and its solutions); choose another folder")
+    for inside in ("exercises", "grader", "solutions", "examples", "tests"):
+        if resolved == KIT_ROOT / inside or (KIT_ROOT / inside) in resolved.parents:
+            raise ReleaseError(f"{dest}: is inside the kit's {inside}/ folder; choose another folder")
+    if dest.exists() and not dest.is_dir():
+        raise ReleaseError(f"{dest}: exists and is not a folder")
+
+
+def _earlier_release(dest: Path) -> list[str]:
+    record = dest / RECORD
+    if not record.is_file():
+        return []
+    try:
+        files = json.loads(record.read_text(encoding="utf-8")).get("files", [])
+    except (ValueError, OSError, AttributeError):
+        return []
+    safe = []
+    for rel in files:
+        parts = Path(str(rel)).parts
+        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in parts:
+            safe.append(rel)
+    return safe
+
+
+def release(dest: Path, force: bool = False) -> ReleaseSummary:
+    """Write the learner's kit into ``dest``; see the module's docstring for what goes in and what ``force`` does."""
+    dest = Path(dest)
+    _check_dest(dest)
+    existing = _files_under(dest) if dest.is_dir() else []
+    if dest.is_dir() and any(dest.iterdir()) and not force:
+        raise ReleaseError(f"{dest} is not empty; use --force to replace an earlier release there")
+    project = _pyproject()["project"]
+    summary = ReleaseSummary(dest=dest, version=project["version"])
+    parent = dest.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".attnkit-release-", dir=parent))
+    try:
+        _build(stage, summary, project)
+        leaks = find_leaks(stage)
+        if leaks:
+            shown = "\n  ".join(leaks[:20]) + (f"\n  … and {len(leaks) - 20} more" if len(leaks) > 20 else "")
+            raise ReleaseError(f"the learner's kit would leak the answers; nothing was written:\n  {shown}")
+        files = _files_under(stage)
+        summary.files = files
+        earlier = set(_earlier_release(dest)) if force else set()
+        summary.removed = sorted(rel for rel in earlier & set(existing) if rel not in files)
+        summary.kept = sorted(rel for rel in existing if rel not in earlier and rel not in files and rel != RECORD)
+        dest.mkdir(parents=True, exist_ok=True)
+        for rel in summary.removed:
+            target = dest / rel
+            if target.is_file() or target.is_symlink():
+                target.unlink()
+            for folder in target.parents:  # folders the removal emptied
+                if folder == dest or dest not in folder.parents:
+                    break
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        for rel in files:
+            target = dest / rel
+            if target.is_symlink() or (target.exists() and not target.is_file()):
+                raise ReleaseError(f"{target}: is in the way (a link or a folder); remove it and release again")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / rel, target)
+        record = {
+            "kit_version": summary.version,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "files": files,
+        }
+        (dest / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return summary
