@@ -1,0 +1,531 @@
+"""Notebooks: the generated exercise notebooks, run in a real kernel, and notebooks as submissions."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading import grade_submission
+from grader.notebooks import (
+    CHECK_TAG,
+    GROUPS,
+    SOLUTION_TAG,
+    NotebookError,
+    build_notebook,
+    notebook_to_source,
+    write_notebooks,
+)
+from grader.registry import CLASS_ALIASES, HOOK_NAMES
+from grader.sandbox import Limits, Template
+from grader.submissions import read_submission
+from grader.suite import build_suite
+from grader.verdict import FAILED, PASSED
+
+KIT = Path(__file__).resolve().parents[1]
+ALICE = KIT / "examples" / "submissions" / "alice.py"
+REFERENCE = KIT / "solutions" / "reference.py"
+SEED = 20261130
+v4 = nbformat.v4
+
+
+def hooks_of(cell) -> list[str]:
+    return list(cell.metadata.get("attnkit", {}).get("hooks", []))
+
+
+def tagged(nb, tag: str) -> list:
+    return [c for c in nb.cells if c.cell_type == "code" and tag in c.metadata.get("tags", [])]
+
+
+# --- building -----------------------------------------------------------------------------------
+
+
+def test_five_valid_notebooks_are_written(tmp_path):
+    paths = write_notebooks(tmp_path / "nb")
+    assert [p.name for p in paths] == [f"{g}.ipynb" for g in GROUPS]
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        assert nb.nbformat == 4
+        assert nb.metadata.kernelspec.name == "python3"
+        assert nb.metadata.language_info.name == "python"
+        assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+        assert nb.cells[-1].metadata["tags"] == [CHECK_TAG]
+        first_code = next(c for c in nb.cells if c.cell_type == "code")
+        assert SOLUTION_TAG in first_code.metadata["tags"] and hooks_of(first_code) == []
+        assert {"import math", "import torch", "from torch import nn"} <= set(first_code.source.splitlines())
+        assert all(c.get("outputs", []) == [] for c in nb.cells)
+
+
+def test_notebooks_are_deterministic(tmp_path):
+    first = [p.read_bytes() for p in write_notebooks(tmp_path / "a")]
+    second = [p.read_bytes() for p in write_notebooks(tmp_path / "b")]
+    assert first == second
+    assert all(b.endswith(b"\n") for b in first)
+    ids = [c["id"] for b in first for c in json.loads(b)["cells"]]
+    assert len(ids) == len(set(ids))
+    assert "scores-00" in ids
+
+
+def test_every_hook_has_exactly_one_tagged_stub_cell():
+    seen: list[str] = []
+    for group in GROUPS:
+        nb = build_notebook(group)
+        solution_cells = tagged(nb, SOLUTION_TAG)
+        (check_cell,) = tagged(nb, CHECK_TAG)
+        group_hooks = [h for c in solution_cells for h in hooks_of(c)]
+        assert hooks_of(check_cell) == group_hooks
+        assert f"check(globals(), {group_hooks!r})" in check_cell.source
+        assert "from grader.notebook_check import check" in check_cell.source
+        for cell in solution_cells:
+            for hook in hooks_of(cell):
+                names = {n.name for n in ast.parse(cell.source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+                assert hook in names, (group, hook)
+                if hook in CLASS_ALIASES:
+                    assert CLASS_ALIASES[hook] in names
+                assert "raise NotImplementedError(" in cell.source
+        seen += group_hooks
+    assert sorted(seen) == sorted(HOOK_NAMES)
+    assert len(seen) == len(set(seen))
+
+
+def test_stub_cells_keep_the_shape_comments_and_explain_in_markdown():
+    nb = build_notebook("scores")
+    (cell,) = [c for c in tagged(nb, SOLUTION_TAG) if hooks_of(c) == ["dot_product_scores"]]
+    assert "# queries: (..., Tq, d)   keys: (..., Tk, d)   ->   scores: (..., Tq, Tk)" in cell.source
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Mind the\nleading (batch) dims" in text  # the stub's docstring
+    assert "Three steps answer it" in text  # the chapter's reasoning (module docstring)
+    modules = "\n".join(c.source for c in build_notebook("modules").cells if c.cell_type == "markdown")
+    assert "from .scores" not in modules
+    assert "paste" in modules and "exercises" in modules
+
+
+def test_notebooks_are_built_from_sources_not_imports(tmp_path):
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    for group in GROUPS:
+        text = (KIT / "exercises" / f"{group}.py").read_text(encoding="utf-8")
+        (folder / f"{group}.py").write_text("raise SystemExit('imported!')\n" + text, encoding="utf-8")
+    nb = build_notebook("heads", folder)
+    assert [hooks_of(c) for c in tagged(nb, SOLUTION_TAG)] == [[], ["split_heads"], ["merge_heads"]]
+    with pytest.raises(ValueError, match="unknown exercise group"):
+        build_notebook("nope", folder)
+
+
+# --- executing in a real kernel -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kernel_name(tmp_path_factory):
+    """``python3``, started with this very Python (a kernelspec of our own when the installed one is not)."""
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    with pytest.MonkeyPatch.context() as mp:
+        try:
+            argv = KernelSpecManager().get_kernel_spec("python3").argv
+        except NoSuchKernel:
+            argv = []
+        plain = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+        same = bool(argv) and (argv[0] in plain or os.path.realpath(argv[0]) == os.path.realpath(sys.executable))
+        if not same:
+            root = tmp_path_factory.mktemp("jupyter")
+            spec = root / "kernels" / "python3"
+            spec.mkdir(parents=True)
+            kernel = {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (attnkit tests)",
+                "language": "python",
+            }
+            (spec / "kernel.json").write_text(json.dumps(kernel))
+            mp.setenv(
+                "JUPYTER_PATH", os.pathsep.join([str(root), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep)
+            )
+            assert "python3" in KernelSpecManager().find_kernel_specs()
+        yield "python3"
+
+
+def execute(notebooks: list, kernel: str) -> None:
+    """Run the notebooks, side by side, each in its own kernel whose working folder is the kit."""
+    import asyncio
+
+    from nbclient import NotebookClient
+
+    async def run_all() -> None:
+        clients = [
+            NotebookClient(nb, timeout=300, kernel_name=kernel, resources={"metadata": {"path": str(KIT)}})
+            for nb in notebooks
+        ]
+        await asyncio.gather(*(c.async_execute() for c in clients))
+
+    asyncio.run(run_all())
+
+
+def output_text(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out.get("text", ""))
+        elif out.get("output_type") == "error":
+            parts.append("\n".join(out.get("traceback", [])))
+        else:
+            parts.append(out.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def reference_definitions() -> dict[str, str]:
+    """Each top-level function and class of the reference, as a learner would paste it (no decorator)."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    return {
+        node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        for node in ast.parse(text).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+    }
+
+
+def with_reference(nb):
+    """The notebook with each tagged stub replaced by the reference's code for its hooks."""
+    ref = reference_definitions()
+    nb = copy.deepcopy(nb)
+    cells = tagged(nb, SOLUTION_TAG)
+    for cell in cells:
+        parts = []
+        for hook in hooks_of(cell):
+            if hook in CLASS_ALIASES:
+                parts.append(ref[CLASS_ALIASES[hook]])
+            parts.append(ref[hook])
+        if parts:
+            cell.source = "\n\n\n".join(parts)
+    if nb.metadata["attnkit"]["group"] == "modules":  # the classes build on the other groups' functions
+        helpers = cells[1]
+        assert hooks_of(helpers) == [] and "Paste your own functions" in helpers.source
+        helpers.source = "\n\n\n".join(ref[h] for h in HOOK_NAMES if h not in CLASS_ALIASES)
+    return nb
+
+
+def check_output(nb) -> str:
+    (cell,) = tagged(nb, CHECK_TAG)
+    text = output_text(cell)
+    assert "Traceback" not in text and "Error" not in text.split("\n")[0], text
+    return text
+
+
+@pytest.mark.slow
+def test_notebooks_run_in_a_kernel_with_stubs_and_with_answers(kernel_name):
+    stubs = [build_notebook(g) for g in GROUPS]
+    answers = [with_reference(nb) for nb in stubs]
+    started = time.perf_counter()
+    execute(stubs + answers, kernel_name)
+    elapsed = time.perf_counter() - started
+    for nb in stubs:
+        text = check_output(nb)
+        hooks = nb.metadata["attnkit"]["hooks"]
+        for hook in hooks:
+            assert re.search(rf"^{hook}\s+not started\s+0/\d+", text, re.M), text
+        assert f"0 of {len(hooks)} exercises passing." in text
+        (cell,) = tagged(nb, CHECK_TAG)
+        html = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
+        assert html.count("not started") == len(hooks), "the HTML table shows in Jupyter"
+    for nb in answers:
+        text = check_output(nb)
+        hooks = nb.metadata["attnkit"]["hooks"]
+        for hook in hooks:
+            assert re.search(rf"^{hook}\s+passing\s+(\d+)/\1\b", text, re.M), text
+        assert f"{len(hooks)} of {len(hooks)} exercises passing." in text
+    assert elapsed < 240, f"executing the notebooks took {elapsed:.0f} s"
+
+
+def test_check_outside_jupyter_prints_plain_text(capsys):
+    from grader.notebook_check import check
+    from solutions import reference
+
+    rows = check(dict(vars(reference)), ["causal_mask", "split_heads"])
+    assert [(r.exercise, r.status) for r in rows] == [("causal_mask", "passing"), ("split_heads", "passing")]
+    out = capsys.readouterr().out
+    assert re.search(r"^causal_mask\s+passing\s+(\d+)/\1", out, re.M)
+    assert out.rstrip().endswith("2 of 2 exercises passing.")
+
+
+def test_check_shows_not_started_failing_and_a_hint(capsys):
+    import torch
+
+    from grader.notebook_check import check
+    from solutions import reference
+
+    def softmax_weights(scores, dim=-1):  # the classic: dim=1 on batched scores
+        e = torch.exp(scores - scores.amax(dim=1, keepdim=True))
+        return e / e.sum(dim=1, keepdim=True)
+
+    namespace = dict(vars(reference), softmax_weights=softmax_weights)
+    del namespace["split_heads"]
+    rows = check(namespace, ["softmax_weights", "split_heads", "merge_heads"])
+    assert [r.status for r in rows] == ["failing", "not started", "passing"]
+    assert rows[0].first_failure and "\n" not in rows[0].first_failure
+    out = capsys.readouterr().out
+    assert "1 of 3 exercises passing." in out
+    try:
+        import solutions.mistakes  # noqa: F401
+    except ImportError:
+        return
+    assert rows[0].mistake and rows[0].hint
+    assert f"looks like {rows[0].mistake}" in out
+
+
+# --- notebook submissions: conversion ---------------------------------------------------------------
+
+
+def notebook(*cells, tags: dict[int, list[str]] | None = None, minor: int = 5) -> str:
+    nb = v4.new_notebook()
+    nb.nbformat_minor = minor
+    for i, src in enumerate(cells):
+        cell = v4.new_markdown_cell(src[3:]) if src.startswith("md:") else v4.new_code_cell(src)
+        cell.id = f"c{i}"
+        if tags and i in tags:
+            cell.metadata["tags"] = tags[i]
+        nb.cells.append(cell)
+    return nbformat.writes(nb)
+
+
+def kept_code(source: str) -> list[str]:
+    """The top-level statements of a converted notebook, unparsed."""
+    return [ast.unparse(n) for n in ast.parse(source).body]
+
+
+def test_only_imports_definitions_and_constants_are_kept():
+    text = notebook(
+        "md:# my work",
+        "import math\nimport torch\nfrom torch import nn\nD = 4\nNEG = -1.5\nDTYPE = torch.float32\nNAMES = ('a', 'b')",
+        "import time\ntime.sleep(3600)",
+        "%matplotlib inline\n!pip install torch\nx = torch.randn(3)\nprint(x)\nx",
+        "def f(x):\n    return x * D\n\nclass M(nn.Module):\n    pass\n\nasync def g():\n    return 1\n\nalias = f",
+        "for step in range(10**9):\n    print(step)\nwhile True:\n    pass\nwith open('x') as fh:\n    pass\n"
+        "if __name__ == '__main__':\n    f(1)\ntry:\n    1 / 0\nexcept Exception:\n    pass",
+        "%%time\ndef h():\n    return 2",
+        "y = f(3)\nz = undefined_name\ndel D",
+    )
+    source = notebook_to_source(text)
+    assert kept_code(source) == [
+        "import math",
+        "import torch",
+        "from torch import nn",
+        "D = 4",
+        "NEG = -1.5",
+        "DTYPE = torch.float32",
+        "NAMES = ('a', 'b')",
+        "import time",
+        "def f(x):\n    return x * D",
+        "class M(nn.Module):\n    pass",
+        "async def g():\n    return 1",
+        "alias = f",
+    ]
+    assert "# [not run] time.sleep(3600)" in source
+    assert "# [not run] %matplotlib inline" in source
+    namespace: dict = {}
+    exec(compile(source, "nb.py", "exec"), namespace)  # noqa: S102 - our own test notebook
+    assert namespace["f"](2) == 8
+
+
+def test_line_numbers_map_back_to_the_cells():
+    text = notebook("md:intro", "import torch\nprint(1)\n\ndef f(x):\n    return x\n", "def g(x):\n    return 1 / 0")
+    source = notebook_to_source(text)
+    lines = source.splitlines()
+    start = lines.index("# --- cell 3 ---")
+    assert lines[start + 2] == "    return 1 / 0"  # line 2 of cell 3
+    start = lines.index("# --- cell 2 ---")
+    assert lines[start + 4] == "def f(x):"
+
+
+def test_tagged_cells_only_and_their_syntax_errors():
+    junk = "this is not python(("
+    text = notebook(junk, "def f(x):\n    return x", "print('experiment')", tags={1: [SOLUTION_TAG]})
+    source = notebook_to_source(text)
+    assert kept_code(source) == ["def f(x):\n    return x"]
+    assert junk not in source and "experiment" not in source
+    broken = notebook("def f(x):\n    return x", "def g(:\n    pass", tags={0: [SOLUTION_TAG], 1: [SOLUTION_TAG]})
+    with pytest.raises(NotebookError, match=r"^cell 2: SyntaxError: .+ \(line 1\)$"):
+        notebook_to_source(broken)
+
+
+def test_untagged_cells_that_do_not_parse_are_skipped():
+    source = notebook_to_source(notebook("def f(x):\n    return x", "oops((", "x = ="))
+    assert kept_code(source) == ["def f(x):\n    return x"]
+    with pytest.raises(NotebookError, match="^no Python code found in the notebook$"):
+        notebook_to_source(notebook("oops((", "print(1)", "md:text"))
+    with pytest.raises(NotebookError, match="^no Python code found in the notebook$"):
+        notebook_to_source(notebook())
+
+
+def test_the_check_cell_and_the_kits_own_packages_are_left_out():
+    generated = nbformat.writes(build_notebook("heads"))
+    source = notebook_to_source(generated)
+    assert "check(" not in "\n".join(kept_code(source))
+    untagged = notebook(
+        "from grader import hookimpl\nfrom exercises.scores import softmax_weights\nimport torch",
+        "@hookimpl\ndef split_heads(x, num_heads):\n    return x",
+        "from grader.notebook_check import check\ncheck(globals(), ['split_heads'])",
+    )
+    source = notebook_to_source(untagged)
+    assert kept_code(source) == ["import torch", "def split_heads(x, num_heads):\n    return x"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{\n "cells": [],\n oops\n}', "not a notebook: invalid JSON at line 3"),
+        ("", "not a notebook: invalid JSON at line 1"),
+        ("[1, 2]", "not a notebook: the JSON is not an object"),
+        ('{"cells": []}', "not a notebook: no nbformat version"),
+        (
+            '{"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}',
+            "not a notebook: nbformat version 3 is not supported (4 is)",
+        ),
+        (
+            '{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": "x"}]}',
+            "not a notebook: ",
+        ),
+    ],
+    ids=["bad-json", "empty", "array", "no-version", "v3", "invalid-v4"],
+)
+def test_invalid_notebooks_are_one_line_errors(text, message):
+    with pytest.raises(NotebookError) as info:
+        notebook_to_source(text)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+# --- notebook submissions: grading --------------------------------------------------------------
+
+
+def split_into_cells(source: str) -> list[str]:
+    """A .py file as notebook cells: one cell per top-level definition, imports together."""
+    lines = source.splitlines()
+    cells, last = [], 0
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+            if "\n".join(lines[last:start]).strip():
+                cells.append("\n".join(lines[last:start]).strip("\n"))
+            cells.append("\n".join(lines[start : node.end_lineno]))
+            last = node.end_lineno
+    if "\n".join(lines[last:]).strip():
+        cells.append("\n".join(lines[last:]).strip("\n"))
+    return cells
+
+
+HANGS = "import time\ntime.sleep(3600)"
+EXPERIMENT = (
+    "import torch\n"
+    "x = torch.rand(6, 6)\n"
+    "print(softmax_weights(x))\n"
+    "for step in range(10**9):  # a 'plotting' loop that would never end\n"
+    "    weights = softmax_weights(torch.rand(6, 6))\n"
+    "    print(step, weights.sum())"
+)
+
+
+def alice_notebook(path: Path, tags: bool = False) -> Path:
+    cells = split_into_cells(ALICE.read_text(encoding="utf-8"))
+    cells = [cells[0], HANGS, *cells[1:], "%matplotlib inline\n!nvidia-smi", EXPERIMENT]
+    marks = {i: [SOLUTION_TAG] for i, c in enumerate(cells) if c not in (HANGS, EXPERIMENT)} if tags else None
+    path.write_text(notebook("md:# Alice's attention", *cells, tags=marks and {i + 1: t for i, t in marks.items()}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return build_suite(SEED, ("cpu",))
+
+
+@pytest.fixture(scope="module")
+def template():
+    with Template() as tpl:
+        yield tpl
+
+
+def grade(path: Path, suite, template):
+    submission = read_submission(path)
+    return submission, grade_submission(submission, suite=suite, template=template, limits=Limits(call_seconds=5))
+
+
+def outcome(results) -> list[tuple[str, str, str]]:
+    return [(r.test_name, r.status, r.message) for r in results]
+
+
+@pytest.mark.slow
+def test_untagged_notebook_that_would_hang_grades_like_the_py(tmp_path, suite, template):
+    (tmp_path / "py").mkdir()
+    (tmp_path / "nb").mkdir()
+    py = tmp_path / "py" / "alice.py"
+    py.write_text(ALICE.read_text(encoding="utf-8"), encoding="utf-8")
+    nb = alice_notebook(tmp_path / "nb" / "alice.ipynb")
+    assert "time.sleep(3600)" in nb.read_text()
+    _, as_py = grade(py, suite, template)
+    started = time.perf_counter()
+    submission, as_nb = grade(nb, suite, template)
+    elapsed = time.perf_counter() - started
+    assert (submission.format, submission.error, submission.entry) == ("ipynb", None, "alice.py")
+    assert elapsed < 60, f"the notebook took {elapsed:.0f} s to grade"
+    assert {r.status for r in as_nb} == {PASSED}, [m for m in outcome(as_nb) if m[1] != PASSED][:3]
+    assert {r.hook for r in as_nb} == set(HOOK_NAMES)
+    assert outcome(as_nb) == outcome(as_py)
+
+
+@pytest.mark.slow
+def test_tagged_notebook_is_graded_from_its_tagged_cells(tmp_path, suite, template):
+    path = alice_notebook(tmp_path / "alice.ipynb", tags=True)
+    nb = nbformat.reads(path.read_text(), as_version=4)
+    nb.cells.append(v4.new_code_cell("def softmax_weights(scores, dim=-1):\n    return scores  # junk, untagged"))
+    nb.cells.append(v4.new_code_cell("this is not Python at all (("))
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+    path.write_text(nbformat.writes(nb))
+    submission, results = grade(path, suite, template)
+    assert submission.error is None
+    assert "junk" not in submission.files["alice.py"]
+    assert {r.status for r in results} == {PASSED}
+
+
+def test_broken_notebooks_become_error_rows(tmp_path, suite):
+    class NoTemplate:  # an error row never reaches the sandbox
+        def spawn(self, *args, **kwargs):
+            raise AssertionError("spawned a child for an error row")
+
+    broken = tmp_path / "bad.ipynb"
+    broken.write_text('{\n "cells": [\n  {"cell_type": "code",,\n ]\n}\n', encoding="utf-8")
+    v3 = tmp_path / "old.ipynb"
+    v3.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}))
+    expected = {
+        broken: "bad.ipynb: not a notebook: invalid JSON at line 3",
+        v3: "old.ipynb: not a notebook: nbformat version 3 is not supported (4 is)",
+    }
+    for path, message in expected.items():
+        submission = read_submission(path)
+        assert (submission.format, submission.error) == ("ipynb", message)
+        results = grade_submission(submission, suite=suite, template=NoTemplate())
+        assert len(results) == len(suite.runs)
+        assert all(r.status == FAILED and r.message == f"not graded: {message}" for r in results)
+
+
+@pytest.mark.slow
+def test_a_zip_holding_a_notebook_is_graded(tmp_path, suite, template):
+    nb = alice_notebook(tmp_path / "work.ipynb")
+    archive = tmp_path / "bob.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(nb, "bob/attention.ipynb")
+        zf.writestr("bob/.ipynb_checkpoints/attention-checkpoint.ipynb", "{broken")
+    submission, results = grade(archive, suite, template)
+    assert (submission.student, submission.format, submission.error) == ("bob", "ipynb", None)
+    assert list(submission.files) == ["attention.py"]
+    assert {r.status for r in results} == {PASSED}
