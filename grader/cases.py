@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -660,6 +660,37 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
     return cases
 
 
+def _again(case: Case, m: Maker) -> Case | None:
+    """The same case with fresh values of the same shapes: a submission that caches by shape fails it."""
+    args = dict(case.args)
+    for name, value in case.args.items():
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            if isinstance(value, torch.Tensor) and value.dtype == torch.bool and name == "keep_mask":
+                args[name] = m.rand(*value.shape) >= 0.3
+            continue
+        if torch.isinf(value).any():
+            return None
+        args[name] = m.weights(*value.shape) if name == "weights" else m.randn(*value.shape)
+    module = None
+    if case.module is not None:
+        module = ModuleSpec(
+            [m.randn(*x.shape) for x in case.module.forwards],
+            state_seed=m.seed() if case.module.state_seed is not None else None,
+            init_seed=case.module.init_seed,
+            train=case.module.train,
+        )
+    if all(args[k] is case.args[k] for k in args) and module is None:
+        return None  # nothing to refresh (e.g. causal_mask takes no tensors)
+    return replace(
+        case,
+        name=f"{case.name}-again",
+        what=f"{case.what}, again with fresh values of the same shapes",
+        args=args,
+        module=module,
+        meta=False,
+    )
+
+
 def make_cases(seed: int) -> list[Case]:
     """Every hidden case for ``seed``, in hookspec order."""
     m = Maker(seed)
@@ -680,4 +711,9 @@ def make_cases(seed: int) -> list[Case]:
         "make_multihead_attention": _module_cases("make_multihead_attention", m),
     }
     assert list(by_hook) == list(HOOK_NAMES), "every hook needs hidden cases, in hookspec order"
+    for hook in HOOK_NAMES:  # each hook's main case once more, fresh values, same shapes
+        main = next(c for c in by_hook[hook] if c.meta)
+        again = _again(main, m)
+        if again is not None:
+            by_hook[hook].append(again)
     return [case for hook in HOOK_NAMES for case in by_hook[hook]]
