@@ -421,6 +421,12 @@ def _limit(resource_name: str, value: int) -> None:
         resource.setrlimit(kind, (min(value, new_hard), new_hard))
 
 
+def _peak_rss_kib() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+
+
 def _processes_of_this_user() -> int:
     uid = os.getuid()
     count = 0
@@ -478,6 +484,7 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
                 reply, outputs = run_call(hooks, call, tensors)
+                reply["peak_rss_kib"] = _peak_rss_kib()
                 with contextlib.suppress(Exception):  # keep what the learner printed, even on os._exit later
                     sys.stdout.flush()
                     sys.stderr.flush()
@@ -673,6 +680,15 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _release_free_memory() -> None:
+    """Hand freed heap back to the OS before forking: every child starts with the template's RSS."""
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().malloc_trim(0)
+
+
 def _warm_meta() -> None:
     """Pay the meta device's one-off start-up (lazy imports) once, here, not in every child.
 
@@ -696,7 +712,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> None:
+def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str], warm_meta: bool = True) -> None:
     """Import torch once, then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
@@ -709,8 +725,10 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> No
     import safetensors.torch  # noqa: F401 - warm the import for the children
     import torch  # noqa: F401
 
-    _warm_meta()
+    if warm_meta:
+        _warm_meta()
     _drop_kit_from_path(kit_roots)
+    _release_free_memory()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     control = socket.socket(fileno=control_fd)
     template_pid = os.getpid()
@@ -762,4 +780,4 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str]) -> No
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":
-    serve_template(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
+    serve_template(int(sys.argv[2]), int(sys.argv[3]), sys.argv[5:], warm_meta=sys.argv[4] == "meta")

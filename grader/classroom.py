@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import torch
+
 from grader import heatmaps
 from grader.cases import suite_version
-from grader.diagnosis import fingerprint_suite
+from grader.diagnosis import Fingerprints
 from grader.gradebook import Gradebook
 from grader.grading import Figures, available_devices, grade_submission
 from grader.reports import student_folder
@@ -186,9 +188,11 @@ def grade_class(
         if on_start:
             on_start(len(todo))
         if todo:
-            suite = build_suite(seed, tuple(ran) + tuple(skipped))
-            suite.fingerprints = fingerprint_suite(suite)
-            with Template() as template:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # verdicts on small tensors; the parallelism is --jobs
+            with Template(warm_meta="meta" in ran) as template:  # boots while the suite is built
+                suite = build_suite(seed, tuple(ran) + tuple(skipped))
+                suite.fingerprints = Fingerprints()
                 isolation = template.isolation()
                 book.set_isolation(run_id, isolation)
                 if strict_isolation and isolation != FULL_ISOLATION:
@@ -203,11 +207,14 @@ def grade_class(
                     heatmaps.write(student_folder(out, sub.student), figures)
                     return results
 
-                for sub, results in (executor or LocalExecutor()).map_unordered(grade_one, todo):
-                    book.record(run_id, sub, results)
-                    graded[sub.student] = results
-                    if on_graded:
-                        on_graded(sub, results)
+                try:
+                    for sub, results in (executor or LocalExecutor()).map_unordered(grade_one, todo):
+                        book.record(run_id, sub, results)
+                        graded[sub.student] = results
+                        if on_graded:
+                            on_graded(sub, results)
+                finally:
+                    torch.set_num_threads(threads)
         else:
             isolation = str((book.get_run(run_id) or {}).get("isolation", "none"))
             if isolation.startswith("unknown"):

@@ -358,15 +358,17 @@ def submit(paths: tuple[Path, ...], out: Path | None, who: str | None, no_check:
     if packed.checks:
         behind = [(hook, c) for hook, c in packed.checks.items() if c["status"] != "passing"]
         for hook, c in behind:
-            console.print(
-                f"  {hook}: [{STATUS_STYLE.get(c['status'], '')}]{c['status']}[/] ({c['passed']}/{c['total']})"
+            colour = STATUS_STYLE.get(c["status"])
+            click.echo(
+                f"  {hook}: {click.style(c['status'], fg=colour if colour != 'dim' else None)} "
+                f"({c['passed']}/{c['total']})"
             )
-        console.print(
+        click.echo(
             f"Public checks at packing time: {manifest['passing']} of {manifest['exercises']} exercises passing."
         )
     else:
-        console.print(f"Public checks: {escape(manifest['check_note'])}")
-    console.print(f"Hand in this file: [bold]{escape(str(packed.out.resolve()))}[/]")
+        click.echo(f"Public checks: {manifest['check_note']}")
+    click.echo(f"Hand in this file: {click.style(str(packed.out.resolve()), bold=True)}")
 
 
 @main.command(cls=InstructorCommand)
@@ -393,7 +395,6 @@ def release(dest: Path, force: bool) -> None:
     from grader.release import ReleaseError
     from grader.release import release as write_release
 
-    console = Console()
     try:
         summary = write_release(dest, force=force)
     except ReleaseError as exc:
@@ -403,17 +404,19 @@ def release(dest: Path, force: bool) -> None:
         top = rel.split("/", 1)[0] + ("/" if "/" in rel else "")
         folders[top] = folders.get(top, 0) + 1
     listing = ", ".join(f"{name} ({n})" if name.endswith("/") else name for name, n in folders.items())
-    console.print(f"Wrote the learner's kit (attnkit {summary.version}) to {escape(str(dest))}: {escape(listing)}")
+    click.echo(f"Wrote the learner's kit (attnkit {summary.version}) to {dest}: {listing}")
     for line in summary.warnings:
-        console.print(f"[yellow]warning:[/] {escape(line)}")
+        click.echo(f"{click.style('warning:', fg='yellow')} {line}")
     if summary.removed:
-        console.print(f"Removed {len(summary.removed)} file(s) of the earlier release that this one no longer has.")
+        click.echo(f"Removed {len(summary.removed)} file(s) of the earlier release that this one no longer has.")
     if summary.kept:
         shown = ", ".join(summary.kept[:10]) + (
             f" … and {len(summary.kept) - 10} more" if len(summary.kept) > 10 else ""
         )
-        console.print(f"[yellow]Kept {len(summary.kept)} file(s) not written by attnkit release:[/] {escape(shown)}")
-    console.print("No reference code, hidden case or catalogue entry found in it.")
+        click.echo(
+            f"{click.style(f'Kept {len(summary.kept)} file(s)', fg='yellow')} not written by attnkit release: {shown}"
+        )
+    click.echo("No reference code, hidden case or catalogue entry found in it.")
 
 
 @main.command(cls=InstructorCommand)
@@ -432,7 +435,6 @@ def notebooks(dest: Path, force: bool) -> None:
 
     from grader.notebooks import write_notebooks
 
-    console = Console()
     with tempfile.TemporaryDirectory(prefix="attnkit-notebooks-") as tmp:
         fresh = write_notebooks(Path(tmp))
         if dest.exists() and not dest.is_dir():
@@ -452,8 +454,8 @@ def notebooks(dest: Path, force: bool) -> None:
             target.write_bytes(p.read_bytes())
             written.append(p.name)
     same = len(fresh) - len(written)
-    console.print(
-        f"Wrote {len(written)} notebook(s) to {escape(str(dest))}"
+    click.echo(
+        f"Wrote {len(written)} notebook(s) to {dest}"
         + (f": {', '.join(written)}" if written else "")
         + (f"; {same} already up to date" if same else "")
     )

@@ -11,16 +11,14 @@ that mistake, and the feedback shows its hint.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from grader.child_runtime import run_call
 from grader.verdict import FAILED, judge
-
-if TYPE_CHECKING:  # the suite is instructor-only; a learner's kit has none
-    from grader.suite import Suite
 
 LANGUAGES = ("en", "zh")
 
@@ -55,43 +53,47 @@ def _fingerprint(mistake_id: str, exercise: str, reply: dict, outputs: dict, mes
     )
 
 
-def fingerprint_suite(suite: Suite, catalogue: Any = None) -> dict[int, list[Fingerprint]]:
-    """For every run (by ``id(run)``), the fingerprints of the catalogued mistakes that fail it."""
-    return fingerprint_runs(suite.runs, catalogue)
+class Fingerprints:
+    """The catalogued mistakes' fingerprints, computed the first time a failing case needs them.
 
-
-def fingerprint_runs(runs: list[Any], catalogue: Any = None) -> dict[int, list[Fingerprint]]:
-    """For each run (by ``id(run)``), the fingerprints of the catalogued mistakes that fail it.
-
-    Only mistakes that override the run's hook are tried: a mistake changes
-    nothing else.  Runs on devices other than cpu and meta reuse nothing here.
+    Shared by every grading thread; only runs that some submission fails cost
+    anything.  Empty where the catalogue is not installed (a learner's kit).
     """
-    from solutions.mistakes import CATALOGUE, mistake_solution
 
-    catalogue = CATALOGUE if catalogue is None else catalogue
-    by_hook: dict[str, list[tuple[Any, Any]]] = {}
-    for mistake in catalogue:
-        solution = mistake_solution(mistake)
-        for hook in mistake.overrides:
-            by_hook.setdefault(hook, []).append((mistake, solution))
-    found: dict[int, list[Fingerprint]] = {}
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: threads only add overhead
-    try:
-        for run in runs:
-            if run.device not in ("cpu", "meta"):
-                continue
-            for mistake, solution in by_hook.get(run.hook, []):
+    def __init__(self, catalogue: Any = None) -> None:
+        self._by_hook: dict[str, list[tuple[Any, Any]]] = {}
+        self._cache: dict[int, list[Fingerprint]] = {}
+        self._lock = threading.Lock()
+        try:
+            from solutions.mistakes import CATALOGUE, mistake_solution
+        except ImportError:
+            return
+        for mistake in CATALOGUE if catalogue is None else catalogue:
+            solution = mistake_solution(mistake)
+            for hook in mistake.overrides:
+                self._by_hook.setdefault(hook, []).append((mistake, solution))
+
+    def for_run(self, run: Any) -> list[Fingerprint]:
+        """Fingerprints of the mistakes (overriding this run's hook) that fail this run."""
+        with self._lock:
+            if id(run) in self._cache:
+                return self._cache[id(run)]
+        found = []
+        if run.device in ("cpu", "meta"):
+            for mistake, solution in self._by_hook.get(run.hook, []):
                 with torch.random.fork_rng(devices=[]):
                     reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
                 status, message = judge(run, reply, outputs)
                 if status == FAILED:
-                    found.setdefault(id(run), []).append(
-                        _fingerprint(mistake.id, mistake.exercise, reply, outputs, message)
-                    )
-    finally:
-        torch.set_num_threads(previous_threads)
-    return found
+                    found.append(_fingerprint(mistake.id, mistake.exercise, reply, outputs, message))
+        with self._lock:
+            return self._cache.setdefault(id(run), found)
+
+
+def fingerprint_runs(runs: list[Any], catalogue: Any = None) -> dict[int, list[Fingerprint]]:
+    """For each run (by ``id(run)``), the fingerprints of the catalogued mistakes that fail it."""
+    fingerprints = Fingerprints(catalogue)
+    return {id(run): found for run in runs if (found := fingerprints.for_run(run))}
 
 
 def _same_outputs(mine: list[torch.Tensor], theirs: list[torch.Tensor]) -> bool:

@@ -48,6 +48,7 @@ class _Session:
     child: Child | None = None
     restarts: int = 0
     load_reply: dict[str, Any] | None = None
+    peak_rss_kib: int = 0
 
     def ensure(self) -> Child:
         if self.child is None:
@@ -91,12 +92,14 @@ def grade_submission(
     skipped_devices: dict[str, str] | None = None,
     reveal: bool = False,
     figures: Figures | None = None,
+    stats: dict[str, Any] | None = None,
 ) -> list[CaseResult]:
     """Every run of ``suite`` against ``submission``, judged here.
 
     Failing cases are matched against the suite's fingerprints of known
     mistakes; ``figures``, when given, collects the first failing weights case
-    of each hook for a heatmap.
+    of each hook for a heatmap; ``stats``, when given, gets the learner
+    process's peak RSS (``peak_rss_kib``, as it reported it) and its restarts.
     """
     limits = limits or Limits()
     skipped_devices = skipped_devices or {}
@@ -127,6 +130,8 @@ def grade_submission(
                 results += _grade_batch(session, batch, reveal, suite.fingerprints, figures)
     finally:
         session.close()
+        if stats is not None:
+            stats.update(peak_rss_kib=session.peak_rss_kib, restarts=session.restarts)
     return results
 
 
@@ -145,7 +150,7 @@ def _unusable_hooks(found: dict[str, Any]) -> dict[str, str]:
 
 
 def _grade_batch(
-    session: _Session, batch: Batch, reveal: bool, fingerprints: dict[int, list[Any]], figures: Figures | None
+    session: _Session, batch: Batch, reveal: bool, fingerprints: Any, figures: Figures | None
 ) -> list[CaseResult]:
     student = session.submission.student
     results: list[CaseResult] = []
@@ -173,10 +178,11 @@ def _grade_batch(
             results.append(_result(student, run, FAILED, f"sent back unreadable data ({type(exc).__name__})"))
             results += [_result(student, r, FAILED, "not run: the process was stopped") for r in batch.runs[i + 1 :]]
             return results
+        session.peak_rss_kib = max(session.peak_rss_kib, int(header.get("peak_rss_kib") or 0))
         status, message = judge(run, header, outputs, reveal=reveal)
         mistake = ""
         if status == FAILED:
-            mistake = diagnose(fingerprints.get(id(run), []), header, outputs, message)
+            mistake = diagnose(fingerprints.for_run(run) if fingerprints else [], header, outputs, message)
             got = outputs.get("out0")
             if figures is not None and run.hook in WEIGHT_HOOKS and run.hook not in figures and run.golds:
                 if got is not None and got.shape == run.golds[0].shape:

@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import tokenize
 from dataclasses import dataclass, field
@@ -116,10 +117,10 @@ class ReleaseSummary:
 
 
 def _pyproject() -> dict:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
     path = KIT_ROOT / "pyproject.toml"
     if not path.is_file():
         raise ReleaseError(f"no pyproject.toml at {KIT_ROOT}: release runs from the kit's source tree")
@@ -461,7 +462,11 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
         summary.files = files
         earlier = set(_earlier_release(dest)) if force else set()
         summary.removed = sorted(rel for rel in earlier & set(existing) if rel not in files)
-        summary.kept = sorted(rel for rel in existing if rel not in earlier and rel not in files and rel != RECORD)
+        summary.kept = sorted(
+            rel
+            for rel in existing
+            if rel not in earlier and rel not in files and rel != RECORD and not SKIPPED_NAMES & set(rel.split("/"))
+        )  # caches (__pycache__, .pytest_cache …) are kept too, but not worth a line
         dest.mkdir(parents=True, exist_ok=True)
         for rel in summary.removed:
             target = dest / rel

@@ -155,12 +155,28 @@ def kill_group(pid: int) -> None:
 class Template:
     """A warm ``python -I`` process that has imported torch and forks children on request."""
 
-    def __init__(self, start_timeout: float = 120.0) -> None:
+    def __init__(self, start_timeout: float = 120.0, warm_meta: bool = True) -> None:
+        """Start the template; it boots in the background until the first :meth:`spawn`.
+
+        ``warm_meta`` pays the meta device's start-up once in the template (about
+        4 s and 70 MB) so each child's meta pass is fast; skip it when no meta
+        pass will run.
+        """
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._home = tempfile.mkdtemp(prefix="attnkit-template-")
         source = Path(child_runtime.__file__).read_text(encoding="utf-8")
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", source, "template", str(theirs.fileno()), str(os.getpid()), str(KIT_ROOT)],
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                source,
+                "template",
+                str(theirs.fileno()),
+                str(os.getpid()),
+                "meta" if warm_meta else "no-meta",
+                str(KIT_ROOT),
+            ],
             pass_fds=[theirs.fileno()],
             env=child_environment(self._home),
             cwd=self._home,
@@ -172,16 +188,24 @@ class Template:
         self._control = ours
         self._lock = threading.Lock()
         self._isolation: str | None = None
-        ours.settimeout(start_timeout)
+        self._start_timeout = start_timeout
+        self._ready = False
+
+    def _wait_ready(self) -> None:
+        """Block until the template has imported torch (call with the lock held)."""
+        if self._ready:
+            return
+        self._control.settimeout(self._start_timeout)
         try:
-            ready = ours.recv(4096)
+            ready = self._control.recv(4096)
         except TimeoutError:
             ready = b""
         if not ready:
             self.process.kill()
             err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
             raise RuntimeError(f"the sandbox template did not start: {err.strip()[-2000:]}")
-        ours.settimeout(None)
+        self._control.settimeout(None)
+        self._ready = True
 
     def spawn(self, limits: Limits, use_cuda: bool = False) -> Child:
         workdir = Path(tempfile.mkdtemp(prefix="attnkit-child-"))
@@ -193,6 +217,7 @@ class Template:
         }
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with self._lock:
+            self._wait_ready()
             socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno()])
             reply = self._control.recv(4096)
         theirs.close()

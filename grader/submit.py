@@ -336,6 +336,11 @@ def submit(
     overwritten.  ``who`` defaults to the login name, else the folder's name.
     """
     cwd = Path.cwd() if cwd is None else Path(cwd)
+    if out is not None:
+        if Path(out).suffix.lower() != ".zip":
+            raise SubmitError(f"{out}: the hand-in is a zip; name it <something>.zip")
+        if Path(out).is_dir():
+            raise SubmitError(f"{out}: is a folder")
     kind, found = locate([Path(p) for p in paths], cwd)
     now = datetime.now(timezone.utc)
     contents: dict[str, bytes] = {}
@@ -389,10 +394,6 @@ def submit(
         target = _free(cwd / f"submission-{student}-{now.strftime('%Y-%m-%d')}.zip")
     else:
         target = Path(out)
-        if target.suffix.lower() != ".zip":
-            raise SubmitError(f"{target}: the hand-in is a zip; name it <something>.zip")
-        if target.is_dir():
-            raise SubmitError(f"{target}: is a folder")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     try:

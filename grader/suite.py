@@ -35,7 +35,7 @@ class Suite:
     seed: int
     devices: tuple[str, ...]
     batches: list[Batch] = field(default_factory=list)
-    fingerprints: dict[int, list[Any]] = field(default_factory=dict)  # id(run) -> known mistakes failing it
+    fingerprints: Any = None  # a diagnosis.Fingerprints: the known mistakes failing each run, on demand
 
     @property
     def runs(self) -> list[Run]:

@@ -1,0 +1,145 @@
+"""Throughput of `attnkit grade` against the naive way and against the floor.
+
+    python benchmarks/throughput.py                 # N=24 submissions, --jobs = the cores
+    python benchmarks/throughput.py -n 60 --jobs 2 --naive 4
+
+Grades N generated submissions (copies of the sample class's perfect solution with
+distinct ids, plus a few with mistakes) with the full hidden suite on the CPU, three
+ways, and prints them side by side:
+
+  (a) naive:  one fresh `python -m pytest grader/hidden --solution FILE` per submission
+              (the same hidden cases, in-process, no isolation); timed on --naive of them;
+  (b) grade:  `attnkit grade DIR --devices cpu --jobs J` (sandboxed, one child each);
+  (c) floor:  the same cases called in one process, no isolation, no pytest.
+
+It reports submissions per second, the ratios (a)/(b) and (b)/(c) per submission, the
+marginal cost of one more submission in (b) (from a second, larger run), and the peak
+RSS of a learner's process.  A benchmark, not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(KIT))
+
+SAMPLE = KIT / "examples" / "submissions"
+MISTAKES = ["bob", "dave.py", "erin"]  # a few realistic single mistakes among the copies
+SEED = 2024
+
+
+def make_class(folder: Path, n: int) -> list[Path]:
+    """``n`` submissions: mostly copies of alice.py, every eighth one a copy with a mistake."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = []
+    for i in range(n):
+        source = SAMPLE / (MISTAKES[(i // 8) % len(MISTAKES)] if i % 8 == 7 else "alice.py")
+        target = folder / f"student{i:04d}{source.suffix}"
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy(source, target)
+        made.append(target)
+    return made
+
+
+def time_naive(paths: list[Path]) -> float:
+    """Seconds per submission, one fresh pytest process each."""
+    env = dict(os.environ, ATTNKIT_HIDDEN_SEED=str(SEED))
+    started = time.perf_counter()
+    for path in paths:
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "grader/hidden", f"--solution={path}"],
+            cwd=KIT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        )
+    return (time.perf_counter() - started) / len(paths)
+
+
+def time_grade(folder: Path, jobs: int, out: Path) -> float:
+    """Seconds for one whole `attnkit grade` run of ``folder``."""
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "grader.cli", "grade", str(folder), "--out", str(out), "--seed", str(SEED),
+         "--devices", "cpu", "--jobs", str(jobs), "--force"],
+        cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+    )
+    return time.perf_counter() - started
+
+
+def time_floor(paths: list[Path]) -> float:
+    """Seconds per submission: every hidden case called in this process, no isolation, no pytest."""
+    import torch
+
+    from grader.child_runtime import run_call
+    from grader.registry import load_solution
+    from grader.suite import build_suite
+    from grader.verdict import judge
+
+    torch.set_num_threads(1)
+    suite = build_suite(SEED, ("cpu",))
+    started = time.perf_counter()
+    for path in paths:
+        solution = load_solution(str(path))
+        for run in suite.runs:
+            reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
+            judge(run, reply, outputs)
+    return (time.perf_counter() - started) / len(paths)
+
+
+def child_peak_rss_mib(path: Path) -> float:
+    from grader.grading import grade_submission
+    from grader.sandbox import Template
+    from grader.submissions import read_submission
+    from grader.suite import build_suite
+
+    suite = build_suite(SEED, ("cpu",))
+    stats: dict = {}
+    with Template() as template:
+        grade_submission(read_submission(path), suite, template, stats=stats)
+    return stats["peak_rss_kib"] / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=24, help="submissions in the main run (default 24)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="attnkit grade --jobs (default: cores)")
+    parser.add_argument("--naive", type=int, default=3, help="submissions timed the naive way (default 3)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="attnkit-bench-") as tmp:
+        root = Path(tmp)
+        small, large = max(2, args.n // 2), args.n
+        paths = make_class(root / "class", large)
+        make_class(root / "half", small)
+        print(f"{large} submissions ({sum(p.name.endswith(('.py',)) for p in paths)} .py files), seed {SEED}, "
+              f"jobs {args.jobs}, {os.cpu_count()} cores")
+
+        naive = time_naive(paths[: args.naive])
+        print(f"(a) naive, fresh pytest per submission: {naive:.2f} s per submission (timed on {args.naive})")
+        whole_small = time_grade(root / "half", args.jobs, root / "out-half")
+        whole = time_grade(root / "class", args.jobs, root / "out")
+        per_sub = whole / large
+        marginal = (whole - whole_small) / (large - small)
+        print(f"(b) attnkit grade: {whole:.2f} s for {large} = {per_sub:.3f} s per submission "
+              f"({large / whole:.1f} submissions/s); marginal cost of one more: {marginal:.3f} s "
+              f"(from {small} → {large}: {whole_small:.2f} s → {whole:.2f} s)")
+        floor = time_floor(paths)
+        print(f"(c) floor, one process, no isolation: {floor:.3f} s per submission ({1 / floor:.1f} submissions/s)")
+        rss = child_peak_rss_mib(paths[0])
+        print()
+        print(f"(a)/(b) per submission: {naive / per_sub:.1f}x   (target >= 20x)")
+        print(f"(b)/(c) per submission: {per_sub / floor:.2f}x   (target <= 3x)")
+        print(f"(b)/(c) marginal:       {marginal / floor:.2f}x")
+        print(f"peak RSS of a learner's process: {rss:.0f} MiB   (target <= 300 MiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""``attnkit audit``: the reference passes everything, every catalogued mistake fails something.
+
+And the audit is sharp itself: a "mistake" that is really the reference
+survives and makes it exit non-zero; so does a broken reference.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import grader.audit
+import solutions.mistakes
+from grader.audit import run_audit
+from grader.cli import main
+from grader.grading import available_devices
+from grader.registry import HOOK_NAMES, adopt
+from solutions import reference
+from solutions.mistakes import CATALOGUE, Mistake
+
+WIDE = {"COLUMNS": "300"}
+HARMLESS = Mistake(
+    "harmless-reference-softmax",
+    "softmax_weights",
+    "the reference's own softmax: nothing is wrong",
+    "nothing to fix",
+    "没有需要修改的地方",
+    "tests/test_audit.py",
+    types.MappingProxyType({"softmax_weights": reference.softmax_weights}),
+)
+
+
+def _audit(*args: str):
+    return CliRunner().invoke(main, ["audit", *args], env=WIDE, catch_exceptions=False)
+
+
+def _json(result) -> dict:
+    try:
+        return json.loads(result.stdout)
+    except json.JSONDecodeError as exc:  # pragma: no cover - the message is the point
+        raise AssertionError(f"audit --json printed something that is not JSON: {result.stdout[:2000]}") from exc
+
+
+def _check_schema(data: dict) -> None:
+    """The documented keys with the documented types (extra keys are allowed)."""
+    assert {"reference_passed", "devices", "mistakes"} <= set(data), sorted(data)
+    assert isinstance(data["reference_passed"], bool)
+    assert isinstance(data["devices"], list) and data["devices"]
+    assert all(isinstance(d, str) for d in data["devices"])
+    assert isinstance(data["mistakes"], list)
+    for m in data["mistakes"]:
+        assert {"id", "exercise", "killed", "failed_cases"} <= set(m), m
+        assert isinstance(m["id"], str) and m["id"]
+        assert m["exercise"] in HOOK_NAMES
+        assert isinstance(m["killed"], bool)
+        assert isinstance(m["failed_cases"], list) and all(isinstance(c, str) for c in m["failed_cases"])
+        assert m["killed"] == bool(m["failed_cases"]), m
+
+
+# --- the real catalogue -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report():
+    return run_audit(seed=0, devices=["cpu", "meta"])
+
+
+@pytest.mark.slow
+def test_reference_passes_every_public_and_hidden_case(report):
+    assert report.public_failures == []
+    assert report.hidden_failures == []
+    assert report.reference_passed is True
+    assert report.devices == ["cpu", "meta"]
+
+
+@pytest.mark.slow
+def test_every_catalogued_mistake_is_killed(report):
+    assert len(report.mistakes) >= 25
+    assert [m.id for m in report.mistakes] == [m.id for m in CATALOGUE]
+    assert [m.id for m in report.mistakes if not m.killed] == []
+    assert report.ok is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", CATALOGUE, ids=[m.id for m in CATALOGUE])
+def test_a_mistake_fails_hidden_cases_of_the_hooks_it_overrides_only(report, mistake):
+    (outcome,) = [m for m in report.mistakes if m.id == mistake.id]
+    assert outcome.exercise == mistake.exercise
+    assert outcome.failed_cases, f"{mistake.id} survives the hidden suite"
+    failed_hooks = {name.split("[", 1)[0] for name in outcome.failed_cases}
+    assert failed_hooks <= set(mistake.overrides), failed_hooks
+    assert sum(outcome.by_hook.values()) == len(outcome.failed_cases)
+
+
+@pytest.mark.slow
+def test_audit_json_reports_the_reference_passed_every_mistake_killed_and_exits_0():
+    result = _audit("--json")
+    assert result.exit_code == 0, result.output[-3000:]
+    data = _json(result)
+    _check_schema(data)
+    assert data["reference_passed"] is True
+    assert data["devices"] == [d for d, why in available_devices().items() if why is None]
+    assert len(data["mistakes"]) >= 25
+    assert [m["id"] for m in data["mistakes"] if not m["killed"]] == []
+    assert [m["id"] for m in data["mistakes"]] == [m.id for m in CATALOGUE]
+
+
+# --- a surviving mistake ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def public_cases_skipped(monkeypatch):
+    """Leave the public cases out of run_audit (it imports run_public_cases from grader.check when called).
+
+    The tests using this break the catalogue or the reference *as the audit loads
+    it*; the public cases load the real reference by name and pass anyway, so
+    running them (pytest in-process, seconds) would prove nothing here.
+    """
+    import grader.check
+
+    monkeypatch.setattr(grader.check, "run_public_cases", lambda *args, **kwargs: [])
+
+
+@pytest.fixture
+def with_survivor(monkeypatch, public_cases_skipped):
+    """The catalogue plus a "mistake" whose softmax_weights is the reference's (run_audit reads the attribute)."""
+    monkeypatch.setattr(solutions.mistakes, "CATALOGUE", CATALOGUE + (HARMLESS,))
+    return HARMLESS
+
+
+def test_a_surviving_mistake_is_reported_not_killed_in_json_and_exits_1(with_survivor):
+    result = _audit("--json", "--devices", "cpu,meta")
+    assert result.exit_code == 1, result.output[-3000:]
+    data = _json(result)
+    _check_schema(data)
+    assert data["reference_passed"] is True
+    (entry,) = [m for m in data["mistakes"] if m["id"] == with_survivor.id]
+    assert entry == {**entry, "exercise": "softmax_weights", "killed": False, "failed_cases": []}
+    assert [m["id"] for m in data["mistakes"] if not m["killed"]] == [with_survivor.id]
+
+
+def test_a_surviving_mistake_is_named_in_the_table_and_exits_1(with_survivor):
+    result = _audit("--devices", "cpu,meta")
+    assert result.exit_code == 1, result.output[-3000:]
+    out = result.output
+    assert f"Survivors: {with_survivor.id}" in out, out[-3000:]
+    assert f"{len(CATALOGUE)} of {len(CATALOGUE) + 1} known mistakes killed" in out
+    (row,) = [ln for ln in out.splitlines() if with_survivor.id in ln and "Survivors" not in ln]
+    assert row.rstrip(" │┃|").endswith("NO"), row
+    assert "The reference passes every public and hidden case" in out
+
+
+# --- a broken reference ------------------------------------------------------------------------
+
+
+def _too_flat_softmax(scores, dim=-1):
+    """A softmax at temperature 2: wrong everywhere but on uniform rows, and like no catalogued mistake."""
+    return reference.softmax_weights(scores / 2, dim=dim)
+
+
+@pytest.fixture
+def broken_reference(monkeypatch, public_cases_skipped):
+    real = grader.audit.load_solution
+
+    def load(spec):
+        if spec == "reference":
+            return adopt(
+                "reference", "broken for a test", [types.SimpleNamespace(softmax_weights=_too_flat_softmax), reference]
+            )
+        return real(spec)
+
+    monkeypatch.setattr(grader.audit, "load_solution", load)
+
+
+def test_run_audit_with_a_broken_reference_is_not_ok(broken_reference):
+    report = run_audit(seed=0, devices=["cpu", "meta"], public=False)
+    assert report.reference_passed is False
+    assert report.ok is False
+    assert report.hidden_failures
+    assert {line.split("[", 1)[0] for line in report.hidden_failures} == {"softmax_weights"}
+
+
+def test_audit_json_with_a_broken_reference_exits_non_zero(broken_reference):
+    result = _audit("--json", "--devices", "cpu,meta")
+    assert result.exit_code != 0, result.output[-3000:]
+    data = _json(result)
+    _check_schema(data)
+    assert data["reference_passed"] is False
+
+
+def test_audit_table_with_a_broken_reference_says_so(broken_reference):
+    result = _audit("--devices", "cpu,meta")
+    assert result.exit_code != 0
+    assert "The reference fails" in result.output
+    assert "softmax_weights[" in result.output
+    assert "The reference passes" not in result.output
+
+
+def test_the_broken_softmax_is_really_broken():
+    """Guard for the test above: the temperature-2 softmax differs from the reference on ordinary scores."""
+    scores = torch.tensor([[0.0, 1.0, 2.0]])
+    assert not torch.allclose(_too_flat_softmax(scores), reference.softmax_weights(scores))

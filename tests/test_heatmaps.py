@@ -1,0 +1,320 @@
+"""Expected-vs-received heatmaps: drawn as PNG, written per student, embedded in feedback.html, shown by a browser.
+
+The browser test renders a graded student's ``feedback.html`` in headless
+Chromium (from the OS packages; skipped with the reason where none is
+installed) and looks for the heatmap's viridis colours in the screenshot;
+the same check on a page without a heatmap must find (next to) none.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grader import heatmaps
+from grader.classroom import grade_class
+from grader.reports import write_reports
+from grader.rubric import load_rubric
+
+PIL_Image = pytest.importorskip("PIL.Image", reason="pillow comes with matplotlib (the plots extra)")
+pytest.importorskip("matplotlib", reason="heatmaps need matplotlib (the plots extra)")
+
+KIT = Path(__file__).resolve().parent.parent
+SUBMISSIONS = KIT / "examples" / "submissions"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SEED = 11
+INF = float("inf")
+
+
+def _viridis(n: int = 64) -> np.ndarray:
+    from matplotlib import colormaps
+
+    return (np.asarray(colormaps["viridis"](np.linspace(0.0, 1.0, n)))[:, :3] * 255).round().astype(np.int16)
+
+
+VIRIDIS = _viridis()
+VIRIDIS_PURPLE = np.array([68, 1, 84], dtype=np.int16)  # viridis(0)
+
+
+def viridis_pixels(image, tolerance: int = 18) -> int:
+    """How many pixels lie within ``tolerance`` (per channel) of some viridis colour.
+
+    Greys (text, borders, backgrounds) are left out first: viridis is saturated
+    from end to end, so it never comes close to a grey.
+    """
+    rgb = np.asarray(image.convert("RGB")).reshape(-1, 3).astype(np.int16)
+    coloured = rgb[(rgb.max(axis=1) - rgb.min(axis=1)) > 40]
+    found = 0
+    for start in range(0, len(coloured), 200_000):
+        chunk = coloured[start : start + 200_000]
+        distance = np.abs(chunk[:, None, :] - VIRIDIS[None, :, :]).max(axis=2).min(axis=1)
+        found += int((distance <= tolerance).sum())
+    return found
+
+
+def open_png(data: bytes):
+    image = PIL_Image.open(io.BytesIO(data))
+    image.load()
+    return image
+
+
+# --- render ---------------------------------------------------------------------------------
+
+
+def _rand(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _masked_softmax(t: int) -> torch.Tensor:
+    scores = _rand(t, t).masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), -INF)
+    return torch.softmax(scores, -1)
+
+
+RENDER_CASES = {
+    "2d": (_rand(5, 5), _rand(5, 5, seed=1)),
+    "3d": (_rand(2, 6, 6), _rand(2, 6, 6, seed=1)),
+    "4d": (_rand(2, 3, 4, 4), _rand(2, 3, 4, 4, seed=1)),
+    "minus-inf": (
+        _rand(4, 4).masked_fill(torch.triu(torch.ones(4, 4, dtype=torch.bool), 1), -INF),
+        _rand(4, 4, seed=1).masked_fill(torch.triu(torch.ones(4, 4, dtype=torch.bool), 0), -INF),
+    ),
+    "all-minus-inf": (torch.full((3, 3), -INF), torch.full((3, 3), -INF)),
+    "plus-inf-and-nan": (_masked_softmax(4), torch.tensor([[INF, 0.0], [float("nan"), 1.0]])),
+    "bool-mask": (
+        torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
+        torch.triu(torch.ones(5, 5, dtype=torch.bool), 0),
+    ),
+    "float64-and-float16": (_rand(4, 4).double(), _rand(4, 4, seed=1).half()),
+    "shapes-differ": (_rand(6, 6), _rand(3, 6, 6, seed=1)),
+    "1d": (_rand(7), _rand(7, seed=1)),
+    "requires-grad": (_rand(3, 3).requires_grad_(), _rand(3, 3, seed=1).requires_grad_()),
+}
+
+
+@pytest.mark.parametrize(("expected", "received"), list(RENDER_CASES.values()), ids=list(RENDER_CASES))
+def test_render_returns_a_png_with_a_viridis_heatmap(expected, received):
+    data = heatmaps.render("softmax_weights: a case", expected, received)
+    assert isinstance(data, bytes)
+    assert data.startswith(PNG_MAGIC)
+    image = open_png(data)
+    assert image.format == "PNG"
+    assert image.size == (640, 288)  # 8 x 3.6 inches at 80 dpi
+    assert viridis_pixels(image) > 2_000, "no heatmap colours in the picture"
+
+
+def test_render_draws_the_first_matrix_of_a_batch():
+    """A 3-D or 4-D case is drawn as its first (rows, cols) slice: the same picture as that slice's."""
+    a, b = _rand(2, 3, 5, 5), _rand(2, 3, 5, 5, seed=1)
+    four_d = heatmaps.render("t", a, b)
+    assert four_d == heatmaps.render("t", a[0], b[0]) == heatmaps.render("t", a[0, 0], b[0, 0])
+    assert four_d != heatmaps.render("t", a[1, 0], b[1, 0]), "the picture must depend on the values"
+
+
+def test_render_leaves_its_inputs_alone():
+    expected = _rand(2, 4, 4).masked_fill(torch.triu(torch.ones(4, 4, dtype=torch.bool), 1), -INF)
+    received = _rand(2, 4, 4, seed=1)
+    before = expected.clone(), received.clone()
+    heatmaps.render("t", expected, received)
+    assert torch.equal(expected, before[0]) and torch.equal(received, before[1])
+
+
+@pytest.mark.parametrize(
+    ("tensor", "shape"),
+    [
+        (torch.zeros(7), (1, 7)),
+        (torch.zeros(3, 4), (3, 4)),
+        (torch.zeros(2, 3, 4), (3, 4)),
+        (torch.zeros(5, 2, 3, 4), (3, 4)),
+    ],
+    ids=["1d", "2d", "3d", "4d"],
+)
+def test_first_matrix(tensor, shape):
+    assert tuple(heatmaps.first_matrix(tensor).shape) == shape
+
+
+# --- write ---------------------------------------------------------------------------------------
+
+
+def _figure(seed: int = 0):
+    return ("3d-batched (cpu, float32)", _rand(2, 4, 4, seed=seed), _rand(2, 4, 4, seed=seed + 1))
+
+
+def test_write_writes_one_png_per_hook(tmp_path):
+    folder = tmp_path / "bob"
+    names = heatmaps.write(folder, {"softmax_weights": _figure(), "causal_mask": _figure(2)})
+    assert names == ["heatmap-causal_mask.png", "heatmap-softmax_weights.png"]
+    for name in names:
+        assert (folder / name).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_write_removes_a_stale_heatmap_from_an_earlier_grading(tmp_path):
+    folder = tmp_path / "bob"
+    folder.mkdir()
+    (folder / "heatmap-causal_mask.png").write_bytes(b"stale")
+    (folder / "heatmap-softmax_weights.png").write_bytes(b"stale too")
+    (folder / "feedback.md").write_text("kept")
+    names = heatmaps.write(folder, {"softmax_weights": _figure()})
+    assert names == ["heatmap-softmax_weights.png"]
+    assert not (folder / "heatmap-causal_mask.png").exists(), "a heatmap from an earlier grading was kept"
+    assert (folder / "heatmap-softmax_weights.png").read_bytes().startswith(PNG_MAGIC), "not redrawn"
+    assert (folder / "feedback.md").read_text() == "kept", "write touches heatmaps only"
+
+
+def test_write_with_no_figures_removes_every_heatmap(tmp_path):
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    (folder / "heatmap-softmax_weights.png").write_bytes(b"stale")
+    assert heatmaps.write(folder, {}) == []
+    assert sorted(p.name for p in folder.iterdir()) == []
+    assert heatmaps.write(tmp_path / "nobody", {}) == []
+    assert not (tmp_path / "nobody").exists()
+
+
+# --- grading writes and embeds them ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("graded")
+    run = grade_class(
+        [str(SUBMISSIONS / "bob"), str(SUBMISSIONS / "alice.py")], out=out, seed=SEED, devices=["cpu", "meta"]
+    )
+    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"))
+    return out
+
+
+def _embedded_pngs(page: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'<img[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)]
+
+
+@pytest.mark.slow
+def test_grading_bob_writes_a_softmax_heatmap(graded):
+    heatmap_files = sorted(p.name for p in (graded / "bob").glob("heatmap-*.png"))
+    assert heatmap_files == ["heatmap-softmax_weights.png"]
+    data = (graded / "bob" / "heatmap-softmax_weights.png").read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert viridis_pixels(open_png(data)) > 2_000
+
+
+@pytest.mark.slow
+def test_bobs_feedback_html_embeds_the_heatmap(graded):
+    page = (graded / "bob" / "feedback.html").read_text(encoding="utf-8")
+    assert 'src="data:image/png;base64,' in page
+    (embedded,) = _embedded_pngs(page)
+    assert embedded == (graded / "bob" / "heatmap-softmax_weights.png").read_bytes()
+    # under the softmax_weights section
+    section = page.split('<h2 id="softmax_weights">', 1)[1].split("<h2 ", 1)[0]
+    assert "data:image/png;base64," in section
+
+
+@pytest.mark.slow
+def test_bobs_feedback_md_links_the_heatmap(graded):
+    text = (graded / "bob" / "feedback.md").read_text(encoding="utf-8")
+    assert "(heatmap-softmax_weights.png)" in text
+
+
+@pytest.mark.slow
+def test_alice_gets_no_heatmap(graded):
+    assert list((graded / "alice").glob("heatmap-*")) == []
+    page = (graded / "alice" / "feedback.html").read_text(encoding="utf-8")
+    assert "<img" not in page and "data:image/png" not in page
+    assert "heatmap-" not in (graded / "alice" / "feedback.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_regrading_removes_a_heatmap_left_by_an_earlier_grading(graded, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(graded, out)
+    (out / "bob" / "heatmap-causal_mask.png").write_bytes((out / "bob" / "heatmap-softmax_weights.png").read_bytes())
+    (out / "alice" / "heatmap-split_heads.png").write_bytes(b"stale")
+    run = grade_class(
+        [str(SUBMISSIONS / "bob"), str(SUBMISSIONS / "alice.py")],
+        out=out,
+        seed=SEED,
+        devices=["cpu", "meta"],
+        force=True,
+    )
+    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"))
+    assert sorted(p.name for p in (out / "bob").glob("heatmap-*.png")) == ["heatmap-softmax_weights.png"]
+    assert list((out / "alice").glob("heatmap-*")) == []
+    assert len(_embedded_pngs((out / "bob" / "feedback.html").read_text(encoding="utf-8"))) == 1
+    assert "<img" not in (out / "alice" / "feedback.html").read_text(encoding="utf-8")
+
+
+# --- a real browser ------------------------------------------------------------------------------------
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if not found:
+        pytest.skip("no Chromium installed: apt-get install chromium")
+    return found
+
+
+def _chromium_args(browser: str, profile: Path) -> list[str]:
+    return [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--hide-scrollbars",
+        "--window-size=1100,6000",
+    ]
+
+
+def screenshot(page: Path, where: Path) -> Path:
+    browser = _chromium()
+    where.mkdir(parents=True, exist_ok=True)
+    shot = where / "shot.png"
+    args = _chromium_args(browser, where / "profile") + [f"--screenshot={shot}", page.resolve().as_uri()]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=where)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert shot.is_file() and shot.stat().st_size > 0, f"Chromium wrote no screenshot: {done.stderr[-3000:]}"
+    return shot
+
+
+def dump_dom(page: Path, where: Path) -> str:
+    browser = _chromium()
+    where.mkdir(parents=True, exist_ok=True)
+    args = _chromium_args(browser, where / "profile") + ["--dump-dom", page.resolve().as_uri()]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=where)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_chromium_renders_bobs_heatmap_and_not_alices(graded, tmp_path):
+    bob = PIL_Image.open(screenshot(graded / "bob" / "feedback.html", tmp_path / "bob"))
+    alice = PIL_Image.open(screenshot(graded / "alice" / "feedback.html", tmp_path / "alice"))
+    assert bob.size[0] >= 1000 and alice.size[0] >= 1000
+    on_bob, on_alice = viridis_pixels(bob), viridis_pixels(alice)
+    # the picture is 640 x 288, about two thirds of it heatmap cells and colour bar
+    assert on_bob > 20_000, f"only {on_bob} viridis pixels: the heatmap did not render"
+    assert on_alice < 1_000, f"{on_alice} viridis pixels on a page without a heatmap: the colour check is too loose"
+    purple = np.asarray(bob.convert("RGB")).reshape(-1, 3).astype(np.int16)
+    near_purple = int((np.abs(purple - VIRIDIS_PURPLE).max(axis=1) <= 20).sum())
+    assert near_purple > 500, "viridis' dark purple end (the near-zero weights) is missing"
+
+
+@pytest.mark.slow
+def test_chromium_dom_holds_the_embedded_image(graded, tmp_path):
+    dom = dump_dom(graded / "bob" / "feedback.html", tmp_path / "dom")
+    images = re.findall(r"<img\b[^>]*>", dom)
+    assert len(images) == 1, images
+    assert 'class="figure"' in images[0]
+    assert 'src="data:image/png;base64,' in images[0]
+    assert "<img" not in dump_dom(graded / "alice" / "feedback.html", tmp_path / "dom-alice")

@@ -1,0 +1,471 @@
+"""`attnkit release`: the learner's kit, and the proof that nothing of the answers leaks into it.
+
+The learner's kit is exercised the way a learner would run it: `pytest` and
+`attnkit check` in a subprocess whose cwd is the kit, with the kit first on
+``PYTHONPATH``.  One catch: this repository is installed *editable* into the
+virtualenv, and setuptools' editable finder (a ``sys.meta_path`` entry added by a
+``.pth`` file) resolves ``grader.<anything>`` and ``solutions`` to *this* checkout
+whenever the kit lacks them: without care, the kit would silently import our
+``grader.grading`` and ``solutions.mistakes``.  :func:`learner_env` therefore puts a
+``sitecustomize.py`` on the path that removes the editable finder at start-up
+(``python -I`` or ``-S`` would also drop PYTHONPATH or site-packages, and torch with
+them); ``test_the_learner_env_imports_the_kit_and_nothing_of_ours`` proves it works.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.registry import HOOK_NAMES
+from grader.release import RECORD, ReleaseError, release
+
+KIT = Path(__file__).resolve().parent.parent
+STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules")
+LEARNER_GRADER = {
+    "__init__.py",
+    "hookspecs.py",
+    "registry.py",
+    "child_runtime.py",
+    "check.py",
+    "diagnosis.py",
+    "verdict.py",
+    "submit.py",
+    "cli.py",
+}
+OPTIONAL_GRADER = {"notebook_check.py", "notebooks.py"}  # in the kit whenever this checkout has them
+NEVER = {"cases.py", "suite.py", "audit.py", "grading.py", "classroom.py", "sandbox.py", "gradebook.py",
+         "reports.py", "rubric.py", "rubric.toml", "heatmaps.py", "release.py", "submissions.py",
+         "reference.py", "mistakes.py"}  # fmt: skip
+
+GIVEN_BY_THE_STUBS = {"make_self_attention", "make_causal_attention", "make_multihead_attention"}
+"""Reference functions whose body is one line the stubs give away on purpose: ``return SelfAttention(...)``."""
+
+HIDDEN_CASES = ("all-masked-row", "indivisible-raises", "non-square-raises", "float-keep-mask", "large-logits",
+                "H3-T5-hd4", "state-dict", "init-seed")  # fmt: skip
+"""Names of hidden cases in grader/cases.py that the public tests do not use."""
+
+SLOW_TIMEOUT = 300
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def reference_source() -> str:
+    """The reference's code as a learner would paste it: no decorator, no grader import."""
+    text = (KIT / "solutions" / "reference.py").read_text()
+    drop = ("@hookimpl", "from grader import hookimpl", "from __future__ import annotations")
+    return "\n".join(ln for ln in text.splitlines() if ln.strip() not in drop) + "\n"
+
+
+def paste_reference(kit: Path) -> None:
+    for stub in STUB_MODULES:
+        path = kit / "exercises" / f"{stub}.py"
+        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
+
+
+SITECUSTOMIZE = '''"""Test shim: forget the editable install of our checkout (see tests/test_release.py)."""
+import sys
+
+def _ours(obj):
+    return "__editable__" in (getattr(obj, "__module__", "") or "")
+
+sys.meta_path[:] = [f for f in sys.meta_path if not _ours(f)]
+sys.path_hooks[:] = [h for h in sys.path_hooks if not _ours(h)]
+sys.path[:] = [p for p in sys.path if "__editable__" not in p]
+sys.path_importer_cache.clear()
+'''
+
+
+def learner_env(kit: Path) -> dict[str, str]:
+    """The environment of a learner working in ``kit``: the kit first on the path, our checkout invisible."""
+    shim = kit.parent / f"{kit.name}-shim"
+    shim.mkdir(exist_ok=True)
+    (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNKIT_", "PYTEST_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(kit), str(shim)]), PYTHONDONTWRITEBYTECODE="1", COLUMNS="200")
+    return env
+
+
+def run_in(kit: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], cwd=kit, env=learner_env(kit), capture_output=True, text=True, timeout=SLOW_TIMEOUT
+    )
+
+
+def squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def without_comments(source: str) -> str:
+    """Python source with every ``#`` comment cut off (a reference body is compared without its comments)."""
+    import io
+    import tokenize
+
+    lines = source.splitlines(keepends=True)
+    for tok in reversed(list(tokenize.generate_tokens(io.StringIO(source).readline))):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col] + "\n"
+    return "".join(lines)
+
+
+def reference_bodies() -> dict[str, tuple[int, str]]:
+    """``{qualified name: (statements, body)}`` for every function and method of the reference.
+
+    The body is ``ast.get_source_segment`` of each body statement, comments and
+    all whitespace removed, so re-indenting or re-wrapping never hides a copy.
+    """
+    source = without_comments((KIT / "solutions" / "reference.py").read_text())
+    found: dict[str, tuple[int, str]] = {}
+    for node in ast.parse(source).body:
+        members = [(node.name + ".", m) for m in node.body] if isinstance(node, ast.ClassDef) else [("", node)]
+        for prefix, fn in members:
+            if isinstance(fn, ast.FunctionDef):
+                body = "".join(ast.get_source_segment(source, stmt) for stmt in fn.body)
+                found[prefix + fn.name] = (len(fn.body), squeeze(body))
+    return found
+
+
+def text_of(path: Path) -> str:
+    """What a file says: Python without comments; for a notebook, its cells' sources as well as the raw JSON."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".py":
+        return without_comments(text)
+    if path.suffix == ".ipynb":
+        cells = json.loads(text)["cells"]
+        sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
+        return "\n".join(without_comments(s) if c["cell_type"] == "code" else s for s, c in zip(sources, cells)) + text
+    return text
+
+
+def files_in(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("release") / "kit"
+    release(dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def solved_kit(kit, tmp_path_factory) -> Path:
+    """The released kit with the reference pasted below every stub, as a learner who finished would have it."""
+    dest = tmp_path_factory.mktemp("solved") / "kit"
+    shutil.copytree(kit, dest)
+    paste_reference(dest)
+    return dest
+
+
+# --- what the kit holds ----------------------------------------------------------------------------
+
+
+def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit):
+    ours = sorted(p.name for p in (KIT / "exercises").iterdir() if p.suffix == ".py")
+    assert sorted(p.name for p in (kit / "exercises").iterdir()) == ours
+    for name in ours:  # stubs and public tests, byte for byte
+        assert (kit / "exercises" / name).read_bytes() == (KIT / "exercises" / name).read_bytes(), name
+    expected = LEARNER_GRADER | {m for m in OPTIONAL_GRADER if (KIT / "grader" / m).exists()}
+    assert {p.name for p in (kit / "grader").iterdir()} == expected
+    for name in expected:
+        assert (kit / "grader" / name).read_bytes() == (KIT / "grader" / name).read_bytes(), name
+    top = {p.name for p in kit.iterdir()}
+    assert top >= {"exercises", "grader", "conftest.py", "pyproject.toml", "constraints.txt", "README.md", RECORD}
+    assert not top & {"solutions", "examples", "tests", "tox.ini", "Makefile", "benchmarks"}
+    if (KIT / "grader" / "notebooks.py").exists():
+        import nbformat
+
+        notebooks = sorted((kit / "notebooks").glob("*.ipynb"))
+        assert len(notebooks) == 5
+        for path in notebooks:
+            nbformat.validate(nbformat.read(path, as_version=4))
+
+
+def test_the_conftest_checks_the_learners_own_exercises(kit):
+    ours = (KIT / "conftest.py").read_text().splitlines()
+    theirs = (kit / "conftest.py").read_text().splitlines()
+    changed = [(a, b) for a, b in zip(ours, theirs) if a != b]
+    assert len(ours) == len(theirs)
+    assert changed == [('DEFAULT_SOLUTION = "reference"', 'DEFAULT_SOLUTION = "exercises"')]
+
+
+def test_the_learners_pyproject_and_constraints(kit):
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    ours = tomllib.loads((KIT / "pyproject.toml").read_text())["project"]
+    data = tomllib.loads((kit / "pyproject.toml").read_text())
+    project = data["project"]
+    assert (project["name"], project["version"]) == ("attnkit", ours["version"])
+    assert project["scripts"] == {"attnkit": "grader.cli:main"}
+    assert data["tool"]["setuptools"]["packages"] == ["exercises", "grader"]
+    names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0] for d in project["dependencies"]]
+    assert names == ["torch", "pluggy", "pytest", "click", "rich", "nbformat"]
+    assert "torch>=2.1" in project["dependencies"] and "pluggy>=1.7" in project["dependencies"]
+    assert {re.split(r"[<>=]", d)[0] for d in project["optional-dependencies"]["notebooks"]} == {
+        "nbclient",
+        "ipykernel",
+    }
+    pytest_ini = data["tool"]["pytest"]["ini_options"]
+    assert pytest_ini["testpaths"] == ["exercises"]
+    assert any(m.startswith("exercise(name)") for m in pytest_ini["markers"])
+    pins = [ln for ln in (kit / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    ours_pin = [ln for ln in (KIT / "constraints.txt").read_text().splitlines() if ln.startswith("torch")]
+    assert pins == ours_pin
+
+
+def test_the_readme_tells_a_learner_what_to_do(kit):
+    readme = (kit / "README.md").read_text()
+    for phrase in ("NotImplementedError", "attnkit check", "pytest", "notebooks/", "attnkit submit", "pip install -e"):
+        assert phrase in readme, phrase
+    for hook in HOOK_NAMES:
+        assert f"`{hook}`" in readme, hook
+    assert "{{" not in readme and "{%" not in readme
+
+
+# --- refusing and replacing --------------------------------------------------------------------------
+
+
+def test_a_non_empty_dest_is_refused_without_force(tmp_path):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(main, ["release", str(dest)])
+    assert result.exit_code == 1, result.output
+    assert "not empty" in result.output and "--force" in result.output
+    assert "Traceback" not in result.output
+    assert [p.name for p in dest.iterdir()] == ["notes.txt"]
+
+
+def test_release_writes_the_kit_and_says_so(tmp_path):
+    result = CliRunner().invoke(main, ["release", str(tmp_path / "new" / "kit")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "Wrote the learner's kit" in result.output
+    assert (tmp_path / "new" / "kit" / "exercises" / "scores.py").is_file()
+
+
+def test_force_replaces_an_earlier_release_and_deletes_nothing_else(tmp_path):
+    dest = tmp_path / "kit"
+    release(dest)
+    (dest / ".git").mkdir()
+    (dest / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (dest / "notes.txt").write_text("the instructor's own file")
+    (dest / "exercises" / "scores.py").write_text("edited\n")  # a file the release owns
+    stale = dest / "exercises" / "old_stub.py"  # written by an "earlier" release, not by this one
+    stale.write_text("old\n")
+    record = json.loads((dest / RECORD).read_text())
+    (dest / RECORD).write_text(json.dumps(dict(record, files=record["files"] + ["exercises/old_stub.py"])))
+
+    result = CliRunner().invoke(main, ["release", str(dest), "--force"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert (dest / "exercises" / "scores.py").read_bytes() == (KIT / "exercises" / "scores.py").read_bytes()
+    assert not stale.exists()
+    assert (dest / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert (dest / "notes.txt").read_text() == "the instructor's own file"
+    assert "Kept 2 file(s)" in result.output and "notes.txt" in result.output
+
+
+def test_the_kit_itself_is_never_a_destination(tmp_path):
+    for dest in (KIT, KIT / "solutions", KIT.parent):
+        with pytest.raises(ReleaseError):
+            release(dest, force=True)
+
+
+def test_a_stub_holding_an_answer_stops_the_release(tmp_path, monkeypatch):
+    """The release's own scan: an instructor who filled in a stub by mistake gets an error, and DEST stays empty."""
+    import grader.release
+
+    exercises = tmp_path / "exercises"
+    shutil.copytree(KIT / "exercises", exercises, ignore=shutil.ignore_patterns("__pycache__"))
+    path = exercises / "masking.py"
+    path.write_text(path.read_text() + "\n\n" + reference_source())
+    monkeypatch.setattr(grader.release, "EXERCISES_DIR", exercises)
+    dest = tmp_path / "kit"
+    with pytest.raises(ReleaseError, match="holds the body of the reference's softmax_weights"):
+        release(dest)
+    assert not dest.exists() or not any(dest.iterdir())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".attnkit-release-")], "staging left behind"
+
+
+def test_the_instructors_cli_offers_release_submit_and_notebooks():
+    result = CliRunner().invoke(main, ["--help"], terminal_width=200)
+    assert result.exit_code == 0
+    for command in ("check", "submit", "grade", "audit", "release", "notebooks"):
+        assert f"  {command} " in result.output, command
+
+
+@pytest.mark.skipif(not (KIT / "grader" / "notebooks.py").exists(), reason="grader/notebooks.py not here yet")
+def test_notebooks_are_written_and_a_changed_one_is_never_overwritten_without_force(tmp_path):
+    dest = tmp_path / "nbs"
+    runner = CliRunner()
+    first = runner.invoke(main, ["notebooks", str(dest)], terminal_width=200)
+    assert first.exit_code == 0, first.output
+    written = sorted(p.name for p in dest.glob("*.ipynb"))
+    assert len(written) == 5 and "Wrote 5 notebook(s)" in first.output
+    again = runner.invoke(main, ["notebooks", str(dest)], terminal_width=200)
+    assert again.exit_code == 0 and "5 already up to date" in again.output
+    mine = dest / written[0]
+    mine.write_text(mine.read_text().replace("NotImplementedError", "NotImplementedError  # my work"))
+    edited = mine.read_bytes()
+    refused = runner.invoke(main, ["notebooks", str(dest)], terminal_width=200)
+    assert refused.exit_code == 1 and written[0] in refused.output and "--force" in refused.output
+    assert mine.read_bytes() == edited
+    forced = runner.invoke(main, ["notebooks", str(dest), "--force"], terminal_width=200)
+    assert forced.exit_code == 0 and mine.read_bytes() != edited
+
+
+# --- the leak test ------------------------------------------------------------------------------------
+
+
+def test_no_reference_body_appears_anywhere_in_the_kit(kit):
+    bodies = reference_bodies()
+    assert len(bodies) >= 20, sorted(bodies)  # 14 hooks, their classes' methods
+    stubs = squeeze("".join(without_comments((KIT / "exercises" / f"{m}.py").read_text()) for m in STUB_MODULES))
+    given = {name for name in bodies if name in GIVEN_BY_THE_STUBS}
+    assert given == GIVEN_BY_THE_STUBS
+    for name in given:  # the only exceptions: one line, and handed out in the stubs on purpose
+        statements, body = bodies[name]
+        assert statements == 1 and body.startswith("return") and body in stubs, name
+    checked = {name: body for name, (_, body) in bodies.items() if name not in given}
+    leaks = []
+    for path in files_in(kit):
+        text = squeeze(text_of(path))
+        leaks += [f"{path.relative_to(kit)}: {name}" for name, body in checked.items() if body in text]
+    assert leaks == []
+
+
+def test_the_leak_scan_would_see_a_pasted_answer(solved_kit):
+    """The test above is not vacuous: the same scan finds every non-trivial body in a solved kit."""
+    checked = {name: body for name, (_, body) in reference_bodies().items() if name not in GIVEN_BY_THE_STUBS}
+    text = "".join(squeeze(text_of(p)) for p in files_in(solved_kit / "exercises"))
+    assert [name for name, body in checked.items() if body not in text] == []
+
+
+def test_no_hidden_case_and_no_instructor_file_in_the_kit(kit):
+    cases = (KIT / "grader" / "cases.py").read_text()
+    public = "".join(p.read_text() for p in (KIT / "exercises").glob("*.py"))
+    for name in HIDDEN_CASES:  # real hidden case names, none of them public
+        assert f'"{name}"' in cases and name not in public, name
+    assert not (kit / "solutions").exists()
+    assert not (kit / "grader" / "hidden").exists()
+    found = []
+    for path in files_in(kit):
+        if path.name in NEVER:
+            found.append(f"{path.relative_to(kit)}: an instructor-only file")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{path.relative_to(kit)}: hidden case {n!r}" for n in HIDDEN_CASES if n in text]
+    assert found == []
+
+
+def test_no_catalogue_entry_in_the_kit(kit):
+    from solutions.mistakes import CATALOGUE
+
+    assert len(CATALOGUE) >= 40
+    texts = {
+        path.relative_to(kit).as_posix(): path.read_text(encoding="utf-8", errors="replace") for path in files_in(kit)
+    }
+    notebooks = {rel: text_of(kit / rel) for rel in texts if rel.endswith(".ipynb")}
+    found = []
+    for mistake in CATALOGUE:
+        for rel, text in {**texts, **notebooks}.items():
+            if re.search(rf"(?<![\w-]){re.escape(mistake.id)}(?![\w-])", text):
+                found.append(f"{rel}: id {mistake.id}")
+            for hint in (mistake.hint, mistake.hint_zh):
+                if squeeze(hint) in squeeze(text):
+                    found.append(f"{rel}: a hint of {mistake.id}")
+    assert found == []
+
+
+# --- the learner's pytest and attnkit check, in the kit ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_learner_env_imports_the_kit_and_nothing_of_ours(kit):
+    probe = (
+        "import importlib.util, grader, exercises, grader.cli; "
+        "print(grader.__file__); print(exercises.__file__); "
+        "print(importlib.util.find_spec('solutions')); print(importlib.util.find_spec('grader.grading')); "
+        "print(grader.cli.INSTRUCTOR)"
+    )
+    done = run_in(kit, "-c", probe)
+    assert done.returncode == 0, done.stderr
+    grader_file, exercises_file, solutions, grading, instructor = done.stdout.split()
+    assert Path(grader_file).resolve() == (kit / "grader" / "__init__.py").resolve()
+    assert Path(exercises_file).resolve() == (kit / "exercises" / "__init__.py").resolve()
+    assert (solutions, grading, instructor) == ("None", "None", "False")
+
+
+@pytest.mark.slow
+def test_learner_pytest_fails_on_the_stubs_with_not_implemented(kit):
+    done = run_in(kit, "-m", "pytest", "--tb=line", "-p", "no:cacheprovider", "-p", "no:randomly")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    assert "not implemented yet" in out and "NotImplementedError" in out
+    summary = out.strip().splitlines()[-1]
+    assert re.search(r"\d+ failed", summary) and "passed" not in summary and "error" not in summary, summary
+    assert "attnkit: solution 'exercises'" in out  # the report header: the kit checks the learner's own code
+
+
+@pytest.mark.slow
+def test_learner_check_lists_14_not_started_and_exits_1(kit):
+    done = run_in(kit, "-m", "grader.cli", "check")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count("not started") == len(HOOK_NAMES) == 14
+    assert "0 of 14 exercises passing" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_learner_cli_offers_check_and_submit_only(kit):
+    done = run_in(kit, "-m", "grader.cli", "--help")
+    assert done.returncode == 0, done.stderr
+    commands = done.stdout.split("Commands:", 1)[1]
+    listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
+    assert listed == {"check", "submit"}, commands
+    for command in ("grade", "audit", "release", "notebooks"):
+        refused = run_in(kit, "-m", "grader.cli", command, "--help")
+        assert refused.returncode == 1, (command, refused.stdout, refused.stderr)
+        message = (refused.stdout + refused.stderr).strip()
+        assert message.count("\n") == 0 and "for instructors" in message, message
+        assert "Traceback" not in message
+
+
+@pytest.mark.slow
+def test_the_solved_kit_passes_pytest_and_check(solved_kit):
+    tests = run_in(solved_kit, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly")
+    assert tests.returncode == 0, (tests.stdout + tests.stderr)[-3000:]
+    assert re.search(r"\d+ passed", tests.stdout) and "failed" not in tests.stdout.splitlines()[-1]
+    check = run_in(solved_kit, "-m", "grader.cli", "check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "14 of 14 exercises passing" in check.stdout
+
+
+@pytest.mark.slow
+def test_a_wrong_answer_fails_plainly_without_the_catalogue(kit, tmp_path):
+    """diagnosis.py is in the kit, solutions/mistakes.py is not: a known mistake gets its failure line, no hint."""
+    wrong = tmp_path / "kit"
+    shutil.copytree(kit, wrong)
+    scores = wrong / "exercises" / "scores.py"
+    scores.write_text(
+        scores.read_text()
+        + "\n\ndef softmax_weights(scores, dim=-1):  # the seeds' mistake: dim=1 on batched scores\n"
+        + "    return torch.exp(scores) / torch.exp(scores).sum(dim=1, keepdim=True)\n"
+    )
+    done = run_in(wrong, "-m", "grader.cli", "check", "softmax_weights")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "failing" in out and "expected" in out
+    assert "looks like" not in out and "Traceback" not in out

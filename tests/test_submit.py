@@ -1,0 +1,315 @@
+"""`attnkit submit`: one zip to hand in, with a manifest, that `attnkit grade` reads like any other.
+
+The main zip is made the way a learner makes it: `python -m grader.cli submit` in a
+released kit whose stubs hold the reference (see tests/test_release.py for why the
+subprocess gets a ``sitecustomize`` shim).  The other cases call
+:func:`grader.submit.submit` in this process.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.check import NOT_STARTED, PASSING
+from grader.cli import main
+from grader.registry import HOOK_NAMES
+from grader.release import release
+from grader.submissions import read_submission
+from grader.submit import MANIFEST, SubmitError, submit
+
+KIT = Path(__file__).resolve().parent.parent
+STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules")
+SCORES_HOOKS = ("dot_product_scores", "scaled_dot_product_scores", "softmax_weights", "context_vectors")
+MANIFEST_KEYS = {"kit", "kit_version", "created", "student", "kind", "files", "checked", "check_note", "checks",
+                 "passing", "exercises", "python", "torch"}  # fmt: skip
+SEED = 20261129
+
+HAS_NOTEBOOKS = (KIT / "grader" / "notebooks.py").exists()
+needs_notebooks = pytest.mark.skipif(not HAS_NOTEBOOKS, reason="grader/notebooks.py is not in this checkout yet")
+
+SITECUSTOMIZE = '''"""Test shim: forget the editable install of our checkout (see tests/test_release.py)."""
+import sys
+
+def _ours(obj):
+    return "__editable__" in (getattr(obj, "__module__", "") or "")
+
+sys.meta_path[:] = [f for f in sys.meta_path if not _ours(f)]
+sys.path_hooks[:] = [h for h in sys.path_hooks if not _ours(h)]
+sys.path[:] = [p for p in sys.path if "__editable__" not in p]
+sys.path_importer_cache.clear()
+'''
+
+
+def reference_source(only: tuple[str, ...] = ()) -> str:
+    """The reference's code as a learner would paste it: no decorator, no grader import.
+
+    With ``only``, just the imports and those functions.
+    """
+    text = (KIT / "solutions" / "reference.py").read_text()
+    if only:
+        tree = ast.parse(text)
+        keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or getattr(n, "name", "") in only]
+        text = "\n\n".join(ast.get_source_segment(text, n) for n in keep)
+    drop = ("@hookimpl", "from grader import hookimpl", "from __future__ import annotations")
+    return "\n".join(ln for ln in text.splitlines() if ln.strip() not in drop) + "\n"
+
+
+def fill_notebook(path: Path, only: tuple[str, ...] = ()) -> None:
+    """Append a cell tagged attnkit-solution holding the reference, as a learner who finished might."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(reference_source(only), metadata={"tags": ["attnkit-solution"]}))
+    nbformat.write(nb, path)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_zip(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def assert_manifest_matches(entries: dict[str, bytes]) -> dict:
+    manifest = json.loads(entries[MANIFEST])
+    assert set(manifest) >= MANIFEST_KEYS, set(manifest) ^ MANIFEST_KEYS
+    assert set(manifest["files"]) == set(entries) - {MANIFEST}
+    for name, digest in manifest["files"].items():
+        assert digest == sha256(entries[name]), name
+    created = datetime.fromisoformat(manifest["created"])
+    assert created.utcoffset() == timedelta(0)
+    assert abs(datetime.now(timezone.utc) - created) < timedelta(minutes=10)
+    assert manifest["kit_version"] == "0.1.0" or manifest["kit_version"] == _our_version()
+    return manifest
+
+
+def _our_version() -> str:
+    import re
+
+    return re.search(r'^version = "([^"]+)"', (KIT / "pyproject.toml").read_text(), re.MULTILINE).group(1)
+
+
+# --- fixtures ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("submit") / "kit"
+    release(dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def solved(kit, tmp_path_factory) -> Path:
+    """The released kit, the reference pasted below every stub, plus what must never be handed in."""
+    dest = tmp_path_factory.mktemp("solved") / "kit"
+    shutil.copytree(kit, dest)
+    package = dest / "exercises"
+    for stub in STUB_MODULES:
+        path = package / f"{stub}.py"
+        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
+    (package / "helpers").mkdir()
+    (package / "helpers" / "__init__.py").write_text("SCALE = 1.0\n")  # the learner's own subpackage: packed
+    (package / "test_mine.py").write_text("def test_mine():\n    pass\n")  # the learner's own test: not packed
+    (package / "conftest.py").write_text("")
+    (package / "__pycache__").mkdir(exist_ok=True)
+    (package / "__pycache__" / "scores.cpython-311.pyc").write_bytes(b"\x00junk")
+    (package / ".ipynb_checkpoints").mkdir()
+    (package / ".ipynb_checkpoints" / "scores-checkpoint.py").write_text("x = 1\n")
+    (package / ".secret.py").write_text("TOKEN = 'nope'\n")
+    (package / "notes.md").write_text("my notes\n")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def handed_in(solved) -> tuple[Path, subprocess.CompletedProcess]:
+    """`attnkit submit --name "Zoë Learner"` run by the learner in the solved kit."""
+    shim = solved.parent / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNKIT_", "PYTEST_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(solved), str(shim)]), PYTHONDONTWRITEBYTECODE="1", COLUMNS="200")
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "submit", "--name", "Zoë Learner"],
+        cwd=solved,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    zips = sorted(solved.glob("submission-*.zip"))
+    assert len(zips) == 1, zips
+    return zips[0], done
+
+
+@pytest.fixture(scope="module")
+def grading():
+    """``grade(path) -> results`` on the cpu suite, as `attnkit grade` would grade that file."""
+    from grader.grading import grade_submission
+    from grader.sandbox import Limits, Template
+    from grader.suite import build_suite
+
+    suite = build_suite(SEED, ("cpu",))
+    template = Template()
+
+    def grade(path: Path):
+        submission = read_submission(path)
+        assert submission.error is None, submission.error
+        return submission, grade_submission(submission, suite, template, Limits(call_seconds=5, submission_seconds=60))
+
+    try:
+        yield grade
+    finally:
+        template.close()
+
+
+# --- the learner's exercises package ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_submit_packs_the_package_with_a_manifest_and_says_where(handed_in):
+    path, done = handed_in
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    assert path.name in (f"submission-Zoe-Learner-{today}.zip", f"submission-Zoe-Learner-{today}-2.zip")
+    assert str(path.resolve()) in " ".join(done.stdout.split())  # where it is
+    assert "exercises/scores.py" in done.stdout and "manifest.json" in done.stdout  # what it holds
+    assert "14 of 14 exercises passing" in done.stdout
+    entries = read_zip(path)
+    expected = {f"exercises/{m}.py" for m in STUB_MODULES} | {
+        "exercises/__init__.py",
+        "exercises/_checks.py",
+        "exercises/helpers/__init__.py",
+    }
+    assert set(entries) == expected | {MANIFEST}
+    manifest = assert_manifest_matches(entries)
+    assert (manifest["kind"], manifest["student"]) == ("exercises", "Zoe-Learner")
+    assert manifest["checked"] is True
+    assert list(manifest["checks"]) == list(HOOK_NAMES)
+    for hook, result in manifest["checks"].items():
+        assert result["status"] == PASSING and result["passed"] == result["total"] > 0, hook
+    assert (manifest["passing"], manifest["exercises"]) == (14, 14)
+
+
+@pytest.mark.slow
+def test_grade_reads_the_zip_as_the_exercises_package(handed_in):
+    path, _ = handed_in
+    submission = read_submission(path)
+    assert submission.error is None, submission.error
+    assert (submission.format, submission.entry) == ("zip", "exercises")
+    assert all(rel.startswith("exercises/") for rel in submission.files)
+    assert "exercises/scores.py" in submission.files and "exercises/__init__.py" in submission.files
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+def test_the_handed_in_zip_grades_with_full_marks(handed_in, grading):
+    from grader.rubric import load_rubric, score
+    from grader.verdict import PASSED
+
+    _, results = grading(handed_in[0])
+    assert {r.hook for r in results} == set(HOOK_NAMES)
+    assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
+    scores = score(results, load_rubric())
+    assert all(earned == possible for earned, possible in scores.values()), scores
+
+
+def test_the_stubs_are_packed_with_not_started_checks(kit, tmp_path):
+    packed = submit([kit / "exercises"], tmp_path / "mine.zip", who="ann", cwd=tmp_path)
+    assert packed.out == tmp_path / "mine.zip" and packed.kind == "exercises"
+    manifest = assert_manifest_matches(read_zip(packed.out))
+    assert manifest["checked"] is True and manifest["passing"] == 0
+    assert {c["status"] for c in manifest["checks"].values()} == {NOT_STARTED}
+    assert all(c["passed"] == 0 < c["total"] for c in manifest["checks"].values())
+
+
+def test_the_default_name_never_overwrites_an_earlier_hand_in(kit, tmp_path):
+    first = submit([kit], who="bo", cwd=tmp_path, check=False)  # the kit folder: its exercises/ package
+    second = submit([kit], who="bo", cwd=tmp_path, check=False)
+    assert first.out.parent == second.out.parent == tmp_path
+    assert first.out.name.startswith("submission-bo-") and second.out.name == first.out.stem + "-2.zip"
+    manifest = json.loads(read_zip(second.out)[MANIFEST])
+    assert manifest["checked"] is False and manifest["checks"] == {} and "not checked" in manifest["check_note"]
+
+
+def test_a_py_file_is_packed_and_read_back_as_that_file(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text(reference_source(only=SCORES_HOOKS))
+    packed = submit([mine], tmp_path / "out" / "hand-in.zip", who="ed", cwd=tmp_path, check=False)
+    entries = read_zip(packed.out)
+    assert set(entries) == {"mine.py", MANIFEST} and entries["mine.py"] == mine.read_bytes()
+    assert assert_manifest_matches(entries)["kind"] == "py"
+    submission = read_submission(packed.out)
+    assert (submission.error, submission.format, submission.entry) == (None, "zip", "mine.py")
+
+
+def test_nothing_to_hand_in_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    with pytest.raises(SubmitError, match="no exercises/ folder"):
+        submit([], cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(main, ["submit"])
+    assert result.exit_code == 1
+    assert "no exercises/ folder" in result.output and "Traceback" not in result.output
+    (tmp_path / "notes.txt").write_text("hi")
+    result = runner.invoke(main, ["submit", "notes.txt"])
+    assert result.exit_code == 1 and "a notebook (.ipynb) or a .py file" in result.output
+    assert not list(tmp_path.glob("*.zip"))
+
+
+# --- notebooks ----------------------------------------------------------------------------------------
+
+
+@needs_notebooks
+def test_a_notebook_is_packed_as_it_is_with_its_checks(kit, tmp_path):
+    notebook = tmp_path / "scores.ipynb"
+    shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
+    fill_notebook(notebook, only=SCORES_HOOKS)
+    packed = submit([notebook], cwd=tmp_path, who="cy")
+    entries = read_zip(packed.out)
+    assert set(entries) == {"scores.ipynb", MANIFEST}
+    assert entries["scores.ipynb"] == notebook.read_bytes()
+    manifest = assert_manifest_matches(entries)
+    assert manifest["kind"] == "notebook"
+    statuses = {hook: c["status"] for hook, c in manifest["checks"].items()}
+    assert statuses == {h: PASSING if h in SCORES_HOOKS else NOT_STARTED for h in HOOK_NAMES}
+    submission = read_submission(packed.out)
+    assert (submission.format, submission.error) == ("ipynb", None)
+
+
+@needs_notebooks
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+def test_a_folder_of_notebooks_is_merged_into_one_that_grades_with_full_marks(kit, tmp_path, grading):
+    folder = tmp_path / "notebooks"
+    shutil.copytree(kit / "notebooks", folder)
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / "scores-checkpoint.ipynb").write_text("{}")
+    for path in folder.glob("*.ipynb"):
+        fill_notebook(path)
+    packed = submit([folder], cwd=tmp_path, who="di")
+    entries = read_zip(packed.out)
+    assert set(entries) == {"notebooks.ipynb", MANIFEST}
+    manifest = assert_manifest_matches(entries)
+    assert manifest["kind"] == "notebooks"
+    assert manifest["merged_from"] == {p.name: sha256(p.read_bytes()) for p in sorted(folder.glob("*.ipynb"))}
+    assert manifest["passing"] == 14
+    from grader.verdict import PASSED
+
+    submission, results = grading(packed.out)
+    assert submission.format == "ipynb"
+    assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
