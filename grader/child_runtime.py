@@ -129,7 +129,8 @@ class LoadError(Exception):
 
 
 def _is_test_file(path: Path) -> bool:
-    return path.name.startswith("test_") or path.name == "conftest.py"
+    """Test files, conftest.py and hidden files are never part of a submission's code."""
+    return path.name.startswith(("test_", ".")) or path.name == "conftest.py"
 
 
 @contextlib.contextmanager

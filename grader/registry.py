@@ -248,7 +248,10 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
     """
     text = os.fspath(spec)
     if text == "reference":
-        from solutions import reference
+        try:
+            from solutions import reference
+        except ImportError:
+            raise SolutionError("the reference solution is not part of this kit (it is the instructor's)") from None
 
         return adopt("reference", "solutions/reference.py", [reference])
     if text == "exercises":
