@@ -461,8 +461,12 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
     isolation_name = "+".join(isolation) or "none"
     torch = _torch()
     torch.set_num_threads(1)
+    cuda_init_seconds = None
     if config.get("cuda_memory_fraction") and torch.cuda.is_available():
+        started = time.perf_counter()  # CUDA start-up, paid once per submission per GPU
         torch.cuda.set_per_process_memory_fraction(float(config["cuda_memory_fraction"]))
+        torch.zeros(1, device="cuda").sum().item()
+        cuda_init_seconds = time.perf_counter() - started
     from safetensors.torch import load as load_tensors
     from safetensors.torch import save as save_tensors
 
@@ -478,6 +482,7 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
         if op == "load":
             reply = _load(header, workdir, hooks)
             reply["isolation"] = isolation_name
+            reply["cuda_init_seconds"] = cuda_init_seconds
             send_message(sock, reply)
         elif op == "hello":
             send_message(sock, {"isolation": isolation_name, "pid": os.getpid()})

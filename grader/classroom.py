@@ -25,7 +25,7 @@ from grader import heatmaps
 from grader.cases import suite_version
 from grader.diagnosis import Fingerprints
 from grader.gradebook import Gradebook
-from grader.grading import Figures, available_devices, grade_submission
+from grader.grading import Figures, GpuPool, available_devices, grade_submission
 from grader.reports import student_folder
 from grader.sandbox import KIT_ROOT, Limits, Template
 from grader.submissions import Submission, collect_submissions
@@ -88,6 +88,8 @@ class GradeRun:
     graded: list[tuple[Submission, list[CaseResult]]]
     reused: list[str]
     isolation: str = "none"
+    cuda_overhead_seconds: float | None = None  # mean CUDA start-up per submission, where a GPU ran
+    peak_child_rss_mib: float | None = None  # the largest peak RSS a learner's process reported
 
     @property
     def info(self) -> dict[str, Any]:
@@ -168,6 +170,7 @@ def grade_class(
 
         graded: dict[str, list[CaseResult]] = {}
         reused: list[str] = []
+        measured: list[dict[str, Any]] = []  # per graded submission: peak RSS, CUDA start-up
         todo: list[Submission] = []
         for sub in submissions:
             earlier = done.get(sub.student)
@@ -201,9 +204,13 @@ def grade_class(
                         f"not '{FULL_ISOLATION}' (Linux user/PID/network namespaces and Landlock); nothing was graded"
                     )
 
+                gpus = GpuPool.visible()
+
                 def grade_one(sub: Submission) -> list[CaseResult]:
                     figures: Figures = {}
-                    results = grade_submission(sub, suite, template, limits, skipped, reveal, figures)
+                    stats: dict[str, Any] = {}
+                    results = grade_submission(sub, suite, template, limits, skipped, reveal, figures, stats, gpus)
+                    measured.append(stats)
                     heatmaps.write(student_folder(out, sub.student), figures)
                     return results
 
@@ -222,4 +229,17 @@ def grade_class(
                 book.set_isolation(run_id, isolation)
         book.finish_run(run_id)
     ordered = [(sub, graded[sub.student]) for sub in sorted(submissions, key=lambda s: s.student)]
-    return GradeRun(run_id, int(seed), version, ran, skipped, ordered, reused, isolation)
+    cuda_starts = [s["cuda_init_seconds"] for s in measured if s.get("cuda_init_seconds") is not None]
+    peaks = [s["peak_rss_kib"] for s in measured if s.get("peak_rss_kib")]
+    return GradeRun(
+        run_id,
+        int(seed),
+        version,
+        ran,
+        skipped,
+        ordered,
+        reused,
+        isolation,
+        cuda_overhead_seconds=sum(cuda_starts) / len(cuda_starts) if cuda_starts else None,
+        peak_child_rss_mib=max(peaks) / 1024 if peaks else None,
+    )

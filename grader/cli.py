@@ -311,6 +311,10 @@ def grade(
         + (f" ({skipped})" if skipped else "")
         + f"; isolation: {run.isolation}; seed {run.seed}; suite {run.suite_version}"
     )
+    if run.cuda_overhead_seconds is not None:
+        console.print(f"CUDA start-up per submission: {run.cuda_overhead_seconds:.2f} s (one learner process per GPU)")
+    if run.peak_child_rss_mib is not None:
+        console.print(f"peak RSS of a learner's process: {run.peak_child_rss_mib:.0f} MiB")
     if run.reused:
         console.print(
             f"{len(run.reused)} submission(s) already graded under the same conditions were not regraded "

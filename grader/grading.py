@@ -9,7 +9,11 @@ goes on with the next exercise in a fresh child.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import queue
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,23 +47,26 @@ class _Session:
     template: Template
     submission: Submission
     limits: Limits
-    use_cuda: bool
+    gpu: str | None = None  # the GPU this session's child may see, or None for a CPU child
     started: float = field(default_factory=time.monotonic)
     child: Child | None = None
     restarts: int = 0
     load_reply: dict[str, Any] | None = None
     peak_rss_kib: int = 0
+    cuda_init_seconds: float | None = None
 
     def ensure(self) -> Child:
         if self.child is None:
             if self.restarts > MAX_RESTARTS:
                 raise ChildGone(f"stopped after {MAX_RESTARTS} restarts of the learner's process")
-            self.child = self.template.spawn(self.limits, self.use_cuda)
+            self.child = self.template.spawn(self.limits, self.gpu)
             self.child.started = self.started
             sub = self.submission
             self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, "hooks": list(HOOK_NAMES)})
             header, _ = self.child.receive(self.limits.load_seconds)
             self.load_reply = header
+            if header.get("cuda_init_seconds") is not None:
+                self.cuda_init_seconds = float(header["cuda_init_seconds"])
         return self.child
 
     def drop(self) -> None:
@@ -84,6 +91,32 @@ Figures = dict[str, tuple[str, torch.Tensor, torch.Tensor]]
 """hook -> (case label, expected, received) for the first failing weights case of each hook."""
 
 
+class GpuPool:
+    """One learner process per GPU at a time: a token per GPU, leased for a submission's CUDA cases."""
+
+    def __init__(self, gpus: list[str]) -> None:
+        self.gpus = list(gpus)
+        self._free: queue.Queue[str] = queue.Queue()
+        for gpu in self.gpus:
+            self._free.put(gpu)
+
+    @classmethod
+    def visible(cls) -> GpuPool:
+        """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (or 0..n-1)."""
+        if not torch.cuda.is_available():
+            return cls([])
+        named = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+        return cls(named or [str(i) for i in range(torch.cuda.device_count())])
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[str]:
+        gpu = self._free.get()
+        try:
+            yield gpu
+        finally:
+            self._free.put(gpu)
+
+
 def grade_submission(
     submission: Submission,
     suite: Suite,
@@ -93,22 +126,29 @@ def grade_submission(
     reveal: bool = False,
     figures: Figures | None = None,
     stats: dict[str, Any] | None = None,
+    gpus: GpuPool | None = None,
 ) -> list[CaseResult]:
     """Every run of ``suite`` against ``submission``, judged here.
 
-    Failing cases are matched against the suite's fingerprints of known
-    mistakes; ``figures``, when given, collects the first failing weights case
-    of each hook for a heatmap; ``stats``, when given, gets the learner
-    process's peak RSS (``peak_rss_kib``, as it reported it) and its restarts.
+    CPU and meta cases run in one child without CUDA; CUDA cases in a second
+    child that holds one GPU of ``gpus`` for the whole submission, so CUDA
+    start-up is paid once per submission per GPU and each GPU serves one
+    learner process at a time.  Failing cases are matched against the suite's
+    fingerprints of known mistakes; ``figures``, when given, collects the
+    first failing weights case of each hook for a heatmap; ``stats``, when
+    given, gets the learner process's peak RSS (``peak_rss_kib``, as it
+    reported it), its restarts and the CUDA start-up time.
     """
     limits = limits or Limits()
-    skipped_devices = skipped_devices or {}
+    skipped_devices = dict(skipped_devices or {})
     student = submission.student
-    results: list[CaseResult] = []
     if submission.error:
         return [_result(student, run, FAILED, f"not graded: {submission.error}") for run in suite.runs]
-    use_cuda = any(b.device == "cuda" for b in suite.batches) and "cuda" not in skipped_devices
-    session = _Session(template, submission, limits, use_cuda)
+    gpus = gpus if gpus is not None else GpuPool.visible()
+    if not gpus.gpus:
+        skipped_devices.setdefault("cuda", "not available")
+    done: dict[int, list[CaseResult]] = {}
+    session = _Session(template, submission, limits)
     try:
         try:
             session.ensure()
@@ -119,20 +159,38 @@ def grade_submission(
             message = f"the submission does not import: {load['import_error']}"
             return [_result(student, run, FAILED, message) for run in suite.runs]
         unusable = _unusable_hooks(load.get("hooks", {}))
-        for batch in suite.batches:
+        on_gpu = []
+        for i, batch in enumerate(suite.batches):
             if batch.device in skipped_devices:
-                results += [
-                    _result(student, r, SKIPPED, f"{batch.device}: {skipped_devices[batch.device]}") for r in batch.runs
-                ]
+                why = f"{batch.device}: {skipped_devices[batch.device]}"
+                done[i] = [_result(student, r, SKIPPED, why) for r in batch.runs]
             elif batch.hook in unusable:
-                results += [_result(student, r, FAILED, unusable[batch.hook]) for r in batch.runs]
+                done[i] = [_result(student, r, FAILED, unusable[batch.hook]) for r in batch.runs]
+            elif batch.device == "cuda":
+                on_gpu.append(i)
             else:
-                results += _grade_batch(session, batch, reveal, suite.fingerprints, figures)
+                done[i] = _grade_batch(session, batch, reveal, suite.fingerprints, figures)
+        session.close()
+        if on_gpu:
+            with gpus.lease() as gpu:
+                cuda = _Session(template, submission, limits, gpu=gpu, started=session.started)
+                try:
+                    for i in on_gpu:
+                        done[i] = _grade_batch(cuda, suite.batches[i], reveal, suite.fingerprints, figures)
+                finally:
+                    cuda.close()
+                    session.peak_rss_kib = max(session.peak_rss_kib, cuda.peak_rss_kib)
+                    session.restarts += cuda.restarts
+                    session.cuda_init_seconds = cuda.cuda_init_seconds
     finally:
         session.close()
         if stats is not None:
-            stats.update(peak_rss_kib=session.peak_rss_kib, restarts=session.restarts)
-    return results
+            stats.update(
+                peak_rss_kib=session.peak_rss_kib,
+                restarts=session.restarts,
+                cuda_init_seconds=session.cuda_init_seconds,
+            )
+    return [result for i in sorted(done) for result in done[i]]
 
 
 def _unusable_hooks(found: dict[str, Any]) -> dict[str, str]:

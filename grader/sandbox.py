@@ -207,11 +207,17 @@ class Template:
         self._control.settimeout(None)
         self._ready = True
 
-    def spawn(self, limits: Limits, use_cuda: bool = False) -> Child:
+    def spawn(self, limits: Limits, gpu: str | None = None) -> Child:
+        """Fork a child; ``gpu`` is the one GPU it may see (``CUDA_VISIBLE_DEVICES``), else it sees none.
+
+        CUDA is initialised in that child only, never in the template.
+        """
         workdir = Path(tempfile.mkdtemp(prefix="attnkit-child-"))
+        use_cuda = gpu is not None
+        env = dict(child_environment(str(workdir)), CUDA_VISIBLE_DEVICES=gpu if use_cuda else "")
         config = {
             "workdir": str(workdir),
-            "env": child_environment(str(workdir)),
+            "env": env,
             "limits": limits.rlimits(use_cuda),
             "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
         }
