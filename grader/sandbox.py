@@ -69,6 +69,7 @@ def child_environment(home: str) -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
+        "CUDA_VISIBLE_DEVICES": "",  # no GPU unless the child is given one
     }
 
 
