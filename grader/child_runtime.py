@@ -458,6 +458,8 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
     isolation = list(config.get("isolation", []))
     if config.get("landlock", True) and restrict_filesystem(str(workdir), config.get("readable") or readable_paths()):
         isolation.append("landlock")
+    if config.get("seccomp", True) and deny_unix_sockets():
+        isolation.append("seccomp")
     isolation_name = "+".join(isolation) or "none"
     torch = _torch()
     torch.set_num_threads(1)
@@ -544,19 +546,93 @@ def _libc() -> Any:
 
 
 def enter_namespaces() -> bool:
-    """Put this process in new user, PID and network namespaces; True if the kernel allowed it.
+    """Put this process in new user, PID, network and mount namespaces; True if the kernel allowed it.
 
     The caller must fork once more: its child is PID 1 of the new PID namespace,
     and when that process ends the kernel kills everything left inside it,
     ``setsid`` escapees included.  The new network namespace has no interface
-    up, loopback included: no connection goes anywhere.
+    up, loopback included: no connection goes anywhere.  The mount namespace
+    lets :func:`private_mounts` give the child its own ``/proc`` and ``/tmp``.
     """
     if not sys.platform.startswith("linux"):
         return False
+    uid, gid = os.geteuid(), os.getegid()
     try:
-        return _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET) == 0
+        if _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS) != 0:
+            return False
+        # map our own user to root of the new namespace: files made here belong to us outside
+        for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
     except (OSError, AttributeError):
         return False
+    return True
+
+
+def private_mounts(workdir: str) -> bool:
+    """In the child's mount namespace: a ``/proc`` of its own PID namespace, empty ``/tmp``, ``/run``, ``/dev/shm``.
+
+    A fresh ``/proc`` shows the child no process outside its sandbox (not the
+    grader's command line, not its environment); empty temporary folders hide
+    other processes' files and unix sockets.  ``workdir`` (under ``/tmp``) is
+    bound back in place.  Call as PID 1 of the new PID namespace.
+    """
+    libc = _libc()
+    ms_nosuid, ms_nodev, ms_noexec, ms_bind, ms_rec, ms_private = 2, 4, 8, 4096, 16384, 1 << 18
+    if libc.mount(None, b"/", None, ms_rec | ms_private, None) != 0:
+        return False
+    if libc.mount(b"proc", b"/proc", b"proc", ms_nosuid | ms_nodev | ms_noexec, None) != 0:
+        return False
+    keep = os.open(workdir, os.O_PATH | os.O_CLOEXEC)
+    try:
+        for folder in dict.fromkeys(os.path.realpath(f) for f in ("/tmp", "/run", "/var/run", "/dev/shm")):
+            if os.path.isdir(folder):
+                libc.mount(b"tmpfs", folder.encode(), b"tmpfs", ms_nosuid | ms_nodev, b"size=64m,mode=1777")
+        os.makedirs(workdir, exist_ok=True)
+        source = f"/proc/self/fd/{keep}".encode()
+        return libc.mount(source, workdir.encode(), None, ms_bind, None) == 0
+    finally:
+        os.close(keep)
+
+
+def deny_unix_sockets() -> bool:
+    """seccomp: ``socket(AF_UNIX, ...)`` fails with EACCES, so no unix socket outside is reached.
+
+    The child keeps the socket pair it was born with; it needs no other.  x86-64
+    and aarch64 only; True if the filter is in place.
+    """
+    import ctypes
+    import platform
+
+    arch = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}.get(platform.machine())
+    if arch is None:
+        return False
+    audit_arch, sys_socket = arch
+    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, deny = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+    code = [
+        (ld, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 0, 4, audit_arch),  # another architecture: allow
+        (ld, 0, 0, 0),  # seccomp_data.nr
+        (jeq, 0, 2, sys_socket),  # not socket(): allow
+        (ld, 0, 0, 16),  # args[0], the address family (low 32 bits)
+        (jeq, 1, 0, 1),  # AF_UNIX: deny
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+    filters = (Instruction * len(code))(*[Instruction(*c) for c in code])
+    program = Program(len(code), filters)
+    libc = _libc()
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
 def _landlock_abi(libc: Any) -> int:
@@ -572,7 +648,7 @@ def readable_paths() -> list[str]:
     A folder of packages that also holds the kit's own packages (an installed
     attnkit) is opened entry by entry, leaving the kit's out.
     """
-    paths = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/opt"]
+    paths = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys"]
     paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
     for entry in sys.path:
         if not entry or not os.path.isdir(entry):
@@ -773,7 +849,8 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str], warm_
                             os.waitpid(inner, 0)
                         os._exit(0)
                     die_with_parent(0)
-                    isolation.append("namespaces")
+                    if private_mounts(config["workdir"]):
+                        isolation.append("namespaces")
                 config["isolation"] = isolation
                 child_main(socket.socket(fileno=fds[0]), config)
             except BaseException:

@@ -114,9 +114,19 @@ def _id_from_path(path: Path) -> str:
     return sanitize_student_id(stem)
 
 
+RESERVED_IDS = frozenset(
+    {"grades.csv", "junit.xml", "gradebook.sqlite", "gradebook.sqlite-wal", "gradebook.sqlite-shm"}
+)
+"""Names of the files ``attnkit grade`` writes beside the student folders: no student may take one."""
+
+
 def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
-    """Give repeated ids ``-2``, ``-3`` … suffixes, in order (case-insensitively, for macOS/Windows)."""
-    seen: set[str] = set()
+    """Give repeated ids ``-2``, ``-3`` … suffixes, in order (case-insensitively, for macOS/Windows).
+
+    An id equal to one of the grader's own output files counts as taken, so it
+    gets a suffix too.
+    """
+    seen: set[str] = set(RESERVED_IDS)
     for sub in submissions:
         base = sub.student
         candidate, n = base, 1
