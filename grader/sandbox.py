@@ -234,7 +234,7 @@ class Template:
         return Child(int(json.loads(reply)["pid"]), ours, workdir, limits)
 
     def isolation(self) -> str:
-        """What this machine lets a child have: ``namespaces+landlock``, ``landlock``, ``namespaces`` or ``none``.
+        """What this machine lets a child have, e.g. ``namespaces+landlock+seccomp``, ``landlock`` or ``none``.
 
         Asked of a throwaway child once: the kernel decides, not the configuration.
         """
