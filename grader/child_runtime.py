@@ -574,8 +574,10 @@ def private_mounts(workdir: str) -> bool:
 
     A fresh ``/proc`` shows the child no process outside its sandbox (not the
     grader's command line, not its environment); empty temporary folders hide
-    other processes' files and unix sockets.  ``workdir`` (under ``/tmp``) is
-    bound back in place.  Call as PID 1 of the new PID namespace.
+    other processes' files and unix sockets.  What the child needs from under
+    them -- its ``workdir``, and Python and its packages when they live there
+    (a kit checked out under ``/tmp``, say) -- is bound back in place.  Call as
+    PID 1 of the new PID namespace.
     """
     libc = _libc()
     ms_nosuid, ms_nodev, ms_noexec, ms_bind, ms_rec, ms_private = 2, 4, 8, 4096, 16384, 1 << 18
@@ -583,16 +585,29 @@ def private_mounts(workdir: str) -> bool:
         return False
     if libc.mount(b"proc", b"/proc", b"proc", ms_nosuid | ms_nodev | ms_noexec, None) != 0:
         return False
-    keep = os.open(workdir, os.O_PATH | os.O_CLOEXEC)
+    shadowed = [
+        f
+        for f in dict.fromkeys(os.path.realpath(f) for f in ("/tmp", "/run", "/var/run", "/dev/shm"))
+        if os.path.isdir(f)
+    ]
+    needed = [workdir, sys.prefix, sys.base_prefix, sys.exec_prefix] + [p for p in sys.path if p]
+    keep: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in needed if os.path.isdir(p)}):
+        under = any(path.startswith(f + os.sep) for f in shadowed)
+        if under and not any(path.startswith(k + os.sep) for k in keep):
+            keep.append(path)
+    handles = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep}
     try:
-        for folder in dict.fromkeys(os.path.realpath(f) for f in ("/tmp", "/run", "/var/run", "/dev/shm")):
-            if os.path.isdir(folder):
-                libc.mount(b"tmpfs", folder.encode(), b"tmpfs", ms_nosuid | ms_nodev, b"size=64m,mode=1777")
-        os.makedirs(workdir, exist_ok=True)
-        source = f"/proc/self/fd/{keep}".encode()
-        return libc.mount(source, workdir.encode(), None, ms_bind, None) == 0
+        for folder in shadowed:
+            libc.mount(b"tmpfs", folder.encode(), b"tmpfs", ms_nosuid | ms_nodev, b"size=64m,mode=1777")
+        for path, fd in handles.items():
+            os.makedirs(path, exist_ok=True)
+            if libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, ms_bind | ms_rec, None) != 0:
+                return False
+        return True
     finally:
-        os.close(keep)
+        for fd in handles.values():
+            os.close(fd)
 
 
 def deny_unix_sockets() -> bool:
