@@ -225,9 +225,10 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
 def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
     """Return an ``nn.Module``: the chapter's ``MultiHeadAttention``.
 
-    ``W_query``, ``W_key``, ``W_value`` (``d_in -> d_out``, created in that
-    order), ``out_proj`` (``d_out -> d_out``, with bias), a ``mask`` buffer and
-    attention dropout.  Heads are split with view + transpose;
+    ``W_query``, ``W_key``, ``W_value`` (``nn.Linear(d_in, d_out,
+    bias=qkv_bias)``, created in that order), ``out_proj`` (``d_out -> d_out``,
+    with bias), a ``(context_length, context_length)`` ``mask`` buffer and
+    attention dropout with probability ``dropout``.  Heads are split with view + transpose;
     ``forward(x)``: ``(b, T, d_in) -> (b, T, d_out)`` equals per-head causal
     attention, concatenated, then projected.  ``d_out % num_heads != 0``
     raises ``ValueError``.
