@@ -428,6 +428,18 @@ def _peak_rss_kib() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
 
 
+def _address_space_bytes() -> int:
+    """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _processes_of_this_user() -> int:
     uid = os.getuid()
     count = 0
@@ -452,6 +464,8 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
     limits = dict(config.get("limits", {}))
     if "RLIMIT_NPROC" in limits:  # counted per user, machine-wide: allow this many more than exist now
         limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + _processes_of_this_user()
+    if "RLIMIT_AS" in limits:  # torch's libraries already map GBs (far more in a CUDA build): allow this much more
+        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + _address_space_bytes()
     for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
         if name in limits:
             _limit(name, int(limits[name]))

@@ -37,7 +37,7 @@ class Limits:
     call_seconds: float = 10.0
     submission_seconds: float = 180.0
     load_seconds: float = 20.0
-    memory_bytes: int = 3 << 30  # address space, CPU runs only (CUDA reserves far more)
+    memory_bytes: int = 3 << 30  # address space a child may add to what it starts with; CPU runs only
     cpu_seconds: int = 120
     file_bytes: int = 16 << 20
     open_files: int = 256
