@@ -120,6 +120,7 @@ def template():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SECRET_VAR, SECRET_VALUE)
         tpl = Template()
+        tpl.isolation()  # the template boots in the background: wait until it is up and has forked once
         try:
             yield tpl
         finally:
