@@ -1,6 +1,6 @@
 """Throughput of `attnkit grade` against the naive way and against the floor.
 
-    python benchmarks/throughput.py                 # N=24 submissions, --jobs = the cores
+    python benchmarks/throughput.py                 # N=60 submissions, --jobs = the cores
     python benchmarks/throughput.py -n 60 --jobs 2 --naive 4
 
 Grades N generated submissions (copies of the sample class's perfect solution with
@@ -109,7 +109,7 @@ def child_peak_rss_mib(path: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", type=int, default=24, help="submissions in the main run (default 24)")
+    parser.add_argument("-n", type=int, default=60, help="submissions in the main run (default 60)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="attnkit grade --jobs (default: cores)")
     parser.add_argument("--naive", type=int, default=3, help="submissions timed the naive way (default 3)")
     args = parser.parse_args()
