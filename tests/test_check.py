@@ -11,20 +11,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from learner_code import reference_source
 
 from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
 from grader.cli import main
 from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parent.parent
-
-
-def reference_source() -> str:
-    """The reference's code as a learner would paste it: no decorator, no grader import."""
-    text = (KIT / "solutions" / "reference.py").read_text()
-    drop = ("@hookimpl", "from grader import hookimpl", "from __future__ import annotations")
-    lines = [ln for ln in text.splitlines() if ln.strip() not in drop]
-    return "\n".join(lines) + "\n"
 
 
 def test_stubs_are_all_not_started():

@@ -7,11 +7,9 @@ command takes: a ``.py`` file, a folder and a ``.zip``.
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
-import re
 import shutil
 import signal
 import sqlite3
@@ -24,14 +22,13 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from learner_code import alice_with
 
 from grader.cli import main
 from grader.registry import HOOK_NAMES
 from grader.rubric import load_rubric
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
-ALICE = KIT_ROOT / "examples" / "submissions" / "alice.py"
-SNIPPETS = Path(__file__).resolve().parent / "submissions"
 SEED = "7"
 HAS_CUDA = torch.cuda.is_available()
 STUDENTS = ("ada", "bea", "cal")
@@ -40,17 +37,7 @@ MISTAKES = {"bea": "causal_mask", "cal": "softmax_weights"}
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; Linux only")
 
 
-def alice_with(snippet: str | None) -> str:
-    """Alice's solution with the hooks ``tests/submissions/<snippet>.py`` defines replaced by the snippet's."""
-    source = ALICE.read_text(encoding="utf-8")
-    if snippet is not None:
-        extra = (SNIPPETS / f"{snippet}.py").read_text(encoding="utf-8")
-        replaced = {node.name for node in ast.parse(extra).body
-                    if isinstance(node, ast.FunctionDef) and node.name in HOOK_NAMES}
-        for hook in replaced:  # Alice's modules keep calling her own version under its new name
-            source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
-        source += f"\n\n# --- from tests/submissions/{snippet}.py ---\n{extra}"
-    return source
+
 
 
 def flat(text: str) -> str:

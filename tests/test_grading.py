@@ -8,13 +8,12 @@ must still pass.  One suite (cpu and meta) and one template serve the module.
 
 from __future__ import annotations
 
-import ast
-import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+import learner_code
 import pytest
 import torch
 import torch.testing
@@ -28,8 +27,6 @@ from grader.suite import build_suite
 from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
-ALICE = KIT_ROOT / "examples" / "submissions" / "alice.py"
-SNIPPETS = Path(__file__).resolve().parent / "submissions"
 SEED = 20261129
 LIMITS = Limits(call_seconds=2, submission_seconds=30)
 TRUSTED_COMPARISONS = (torch.allclose, torch.equal, torch.isclose, torch.testing.assert_close,
@@ -42,15 +39,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 
 def alice_with(folder: Path, snippet: str | None, student: str = "learner") -> Path:
-    """Alice's solution with the hooks ``tests/submissions/<snippet>.py`` defines replaced by the snippet's."""
-    source = ALICE.read_text(encoding="utf-8")
-    if snippet is not None:
-        extra = (SNIPPETS / f"{snippet}.py").read_text(encoding="utf-8")
-        replaced = {node.name for node in ast.parse(extra).body
-                    if isinstance(node, ast.FunctionDef) and node.name in HOOK_NAMES}
-        for hook in replaced:  # Alice's modules keep calling her own version under its new name
-            source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
-        source += f"\n\n# --- from tests/submissions/{snippet}.py ---\n{extra}"
+    """Alice's solution with a snippet's hooks in place of hers, written to ``folder/<student>.py``."""
+    source = learner_code.alice_with(snippet)
     path = folder / f"{student}.py"
     path.write_text(source, encoding="utf-8")
     return path

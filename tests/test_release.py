@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from learner_code import reference_source
 
 from grader.cli import main
 from grader.registry import HOOK_NAMES
@@ -59,13 +60,6 @@ SLOW_TIMEOUT = 300
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-
-
-def reference_source() -> str:
-    """The reference's code as a learner would paste it: no decorator, no grader import."""
-    text = (KIT / "solutions" / "reference.py").read_text()
-    drop = ("@hookimpl", "from grader import hookimpl", "from __future__ import annotations")
-    return "\n".join(ln for ln in text.splitlines() if ln.strip() not in drop) + "\n"
 
 
 def paste_reference(kit: Path) -> None:

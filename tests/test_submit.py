@@ -8,7 +8,6 @@ subprocess gets a ``sitecustomize`` shim).  The other cases call
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from learner_code import reference_source
 
 from grader.check import NOT_STARTED, PASSING
 from grader.cli import main
@@ -50,20 +50,6 @@ sys.path_hooks[:] = [h for h in sys.path_hooks if not _ours(h)]
 sys.path[:] = [p for p in sys.path if "__editable__" not in p]
 sys.path_importer_cache.clear()
 '''
-
-
-def reference_source(only: tuple[str, ...] = ()) -> str:
-    """The reference's code as a learner would paste it: no decorator, no grader import.
-
-    With ``only``, just the imports and those functions.
-    """
-    text = (KIT / "solutions" / "reference.py").read_text()
-    if only:
-        tree = ast.parse(text)
-        keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or getattr(n, "name", "") in only]
-        text = "\n\n".join(ast.get_source_segment(text, n) for n in keep)
-    drop = ("@hookimpl", "from grader import hookimpl", "from __future__ import annotations")
-    return "\n".join(ln for ln in text.splitlines() if ln.strip() not in drop) + "\n"
 
 
 def fill_notebook(path: Path, only: tuple[str, ...] = ()) -> None:
