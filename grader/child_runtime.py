@@ -1,12 +1,14 @@
 """What runs on the learner's side: load a submission, find its hooks, run calls.
 
-This file is self-contained (the standard library, torch and safetensors) on
-purpose.  The grader starts it as ``python -I -c <this source> template ...``:
+This file is self-contained (the standard library, torch and safetensors, and
+pyseccomp where installed) on purpose.  The grader starts it as ``python -I -c <this source> template ...``:
 a *template* process that imports torch once and then forks one child per
 submission.  A child holds only the learner's code, written from text into its
 own temporary folder; never the reference, the catalogue of mistakes or the
-hidden cases.  Trusted code imports the loading helpers from here too, so the
-sandbox and in-process loading find hooks the same way.
+hidden cases.  Before any learner code runs, :func:`contain` puts the child in
+its sandbox (namespaces, its own ``/proc`` and ``/dev``, an unprivileged uid,
+Landlock, seccomp).  Trusted code imports the loading helpers from here too, so
+the sandbox and in-process loading find hooks the same way.
 
 The wire format, both ways, is data only: a message is an 8-byte length, a JSON
 header, an 8-byte length and a safetensors blob (possibly empty).  Nothing is
@@ -53,9 +55,19 @@ def send_message(sock: socket.socket, header: dict[str, Any], blob: bytes = b"")
     sock.sendall(_LEN.pack(len(data)) + data + _LEN.pack(len(blob)) + blob)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes from ``sock``; with a ``deadline`` (``time.monotonic()``), TimeoutError once it passes.
+
+    The time left is recomputed before every ``recv``, so a peer that drips one
+    byte at a time cannot stretch a read past the deadline.
+    """
     chunks = bytearray()
     while len(chunks) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the deadline passed")
+            sock.settimeout(left)
         part = sock.recv(min(n - len(chunks), 1 << 20))
         if not part:
             raise EOFError("the other side closed the connection")
@@ -63,20 +75,28 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(chunks)
 
 
-def recv_message(sock: socket.socket, max_blob: int = 1 << 30) -> tuple[dict[str, Any], bytes]:
-    (size,) = _LEN.unpack(_recv_exact(sock, 8))
-    if size > MAX_HEADER:
-        raise ProtocolError(f"header of {size} bytes is over the {MAX_HEADER} byte limit")
+def recv_message(
+    sock: socket.socket, max_blob: int = 1 << 30, max_header: int = MAX_HEADER, deadline: float | None = None
+) -> tuple[dict[str, Any], bytes]:
+    """One message: ``(header, blob)``.  Sizes over the caps are refused from the length prefix, unread.
+
+    Raises ProtocolError for anything that is not a well-formed message (a
+    header that is not a JSON object, too deeply nested JSON, bad UTF-8),
+    EOFError when the peer closed, TimeoutError when ``deadline`` passed.
+    """
+    (size,) = _LEN.unpack(_recv_exact(sock, 8, deadline))
+    if size > max_header:
+        raise ProtocolError(f"header of {size} bytes is over the {max_header} byte limit")
     try:
-        header = json.loads(_recv_exact(sock, size))
-    except ValueError as exc:
-        raise ProtocolError(f"header is not JSON: {exc}") from exc
+        header = json.loads(_recv_exact(sock, size, deadline))
+    except (ValueError, RecursionError, MemoryError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ProtocolError(f"header is not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
-    (blob_size,) = _LEN.unpack(_recv_exact(sock, 8))
+    (blob_size,) = _LEN.unpack(_recv_exact(sock, 8, deadline))
     if blob_size > max_blob:
         raise ProtocolError(f"data of {blob_size} bytes is over the {max_blob} byte limit")
-    return header, _recv_exact(sock, blob_size)
+    return header, _recv_exact(sock, blob_size, deadline)
 
 
 # --- loading a submission ----------------------------------------------------------
@@ -344,6 +364,8 @@ def run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors
                 results = [fn(**args)]
                 for _ in range(int(call.get("repeat", 1)) - 1):  # fresh arguments: a generator restarts
                     results.append(fn(**_decode_args(call.get("args", {}), tensors, device)))
+                for other in call.get("also", []):  # once more with other arguments (a generator seeded anew)
+                    results.append(fn(**_decode_args(other, tensors, device)))
         reply["ok"] = True
     except Exception as exc:
         reply["error"] = {
@@ -431,28 +453,21 @@ def _peak_rss_kib() -> int:
 def _address_space_bytes() -> int:
     """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
     try:
-        with open("/proc/self/status", encoding="ascii") as fh:
+        with open("/proc/self/status", "rb") as fh:
             for line in fh:
-                if line.startswith("VmSize:"):
+                if line.startswith(b"VmSize:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return 0
 
 
-def _processes_of_this_user() -> int:
-    uid = os.getuid()
-    count = 0
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
-    return count
+def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]) -> None:
+    """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``run`` batches.
 
-
-def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
-    """Serve one submission: ``load`` once, then ``run`` batches, until ``bye`` or EOF."""
+    Until ``bye`` or end-of-file.  ``isolation`` names the layers that took; the
+    ``hello`` reply says them, the seccomp backend and the uid outside.
+    """
     workdir = Path(config["workdir"])
     os.chdir(workdir)
     out = os.open(workdir / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -461,19 +476,6 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
     os.close(out)
     os.environ.clear()
     os.environ.update(config.get("env", {}))
-    limits = dict(config.get("limits", {}))
-    if "RLIMIT_NPROC" in limits:  # counted per user, machine-wide: allow this many more than exist now
-        limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + _processes_of_this_user()
-    if "RLIMIT_AS" in limits:  # torch's libraries already map GBs (far more in a CUDA build): allow this much more
-        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + _address_space_bytes()
-    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
-        if name in limits:
-            _limit(name, int(limits[name]))
-    isolation = list(config.get("isolation", []))
-    if config.get("landlock", True) and restrict_filesystem(str(workdir), config.get("readable") or readable_paths()):
-        isolation.append("landlock")
-    if config.get("seccomp", True) and deny_unix_sockets():
-        isolation.append("seccomp")
     isolation_name = "+".join(isolation) or "none"
     torch = _torch()
     torch.set_num_threads(1)
@@ -501,7 +503,7 @@ def child_main(sock: socket.socket, config: dict[str, Any]) -> None:
             reply["cuda_init_seconds"] = cuda_init_seconds
             send_message(sock, reply)
         elif op == "hello":
-            send_message(sock, {"isolation": isolation_name, "pid": os.getpid()})
+            send_message(sock, {"isolation": isolation_name, "pid": os.getpid(), **config.get("contained", {})})
         elif op == "run":
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
@@ -544,124 +546,576 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
 
 
 # --- isolation: what the learner's process may touch ------------------------------------------
+#
+# contain() puts a freshly forked child in its sandbox before any learner code
+# runs: one small step after another (nsjail's containProc is the model), each
+# returning the names of the layers that took.  A step the kernel refuses is
+# left out and the isolation line says so, with one exception: a child that
+# cannot stop being root exits rather than run learner code.
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+SANDBOX_UID = 65534
+"""The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root."""
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_SANDBOX_NAMESPACES = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC
+_ANY_NAMESPACE = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+)
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
-_FS_READ = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
-_FS_FILE = 1 | 2 | 4  # EXECUTE | WRITE_FILE | READ_FILE: the rights a rule on a single file may carry
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 _KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
+
+DEVICES = ("null", "zero", "full", "random", "urandom")
+"""The device files of a child's own ``/dev``; a CUDA child also gets ``/dev/nvidia*``."""
+
+ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/fonts")
+"""All of ``/etc`` a learner's process may read: the loader's cache, the time zone, NSS, fontconfig (plots)."""
+
+SYSTEM_FOLDERS = (
+    "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib",
+    "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/bin",
+    "/usr/share/zoneinfo", "/usr/share/locale/locale.alias",
+    "/usr/share/fonts", "/usr/local/share/fonts", "/usr/share/fontconfig",
+    "/sys/devices/system/cpu", "/sys/devices/system/node",
+)  # fmt: skip
+"""Shared libraries, programs (a learner may start ``sleep``), time zones, locale aliases, fonts, the CPU facts."""
+
+PROC_FILES = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg")
+"""Of ``/proc``, besides the process's own folder, the files torch and the standard library read."""
+
+CUDA_PATHS = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/sys/module/nvidia")
+"""What a CUDA child may read besides: the driver's parameters and the PCI devices."""
+
+# seccomp: what the learner's process may not ask the kernel for (names as in <asm/unistd.h>)
+SECCOMP_EPERM = (
+    "keyctl", "add_key", "request_key",  # the kernel keyrings: secrets of the grader's user
+    "bpf", "perf_event_open", "userfaultfd",  # favourite kernel-exploit tools
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",  # other processes' memory and files
+    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl",  # SysV IPC
+    "semget", "semop", "semctl", "semtimedop",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",  # POSIX queues
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",  # no namespace or mount after setup
+    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    "open_by_handle_at", "name_to_handle_at",  # files by handle, around every path check
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup", "lookup_dcookie",
+    "iopl", "ioperm", "modify_ldt",  # x86 only
+)  # fmt: skip
+"""Fail with EPERM."""
+
+SECCOMP_ENOSYS = ("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register")
+"""Fail with ENOSYS, as on a kernel without them: the C library falls back from clone3 to clone
+(whose namespace flags the filter can see), and nothing gets an io_uring."""
+
+_SYSCALLS = {  # machine -> (AUDIT_ARCH_*, {name: number}); a test checks these against libseccomp
+    "x86_64": (0xC000003E, {
+        "keyctl": 250, "add_key": 248, "request_key": 249, "bpf": 321, "perf_event_open": 298,
+        "userfaultfd": 323, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
+        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+        "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
+        "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
+        "mq_getsetattr": 245, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
+        "chroot": 161, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429,
+        "open_tree": 428, "mount_setattr": 442, "open_by_handle_at": 304, "name_to_handle_at": 303,
+        "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313,
+        "delete_module": 176, "swapon": 167, "swapoff": 168, "reboot": 169, "acct": 163, "quotactl": 179,
+        "syslog": 103, "vhangup": 153, "lookup_dcookie": 212, "iopl": 172, "ioperm": 173, "modify_ldt": 154,
+        "clone3": 435, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "socket": 41, "clone": 56,
+    }),
+    "aarch64": (0xC00000B7, {
+        "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
+        "userfaultfd": 282, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
+        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
+        "msgctl": 187, "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192,
+        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+        "mq_getsetattr": 185, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
+        "chroot": 51, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429,
+        "open_tree": 428, "mount_setattr": 442, "open_by_handle_at": 265, "name_to_handle_at": 264,
+        "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273,
+        "delete_module": 106, "swapon": 224, "swapoff": 225, "reboot": 142, "acct": 89, "quotactl": 60,
+        "syslog": 116, "vhangup": 58, "lookup_dcookie": 18,
+        "clone3": 435, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "socket": 198, "clone": 220,
+    }),
+}  # fmt: skip
+_EPERM, _EACCES, _ENOSYS, _AF_UNIX = 1, 13, 38, 1
+_X32_SYSCALL_BIT = 0x40000000
+_NEW_NAMESPACE_FLAGS = _ANY_NAMESPACE  # clone() with any of these fails with EPERM
+
+
+_LIBC: Any = None
 
 
 def _libc() -> Any:
+    """The C library, loaded once (in the template: ``find_library`` runs ``ldconfig``, which a child may not)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _LIBC
+
+
+def _syscall(number: int, *args: int | None) -> int:
+    """``syscall(2)`` with every argument passed as a C long (None: a NULL pointer)."""
     import ctypes
-    import ctypes.util
 
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    return int(libc.syscall(ctypes.c_long(number), *[None if a is None else ctypes.c_long(a) for a in args]))
 
 
-def enter_namespaces() -> bool:
-    """Put this process in new user, PID, network and mount namespaces; True if the kernel allowed it.
+def syscall_number(name: str) -> int | None:
+    """This machine's number for syscall ``name``: from the table here, else from libseccomp, else None."""
+    import platform
 
-    The caller must fork once more: its child is PID 1 of the new PID namespace,
-    and when that process ends the kernel kills everything left inside it,
-    ``setsid`` escapees included.  The new network namespace has no interface
-    up, loopback included: no connection goes anywhere.  The mount namespace
-    lets :func:`private_mounts` give the child its own ``/proc`` and ``/tmp``.
+    table = _SYSCALLS.get(platform.machine(), (0, {}))[1]
+    if name in table:
+        return table[name]
+    try:
+        import pyseccomp
+
+        number = int(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name))
+    except (ImportError, RuntimeError, OSError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+class _Plan:
+    """What :func:`contain` works from: the child's config, and what it learns on the way."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.workdir = os.path.realpath(config["workdir"])
+        self.without = set(config.get("without") or ())  # layers left out on purpose (tests)
+        self.cuda = bool(config.get("cuda"))
+        self.root = os.geteuid() == 0
+        self.uid = int(config.get("sandbox_uid", SANDBOX_UID)) if self.root else os.geteuid()
+        self.gid = self.uid if self.root else os.getegid()
+        self.listable: list[str] = [str(p) for p in config.get("listable") or []]
+        self.readable = [str(p) for p in config.get("readable") or readable_paths([], self.listable)]
+        self.parent_pid = os.getppid()
+        self.map_fd: int | None = config.get("map_fd")  # root: where the template maps this child's ids
+        self.parent_fd: int | None = None  # reads end-of-file once the parent is gone
+        self.namespaces = ""  # "user": with a user namespace; "plain": root's, without one; "": none
+        self.ids_dropped = False
+        self.processes_before: int | None = None  # processes of the sandbox uid outside any namespace of ours
+        self.seccomp = ""  # which filter is in place: "libseccomp" or "bpf"
+        self.closed = _closed_folders(_needed_folders(self), self.uid, self.gid) if self.root else []
+
+
+def contain(config: dict[str, Any]) -> list[str]:
+    """Put this process (a fresh fork of the template) in its sandbox; return the layers that took, in order.
+
+    The steps: leave the grader's uid behind when it is root; new user, PID,
+    network, IPC and mount namespaces (forking once: the caller goes on as PID 1
+    of the new PID namespace); a ``/proc``, empty temporary folders and a
+    minimal ``/dev`` of its own; a fresh session keyring; no capabilities;
+    resource limits; Landlock; seccomp.  ``config["contained"]`` gets what the
+    hello reply reports (the seccomp backend, the uid outside).
     """
-    if not sys.platform.startswith("linux"):
+    plan = _Plan(config)
+    took: list[str] = []
+    prepare_sandbox_user(plan)
+    took += enter_namespaces(plan)
+    sources = open_mount_sources(plan) if plan.namespaces else None
+    took += take_mapped_ids(plan)
+    took += private_mounts(plan, sources)
+    took += join_fresh_session_keyring(plan)
+    took += drop_privileges(plan)
+    set_limits(config.get("limits") or {}, plan)
+    took += restrict_filesystem(plan)
+    took += filter_syscalls(plan)
+    config["contained"] = {"seccomp": plan.seccomp or None, "uid": _outside_uid()}
+    if plan.parent_fd is not None:
+        os.close(plan.parent_fd)  # no id changes any more: nothing left to learn from it
+    return took
+
+
+def prepare_sandbox_user(plan: _Plan) -> None:
+    """As root: the workdir belongs to the sandbox uid, and no supplementary group of root's follows."""
+    if plan.root:
+        os.chown(plan.workdir, plan.uid, plan.gid)
+        os.setgroups([])
+
+
+def enter_namespaces(plan: _Plan) -> list[str]:
+    """New user, PID, network, mount and IPC namespaces; then fork, and go on as PID 1 of the new PID namespace.
+
+    As root, the template (in the parent namespace) maps the new namespace's
+    root to the sandbox uid; where a user namespace is refused, root makes the
+    other namespaces without one.  When PID 1 ends the kernel kills everything
+    left in its namespace, ``setsid`` escapees included; the new network
+    namespace has no interface up, loopback included; the new IPC namespace
+    has no SysV object or POSIX queue of anyone else's, and takes its own
+    with it when it ends.
+    """
+    if "namespaces" in plan.without or not sys.platform.startswith("linux"):
+        if plan.root:
+            plan.processes_before = _processes_of(plan.uid)
+        return []
+    libc = _libc()
+    took = []
+    wants_user_ns = "user-ns" not in plan.without and (plan.map_fd is not None or not plan.root)
+    if wants_user_ns and libc.unshare(CLONE_NEWUSER | _SANDBOX_NAMESPACES) == 0:
+        if not (_parent_maps_ids(plan) if plan.root else _map_own_ids()):
+            raise OSError("the new user namespace got no uid map")
+        plan.namespaces = "user"
+        took.append("user-ns")
+    elif plan.root and libc.unshare(_SANDBOX_NAMESPACES) == 0:
+        plan.namespaces = "plain"
+        plan.processes_before = _processes_of(plan.uid)  # /proc is still the machine's here
+    elif plan.root:
+        plan.processes_before = _processes_of(plan.uid)
+    if plan.map_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(plan.map_fd)  # tells the template there is nothing to map, when it was not used
+        plan.map_fd = None
+    if not plan.namespaces:
+        return []
+    _become_pid_one(plan)
+    return took + ["pid-ns", "net-ns", "ipc-ns"]
+
+
+def _parent_maps_ids(plan: _Plan) -> bool:
+    """Ask the template, root in the parent user namespace, to map our namespace's root to the sandbox uid."""
+    assert plan.map_fd is not None
+    channel = socket.socket(fileno=plan.map_fd)
+    plan.map_fd = None
+    try:
+        channel.sendall(b"u")
+        return channel.recv(1) == b"y"
+    except OSError:
         return False
+    finally:
+        channel.close()
+
+
+def _map_own_ids() -> bool:
+    """Map our own uid and gid to root of the new user namespace: files made inside belong to us outside."""
     uid, gid = os.geteuid(), os.getegid()
     try:
-        if _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS) != 0:
-            return False
-        # map our own user to root of the new namespace: files made here belong to us outside
         for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
             with open(f"/proc/self/{name}", "w") as fh:
                 fh.write(text)
-    except (OSError, AttributeError):
+    except OSError:
         return False
     return True
 
 
-def private_mounts(workdir: str) -> bool:
-    """In the child's mount namespace: a ``/proc`` of its own PID namespace, empty ``/tmp``, ``/run``, ``/dev/shm``.
+def map_child_ids(pid: int, channel: socket.socket, uid: int, gid: int) -> None:
+    """The template's half of a root child's user namespace: map its root to ``uid``/``gid`` when asked.
 
-    A fresh ``/proc`` shows the child no process outside its sandbox (not the
-    grader's command line, not its environment); empty temporary folders hide
-    other processes' files and unix sockets.  What the child needs from under
-    them -- its ``workdir``, and Python and its packages when they live there
-    (a kit checked out under ``/tmp``, say) -- is bound back in place.  Call as
-    PID 1 of the new PID namespace.
+    Only a process with CAP_SETUID in the parent namespace may map another uid
+    than its own, so the parent writes the child's maps (as nsjail does).
     """
-    libc = _libc()
-    ms_nosuid, ms_nodev, ms_noexec, ms_bind, ms_rec, ms_private = 2, 4, 8, 4096, 16384, 1 << 18
-    if libc.mount(None, b"/", None, ms_rec | ms_private, None) != 0:
-        return False
-    if libc.mount(b"proc", b"/proc", b"proc", ms_nosuid | ms_nodev | ms_noexec, None) != 0:
-        return False
-    shadowed = [
-        f
-        for f in dict.fromkeys(os.path.realpath(f) for f in ("/tmp", "/run", "/var/run", "/dev/shm"))
-        if os.path.isdir(f)
-    ]
-    needed = [workdir, sys.prefix, sys.base_prefix, sys.exec_prefix] + [p for p in sys.path if p]
-    keep: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in needed if os.path.isdir(p)}):
-        under = any(path.startswith(f + os.sep) for f in shadowed)
-        if under and not any(path.startswith(k + os.sep) for k in keep):
-            keep.append(path)
-    handles = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep}
     try:
-        for folder in shadowed:
-            libc.mount(b"tmpfs", folder.encode(), b"tmpfs", ms_nosuid | ms_nodev, b"size=64m,mode=1777")
-        for path, fd in handles.items():
-            os.makedirs(path, exist_ok=True)
-            if libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, ms_bind | ms_rec, None) != 0:
-                return False
-        return True
+        channel.settimeout(10.0)
+        if channel.recv(1) != b"u":
+            return  # the child made no user namespace
+        try:
+            for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
+                with open(f"/proc/{pid}/{name}", "w") as fh:
+                    fh.write(text)
+            answer = b"y"
+        except OSError:
+            answer = b"n"
+        channel.sendall(answer)
+    except OSError:
+        pass
     finally:
-        for fd in handles.values():
+        channel.close()
+
+
+def _become_pid_one(plan: _Plan) -> None:
+    """Fork: the parent waits and exits, holding a pipe whose end-of-file tells the child it has gone."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid != 0:
+        os.close(read_end)
+        os.closerange(3, write_end)  # the learner's socket among them: only the child holds it
+        os.closerange(write_end + 1, 1 << 16)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os._exit(0)
+    os.close(write_end)
+    plan.parent_fd = read_end
+    die_with_parent(0, read_end)
+
+
+def _after_id_change(plan: _Plan) -> None:
+    """A change of uid clears the parent-death signal and makes /proc/self root's: put both back."""
+    _libc().prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    die_with_parent(0 if plan.namespaces else plan.parent_pid, plan.parent_fd)
+
+
+def take_mapped_ids(plan: _Plan) -> list[str]:
+    """Root with a user namespace: become its root, which is the sandbox uid outside, before mounting anything."""
+    if plan.namespaces != "user" or not plan.root:
+        return []
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    plan.ids_dropped = True
+    _after_id_change(plan)
+    return [f"uid-{plan.uid}"] if _outside_uid() == plan.uid else []
+
+
+def _outside_uid() -> int:
+    """The uid this process has outside every user namespace (from ``/proc/self/uid_map``)."""
+    uid = os.geteuid()
+    try:
+        with open("/proc/self/uid_map", "rb") as fh:  # bytes: no codec to import while no longer root
+            for line in fh:
+                inside, outside, count = (int(x) for x in line.split())
+                if inside <= uid < inside + count:
+                    return outside + uid - inside
+    except (OSError, ValueError):
+        pass
+    return uid
+
+
+def _processes_of(uid: int) -> int:
+    """Processes of ``uid`` this process can see in ``/proc``."""
+    count = 0
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+    return count
+
+
+def _can_search(path: str, uid: int, gid: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o100)
+    if st.st_gid == gid:
+        return bool(st.st_mode & 0o010)
+    return bool(st.st_mode & 0o001)
+
+
+def _topmost(paths: list[str]) -> list[str]:
+    """``paths`` without those inside another one of them."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not any(path == k or path.startswith(k + os.sep) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f + os.sep) for f in folders)
+
+
+def _needed_folders(plan: _Plan) -> list[str]:
+    """The folders the child needs from the filesystem: its workdir, and those of the Landlock allowlist."""
+    return [plan.workdir] + [
+        p if os.path.isdir(p) else os.path.dirname(p)
+        for p in plan.readable
+        if not p.startswith(("/proc/", "/sys/", "/dev/")) and os.path.exists(p)
+    ]
+
+
+def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
+    """The topmost folders on the way to ``folders`` that ``uid`` may not enter (a 0700 ``/root`` holding pyenv).
+
+    Asked before any namespace: inside a user namespace, root's files look as
+    if they belonged to the overflow uid (which is the sandbox uid).
+    """
+    searchable: dict[str, bool] = {}
+    closed: list[str] = []
+    for path in folders:
+        parts = path.split(os.sep)[1:-1]
+        for i in range(1, len(parts) + 1):
+            ancestor = os.sep + os.path.join(*parts[:i])
+            if ancestor not in searchable:
+                searchable[ancestor] = _can_search(ancestor, uid, gid)
+            if not searchable[ancestor]:
+                closed.append(ancestor)
+                break
+    return _topmost(closed)
+
+
+def open_mount_sources(plan: _Plan) -> dict[str, Any]:
+    """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
+
+    Three kinds: the folders shadowed by an empty tmpfs (``/tmp``, ``/run``,
+    and any folder on the way to Python or the workdir that the sandbox uid
+    may not enter); what the child needs from under them (its workdir, Python
+    and its packages), bound back in place; and the device files of its own
+    ``/dev``.
+    """
+    temporary = [p for p in _topmost([os.path.realpath(f) for f in ("/tmp", "/run", "/var/run")]) if os.path.isdir(p)]
+    if "dev" in plan.without and os.path.isdir("/dev/shm"):
+        temporary.append(os.path.realpath("/dev/shm"))
+    closed = [f for f in plan.closed if not _inside(f, temporary)]
+    shadowed = [(f, "1777", "64m") for f in temporary] + [(f, "0755", "1m") for f in closed]
+    folders = [f for f, _, _ in shadowed]
+    keep = _topmost([p for p in _needed_folders(plan) if _inside(p, folders) and p not in folders])
+    devices = [f"/dev/{name}" for name in DEVICES]
+    if plan.cuda:
+        import glob
+
+        devices += sorted(glob.glob("/dev/nvidia*"))
+    return {
+        "shadowed": shadowed,
+        "keep": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep},
+        "devices": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in devices if os.path.exists(path)},
+    }
+
+
+def _mount_tmpfs(libc: Any, folder: str, mode: str, size: str, flags: int = _MS_NOSUID | _MS_NODEV) -> bool:
+    return libc.mount(b"tmpfs", folder.encode(), b"tmpfs", flags, f"size={size},mode={mode}".encode()) == 0
+
+
+def _bind(libc: Any, fd: int, target: str, recursive: bool = True) -> bool:
+    """Bind what ``fd`` (``O_PATH``) names onto ``target``, making the mount point first."""
+    import stat
+
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    flags = _MS_BIND | (_MS_REC if recursive else 0)
+    return libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, flags, None) == 0
+
+
+def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
+    """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, and a minimal ``/dev``.
+
+    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process
+    outside the sandbox: not the grader's command line, not its environment.
+    Empty temporary folders hide other processes' files and unix sockets; what
+    the child needs from under them is bound back (see
+    :func:`open_mount_sources`).  ``mount-ns`` takes when all of that did,
+    ``dev`` when the child's ``/dev`` holds only :data:`DEVICES` (and
+    ``/dev/nvidia*`` for a CUDA child): no terminal, no ``/dev/kmsg``, no
+    console, no disk, no loop device.
+    """
+    if sources is None:
+        return []
+    libc = _libc()
+    try:
+        if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+            return []
+        if libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
+            return []
+        for folder, mode, size in sources["shadowed"]:
+            if not _mount_tmpfs(libc, folder, mode, size):
+                return []
+        for path, fd in sources["keep"].items():
+            if not _bind(libc, fd, path):
+                return []
+        took = ["mount-ns"]
+        if "dev" not in plan.without and _minimal_dev(libc, sources["devices"]):
+            took.append("dev")
+        return took
+    finally:
+        for fd in list(sources["keep"].values()) + list(sources["devices"].values()):
             os.close(fd)
 
 
-def deny_unix_sockets() -> bool:
-    """seccomp: ``socket(AF_UNIX, ...)`` fails with EACCES, so no unix socket outside is reached.
+def _minimal_dev(libc: Any, devices: dict[str, int]) -> bool:
+    """A tmpfs on ``/dev`` holding binds of ``devices``, ``/dev/shm`` and the ``fd``/``std*`` links."""
+    if not _mount_tmpfs(libc, "/dev", "0755", "1m", _MS_NOSUID | _MS_NOEXEC):
+        return False
+    for path, fd in devices.items():
+        if not _bind(libc, fd, path, recursive=False):
+            return False
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "0"), ("stdout", "1"), ("stderr", "2")):
+        os.symlink(target if name == "fd" else f"/proc/self/fd/{target}", f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    return _mount_tmpfs(libc, "/dev/shm", "1777", "64m")
 
-    The child keeps the socket pair it was born with; it needs no other.  x86-64
-    and aarch64 only; True if the filter is in place.
+
+def join_fresh_session_keyring(plan: _Plan) -> list[str]:
+    """A new, empty, anonymous session keyring: the keys of the grader's session are no longer this process's."""
+    number = syscall_number("keyctl")
+    if "keyring" in plan.without or number is None:
+        return []
+    keyctl_get_keyring_id, keyctl_join_session_keyring, key_spec_session_keyring = 0, 1, -3
+    serial = _syscall(number, keyctl_join_session_keyring, None)  # no name: a fresh anonymous keyring
+    if serial < 0:
+        return []
+    return ["keyring"] if _syscall(number, keyctl_get_keyring_id, key_spec_session_keyring, 0) == serial else []
+
+
+def drop_privileges(plan: _Plan) -> list[str]:
+    """Root: become the sandbox uid (where no user namespace did it); then no capability at all.
+
+    The bounding set goes first (dropping it needs CAP_SETPCAP, which a
+    setresuid away from root takes), then the uid, then every capability
+    left (a user namespace's root has them all inside it).  A root child that
+    is still root afterwards raises: it never runs learner code.
     """
     import ctypes
-    import platform
 
-    arch = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}.get(platform.machine())
-    if arch is None:
-        return False
-    audit_arch, sys_socket = arch
-    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
-    allow, deny = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
-
-    class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
-
-    code = [
-        (ld, 0, 0, 4),  # seccomp_data.arch
-        (jeq, 0, 4, audit_arch),  # another architecture: allow
-        (ld, 0, 0, 0),  # seccomp_data.nr
-        (jeq, 0, 2, sys_socket),  # not socket(): allow
-        (ld, 0, 0, 16),  # args[0], the address family (low 32 bits)
-        (jeq, 1, 0, 1),  # AF_UNIX: deny
-        (ret, 0, 0, allow),
-        (ret, 0, 0, deny),
-    ]
-    filters = (Instruction * len(code))(*[Instruction(*c) for c in code])
-    program = Program(len(code), filters)
     libc = _libc()
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        return False
-    return libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    took = []
+    last_cap = 63
+    with contextlib.suppress(OSError, ValueError), open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
+        last_cap = int(fh.read())
+    for cap in range(last_cap + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if plan.root and not plan.ids_dropped:
+        os.setgroups([])
+        os.setresgid(plan.gid, plan.gid, plan.gid)
+        os.setresuid(plan.uid, plan.uid, plan.uid)
+        plan.ids_dropped = True
+        _after_id_change(plan)
+        if _outside_uid() == plan.uid:
+            took.append(f"uid-{plan.uid}")
+    if plan.root and _outside_uid() == 0:
+        raise PermissionError("the learner's process would run as root")
+    libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    nothing = (Data * 2)()
+    libc.capset(ctypes.byref(Header(0x20080522, 0)), nothing)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if _capabilities_left() == 0:
+        took.append("no-caps")
+    return took
+
+
+def _capabilities_left() -> int:
+    """The capabilities this process could still use (effective, permitted, inheritable, ambient), or -1."""
+    left = 0
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:")):
+                    left |= int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return -1
+    return left
+
+
+def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
+    """``setrlimit`` for each of ``limits``; the process and address-space counts are relative to now."""
+    limits = dict(limits)
+    if "RLIMIT_NPROC" in limits:  # counted per user (per user namespace): allow this many more than exist now
+        before = plan.processes_before if plan.processes_before is not None else _processes_of(os.getuid())
+        limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + before
+    if "RLIMIT_AS" in limits:  # torch's libraries already map GBs (far more in a CUDA build): allow this much more
+        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + _address_space_bytes()
+    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
+        if name in limits:
+            _limit(name, int(limits[name]))
 
 
 def _landlock_abi(libc: Any) -> int:
@@ -671,49 +1125,93 @@ def _landlock_abi(libc: Any) -> int:
         return 0
 
 
-def readable_paths() -> list[str]:
-    """What the learner's process may read: the system, Python and its packages, never the kit.
-
-    A folder of packages that also holds the kit's own packages (an installed
-    attnkit) is opened entry by entry, leaving the kit's out.
-    """
-    paths = ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys"]
-    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
+def _kit_holes(kit_roots: list[str]) -> list[str]:
+    """The kit's folders, and the kit's entries in every folder of packages on ``sys.path``."""
+    holes = [os.path.realpath(r) for r in kit_roots]
     for entry in sys.path:
-        if not entry or not os.path.isdir(entry):
-            continue
-        names = set(os.listdir(entry))
-        if any(n.startswith(_KIT_PACKAGES) for n in names):
-            paths += [os.path.join(entry, n) for n in sorted(names) if not n.startswith(_KIT_PACKAGES)]
-        else:
-            paths.append(entry)
-    return paths
+        if entry and os.path.isdir(entry):
+            holes += [
+                os.path.realpath(os.path.join(entry, n)) for n in os.listdir(entry) if n.startswith(_KIT_PACKAGES)
+            ]
+    return holes
 
 
-def restrict_filesystem(workdir: str, readable: list[str]) -> bool:
-    """Landlock: read ``readable``, write only inside ``workdir`` and to devices; no TCP.
+def _without_holes(path: str, holes: list[str], listable: list[str]) -> list[str]:
+    """``path`` as Landlock rules that cover all of it but ``holes``: itself, or its entries one by one.
 
-    Also scopes signals and abstract unix sockets to this process's own domain
-    (Landlock ABI 6), so it cannot signal the grader.  True if applied.
+    A folder opened entry by entry goes to ``listable``: it may still be listed
+    (Python's importer lists the folders it imports from), not read.
+    """
+    real = os.path.realpath(path)
+    if not os.path.exists(real) or real in holes:
+        return []
+    inner = [h for h in holes if h.startswith(real + os.sep)]
+    if not inner or not os.path.isdir(real):
+        return [real]
+    listable.append(real)
+    rules: list[str] = []
+    for name in sorted(os.listdir(real)):
+        rules += _without_holes(os.path.join(real, name), inner, listable)
+    return rules
+
+
+def readable_paths(kit_roots: list[str], listable: list[str] | None = None) -> list[str]:
+    """What the learner's process may read: Python, its packages and the system's libraries; never the kit.
+
+    An allowlist: the standard library and every folder of packages on
+    ``sys.path``, the interpreter, the folders of shared libraries and
+    programs, time zones and fonts, a few named files of ``/etc``
+    (:data:`ETC_FILES`), the CPU facts of ``/sys``.  Not ``/etc`` or ``/dev``
+    whole, not ``/home``, not ``/root``.  A folder that holds any of the kit
+    (its checkout, an installed attnkit, an editable install's finder) is
+    opened entry by entry, leaving the kit out, and added to ``listable``.
+    Computed once, in the template.
+    """
+    import sysconfig
+
+    paths = [sysconfig.get_paths().get(key) or "" for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    paths += [sysconfig.get_config_var("LIBDIR") or "", sys.executable, os.path.realpath(sys.executable)]
+    paths += [os.path.dirname(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    paths += [p for p in sys.path if p]
+    paths += list(SYSTEM_FOLDERS) + list(ETC_FILES)
+    holes = _kit_holes(kit_roots)
+    listable = [] if listable is None else listable
+    rules = [rule for path in paths if path for rule in _without_holes(path, holes, listable)]
+    listable[:] = list(dict.fromkeys(listable))
+    return list(dict.fromkeys(rules))
+
+
+def restrict_filesystem(plan: _Plan) -> list[str]:
+    """Landlock: read the allowlist (:func:`readable_paths`), write only inside the workdir and to its devices.
+
+    Of ``/proc`` the process may list folders and read its own folder and
+    :data:`PROC_FILES`; no TCP; no signal to, and no abstract unix socket of,
+    a process outside its sandbox (Landlock ABI 6).  This is the only fence for
+    files where there is no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or
+    ``/etc/shadow`` are out of reach either way.
     """
     import ctypes
 
+    if "landlock" in plan.without:
+        return []
     libc = _libc()
     abi = _landlock_abi(libc)
     if abi < 1:
-        return False
+        return []
+    read = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
+    truncate = 1 << 14 if abi >= 3 else 0
+    ioctl_dev = 1 << 15 if abi >= 5 else 0
+    device = 2 | 4 | truncate  # WRITE_FILE | READ_FILE | TRUNCATE
     handled_fs = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
-    if abi >= 2:
-        handled_fs |= 1 << 13  # REFER
-    if abi >= 3:
-        handled_fs |= 1 << 14  # TRUNCATE
+    handled_fs |= (1 << 13 if abi >= 2 else 0) | truncate | ioctl_dev  # REFER, TRUNCATE, IOCTL_DEV
+    file_rights = 1 | 2 | 4 | truncate | ioctl_dev  # what a rule on a single file may carry
     handled_net = 0b11 if abi >= 4 else 0  # BIND_TCP | CONNECT_TCP, with no rule allowing any
     scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals
     attr = (ctypes.c_uint64 * 3)(handled_fs, handled_net, scoped)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
     if ruleset < 0:
-        return False
+        return []
 
     class PathBeneath(ctypes.Structure):
         _pack_ = 1
@@ -726,22 +1224,129 @@ def restrict_filesystem(workdir: str, readable: list[str]) -> bool:
             return
         try:
             if not os.path.isdir(path):
-                access &= _FS_FILE | (1 << 14 if abi >= 3 else 0)
+                access &= file_rights
             rule = PathBeneath(access & handled_fs, fd)
             libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0)  # LANDLOCK_RULE_PATH_BENEATH
         finally:
             os.close(fd)
 
     try:
-        for path in readable:
-            allow(path, _FS_READ)
-        allow("/dev", _FS_READ | 2 | (1 << 14 if abi >= 3 else 0))  # /dev/null, /dev/nvidia*: read and write
-        allow(workdir, handled_fs)
-        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required by landlock_restrict_self
-            return False
-        return libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0
+        for path in plan.readable:
+            allow(path, read)
+        for path in plan.listable:
+            allow(path, 8)  # READ_DIR
+        allow("/proc", 8)  # READ_DIR: list /proc (in a PID namespace of its own: only its own processes)
+        allow(os.path.realpath("/proc/self"), read)
+        for path in PROC_FILES:
+            allow(path, 4)
+        for name in DEVICES:
+            allow(f"/dev/{name}", device)
+        if plan.cuda:
+            import glob
+
+            for path in CUDA_PATHS:
+                allow(path, read)
+            for path in glob.glob("/dev/nvidia*"):
+                allow(path, device | ioctl_dev)
+        allow(plan.workdir, handled_fs)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # required by landlock_restrict_self
+            return []
+        return ["landlock"] if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0 else []
     finally:
         os.close(ruleset)
+
+
+def filter_syscalls(plan: _Plan) -> list[str]:
+    """seccomp, through libseccomp (pyseccomp) where installed, else a filter built here; both the same policy.
+
+    Kills the process on a syscall of any other architecture (i386 through
+    ``int 0x80``, x32 on x86-64); :data:`SECCOMP_EPERM` fail with EPERM and
+    :data:`SECCOMP_ENOSYS` with ENOSYS; ``socket(AF_UNIX, ...)`` fails with
+    EACCES (no unix socket outside is reached by path; the child keeps the
+    socket pair it was born with, and ``socketpair`` reaches nothing); ``clone``
+    with a namespace flag fails with EPERM.
+    """
+    if "seccomp" in plan.without:
+        return []
+    if "libseccomp" not in plan.without and _load_libseccomp_filter():
+        plan.seccomp = "libseccomp"
+    elif _load_bpf_filter():
+        plan.seccomp = "bpf"
+    else:
+        return []
+    return ["seccomp"]
+
+
+def _seccomp_rules(numbers: dict[str, int] | None = None) -> list[tuple[str, int]]:
+    """(syscall, errno) for each plainly denied syscall that ``numbers`` (default: this machine) knows."""
+    rules = [(name, _EPERM) for name in SECCOMP_EPERM] + [(name, _ENOSYS) for name in SECCOMP_ENOSYS]
+    if numbers is not None:
+        return [(name, err) for name, err in rules if name in numbers]
+    return [(name, err) for name, err in rules if syscall_number(name) is not None]
+
+
+def _load_libseccomp_filter() -> bool:
+    try:
+        import pyseccomp as scmp
+    except (ImportError, RuntimeError, OSError):  # not installed, or no libseccomp.so on this machine
+        return False
+    try:
+        policy = scmp.SyscallFilter(scmp.ALLOW)
+        policy.set_attr(scmp.Attr.ACT_BADARCH, scmp.KILL_PROCESS)  # i386, x32 and every other architecture
+        for name, err in _seccomp_rules():
+            policy.add_rule(scmp.ERRNO(err), name)
+        policy.add_rule(scmp.ERRNO(_EACCES), "socket", scmp.Arg(0, scmp.MASKED_EQ, 0xFFFFFFFF, _AF_UNIX))
+        for bit in range(32):
+            if _NEW_NAMESPACE_FLAGS & (1 << bit):
+                policy.add_rule(scmp.ERRNO(_EPERM), "clone", scmp.Arg(0, scmp.MASKED_EQ, 1 << bit, 1 << bit))
+        policy.load()
+    except OSError:
+        return False
+    return True
+
+
+def bpf_program(audit_arch: int, numbers: dict[str, int]) -> list[tuple[int, int, int, int]]:
+    """The hand-built filter: (code, jt, jf, k) instructions enforcing the same policy as the libseccomp one."""
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, JMP|JSET|K, RET|K
+    allow, kill = 0x7FFF0000, 0x80000000  # SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS
+
+    def fail(err: int) -> int:
+        return 0x00050000 | err  # SECCOMP_RET_ERRNO
+
+    code = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]  # seccomp_data.arch, .nr
+    if audit_arch == _SYSCALLS["x86_64"][0]:
+        code += [(jge, 0, 1, _X32_SYSCALL_BIT), (ret, 0, 0, kill)]  # x32 shares x86-64's AUDIT_ARCH
+    for name, err in _seccomp_rules(numbers):
+        code += [(jeq, 0, 1, numbers[name]), (ret, 0, 0, fail(err))]
+    # the last two look at an argument (args[0], its low 32 bits: family and flags are ints), so each ends the program
+    code += [(jeq, 0, 4, numbers["socket"]), (ld, 0, 0, 16), (jeq, 0, 1, _AF_UNIX), (ret, 0, 0, fail(_EACCES))]
+    code += [(ret, 0, 0, allow)]
+    code += [(jeq, 0, 4, numbers["clone"]), (ld, 0, 0, 16), (jset, 0, 1, _NEW_NAMESPACE_FLAGS)]
+    code += [(ret, 0, 0, fail(_EPERM)), (ret, 0, 0, allow)]
+    return code + [(ret, 0, 0, allow)]
+
+
+def _load_bpf_filter() -> bool:
+    import ctypes
+    import platform
+
+    arch = _SYSCALLS.get(platform.machine())
+    if arch is None:
+        return False
+    code = bpf_program(*arch)
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+    filters = (Instruction * len(code))(*[Instruction(*c) for c in code])
+    program = Program(len(code), filters)
+    libc = _libc()
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    return libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
 # --- the template: a warm process that forks children -----------------------------------
@@ -756,7 +1361,8 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
         real = os.path.realpath(entry or ".")
         inside_kit = any(real == r or real.startswith(r + os.sep) for r in roots)
         inside_environment = any(real == e or real.startswith(e + os.sep) for e in environments)
-        return inside_kit and not inside_environment
+        installed = os.path.basename(real) in ("site-packages", "dist-packages")  # Landlock leaves the kit out of it
+        return inside_kit and not inside_environment and not installed
 
     def editable_install(obj: Any) -> bool:  # setuptools' finders for `pip install -e`
         owner = getattr(obj, "__self__", obj)
@@ -770,24 +1376,25 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
     sys.path_importer_cache.clear()
 
 
-def die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
 
     Each child dies with the template, and the template kills its children's
     process groups when the grader's end of the control socket closes, so a
-    grader killed mid-run leaves no learner process behind.
+    grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0
+    is a parent outside our PID namespace, whose pid we cannot see; then
+    ``parent_fd``, a pipe the parent holds open, tells whether it is still there.
     """
-    import ctypes
-    import ctypes.util
+    import select
     import signal
 
-    pr_set_pdeathsig = 1
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        _libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
         return
-    if os.getppid() not in (parent_pid, 0):  # the parent died before prctl took effect (0: outside our PID ns)
+    if os.getppid() not in (parent_pid, 0):  # the parent died before prctl took effect
+        os._exit(1)
+    if parent_fd is not None and select.select([parent_fd], [], [], 0)[0]:  # end-of-file: the parent is gone
         os._exit(1)
 
 
@@ -831,14 +1438,28 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str], warm_
     child's end of a socket pair); the reply is the child's pid.  The template never
     runs a torch op, so forked children start with a clean OpenMP state.
     """
+    # what containment imports, imported here: a child may not be able to read the standard library
+    # before its mounts are in place (a pyenv Python under a 0700 /root, say)
+    import glob  # noqa: F401
+    import platform  # noqa: F401
+    import resource  # noqa: F401
+    import select  # noqa: F401
     import signal
+    import stat  # noqa: F401
+    import sysconfig  # noqa: F401
 
     import safetensors.torch  # noqa: F401 - warm the import for the children
     import torch  # noqa: F401
 
+    with contextlib.suppress(Exception):  # libseccomp's binding, where installed (its import runs ldconfig)
+        import pyseccomp  # noqa: F401
+
     if warm_meta:
         _warm_meta()
     _drop_kit_from_path(kit_roots)
+    listable: list[str] = []
+    readable = readable_paths(kit_roots, listable)  # the Landlock allowlist, the same for every child
+    _libc()
     _release_free_memory()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     control = socket.socket(fileno=control_fd)
@@ -862,33 +1483,42 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str], warm_
         config = json.loads(data)
         if not fds:
             continue
+        config["readable"], config["listable"] = readable, listable
+        without = set(config.get("without") or ())
+        mapping = None  # root: the socket on which this child asks for its user namespace's uid map
+        if os.geteuid() == 0 and not without & {"namespaces", "user-ns"}:
+            mapping = socket.socketpair()
+            config["map_fd"] = mapping[1].fileno()
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 control.close()
+                if mapping is not None:
+                    mapping[0].close()
                 die_with_parent(template_pid)
                 os.setsid()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                isolation = []
-                if config.get("namespaces", True) and enter_namespaces():
-                    inner = os.fork()  # PID 1 of the new namespace; its end ends everything in it
-                    if inner != 0:
-                        with contextlib.suppress(ChildProcessError):
-                            os.waitpid(inner, 0)
-                        os._exit(0)
-                    die_with_parent(0)
-                    if private_mounts(config["workdir"]):
-                        isolation.append("namespaces")
-                config["isolation"] = isolation
-                child_main(socket.socket(fileno=fds[0]), config)
+                isolation = contain(config)
+                child_main(socket.socket(fileno=fds[0]), config, isolation)
             except BaseException:
                 code = 1
+                _note_failure(config["workdir"])
             finally:
                 os._exit(code)
         os.close(fds[0])
+        if mapping is not None:
+            mapping[1].close()
+            map_child_ids(pid, mapping[0], *(int(config.get("sandbox_uid", SANDBOX_UID)),) * 2)
         children[:] = [(c, w) for c, w in children if _alive(c)] + [(pid, config["workdir"])]
         control.sendall(json.dumps({"pid": pid}).encode())
+
+
+def _note_failure(workdir: str) -> None:
+    """Append the traceback of what stopped a child to its output file (best effort), where the grader looks."""
+    with contextlib.suppress(BaseException):
+        with open(os.path.join(workdir, "output.txt"), "a", encoding="utf-8") as fh:
+            traceback.print_exc(file=fh)
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":

@@ -3,8 +3,9 @@
 The template is ``python -I`` running :mod:`grader.child_runtime`: it imports
 torch (and nothing of the kit) once, then forks a child per request.  Each
 child gets its own session and process group, its own temporary folder, a
-scrubbed environment and resource limits, and talks to this process over a
-socket pair in the data-only wire format of :mod:`grader.child_runtime`.
+scrubbed environment, resource limits and its containment (``contain()`` in
+:mod:`grader.child_runtime`), and talks to this process over a socket pair in
+the data-only wire format, every read bounded by an absolute deadline.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grader import child_runtime
-from grader.child_runtime import ProtocolError, recv_message, send_message
+from grader.child_runtime import MAX_HEADER, SANDBOX_UID, recv_message, send_message
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_KEPT = 64 * 1024
@@ -59,11 +61,18 @@ class Limits:
 
 
 def child_environment(home: str) -> dict[str, str]:
-    """The whole environment a learner's process sees: no secrets, no seed, one thread."""
+    """The whole environment a learner's process sees: no secrets, no seed, one thread.
+
+    ``USER`` and ``LOGNAME`` answer ``getpass.getuser()`` without ``/etc/passwd``
+    (which the child may not read); matplotlib keeps its cache in ``home``.
+    """
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": home,
         "TMPDIR": home,
+        "USER": "learner",
+        "LOGNAME": "learner",
+        "MPLCONFIGDIR": home,
         "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -83,13 +92,17 @@ class ChildGone(Exception):
 
 @dataclass
 class Child:
-    """One learner process.  Always ``close()`` it: that kills its whole process group."""
+    """One learner process.  Always ``close()`` it: that kills its whole process group.
+
+    ``deadline`` (``time.monotonic()``) is the submission's: no read waits past
+    it, and the process is killed when it passes.
+    """
 
     pid: int
     sock: socket.socket
     workdir: Path
     limits: Limits
-    started: float = field(default_factory=time.monotonic)
+    deadline: float
     closed: bool = False
 
     def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
@@ -98,24 +111,39 @@ class Child:
         except OSError as exc:
             raise ChildGone(f"the process is gone ({exc.strerror or exc})") from exc
 
-    def receive(self, timeout: float) -> tuple[dict[str, Any], bytes]:
-        budget = self.limits.submission_seconds - (time.monotonic() - self.started)
-        if budget <= 0:
-            raise ChildGone(f"the submission used up its {self.limits.submission_seconds:g} s time limit")
-        wait = min(timeout, budget)
-        self.sock.settimeout(wait)
+    def receive(
+        self, timeout: float, *, max_header: int = MAX_HEADER, max_blob: int | None = None
+    ) -> tuple[dict[str, Any], bytes]:
+        """The next message, within ``timeout`` seconds from now and the submission's deadline.
+
+        Both deadlines are absolute: the time left is recomputed before every
+        ``recv``, so a reply dripped a byte at a time is cut off, and the process
+        is killed there.  A message over ``max_header`` or ``max_blob`` bytes
+        (default: the limits' ``max_result_bytes``) is refused from its length
+        prefix.  Anything but a well-formed message in time raises ChildGone,
+        and nothing else.
+        """
+        call_deadline = time.monotonic() + timeout
+        deadline = min(call_deadline, self.deadline)
+        submission = f"the submission used up its {self.limits.submission_seconds:g} s time limit"
+        if deadline <= time.monotonic():
+            kill_group(self.pid)
+            raise ChildGone(submission)
+        blob_cap = self.limits.max_result_bytes if max_blob is None else max_blob
         try:
-            return recv_message(self.sock, max_blob=self.limits.max_result_bytes)
+            return recv_message(self.sock, max_blob=blob_cap, max_header=max_header, deadline=deadline)
         except TimeoutError:
-            if wait < timeout:
-                raise ChildGone(f"the submission used up its {self.limits.submission_seconds:g} s time limit") from None
+            kill_group(self.pid)
+            if self.deadline < call_deadline:
+                raise ChildGone(submission) from None
             raise ChildGone(f"timed out after {timeout:g} s (an infinite loop, or far too slow)") from None
-        except EOFError:
+        except (EOFError, ConnectionError):
             raise ChildGone(
                 "the process ended during this call (sys.exit, os._exit, a crash, or a resource limit)"
             ) from None
-        except (ProtocolError, OSError, ValueError) as exc:
-            raise ChildGone(f"the process sent something unreadable ({exc})") from None
+        except Exception as exc:  # ProtocolError, OSError, ...: nothing the child sends escapes as anything else
+            kill_group(self.pid)
+            raise ChildGone(f"the process sent something unreadable ({type(exc).__name__}: {exc})") from None
 
     def output(self) -> str:
         """The first 64 KiB of what the child printed, and how much more there was."""
@@ -156,13 +184,16 @@ def kill_group(pid: int) -> None:
 class Template:
     """A warm ``python -I`` process that has imported torch and forks children on request."""
 
-    def __init__(self, start_timeout: float = 120.0, warm_meta: bool = True) -> None:
+    def __init__(self, start_timeout: float = 120.0, warm_meta: bool = True, sandbox_uid: int = SANDBOX_UID) -> None:
         """Start the template; it boots in the background until the first :meth:`spawn`.
 
         ``warm_meta`` pays the meta device's start-up once in the template (about
         4 s and 70 MB) so each child's meta pass is fast; skip it when no meta
-        pass will run.
+        pass will run.  ``sandbox_uid`` is the uid learner processes run as when
+        this process is root (default ``nobody``); an unprivileged grader's
+        children keep its uid, inside a user namespace of their own.
         """
+        self.sandbox_uid = sandbox_uid
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._home = tempfile.mkdtemp(prefix="attnkit-template-")
         source = Path(child_runtime.__file__).read_text(encoding="utf-8")
@@ -208,10 +239,17 @@ class Template:
         self._control.settimeout(None)
         self._ready = True
 
-    def spawn(self, limits: Limits, gpu: str | None = None) -> Child:
+    def spawn(
+        self, limits: Limits, gpu: str | None = None, deadline: float | None = None, without: Collection[str] = ()
+    ) -> Child:
         """Fork a child; ``gpu`` is the one GPU it may see (``CUDA_VISIBLE_DEVICES``), else it sees none.
 
         CUDA is initialised in that child only, never in the template.
+        ``deadline`` (``time.monotonic()``) is the submission's, by default
+        ``limits.submission_seconds`` from now.  ``without`` names containment
+        layers to leave out (``user-ns``, ``namespaces``, ``dev``, ``keyring``,
+        ``landlock``, ``seccomp``, ``libseccomp`` for the hand-built filter):
+        for tests that check one layer alone, never for grading.
         """
         workdir = Path(tempfile.mkdtemp(prefix="attnkit-child-"))
         use_cuda = gpu is not None
@@ -220,8 +258,13 @@ class Template:
             "workdir": str(workdir),
             "env": env,
             "limits": limits.rlimits(use_cuda),
+            "cuda": use_cuda,
             "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
+            "sandbox_uid": self.sandbox_uid,
+            "without": sorted(without),
         }
+        if deadline is None:
+            deadline = time.monotonic() + limits.submission_seconds
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with self._lock:
             self._wait_ready()
@@ -231,12 +274,13 @@ class Template:
         if not reply:
             ours.close()
             raise RuntimeError("the sandbox template has stopped")
-        return Child(int(json.loads(reply)["pid"]), ours, workdir, limits)
+        return Child(int(json.loads(reply)["pid"]), ours, workdir, limits, deadline)
 
     def isolation(self) -> str:
-        """What this machine lets a child have, e.g. ``namespaces+landlock+seccomp``, ``landlock`` or ``none``.
+        """The containment layers this machine gives a child, e.g. ``user-ns+pid-ns+...+landlock+seccomp``, or ``none``.
 
         Asked of a throwaway child once: the kernel decides, not the configuration.
+        The README's security model lists the layers.
         """
         if self._isolation is None:
             child = self.spawn(Limits())

@@ -463,10 +463,11 @@ def test_call_timeout_raises_childgone_and_close_leaves_no_process(spawn):
         child.receive(FAST.call_seconds)
     elapsed = time.monotonic() - started
     assert FAST.call_seconds - 0.1 <= elapsed < FAST.call_seconds + 2.0
-    assert alive(child.pid)  # still spinning until close()
-    child.close()
-    assert wait_until_gone([child.pid], 3.0) == [], "the spinning child outlived close()"
+    # killed at the deadline, not only at close()
+    assert wait_until_gone([child.pid], 3.0) == [], "the spinning child outlived its deadline"
     assert live_in_group(child.pid) == []
+    child.close()
+    assert not child.workdir.exists()
 
 
 def test_submission_wall_clock_limit(spawn):
@@ -484,9 +485,25 @@ def test_submission_wall_clock_limit(spawn):
         limits,
     )
     send_call(child)
+    started = time.monotonic()
     with pytest.raises(ChildGone, match=r"used up its 1\.5 s time limit"):
         child.receive(limits.call_seconds)
-    assert time.monotonic() - child.started < limits.call_seconds
+    assert time.monotonic() - started < limits.call_seconds - 2.0
+    assert time.monotonic() < child.deadline + 0.5, "the read went on past the submission's deadline"
+    assert wait_until_gone([child.pid], 3.0) == [], "the child outlived the submission's deadline"
+
+
+def test_a_child_spawned_with_a_deadline_keeps_it(template):
+    """The session passes its deadline in: a second child of the same submission gets only what is left."""
+    deadline = time.monotonic() + 0.5
+    child = template.spawn(FAST, deadline=deadline)
+    try:
+        time.sleep(0.6)
+        child.send({"op": "hello"})
+        with pytest.raises(ChildGone, match="used up its 30 s time limit"):
+            child.receive(FAST.call_seconds)
+    finally:
+        child.close()
 
 
 def test_resource_limits_are_set_in_the_child(spawn):
@@ -540,3 +557,82 @@ def test_child_output_is_captured_and_truncated(spawn, size):
     if size > 64 * 1024:
         assert "more bytes not kept" in text
         assert len(text) < 64 * 1024 + 200
+
+
+# --- the wire format: absolute deadlines, caps, and nothing but ChildGone out of receive ---------------
+
+
+def _drip(sock: socket.socket, data: bytes, interval: float, stop) -> None:
+    for byte in data:
+        if stop.is_set():
+            return
+        with contextlib.suppress(OSError):
+            sock.sendall(bytes([byte]))
+        stop.wait(interval)
+
+
+def test_recv_message_stops_at_the_deadline_however_the_bytes_drip():
+    """One byte every 0.3 s: each recv alone would be in time; the whole message must not be."""
+    import threading
+
+    from grader.child_runtime import recv_message
+
+    ours, theirs = socket.socketpair()
+    stop = threading.Event()
+    header = json.dumps({"id": 0, "ok": True}).encode()
+    message = len(header).to_bytes(8, "big") + header + (0).to_bytes(8, "big")
+    dripper = threading.Thread(target=_drip, args=(theirs, message, 0.3, stop), daemon=True)
+    dripper.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            recv_message(ours, deadline=started + 1.0)
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        dripper.join(5)
+        ours.close()
+        theirs.close()
+    assert 0.9 <= elapsed < 1.5, f"the read took {elapsed:.2f} s for a 1 s deadline"
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "too deeply nested"),
+        (b'{"a": "\xff\xfe"}', "not UTF-8"),
+        (b"[1, 2, 3]", "not an object"),
+        (b"{nope", "not JSON"),
+    ],
+    ids=["deep-nesting", "bad-utf8", "not-an-object", "not-json"],
+)
+def test_recv_message_refuses_a_malformed_header_as_protocol_error(raw, why):
+    from grader.child_runtime import ProtocolError, recv_message
+
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(len(raw).to_bytes(8, "big") + raw + (0).to_bytes(8, "big"))
+        with pytest.raises(ProtocolError):
+            recv_message(ours, deadline=time.monotonic() + 5)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+@pytest.mark.parametrize("which", ["header", "blob"], ids=["header", "blob"])
+def test_recv_message_refuses_oversized_parts_from_the_length_alone(which):
+    from grader.child_runtime import ProtocolError, recv_message
+
+    ours, theirs = socket.socketpair()
+    try:
+        if which == "header":
+            theirs.sendall((10_000).to_bytes(8, "big"))  # and nothing after it: the cap decides unread
+            match = "header of 10000 bytes is over the 100 byte limit"
+        else:
+            theirs.sendall((2).to_bytes(8, "big") + b"{}" + (10_000).to_bytes(8, "big"))
+            match = "data of 10000 bytes is over the 100 byte limit"
+        with pytest.raises(ProtocolError, match=match):
+            recv_message(ours, max_blob=100, max_header=100, deadline=time.monotonic() + 5)
+    finally:
+        ours.close()
+        theirs.close()

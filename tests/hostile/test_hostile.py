@@ -19,7 +19,7 @@ each attack must get its expected outcome: zero on what it attacks, full marks o
 the rest, no file left outside the sandbox, no process left, no socket reached.
 Two smaller runs check odd student ids.
 
-Where the machine cannot give learner processes ``namespaces+landlock`` the
+Where the machine cannot give learner processes ``FULL_ISOLATION`` the
 attacks that depend on it are not even graded (they would really write into /tmp
 and the kit) and their tests skip with the isolation the machine has.
 """
@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.classroom import FULL_ISOLATION
 from grader.registry import HOOK_NAMES
 from grader.rubric import load_rubric
 from grader.sandbox import Template, child_environment
@@ -60,7 +61,6 @@ ALICE = SAMPLE_CLASS / "alice.py"
 SEED = "11"
 DEVICES = "cpu,meta"
 CALL_TIMEOUT = "3"
-FULL_ISOLATION = "namespaces+landlock"
 RUN_TIMEOUT = 420
 
 pytestmark = [
@@ -80,7 +80,7 @@ class Attack:
     name: str  # the snippet's file stem, and the student id
     hooks: tuple[str, ...]  # the hooks it attacks; () for a submission that does not import
     phrases: tuple[str, ...]  # every failed cpu case of those hooks says one of these
-    isolation: bool = False  # holds only where learner processes get namespaces+landlock
+    isolation: bool = False  # holds only where learner processes get FULL_ISOLATION
     outcome: str = "zero"  # zero | again (fails the "-again" cases only) | mutation (fails where it mutates)
 
 
@@ -243,7 +243,7 @@ class Run:
         with (self.out / "grades.csv").open(newline="", encoding="utf-8") as fh:
             table = list(csv.reader(fh))
         header = table[0]
-        return {r[0]: {name: float(v) for name, v in zip(header[1:], r[1:])} for r in table[1:]}
+        return {r[0]: {name: float(v) for name, v in zip(header[1:], r[1:]) if name != "status"} for r in table[1:]}
 
     def lines(self) -> dict[str, bytes]:
         raw = (self.out / "grades.csv").read_bytes().splitlines(keepends=True)
