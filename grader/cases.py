@@ -91,6 +91,7 @@ class Case:
     expect_error: str | None = None
     compare_gold: bool = True
     repeat: int = 1
+    reseeds: tuple[int, ...] = ()  # then once more per seed, every generator argument seeded with it instead
     checks: tuple[Check, ...] = ()
 
 
@@ -164,23 +165,31 @@ def _exact_zeros_where_masked(run: Run, outputs: list[torch.Tensor], facts: dict
 
 
 def _dropout_values(p: float) -> Check:
+    """Every output is a dropout of the weights; the same generator state repeats it, another one does not.
+
+    ``outputs`` are, in order: the call, the call again from the same generator
+    state, then one call per other seed (``Case.reseeds``).  The dtype and shape
+    were checked from the bytes before this runs.
+    """
+
     def check(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
         w = run.inputs["weights"]
         keep = 1.0 - p
-        first = outputs[0].to(torch.float64)
-        kept = first != 0
-        scaled = w / keep
         rtol, atol = (1e-2, 1e-2) if run.dtype in HALF else (1e-5, 1e-6)
-        if not torch.allclose(first[kept], scaled[kept], rtol=rtol, atol=atol):
-            ratio = (first[kept] / w[kept]).median().item() if kept.any() else float("nan")
-            return f"kept entries must be w/(1-p) = w*{1 / keep:.4g} for p={p}, got about w*{ratio:.4g}"
-        n = w.numel()
-        fraction = kept.double().mean().item()
-        bound = 5 * math.sqrt(keep * (1 - keep) / n)
-        if abs(fraction - keep) > bound:
-            return f"kept {fraction:.3f} of the entries; with p={p} expect {keep:.3f} ± {bound:.3f} (keep with 1-p)"
+        bound = 5 * math.sqrt(keep * (1 - keep) / w.numel())
+        for out in outputs:
+            got = out.to(torch.float64)
+            kept = got != 0
+            if not torch.allclose(got[kept], (w / keep)[kept], rtol=rtol, atol=atol):
+                ratio = (got[kept] / w[kept]).median().item() if kept.any() else float("nan")
+                return f"kept entries must be w/(1-p) = w*{1 / keep:.4g} for p={p}, got about w*{ratio:.4g}"
+            fraction = kept.double().mean().item()
+            if abs(fraction - keep) > bound:
+                return f"kept {fraction:.3f} of the entries; with p={p} expect {keep:.3f} ± {bound:.3f} (keep with 1-p)"
         if len(outputs) > 1 and not torch.equal(outputs[0], outputs[1]):
             return "two calls with the same generator state gave different masks: draw from `generator`"
+        if any(torch.equal(outputs[0], other) for other in outputs[2:]):
+            return "a generator seeded differently gave the same mask: draw the mask from `generator`, not a fixed one"
         return None
 
     return check
@@ -455,14 +464,16 @@ def _attention_dropout_cases(m: Maker) -> list[Case]:
         ),
     ]
     for p, shape in ((0.2, (4, 40, 40)), (0.5, (2, 3, 30, 30))):
+        seed = m.seed()
         cases.append(
             Case(
                 hook,
                 f"train-p={p}",
-                {"weights": m.weights(*shape), "p": p, "training": True, "generator": GeneratorSeed(m.seed())},
-                f"training with p = {p}, twice from the same generator state",
+                {"weights": m.weights(*shape), "p": p, "training": True, "generator": GeneratorSeed(seed)},
+                f"training with p = {p}, twice from the same generator state and once from another",
                 compare_gold=False,
                 repeat=2,
+                reseeds=((seed + 1) % (2**31 - 1),),  # not drawn from `m`: the other cases' inputs stay as they were
                 checks=(_dropout_values(p),),
                 half=True,
             )

@@ -5,12 +5,16 @@ interface; :class:`LocalExecutor` (a thread per job, each driving one
 sandboxed child at a time) is the default.  A distributed engine can take its
 place by implementing ``map_unordered`` -- the work item is a
 :class:`~grader.submissions.Submission` (plain data) and the result a list of
-:class:`~grader.verdict.CaseResult` (plain data).
+:class:`~grader.verdict.CaseResult` (plain data).  The work item never raises
+for one submission: a failure while grading it becomes that submission's error
+row, and the class goes on (``KeyboardInterrupt`` still stops it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
+import logging
 import os
 import secrets
 from collections.abc import Callable, Iterable, Iterator
@@ -25,15 +29,31 @@ from grader import heatmaps
 from grader.cases import suite_version
 from grader.diagnosis import Fingerprints
 from grader.gradebook import Gradebook
-from grader.grading import Figures, GpuPool, available_devices, grade_submission
+from grader.grading import Figures, GpuPool, available_devices, grade_submission, limit_stored_messages
+from grader.replies import MESSAGE_CHARS
 from grader.reports import student_folder
 from grader.sandbox import KIT_ROOT, Limits, Template
 from grader.submissions import Submission, collect_submissions
 from grader.suite import build_suite
-from grader.verdict import CaseResult
+from grader.verdict import FAILED, CaseResult
 
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
-FULL_ISOLATION = "namespaces+landlock"
+FULL_ISOLATION = "pid-ns+net-ns+ipc-ns+mount-ns+landlock"
+"""The layers ``--isolation strict`` needs (made with a user namespace, or by root, which then drops to nobody)."""
+log = logging.getLogger(__name__)
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: first line of the message``, at most MESSAGE_CHARS long, whatever the exception holds."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return f"{type(exc).__name__}: {(text.splitlines() or [''])[0][:MESSAGE_CHARS]}"
+
+
+def _not_graded(student: str, run: Any, why: str) -> CaseResult:
+    return CaseResult(student, run.hook, run.case.name, run.device, run.dtype, FAILED, f"not graded: {why}")
 
 
 def default_devices() -> tuple[str, ...]:
@@ -172,9 +192,10 @@ def grade_class(
         reused: list[str] = []
         measured: list[dict[str, Any]] = []  # per graded submission: peak RSS, CUDA start-up
         todo: list[Submission] = []
+        errored: dict[str, Submission] = {}  # submissions whose grading stopped, with the reason as their error
         for sub in submissions:
             earlier = done.get(sub.student)
-            if earlier is not None and earlier[0].sha256 == sub.sha256 and sub.error is None:
+            if earlier is not None and earlier[0].sha256 == sub.sha256 and sub.error is None and not earlier[0].error:
                 graded[sub.student] = earlier[1]
                 reused.append(sub.student)
                 continue
@@ -201,21 +222,36 @@ def grade_class(
                 if strict_isolation and not set(FULL_ISOLATION.split("+")) <= set(isolation.split("+")):
                     raise RuntimeError(
                         f"--isolation strict: this machine gives learner processes only '{isolation}' isolation, "
-                        f"not '{FULL_ISOLATION}' (Linux user/PID/network namespaces and Landlock); nothing was graded"
+                        f"not '{FULL_ISOLATION}' (Linux PID, network, IPC and mount namespaces and Landlock); "
+                        "nothing was graded"
                     )
 
                 gpus = GpuPool.visible()
+                failures: dict[str, str] = {}  # student -> why grading stopped, for the error row
 
                 def grade_one(sub: Submission) -> list[CaseResult]:
+                    """Never raises for one submission: a failure of the grading becomes that submission's error."""
                     figures: Figures = {}
                     stats: dict[str, Any] = {}
-                    results = grade_submission(sub, suite, template, limits, skipped, reveal, figures, stats, gpus)
+                    try:
+                        results = grade_submission(sub, suite, template, limits, skipped, reveal, figures, stats, gpus)
+                    except Exception as exc:  # one submission never stops the class
+                        why = f"grading stopped: {_describe(exc)}"
+                        failures[sub.student] = why
+                        return [_not_graded(sub.student, run, why) for run in suite.runs]
                     measured.append(stats)
-                    heatmaps.write(student_folder(out, sub.student), figures)
+                    try:
+                        heatmaps.write(student_folder(out, sub.student), figures)
+                    except Exception as exc:  # a figure is never worth a student's grades
+                        log.warning("%s: no heatmap (%s: %s)", sub.student, type(exc).__name__, exc)
                     return results
 
                 try:
                     for sub, results in (executor or LocalExecutor()).map_unordered(grade_one, todo):
+                        if sub.student in failures:
+                            sub = dataclasses.replace(sub, error=failures.pop(sub.student))
+                            errored[sub.student] = sub
+                        results = limit_stored_messages(results)
                         book.record(run_id, sub, results)
                         graded[sub.student] = results
                         if on_graded:
@@ -228,7 +264,8 @@ def grade_class(
                 isolation = "n/a (every submission was graded in an earlier run)"
                 book.set_isolation(run_id, isolation)
         book.finish_run(run_id)
-    ordered = [(sub, graded[sub.student]) for sub in sorted(submissions, key=lambda s: s.student)]
+    by_student = sorted(submissions, key=lambda s: s.student)
+    ordered = [(errored.get(sub.student, sub), graded[sub.student]) for sub in by_student]
     cuda_starts = [s["cuda_init_seconds"] for s in measured if s.get("cuda_init_seconds") is not None]
     peaks = [s["peak_rss_kib"] for s in measured if s.get("peak_rss_kib")]
     return GradeRun(

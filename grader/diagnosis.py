@@ -3,9 +3,10 @@
 The catalogue (:mod:`solutions.mistakes`) is run once per grading run, in this
 trusted process, on the very inputs of every hidden case; where a mistake fails
 a case, what it did there (its output, or the error it raised) is kept as a
-*fingerprint*.  A learner's failing case that left the same fingerprint --
-equal outputs within a loose tolerance, or the same error -- is named after
-that mistake, and the feedback shows its hint.
+*fingerprint*.  Each call gets its own copies of the inputs, so a mistake
+that writes into them changes nothing shared.  A learner's failing case that
+left the same fingerprint -- equal outputs within a loose tolerance, or the
+same error -- is named after that mistake, and the feedback shows its hint.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def _fingerprint(mistake_id: str, exercise: str, reply: dict, outputs: dict, mes
     )
 
 
+def own_inputs(run: Any) -> dict[str, torch.Tensor]:
+    """Copies of a run's input tensors for one call here: a mistake that writes into its input
+    (a mistake that masks in place) must not change the suite's tensors, which every submission shares."""
+    return {name: tensor.clone() for name, tensor in run.tensors.items()}
+
+
 class Fingerprints:
     """The catalogued mistakes' fingerprints, computed the first time a failing case needs them.
 
@@ -82,7 +89,7 @@ class Fingerprints:
         if run.device in ("cpu", "meta"):
             for mistake, solution in self._by_hook.get(run.hook, []):
                 with torch.random.fork_rng(devices=[]):
-                    reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
+                    reply, outputs = run_call(solution.functions, dict(run.call, id=0), own_inputs(run))
                 status, message = judge(run, reply, outputs)
                 if status == FAILED:
                     found.append(_fingerprint(mistake.id, mistake.exercise, reply, outputs, message))
@@ -154,7 +161,7 @@ def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[
         if run.hook in found or not fingerprints.get(id(run)):
             continue
         try:
-            reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
+            reply, outputs = run_call(solution.functions, dict(run.call, id=0), own_inputs(run))
         except Exception:  # a learner's module that breaks the call itself; nothing to compare
             continue
         status, message = judge(run, reply, outputs)

@@ -59,13 +59,14 @@ def _cast(value: torch.Tensor, dtype: str) -> torch.Tensor:
     return value
 
 
-def _gold_args(case: Case, inputs: dict[str, Any]) -> dict[str, Any]:
+def _gold_args(case: Case, inputs: dict[str, Any], seed: int | None = None) -> dict[str, Any]:
+    """The reference's arguments; ``seed``, when given, seeds every generator instead of the case's own."""
     args: dict[str, Any] = {}
     for name, value in case.args.items():
         if value is DEVICE:
             args[name] = "cpu"
         elif isinstance(value, GeneratorSeed):
-            args[name] = torch.Generator().manual_seed(value.seed)
+            args[name] = torch.Generator().manual_seed(value.seed if seed is None else seed)
         else:
             args[name] = inputs.get(name, value)
     return args
@@ -128,7 +129,8 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
     elif case.expect_error is None:
         with torch.no_grad():
             gold = reference.call(case.hook, **_gold_args(case, inputs))
-        golds = [gold] * case.repeat
+            others = [reference.call(case.hook, **_gold_args(case, inputs, seed)) for seed in case.reseeds]
+        golds = [gold] * case.repeat + others
     call = {
         "hook": case.hook,
         "args": wire_args,
@@ -136,6 +138,11 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
         "repeat": case.repeat,
         "module": module_wire,
     }
+    if case.reseeds:  # the same call once more per seed, its generators seeded with it
+        call["also"] = [
+            {name: {"generator": seed} if "generator" in arg else arg for name, arg in wire_args.items()}
+            for seed in case.reseeds
+        ]
     return call, tensors, golds, inputs
 
 

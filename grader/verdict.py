@@ -4,9 +4,11 @@ A case passes only if the learner's process sent back exactly a tensor of the
 expected dtype and shape whose values match the gold answer within the
 dtype's tolerance, with no NaN where none is expected.  The dtype and shape are
 read from the tensor bytes received, never from what the child says about
-them.  The reported device, the input-unchanged flag, the subclass flag and
+them, also where there is no gold answer to compare with (random dropout).
+The reported device, the input-unchanged flag, the subclass flag and
 the banned-call list are diagnostics: a hostile process can lie about them,
-but it cannot make a wrong value pass.
+but it cannot make a wrong value pass.  A reply reaches :func:`judge` only
+after :mod:`grader.replies` has checked it against its schema.
 """
 
 from __future__ import annotations
@@ -128,25 +130,25 @@ def judge(
     if gone is not None:
         return FAILED, gone
     assert reply is not None
-    error = reply.get("error")
+    error = reply.get("error") or {}
+    kind, text = str(error.get("type", "an exception")), str(error.get("message", ""))
     if case.expect_error:
         if error and case.expect_error in error.get("mro", []):
             return PASSED, ""
         if error:
-            return FAILED, f"should raise {case.expect_error} ({case.what}), raised {error['type']}: {error['message']}"
+            return FAILED, f"should raise {case.expect_error} ({case.what}), raised {kind}: {text}"
         return FAILED, f"should raise {case.expect_error} ({case.what}), returned normally"
     if error:
-        message = f"raised {error['type']}: {error['message']}".splitlines()[0]
+        message = f"raised {kind}: {text}".splitlines()[0]
         if error.get("where"):
             message += f" (at {error['where']})"
         if run.device == "meta":
-            low = error["message"].lower()
-            if any(s in low for s in _DEVICE_ERRORS):
+            if any(s in text.lower() for s in _DEVICE_ERRORS):
                 why = "a tensor is built on the CPU whatever the input's device"
                 return FAILED, f"will fail on a GPU: {why} ({message})"
             return SKIPPED, f"inconclusive on the meta device: {message}"
-        if error["type"] == "NotImplementedError":
-            return FAILED, f"not implemented yet ({error['message'].splitlines()[0]})"
+        if kind == "NotImplementedError":
+            return FAILED, f"not implemented yet ({(text.splitlines() or [''])[0]})"
         return FAILED, message
     banned = reply.get("banned") or []
     if banned:
@@ -181,8 +183,12 @@ def judge(
             if problem:
                 prefix = f"output {i + 1}: " if len(run.golds) > 1 and case.module is not None else ""
                 return FAILED, prefix + problem
-        elif tuple(got.shape) != tuple(run.golds[i].shape):
-            return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(run.golds[i].shape)}"
+        else:  # no gold to compare with (random output): the dtype and shape are still read from the bytes
+            got_dtype = str(got.dtype).replace("torch.", "")
+            if got_dtype != _expected_dtype(run):
+                return FAILED, f"returned dtype {got_dtype}, expected {_expected_dtype(run)} (keep the input's dtype)"
+            if tuple(got.shape) != tuple(run.golds[i].shape):
+                return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(run.golds[i].shape)}"
     if run.device != "meta":
         received = [outputs[f"out{i}"] for i in range(len(run.golds)) if f"out{i}" in outputs]
         facts = dict(reply)

@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.testing
 
+from grader.diagnosis import Fingerprints
 from grader.grading import grade_submission
 from grader.registry import HOOK_NAMES
 from grader.rubric import count_cases, load_rubric, score
@@ -209,6 +210,59 @@ def test_exit_at_import_fails_every_case_and_the_run_goes_on(grade, suite):
     assert statuses(results) == Counter({FAILED: len(suite.runs)})
     assert all("does not import" in r.message and "SystemExit" in r.message for r in results), results[0].message
     assert not_passed(grade(None, "after")) == [], "the next submission graded after it failed"
+
+
+# --- attention_dropout: what can be checked from outside is checked there -----------------------------------
+
+DROPOUT_LIES = [
+    # (id, snippet, the train cases it fails, what each of them says)
+    ("fixed-mask", "dropout_fixed_mask", ("float32", "float64"), "a generator seeded differently gave the same mask"),
+    ("float64-output", "dropout_float64", ("float32",), "returned dtype float64, expected float32"),
+]
+
+
+@pytest.mark.parametrize(
+    ("snippet", "dtypes", "phrase"), [d[1:] for d in DROPOUT_LIES], ids=[d[0] for d in DROPOUT_LIES]
+)
+def test_dropout_without_a_gold_answer_is_still_checked_from_the_bytes(grade, rubric, snippet, dtypes, phrase):
+    results = grade(snippet)
+    train = [r for r in of(results, "attention_dropout", "cpu") if r.case.startswith("train-")]
+    assert train, "no training case of attention_dropout"
+    failing = [r for r in train if r.dtype in dtypes]
+    assert failing and all(r.status == FAILED and phrase in r.message for r in failing), [r.message for r in train]
+    assert not_passed([r for r in train if r.dtype not in dtypes]) == []
+    scores = score(results, rubric)
+    assert scores["attention_dropout"][0] < scores["attention_dropout"][1]
+    assert not_passed([r for r in results if r.hook != "attention_dropout"]) == []
+
+
+def test_the_reference_dropout_differs_between_generator_seeds(suite):
+    """The check above cannot fail an honest dropout: the reference passes it, and its two masks differ."""
+    from grader.child_runtime import run_call
+    from grader.registry import load_solution
+    from grader.verdict import judge
+
+    reference = load_solution("reference")
+    train = [r for r in suite.runs if r.hook == "attention_dropout" and r.case.name.startswith("train-")]
+    for run in train:
+        reply, outputs = run_call(reference.functions, dict(run.call, id=0), run.tensors)
+        assert sorted(outputs) == ["out0", "out1", "out2"]
+        assert torch.equal(outputs["out0"], outputs["out1"]) and not torch.equal(outputs["out0"], outputs["out2"])
+        assert judge(run, reply, outputs) == (PASSED, "")
+
+
+# --- diagnosis runs the catalogue on copies of the inputs ---------------------------------------------------------
+
+
+def test_diagnosis_never_changes_the_suites_inputs():
+    suite = build_suite(SEED, ("cpu",))  # a suite of its own: on failure the shared one would stay changed
+    runs = [r for r in suite.runs if r.hook == "apply_causal_mask"]
+    before = [{k: v.clone() for k, v in r.tensors.items()} for r in runs]
+    found = [fp.mistake for r in runs for fp in Fingerprints().for_run(r)]
+    assert "mask-in-place" in found, "the catalogue's mask-in-place mistake did not run"
+    changed = [f"{r.case.name}/{r.dtype}/{k}" for r, old in zip(runs, before) for k in old
+               if not torch.equal(r.tensors[k], old[k])]  # fmt: skip
+    assert changed == []
 
 
 # --- devices --------------------------------------------------------------------------------------------

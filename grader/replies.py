@@ -1,0 +1,353 @@
+"""What the learner's process may send back: the declared shape of every reply, and what it may weigh.
+
+Every byte a child sends is data from an untrusted process.  Before the trusted
+side uses a reply it passes here: the JSON header is checked against the
+declared schema of its kind (:data:`LOAD_REPLY`, :data:`HELLO_REPLY`,
+:data:`RUN_REPLY`) and rebuilt from the declared fields only -- right types,
+finite non-negative numbers, lists of bounded length, text cut to its cap
+(an error message to :data:`MESSAGE_CHARS`, whatever the child claims) -- and a
+run reply's safetensors blob is pre-checked (header length, names, dtypes,
+shapes, offsets against the blob's length) before any tensor is loaded, so
+only the tensors the call can return are ever built.
+
+:func:`caps_for` sizes what one call may legitimately send from what the
+trusted side already knows (how many outputs the call returns, and the gold
+answers' sizes), generously enough that a wrong shape is still reported as a
+wrong shape.  Anything that does not fit raises :class:`MalformedReply`, which
+the caller makes that call's failure.
+
+The schema is plain Python (a few small classes and one validator) rather than
+a schema library: the replies are small, the rules are few, and what matters
+-- rejecting NaN, cutting text on this side, bounding depth by construction --
+is easier to see here than in a general validator's options.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.registry import HOOK_NAMES
+
+MESSAGE_CHARS = 2000
+"""The longest error message kept from a child (the rest is cut here, on the trusted side)."""
+
+HEADER_BYTES = 256 << 10
+"""The largest JSON header of a run reply."""
+
+LOAD_HEADER_BYTES = 1 << 20
+"""The largest JSON header of a load reply (an import error's text is cut to MESSAGE_CHARS after reading)."""
+
+BLOB_HEADER_BYTES = 64 << 10
+"""The largest safetensors header inside a reply's blob: a handful of tensors need a few hundred bytes."""
+
+MIN_BLOB_BYTES = 1 << 20
+BLOB_MULTIPLE = 4
+"""A call's blob may hold ``max(BLOB_MULTIPLE x its expected outputs, MIN_BLOB_BYTES)`` bytes of tensor data."""
+
+SAFETENSORS_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E4M3FNUZ": 1, "F8_E5M2": 1, "F8_E5M2FNUZ": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8, "C64": 8,
+}  # fmt: skip
+"""The safetensors dtypes torch reads, with their size in bytes; any other dtype is refused."""
+
+MAX_DIMS = 16
+
+
+class MalformedReply(Exception):
+    """A reply that does not fit its declared schema or its caps; the message says where and how."""
+
+
+# --- the schema vocabulary ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Text:
+    """A string, cut to ``limit`` characters (with an ellipsis) and made valid UTF-8."""
+
+    limit: int
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite number from 0 to ``maximum``; a whole one (never a bool) when ``whole``."""
+
+    maximum: float
+    whole: bool = False
+
+
+@dataclass(frozen=True)
+class Flag:
+    """``true`` or ``false``."""
+
+
+@dataclass(frozen=True)
+class Items:
+    """A list of at most ``limit`` items, each of ``of``."""
+
+    of: Any
+    limit: int
+
+
+@dataclass(frozen=True)
+class Maybe:
+    """``null``, or ``of``."""
+
+    of: Any
+
+
+@dataclass(frozen=True)
+class Record:
+    """An object: the declared ``fields`` (others are dropped), ``required`` ones present, ``defaults`` filled in."""
+
+    fields: dict[str, Any]
+    required: tuple[str, ...] = ()
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+def _shown(value: Any) -> str:
+    """A short, printable account of a value a child sent (never the whole of it)."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    try:
+        text = repr(value)
+    except ValueError:  # an integer too long to print
+        return "a very long number"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def validate(value: Any, schema: Any, where: str = "reply") -> Any:
+    """``value`` rebuilt to fit ``schema``, or :class:`MalformedReply` naming the first thing that does not.
+
+    The depth of recursion is the schema's, never the value's.
+    """
+    if isinstance(schema, Text):
+        if not isinstance(value, str):
+            raise MalformedReply(f"{where}: expected text, got {_shown(value)}")
+        if len(value) > schema.limit:
+            value = value[: schema.limit - 1] + "…"
+        return value.encode("utf-8", "replace").decode("utf-8")  # lone surrogates become '?'
+    if isinstance(schema, Number):
+        number = isinstance(value, int) or (isinstance(value, float) and not schema.whole and math.isfinite(value))
+        if isinstance(value, bool) or not number or not 0 <= value <= schema.maximum:
+            kind = "a whole number" if schema.whole else "a finite number"
+            raise MalformedReply(f"{where}: expected {kind} from 0 to {schema.maximum:g}, got {_shown(value)}")
+        return int(value) if schema.whole else float(value)
+    if isinstance(schema, Flag):
+        if not isinstance(value, bool):
+            raise MalformedReply(f"{where}: expected true or false, got {_shown(value)}")
+        return value
+    if isinstance(schema, Maybe):
+        return None if value is None else validate(value, schema.of, where)
+    if isinstance(schema, Items):
+        if not isinstance(value, list):
+            raise MalformedReply(f"{where}: expected a list, got {_shown(value)}")
+        if len(value) > schema.limit:
+            raise MalformedReply(f"{where}: {len(value)} items, at most {schema.limit} allowed")
+        return [validate(item, schema.of, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(schema, Record):
+        if not isinstance(value, dict):
+            raise MalformedReply(f"{where}: expected an object, got {_shown(value)}")
+        missing = [key for key in schema.required if key not in value]
+        if missing:
+            raise MalformedReply(f"{where}: missing {', '.join(missing)}")
+        out = dict(schema.defaults)
+        for key, sub in schema.fields.items():
+            if key in value:
+                out[key] = validate(value[key], sub, f"{where}.{key}")
+        return out
+    raise TypeError(f"not a schema: {schema!r}")
+
+
+# --- the declared replies ---------------------------------------------------------------------------
+
+SECONDS = Number(maximum=1e6)
+NAME = Text(300)
+
+ERROR = Record(
+    {"type": Text(200), "mro": Items(Text(200), 64), "message": Text(MESSAGE_CHARS), "where": Maybe(Text(500))},
+    required=("type",),
+    defaults={"mro": [], "message": "", "where": None},
+)
+RESULT = Record(
+    {
+        "type": NAME,
+        "is_tensor": Flag(),
+        "exact_tensor": Flag(),
+        "dtype": Text(40),
+        "shape": Items(Number(maximum=2**48, whole=True), MAX_DIMS),
+        "device": Text(100),
+        "contiguous": Flag(),
+    },
+    required=("type",),
+)
+MODULE_FACTS = Record(
+    {
+        "state_dict_keys": Items(NAME, 1024),
+        "buffers": Items(NAME, 1024),
+        "missing_keys": Items(NAME, 1024),
+        "unexpected_keys": Items(NAME, 1024),
+        "mask_device": Maybe(Text(100)),
+    }
+)
+RUN_REPLY = Record(
+    {
+        "id": Number(maximum=2**31, whole=True),
+        "ok": Flag(),
+        "error": Maybe(ERROR),
+        "seconds": SECONDS,
+        "banned": Items(Text(100), 64),
+        "inputs_unchanged": Flag(),
+        "results": Items(RESULT, 64),
+        "module": Maybe(MODULE_FACTS),
+        "peak_rss_kib": Number(maximum=2**50, whole=True),
+    },
+    required=("id",),
+)
+"""One call's answer (``grader.child_runtime.run_call``, plus ``peak_rss_kib``)."""
+
+PARAMETER = Record({"name": Text(200), "kind": Text(40), "default": Flag()}, required=("name", "kind", "default"))
+HOOK_FOUND = Record({"params": Items(PARAMETER, 256), "where": Text(500)}, required=("params",), defaults={"where": ""})
+LOAD_REPLY = Record(
+    {
+        "hooks": Record({hook: HOOK_FOUND for hook in HOOK_NAMES}),
+        "import_error": Maybe(Text(MESSAGE_CHARS)),
+        "isolation": Text(200),
+        "cuda_init_seconds": Maybe(SECONDS),
+    }
+)
+"""The answer to ``load``: the hooks found and their parameters, or why the submission does not import."""
+
+HELLO_REPLY = Record({"isolation": Text(200), "pid": Number(maximum=2**31, whole=True)}, required=("isolation",))
+"""The answer to ``hello`` from a throwaway child: the isolation it got."""
+
+
+# --- caps --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What one reply may weigh: its JSON header, its blob, and the tensors the blob may hold."""
+
+    max_header: int
+    max_blob: int
+    outputs: tuple[str, ...] = ()  # the tensor names the blob may hold: out0, out1, ...
+    results: int = 0  # how many results the reply may describe
+
+
+LOAD_CAPS = Caps(LOAD_HEADER_BYTES, 0)
+HELLO_CAPS = Caps(HEADER_BYTES, 0)
+
+
+def output_count(call: dict[str, Any]) -> int:
+    """How many values a call returns: one per forward of a module, else one per repeat and per extra call."""
+    module = call.get("module")
+    if module is not None:
+        return len(module.get("forwards", []))
+    return int(call.get("repeat", 1)) + len(call.get("also", []))
+
+
+def caps_for(run: Any) -> Caps:
+    """The caps of one run's reply, from what the trusted side knows it should return.
+
+    Tensor data may be ``BLOB_MULTIPLE`` times the gold answers' size at 8 bytes
+    an element (the widest dtype), and never less than ``MIN_BLOB_BYTES``;
+    tensors come back only from a non-meta run, named ``out0`` ... in order.
+    """
+    count = output_count(run.call)
+    expected = sum(int(gold.numel()) for gold in run.golds) * 8
+    names = () if run.device == "meta" else tuple(f"out{i}" for i in range(count))
+    return Caps(HEADER_BYTES, max(BLOB_MULTIPLE * expected, MIN_BLOB_BYTES) + BLOB_HEADER_BYTES, names, count)
+
+
+# --- checking replies -----------------------------------------------------------------------------------
+
+
+def check_load_reply(header: Any) -> dict[str, Any]:
+    return validate(header, LOAD_REPLY, "load reply")
+
+
+def check_hello_reply(header: Any) -> dict[str, Any]:
+    return validate(header, HELLO_REPLY, "hello reply")
+
+
+def check_run_reply(header: Any, caps: Caps) -> dict[str, Any]:
+    """A run reply rebuilt to its schema; it may describe no more results than the call returns."""
+    reply = validate(header, RUN_REPLY, "reply")
+    if len(reply.get("results", [])) > caps.results:
+        raise MalformedReply(f"reply.results: {len(reply['results'])} results, the call returns {caps.results}")
+    return reply
+
+
+def check_blob(blob: bytes, caps: Caps) -> dict[str, dict[str, Any]]:
+    """The safetensors header of ``blob``, checked before anything is loaded from it.
+
+    Only names in ``caps.outputs``, known dtypes, at most ``MAX_DIMS``
+    dimensions, and offsets that tile the data exactly, as safetensors writes them.
+    """
+    if len(blob) > caps.max_blob:
+        raise MalformedReply(f"data: {len(blob)} bytes, at most {caps.max_blob} allowed")
+    if len(blob) < 8:
+        raise MalformedReply(f"data: {len(blob)} bytes, too short for a safetensors header")
+    (size,) = struct.unpack("<Q", blob[:8])
+    if size > min(BLOB_HEADER_BYTES, len(blob) - 8):
+        raise MalformedReply(f"data: a safetensors header of {size} bytes (at most {BLOB_HEADER_BYTES}, in the data)")
+    try:
+        header = json.loads(blob[8 : 8 + size])
+    except (ValueError, RecursionError) as exc:
+        raise MalformedReply(f"data: the safetensors header is not JSON ({type(exc).__name__})") from None
+    if not isinstance(header, dict):
+        raise MalformedReply("data: the safetensors header is not a JSON object")
+    data_length = len(blob) - 8 - size
+    tensors: dict[str, dict[str, Any]] = {}
+    spans = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if name not in caps.outputs:
+            wanted = ", ".join(caps.outputs) or "none"
+            raise MalformedReply(f"data: a tensor named {_shown(name)} (this call returns {wanted})")
+        if not isinstance(info, dict):
+            raise MalformedReply(f"data: {name} is not described by an object")
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if dtype not in SAFETENSORS_ITEMSIZE:
+            raise MalformedReply(f"data: {name} has dtype {_shown(dtype)}")
+        if not (isinstance(shape, list) and len(shape) <= MAX_DIMS and all(_whole(d, 2**48) for d in shape)):
+            raise MalformedReply(f"data: {name} has shape {_shown(shape)}")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o, data_length) for o in offsets)):
+            raise MalformedReply(f"data: {name} has offsets {_shown(offsets)} for {data_length} bytes of data")
+        begin, end = offsets
+        if end - begin != math.prod(shape) * SAFETENSORS_ITEMSIZE[dtype]:
+            raise MalformedReply(f"data: {name} takes {end - begin} bytes, its shape and dtype need another size")
+        spans.append((begin, end))
+        tensors[name] = info
+    covered = 0
+    for begin, end in sorted(spans):
+        if begin != covered:
+            raise MalformedReply("data: tensors overlap or leave gaps in the data")
+        covered = end
+    if covered != data_length:
+        raise MalformedReply(f"data: {data_length} bytes of data, the tensors take {covered}")
+    return tensors
+
+
+def _whole(value: Any, maximum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
+
+
+def read_outputs(blob: bytes, caps: Caps) -> dict[str, Any]:
+    """The tensors of a run reply's blob (``{}`` for none), loaded only after :func:`check_blob`."""
+    if not blob:
+        return {}
+    check_blob(blob, caps)
+    from safetensors.torch import load as load_tensors
+
+    try:
+        return dict(load_tensors(blob))
+    except Exception as exc:  # whatever safetensors still refuses is the reply's fault
+        raise MalformedReply(f"data: safetensors refused it ({type(exc).__name__})") from None

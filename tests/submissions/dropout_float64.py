@@ -1,0 +1,12 @@
+"""Inverted dropout drawn from ``generator``, right mask and scale, but the result is always float64."""
+
+import torch
+
+
+def attention_dropout(weights, p, training=True, generator=None):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return weights.clone()
+    keep = torch.rand(weights.shape, generator=generator, device=weights.device, dtype=weights.dtype) >= p
+    return torch.where(keep, weights / (1.0 - p), torch.zeros_like(weights)).double()
