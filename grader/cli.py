@@ -250,7 +250,7 @@ def grade(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from grader.classroom import SAMPLE_CLASS, LocalExecutor, grade_class
-    from grader.reports import summary_table, write_reports
+    from grader.reports import console_text, id_notes, review_lines, summary_table, write_reports
     from grader.rubric import load_rubric
     from grader.sandbox import Limits
 
@@ -283,7 +283,7 @@ def grade(
             progress.update(task, total=n)
 
         def graded(sub, results) -> None:
-            progress.update(task, advance=1, description=sub.student)
+            progress.update(task, advance=1, description=console_text(sub.student))
 
         try:
             run = grade_class(
@@ -302,8 +302,23 @@ def grade(
             )
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    write_reports(out_dir, run.graded, rubric_data, dict(run.info, lang=lang))
+    problems = write_reports(out_dir, run.graded, rubric_data, dict(run.info, lang=lang))
+    # Everything below that comes from a submission (ids' file names, messages, findings) goes through
+    # console_text: control characters escaped, rich markup escaped, so nothing reaches the terminal raw.
     console.print(summary_table(run.graded, rubric_data))
+    for note in id_notes(run.graded):
+        console.print(f"[yellow]id:[/] {console_text(note)}")
+    flagged = review_lines(run.graded)
+    if flagged:
+        console.print(
+            f"[yellow]{len({line.split(':', 1)[0] for line in flagged})} submission(s) flagged for review[/] "
+            "(points unchanged; status 'review' in grades.csv): constructs that can fake what the learner's "
+            "process reports"
+        )
+        for line in flagged:
+            console.print(f"  {console_text(line)}")
+    for line in problems:
+        console.print(f"[red]report:[/] {console_text(line)}")
     ran = ", ".join(run.devices)
     skipped = "; ".join(f"{d}: {why}" for d, why in run.skipped_devices.items())
     console.print(

@@ -6,7 +6,8 @@ Three tables (stdlib :mod:`sqlite3`, WAL journal):
   the seed, the hidden suite's version, the devices, the kit version and the
   isolation the learner's processes had;
 - ``submissions``: one row per submission graded in a run (student, source,
-  sha256 of its files, format, error);
+  sha256 of its files, format, error, its review findings and the notes on its
+  id, both JSON lists of strings);
 - ``results``: one row per case result.
 
 Each submission is recorded in one transaction, so a run killed part way loses
@@ -14,6 +15,9 @@ at most the submission in flight.  :meth:`Gradebook.find_graded` finds an earlie
 grading of identical input (same student and sha256) under identical conditions
 (same suite version, seed and devices), so a rerun reuses it instead of
 grading again.  One connection is shared by all threads behind a lock.
+
+Schema version 2 added ``submissions.review`` and ``submissions.notes``; a
+version-1 gradebook gets the two columns (empty lists) when it is opened.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Any
 from grader.submissions import Submission
 from grader.verdict import CaseResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (0, 1, 2)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -51,6 +56,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     entry TEXT NOT NULL DEFAULT '',
     error TEXT,
     graded_at TEXT NOT NULL,
+    review TEXT NOT NULL DEFAULT '[]',
+    notes TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (run_id, student)
 );
 CREATE INDEX IF NOT EXISTS submissions_by_input ON submissions(student, sha256);
@@ -71,6 +78,10 @@ CREATE INDEX IF NOT EXISTS results_by_submission ON results(run_id, student);
 """
 
 
+ADDED_COLUMNS = {"submissions": (("review", "TEXT NOT NULL DEFAULT '[]'"), ("notes", "TEXT NOT NULL DEFAULT '[]'"))}
+"""Columns added since version 1, added to an older gradebook when it is opened."""
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -80,6 +91,15 @@ def _seed_out(text: str) -> int | str:
         return int(text)
     except ValueError:
         return text
+
+
+def _strings(text: str | None) -> list[str]:
+    """A JSON list of strings from the gradebook (anything else reads as empty)."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _devices_key(devices: Iterable[str]) -> list[str]:
@@ -100,13 +120,22 @@ class Gradebook:
             self._conn.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process in WAL mode
             self._conn.execute("PRAGMA foreign_keys=ON")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in READABLE_VERSIONS:
                 self._conn.close()
                 raise ValueError(
                     f"{self.path}: gradebook schema version {version}, this attnkit reads {SCHEMA_VERSION}"
                 )
             self._conn.executescript(SCHEMA)
+            self._migrate()
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _migrate(self) -> None:
+        """Add the columns an older gradebook lacks (each with its default); tables created now have them."""
+        for table, columns in ADDED_COLUMNS.items():
+            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            for name, declaration in columns:
+                if name not in have:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
 
     # --- runs ------------------------------------------------------------------------
 
@@ -177,8 +206,8 @@ class Gradebook:
                     "DELETE FROM submissions WHERE run_id = ? AND student = ?", (run_id, submission.student)
                 )
                 self._conn.execute(
-                    "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at,"
+                    " review, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         run_id,
                         submission.student,
@@ -188,6 +217,8 @@ class Gradebook:
                         submission.entry,
                         submission.error,
                         _now(),
+                        json.dumps([str(f) for f in submission.review]),
+                        json.dumps([str(n) for n in submission.notes]),
                     ),
                 )
                 self._conn.executemany(
@@ -245,13 +276,21 @@ class Gradebook:
         out: dict[str, tuple[Submission, list[CaseResult]]] = {}
         with self._lock:
             subs = self._conn.execute(
-                "SELECT student, source, format, entry, sha256, error FROM submissions WHERE run_id = ?"
-                " ORDER BY student",
+                "SELECT student, source, format, entry, sha256, error, review, notes FROM submissions"
+                " WHERE run_id = ? ORDER BY student",
                 (run_id,),
             ).fetchall()
-            for student, source, fmt, entry, sha, error in subs:
+            for student, source, fmt, entry, sha, error, review, notes in subs:
                 sub = Submission(
-                    student=student, source=source, format=fmt, files={}, entry=entry, sha256=sha, error=error
+                    student=student,
+                    source=source,
+                    format=fmt,
+                    files={},
+                    entry=entry,
+                    sha256=sha,
+                    error=error,
+                    review=_strings(review),
+                    notes=_strings(notes),
                 )
                 out[student] = (sub, self._results(run_id, student))
         return out

@@ -24,16 +24,30 @@ Two directions, both without running a line of the code they handle:
 This filter is about a learner's experiments, not security: a class body, a
 decorator or a default argument still runs at import, which is why submissions
 are only ever imported in the grader's sandbox.
+
+The conversion parses a learner's file in the grader's own (trusted) process,
+so it is bounded, like a zip is: the JSON holds at most :data:`MAX_JSON_VALUES`
+values (counted before it is parsed, so parsing it costs at most about 150 MB),
+at most :data:`MAX_NOTEBOOK_CELLS` cells, a code cell at most
+:data:`MAX_CELL_BYTES` and all code cells together at most :data:`MAX_CODE_BYTES`;
+outputs, attachments and metadata other than a cell's tags are dropped before
+the notebook is validated, so megabytes of outputs cost one JSON parse; the
+work is linear in the notebook's size and checked against a deadline
+(:data:`CONVERT_SECONDS`).  A notebook over a cap or the deadline is refused
+with a one-line :class:`NotebookError` (``benchmarks/notebook_bombs.py``
+measures the cost of the worst cases).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib.util
 import json
 import re
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -65,8 +79,36 @@ _CLASS_HOOK = {cls: hook for hook, cls in CLASS_ALIASES.items()}
 _KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
+MAX_JSON_VALUES = 1_000_000
+"""A notebook submission's JSON may hold at most this many values (arrays, objects, strings, numbers …)."""
+MAX_NOTEBOOK_CELLS = 1_000
+"""A notebook submission may hold at most this many cells (of any kind)."""
+MAX_CELL_BYTES = 256 << 10
+"""A code cell may hold at most 256 KiB of source."""
+MAX_CODE_BYTES = 512 << 10
+"""All code cells together may hold at most 512 KiB (half the cap on a ``.py``: parsing is the cost)."""
+CONVERT_SECONDS = 10.0
+"""Converting one notebook stops (refused) after this long."""
+
+
 class NotebookError(ValueError):
     """A notebook that cannot be graded; the message is one line naming the problem."""
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB" if n >= 1 << 20 else f"{n / (1 << 10):.0f} KB" if n >= 1 << 10 else f"{n} bytes"
+
+
+class _Deadline:
+    """Raises :class:`NotebookError` once ``seconds`` have passed since it was made."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            raise NotebookError(f"refused: converting the notebook took more than {self.seconds:g} s")
 
 
 # --- building notebooks from the exercise sources ---------------------------------------------
@@ -388,6 +430,7 @@ KIT_PACKAGES = frozenset({"grader", "exercises", "solutions"})
 """The kit's own packages: a submission never sees them, so imports of them are left out."""
 
 
+@functools.lru_cache(maxsize=4096)
 def importable(module: str) -> bool:
     """Whether a top-level import of ``module`` can work where submissions run (found, never imported)."""
     top = module.split(".")[0]
@@ -471,7 +514,13 @@ def _comment(line: str, why: str = "not run") -> str:
 
 
 def _convert_cell(
-    number: int, lines: list[str], tree: ast.Module, replaced: dict[int, str], scope: _Scope, futures: list[str]
+    number: int,
+    lines: list[str],
+    tree: ast.Module,
+    replaced: dict[int, str],
+    scope: _Scope,
+    futures: list[str],
+    deadline: _Deadline,
 ) -> tuple[list[str], int]:
     """The cell's lines, one for one, with dropped statements commented out; and how many were kept."""
     original = list(lines)
@@ -480,17 +529,20 @@ def _convert_cell(
     out = list(lines)
     for n, line in replaced.items():  # magics inside kept code stay visible as a comment
         out[n - 1] = f"{lines[n - 1]}  # [not run] {line.strip()}" if lines[n - 1].strip() else _comment(line)
-    # statements that share lines (a; b on one line) are handled together
-    clusters: list[tuple[int, int, list[ast.stmt]]] = []
+    # statements that share lines (a; b on one line) are handled together; each cluster is
+    # [first line, last line, statements], extended in place so that many statements stay linear
+    clusters: list[list[Any]] = []
     for node in tree.body:
         start, end = _span(node)
         if clusters and start <= clusters[-1][1]:
-            s, e, nodes = clusters[-1]
-            clusters[-1] = (s, max(e, end), nodes + [node])
+            clusters[-1][1] = max(clusters[-1][1], end)
+            clusters[-1][2].append(node)
         else:
-            clusters.append((start, end, [node]))
+            clusters.append([start, end, [node]])
     kept_count = 0
-    for start, end, nodes in clusters:
+    for i, (start, end, nodes) in enumerate(clusters):
+        if i % 256 == 0:
+            deadline.check()
         kept: list[ast.stmt] = []
         for node in nodes:
             if _is_future(node):
@@ -518,7 +570,68 @@ def _convert_cell(
     return [f"# --- cell {number} ---", *out], kept_count
 
 
+def _source_bytes(source: Any) -> int:
+    if isinstance(source, list):
+        return sum(len(part.encode("utf-8", "surrogatepass")) for part in source if isinstance(part, str))
+    return len(source.encode("utf-8", "surrogatepass")) if isinstance(source, str) else 0
+
+
+_COUNT_CHUNK = 1 << 20
+
+
+def _json_values(text: str) -> int:
+    """About how many values a JSON text holds: commas and opening brackets outside strings, plus one.
+
+    Linear in time, with little memory and no regular expression (a ``"…"`` pattern is quadratic on an
+    unterminated ``"\\"\\"…`` and keeps a backtracking record per escape): escaped backslashes and quotes
+    are removed first (left to right, as JSON pairs them), then the text is split at its quotes a
+    megabyte at a time, keeping track of whether a piece lies inside a string.
+    """
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    outside, count = True, 0
+    for start in range(0, len(unescaped), _COUNT_CHUNK):
+        pieces = unescaped[start : start + _COUNT_CHUNK].split('"')
+        kept = "".join(pieces[0 if outside else 1 :: 2])
+        count += kept.count(",") + kept.count("[") + kept.count("{")
+        if len(pieces) % 2 == 0:  # an odd number of quotes: the next chunk starts on the other side
+            outside = not outside
+    return count + 1
+
+
+def _slim(data: dict[str, Any]) -> None:
+    """Check the caps; drop outputs, attachments and all metadata but a cell's tags, in place, before validation."""
+    if isinstance(data.get("metadata"), dict):
+        data["metadata"] = {}  # the kernel, the language: nothing the conversion reads
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        return  # validation says what is wrong
+    if len(cells) > MAX_NOTEBOOK_CELLS:
+        raise NotebookError(f"refused: {len(cells)} cells is over the {MAX_NOTEBOOK_CELLS} cell limit")
+    code = 0
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict):
+            continue
+        if "outputs" in cell:
+            cell["outputs"] = []  # never read, never validated: the grader runs the code itself
+        cell.pop("attachments", None)
+        metadata = cell.get("metadata")
+        if isinstance(metadata, dict):
+            cell["metadata"] = {k: v for k, v in metadata.items() if k in ("tags", METADATA_KEY)}
+        if cell.get("cell_type") != "code":
+            continue
+        size = _source_bytes(cell.get("source"))
+        if size > MAX_CELL_BYTES:
+            limit = _size(MAX_CELL_BYTES)
+            raise NotebookError(f"refused: cell {number} holds {_size(size)} of code, over the {limit} limit")
+        code += size
+        if code > MAX_CODE_BYTES:
+            raise NotebookError(f"refused: the code cells hold more than {_size(MAX_CODE_BYTES)}, over the limit")
+
+
 def _parse_notebook(text: str) -> nbformat.NotebookNode:
+    values = _json_values(text)
+    if values > MAX_JSON_VALUES:
+        raise NotebookError(f"refused: about {values} JSON values is over the {MAX_JSON_VALUES} value limit")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -533,10 +646,11 @@ def _parse_notebook(text: str) -> nbformat.NotebookNode:
     if version != 4 or not isinstance(version, int) or isinstance(version, bool):
         shown = version if isinstance(version, int) and not isinstance(version, bool) else repr(version)
         raise NotebookError(f"not a notebook: nbformat version {shown} is not supported (4 is)")
+    _slim(data)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            nb = nbformat.reads(text, as_version=4, capture_validation_error={})
+            nb = nbformat.from_dict(data)
             nbformat.validate(nb)
     except nbformat.ValidationError as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
@@ -559,9 +673,19 @@ def notebook_to_source(text: str) -> str:
     ``not a notebook: invalid JSON at line 3``, ``not a notebook: nbformat
     version 3 is not supported (4 is)``, ``not a notebook: <validation error>``,
     ``cell N: SyntaxError: <msg> (line L)`` for a tagged cell that does not
-    parse, or ``no Python code found in the notebook``.
+    parse, ``no Python code found in the notebook``, or ``refused: …`` for a
+    notebook over a cap (cells, code per cell, code in all) or the deadline.
     """
-    nb = _parse_notebook(text)
+    deadline = _Deadline(CONVERT_SECONDS)
+    try:
+        return _to_source(_parse_notebook(text), deadline)
+    except (RecursionError, MemoryError) as exc:
+        why = type(exc).__name__
+        raise NotebookError(f"refused: the notebook's code is too deeply nested to convert ({why})") from None
+
+
+def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
+    deadline.check()
     numbered = [(i, c) for i, c in enumerate(nb.cells, start=1) if c.get("cell_type") == "code"]
     tagged = [(i, c) for i, c in numbered if SOLUTION_TAG in _tags(c)]
     strict = bool(tagged)
@@ -572,6 +696,7 @@ def notebook_to_source(text: str) -> str:
     body: list[str] = []
     kept = 0
     for number, cell in chosen:
+        deadline.check()
         source = cell.get("source", "")
         if isinstance(source, list):
             source = "".join(source)
@@ -600,7 +725,7 @@ def notebook_to_source(text: str) -> str:
             if strict:
                 raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
             continue
-        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, futures)
+        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, futures, deadline)
         kept += count
         body += cell_lines + [""]
     if not kept:
@@ -610,6 +735,7 @@ def notebook_to_source(text: str) -> str:
     if futures:
         header.append(f"from __future__ import {', '.join(dict.fromkeys(futures))}")
     result = "\n".join(header + [""] + body).rstrip("\n") + "\n"
+    deadline.check()
     try:
         ast.parse(result)
     except SyntaxError as exc:  # cells that parse alone but not together

@@ -8,11 +8,20 @@ whatever order the submissions came in.
 
 Files written by :func:`write_reports` into the output folder:
 
-- ``grades.csv``: ``student``, one column per hook (points earned, hookspec
+- ``grades.csv``: ``student``, ``status`` (``graded``, ``review: <constructs>``
+  or ``error: <one line>``), one column per hook (points earned, hookspec
   order), ``total``, ``max``; one row per submission, error rows included;
 - ``<student>/results.json``: Gradescope's results format;
 - ``<student>/feedback.md`` and ``<student>/feedback.html``;
-- ``junit.xml``: one ``testsuite`` per student, one ``testcase`` per case.
+- ``junit.xml``: one ``testsuite`` per student, one ``testcase`` per case, the
+  review findings as ``review`` properties.
+
+Everything a submission wrote (its messages, error lines, file names) is shown
+only through :func:`inert`, which escapes control characters, on every path:
+the console, Markdown, HTML, CSV, JUnit XML and JSON; CSV text cells are also
+kept from starting a spreadsheet formula (:func:`spreadsheet_cell`).  Writing one
+student's files can never stop another's, nor the class files: a failing writer
+is logged and reported by :func:`write_reports`, and the others go on.
 
 ``run_info`` is a plain dict; the keys used are ``devices`` (the devices that
 ran), ``skipped_devices`` (``{device: reason}``), ``suite_version``,
@@ -26,10 +35,11 @@ import base64
 import csv
 import io
 import json
+import logging
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +47,7 @@ from typing import Any
 import jinja2
 from rich.table import Table
 
+from grader.heatmaps import NOT_DRAWN_SUFFIX
 from grader.registry import HOOK_NAMES, format_hook
 from grader.rubric import HookCounts, Rubric, count_cases, score, total
 from grader.submissions import Submission, sanitize_student_id
@@ -51,6 +62,8 @@ MAX_MESSAGE_CHARS = 4000
 MAX_CASES_NAMED = 3
 
 TEMPLATES = Path(__file__).with_name("templates")
+
+log = logging.getLogger(__name__)
 
 
 # --- numbers and text ----------------------------------------------------------------
@@ -67,12 +80,49 @@ def short_points(x: float) -> str:
     return "0" if text in ("", "-0") else text
 
 
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but tab and newline, DEL, C1
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidi marks, embeddings, overrides and isolates
+    "\u2028\u2029\ud800-\udfff\ufffe\uffff]"  # line/paragraph separators, lone surrogates, non-characters
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text: object) -> str:
+    """Text a submission wrote, safe to show anywhere: control characters become visible escapes.
+
+    C0 controls other than tab and newline (ESC, BEL, CR …), DEL, C1 controls,
+    Unicode bidi controls, line/paragraph separators, lone surrogates and the
+    non-characters U+FFFE/U+FFFF are written as ``\\x1b`` / ``\\u202e``, so an
+    OSC 52 or clear-screen sequence is plain text, never an instruction to a
+    terminal, and every output format (UTF-8, XML 1.0) can hold the result.
+    ``\\r\\n`` counts as a newline.
+    """
+    return _CONTROL.sub(_escaped, str(text).replace("\r\n", "\n"))
+
+
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 def xml_safe(text: str) -> str:
     """Text without the characters XML 1.0 cannot hold (a learner's message may contain anything)."""
     return _XML_ILLEGAL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(text: str) -> str:
+    """A CSV text cell a spreadsheet will not run: one starting like a formula gets a leading ``'``.
+
+    For text cells only (ids, statuses); numbers are written as they are.
+    """
+    text = inert(text)
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -127,6 +177,7 @@ class ExerciseReport:
     failures: list[Problem]
     skips: list[Problem]
     figures: list[tuple[str, str]] = field(default_factory=list)  # (file name, base64 PNG) of each heatmap
+    figure_notes: list[str] = field(default_factory=list)  # "heatmap not drawn: …" where a heatmap failed
 
     @property
     def status(self) -> str:
@@ -230,7 +281,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
-            message = clip(r.message.strip())
+            message = clip(inert(r.message).strip())
             key = (message, r.mistake)
             problem = found.setdefault(key, Problem(message, [], r.mistake))
             problem.cases.append(_case_label(r))
@@ -266,7 +317,7 @@ def device_summary(results: Iterable[CaseResult], run_info: dict[str, Any]) -> t
         if device in ran or device in skipped:
             continue
         if all(r.status == SKIPPED for r in rs):
-            skipped[device] = next((r.message for r in rs if r.message), "skipped")
+            skipped[device] = inert(next((r.message for r in rs if r.message), "skipped"))
         else:
             ran.append(device)
     lines = []
@@ -312,9 +363,9 @@ def student_report(
     }
     return StudentReport(
         student=submission.student,
-        source=submission.source,
+        source=inert(submission.source),
         format=submission.format,
-        error=submission.error,
+        error=inert(submission.error) if submission.error else submission.error,
         earned=earned,
         possible=possible,
         exercises=exercises,
@@ -331,14 +382,67 @@ def _sorted(graded: Graded) -> list[tuple[Submission, Sequence[CaseResult]]]:
     return sorted(graded, key=lambda item: item[0].student)
 
 
+def submission_error(sub: Submission, results: Sequence[CaseResult]) -> str:
+    """Why a submission could not be graded at all, or "".
+
+    Its own error (a refused input), or the one message every case that ran
+    shares when none passed (``the submission does not import: …``).
+    """
+    if sub.error:
+        return sub.error
+    messages = {r.message for r in results if r.status != SKIPPED}
+    if len(messages) == 1 and not any(r.status == PASSED for r in results):
+        return next(iter(messages))
+    return ""
+
+
+MAX_STATUS_CHARS = 160
+
+
+def review_constructs(findings: Iterable[str]) -> list[str]:
+    """The distinct constructs of ``file:line: construct`` findings, in order."""
+    return list(dict.fromkeys(str(f).rsplit(": ", 1)[-1] for f in findings))
+
+
+_GROUPED = ("assignment of ", "deletion of ")
+
+
+def review_summary(findings: Iterable[str]) -> str:
+    """The constructs, short: ``assignment of torch.allclose, torch.equal; sys.modules``."""
+    groups: dict[str, list[str]] = {}  # "assignment of " -> the names, or a construct -> []
+    for construct in review_constructs(findings):
+        prefix = next((p for p in _GROUPED if construct.startswith(p)), None)
+        if prefix is None:
+            groups.setdefault(construct, [])
+        else:
+            groups.setdefault(prefix, []).append(construct[len(prefix) :])
+    return "; ".join(key + ", ".join(names) if names else key for key, names in groups.items())
+
+
+def status(sub: Submission, results: Sequence[CaseResult]) -> str:
+    """``graded``, ``review: <constructs>`` (points unchanged) or ``error: <one line>``, for grades.csv."""
+    error = submission_error(sub, results)
+    if error:
+        return "error: " + one_line(inert(error), MAX_STATUS_CHARS)
+    if sub.review:
+        return "review: " + one_line(inert(review_summary(sub.review)), MAX_STATUS_CHARS)
+    return "graded"
+
+
 def grades_rows(graded: Graded, rubric: Rubric) -> list[list[str]]:
     """The rows of ``grades.csv``, header first, students sorted."""
-    rows = [["student", *HOOK_NAMES, "total", "max"]]
+    rows = [["student", "status", *HOOK_NAMES, "total", "max"]]
     for sub, results in _sorted(graded):
         scores = score(results, rubric)
         earned, possible = total(scores)
         rows.append(
-            [sub.student, *(fmt_points(scores[h][0]) for h in HOOK_NAMES), fmt_points(earned), fmt_points(possible)]
+            [
+                spreadsheet_cell(sub.student),
+                spreadsheet_cell(status(sub, results)),
+                *(fmt_points(scores[h][0]) for h in HOOK_NAMES),
+                fmt_points(earned),
+                fmt_points(possible),
+            ]
         )
     return rows
 
@@ -436,10 +540,18 @@ def render_feedback_html(report: StudentReport) -> str:
     return _render("feedback.html.j2", True, report)
 
 
+def _write_md(folder: Path, report: StudentReport) -> None:
+    _write_text(folder / "feedback.md", render_feedback_md(report))
+
+
+def _write_html(folder: Path, report: StudentReport) -> None:
+    _write_text(folder / "feedback.html", render_feedback_html(report))
+
+
 def write_feedback(folder: str | Path, report: StudentReport) -> None:
     folder = Path(folder)
-    _write_text(folder / "feedback.md", render_feedback_md(report))
-    _write_text(folder / "feedback.html", render_feedback_html(report))
+    _write_md(folder, report)
+    _write_html(folder, report)
 
 
 # --- junit.xml -------------------------------------------------------------------------------
@@ -453,13 +565,18 @@ def junit_tree(graded: Graded) -> ET.ElementTree:
     for sub, results in _sorted(graded):
         results = _hook_order(results)
         suite = ET.SubElement(root, "testsuite", name=xml_safe(sub.student))
+        if sub.review:
+            properties = ET.SubElement(suite, "properties")
+            for finding in sub.review:
+                ET.SubElement(properties, "property", name="review", value=xml_safe(inert(finding)))
         counts = {"tests": len(results), "failures": 0, "errors": 0, "skipped": 0}
         if sub.error:
             counts["tests"] += 1
             counts["errors"] += 1
             case = ET.SubElement(suite, "testcase", classname=f"attnkit.{sub.student}", name="submission", time="0")
-            error = ET.SubElement(case, "error", message=xml_safe(one_line(sub.error)), type="SubmissionError")
-            error.text = xml_safe(sub.error)
+            error_text = inert(sub.error)
+            error = ET.SubElement(case, "error", message=xml_safe(one_line(error_text)), type="SubmissionError")
+            error.text = xml_safe(error_text)
         suite_seconds = 0.0
         for r in results:
             case = ET.SubElement(
@@ -470,13 +587,14 @@ def junit_tree(graded: Graded) -> ET.ElementTree:
                 time=f"{r.seconds:.3f}",
             )
             suite_seconds += r.seconds
+            message = inert(r.message)
             if r.status == SKIPPED:
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=xml_safe(one_line(r.message or "skipped")))
+                ET.SubElement(case, "skipped", message=xml_safe(one_line(message or "skipped")))
             elif r.status != PASSED:
                 counts["failures"] += 1
-                failure = ET.SubElement(case, "failure", message=xml_safe(one_line(r.message or "failed")))
-                failure.text = xml_safe(clip(r.message + (f"\nknown mistake: {r.mistake}" if r.mistake else "")))
+                failure = ET.SubElement(case, "failure", message=xml_safe(one_line(message or "failed")))
+                failure.text = xml_safe(clip(message + (f"\nknown mistake: {r.mistake}" if r.mistake else "")))
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
@@ -522,34 +640,76 @@ def student_folder(out_dir: str | Path, student: str) -> Path:
     return folder
 
 
-def write_reports(out_dir: str | Path, graded: Graded, rubric: Rubric, run_info: dict[str, Any]) -> None:
-    """Write ``grades.csv``, ``junit.xml`` and each student's results.json and feedback into ``out_dir``."""
+def _note_problem(problems: list[str], what: str, exc: Exception) -> None:
+    line = f"{what} not written: {type(exc).__name__}: {one_line(inert(exc), 200)}"
+    log.error("%s", line)
+    problems.append(line)
+
+
+def _guarded(problems: list[str], what: str, write: Callable[..., object], *args: Any) -> None:
+    """Run ``write(*args)``; a failure is logged and noted in ``problems`` instead of stopping the others."""
+    try:
+        write(*args)
+    except Exception as exc:
+        _note_problem(problems, what, exc)
+
+
+def _attach_figures(folder: Path, report: StudentReport) -> None:
+    """Embed each heatmap ``heatmaps.write`` left in the student's folder, or say why it is not there."""
+    for exercise in report.exercises:
+        heatmap = folder / f"heatmap-{exercise.hook}.png"
+        note = heatmap.with_suffix(NOT_DRAWN_SUFFIX)
+        if heatmap.is_file() and not heatmap.is_symlink():
+            exercise.figures = [(heatmap.name, base64.b64encode(heatmap.read_bytes()).decode("ascii"))]
+        elif note.is_file() and not note.is_symlink():
+            text = note.read_text(encoding="utf-8", errors="replace")[:MAX_LINE_CHARS]
+            exercise.figure_notes = [one_line(inert(text)) or "heatmap not drawn"]
+
+
+def write_reports(out_dir: str | Path, graded: Graded, rubric: Rubric, run_info: dict[str, Any]) -> list[str]:
+    """Write ``grades.csv``, ``junit.xml`` and each student's results.json and feedback into ``out_dir``.
+
+    Every file is written on its own: one that fails (a student's feedback, a
+    heatmap that cannot be read) is logged and listed in the returned problems,
+    one line each, and every other file is still written.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     graded = _sorted(graded)
-    write_grades_csv(out / "grades.csv", graded, rubric)
-    write_junit(out / "junit.xml", graded)
+    problems: list[str] = []
+    _guarded(problems, "grades.csv", write_grades_csv, out / "grades.csv", graded, rubric)
+    _guarded(problems, "junit.xml", write_junit, out / "junit.xml", graded)
     for sub, results in graded:
-        folder = student_folder(out, sub.student)
-        report = student_report(sub, results, rubric, run_info)
-        for exercise in report.exercises:
-            heatmap = folder / f"heatmap-{exercise.hook}.png"
-            if heatmap.is_file():
-                exercise.figures = [(heatmap.name, base64.b64encode(heatmap.read_bytes()).decode("ascii"))]
-        write_results_json(folder / "results.json", report)
-        write_feedback(folder, report)
+        try:
+            folder = student_folder(out, sub.student)
+            report = student_report(sub, results, rubric, run_info)
+        except Exception as exc:
+            _note_problem(problems, f"{sub.student}: feedback", exc)
+            continue
+        _guarded(problems, f"{sub.student}: heatmaps", _attach_figures, folder, report)
+        _guarded(problems, f"{sub.student}/results.json", write_results_json, folder / "results.json", report)
+        _guarded(problems, f"{sub.student}/feedback.md", _write_md, folder, report)
+        _guarded(problems, f"{sub.student}/feedback.html", _write_html, folder, report)
+    return problems
 
 
 # --- the console ------------------------------------------------------------------------------
 
 
+def console_text(text: object) -> str:
+    """Text a submission wrote, for the rich console: control characters escaped (:func:`inert`), markup too."""
+    from rich.markup import escape
+
+    return escape(inert(text))
+
+
 def summary_table(graded: Graded, rubric: Rubric) -> Table:
-    """The table printed after grading: student, total/max, where points were lost, error."""
+    """The table printed after grading: student, total/max, where points were lost, error or review."""
     table = Table(title="attnkit grades", show_lines=False, header_style="bold")
     table.add_column("student", no_wrap=True)
     table.add_column("total", justify="right", no_wrap=True)
     table.add_column("points lost in", overflow="fold")
-    table.add_column("error", overflow="fold", max_width=48)
+    table.add_column("error / review", overflow="fold", max_width=48)
     for sub, results in _sorted(graded):
         scores = score(results, rubric)
         earned, possible = total(scores)
@@ -558,21 +718,29 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
             for hook, (got, worth) in scores.items()
             if got < worth
         ]
-        messages = {r.message for r in results if r.status != SKIPPED}
-        shared = next(iter(messages)) if len(messages) == 1 and not any(r.status == PASSED for r in results) else ""
-        error = one_line(sub.error or shared, 120) if (sub.error or shared) else ""
+        error = one_line(inert(submission_error(sub, results)), 120)
         style = "green" if earned >= possible else "yellow" if earned > 0 else "red"
         shown = ", ".join(lost) if sub.error is None and len(lost) < len(HOOK_NAMES) else "[red]everything[/]"
+        if error:
+            note = f"[red]{console_text(error)}[/]"
+        elif sub.review:
+            note = f"[yellow]review: {console_text(one_line(review_summary(sub.review), 120))}[/]"
+        else:
+            note = ""
         table.add_row(
-            sub.student,
+            console_text(sub.student),
             f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",
             shown if lost else "",
-            f"[red]{_rich_escape(error)}[/]" if error else "",
+            note,
         )
     return table
 
 
-def _rich_escape(text: str) -> str:
-    from rich.markup import escape
+def review_lines(graded: Graded) -> list[str]:
+    """``student: file:line: construct`` for every review finding, students sorted (plain text, inert)."""
+    return [inert(f"{sub.student}: {finding}") for sub, _ in _sorted(graded) for finding in sub.review]
 
-    return escape(text)
+
+def id_notes(graded: Graded) -> list[str]:
+    """The one-line note of every student id that was changed to keep ids apart (plain text, inert)."""
+    return [inert(note) for sub, _ in _sorted(graded) for note in sub.notes]

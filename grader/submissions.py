@@ -19,6 +19,16 @@ anything:
 - a ``.ipynb`` notebook, converted by ``grader.notebooks.notebook_to_source``
   when that module exists, otherwise an error row.
 
+Intake never follows a link: a submission path, a class member, a file or folder
+inside a folder, a notebook found in a folder and a zip entry that is a symbolic
+link are refused with an error row naming it, never read (files are opened with
+``O_NOFOLLOW`` and checked to be regular files, so a FIFO cannot hang the grader).
+
+Every submission read is scanned for known evasion constructs
+(:mod:`grader.review_flags`, never run); the findings go with it as
+``Submission.review``.  Student ids are made unique by :func:`deduplicate_ids`
+in a way that does not depend on the order the files come in.
+
 :func:`read_submission` never raises for bad input: every problem becomes
 ``Submission.error``, one line, and the submission is graded as an error row.
 """
@@ -26,6 +36,7 @@ anything:
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import importlib
 import os
@@ -36,8 +47,10 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from grader.registry import CLASS_ALIASES, HOOK_NAMES
+from grader.review_flags import scan_files
 
 MAX_PY_BYTES = 1 << 20
 """A single ``.py`` file (on disk or in a zip) may hold at most 1 MiB."""
@@ -79,6 +92,8 @@ class Submission:
     entry: str = ""
     sha256: str = ""
     error: str | None = None
+    review: list[str] = field(default_factory=list)  # ``file:line: construct`` findings (grader.review_flags)
+    notes: list[str] = field(default_factory=list)  # one line per change made to the student id
 
     def load_message(self) -> dict[str, object]:
         """The ``load`` request for :mod:`grader.child_runtime` (the caller adds ``hooks``)."""
@@ -96,20 +111,25 @@ def sanitize_student_id(name: str) -> str:
     """A student id made only of ``[A-Za-z0-9._-]``: safe as a folder name anywhere.
 
     Accents are dropped (``José`` → ``Jose``), every other character becomes
-    ``_``, leading dots are removed (so ``..`` and hidden names never survive),
-    the result is cut to 64 characters and is never empty (``student``).
+    ``_``, leading dots and dashes are removed (so ``..``, hidden names and
+    names a shell or a spreadsheet would read as an option or a formula never
+    survive), the result is cut to 64 characters and is never empty (``student``).
     """
     out = []
     for ch in unicodedata.normalize("NFKD", name):
         if unicodedata.combining(ch):
             continue
         out.append(ch if (ch.isascii() and (ch.isalnum() or ch in "._-")) else "_")
-    text = "".join(out).lstrip(".")[:MAX_ID_LENGTH]
+    text = "".join(out).lstrip(".-")[:MAX_ID_LENGTH]
     return text or "student"
 
 
+def _name_of(path: Path) -> str:
+    return path.name if path.name not in ("", ".", "..") else path.resolve().name
+
+
 def _id_from_path(path: Path) -> str:
-    name = path.name if path.name not in ("", ".", "..") else path.resolve().name
+    name = _name_of(path)
     stem = name[: -len(path.suffix)] if path.suffix and not path.is_dir() else name
     return sanitize_student_id(stem)
 
@@ -119,22 +139,75 @@ RESERVED_IDS = frozenset(
 )
 """Names of the files ``attnkit grade`` writes beside the student folders: no student may take one."""
 
+CANONICAL_SUFFIXES = ("", ".py", ".zip", ".ipynb")
+"""A file whose name is ``<id><suffix>`` with one of these (lower case) suffixes names its id exactly."""
+
+ID_HASH_CHARS = 8
+"""Hex digits of sha256 added to an id that collides: ``a_b-1c2d3e4f``."""
+
+
+def _claim_rank(sub: Submission) -> int:
+    """How strongly a submission claims its id: 0 its name is exactly the id, 1 the same up to case, 2 sanitised."""
+    name = _name_of(Path(sub.source))
+    for suffix in CANONICAL_SUFFIXES:
+        if name == sub.student + suffix:
+            return 0 if sub.student == sub.student.lower() else 1
+    return 2
+
+
+def _hashed_id(base: str, seed: str, length: int) -> str:
+    digest = hashlib.sha256(seed.encode("utf-8", "surrogateescape")).hexdigest()[:length]
+    return f"{base[: MAX_ID_LENGTH - length - 1]}-{digest}"
+
 
 def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
-    """Give repeated ids ``-2``, ``-3`` … suffixes, in order (case-insensitively, for macOS/Windows).
+    """Make student ids unique (ignoring case, for macOS and Windows), whatever order the submissions come in.
 
-    An id equal to one of the grader's own output files counts as taken, so it
-    gets a suffix too.
+    An id claimed by one submission only is kept.  Among several claimants of
+    one id, the one whose file name is exactly that id (``a_b.py`` for ``a_b``,
+    ``alice.py`` rather than ``Alice.py`` or ``alice.PY``) keeps it; every other
+    claimant, and every claimant when no single one is exact, gets
+    ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the
+    names are the same too).  An id equal to one of the grader's own output
+    files (``grades.csv`` …) is never kept.  Each changed id gets one line in
+    ``Submission.notes`` saying why.
     """
-    seen: set[str] = set(RESERVED_IDS)
+    claims: dict[str, list[Submission]] = {}
     for sub in submissions:
-        base = sub.student
-        candidate, n = base, 1
-        while candidate.lower() in seen:
+        claims.setdefault(sub.student.lower(), []).append(sub)
+    taken = {name.lower() for name in RESERVED_IDS}
+    renamed: list[tuple[Submission, str]] = []  # (submission, why)
+    for key, subs in claims.items():
+        if key in RESERVED_IDS:
+            renamed += [(sub, f"{sub.student!r} is the name of a file attnkit grade writes") for sub in subs]
+            continue
+        ranks = [_claim_rank(sub) for sub in subs]
+        best = [sub for sub, rank in zip(subs, ranks) if rank == min(ranks)]
+        keeper = best[0] if len(best) == 1 else None
+        if keeper is not None:
+            taken.add(key)
+        others = sorted({_name_of(Path(sub.source)) for sub in subs})
+        shown = ", ".join(repr(name) for name in others[:4])
+        shown += f" and {len(others) - 4} more" if len(others) > 4 else ""
+        for sub in subs:
+            if sub is not keeper:
+                kept = f", kept by {_name_of(Path(keeper.source))!r}" if keeper is not None else ""
+                renamed.append((sub, f"{sub.student!r} is claimed by {len(subs)} submissions ({shown}){kept}"))
+    # The hash of the file name, or of the whole path where two names are the same; identical paths
+    # (the same file given twice) are told apart by a counter, which cannot depend on anything else.
+    names = [_name_of(Path(sub.source)) for sub, _ in renamed]
+    seeds = [name if names.count(name) == 1 else sub.source for (sub, _), name in zip(renamed, names)]
+    for i, seed in enumerate(seeds):
+        if seeds.count(seed) > 1:
+            seeds[i] = f"{seed}#{seeds[: i + 1].count(seed)}"
+    for (sub, why), seed in sorted(zip(renamed, seeds), key=lambda item: item[1]):
+        candidate, n = _hashed_id(sub.student, seed, ID_HASH_CHARS), 0
+        while candidate.lower() in taken:  # a real file named like a hashed id keeps its name
             n += 1
-            suffix = f"-{n}"
-            candidate = base[: MAX_ID_LENGTH - len(suffix)] + suffix
-        seen.add(candidate.lower())
+            candidate = _hashed_id(sub.student, f"{seed}#{n}", 2 * ID_HASH_CHARS)
+        taken.add(candidate.lower())
+        source = _name_of(Path(sub.source))
+        sub.notes.append(f"{source!r} was given the id {candidate!r}: {why}")
         sub.student = candidate
     return submissions
 
@@ -167,14 +240,43 @@ def _file_sha256(path: Path) -> str:
     """sha256 of a file's raw bytes (for error rows), or "" when it cannot be read."""
     digest = hashlib.sha256()
     try:
-        if path.stat().st_size > MAX_HASHED_BYTES:
-            return ""
-        with path.open("rb") as fh:
+        with _open_regular(path, path.name) as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_HASHED_BYTES:
+                return ""
             while chunk := fh.read(1 << 20):
                 digest.update(chunk)
-    except OSError:
+    except (OSError, Refused):
         return ""
     return digest.hexdigest()
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_regular(path: Path, shown: str) -> BinaryIO:
+    """``path`` opened for reading, never through a symbolic link (``O_NOFOLLOW``) and only if a regular file.
+
+    ``O_NONBLOCK`` keeps a FIFO from blocking the open; it is refused right after.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise Refused(f"{shown} is a symbolic link, not followed") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused(f"{shown}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def _read_file(path: Path, limit: int, shown: str, kind: str) -> bytes:
+    """A regular file's bytes (never through a link), refused when over ``limit``: by its size, then as read."""
+    with _open_regular(path, shown) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise Refused(f"{shown}: {_too_big(size, kind, limit)}")
+        return _read_capped(fh, limit, shown)
 
 
 def _size(n: int) -> str:
@@ -229,9 +331,14 @@ MAX_WALKED = 20_000
 """Walking a folder stops (refused) after this many entries: a stray virtualenv, say."""
 
 
+def _top_notebooks(path: Path) -> list[Path]:
+    """The ``*.ipynb`` entries at the top of a folder, links included (so they are refused, not followed)."""
+    with os.scandir(path) as entries:
+        return sorted(Path(e.path) for e in entries if e.name.lower().endswith(".ipynb") and not e.name.startswith("."))
+
+
 def _read_folder(path: Path, student: str) -> Submission:
     source = str(path)
-    notebooks = sorted(c for c in path.glob("*.ipynb") if c.is_file() and not c.name.startswith("."))
     if not (path / "__init__.py").exists() and (path / KIT_PACKAGE / "__init__.py").is_file():
         root, name = path / KIT_PACKAGE, KIT_PACKAGE  # a learner's whole kit: grade its package
     else:
@@ -255,26 +362,28 @@ def _read_folder(path: Path, student: str) -> Submission:
             if fname.startswith(".") or not _wanted(rel):
                 continue
             _check_name(rel, "folder")
-            if full.is_symlink():
+            mode = os.lstat(full).st_mode
+            if stat.S_ISLNK(mode):
                 raise Refused(f"refused folder: {full.relative_to(path).as_posix()} is a symbolic link")
+            if not stat.S_ISREG(mode):
+                raise Refused(f"refused folder: {full.relative_to(path).as_posix()} is not a regular file")
             listing[rel] = full
             if len(listing) > MAX_ENTRIES:
                 raise Refused(f"refused folder: more than {MAX_ENTRIES} .py files")
     if not listing:
+        notebooks = _top_notebooks(path)
         if len(notebooks) == 1:
+            if notebooks[0].is_symlink():
+                raise _NotebookError(f"refused folder: {notebooks[0].name} is a symbolic link")
             return _read_notebook_file(notebooks[0], student, source)
         raise Refused(f"{path.name}: no .py files to grade")
     files: dict[str, str] = {}
     total = 0
     for rel in sorted(listing):
-        full = listing[rel]
-        size = full.stat().st_size
-        if size > MAX_PY_BYTES:
-            raise Refused(f"{rel}: {_too_big(size, '.py file', MAX_PY_BYTES)}")
-        total += size
+        data = _read_file(listing[rel], MAX_PY_BYTES, rel, ".py file")
+        total += len(data)
         if total > MAX_TOTAL_BYTES:
             raise Refused(f"refused folder: {_too_big(total, 'of .py files', MAX_TOTAL_BYTES)}")
-        data = _read_capped(full.open("rb"), MAX_PY_BYTES, rel)
         files[f"{name}/{rel}"] = decode_source(data, rel)
     return _made(student, source, "folder", files, name)
 
@@ -319,13 +428,18 @@ def _zip_entry_path(info: zipfile.ZipInfo) -> str:
 
 def _read_zip(path: Path, student: str) -> Submission:
     source = str(path)
-    size = path.stat().st_size
-    if size > MAX_ZIP_BYTES:
-        raise Refused(f"refused zip: {_too_big(size, 'archive', MAX_ZIP_BYTES)}")
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
-        raise Refused(f"refused zip: not a readable zip archive ({exc})") from None
+    with _open_regular(path, path.name) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_ZIP_BYTES:
+            raise Refused(f"refused zip: {_too_big(size, 'archive', MAX_ZIP_BYTES)}")
+        try:
+            zf = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+            raise Refused(f"refused zip: not a readable zip archive ({exc})") from None
+        return _read_zip_members(zf, path, student, source)
+
+
+def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str) -> Submission:
     with zf:
         infos = zf.infolist()
         if len(infos) > MAX_ENTRIES:
@@ -428,18 +542,19 @@ class _NotebookError(Refused):
 
 
 def _read_notebook_file(path: Path, student: str, source: str) -> Submission:
-    size = path.stat().st_size
-    if size > MAX_NOTEBOOK_BYTES:
-        raise _NotebookError(f"{path.name}: {_too_big(size, 'notebook', MAX_NOTEBOOK_BYTES)}")
-    text = decode_source(_read_capped(path.open("rb"), MAX_NOTEBOOK_BYTES, path.name), path.name)
-    return _from_notebook(text, student, source, path.name)
+    try:
+        data = _read_file(path, MAX_NOTEBOOK_BYTES, path.name, "notebook")
+    except Refused as exc:
+        raise _NotebookError(str(exc)) from None
+    return _from_notebook(decode_source(data, path.name), student, source, path.name)
 
 
 # --- the public entry points -----------------------------------------------------------
 
 
 def _made(student: str, source: str, fmt: str, files: dict[str, str], entry: str) -> Submission:
-    return Submission(student, source, fmt, files, entry, files_sha256(files))
+    """A submission read whole: its hash, and its review findings (its source scanned, never run)."""
+    return Submission(student, source, fmt, files, entry, files_sha256(files), review=scan_files(files))
 
 
 def _format_of(path: Path) -> str:
@@ -452,15 +567,16 @@ def _format_of(path: Path) -> str:
 def read_submission(path: str | os.PathLike[str]) -> Submission:
     """Read one submission as text; never raises for bad input (see ``Submission.error``).
 
-    The student id is the file stem, folder name or zip stem, sanitised.
+    The student id is the file stem, folder name or zip stem, sanitised.  A
+    path that is a symbolic link is refused, whatever it points to.
     """
     p = Path(path)
     source = str(path)
     student = _id_from_path(p)
     fmt = _format_of(p)
     try:
-        if p.is_symlink() and not p.exists():
-            raise Refused(f"{p.name}: a broken symbolic link")
+        if p.is_symlink():
+            raise Refused(f"{p.name} is a symbolic link, not followed")
         if not p.exists():
             raise Refused(f"{p.name}: no such file or folder")
         if p.is_dir():
@@ -468,10 +584,7 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
         if not p.is_file():
             raise Refused(f"{p.name}: not a regular file")
         if fmt == "py":
-            size = p.stat().st_size
-            if size > MAX_PY_BYTES:
-                raise Refused(f"{p.name}: {_too_big(size, '.py file', MAX_PY_BYTES)}")
-            text = decode_source(_read_capped(p.open("rb"), MAX_PY_BYTES, p.name), p.name)
+            text = decode_source(_read_file(p, MAX_PY_BYTES, p.name, ".py file"), p.name)
             return _made(student, source, "py", {p.name: text}, p.name)
         if fmt == "zip":
             return _read_zip(p, student)
@@ -479,9 +592,9 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
             return _read_notebook_file(p, student, source)
         raise Refused(f"{p.name}: {NOT_A_SUBMISSION}")
     except _NotebookError as exc:
-        return Submission(student, source, "ipynb", sha256=_file_sha256(p) if p.is_file() else "", error=str(exc))
+        return Submission(student, source, "ipynb", sha256=_file_sha256(p), error=str(exc))
     except Refused as exc:
-        return Submission(student, source, fmt, sha256=_file_sha256(p) if p.is_file() else "", error=str(exc))
+        return Submission(student, source, fmt, sha256=_file_sha256(p), error=str(exc))
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return Submission(student, source, fmt, error=f"{p.name}: cannot read it ({reason})")
@@ -490,10 +603,8 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
 def _hooks_defined(path: Path) -> set[str]:
     """Hook names (or the chapter's class names) defined at the top of a .py file, read with ``ast``, never run."""
     try:
-        if path.stat().st_size > MAX_PY_BYTES:
-            return set()
-        tree = ast.parse(path.read_bytes(), filename=path.name)
-    except Exception:  # unreadable, not Python, too deeply nested: not evidence either way
+        tree = ast.parse(_read_file(path, MAX_PY_BYTES, path.name, ".py file"), filename=path.name)
+    except Exception:  # a link, unreadable, not Python, too deeply nested: not evidence either way
         return set()
     names: set[str] = set()
     for node in tree.body:
@@ -512,18 +623,23 @@ def is_class_folder(path: Path) -> bool:
 
     Never a package (``__init__.py``) or a learner's kit (``exercises/__init__.py``).
     Otherwise a class folder when it holds no ``.py`` at its top, or a ``.zip`` at
-    its top, or two top-level ``.py`` files that define the same hook (each file
-    then is one learner's solution, like ``examples/submissions/``).  Files are
-    parsed with :mod:`ast`, never imported.
+    its top, or a symbolic link at its top (each member, the link included, is
+    then its own row: the link's an error row, never read), or two top-level
+    ``.py`` files that define the same hook (each file then is one learner's
+    solution, like ``examples/submissions/``).  Files are parsed with
+    :mod:`ast`, never imported.
     """
     if not path.is_dir():
         return False
     if (path / "__init__.py").exists() or (path / KIT_PACKAGE / "__init__.py").exists():
         return False
     try:
-        children = [c for c in path.iterdir() if not c.name.startswith(".") and c.is_file()]
+        entries = [(c, os.lstat(c).st_mode) for c in path.iterdir() if not c.name.startswith(".")]
     except OSError:
         return False
+    if any(stat.S_ISLNK(mode) and c.name not in SKIPPED_DIRS for c, mode in entries):
+        return True
+    children = [c for c, mode in entries if stat.S_ISREG(mode)]
     top_py = sorted(c for c in children if _wanted(c.name))
     if not top_py or any(c.suffix.lower() == ".zip" for c in children):
         return True
@@ -537,12 +653,16 @@ def is_class_folder(path: Path) -> bool:
 
 
 def class_members(path: Path) -> list[Path]:
-    """The submissions in a class folder: ``.py``, ``.zip``, ``.ipynb`` files and folders, sorted."""
+    """The submissions in a class folder: ``.py``, ``.zip``, ``.ipynb`` files and folders, sorted.
+
+    Symbolic links among them are listed too, so that each becomes an error row
+    naming it (:func:`read_submission` refuses a link), never read.
+    """
     members = []
     for child in sorted(path.iterdir(), key=lambda c: c.name):
         if child.name.startswith(".") or child.name in SKIPPED_DIRS:
             continue
-        if child.is_dir() or child.suffix.lower() in (".py", ".zip", ".ipynb"):
+        if child.suffix.lower() in (".py", ".zip", ".ipynb") or child.is_symlink() or child.is_dir():
             members.append(child)
     return members
 
@@ -550,7 +670,7 @@ def class_members(path: Path) -> list[Path]:
 def collect_submissions(paths: list[str]) -> list[Submission]:
     """Read every submission named by ``paths``, a class folder (:func:`is_class_folder`) standing for its members.
 
-    Repeated student ids get ``-2``, ``-3`` suffixes, in the order read.
+    Ids claimed twice are told apart by :func:`deduplicate_ids`, whatever the order.
     Nonexistent paths come back as error submissions.
     """
     subs: list[Submission] = []

@@ -51,9 +51,10 @@ def read_csv(path: Path) -> list[list[str]]:
 
 
 def row_of(rows: list[list[str]], student: str) -> dict[str, float]:
+    """A student's points by column (the text ``status`` column left out)."""
     header = rows[0]
     (row,) = [r for r in rows[1:] if r[0] == student]
-    return {name: float(value) for name, value in zip(header[1:], row[1:])}
+    return {name: float(value) for name, value in zip(header[1:], row[1:]) if name != "status"}
 
 
 def query(db: Path, sql: str, *params) -> list[tuple]:
@@ -125,9 +126,9 @@ def test_grade_writes_each_students_feedback(graded, student):
     assert "<html" in (folder / "feedback.html").read_text(encoding="utf-8").lower()
 
 
-def test_grades_csv_header_is_student_hooks_total_max(graded):
+def test_grades_csv_header_is_student_status_hooks_total_max(graded):
     rows = read_csv(graded[0] / "grades.csv")
-    assert rows[0] == ["student", *HOOK_NAMES, "total", "max"]
+    assert rows[0] == ["student", "status", *HOOK_NAMES, "total", "max"]
     assert sorted(r[0] for r in rows[1:]) == sorted(STUDENTS)
 
 

@@ -217,3 +217,55 @@ def test_records_from_many_threads(book):
 def test_record_needs_a_real_run(book):
     with pytest.raises(sqlite3.IntegrityError):
         book.record(424242, sub("alice"), results("alice"))
+
+
+# --- review findings and id notes (schema version 2) -----------------------------------------------------------
+
+
+def test_review_findings_and_id_notes_round_trip(book):
+    run_id = start(book)
+    flagged = sub("mallory")
+    flagged.review = ["mallory.py:3: sys.modules", 'mallory.py:3: "__main__" as a string']
+    flagged.notes = ["'Mallory.py' was given the id 'Mallory-1a2b3c4d': 'mallory' is claimed by 2 submissions"]
+    book.record(run_id, flagged, results("mallory"))
+    book.record(run_id, sub("bob"), results("bob"))
+    got = book.results_for_run(run_id)
+    assert (got["mallory"][0].review, got["mallory"][0].notes) == (flagged.review, flagged.notes)
+    assert (got["bob"][0].review, got["bob"][0].notes) == ([], [])
+
+
+VERSION_1 = """
+CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL, finished_at TEXT,
+    seed TEXT NOT NULL, suite_version TEXT NOT NULL, devices TEXT NOT NULL, kit_version TEXT NOT NULL,
+    isolation TEXT NOT NULL);
+CREATE TABLE submissions (run_id INTEGER NOT NULL REFERENCES runs(id), student TEXT NOT NULL, source TEXT NOT NULL,
+    sha256 TEXT NOT NULL, format TEXT NOT NULL, entry TEXT NOT NULL DEFAULT '', error TEXT, graded_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, student));
+CREATE TABLE results (run_id INTEGER NOT NULL, student TEXT NOT NULL, hook TEXT NOT NULL, case_name TEXT NOT NULL,
+    device TEXT NOT NULL, dtype TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL, seconds REAL NOT NULL,
+    mistake TEXT NOT NULL);
+INSERT INTO runs VALUES (1, '2026-01-01T00:00:00', NULL, '7', 'suite-1', '["cpu", "meta"]', '0.1.0', 'none');
+INSERT INTO submissions VALUES (1, 'ada', 'class/ada.py', 'sha-ada', 'py', 'ada.py', NULL, '2026-01-01T00:00:01');
+INSERT INTO results VALUES (1, 'ada', 'softmax_weights', 'c0', 'cpu', 'float32', 'passed', '', 0.5, '');
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "gradebook.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(VERSION_1)
+    conn.close()
+    with Gradebook(path) as gb:
+        (ada, ada_results), = gb.results_for_run(1).values()
+        assert (ada.student, ada.sha256, ada.review, ada.notes) == ("ada", "sha-ada", [], [])
+        assert [r.status for r in ada_results] == [PASSED]
+        unfinished = gb.latest_unfinished_run()
+        assert unfinished is not None and unfinished["id"] == 1  # the stopped run resumes after the upgrade
+        flagged = sub("bo")
+        flagged.review = ["bo.py:1: ctypes"]
+        gb.record(1, flagged, [])
+        assert gb.results_for_run(1)["bo"][0].review == ["bo.py:1: ctypes"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()

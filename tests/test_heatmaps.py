@@ -178,6 +178,70 @@ def test_write_with_no_figures_removes_every_heatmap(tmp_path):
     assert not (tmp_path / "nobody").exists()
 
 
+# --- values a learner may send: extremes never stop a class ------------------------------------------------
+
+BIG = 1.7e308
+EXTREME_CASES = {
+    "plus-minus-1.7e308": torch.tensor([[BIG, -BIG], [0.0, 1.0]], dtype=torch.float64),
+    "all-1.7e308": torch.full((3, 3), BIG, dtype=torch.float64),
+    "float32-max": torch.tensor([[3.4e38, -3.4e38], [1.0, 0.0]]),
+    "inf-and-nan": torch.tensor([[INF, -INF], [float("nan"), 0.5]]),
+    "all-nan": torch.full((4, 4), float("nan")),
+    "subnormal": torch.tensor([[5e-324, 0.0], [0.0, 1e-320]], dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("received", list(EXTREME_CASES.values()), ids=list(EXTREME_CASES))
+def test_extreme_values_still_draw_a_heatmap(received):
+    data = heatmaps.render("softmax_weights: extremes", _rand(*received.shape), received)
+    image = open_png(data)
+    assert image.size == (640, 288)
+    assert viridis_pixels(image) > 2_000
+
+
+@pytest.mark.parametrize(
+    ("tensors", "expected"),
+    [
+        ((torch.tensor([BIG, -BIG, 0.0], dtype=torch.float64),), (-heatmaps.DRAWN_RANGE, heatmaps.DRAWN_RANGE, True)),
+        ((torch.tensor([0.25, 0.75]), torch.tensor([INF, float("nan")])), (0.25, 0.75, False)),
+        ((torch.full((2,), 3.0),), (2.5, 3.5, False)),
+        ((torch.tensor([float("nan"), -INF]),), (0.0, 1.0, False)),
+    ],
+    ids=["clipped", "non-finite-ignored", "constant", "nothing-finite"],
+)
+def test_colour_range_is_finite_and_not_empty(tensors, expected):
+    assert heatmaps.colour_range(*[t.double() for t in tensors]) == expected
+
+
+def test_a_heatmap_that_cannot_be_drawn_is_left_out_and_says_why(tmp_path, monkeypatch, caplog):
+    real = heatmaps.render
+
+    def fails_for_masks(title, expected, received):
+        if title.startswith("causal_mask"):
+            raise ValueError("Axis limits cannot be NaN or Inf")
+        return real(title, expected, received)
+
+    monkeypatch.setattr(heatmaps, "render", fails_for_masks)
+    folder = tmp_path / "mallory"
+    names = heatmaps.write(folder, {"softmax_weights": _figure(), "causal_mask": _figure(2)})
+    assert names == ["heatmap-softmax_weights.png"]
+    assert sorted(p.name for p in folder.iterdir()) == ["heatmap-causal_mask.txt", "heatmap-softmax_weights.png"]
+    assert (folder / "heatmap-causal_mask.txt").read_text() == (
+        "heatmap not drawn: ValueError: Axis limits cannot be NaN or Inf\n"
+    )
+    assert "heatmap of causal_mask for mallory not drawn" in caplog.text
+    heatmaps.write(folder, {"causal_mask": _figure(2)})  # regraded: the old note goes too
+    assert sorted(p.name for p in folder.iterdir()) == ["heatmap-causal_mask.txt"]
+
+
+def test_write_never_raises_even_where_nothing_can_be_written(tmp_path):
+    blocker = tmp_path / "alice"
+    blocker.write_text("a file where the student's folder should be")
+    assert heatmaps.write(blocker, {"softmax_weights": _figure()}) == []
+    assert heatmaps.write(tmp_path / "bob", {"softmax_weights": ("x", "not a tensor", None)}) == []
+    assert (tmp_path / "bob" / "heatmap-softmax_weights.txt").read_text().startswith("heatmap not drawn: ")
+
+
 # --- grading writes and embeds them ----------------------------------------------------------------
 
 

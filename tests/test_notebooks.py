@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader import notebooks
 from grader.grading import grade_submission
 from grader.notebooks import (
     CHECK_TAG,
@@ -403,6 +404,97 @@ def test_invalid_notebooks_are_one_line_errors(text, message):
         notebook_to_source(text)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+# --- notebook submissions: bounded work -------------------------------------------------------------
+
+
+def raw_notebook(cells: list[dict], metadata: dict | None = None) -> str:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata or {}, "cells": cells})
+
+
+def raw_code(source, i: int = 0, **extra) -> dict:
+    return {"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": source, "outputs": [],
+            "execution_count": None, **extra}
+
+
+def test_outputs_attachments_and_metadata_are_dropped_before_validation():
+    """An output nbformat would reject, a huge metadata blob: neither is looked at, the code is converted."""
+    cell = raw_code("def f(x):\n    return x\n", 1, outputs=[{"output_type": "not-an-output", "junk": [1] * 1000}])
+    cell["metadata"] = {"tags": [SOLUTION_TAG], "scrolled": "not a bool", "junk": {"deep": [[[]]] * 1000}}
+    markdown = {"cell_type": "markdown", "id": "m", "metadata": {}, "source": "![x](attachment:x.png)",
+                "attachments": {"x.png": {"image/png": "not base64 at all"}}}
+    text = raw_notebook([markdown, cell], metadata={"kernelspec": "wrong type"})
+    assert kept_code(notebook_to_source(text)) == ["def f(x):\n    return x"]
+
+
+@pytest.mark.parametrize(
+    ("cap", "value", "cells", "message"),
+    [
+        ("MAX_NOTEBOOK_CELLS", 3, [raw_code("x = 1", i) for i in range(4)],
+         "refused: 4 cells is over the 3 cell limit"),
+        ("MAX_CELL_BYTES", 100, [raw_code("x = 1\n"), raw_code("y = 1  # " + "#" * 100, 1)],
+         "refused: cell 2 holds 109 bytes of code, over the 100 bytes limit"),
+        ("MAX_CODE_BYTES", 100, [raw_code("x = 1  # " + "#" * 60, i) for i in range(2)],
+         "refused: the code cells hold more than 100 bytes, over the limit"),
+        ("MAX_JSON_VALUES", 50, [raw_code(["x = 1\n"] * 60)],
+         "refused: about 75 JSON values is over the 50 value limit"),
+    ],
+    ids=["cells", "cell-size", "code-size", "json-values"],
+)
+def test_caps_refuse_in_one_line(monkeypatch, cap, value, cells, message):
+    monkeypatch.setattr(notebooks, cap, value)
+    with pytest.raises(NotebookError) as info:
+        notebook_to_source(raw_notebook(cells))
+    assert str(info.value) == message
+
+
+def test_a_source_given_as_a_list_of_lines_counts_all_its_lines(monkeypatch):
+    monkeypatch.setattr(notebooks, "MAX_CELL_BYTES", 20)
+    with pytest.raises(NotebookError, match="cell 1 holds 24 bytes"):
+        notebook_to_source(raw_notebook([raw_code(["x = 1\n"] * 4)]))
+
+
+def test_the_deadline_refuses_a_conversion_that_runs_long(monkeypatch):
+    monkeypatch.setattr(notebooks, "CONVERT_SECONDS", 0.0)
+    with pytest.raises(NotebookError, match=r"^refused: converting the notebook took more than 0 s$"):
+        notebook_to_source(raw_notebook([raw_code("def f(x):\n    return x\n")]))
+
+
+def test_many_statements_on_one_line_are_kept_or_dropped_together():
+    line = "; ".join(["A = 1", "print(A)", "B = 2"] * 2000)
+    source = notebook_to_source(raw_notebook([raw_code(line)]))
+    first = next(ln for ln in source.splitlines() if ln.startswith("A = 1"))
+    assert first.startswith("; ".join(["A = 1", "B = 2"] * 2000) + "  # [partly run] A = 1; print(A)")
+    namespace: dict = {}
+    exec(compile(source, "nb.py", "exec"), namespace)  # noqa: S102 - our own test notebook
+    assert (namespace["A"], namespace["B"]) == (1, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_conversion_is_linear_in_the_statements_of_a_cell(monkeypatch):
+    """100,000 statements on one line (the red team's 700 kB cell took 448 s when clustering was quadratic)."""
+    monkeypatch.setattr(notebooks, "MAX_CELL_BYTES", 1 << 30)
+    monkeypatch.setattr(notebooks, "MAX_CODE_BYTES", 1 << 30)
+    source = notebook_to_source(raw_notebook([raw_code("x = 1; " * 100_000)]))
+    assert len(ast.parse(source).body) == 100_000
+
+
+@pytest.mark.timeout(60)
+def test_counting_json_values_is_linear_even_in_an_unterminated_string():
+    """A plain string pattern restarts inside ``"\\"\\"…`` and is quadratic: 40,000 pairs took 34 s."""
+    assert notebooks._json_values('"' + '\\"' * 2_000_000) == 1
+    assert notebooks._json_values('{"a": ["x,[{", "y\\\\", 3], "b": {}}') == 7
+    with pytest.raises(NotebookError, match="^not a notebook: invalid JSON at line 1$"):
+        notebook_to_source('{"cells": ["' + '\\"' * 2_000_000)
+
+
+def test_deep_nesting_is_a_one_line_refusal_not_a_crash():
+    deep = "x = " + "[" * 150 + "]" * 150 + "\n" + "y = " + "(" * 5000 + ")" * 5000
+    with pytest.raises(NotebookError) as info:
+        notebook_to_source(raw_notebook([raw_code(deep)], metadata={}))
+    assert "\n" not in str(info.value)
 
 
 # --- notebook submissions: grading --------------------------------------------------------------

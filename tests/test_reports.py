@@ -6,6 +6,8 @@ import csv
 import io
 import itertools
 import json
+import re
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -151,9 +153,11 @@ def test_earned_points_are_rounded_to_two_decimals():
 def test_grades_csv_columns_rows_and_numbers(graded, rubric):
     text = grades_csv(graded, rubric)
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == ["student", *HOOK_NAMES, "total", "max"]
+    assert rows[0] == ["student", "status", *HOOK_NAMES, "total", "max"]
     assert [r[0] for r in rows[1:]] == ["alice", "bob", "carol", "dan"]
     by_student = {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
+    assert by_student["alice"]["status"] == by_student["carol"]["status"] == "graded"
+    assert by_student["bob"]["status"] == "error: refused zip: entry '../evil.py' points outside the archive"
     max_total = f"{rubric.max_total:.2f}"
     assert by_student["alice"]["total"] == max_total == by_student["alice"]["max"]
     assert by_student["bob"]["total"] == "0.00" and by_student["bob"]["max"] == max_total
@@ -337,7 +341,7 @@ def test_unsafe_student_ids_never_become_folders(tmp_path, student):
 def test_summary_table(graded, rubric):
     table = summary_table(graded, rubric)
     headers = [c.header for c in table.columns]
-    assert headers == ["student", "total", "points lost in", "error"]
+    assert headers == ["student", "total", "points lost in", "error / review"]
     console = Console(width=250, record=True, color_system=None)
     console.print(table)
     text = console.export_text()
@@ -346,3 +350,177 @@ def test_summary_table(graded, rubric):
     rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 3}
     assert "make_multihead_attention" in rows["dan"] and "softmax_weights" not in rows["dan"]
     assert rows["alice"].split("│")[3].strip() == ""
+
+
+# --- everything a submission wrote is inert --------------------------------------------------------------
+
+HOSTILE = (
+    "\x1b]52;c;cm0gLXJmIH4=\x07"  # OSC 52: set the clipboard to `rm -rf ~`
+    "\x1b[2J\x1b[3J\x1bc"  # clear the screen, the scrollback, reset the terminal
+    "\r\x9b31m\x85\x7f"  # carriage return, C1 CSI and NEL, DEL
+    "\u202etxt.exe\u2066\ud800\ufffe done"  # a bidi override and isolate, a lone surrogate, a non-character
+)
+BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def dangerous(ch: str) -> bool:
+    """The oracle, from Unicode's own categories: controls (but tab and newline), surrogates, bidi controls."""
+    return (unicodedata.category(ch) in ("Cc", "Cs") and ch not in "\t\n") or ch in BIDI or ch in "\ufffe\uffff"
+
+
+def test_inert_leaves_no_dangerous_character_of_all_unicode():
+    everything = "".join(map(chr, range(0x110000)))
+    out = reports.inert(everything)
+    assert not [hex(ord(c)) for c in out if dangerous(c)]
+    assert "\t" in out and "\n" in out and "é" in out and "学" in out
+    assert reports.inert("a\r\nb") == "a\nb"
+    assert reports.inert(HOSTILE).startswith("\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J")
+    assert "\\u202etxt.exe" in reports.inert(HOSTILE)
+    out.encode("utf-8")  # every output format can hold it
+
+
+@pytest.mark.parametrize(
+    "cell, expected",
+    [("=1+1", "'=1+1"), ("+41", "'+41"), ("-2+3+cmd|' /C calc'!A0", "'-2+3+cmd|' /C calc'!A0"),
+     ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("alice", "alice"), ("graded", "graded"),
+     ("\rx", "\\x0dx"), ("a=1", "a=1")],
+    ids=["equals", "plus", "minus-dde", "at", "tab", "plain", "status", "cr-escaped", "inside"],
+)
+def test_spreadsheet_cells_cannot_start_a_formula(cell, expected):
+    assert reports.spreadsheet_cell(cell) == expected
+
+
+def test_grades_csv_neutralises_text_cells_and_never_the_numbers(rubric):
+    odd = Submission("=HYPERLINK(\"http://x\")", "x.py", "py", error="@SUM(1)")  # not a real id: defence in depth
+    rows = reports.grades_rows([(odd, []), (sub("alice"), perfect("alice"))], rubric)
+    by_student = {r[0]: r for r in rows[1:]}
+    assert "'=HYPERLINK(\"http://x\")" in by_student
+    assert by_student["'=HYPERLINK(\"http://x\")"][1] == "error: @SUM(1)"
+    for row in rows[1:]:
+        for cell in row[2:]:
+            assert re.fullmatch(r"\d+\.\d\d", cell), cell
+
+
+def hostile_class() -> list:
+    evil = Submission("mallory", f"class/{HOSTILE}.py", "py", {}, "mallory.py", "sha-m",
+                      review=[f"mallory.py:3: {HOSTILE}"], notes=[f"{HOSTILE!r} was given the id 'mallory'"])
+    importing = [case("mallory", h, FAILED, message=f"the submission does not import: {HOSTILE}") for h in HOOK_NAMES]
+    refused = Submission("trudy", "class/trudy.zip", "zip", error=f"refused zip: entry {HOSTILE}")
+    one = one_wrong("eve", "merge_heads", HOSTILE)
+    one.append(case("eve", "causal_mask", SKIPPED, "c9", "cuda", message=HOSTILE))
+    return [(evil, importing), (refused, []), (sub("eve"), one), (sub("alice"), perfect("alice"))]
+
+
+RAW = [b"\x1b", b"\x07", b"\r", b"\xc2\x9b", b"\xc2\x85", b"\x7f", "\u202e".encode(), "\u2066".encode()]
+
+
+def test_no_file_holds_a_raw_control_character(tmp_path, rubric):
+    graded = hostile_class()
+    assert reports.write_reports(tmp_path, graded, rubric, RUN_INFO) == []
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert {p.name for p in files} >= {"grades.csv", "junit.xml", "results.json", "feedback.md", "feedback.html"}
+    for path in files:
+        data = path.read_bytes()
+        assert not [raw for raw in RAW if raw in data], path
+        data.decode("utf-8")
+    ET.fromstring((tmp_path / "junit.xml").read_bytes())  # XML 1.0 holds it
+    results = json.loads((tmp_path / "eve" / "results.json").read_text(encoding="utf-8"))
+    merge = next(t for t in results["tests"] if t["name"] == "merge_heads")
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in merge["output"]  # shown, as text
+    assert "\\x1b]52" in (tmp_path / "mallory" / "feedback.html").read_text(encoding="utf-8")
+    assert "```text\nrefused zip: entry \\x1b]52;c;" in (tmp_path / "trudy" / "feedback.md").read_text(encoding="utf-8")
+
+
+def test_the_console_gets_only_rich_colour_codes(rubric):
+    graded = hostile_class()
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, color_system="truecolor", width=200)
+    console.print(summary_table(graded, rubric))
+    for line in reports.review_lines(graded) + reports.id_notes(graded):
+        console.print(reports.console_text(line))
+    out = buffer.getvalue()
+    assert "the submission does not import:" in out and "refused zip: entry" in out
+    assert "\\x1b]52;c;cm0gLXJmIH4=" in out  # the learner's text is there, inert
+    leftover = re.sub(r"\x1b\[[0-9;]*m", "", out)  # rich's own colours: SGR sequences only
+    assert not [hex(ord(c)) for c in leftover if dangerous(c)]
+
+
+# --- status: graded, review, error -------------------------------------------------------------------------
+
+
+def test_status_says_graded_review_or_error_and_points_do_not_move(rubric):
+    flagged = Submission("zed", "zed.py", "py", review=["zed.py:3: sys.modules", "zed.py:9: ctypes",
+                                                        "zed.py:12: sys.modules"])
+    clean = Submission("zed", "zed.py", "py")
+    results = one_wrong("zed")
+    assert reports.status(flagged, results) == "review: sys.modules; ctypes"
+    assert reports.status(clean, results) == "graded"
+    assert reports.grades_rows([(flagged, results)], rubric)[1][2:] == reports.grades_rows([(clean, results)],
+                                                                                           rubric)[1][2:]
+    importing = [case("zed", h, FAILED, message="the submission does not import: zed.py:1: SyntaxError") for h in
+                 HOOK_NAMES]
+    assert reports.status(flagged, importing) == "error: the submission does not import: zed.py:1: SyntaxError"
+    refused = Submission("zed", "zed.zip", "zip", error="refused zip: bad\nsecond line")
+    assert reports.status(refused, []) == "error: refused zip: bad · second line"
+
+
+def test_review_findings_reach_junit_and_the_console_but_not_the_learner(tmp_path, rubric):
+    flagged = Submission("zed", "zed.py", "py", review=["zed.py:3: sys.modules"])
+    reports.write_reports(tmp_path, [(flagged, perfect("zed"))], rubric, RUN_INFO)
+    root = ET.fromstring((tmp_path / "junit.xml").read_text(encoding="utf-8"))
+    props = root.findall("testsuite/properties/property")
+    assert [(p.get("name"), p.get("value")) for p in props] == [("review", "zed.py:3: sys.modules")]
+    assert reports.review_lines([(flagged, [])]) == ["zed: zed.py:3: sys.modules"]
+    with (tmp_path / "grades.csv").open(newline="") as fh:
+        assert list(csv.reader(fh))[1][1] == "review: sys.modules"
+    for name in ("feedback.md", "feedback.html", "results.json"):
+        assert "sys.modules" not in (tmp_path / "zed" / name).read_text(encoding="utf-8"), name
+
+
+# --- one student's report never stops another's ---------------------------------------------------------
+
+
+def test_a_writer_that_raises_for_one_student_stops_nothing_else(tmp_path, graded, rubric, monkeypatch):
+    real = reports.render_feedback_html
+
+    def flaky(report):
+        if report.student == "carol":
+            raise RuntimeError("template exploded")
+        return real(report)
+
+    monkeypatch.setattr(reports, "render_feedback_html", flaky)
+    problems = reports.write_reports(tmp_path, graded, rubric, RUN_INFO)
+    assert problems == ["carol/feedback.html not written: RuntimeError: template exploded"]
+    assert (tmp_path / "grades.csv").is_file() and (tmp_path / "junit.xml").is_file()
+    assert sorted(p.name for p in (tmp_path / "carol").iterdir()) == ["feedback.md", "results.json"]
+    for student in ("alice", "bob", "dan"):
+        assert sorted(p.name for p in (tmp_path / student).iterdir()) == [
+            "feedback.html", "feedback.md", "results.json"]
+
+
+def test_a_report_that_cannot_be_built_for_one_student_stops_nothing_else(tmp_path, graded, rubric, monkeypatch):
+    real = reports.student_report
+
+    def flaky(submission, *args, **kwargs):
+        if submission.student == "bob":
+            raise ValueError("bad data")
+        return real(submission, *args, **kwargs)
+
+    monkeypatch.setattr(reports, "student_report", flaky)
+    problems = reports.write_reports(tmp_path, graded, rubric, RUN_INFO)
+    assert problems == ["bob: feedback not written: ValueError: bad data"]
+    assert not (tmp_path / "bob").exists()
+    with (tmp_path / "grades.csv").open(newline="") as fh:
+        assert [r[0] for r in csv.reader(fh)] == ["student", "alice", "bob", "carol", "dan"]
+    assert (tmp_path / "carol" / "feedback.html").is_file() and (tmp_path / "dan" / "feedback.md").is_file()
+
+
+def test_a_heatmap_not_drawn_is_said_in_the_feedback(tmp_path, rubric):
+    folder = tmp_path / "carol"
+    folder.mkdir()
+    (folder / "heatmap-softmax_weights.txt").write_text("heatmap not drawn: ValueError: Axis limits\x1b[2J\n")
+    reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, RUN_INFO)
+    md = (folder / "feedback.md").read_text(encoding="utf-8")
+    html = (folder / "feedback.html").read_text(encoding="utf-8")
+    assert "heatmap not drawn: ValueError: Axis limits\\\\x1b\\[2J" in md
+    assert "heatmap not drawn: ValueError: Axis limits\\x1b[2J" in html

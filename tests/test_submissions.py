@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import itertools
 import os
 import stat
 import struct
@@ -363,9 +365,12 @@ def test_missing_path_and_unknown_file_are_error_rows(tmp_path):
         ("a/b\\c", "a_b_c"),
         ("x" * 100, "x" * 64),
         ("tab\there\nnl", "tab_here_nl"),
+        ("-rf", "rf"),
+        ("--.-x", "x"),
+        ("=cmd|' /C calc'!A0", "_cmd____C_calc__A0"),
     ],
     ids=["plain", "space", "accent", "accent-dash-dot", "cjk", "dotdot-slash", "dotdot", "leading-dots", "empty",
-         "separators", "long", "control-chars"],
+         "separators", "long", "control-chars", "leading-dash", "dots-and-dashes", "formula"],
 )
 def test_sanitize_student_id(raw, expected):
     assert sanitize_student_id(raw) == expected
@@ -392,9 +397,27 @@ def test_dotdot_in_the_path_never_reaches_the_id(tmp_path):
     assert sub.student == "x" and sub.error is None
 
 
-def test_duplicate_ids_get_suffixes_in_order():
-    made = [Submission(s, s, "py") for s in ["alice", "bob", "alice", "Alice", "alice-2"]]
-    assert [s.student for s in deduplicate_ids(made)] == ["alice", "bob", "alice-2", "Alice-3", "alice-2-2"]
+def _hash8(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def test_colliding_ids_keep_the_exact_name_and_hash_the_others():
+    made = [Submission(sanitize_student_id(Path(src).stem), src, "py")
+            for src in ["c/alice.py", "c/bob.py", "c/Alice.py", "c/alice.PY", "c/a b.py", "c/a_b.py"]]
+    ids = {s.source: s.student for s in deduplicate_ids(made)}
+    assert ids == {
+        "c/alice.py": "alice",
+        "c/bob.py": "bob",
+        "c/Alice.py": f"Alice-{_hash8('Alice.py')}",
+        "c/alice.PY": f"alice-{_hash8('alice.PY')}",
+        "c/a b.py": f"a_b-{_hash8('a b.py')}",
+        "c/a_b.py": "a_b",
+    }
+    notes = {s.source: s.notes for s in made}
+    assert notes["c/alice.py"] == notes["c/bob.py"] == notes["c/a_b.py"] == []
+    (note,) = notes["c/a b.py"]
+    assert note == f"'a b.py' was given the id 'a_b-{_hash8('a b.py')}': 'a_b' is claimed by 2 submissions " \
+                   "('a b.py', 'a_b.py'), kept by 'a_b.py'"
 
 
 # --- collecting a class -------------------------------------------------------------------------
@@ -453,15 +476,19 @@ def test_a_folder_holding_a_zip_is_a_class_folder(tmp_path):
 
 
 def test_collect_deduplicates_and_reports_missing(tmp_path):
+    """Three exact claims of ``alice`` (a folder, a zip, a .py): none keeps it, each gets its own hash."""
     klass = tmp_path / "class"
     write(klass / "alice" / "scores.py")
     make_zip(klass / "alice.zip", {"scores.py": GOOD})
     write(tmp_path / "other" / "alice.py")
     found = collect_submissions([str(klass), str(tmp_path / "other" / "alice.py"), str(tmp_path / "nope")])
-    assert [s.student for s in found] == ["alice", "alice-2", "alice-3", "nope"]
+    assert [s.student for s in found] == [
+        f"alice-{_hash8('alice')}", f"alice-{_hash8('alice.zip')}", f"alice-{_hash8('alice.py')}", "nope"
+    ]
     assert [s.error is None for s in found] == [True, True, True, False]
-    again = collect_submissions([str(klass), str(tmp_path / "other" / "alice.py"), str(tmp_path / "nope")])
-    assert [(s.student, s.sha256) for s in again] == [(s.student, s.sha256) for s in found]
+    assert [len(s.notes) for s in found] == [1, 1, 1, 0]
+    again = collect_submissions([str(tmp_path / "nope"), str(tmp_path / "other" / "alice.py"), str(klass)])
+    assert sorted((s.student, s.sha256) for s in again) == sorted((s.student, s.sha256) for s in found)
 
 
 def test_read_submission_never_raises_on_unreadable_input(tmp_path):
@@ -491,3 +518,126 @@ def test_the_sample_class_is_a_class_folder():
     assert len(found) > 1
     assert len({s.student for s in found}) == len(found)
     assert all(s.error is None or s.format == "ipynb" for s in found), [s.error for s in found if s.error]
+
+
+# --- ids that collide, whatever the order ---------------------------------------------------------------------
+
+COLLIDING = ["c/a b.py", "c/a_b.py", "c/alice.PY", "c/alice.py", "c/Alice.py", "c/grades.csv.py", "d/alice.py",
+             "c/bob.py", "c/Bob.zip"]
+
+
+def _ids(sources: list[str]) -> dict[str, str]:
+    made = [Submission(subs._id_from_path(Path(src)), src, "py") for src in sources]
+    return {s.source: s.student for s in deduplicate_ids(made)}
+
+
+def test_ids_do_not_depend_on_the_order_the_files_come_in():
+    first = _ids(COLLIDING)
+    for order in itertools.islice(itertools.permutations(COLLIDING), 0, None, 997):  # ~360 of 362,880 orders
+        assert _ids(list(order)) == first, order
+    assert len({v.lower() for v in first.values()}) == len(COLLIDING)
+    assert first["c/a_b.py"] == "a_b" and first["c/bob.py"] == "bob" and first["c/Bob.zip"].startswith("Bob-")
+    # two exact alice.py in two folders: neither keeps "alice", each is hashed by its whole path
+    assert first["c/alice.py"] == f"alice-{_hash8('c/alice.py')}"
+    assert first["d/alice.py"] == f"alice-{_hash8('d/alice.py')}"
+    assert first["c/grades.csv.py"] == f"grades.csv-{_hash8('grades.csv.py')}"
+
+
+def test_a_real_file_named_like_a_hashed_id_keeps_it():
+    taken = f"a_b-{_hash8('a b.py')}"
+    ids = _ids(["c/a b.py", "c/a_b.py", f"c/{taken}.py"])
+    assert ids["c/a_b.py"] == "a_b" and ids[f"c/{taken}.py"] == taken
+    assert ids["c/a b.py"].startswith("a_b-") and ids["c/a b.py"] != taken and len(ids["c/a b.py"]) == 4 + 16
+
+
+def test_reserved_ids_are_refused_with_a_note(tmp_path):
+    klass = tmp_path / "class"
+    for name in ("grades.csv.py", "junit.xml.py", "ada.py"):
+        write(klass / name)
+    found = {s.source.rsplit("/", 1)[-1]: s for s in collect_submissions([str(klass)])}
+    assert found["ada.py"].student == "ada" and found["ada.py"].notes == []
+    assert found["grades.csv.py"].student == f"grades.csv-{_hash8('grades.csv.py')}"
+    assert found["junit.xml.py"].notes == [
+        f"'junit.xml.py' was given the id 'junit.xml-{_hash8('junit.xml.py')}': "
+        "'junit.xml' is the name of a file attnkit grade writes"
+    ]
+
+
+# --- intake never follows a link --------------------------------------------------------------------------------
+
+
+SECRET = "SECRET = 'the instructor key'\n" + GOOD
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A folder outside the class holding a file and a notebook a link could point at."""
+    where = tmp_path / "outside"
+    write(where / "secret.py", SECRET)
+    write(where / "nb.ipynb", '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}')
+    write(where / "pkg" / "scores.py", SECRET)
+    return where
+
+
+@pytest.mark.parametrize(
+    "member, target",
+    [("mallory.py", "secret.py"), ("mallory.ipynb", "nb.ipynb"), ("mallory", "pkg"), ("mallory.zip", "secret.py")],
+    ids=["py", "ipynb", "folder", "zip"],
+)
+def test_a_linked_class_member_is_an_error_row_never_read(tmp_path, outside, member, target):
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    write(klass / "bob.py")
+    os.symlink(outside / target, klass / member)
+    found = {s.student: s for s in collect_submissions([str(klass)])}
+    assert sorted(found) == ["alice", "bob", "mallory"]
+    mallory = found["mallory"]
+    assert mallory.error == f"{member} is a symbolic link, not followed"
+    assert mallory.files == {} and mallory.sha256 == ""
+
+
+def test_a_notebook_linked_into_a_folder_is_refused(tmp_path, outside):
+    folder = tmp_path / "class" / "mallory"
+    folder.mkdir(parents=True)
+    os.symlink(outside / "nb.ipynb", folder / "work.ipynb")
+    sub = read_submission(folder)
+    assert (sub.format, sub.error) == ("ipynb", "refused folder: work.ipynb is a symbolic link")
+
+
+def test_a_linked_path_given_directly_is_refused(tmp_path, outside):
+    os.symlink(outside / "secret.py", tmp_path / "link.py")
+    sub = read_submission(tmp_path / "link.py")
+    assert sub.error == "link.py is a symbolic link, not followed" and sub.files == {}
+
+
+def test_open_regular_never_follows_a_link_even_if_swapped_in(tmp_path, outside):
+    """The open itself refuses a link (O_NOFOLLOW): a link swapped in after the check is not followed either."""
+    os.symlink(outside / "secret.py", tmp_path / "swapped.py")
+    with pytest.raises(subs.Refused, match="is a symbolic link, not followed"):
+        subs._open_regular(tmp_path / "swapped.py", "swapped.py")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.timeout(20)
+def test_a_fifo_never_blocks_the_grader(tmp_path):
+    folder = tmp_path / "class" / "mallory"
+    write(folder / "scores.py")
+    os.mkfifo(folder / "helper.py")
+    assert read_submission(folder).error == "refused folder: helper.py is not a regular file"
+    os.mkfifo(tmp_path / "pipe.py")
+    sub = read_submission(tmp_path / "pipe.py")
+    assert sub.error == "pipe.py: not a regular file"
+
+
+# --- review findings come with the submission ---------------------------------------------------------------
+
+
+def test_a_submission_carries_its_review_findings(tmp_path):
+    honest = read_submission(write(tmp_path / "honest.py", GOOD + "\nif __name__ == '__main__':\n    print(1)\n"))
+    assert honest.review == []
+    sneaky = read_submission(write(tmp_path / "sneaky.py", "import sys\nrt = sys.modules['__main__']\n" + GOOD))
+    assert sneaky.review == ['sneaky.py:2: "__main__" as a string', "sneaky.py:2: sys.modules"]
+    folder = tmp_path / "pkg"
+    write(folder / "__init__.py", "")
+    write(folder / "deep" / "hack.py", "import ctypes\n")
+    assert read_submission(folder).review == ["pkg/deep/hack.py:1: ctypes"]

@@ -1,0 +1,655 @@
+"""Review flags: known evasion constructs in a submission's source, found with :mod:`ast`, never run.
+
+The grader verifies values, dtypes, shapes and NaNs from the bytes a learner's
+process sends back; those cannot be faked.  What that process *reports* about
+itself (the banned-call list, whether it changed its inputs, the structure of
+the module it built, the device a mask lives on) can be, by code that reaches
+into the grader's child runtime, torch's ``__torch_function__`` machinery or the
+interpreter itself.  Honest code for these exercises never needs any of that,
+so :func:`scan_files` lists each such construct as ``file:line: construct``.
+A finding never changes points: the submission's status in ``grades.csv``
+becomes ``review: <constructs>`` and the lines go to the instructor.
+
+What is flagged (aliases, ``from … import …``, ``getattr``/``setattr`` with
+constant names, ``__import__``/``importlib.import_module`` and the text handed
+to ``exec``/``eval``/``compile`` are all followed):
+
+- torch internals: any private (``_``) attribute or module of torch
+  (``torch._C``, ``torch.nn.functional._canonical_mask``), ``DisableTorchFunction*``,
+  ``torch.overrides`` (where the banned-call recorder lives), ``torch.jit``
+  (scripted code calls torch without ``__torch_function__``, so the recorder
+  never sees it), compiled code of one's own (``torch.utils.cpp_extension``,
+  ``torch.library``, ``torch.ops.load_library``, ``ExtensionFileLoader``),
+  torch's ``__dict__``, and defining ``__torch_function__``/``__torch_dispatch__``;
+- the interpreter: ``sys.modules``, ``import __main__`` and the string
+  ``"__main__"`` (except in ``if __name__ == "__main__":``), ``ctypes``/``cffi``,
+  ``gc.get_objects``/``get_referrers``/``get_referents``, frame inspection
+  (``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``…,
+  ``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``, ``gi_frame``…),
+  ``__subclasses__``, ``__globals__``, ``__code__``, ``__builtins__``,
+  ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
+  attribute of ``sys``, the grader's own ``grader.child_runtime``/``grader.sandbox``;
+- patching: assignment, ``del``, ``setattr``/``delattr`` (and
+  ``object.__setattr__``…) on anything of torch (``torch.*``, ``F.*``, ``nn.*``,
+  ``torch.Tensor.*``; ``torch.backends.*`` settings excepted) or of ``builtins``,
+  ``vars(torch)``;
+- module facts: a class that overrides what the grader asks a module about
+  (``state_dict``, ``named_buffers``, ``load_state_dict``, ``to``, ``__getattr__`` …),
+  or touches ``nn.Module`` internals (``_buffers``, ``_parameters``, state-dict hooks);
+- hidden access: ``getattr``/``setattr``/``delattr``/``hasattr`` with a computed
+  name on torch, ``sys``, ``gc``, ``inspect``, ``builtins``, ``importlib`` or
+  ``ctypes``; ``__import__``/``import_module`` of a computed name; ``exec``,
+  ``eval`` or ``compile`` of anything but a constant string (which is scanned
+  in turn); string constants naming any of the above (``"_C"``, ``"f_back"``,
+  ``"torch._C"``…), as handed to ``operator.attrgetter`` and the like.
+
+Code that does not parse is not flagged (it cannot be imported either); code
+that cannot be scanned (absurd nesting, more than :data:`MAX_SCANNED_BYTES` in
+all) is flagged as such.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+MAX_SCANNED_BYTES = 4 << 20
+"""A submission's source is scanned up to this many bytes in all; the rest is flagged as not scanned."""
+MAX_SCANNED_NODES = 500_000
+"""A submission's syntax trees are scanned up to this many nodes in all (~50,000 lines of ordinary code)."""
+MAX_FINDINGS = 100
+"""A submission's scan stops after this many findings (it is flagged anyway); the last says so."""
+MAX_NESTED_SOURCE = 3
+"""How deep constant strings handed to ``exec``/``eval``/``compile`` are scanned in turn."""
+MAX_PATHS_PER_NAME = 8
+"""A name stands for at most this many dotted paths (``a = a.x1; a = a.x2 …`` would double them at each line);
+one bound to more is flagged as too tangled to follow, so decoys cannot push a real alias out."""
+MAX_PATH_PARTS = 12
+"""Dotted paths longer than this are not followed (no construct needs more)."""
+
+SENSITIVE_ROOTS = frozenset({"torch", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "threading"})
+"""Modules on which a ``getattr`` with a computed name hides what it reaches."""
+PATCHED_ROOTS = frozenset({"torch", "builtins"})
+"""Modules whose attributes a submission must not assign, delete or ``setattr``."""
+PATCHABLE_BY_NAME = frozenset({"torch", "F", "nn", "builtins"})
+"""Names flagged when assigned through even where the file does not import them (a helper module might)."""
+TORCH_SETTINGS = ("torch.backends.",)
+"""torch attributes that are settings, assigned by honest code (``torch.backends.cudnn.deterministic = True``)."""
+
+TORCH_FLAGGED_MODULES = frozenset({"overrides", "jit"})
+"""``torch.overrides`` (the machinery that records banned calls) and ``torch.jit`` (scripted code runs without it)."""
+NATIVE_PATHS = (
+    "torch.utils.cpp_extension",
+    "torch.library",
+    "torch.ops.load_library",
+    "importlib.machinery.ExtensionFileLoader",
+)
+"""Ways to run compiled code of one's own (which calls torch without ``__torch_function__``)."""
+TORCH_FLAGGED_DUNDERS = frozenset(
+    {"__dict__", "__getattribute__", "__setattr__", "__delattr__", "__torch_function__", "__torch_dispatch__"}
+)
+SYS_HOOKS = frozenset({"settrace", "setprofile", "monitoring", "addaudithook"})
+THREADING_HOOKS = frozenset({"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"})
+GC_WALKERS = frozenset({"get_objects", "get_referrers", "get_referents"})
+INSPECT_FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo"})
+NATIVE_CODE = frozenset({"ctypes", "_ctypes", "cffi"})
+GRADER_INTERNALS = frozenset({"grader.child_runtime", "grader.sandbox"})
+
+FRAME_ATTRIBUTES = frozenset(
+    {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace"}
+    | {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+)
+EVASION_DUNDERS = frozenset({"__subclasses__", "__globals__", "__code__", "__builtins__"})
+MODULE_INTERNALS = frozenset(
+    {
+        "_buffers",
+        "_parameters",
+        "_modules",
+        "_non_persistent_buffers_set",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+        "_forward_hooks",
+        "_forward_pre_hooks",
+    }
+)
+STATE_DICT_HOOKS = frozenset(
+    {
+        "register_state_dict_pre_hook",
+        "register_state_dict_post_hook",
+        "_register_state_dict_hook",
+        "register_load_state_dict_pre_hook",
+        "register_load_state_dict_post_hook",
+        "_register_load_state_dict_pre_hook",
+    }
+)
+"""Hooks that change what ``state_dict``/``load_state_dict`` report: the module facts the grader reads."""
+TORCH_FUNCTION_INTERNALS = frozenset(
+    {
+        "_disabled_torch_function_impl",
+        "_pop_torch_function_stack",
+        "_push_on_torch_function_stack",
+        "_len_torch_function_stack",
+        "_get_function_stack_at",
+        "_is_torch_function_mode_enabled",
+    }
+)
+MODULE_FACT_METHODS = frozenset(
+    {
+        "state_dict",
+        "named_buffers",
+        "buffers",
+        "named_parameters",
+        "parameters",
+        "named_modules",
+        "load_state_dict",
+        "register_buffer",
+        "_load_from_state_dict",
+        "_save_to_state_dict",
+        "_apply",
+        "to",
+        "__getattr__",
+        "__getattribute__",
+        "__setattr__",
+        "__delattr__",
+    }
+)
+"""What the grader asks a learner's module (its state dict, its buffers, moving it): never redefined honestly."""
+TORCH_HOOK_DEFINITIONS = frozenset({"__torch_function__", "__torch_dispatch__"})
+
+SUSPICIOUS_STRINGS = (
+    frozenset({"_C", "_getframe", "_current_frames", "settrace", "setprofile", "sys.modules"})
+    | FRAME_ATTRIBUTES
+    | EVASION_DUNDERS
+    | MODULE_INTERNALS
+    | STATE_DICT_HOOKS
+    | TORCH_FUNCTION_INTERNALS
+    | GC_WALKERS
+    | NATIVE_CODE
+)
+"""String constants that only ever serve to reach one of the constructs by name."""
+
+SETATTR_LIKE = frozenset(
+    {
+        "builtins.setattr",
+        "builtins.delattr",
+        "builtins.object.__setattr__",
+        "builtins.object.__delattr__",
+        "builtins.type.__setattr__",
+        "builtins.type.__delattr__",
+    }
+)
+GETATTR_LIKE = frozenset({"builtins.getattr", "builtins.hasattr", "builtins.object.__getattribute__"})
+IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
+RUNNERS = frozenset({"builtins.exec", "builtins.eval", "builtins.compile"})
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One construct at one place: ``file:line: construct``."""
+
+    file: str
+    line: int
+    construct: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.construct}"
+
+
+def scan_files(files: dict[str, str]) -> list[str]:
+    """``file:line: construct`` for every known evasion construct in ``files`` (``{relpath: source}``), sorted.
+
+    At most :data:`MAX_FINDINGS` of them, then one saying the scan stopped there.
+    """
+    findings: set[Finding] = set()
+    budget = _Budget()
+    for rel in sorted(files):
+        if budget.findings <= 0:
+            break
+        text = files[rel]
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > budget.bytes:
+            findings.add(Finding(rel, 1, f"not scanned (over {MAX_SCANNED_BYTES >> 20} MB of source in all)"))
+            continue
+        budget.bytes -= size
+        found = _scan(text, rel, 0, None, None, budget)
+        budget.findings -= len(found)
+        findings |= found
+    listed = sorted(findings)
+    if len(listed) > MAX_FINDINGS:
+        last = listed[MAX_FINDINGS - 1]
+        listed = listed[: MAX_FINDINGS - 1] + [Finding(last.file, last.line, "more findings, not listed")]
+    return [str(f) for f in listed]
+
+
+def scan_source(text: str, filename: str = "<source>") -> set[Finding]:
+    """The findings of one module's source."""
+    return _scan(text, filename, 0, None, None, _Budget())
+
+
+class _Budget:
+    """What is left to scan of one submission: bytes of source and syntax-tree nodes."""
+
+    def __init__(self) -> None:
+        self.bytes = MAX_SCANNED_BYTES
+        self.nodes = MAX_SCANNED_NODES
+        self.findings = MAX_FINDINGS + 1  # one more than listed, to know there were more
+
+
+def _scan(
+    text: str,
+    filename: str,
+    depth: int,
+    at_line: int | None,
+    bindings: dict[str, set[str]] | None,
+    budget: _Budget,
+) -> set[Finding]:
+    try:
+        tree = ast.parse(text, filename=filename)
+    except SyntaxError:
+        return set()  # cannot be imported either
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        return {Finding(filename, at_line or 1, f"cannot be scanned ({type(exc).__name__})")}
+    nodes = _walk(tree, budget.nodes)
+    if nodes is None:
+        return {Finding(filename, at_line or 1, f"not scanned (over {MAX_SCANNED_NODES} syntax nodes in all)")}
+    budget.nodes -= len(nodes)
+    scanner = _Scanner(filename, depth, at_line, bindings, budget)
+    try:
+        return scanner.scan(nodes)
+    except _Enough:
+        return scanner.findings
+    except RecursionError:
+        return {Finding(filename, at_line or 1, "cannot be scanned (RecursionError)")}
+
+
+class _Enough(Exception):
+    """Raised inside a scan once it has found as many constructs as will be listed."""
+
+
+def _walk(tree: ast.AST, limit: int) -> list[ast.AST] | None:
+    """Every node of ``tree`` but the ``Load``/``Store`` contexts (parents before children), or None past ``limit``."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [tree]
+    context = ast.expr_context
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if len(out) > limit:
+            return None
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                stack.extend(v for v in reversed(value) if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST) and not isinstance(value, context):
+                stack.append(value)
+    return out
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+_PATH_ROOTS = SENSITIVE_ROOTS | NATIVE_CODE | {"__main__", "grader"}
+
+
+@functools.lru_cache(maxsize=65536)
+def path_constructs(path: str) -> tuple[str, ...]:
+    """The constructs a dotted path reaches (``torch._C.DisableTorchFunction`` → ``torch._C``, …)."""
+    root, _, tail = path.partition(".")
+    if root not in _PATH_ROOTS:
+        return ()
+    rest = tail.split(".") if tail else []
+    found: list[str] = []
+    if rest[:1] == ["__dict__"]:
+        found.append(f"{root}.__dict__")
+    if root in ("torch", "importlib") and ("library" in path or "_extension" in path or "ExtensionFile" in path):
+        found += [native for native in NATIVE_PATHS if path == native or path.startswith(native + ".")]
+    if root == "torch":
+        if rest and rest[0] in TORCH_FLAGGED_MODULES:
+            found.append(f"torch.{rest[0]}")
+        if "._" not in path and ".Disable" not in path:  # every other torch construct starts so
+            return tuple(found)
+        for i, part in enumerate(rest):
+            if part.startswith("DisableTorchFunction"):
+                found.append("DisableTorchFunction")
+            elif part.startswith("_") or part in TORCH_FLAGGED_DUNDERS:
+                if part.startswith("_DisableTorch"):
+                    found.append("DisableTorchFunction")
+                if part in TORCH_FUNCTION_INTERNALS:
+                    found.append(f"torch function internals ({part})")
+                if _private(part) or part in TORCH_FLAGGED_DUNDERS:
+                    found.append(".".join(["torch", *rest[: i + 1]]))
+                    break
+    elif root == "sys" and rest:
+        if rest[0] == "modules":
+            found.append("sys.modules")
+        elif rest[0] in ("_getframe", "_current_frames"):
+            found.append(f"frame inspection (sys.{rest[0]})")
+        elif rest[0] in SYS_HOOKS or _private(rest[0]):
+            found.append(f"sys.{rest[0]}")
+    elif root == "threading" and rest and rest[0] in THREADING_HOOKS:
+        found.append(f"threading.{rest[0]}")
+    elif root == "gc" and rest and rest[0] in GC_WALKERS:
+        found.append(f"gc.{rest[0]}")
+    elif root == "inspect" and rest and rest[0] in INSPECT_FRAMES:
+        found.append(f"frame inspection (inspect.{rest[0]})")
+    elif root in NATIVE_CODE:
+        found.append("ctypes")
+    elif root == "__main__":
+        found.append("__main__ module")
+    elif root == "grader" and rest and f"grader.{rest[0]}" in GRADER_INTERNALS:
+        found.append(f"grader.{rest[0]}")
+    return tuple(found)
+
+
+def _name_constructs(name: str) -> Iterator[str]:
+    """Constructs an attribute name alone gives away, whatever object it is read from."""
+    if name in FRAME_ATTRIBUTES:
+        yield f"frame inspection ({name})"
+    elif name in EVASION_DUNDERS:
+        yield name
+    elif name in MODULE_INTERNALS:
+        yield f"nn.Module internals ({name})"
+    elif name in STATE_DICT_HOOKS:
+        yield f"state-dict hook ({name})"
+    elif name in TORCH_FUNCTION_INTERNALS:
+        yield f"torch function internals ({name})"
+    if name.startswith(("DisableTorchFunction", "_DisableTorch")):
+        yield "DisableTorchFunction"
+
+
+def _string_constructs(text: str) -> Iterator[str]:
+    if text in SUSPICIOUS_STRINGS or text.startswith(("DisableTorchFunction", "_DisableTorch")):
+        yield f'"{text}" as a string'
+    elif _DOTTED.fullmatch(text) and "." in text and text.split(".")[0] in SENSITIVE_ROOTS:
+        for construct in path_constructs(text):
+            yield f"{construct} (named in a string)"
+
+
+def _targets(node: ast.expr) -> Iterator[ast.expr]:
+    if isinstance(node, (ast.Tuple, ast.List)):
+        for elt in node.elts:
+            yield from _targets(elt)
+    elif isinstance(node, ast.Starred):
+        yield from _targets(node.value)
+    else:
+        yield node
+
+
+def _chain_root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _constant_str(node: ast.expr | None, depth: int = 0) -> str | None:
+    """The text of a constant string, of constant strings added together (``"_" + "C"``), or None."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, str):
+            return node.value
+        if isinstance(node.value, bytes):
+            return node.value.decode("utf-8", "replace")
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and depth < 50:
+        left, right = _constant_str(node.left, depth + 1), _constant_str(node.right, depth + 1)
+        if left is not None and right is not None:
+            return left + right
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
+    return None
+
+
+class _Scanner:
+    """One module's tree: first every name binding (imports, aliases), then every construct."""
+
+    def __init__(
+        self, filename: str, depth: int, at_line: int | None, bindings: dict[str, set[str]] | None, budget: _Budget
+    ) -> None:
+        self.budget = budget
+        self.filename = filename
+        self.depth = depth
+        self.at_line = at_line  # nested source (exec("…")): every finding is reported at the exec's line
+        self.bindings: dict[str, set[str]] = {k: set(v) for k, v in (bindings or {}).items()}
+        self.defined: set[str] = set()  # names the module defines itself (they shadow builtins)
+        self.tangled: dict[str, ast.AST] = {}  # names bound to too many paths, with their first binding too many
+        self.findings: set[Finding] = set()
+
+    # --- names -----------------------------------------------------------------------------
+
+    def resolve(self, node: ast.expr) -> set[str]:
+        """The dotted paths an expression may stand for (``F.softmax`` → ``torch.nn.functional.softmax``).
+
+        At most :data:`MAX_PATHS_PER_NAME` paths of at most :data:`MAX_PATH_PARTS` parts, so that no
+        source can make the scan explode.
+        """
+        paths = self._resolve(node)
+        if len(paths) > MAX_PATHS_PER_NAME:
+            paths = set(sorted(paths)[:MAX_PATHS_PER_NAME])
+        return {p for p in paths if p.count(".") < MAX_PATH_PARTS}
+
+    def _resolve(self, node: ast.expr) -> set[str]:
+        if isinstance(node, ast.Name):
+            paths = set(self.bindings.get(node.id, ()))
+            if not paths and node.id in _BUILTIN_NAMES and node.id not in self.defined:
+                paths.add(f"builtins.{node.id}")
+            return paths
+        if isinstance(node, ast.Attribute):
+            return {f"{p}.{node.attr}" for p in self.resolve(node.value)}
+        if isinstance(node, ast.Call):
+            funcs = self.resolve(node.func)
+            first = _constant_str(node.args[0]) if node.args else None
+            if first is not None and funcs & IMPORTERS:
+                top = first if funcs & {"importlib.import_module"} else first.split(".")[0]
+                return {first, top}
+            second = _constant_str(node.args[1]) if len(node.args) > 1 else None
+            if second is not None and funcs & {"builtins.getattr"}:
+                return {f"{p}.{second}" for p in self.resolve(node.args[0])}
+        return set()
+
+    def _bind(self, name: str, paths: Iterable[str], node: ast.AST) -> bool:
+        known = self.bindings.setdefault(name, set())
+        before = len(known)
+        for path in sorted(paths):
+            if path in known:
+                continue
+            if len(known) >= MAX_PATHS_PER_NAME:
+                self.tangled.setdefault(name, node)
+                break
+            known.add(path)
+        return len(known) != before
+
+    def _collect_bindings(self, nodes: list[ast.AST]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self._bind(alias.asname, [alias.name], node)
+                    else:
+                        top = alias.name.split(".")[0]
+                        self._bind(top, [top], node)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                for alias in node.names:
+                    if alias.name != "*":
+                        self._bind(alias.asname or alias.name, [f"{node.module}.{alias.name}"], node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.defined.add(node.name)
+            elif isinstance(node, ast.arg):
+                self.defined.add(node.arg)
+        assignments = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
+        for node in assignments:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in _targets(target):
+                    if isinstance(t, ast.Name):
+                        self.defined.add(t.id)
+        for _ in range(8):  # aliases of aliases, to a fixed point
+            changed = False
+            for node in assignments:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in self.tangled]
+                if node.value is None or not names:
+                    continue
+                paths = self.resolve(node.value)
+                for name in names if paths else ():
+                    changed |= self._bind(name, paths, node)
+            if not changed:
+                break
+
+    # --- constructs ----------------------------------------------------------------------------
+
+    def add(self, node: ast.AST, construct: str) -> None:
+        line = self.at_line or int(getattr(node, "lineno", 1) or 1)
+        self.findings.add(Finding(self.filename, line, construct))
+        if len(self.findings) >= self.budget.findings:
+            raise _Enough
+
+    def scan(self, nodes: list[ast.AST]) -> set[Finding]:
+        self._collect_bindings(nodes)
+        for name, where in self.tangled.items():
+            self.add(where, f"aliases too tangled to follow ({name})")
+        idiom = self._main_idiom_constants(nodes)
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    self._path(node, alias.name)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                self._path(node, node.module)
+                for alias in node.names:
+                    if alias.name != "*":
+                        self._path(node, f"{node.module}.{alias.name}")
+                        for construct in _name_constructs(alias.name):
+                            self.add(node, construct)
+            elif isinstance(node, ast.Attribute):
+                for construct in _name_constructs(node.attr):
+                    self.add(node, construct)
+                for path in self.resolve(node):
+                    self._path(node, path)
+            elif isinstance(node, ast.Name):
+                if node.id == "__builtins__":
+                    self.add(node, "__builtins__")
+            elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
+                text = _constant_str(node)
+                if text is None or (isinstance(node, ast.Constant) and not isinstance(node.value, str)):
+                    continue
+                if text == "__main__" and id(node) not in idiom:
+                    self.add(node, '"__main__" as a string')
+                for construct in _string_constructs(text):
+                    self.add(node, construct)
+            elif isinstance(node, ast.Call):
+                self._call(node)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                self._assignment(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in TORCH_HOOK_DEFINITIONS:
+                self.add(node, f"defines {node.name}")
+            elif isinstance(node, ast.ClassDef):
+                self._class(node)
+        return self.findings
+
+    def _path(self, node: ast.AST, path: str) -> None:
+        for construct in path_constructs(path):
+            self.add(node, construct)
+
+    @staticmethod
+    def _main_idiom_constants(nodes: list[ast.AST]) -> set[int]:
+        """The ``"__main__"`` constants of ``__name__ == "__main__"`` (and ``!=``) comparisons."""
+        allowed: set[int] = set()
+        for node in nodes:
+            if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+                continue
+            if not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+                continue
+            left, right = node.left, node.comparators[0]
+            for a, b in ((left, right), (right, left)):
+                if isinstance(a, ast.Name) and a.id == "__name__" and isinstance(b, ast.Constant):
+                    allowed.add(id(b))
+        return allowed
+
+    def _roots(self, node: ast.expr) -> set[str]:
+        return {p.split(".")[0] for p in self.resolve(node)}
+
+    def _call(self, node: ast.Call) -> None:
+        funcs = self.resolve(node.func)
+        args = node.args
+        if funcs & (GETATTR_LIKE | SETATTR_LIKE) and len(args) >= 2:
+            target, name = args[0], _constant_str(args[1])
+            verb = next(iter(sorted(funcs & (GETATTR_LIKE | SETATTR_LIKE)))).rsplit(".", 1)[-1].strip("_")
+            patching = bool(funcs & SETATTR_LIKE)
+            if name is None:
+                sensitive = self._roots(target) & SENSITIVE_ROOTS
+                if patching and (sensitive & PATCHED_ROOTS or _chain_root(target) in PATCHABLE_BY_NAME):
+                    self.add(node, f"{verb} with a computed name on {_chain_root(target) or 'torch'}")
+                elif sensitive:
+                    self.add(node, f"{verb} with a computed name on {sorted(sensitive)[0]}")
+                return
+            for path in self.resolve(target):
+                self._path(node, f"{path}.{name}")
+                if patching and path.split(".")[0] in PATCHED_ROOTS and not path.startswith(TORCH_SETTINGS):
+                    self.add(node, f"{'deletion' if 'del' in verb else 'assignment'} of {path}.{name}")
+            if patching and not self.resolve(target) and _chain_root(target) in PATCHABLE_BY_NAME:
+                self.add(node, f"assignment of {ast.unparse(target)}.{name}")
+        elif funcs & IMPORTERS:
+            module = _constant_str(args[0]) if args else None
+            if module is None:
+                self.add(node, "__import__ with a computed name")
+            else:
+                self._path(node, module)
+        elif funcs & RUNNERS:
+            code = _constant_str(args[0]) if args else None
+            kind = sorted(funcs & RUNNERS)[0].rsplit(".", 1)[-1]
+            if code is None:
+                self.add(node, f"{kind} of a computed string")
+            elif self.depth >= MAX_NESTED_SOURCE:
+                self.add(node, f"{kind} of a string nested {MAX_NESTED_SOURCE} deep")
+            else:
+                line = self.at_line or node.lineno
+                for finding in _scan(code, self.filename, self.depth + 1, line, self.bindings, self.budget):
+                    self.add(node, finding.construct)
+        elif "builtins.vars" in funcs and args and self._roots(args[0]) & SENSITIVE_ROOTS:
+            self.add(node, f"vars({sorted(self._roots(args[0]) & SENSITIVE_ROOTS)[0]})")
+
+    def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        else:
+            targets = [node.target]
+        verb = "deletion" if isinstance(node, ast.Delete) else "assignment"
+        for target in (t for top in targets for t in _targets(top)):
+            if not isinstance(target, (ast.Attribute, ast.Subscript)):
+                continue
+            where = target.value if isinstance(target, ast.Subscript) else target
+            paths = self.resolve(where)
+            patched = sorted(
+                p for p in paths if p.split(".")[0] in PATCHED_ROOTS and not p.startswith(TORCH_SETTINGS)
+            )
+            suffix = "[…]" if isinstance(target, ast.Subscript) else ""
+            for path in patched:
+                self.add(node, f"{verb} of {path}{suffix}")
+            if not paths and _chain_root(target) in PATCHABLE_BY_NAME:
+                self.add(node, f"{verb} of {ast.unparse(where)}{suffix}")
+
+    def _class(self, node: ast.ClassDef) -> None:
+        bases = [b for b in node.bases if not (isinstance(b, ast.Name) and b.id == "object")]
+        if not bases:
+            return
+        for item in node.body:
+            names: list[str] = []
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [item.name]
+            elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                names = [t.id for top in targets for t in _targets(top) if isinstance(t, ast.Name)]
+            for name in names:
+                if name in MODULE_FACT_METHODS:
+                    self.add(item, f"overrides Module.{name}")
+                elif name in TORCH_HOOK_DEFINITIONS and not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.add(item, f"defines {name}")

@@ -1,0 +1,26 @@
+"""Changes ``scores`` in place, then patches the grader's child runtime through ``sys.modules['__main__']`` so every
+reply says the inputs were left unchanged (the honest version, ``mutates_input.py``, gets zero).
+"""
+
+import sys
+
+import torch
+
+
+def softmax_weights(scores, dim=-1):
+    scores.sub_(scores.amax(dim=dim, keepdim=True).nan_to_num(neginf=0.0))
+    exps = scores.exp()
+    return exps / exps.sum(dim=dim, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)
+
+
+_runtime = sys.modules["__main__"]
+_real_run_call = getattr(_runtime, "run_call", None)
+
+if _real_run_call is not None:
+
+    def _lying_run_call(hooks, call, tensors):
+        reply, outputs = _real_run_call(hooks, call, tensors)
+        reply["inputs_unchanged"] = True
+        return reply, outputs
+
+    _runtime.run_call = _lying_run_call

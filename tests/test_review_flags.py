@@ -1,0 +1,281 @@
+"""Review flags: each known evasion construct is found (however it is spelt), and honest learner code never is."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from learner_code import alice_with, reference_source
+
+from grader.notebooks import GROUPS, build_notebook, notebook_to_source
+from grader.review_flags import MAX_SCANNED_BYTES, scan_files, scan_source
+
+KIT = Path(__file__).resolve().parents[1]
+SAMPLE = KIT / "examples" / "submissions"
+SNIPPETS = KIT / "tests" / "submissions"
+LEARNERS = KIT / "tests" / "learners"  # a corpus of honest learners' work, each with its own mistakes
+
+
+def constructs(source: str) -> list[str]:
+    return sorted({f.construct for f in scan_source(source, "m.py")})
+
+
+# --- every construct, and the spellings that hide it ------------------------------------------------------
+
+FLAGGED = {
+    # torch internals
+    "torch._C": ("import torch\nx = torch._C._get_tracing_state\n", "torch._C"),
+    "from-torch-import-_C": ("from torch import _C\n", "torch._C"),
+    "import-torch._C-as": ("import torch._C as c\n", "torch._C"),
+    "private-of-F": (
+        "import torch.nn.functional as F\nF._canonical_mask(None)\n", "torch.nn.functional._canonical_mask"
+    ),
+    "disable": ("import torch\nwith torch._C.DisableTorchFunction():\n    pass\n", "DisableTorchFunction"),
+    "disable-subclass": ("from torch._C import DisableTorchFunctionSubclass as D\n", "DisableTorchFunction"),
+    "overrides": ("from torch.overrides import TorchFunctionMode\n", "torch.overrides"),
+    "jit": ("import torch\n@torch.jit.script\ndef f(x):\n    return x\n", "torch.jit"),
+    "torch-dict": ("import torch\ntorch.__dict__['softmax']\n", "torch.__dict__"),
+    "cpp-extension": ("from torch.utils.cpp_extension import load_inline\n", "torch.utils.cpp_extension"),
+    "torch-library": ("import torch\n@torch.library.custom_op('x::f', mutates_args=())\ndef f(x):\n    pass\n",
+                      "torch.library"),
+    "load-library": ("import torch\ntorch.ops.load_library('x.so')\n", "torch.ops.load_library"),
+    "defines-torch-function": ("class T:\n    def __torch_function__(self, *a):\n        pass\n",
+                               "defines __torch_function__"),
+    # the interpreter
+    "sys.modules": ("import sys\nsys.modules.get('x')\n", "sys.modules"),
+    "from-sys-import-modules": ("from sys import modules as m\n", "sys.modules"),
+    "main-string": ("d = {}\nd['__main__']\n", '"__main__" as a string'),
+    "main-string-built": ("name = '__' + 'main__'\n", '"__main__" as a string'),
+    "import-main": ("import __main__\n", "__main__ module"),
+    "ctypes": ("import ctypes\n", "ctypes"),
+    "cffi": ("from cffi import FFI\n", "ctypes"),
+    "gc": ("import gc\ngc.get_objects()\n", "gc.get_objects"),
+    "gc-referrers": ("from gc import get_referrers\n", "gc.get_referrers"),
+    "getframe": ("import sys\nsys._getframe(1)\n", "frame inspection (sys._getframe)"),
+    "inspect-stack": ("import inspect\ninspect.stack()\n", "frame inspection (inspect.stack)"),
+    "inspect-outer": ("from inspect import getouterframes\n", "frame inspection (inspect.getouterframes)"),
+    "f_back": ("def f(frame):\n    return frame.f_back\n", "frame inspection (f_back)"),
+    "f_locals": ("def f(frame):\n    return frame.f_locals\n", "frame inspection (f_locals)"),
+    "tb_frame": ("def f(tb):\n    return tb.tb_frame\n", "frame inspection (tb_frame)"),
+    "gi_frame": ("def f(g):\n    return g.gi_frame\n", "frame inspection (gi_frame)"),
+    "subclasses": ("object.__subclasses__()\n", "__subclasses__"),
+    "globals-attr": ("def f(g):\n    return g.__globals__\n", "__globals__"),
+    "code-attr": ("def f(g):\n    return g.__code__\n", "__code__"),
+    "builtins-name": ("__builtins__['x'] = 1\n", "__builtins__"),
+    "settrace": ("import sys\nsys.settrace(None)\n", "sys.settrace"),
+    "setprofile-threading": ("import threading\nthreading.setprofile(None)\n", "threading.setprofile"),
+    "grader-runtime": ("import grader.child_runtime\n", "grader.child_runtime"),
+    # patching
+    "assign-torch": ("import torch\ntorch.softmax = len\n", "assignment of torch.softmax"),
+    "assign-F": ("import torch.nn.functional as F\nF.softmax = len\n", "assignment of torch.nn.functional.softmax"),
+    "assign-nn-unimported": ("nn.Module.state_dict = len\n", "assignment of nn.Module.state_dict"),
+    "assign-tensor-method": ("import torch\ntorch.Tensor.__eq__ = len\n", "assignment of torch.Tensor.__eq__"),
+    "augassign-torch": ("import torch as t\nt.x += 1\n", "assignment of torch.x"),
+    "del-torch": ("import torch\ndel torch.softmax\n", "deletion of torch.softmax"),
+    "assign-builtins": ("import builtins\nbuiltins.print = len\n", "assignment of builtins.print"),
+    "setattr-torch": ("import torch\nsetattr(torch, 'softmax', len)\n", "assignment of torch.softmax"),
+    "setattr-alias": ("import torch\nm = torch.nn\nsetattr(m.Module, 'to', len)\n",
+                      "assignment of torch.nn.Module.to"),
+    "object-setattr": ("import torch\nobject.__setattr__(torch, 'equal', len)\n", "assignment of torch.equal"),
+    "delattr-builtins": ("import builtins\ndelattr(builtins, 'print')\n", "deletion of builtins.print"),
+    "vars-torch": ("import torch\nvars(torch)\n", "vars(torch)"),
+    # module facts
+    "overrides-state-dict": ("from torch import nn\nclass A(nn.Module):\n    def state_dict(self):\n        pass\n",
+                             "overrides Module.state_dict"),
+    "overrides-named-buffers": ("class A(Base):\n    named_buffers = lambda self: []\n",
+                                "overrides Module.named_buffers"),
+    "module-internals": ("def f(m):\n    m._buffers['mask'] = None\n", "nn.Module internals (_buffers)"),
+    "state-dict-hook": ("def f(m):\n    m.register_state_dict_post_hook(print)\n",
+                        "state-dict hook (register_state_dict_post_hook)"),
+    # hidden access
+    "getattr-string": ("import torch\ngetattr(torch, '_C')\n", "torch._C"),
+    "getattr-concat": ("import torch\ngetattr(torch, '_' + 'C')\n", "torch._C"),
+    "getattr-computed": (
+        "import torch\nname = input()\ngetattr(torch, name)\n", "getattr with a computed name on torch"
+    ),
+    "getattr-alias": ("import sys\ng = getattr\ng(sys, 'modules')\n", "sys.modules"),
+    "builtins-getattr": ("import builtins, sys\nbuiltins.getattr(sys, 'modules')\n", "sys.modules"),
+    "import-string": ("s = __import__('sys')\ns.modules\n", "sys.modules"),
+    "import-computed": ("__import__(chr(99) + 'types')\n", "__import__ with a computed name"),
+    "import-module": ("import importlib\nimportlib.import_module('torch._C')\n", "torch._C"),
+    "import-module-from": ("from importlib import import_module as im\nim(x)\n", "__import__ with a computed name"),
+    "exec-constant": ("exec('import ctypes')\n", "ctypes"),
+    "exec-nested": ("exec(\"exec('import gc; gc.get_objects()')\")\n", "gc.get_objects"),
+    "exec-computed": ("exec(open('x').read())\n", "exec of a computed string"),
+    "eval-computed": ("eval(input())\n", "eval of a computed string"),
+    "compile-computed": ("compile(src, 'x', 'exec')\n", "compile of a computed string"),
+    "attrgetter": ("import operator\noperator.attrgetter('f_back')\n", '"f_back" as a string'),
+    "string-path": ("import importlib\nNAME = 'torch._C'\n", "torch._C (named in a string)"),
+}
+
+
+@pytest.mark.parametrize(("source", "construct"), list(FLAGGED.values()), ids=list(FLAGGED))
+def test_each_construct_is_flagged(source, construct):
+    assert construct in constructs(source), constructs(source)
+
+
+def test_a_finding_is_file_line_construct():
+    source = "import torch\n\n\ndef f(x):\n    with torch._C.DisableTorchFunction():\n        return x\n"
+    assert scan_files({"pkg/mod.py": source, "pkg/ok.py": "X = 1\n"}) == [
+        "pkg/mod.py:5: DisableTorchFunction",
+        "pkg/mod.py:5: torch._C",
+    ]
+
+
+def test_exec_findings_are_reported_at_the_exec_line():
+    assert scan_files({"m.py": "X = 1\n\nexec('import ctypes')\n"}) == ["m.py:3: ctypes"]
+
+
+def test_too_much_source_is_flagged_as_not_scanned():
+    big = "X = 1\n" * (MAX_SCANNED_BYTES // 6 + 1)
+    assert scan_files({"a.py": big}) == ["a.py:1: not scanned (over 4 MB of source in all)"]
+
+
+def test_too_many_syntax_nodes_are_flagged_as_not_scanned(monkeypatch):
+    from grader import review_flags
+
+    monkeypatch.setattr(review_flags, "MAX_SCANNED_NODES", 50)
+    assert scan_files({"a.py": "X = 1\n" * 5, "b.py": "import ctypes\n" + "Y = 2\n" * 30}) == [
+        "b.py:1: not scanned (over 50 syntax nodes in all)"
+    ]
+
+
+@pytest.mark.timeout(60)
+def test_aliases_that_feed_on_themselves_stay_bounded():
+    """``a = a.x1; a = a.x2 …`` doubles what ``a`` may stand for at each line: 30 lines never finished before."""
+    source = "import torch as a\n" + "".join(f"a = a.x{i}\n" for i in range(3000)) + "a._C\n"
+    found = scan_files({"m.py": source})
+    assert "m.py:3002: torch._C" in found and len(found) <= 32
+
+
+@pytest.mark.timeout(60)
+def test_the_scan_stops_after_a_hundred_findings():
+    source = "import torch as a\nimport torch as b\n" + "".join(f"a = b._x{i}\nb = a._y{i}\n" for i in range(40_000))
+    found = scan_files({"m.py": source, "z.py": "import ctypes\n"})
+    assert len(found) == 100 and found[0] == "m.py:3: torch._x0" and found[-1].endswith(": more findings, not listed")
+
+
+def test_code_that_does_not_parse_is_not_flagged_and_absurd_nesting_is():
+    assert scan_files({"m.py": "def (:\n"}) == []
+    assert scan_files({"m.py": "x = " + "-" * 200_000 + "1\n"})[0].startswith("m.py:1: ")
+
+
+# --- honest learner code is never flagged ------------------------------------------------------------------
+
+HONEST_IDIOMS = '''
+"""My attention exercises.  Not using torch._C or sys.modules, I promise."""
+import math
+import sys
+import gc
+import inspect
+import traceback
+import operator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+torch.backends.cudnn.deterministic = True
+DEBUG = "__main__" == __name__
+
+
+def softmax_weights(scores, dim=-1):
+    print("scores", scores.shape, scores.dtype, file=sys.stderr)
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    return shifted.exp() / shifted.exp().sum(dim=dim, keepdim=True)
+
+
+class Attention(nn.Module):
+    def __init__(self, d_in, d_out, context_length):
+        super().__init__()
+        nn.Module.__init__(self)
+        self.W = nn.Linear(d_in, d_out)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+        for i in range(2):
+            setattr(self, f"extra{i}", nn.Linear(d_out, d_out))
+        object.__setattr__(self, "note", "fine")
+
+    def forward(self, x):
+        print(f"{self.__class__.__name__}: {type(x).__name__} {x.shape}")
+        w = getattr(self, "extra0")
+        name = "extra" + str(1)
+        layer = getattr(self, name)
+        return layer(w(F.softmax(self.W(x), dim=-1)))
+
+    def extra_repr(self):
+        return "attention"
+
+
+def helper(fn):
+    print(inspect.signature(fn), operator.add(1, 2), math.sqrt(2.0), torch.finfo(torch.float32).tiny)
+    try:
+        return fn()
+    except Exception:
+        traceback.print_exc()
+        gc.collect()
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    print(helper(lambda: softmax_weights(torch.randn(2, 3))))
+'''
+
+
+def test_honest_idioms_are_not_flagged():
+    assert scan_files({"honest.py": HONEST_IDIOMS}) == []
+
+
+EXPECTED_FLAGS = {
+    "examples/submissions/ivan.py": {"assignment of torch.allclose", "assignment of torch.equal",
+                                     "assignment of torch.Tensor.allclose", "assignment of torch.Tensor.equal",
+                                     "assignment of torch.testing.assert_close"},
+    "tests/submissions/patch_comparisons.py": {"assignment of torch.allclose", "assignment of torch.equal",
+                                               "assignment of torch.isclose", "assignment of torch.Tensor.allclose",
+                                               "assignment of torch.Tensor.equal",
+                                               "assignment of torch.testing.assert_close"},
+    "tests/submissions/tensor_subclass.py": {"defines __torch_function__"},
+}
+"""The only learner-style files of the repository that use a construct: each is a cheat on purpose."""
+
+
+def learner_files() -> dict[str, str]:
+    """Every sample-class and learner-style file of the repository, and the sources the tests build from them."""
+    files: dict[str, str] = {}
+    for root in (SAMPLE, SNIPPETS, LEARNERS, KIT / "exercises", KIT / "solutions"):
+        for path in sorted(root.rglob("*.py")):
+            files[path.relative_to(KIT).as_posix()] = path.read_text(encoding="utf-8")
+    for path in sorted(LEARNERS.rglob("*.ipynb")):  # the learners' own notebooks, as they are graded
+        files[path.relative_to(KIT).as_posix()] = notebook_to_source(path.read_text(encoding="utf-8"))
+    files["tests/learner_code.py"] = (KIT / "tests" / "learner_code.py").read_text(encoding="utf-8")
+    with zipfile.ZipFile(SAMPLE / "carol.zip") as zf:
+        for name in zf.namelist():
+            if name.endswith(".py"):
+                files[f"carol.zip/{name}"] = zf.read(name).decode("utf-8")
+    files["reference_source()"] = reference_source()
+    for snippet in sorted(p.stem for p in SNIPPETS.glob("*.py")):
+        if f"tests/submissions/{snippet}.py" not in EXPECTED_FLAGS:
+            files[f"alice_with({snippet})"] = alice_with(snippet)
+    for group in GROUPS:
+        files[f"notebooks/{group}.ipynb"] = notebook_to_source(nbformat.writes(build_notebook(group)))
+    return files
+
+
+LEARNER_FILES = learner_files()
+
+
+@pytest.mark.parametrize("name", sorted(LEARNER_FILES), ids=sorted(LEARNER_FILES))
+def test_no_honest_file_of_the_repository_is_flagged(name):
+    found = {f.construct for f in scan_source(LEARNER_FILES[name], name)}
+    assert found == EXPECTED_FLAGS.get(name, set())
+
+
+def test_the_honest_corpus_is_the_whole_repository():
+    """Nothing silently left out: the sample class, the snippets, the kit's exercises, stubs and reference."""
+    names = set(LEARNER_FILES)
+    assert {"examples/submissions/alice.py", "examples/submissions/bob/modules.py", "carol.zip/carol/layers.py",
+            "tests/submissions/banned_softmax.py", "solutions/reference.py", "exercises/scores.py",
+            "alice_with(mutates_input)", "notebooks/modules.ipynb"} <= names
+    assert len(names) > 50
