@@ -44,11 +44,11 @@ def source(kind: str) -> str:
 
 def measure_one(kind: str) -> dict[str, object]:
     """Grade one submission in this process; its peak RSS, seconds and whether softmax_weights failed."""
-    from grader.grading import grade_submission
-    from grader.sandbox import Limits, Template
-    from grader.submissions import read_submission
-    from grader.suite import Suite, build_suite
-    from grader.verdict import FAILED
+    from grader.instructor.intake import read_submission
+    from grader.instructor.sandbox import Limits, Template
+    from grader.instructor.submission_grading import grade_submission
+    from grader.instructor.suite import Suite, build_suite
+    from grader.instructor.verdict import FAILED
 
     full = build_suite(SEED, ("cpu",))
     suite = Suite(full.seed, full.devices, [b for b in full.batches if b.hook == "softmax_weights"])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.sandbox import Limits, Template  # noqa: E402
+from grader.instructor.sandbox import Limits, Template  # noqa: E402
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ Grades N generated submissions (copies of the sample class's perfect solution wi
 distinct ids, plus a few with mistakes) with the full hidden suite on the CPU, three
 ways, and prints them side by side:
 
-  (a) naive:  one fresh `python -m pytest grader/hidden --solution FILE` per submission
+  (a) naive:  one fresh `python -m pytest grader/instructor/hidden --solution FILE` per submission
               (the same hidden cases, in-process, no isolation); timed on --naive of them;
   (b) grade:  `attnkit grade DIR --devices cpu --jobs J` (sandboxed, one child each);
   (c) floor:  the same cases called in one process, no isolation, no pytest.
@@ -57,7 +57,8 @@ def time_naive(paths: list[Path]) -> float:
     started = time.perf_counter()
     for path in paths:
         subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "grader/hidden", f"--solution={path}"],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "grader/instructor/hidden",
+             f"--solution={path}"],
             cwd=KIT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
         )
     return (time.perf_counter() - started) / len(paths)
@@ -79,9 +80,9 @@ def time_floor(paths: list[Path]) -> float:
     import torch
 
     from grader.child_runtime import run_call
+    from grader.instructor.suite import build_suite
+    from grader.instructor.verdict import judge
     from grader.registry import load_solution
-    from grader.suite import build_suite
-    from grader.verdict import judge
 
     torch.set_num_threads(1)
     suite = build_suite(SEED, ("cpu",))
@@ -95,10 +96,10 @@ def time_floor(paths: list[Path]) -> float:
 
 
 def child_peak_rss_mib(path: Path) -> float:
-    from grader.grading import grade_submission
-    from grader.sandbox import Template
-    from grader.submissions import read_submission
-    from grader.suite import build_suite
+    from grader.instructor.intake import read_submission
+    from grader.instructor.sandbox import Template
+    from grader.instructor.submission_grading import grade_submission
+    from grader.instructor.suite import build_suite
 
     suite = build_suite(SEED, ("cpu",))
     stats: dict = {}

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.registry import HOOK_NAMES
+from grader.registry import HOOK_NAMES, Solution
 
 LANG_OPTION = click.option(
     "--lang",
@@ -24,17 +24,18 @@ LANG_OPTION = click.option(
 STATUS_STYLE = {"passing": "green", "failing": "red", "not started": "yellow", "no tests": "dim"}
 
 
-def _has_grading() -> bool:
-    spec = importlib.util.find_spec("grader.grading")
+def _has_instructor() -> bool:
+    """Whether this kit holds ``grader/instructor/`` (beside this file, not some other install's)."""
+    spec = importlib.util.find_spec("grader.instructor")
     return (
         spec is not None
         and spec.origin is not None
-        and Path(spec.origin).resolve().parent == Path(__file__).resolve().parent
+        and Path(spec.origin).resolve().parent == Path(__file__).resolve().parent / "instructor"
     )
 
 
-INSTRUCTOR = _has_grading()
-"""True in the instructor's kit.  A learner's kit (`attnkit release`) has no grading machinery:
+INSTRUCTOR = _has_instructor()
+"""True in the instructor's kit.  A learner's kit (`attnkit release`) has no ``grader/instructor/``:
 there the instructor-only commands are hidden and say so in one line when called."""
 
 
@@ -81,7 +82,6 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     'passing'.  Exits 0 only when every exercise asked for passes.
     """
     from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
-    from grader.diagnosis import diagnose_in_process, hint
     from grader.registry import SolutionError, load_solution
 
     console = Console()
@@ -95,7 +95,7 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
         sys.exit(1)
     results = run_public_cases(solution=solution, exercises=list(exercise) or None)
     failing = [r.exercise for r in results if r.status == FAILING]
-    known = diagnose_in_process(loaded, failing) if failing else {}
+    known = _known_mistakes(loaded, failing, lang) if failing else {}
     table = Table(title=f"attnkit check — {solution}", show_lines=False)
     table.add_column("exercise", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -105,8 +105,8 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
         total = r.passed + r.failed + r.not_implemented
         detail = "" if r.status in (PASSING, NOT_STARTED) else escape(r.first_failure)
         if r.exercise in known:
-            _, text = hint(known[r.exercise], lang)
-            detail += f"\n[bold]looks like {known[r.exercise]}[/]: {escape(text)}"
+            mistake, text = known[r.exercise]
+            detail += f"\n[bold]looks like {mistake}[/]: {escape(text)}"
         table.add_row(
             r.exercise,
             f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
@@ -117,6 +117,15 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     done = sum(r.status == PASSING for r in results)
     console.print(f"{done} of {len(results)} exercises passing.")
     sys.exit(0 if done == len(results) else 1)
+
+
+def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str, tuple[str, str]]:
+    """``{hook: (mistake id, hint)}`` for failing hooks that look like a known mistake; ``{}`` in a learner's kit."""
+    try:
+        from grader.instructor.diagnosis import diagnose_in_process, hint
+    except ImportError:  # a learner's kit: no diagnosis here (nor the catalogue it names mistakes from)
+        return {}
+    return {hook: (mistake, hint(mistake, lang)[1]) for hook, mistake in diagnose_in_process(loaded, failing).items()}
 
 
 @main.command(cls=InstructorCommand)
@@ -133,7 +142,7 @@ def audit(seed: int, devices: str | None, as_json: bool) -> None:
     """
     import json
 
-    from grader.audit import matrix_rows, run_audit
+    from grader.instructor.audit import matrix_rows, run_audit
 
     report = run_audit(seed, _device_list(devices))
     if as_json:
@@ -210,7 +219,7 @@ def _device_list(value: str | None) -> list[str] | None:
     "--rubric",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
-    help="A rubric TOML file with points per exercise (default: the kit's grader/rubric.toml).",
+    help="A rubric TOML file with points per exercise (default: the kit's grader/instructor/rubric.toml).",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
 @click.option(
@@ -249,10 +258,10 @@ def grade(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from grader.classroom import SAMPLE_CLASS, LocalExecutor, grade_class
-    from grader.reports import console_text, id_notes, review_lines, summary_table, write_reports
-    from grader.rubric import load_rubric
-    from grader.sandbox import Limits
+    from grader.instructor.class_grading import SAMPLE_CLASS, LocalExecutor, grade_class
+    from grader.instructor.reports import console_text, id_notes, review_lines, summary_table, write_reports
+    from grader.instructor.rubric import load_rubric
+    from grader.instructor.sandbox import Limits
 
     console = Console()
     targets = list(paths)
@@ -411,8 +420,8 @@ def release(dest: Path, force: bool) -> None:
 
     DEST must be empty or absent, unless --force.
     """
-    from grader.release import ReleaseError
-    from grader.release import release as write_release
+    from grader.instructor.release import ReleaseError
+    from grader.instructor.release import release as write_release
 
     try:
         summary = write_release(dest, force=force)

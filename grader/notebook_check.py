@@ -8,10 +8,11 @@ Every generated notebook ends with a cell tagged ``attnkit-check``::
 
 :func:`check` adopts the functions (and the chapter's classes) defined in the
 kernel, runs the public cases of the given exercises in-process, asks the
-catalogue of known mistakes about the failing ones (where the catalogue is
-installed), and shows one row per exercise: an HTML table in Jupyter, plain
-text elsewhere.  Either way the status words (*not started*, *failing*,
-*passing*) and a final "N of M exercises passing." are part of the output.
+catalogue of known mistakes about the failing ones (where the catalogue and
+``grader.instructor`` are installed, so not in a learner's kit), and shows one
+row per exercise: an HTML table in Jupyter, plain text elsewhere.  Either way
+the status words (*not started*, *failing*, *passing*) and a final "N of M
+exercises passing." are part of the output.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _hints(solution: Any, failing: list[str], lang: str) -> dict[str, tuple[str,
     if not failing:
         return {}
     try:
-        from grader.diagnosis import diagnose_in_process, hint
+        from grader.instructor.diagnosis import diagnose_in_process, hint
 
         known = diagnose_in_process(solution, failing)
         return {h: (m, hint(m, lang)[1]) for h, m in known.items()}

@@ -42,7 +42,7 @@ MERGED_NOTEBOOK = "notebooks.ipynb"
 SOLUTION_TAG = "attnkit-solution"
 CHECK_TAG = "attnkit-check"
 
-# What `attnkit grade` accepts (grader/submissions.py): refused here first, where the learner can fix it.
+# What `attnkit grade` accepts (grader/instructor/intake.py): refused here first, where the learner can fix it.
 MAX_PY_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 20 << 20
 MAX_TOTAL_BYTES = 50 << 20

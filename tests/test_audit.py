@@ -13,11 +13,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import grader.audit
+import grader.instructor.audit
 import solutions.mistakes
-from grader.audit import run_audit
 from grader.cli import main
-from grader.grading import available_devices
+from grader.instructor.audit import run_audit
+from grader.instructor.submission_grading import available_devices
 from grader.registry import HOOK_NAMES, adopt
 from solutions import reference
 from solutions.mistakes import CATALOGUE, Mistake
@@ -164,7 +164,7 @@ def _too_flat_softmax(scores, dim=-1):
 
 @pytest.fixture
 def broken_reference(monkeypatch, public_cases_skipped):
-    real = grader.audit.load_solution
+    real = grader.instructor.audit.load_solution
 
     def load(spec):
         if spec == "reference":
@@ -173,7 +173,7 @@ def broken_reference(monkeypatch, public_cases_skipped):
             )
         return real(spec)
 
-    monkeypatch.setattr(grader.audit, "load_solution", load)
+    monkeypatch.setattr(grader.instructor.audit, "load_solution", load)
 
 
 def test_run_audit_with_a_broken_reference_is_not_ok(broken_reference):

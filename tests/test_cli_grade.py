@@ -25,8 +25,8 @@ from click.testing import CliRunner
 from learner_code import alice_with
 
 from grader.cli import main
+from grader.instructor.rubric import load_rubric
 from grader.registry import HOOK_NAMES
-from grader.rubric import load_rubric
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 SEED = "7"

@@ -8,7 +8,7 @@ Two layers:
   hint in ``feedback.md``/``feedback.html``, in ``results.json`` output text,
   in the gradebook's ``results.mistake`` column and in ``attnkit check``; with
   ``--lang zh`` the Chinese hint; alice (perfect) is named after nothing;
-* :func:`grader.diagnosis.diagnose` on hand-made fingerprints, one rule at a time.
+* :func:`grader.instructor.diagnosis.diagnose` on hand-made fingerprints, one rule at a time.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from grader.classroom import grade_class
 from grader.cli import main
-from grader.diagnosis import LANGUAGES, Fingerprint, diagnose, hint
+from grader.instructor.class_grading import grade_class
+from grader.instructor.diagnosis import LANGUAGES, Fingerprint, diagnose, hint
+from grader.instructor.reports import write_reports
+from grader.instructor.rubric import load_rubric
+from grader.instructor.verdict import FAILED
 from grader.registry import HOOK_NAMES
-from grader.reports import write_reports
-from grader.rubric import load_rubric
-from grader.verdict import FAILED
 from solutions.mistakes import CATALOGUE, by_id
 
 KIT = Path(__file__).resolve().parent.parent

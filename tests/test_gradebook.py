@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.gradebook import Gradebook
+from grader.instructor.gradebook import Gradebook
+from grader.instructor.intake import Submission
+from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
-from grader.submissions import Submission
-from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 CONDITIONS = dict(suite_version="suite-1", seed=1234, devices=["cpu", "meta"])
@@ -168,9 +168,9 @@ def test_a_killed_process_keeps_every_committed_submission(tmp_path):
         f"""
         import os, sys
         sys.path.insert(0, {str(KIT_ROOT)!r})
-        from grader.gradebook import Gradebook
-        from grader.submissions import Submission
-        from grader.verdict import CaseResult
+        from grader.instructor.gradebook import Gradebook
+        from grader.instructor.intake import Submission
+        from grader.instructor.verdict import CaseResult
         gb = Gradebook({str(path)!r})
         run = gb.start_run(1234, "suite-1", ["cpu", "meta"], "0.1.0", "none")
         for name in ("alice", "bob"):

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from grader import heatmaps
-from grader.classroom import grade_class
-from grader.reports import write_reports
-from grader.rubric import load_rubric
+from grader.instructor import heatmaps
+from grader.instructor.class_grading import grade_class
+from grader.instructor.reports import write_reports
+from grader.instructor.rubric import load_rubric
 
 PIL_Image = pytest.importorskip("PIL.Image", reason="pillow comes with matplotlib (the plots extra)")
 pytest.importorskip("matplotlib", reason="heatmaps need matplotlib (the plots extra)")

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.cases import make_cases
 from grader.child_runtime import run_call
+from grader.instructor.cases import make_cases
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import PASSED, SKIPPED, judge
 from grader.registry import HOOK_NAMES, load_solution
-from grader.suite import build_suite
-from grader.verdict import PASSED, SKIPPED, judge
 
 KIT = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,7 @@ def test_a_known_mistake_fails_only_its_own_hook():
 @pytest.mark.slow
 def test_the_pytest_entry_point_runs_the_hidden_cases():
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "grader/hidden", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "grader/instructor/hidden", "-q", "-p", "no:cacheprovider",
          "--solution", "examples/submissions/bob"],
         cwd=KIT, capture_output=True, text=True, timeout=300,
     )

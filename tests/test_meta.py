@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from grader import hookspecs
-from grader.cases import BANNED, WHY_BANNED, make_cases
 from grader.child_runtime import run_call
+from grader.instructor.cases import BANNED, WHY_BANNED, make_cases
+from grader.instructor.suite import build_suite
 from grader.registry import HOOK_NAMES, format_hook, load_solution
-from grader.suite import build_suite
 from solutions import reference
 from solutions.mistakes import CATALOGUE
 

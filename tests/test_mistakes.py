@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from grader.child_runtime import describe_parameters, run_call
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import FAILED, judge
 from grader.registry import HOOK_NAMES, signature_problem
-from grader.suite import build_suite
-from grader.verdict import FAILED, judge
 from solutions import reference
 from solutions.mistakes import CATALOGUE, Mistake, by_id, mistake_solution
 

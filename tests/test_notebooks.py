@@ -16,7 +16,11 @@ import nbformat
 import pytest
 
 from grader import notebooks
-from grader.grading import grade_submission
+from grader.instructor.intake import read_submission
+from grader.instructor.sandbox import Limits, Template
+from grader.instructor.submission_grading import grade_submission
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import FAILED, PASSED
 from grader.notebooks import (
     CHECK_TAG,
     GROUPS,
@@ -27,10 +31,6 @@ from grader.notebooks import (
     write_notebooks,
 )
 from grader.registry import CLASS_ALIASES, HOOK_NAMES
-from grader.sandbox import Limits, Template
-from grader.submissions import read_submission
-from grader.suite import build_suite
-from grader.verdict import FAILED, PASSED
 
 KIT = Path(__file__).resolve().parents[1]
 ALICE = KIT / "examples" / "submissions" / "alice.py"

@@ -6,7 +6,7 @@ The learner's kit is exercised the way a learner would run it: `pytest` and
 virtualenv, and setuptools' editable finder (a ``sys.meta_path`` entry added by a
 ``.pth`` file) resolves ``grader.<anything>`` and ``solutions`` to *this* checkout
 whenever the kit lacks them: without care, the kit would silently import our
-``grader.grading`` and ``solutions.mistakes``.  :func:`learner_env` therefore puts a
+``grader.instructor.submission_grading`` and ``solutions.mistakes``.  :func:`learner_env` therefore puts a
 ``sitecustomize.py`` on the path that removes the editable finder at start-up
 (``python -I`` or ``-S`` would also drop PYTHONPATH or site-packages, and torch with
 them); ``test_the_learner_env_imports_the_kit_and_nothing_of_ours`` proves it works.
@@ -28,8 +28,8 @@ from click.testing import CliRunner
 from learner_code import reference_source
 
 from grader.cli import main
+from grader.instructor.release import RECORD, ReleaseError, release
 from grader.registry import HOOK_NAMES
-from grader.release import RECORD, ReleaseError, release
 
 KIT = Path(__file__).resolve().parent.parent
 STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules")
@@ -39,22 +39,23 @@ LEARNER_GRADER = {
     "registry.py",
     "child_runtime.py",
     "check.py",
-    "diagnosis.py",
-    "verdict.py",
+    "notebook_check.py",
+    "notebooks.py",
     "submit.py",
     "cli.py",
 }
-OPTIONAL_GRADER = {"notebook_check.py", "notebooks.py"}  # in the kit whenever this checkout has them
-NEVER = {"cases.py", "suite.py", "audit.py", "grading.py", "classroom.py", "sandbox.py", "gradebook.py",
-         "reports.py", "rubric.py", "rubric.toml", "heatmaps.py", "release.py", "submissions.py",
-         "reference.py", "mistakes.py"}  # fmt: skip
+"""What a learner's kit holds of ``grader/``: the top level of ours, ``instructor/`` left out."""
+NEVER = {"cases.py", "suite.py", "verdict.py", "replies.py", "diagnosis.py", "sandbox.py", "audit.py",
+         "submission_grading.py", "class_grading.py", "intake.py", "review_flags.py", "gradebook.py",
+         "reports.py", "rubric.py", "rubric.toml", "heatmaps.py", "release.py", "reference.py",
+         "mistakes.py"}  # fmt: skip
 
 GIVEN_BY_THE_STUBS = {"make_self_attention", "make_causal_attention", "make_multihead_attention"}
 """Reference functions whose body is one line the stubs give away on purpose: ``return SelfAttention(...)``."""
 
 HIDDEN_CASES = ("all-masked-row", "indivisible-raises", "non-square-raises", "float-keep-mask", "large-logits",
                 "H3-T5-hd4", "state-dict", "init-seed")  # fmt: skip
-"""Names of hidden cases in grader/cases.py that the public tests do not use."""
+"""Names of hidden cases in grader/instructor/cases.py that the public tests do not use."""
 
 SLOW_TIMEOUT = 300
 
@@ -171,9 +172,10 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
     assert sorted(p.name for p in (kit / "exercises").iterdir()) == ours
     for name in ours:  # stubs and public tests, byte for byte
         assert (kit / "exercises" / name).read_bytes() == (KIT / "exercises" / name).read_bytes(), name
-    expected = LEARNER_GRADER | {m for m in OPTIONAL_GRADER if (KIT / "grader" / m).exists()}
-    assert {p.name for p in (kit / "grader").iterdir()} == expected
-    for name in expected:
+    ours_top = {p.name for p in (KIT / "grader").iterdir() if p.is_file() and p.suffix not in (".pyc", ".pyo")}
+    assert ours_top == LEARNER_GRADER  # the top level of grader/ is exactly what a learner's kit holds
+    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER  # and instructor/ stays out
+    for name in LEARNER_GRADER:
         assert (kit / "grader" / name).read_bytes() == (KIT / "grader" / name).read_bytes(), name
     top = {p.name for p in kit.iterdir()}
     assert top >= {"exercises", "grader", "conftest.py", "pyproject.toml", "constraints.txt", "README.md", RECORD}
@@ -185,6 +187,22 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
         assert len(notebooks) == 5
         for path in notebooks:
             nbformat.validate(nbformat.read(path, as_version=4))
+
+
+def test_the_kit_gets_all_of_grader_but_instructor_with_no_list_to_keep(tmp_path, monkeypatch):
+    """The folder is the boundary: a new top-level module ships with no edit to release, instructor/ never does."""
+    import grader.instructor.release
+
+    ours = tmp_path / "src" / "grader"
+    shutil.copytree(KIT / "grader", ours, ignore=shutil.ignore_patterns("__pycache__"))
+    (ours / "progress.py").write_text('"""A learner-side module added later."""\n')
+    (ours / "instructor" / "new_report.py").write_text('"""An instructor-side module added later."""\n')
+    monkeypatch.setattr(grader.instructor.release, "GRADER_DIR", ours)
+    monkeypatch.setattr(grader.instructor.release, "INSTRUCTOR_DIR", ours / "instructor")
+    dest = tmp_path / "kit"
+    release(dest)
+    shipped = {p.relative_to(dest / "grader").as_posix() for p in (dest / "grader").rglob("*") if p.is_file()}
+    assert shipped == LEARNER_GRADER | {"progress.py"}
 
 
 def test_the_conftest_checks_the_learners_own_exercises(kit):
@@ -280,13 +298,13 @@ def test_the_kit_itself_is_never_a_destination(tmp_path):
 
 def test_a_stub_holding_an_answer_stops_the_release(tmp_path, monkeypatch):
     """The release's own scan: an instructor who filled in a stub by mistake gets an error, and DEST stays empty."""
-    import grader.release
+    import grader.instructor.release
 
     exercises = tmp_path / "exercises"
     shutil.copytree(KIT / "exercises", exercises, ignore=shutil.ignore_patterns("__pycache__"))
     path = exercises / "masking.py"
     path.write_text(path.read_text() + "\n\n" + reference_source())
-    monkeypatch.setattr(grader.release, "EXERCISES_DIR", exercises)
+    monkeypatch.setattr(grader.instructor.release, "EXERCISES_DIR", exercises)
     dest = tmp_path / "kit"
     with pytest.raises(ReleaseError, match="holds the body of the reference's softmax_weights"):
         release(dest)
@@ -349,12 +367,12 @@ def test_the_leak_scan_would_see_a_pasted_answer(solved_kit):
 
 
 def test_no_hidden_case_and_no_instructor_file_in_the_kit(kit):
-    cases = (KIT / "grader" / "cases.py").read_text()
+    cases = (KIT / "grader" / "instructor" / "cases.py").read_text()
     public = "".join(p.read_text() for p in (KIT / "exercises").glob("*.py"))
     for name in HIDDEN_CASES:  # real hidden case names, none of them public
         assert f'"{name}"' in cases and name not in public, name
     assert not (kit / "solutions").exists()
-    assert not (kit / "grader" / "hidden").exists()
+    assert not (kit / "grader" / "instructor").exists()
     found = []
     for path in files_in(kit):
         if path.name in NEVER:
@@ -391,15 +409,15 @@ def test_the_learner_env_imports_the_kit_and_nothing_of_ours(kit):
     probe = (
         "import importlib.util, grader, exercises, grader.cli; "
         "print(grader.__file__); print(exercises.__file__); "
-        "print(importlib.util.find_spec('solutions')); print(importlib.util.find_spec('grader.grading')); "
+        "print(importlib.util.find_spec('solutions')); print(importlib.util.find_spec('grader.instructor')); "
         "print(grader.cli.INSTRUCTOR)"
     )
     done = run_in(kit, "-c", probe)
     assert done.returncode == 0, done.stderr
-    grader_file, exercises_file, solutions, grading, instructor = done.stdout.split()
+    grader_file, exercises_file, solutions, instructor_spec, instructor = done.stdout.split()
     assert Path(grader_file).resolve() == (kit / "grader" / "__init__.py").resolve()
     assert Path(exercises_file).resolve() == (kit / "exercises" / "__init__.py").resolve()
-    assert (solutions, grading, instructor) == ("None", "None", "False")
+    assert (solutions, instructor_spec, instructor) == ("None", "None", "False")
 
 
 @pytest.mark.slow
@@ -449,7 +467,8 @@ def test_the_solved_kit_passes_pytest_and_check(solved_kit):
 
 @pytest.mark.slow
 def test_a_wrong_answer_fails_plainly_without_the_catalogue(kit, tmp_path):
-    """diagnosis.py is in the kit, solutions/mistakes.py is not: a known mistake gets its failure line, no hint."""
+    """Neither the diagnosis (grader/instructor/) nor solutions/ is in the kit: a known mistake gets its failure
+    line, no hint, and no error."""
     wrong = tmp_path / "kit"
     shutil.copytree(kit, wrong)
     scores = wrong / "exercises" / "scores.py"

@@ -13,9 +13,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
-from grader import reports
-from grader.registry import HOOK_NAMES
-from grader.reports import (
+from grader.instructor import reports
+from grader.instructor.intake import Submission
+from grader.instructor.reports import (
     MAX_OUTPUT_LINES,
     device_summary,
     grades_csv,
@@ -28,9 +28,9 @@ from grader.reports import (
     summary_table,
     write_reports,
 )
-from grader.rubric import DEFAULT_RUBRIC, Rubric, load_rubric, parse_rubric, score
-from grader.submissions import Submission
-from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
+from grader.instructor.rubric import DEFAULT_RUBRIC, Rubric, load_rubric, parse_rubric, score
+from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
+from grader.registry import HOOK_NAMES
 
 RUN_INFO = {
     "devices": ["cpu", "meta"],

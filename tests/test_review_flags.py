@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from learner_code import alice_with, reference_source
 
+from grader.instructor.review_flags import MAX_SCANNED_BYTES, scan_files, scan_source
 from grader.notebooks import GROUPS, build_notebook, notebook_to_source
-from grader.review_flags import MAX_SCANNED_BYTES, scan_files, scan_source
 
 KIT = Path(__file__).resolve().parents[1]
 SAMPLE = KIT / "examples" / "submissions"
@@ -67,6 +67,7 @@ FLAGGED = {
     "settrace": ("import sys\nsys.settrace(None)\n", "sys.settrace"),
     "setprofile-threading": ("import threading\nthreading.setprofile(None)\n", "threading.setprofile"),
     "grader-runtime": ("import grader.child_runtime\n", "grader.child_runtime"),
+    "grader-sandbox": ("from grader.instructor import sandbox\n", "grader.instructor.sandbox"),
     # patching
     "assign-torch": ("import torch\ntorch.softmax = len\n", "assignment of torch.softmax"),
     "assign-F": ("import torch.nn.functional as F\nF.softmax = len\n", "assignment of torch.nn.functional.softmax"),
@@ -134,7 +135,7 @@ def test_too_much_source_is_flagged_as_not_scanned():
 
 
 def test_too_many_syntax_nodes_are_flagged_as_not_scanned(monkeypatch):
-    from grader import review_flags
+    from grader.instructor import review_flags
 
     monkeypatch.setattr(review_flags, "MAX_SCANNED_NODES", 50)
     assert scan_files({"a.py": "X = 1\n" * 5, "b.py": "import ctypes\n" + "Y = 2\n" * 30}) == [

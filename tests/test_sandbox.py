@@ -1,6 +1,6 @@
 """The sandbox: a cold template process, one forked child per submission, limits, and cleanup.
 
-These tests drive the raw :class:`grader.sandbox.Child` API: spawn a child from
+These tests drive the raw :class:`grader.instructor.sandbox.Child` API: spawn a child from
 the template, ``load`` a small probe submission (handed over as text), ``run``
 one call and read the reply header and the safetensors blob.  A probe reports
 what it saw from inside the child as a tensor (numbers, or UTF-8 bytes of JSON),
@@ -28,7 +28,7 @@ import pytest
 import torch
 from safetensors.torch import load as load_tensors
 
-from grader.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template, child_environment
+from grader.instructor.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template, child_environment
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; Linux only")
 
@@ -253,7 +253,7 @@ def probe(secret, grader_pid):
 
 
 @pytest.mark.parametrize(
-    "module", ["solutions", "solutions.reference", "grader", "grader.cases", "exercises"], ids=lambda m: m
+    "module", ["solutions", "solutions.reference", "grader", "grader.instructor.cases", "exercises"], ids=lambda m: m
 )
 def test_child_cannot_import_the_kit(spawn, module):
     child = spawn(

@@ -24,9 +24,9 @@ from learner_code import reference_source
 
 from grader.check import NOT_STARTED, PASSING
 from grader.cli import main
+from grader.instructor.intake import read_submission
+from grader.instructor.release import release
 from grader.registry import HOOK_NAMES
-from grader.release import release
-from grader.submissions import read_submission
 from grader.submit import MANIFEST, SubmitError, submit
 
 KIT = Path(__file__).resolve().parent.parent
@@ -146,9 +146,9 @@ def handed_in(solved) -> tuple[Path, subprocess.CompletedProcess]:
 @pytest.fixture(scope="module")
 def grading():
     """``grade(path) -> results`` on the cpu suite, as `attnkit grade` would grade that file."""
-    from grader.grading import grade_submission
-    from grader.sandbox import Limits, Template
-    from grader.suite import build_suite
+    from grader.instructor.sandbox import Limits, Template
+    from grader.instructor.submission_grading import grade_submission
+    from grader.instructor.suite import build_suite
 
     suite = build_suite(SEED, ("cpu",))
     template = Template()
@@ -204,8 +204,8 @@ def test_grade_reads_the_zip_as_the_exercises_package(handed_in):
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
 def test_the_handed_in_zip_grades_with_full_marks(handed_in, grading):
-    from grader.rubric import load_rubric, score
-    from grader.verdict import PASSED
+    from grader.instructor.rubric import load_rubric, score
+    from grader.instructor.verdict import PASSED
 
     _, results = grading(handed_in[0])
     assert {r.hook for r in results} == set(HOOK_NAMES)
@@ -294,7 +294,7 @@ def test_a_folder_of_notebooks_is_merged_into_one_that_grades_with_full_marks(ki
     assert manifest["kind"] == "notebooks"
     assert manifest["merged_from"] == {p.name: sha256(p.read_bytes()) for p in sorted(folder.glob("*.ipynb"))}
     assert manifest["passing"] == 14
-    from grader.verdict import PASSED
+    from grader.instructor.verdict import PASSED
 
     submission, results = grading(packed.out)
     assert submission.format == "ipynb"

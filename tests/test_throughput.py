@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.classroom import LocalExecutor, grade_class
-from grader.reports import write_reports
-from grader.rubric import load_rubric
+from grader.instructor.class_grading import LocalExecutor, grade_class
+from grader.instructor.reports import write_reports
+from grader.instructor.rubric import load_rubric
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "submissions"
 STUDENTS = ["alice.py", "bob", "carol.zip", "dave.py", "erin", "frank.py", "heidi.py", "ivan.py"]

@@ -37,8 +37,8 @@ import torch
 from safetensors.torch import load as load_tensors
 
 from grader.child_runtime import DEVICES, SANDBOX_UID, bpf_program, syscall_number
-from grader.classroom import FULL_ISOLATION
-from grader.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template
+from grader.instructor.class_grading import FULL_ISOLATION
+from grader.instructor.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -815,7 +815,7 @@ import ctypes, json, os, select, sys
 sys.path.insert(0, sys.argv[1])
 from safetensors.torch import load
 from grader.child_runtime import syscall_number
-from grader.sandbox import Limits, Template
+from grader.instructor.sandbox import Limits, Template
 
 nr = {name: syscall_number(name) for name in ("keyctl", "add_key", "shmget", "socket")}
 libc = ctypes.CDLL(None, use_errno=True)
@@ -873,7 +873,7 @@ def test_an_unprivileged_grader_contains_its_children_the_same_way(tmp_path):
     if base is None:
         pytest.skip(f"no {version} that uid {SANDBOX_UID} may run (this one lives under a closed folder)")
     packages = Path(sysconfig.get_paths()["purelib"])
-    kit = KIT_ROOT / "grader" / "sandbox.py"
+    kit = KIT_ROOT / "grader" / "instructor" / "sandbox.py"
     if not (_searchable_by(packages / "torch" / "__init__.py", SANDBOX_UID) and _searchable_by(kit, SANDBOX_UID)):
         pytest.skip(f"the kit or its packages are not readable by uid {SANDBOX_UID}")
     home = Path(tempfile.mkdtemp(prefix="attnkit-unprivileged-"))

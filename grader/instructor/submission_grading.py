@@ -3,7 +3,7 @@
 :func:`grade_submission` runs the prepared suite against one submission and
 returns its case results; the child holds only the learner's code and sends
 back data, and every verdict is computed here.  Every reply is read within
-the caps of :mod:`grader.replies` and checked against its schema before use.
+the caps of :mod:`grader.instructor.replies` and checked against its schema before use.
 A timeout, a crash or a malformed reply in one exercise marks that exercise's
 remaining cases with the reason, and grading goes on with the next exercise
 in a fresh child; nothing the child sends raises out of grading a submission.
@@ -22,14 +22,22 @@ from typing import Any
 
 import torch
 
-from grader.diagnosis import diagnose
-from grader.heatmaps import WEIGHT_HOOKS
+from grader.instructor.diagnosis import diagnose
+from grader.instructor.heatmaps import WEIGHT_HOOKS
+from grader.instructor.intake import Submission
+from grader.instructor.replies import (
+    LOAD_CAPS,
+    Caps,
+    MalformedReply,
+    caps_for,
+    check_load_reply,
+    check_run_reply,
+    read_outputs,
+)
+from grader.instructor.sandbox import Child, ChildGone, Limits, Template
+from grader.instructor.suite import Batch, Suite
+from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, judge
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
-from grader.replies import LOAD_CAPS, Caps, MalformedReply, caps_for, check_load_reply, check_run_reply, read_outputs
-from grader.sandbox import Child, ChildGone, Limits, Template
-from grader.submissions import Submission
-from grader.suite import Batch, Suite
-from grader.verdict import FAILED, SKIPPED, CaseResult, judge
 
 MAX_RESTARTS = 6
 STORED_MESSAGE_BYTES = 1 << 20

@@ -28,7 +28,7 @@ to ``exec``/``eval``/``compile`` are all followed):
   ``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``, ``gi_frame``…),
   ``__subclasses__``, ``__globals__``, ``__code__``, ``__builtins__``,
   ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
-  attribute of ``sys``, the grader's own ``grader.child_runtime``/``grader.sandbox``;
+  attribute of ``sys``, the grader's own ``grader.child_runtime``/``grader.instructor.sandbox``;
 - patching: assignment, ``del``, ``setattr``/``delattr`` (and
   ``object.__setattr__``…) on anything of torch (``torch.*``, ``F.*``, ``nn.*``,
   ``torch.Tensor.*``; ``torch.backends.*`` settings excepted) or of ``builtins``,
@@ -97,7 +97,7 @@ THREADING_HOOKS = frozenset({"settrace", "setprofile", "settrace_all_threads", "
 GC_WALKERS = frozenset({"get_objects", "get_referrers", "get_referents"})
 INSPECT_FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo"})
 NATIVE_CODE = frozenset({"ctypes", "_ctypes", "cffi"})
-GRADER_INTERNALS = frozenset({"grader.child_runtime", "grader.sandbox"})
+GRADER_INTERNALS = frozenset({"grader.child_runtime", "grader.instructor.sandbox"})
 
 FRAME_ATTRIBUTES = frozenset(
     {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace"}
@@ -346,8 +346,8 @@ def path_constructs(path: str) -> tuple[str, ...]:
         found.append("ctypes")
     elif root == "__main__":
         found.append("__main__ module")
-    elif root == "grader" and rest and f"grader.{rest[0]}" in GRADER_INTERNALS:
-        found.append(f"grader.{rest[0]}")
+    elif root == "grader":
+        found += [name for name in sorted(GRADER_INTERNALS) if path == name or path.startswith(name + ".")]
     return tuple(found)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from grader import child_runtime
 from grader.child_runtime import MAX_HEADER, SANDBOX_UID, recv_message, send_message
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
+KIT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEPT = 64 * 1024
 
 

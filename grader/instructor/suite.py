@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from safetensors.torch import save as save_tensors
 
-from grader.cases import BANNED, DEVICE, HALF, Case, GeneratorSeed, Run, make_cases
+from grader.instructor.cases import BANNED, DEVICE, HALF, Case, GeneratorSeed, Run, make_cases
 from grader.registry import HOOK_NAMES, Solution, load_solution
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from grader.child_runtime import run_call
-from grader.verdict import FAILED, judge
+from grader.instructor.verdict import FAILED, judge
 
 LANGUAGES = ("en", "zh")
 
@@ -64,7 +64,7 @@ class Fingerprints:
     """The catalogued mistakes' fingerprints, computed the first time a failing case needs them.
 
     Shared by every grading thread; only runs that some submission fails cost
-    anything.  Empty where the catalogue is not installed (a learner's kit).
+    anything.  Empty where the catalogue is not installed (no ``solutions/``).
     """
 
     def __init__(self, catalogue: Any = None) -> None:
@@ -144,7 +144,8 @@ def diagnose(
 def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[str, str]:
     """``{hook: mistake id}`` for each hook of a trusted, in-process solution that looks like a known mistake.
 
-    For ``attnkit check``: the learner's own code on the learner's own machine,
+    For ``attnkit check`` and the notebooks' check cells in the instructor's kit
+    (a learner's kit has no ``grader/instructor/``, so no hints): trusted code,
     run on the hidden-suite cases of a fixed public seed.  Returns ``{}`` where
     the catalogue is not installed.
     """
@@ -152,7 +153,7 @@ def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[
         import solutions.mistakes  # noqa: F401
     except ImportError:
         return {}
-    from grader.suite import build_suite
+    from grader.instructor.suite import build_suite
 
     runs = [r for r in build_suite(seed, ("cpu", "meta")).runs if r.hook in hooks]
     fingerprints = fingerprint_runs(runs)

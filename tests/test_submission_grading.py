@@ -18,14 +18,14 @@ import pytest
 import torch
 import torch.testing
 
-from grader.diagnosis import Fingerprints
-from grader.grading import grade_submission
+from grader.instructor.diagnosis import Fingerprints
+from grader.instructor.intake import read_submission
+from grader.instructor.rubric import count_cases, load_rubric, score
+from grader.instructor.sandbox import Limits, Template
+from grader.instructor.submission_grading import grade_submission
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
-from grader.rubric import count_cases, load_rubric, score
-from grader.sandbox import Limits, Template
-from grader.submissions import read_submission
-from grader.suite import build_suite
-from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 SEED = 20261129
@@ -239,8 +239,8 @@ def test_dropout_without_a_gold_answer_is_still_checked_from_the_bytes(grade, ru
 def test_the_reference_dropout_differs_between_generator_seeds(suite):
     """The check above cannot fail an honest dropout: the reference passes it, and its two masks differ."""
     from grader.child_runtime import run_call
+    from grader.instructor.verdict import judge
     from grader.registry import load_solution
-    from grader.verdict import judge
 
     reference = load_solution("reference")
     train = [r for r in suite.runs if r.hook == "attention_dropout" and r.case.name.startswith("train-")]

@@ -25,7 +25,7 @@ link are refused with an error row naming it, never read (files are opened with
 ``O_NOFOLLOW`` and checked to be regular files, so a FIFO cannot hang the grader).
 
 Every submission read is scanned for known evasion constructs
-(:mod:`grader.review_flags`, never run); the findings go with it as
+(:mod:`grader.instructor.review_flags`, never run); the findings go with it as
 ``Submission.review``.  Student ids are made unique by :func:`deduplicate_ids`
 in a way that does not depend on the order the files come in.
 
@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from grader.instructor.review_flags import scan_files
 from grader.registry import CLASS_ALIASES, HOOK_NAMES
-from grader.review_flags import scan_files
 
 MAX_PY_BYTES = 1 << 20
 """A single ``.py`` file (on disk or in a zip) may hold at most 1 MiB."""
@@ -92,7 +92,7 @@ class Submission:
     entry: str = ""
     sha256: str = ""
     error: str | None = None
-    review: list[str] = field(default_factory=list)  # ``file:line: construct`` findings (grader.review_flags)
+    review: list[str] = field(default_factory=list)  # ``file:line: construct`` findings (review_flags)
     notes: list[str] = field(default_factory=list)  # one line per change made to the student id
 
     def load_message(self) -> dict[str, object]:

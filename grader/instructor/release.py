@@ -4,15 +4,17 @@ Instructor-only (this module is never part of a learner's kit).  A release holds
 
 - ``exercises/``: the stubs, the public tests and their helpers (``_checks.py``);
 - ``notebooks/``: one notebook per exercise group (:func:`grader.notebooks.write_notebooks`);
-- the parts of ``grader`` a learner runs: the registry, ``attnkit check``,
-  ``attnkit submit`` and the notebooks' check cells (:data:`LEARNER_MODULES`);
+- ``grader/`` without ``grader/instructor/`` (and caches): the registry, the
+  child runtime, ``attnkit check``, ``attnkit submit`` and the notebooks' check
+  cells -- the folder is the boundary, so there is no list of files to keep;
 - a root ``conftest.py`` identical to the kit's except that the public tests
   check the learner's own ``exercises`` by default;
 - a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader`` only),
   ``constraints.txt`` (the torch pin) and ``README.md``.
 
-Never: ``solutions/`` (the reference and the catalogue of known mistakes), the
-hidden cases, the grading, sandbox and report machinery, ``examples/`` or ``tests/``.
+Never: ``solutions/`` (the reference and the catalogue of known mistakes),
+``grader/instructor/`` (the hidden cases, verdicts, diagnosis, the grading,
+sandbox and report machinery, this module), ``examples/`` or ``tests/``.
 
 The kit is built in a staging folder beside DEST and scanned for leaks (a
 reference function body, a catalogue id or hint, a hidden case name) before
@@ -40,51 +42,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
+KIT_ROOT = Path(__file__).resolve().parents[2]
 GRADER_DIR = KIT_ROOT / "grader"
+INSTRUCTOR_DIR = GRADER_DIR / "instructor"
+"""What never ships: a learner's kit gets ``grader/`` without this folder."""
 EXERCISES_DIR = KIT_ROOT / "exercises"
-TEMPLATES = GRADER_DIR / "templates"
+TEMPLATES = INSTRUCTOR_DIR / "templates"
 
 RECORD = ".attnkit-release.json"
 """The list of files a release wrote, kept in DEST so that ``--force`` removes only those."""
-
-LEARNER_MODULES = (
-    "__init__.py",
-    "hookspecs.py",  # the exercise contract
-    "child_runtime.py",  # the registry adopts modules with its helpers
-    "registry.py",  # load_solution: the conftest's `solution` fixture
-    "verdict.py",  # diagnosis imports it
-    "diagnosis.py",  # check imports it; without solutions/ it finds no mistakes, so no hints
-    "check.py",  # attnkit check
-    "submit.py",  # attnkit submit
-    "cli.py",  # instructor commands hide themselves where grader.grading is absent
-)
-"""The modules of ``grader`` every learner's kit holds."""
-
-OPTIONAL_MODULES = (
-    "notebook_check.py",  # the notebooks' check cells
-    "notebooks.py",  # notebook_to_source: `attnkit submit` checks a notebook with it
-)
-"""Modules a learner's kit holds when this kit has them."""
-
-INSTRUCTOR_ONLY = frozenset(
-    {
-        "audit.py",
-        "cases.py",
-        "classroom.py",
-        "gradebook.py",
-        "grading.py",
-        "heatmaps.py",
-        "release.py",
-        "reports.py",
-        "rubric.py",
-        "rubric.toml",
-        "sandbox.py",
-        "submissions.py",
-        "suite.py",
-    }
-)
-"""Never copied, whatever the lists above say (a safety net against a careless edit)."""
 
 LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat")
 """Distributions a learner's kit depends on; their version ranges are taken from the kit's pyproject."""
@@ -287,7 +253,7 @@ def reference_bodies(path: Path | None = None) -> dict[str, str]:
 
 def hidden_case_names() -> set[str]:
     """Names of the hidden cases that say something (a hyphen and 8 characters at least), read from cases.py."""
-    text = (GRADER_DIR / "cases.py").read_text(encoding="utf-8")
+    text = (INSTRUCTOR_DIR / "cases.py").read_text(encoding="utf-8")
     names = set(re.findall(r'Case\(\s*\w+\s*,\s*"([^"]+)"', text)) | set(DISTINCTIVE_CASES)
     return {n for n in names if "-" in n and len(n) >= 8}
 
@@ -344,7 +310,11 @@ def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         parts = rel.split("/")
-        if parts[0] == "solutions" or parts[-1] in ("cases.py", "suite.py", "mistakes.py", "reference.py"):
+        if (
+            parts[0] == "solutions"
+            or parts[:2] == ["grader", "instructor"]
+            or parts[-1] in ("cases.py", "suite.py", "mistakes.py", "reference.py")
+        ):
             problems.append(f"{rel}: an instructor-only file")
         text = scannable_text(path)
         squeezed = _squeeze(text)
@@ -371,30 +341,21 @@ def _skipped(path: Path) -> bool:
     return path.name in SKIPPED_NAMES or path.name.startswith(".") or path.suffix in (".pyc", ".pyo")
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
+def _copy_tree(src: Path, dst: Path, leave_out: Path | None = None) -> None:
+    """Copy ``src`` into ``dst`` without caches, hidden files, links, or the folder ``leave_out``."""
     dst.mkdir(parents=True, exist_ok=True)
     for child in sorted(src.iterdir()):
-        if _skipped(child) or child.is_symlink():
+        if _skipped(child) or child.is_symlink() or child == leave_out:
             continue
         if child.is_dir():
-            _copy_tree(child, dst / child.name)
+            _copy_tree(child, dst / child.name, leave_out)
         else:
             shutil.copyfile(child, dst / child.name)
 
 
 def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
     _copy_tree(EXERCISES_DIR, stage / "exercises")
-    (stage / "grader").mkdir()
-    for name in LEARNER_MODULES + OPTIONAL_MODULES:
-        if name in INSTRUCTOR_ONLY:
-            raise ReleaseError(f"grader/{name} is instructor-only and cannot be part of a learner's kit")
-        src = GRADER_DIR / name
-        if not src.is_file():
-            if name in LEARNER_MODULES:
-                raise ReleaseError(f"grader/{name} is missing: a learner's kit needs it")
-            summary.warnings.append(f"grader/{name} does not exist yet: the kit goes without it")
-            continue
-        shutil.copyfile(src, stage / "grader" / name)
+    _copy_tree(GRADER_DIR, stage / "grader", leave_out=INSTRUCTOR_DIR)
     (stage / "conftest.py").write_text(learner_conftest(), encoding="utf-8")
     (stage / "pyproject.toml").write_text(learner_pyproject(project), encoding="utf-8")
     (stage / "constraints.txt").write_text(learner_constraints(), encoding="utf-8")

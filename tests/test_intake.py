@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import submissions as subs
-from grader.submissions import (
+from grader.instructor import intake as subs
+from grader.instructor.intake import (
     MAX_ENTRIES,
     NOTEBOOKS_LATER,
     Submission,

@@ -1,11 +1,11 @@
 """The hidden cases as pytest cases, run in-process against one trusted solution.
 
-Instructor-only: ``attnkit grade`` runs the same cases (from :mod:`grader.cases`)
+Instructor-only: ``attnkit grade`` runs the same cases (from :mod:`grader.instructor.cases`)
 through the sandbox; this module is for trusted solutions (the reference, the
 catalogue of known mistakes) and for comparisons:
 
-    pytest grader/hidden --solution reference
-    ATTNKIT_HIDDEN_SEED=7 pytest grader/hidden --solution path/to/trusted.py
+    pytest grader/instructor/hidden --solution reference
+    ATTNKIT_HIDDEN_SEED=7 pytest grader/instructor/hidden --solution path/to/trusted.py
 
 Never point it at an untrusted submission: here the code runs in this process.
 """
@@ -17,8 +17,8 @@ import os
 import pytest
 
 from grader.child_runtime import run_call
-from grader.suite import build_suite
-from grader.verdict import PASSED, SKIPPED, judge
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import PASSED, SKIPPED, judge
 
 SEED = int(os.environ.get("ATTNKIT_HIDDEN_SEED", "0"))
 SUITE = build_suite(SEED, ("cpu", "meta"))

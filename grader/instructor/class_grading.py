@@ -4,8 +4,8 @@ The loop that hands submissions to workers is :class:`Executor`, one small
 interface; :class:`LocalExecutor` (a thread per job, each driving one
 sandboxed child at a time) is the default.  A distributed engine can take its
 place by implementing ``map_unordered`` -- the work item is a
-:class:`~grader.submissions.Submission` (plain data) and the result a list of
-:class:`~grader.verdict.CaseResult` (plain data).  The work item never raises
+:class:`~grader.instructor.intake.Submission` (plain data) and the result a list of
+:class:`~grader.instructor.verdict.CaseResult` (plain data).  The work item never raises
 for one submission: a failure while grading it becomes that submission's error
 row, and the class goes on (``KeyboardInterrupt`` still stops it).
 """
@@ -25,17 +25,23 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-from grader import heatmaps
-from grader.cases import suite_version
-from grader.diagnosis import Fingerprints
-from grader.gradebook import Gradebook
-from grader.grading import Figures, GpuPool, available_devices, grade_submission, limit_stored_messages
-from grader.replies import MESSAGE_CHARS
-from grader.reports import student_folder
-from grader.sandbox import KIT_ROOT, Limits, Template
-from grader.submissions import Submission, collect_submissions
-from grader.suite import build_suite
-from grader.verdict import FAILED, CaseResult
+from grader.instructor import heatmaps
+from grader.instructor.cases import suite_version
+from grader.instructor.diagnosis import Fingerprints
+from grader.instructor.gradebook import Gradebook
+from grader.instructor.intake import Submission, collect_submissions
+from grader.instructor.replies import MESSAGE_CHARS
+from grader.instructor.reports import student_folder
+from grader.instructor.sandbox import KIT_ROOT, Limits, Template
+from grader.instructor.submission_grading import (
+    Figures,
+    GpuPool,
+    available_devices,
+    grade_submission,
+    limit_stored_messages,
+)
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import FAILED, CaseResult
 
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
 FULL_ISOLATION = "pid-ns+net-ns+ipc-ns+mount-ns+landlock"

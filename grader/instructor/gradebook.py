@@ -30,8 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from grader.submissions import Submission
-from grader.verdict import CaseResult
+from grader.instructor.intake import Submission
+from grader.instructor.verdict import CaseResult
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (0, 1, 2)

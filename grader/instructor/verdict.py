@@ -8,7 +8,7 @@ them, also where there is no gold answer to compare with (random dropout).
 The reported device, the input-unchanged flag, the subclass flag and
 the banned-call list are diagnostics: a hostile process can lie about them,
 but it cannot make a wrong value pass.  A reply reaches :func:`judge` only
-after :mod:`grader.replies` has checked it against its schema.
+after :mod:`grader.instructor.replies` has checked it against its schema.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def judge(
         return FAILED, message
     banned = reply.get("banned") or []
     if banned:
-        from grader.cases import WHY_BANNED
+        from grader.instructor.cases import WHY_BANNED
 
         return FAILED, f"uses {', '.join(banned)}: {WHY_BANNED.get(run.hook, 'not allowed here')}"
     described = reply.get("results") or []

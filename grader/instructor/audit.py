@@ -16,9 +16,9 @@ from typing import Any
 import torch
 
 from grader.child_runtime import run_call
+from grader.instructor.suite import build_suite
+from grader.instructor.verdict import FAILED, judge
 from grader.registry import HOOK_NAMES, load_solution
-from grader.suite import build_suite
-from grader.verdict import FAILED, judge
 
 
 @dataclass
@@ -79,7 +79,7 @@ def _failures(solution: Any, runs: list[Any]) -> list[tuple[Any, str]]:
 
 def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
     """Run the audit on ``devices`` (default: cpu, meta and every GPU present)."""
-    from grader.grading import available_devices
+    from grader.instructor.submission_grading import available_devices
     from solutions.mistakes import CATALOGUE, mistake_solution
 
     if devices is None:

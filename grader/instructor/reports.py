@@ -1,6 +1,6 @@
 """What grading leaves behind for people: grades, Gradescope JSON, feedback, JUnit, a summary.
 
-Everything here is computed from :class:`~grader.verdict.CaseResult` rows and
+Everything here is computed from :class:`~grader.instructor.verdict.CaseResult` rows and
 the rubric; messages arrive already written (and already free of hidden inputs
 unless the instructor asked to reveal them), so this module only arranges and
 escapes them.  Given the same results, every file is byte-for-byte the same,
@@ -47,11 +47,11 @@ from typing import Any
 import jinja2
 from rich.table import Table
 
-from grader.heatmaps import NOT_DRAWN_SUFFIX
+from grader.instructor.heatmaps import NOT_DRAWN_SUFFIX
+from grader.instructor.intake import Submission, sanitize_student_id
+from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
+from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES, format_hook
-from grader.rubric import HookCounts, Rubric, count_cases, score, total
-from grader.submissions import Submission, sanitize_student_id
-from grader.verdict import FAILED, PASSED, SKIPPED, CaseResult
 
 Graded = Sequence[tuple[Submission, Sequence[CaseResult]]]
 
@@ -294,7 +294,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
 def _hint(mistake: str, lang: str) -> tuple[str, str]:
     """The catalogued mistake's description and hint, or nothing where the catalogue is not installed."""
     try:
-        from grader.diagnosis import hint
+        from grader.instructor.diagnosis import hint
 
         return hint(mistake, lang)
     except (ImportError, KeyError):

@@ -1,6 +1,6 @@
 """The rubric: points per exercise, in one TOML file the instructor edits.
 
-The packaged default is ``grader/rubric.toml``.  Partial credit is the share of
+The packaged default is ``grader/instructor/rubric.toml``.  Partial credit is the share of
 cases passed: ``points × passed / (passed + failed)`` per hook.  Skipped cases
 (a device that is not present, an inconclusive ``meta`` run) count neither way.
 Hooks listed under ``all_or_nothing`` earn their points only if no case failed.
@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.instructor.verdict import PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
-from grader.verdict import PASSED, SKIPPED, CaseResult
 
 if sys.version_info >= (3, 11):
     import tomllib

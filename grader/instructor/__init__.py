@@ -1,0 +1,16 @@
+"""The instructor's side of the grader: everything a learner's kit never ships.
+
+Here live the hidden cases and the suite built from them (``cases``, ``suite``),
+the verdict rules (``verdict``, ``replies``), the naming of known mistakes
+(``diagnosis``), the sandbox that runs learners' code (``sandbox``), reading
+hand-ins (``intake``, ``review_flags``), grading one submission and a whole
+class (``submission_grading``, ``class_grading``), the outputs (``gradebook``,
+``rubric`` and ``rubric.toml``, ``reports``, ``heatmaps``, ``templates/``), and
+the instructor's tools (``audit``, ``release``, ``hidden/``).
+
+``attnkit release`` copies ``grader/`` without this folder, so none of it ever
+reaches a learner.  The modules at ``grader/`` top level import nothing from
+here at module level; where one can use an instructor module (``attnkit check``
+naming a known mistake, say), it imports it inside a function and treats
+``ImportError`` as "not in this kit".
+"""
