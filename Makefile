@@ -2,7 +2,7 @@
 #
 #   make venv    .venv with the kit installed editable, all extras, torch pinned
 #   make demo    grade the sample class (examples/submissions) into attnkit-results/
-#   make test    the kit's tests, then the linter
+#   make test    the kit's tests, then the linter and the type checker
 #   make tox     the full matrix: py310 … py313, lint, type (see tox.ini)
 #   make clean   build outputs and caches; `make distclean` also drops .venv and .tox
 
@@ -27,6 +27,7 @@ demo: venv
 test: venv
 	$(VENV)/bin/python -m pytest -q
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy grader
 
 tox: venv
 	@$(VENV)/bin/python -m tox --version >/dev/null 2>&1 || $(PIP_INSTALL) "tox>=4.11"

@@ -1,27 +1,27 @@
 """Fixtures for the public exercise tests: the solution under test, the device, the dtype.
 
-    pytest exercises                          # the solution named by DEFAULT_SOLUTION
+    pytest exercises                          # the reference here, your own exercises in a learner's kit
     pytest exercises --solution exercises     # the learner's own exercises package
     pytest exercises --solution path/to/mine.py --device cuda
 
 ``--solution`` takes anything :func:`grader.registry.load_solution` takes: ``reference``,
 ``exercises``, a ``.py`` file, a folder, or an entry-point name.  ``ATTNKIT_SOLUTION``
-sets the default.  Every test under ``exercises/`` names its exercise with
+sets the default; without it, the default is ``reference`` where this kit's
+``solutions`` package is importable (the instructor's kit) and ``exercises``
+otherwise (a learner's kit, which ``attnkit release`` gives this very file).
+
+Every test under ``exercises/`` names its exercise with
 ``@pytest.mark.exercise("<hook name>")``; tools map results to exercises by that marker.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import pytest
-
-DEFAULT_SOLUTION = "reference"
-"""The solution the public tests check when neither --solution nor ATTNKIT_SOLUTION says.
-
-The learner kit's release tool rewrites this to "exercises"."""
 
 SOLUTION_ENV_VAR = "ATTNKIT_SOLUTION"
 DEVICES = ("cpu", "cuda", "mps")
@@ -34,6 +34,19 @@ EXERCISES_DIR = KIT_ROOT / "exercises"
 # --import-mode (importlib mode does not touch sys.path).
 if str(KIT_ROOT) not in sys.path:
     sys.path.insert(0, str(KIT_ROOT))
+
+
+def _has_solutions() -> bool:
+    """Whether this kit's own ``solutions`` package (beside this file, not some other install's) is importable."""
+    spec = importlib.util.find_spec("solutions")  # a top-level name: found, not imported
+    return spec is not None and any(
+        Path(folder).resolve() == KIT_ROOT / "solutions" for folder in spec.submodule_search_locations or ()
+    )
+
+
+DEFAULT_SOLUTION = "reference" if _has_solutions() else "exercises"
+"""The solution the public tests check when neither --solution nor ATTNKIT_SOLUTION says: the
+reference in the instructor's kit, the learner's own ``exercises`` in a learner's kit."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

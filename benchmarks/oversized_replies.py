@@ -58,7 +58,7 @@ def measure_one(kind: str) -> dict[str, object]:
         submission = read_submission(path)
         template.isolation()  # boot the template before the clock starts
         started = time.perf_counter()
-        results = grade_submission(submission, suite, template, Limits(call_seconds=60), {"cuda": "n/a"})
+        results = grade_submission(submission, suite, template, Limits(call_seconds=60)).results
         seconds = time.perf_counter() - started
     first = results[0]
     return {

@@ -79,9 +79,8 @@ def time_floor(paths: list[Path]) -> float:
     """Seconds per submission: every hidden case called in this process, no isolation, no pytest."""
     import torch
 
-    from grader.child_runtime import run_call
     from grader.instructor.suite import build_suite
-    from grader.instructor.verdict import judge
+    from grader.instructor.verdict import judge_in_process
     from grader.registry import load_solution
 
     torch.set_num_threads(1)
@@ -89,9 +88,8 @@ def time_floor(paths: list[Path]) -> float:
     started = time.perf_counter()
     for path in paths:
         solution = load_solution(str(path))
-        for run in suite.runs:
-            reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
-            judge(run, reply, outputs)
+        for trial in suite.trials:
+            judge_in_process(solution, trial)
     return (time.perf_counter() - started) / len(paths)
 
 
@@ -102,10 +100,9 @@ def child_peak_rss_mib(path: Path) -> float:
     from grader.instructor.suite import build_suite
 
     suite = build_suite(SEED, ("cpu",))
-    stats: dict = {}
     with Template() as template:
-        grade_submission(read_submission(path), suite, template, stats=stats)
-    return stats["peak_rss_kib"] / 1024
+        outcome = grade_submission(read_submission(path), suite, template)
+    return outcome.stats.peak_rss_kib / 1024
 
 
 def main() -> None:

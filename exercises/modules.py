@@ -9,6 +9,7 @@ reuse your own functions from the other exercise modules:
     from .heads import split_heads, merge_heads
 
 Not allowed: F.scaled_dot_product_attention, nn.MultiheadAttention.
+
 Run `pytest exercises/test_modules.py` to check your work.
 """
 

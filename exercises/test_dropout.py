@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from exercises._checks import expect, expect_close, expect_raises, expect_shape, f64, like, rand
+from exercises._expect import expect, expect_close, expect_raises, expect_shape, f64, like, rand
 
 
 def positive_weights(*shape, seed, dtype, device):

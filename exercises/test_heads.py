@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from exercises._checks import expect, expect_close, expect_raises, f64, like, rand
+from exercises._expect import expect, expect_close, expect_raises, f64, like, rand
 
 
 def heads_oracle(x, num_heads):

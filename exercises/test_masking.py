@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from exercises._checks import expect_close, expect_raises, expect_unchanged, f64, like, rand
+from exercises._expect import expect_close, expect_raises, expect_unchanged, f64, like, rand
 
 
 def future(num_tokens):

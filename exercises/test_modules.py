@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from exercises._checks import chapter_inputs, expect, expect_close, expect_raises, expect_shape, f64, like, rand
+from exercises._expect import chapter_inputs, expect, expect_close, expect_raises, expect_shape, f64, like, rand
 
 CHAPTER_ATOL = 1e-4  # the chapter prints 4 decimals
 

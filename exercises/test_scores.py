@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from exercises._checks import chapter_inputs, expect_close, expect_shape, expect_unchanged, f64, like, rand
+from exercises._expect import chapter_inputs, expect_close, expect_shape, expect_unchanged, f64, like, rand
 
 CHAPTER_ATOL = 1e-4  # the chapter prints 4 decimals
 

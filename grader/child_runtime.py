@@ -12,7 +12,10 @@ the sandbox and in-process loading find hooks the same way.
 
 The wire format, both ways, is data only: a message is an 8-byte length, a JSON
 header, an 8-byte length and a safetensors blob (possibly empty).  Nothing is
-ever pickled.
+ever pickled.  What this side must know of the exercises comes in the messages
+(it imports nothing of the kit): ``load`` names the hooks to find and the
+chapter's class names standing in for them (``aliases``); each call names the
+torch calls it records as banned.
 """
 
 from __future__ import annotations
@@ -32,13 +35,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-CLASS_ALIASES = {
-    "make_self_attention": "SelfAttention",
-    "make_causal_attention": "CausalAttention",
-    "make_multihead_attention": "MultiHeadAttention",
-}
-"""The chapter's class names, adopted when a module hook's function is absent."""
 
 MAX_HEADER = 4 << 20
 _LEN = struct.Struct(">Q")
@@ -108,12 +104,17 @@ def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
     return [{"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty} for p in sig.parameters.values()]
 
 
-def find_callable(namespaces: list[Any], hook: str) -> Callable[..., Any] | None:
-    """The first function named ``hook`` (or its chapter class) in ``namespaces``."""
+def find_callable(namespaces: list[Any], hook: str, alias: str | None = None) -> Callable[..., Any] | None:
+    """The first function named ``hook`` in ``namespaces``, else the first class named ``alias``.
+
+    ``alias`` is the chapter's class name for a module hook (``SelfAttention``),
+    from :mod:`grader.hook_table`; the trusted side passes it, in-process or in
+    the ``load`` message (this file imports nothing of the kit).
+    """
     for ns in namespaces:
         candidate = getattr(ns, hook, None)
-        if candidate is None and hook in CLASS_ALIASES:
-            candidate = getattr(ns, CLASS_ALIASES[hook], None)
+        if candidate is None and alias:
+            candidate = getattr(ns, alias, None)
             if not inspect.isclass(candidate):
                 candidate = None
         if callable(candidate):
@@ -149,8 +150,12 @@ class LoadError(Exception):
 
 
 def _is_test_file(path: Path) -> bool:
-    """Test files, conftest.py and hidden files are never part of a submission's code."""
-    return path.name.startswith(("test_", ".")) or path.name == "conftest.py"
+    """Test files (``test_*.py``, ``*_test.py``, ``conftest.py``) and hidden files are never a submission's code.
+
+    A copy of :func:`grader.handin.is_skipped_file` (this file imports nothing of the kit); a test holds them equal.
+    """
+    name = path.name
+    return name.startswith(("test_", ".")) or name.endswith("_test.py") or name == "conftest.py"
 
 
 @contextlib.contextmanager
@@ -341,7 +346,7 @@ def _plain(value: Any) -> Any:
     return data.to("cpu").contiguous().clone()
 
 
-def run_call(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
+def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
     """Run one call; return (reply header, output tensors)."""
     torch = _torch()
     device = call.get("device", "cpu")
@@ -463,7 +468,7 @@ def _address_space_bytes() -> int:
 
 
 def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]) -> None:
-    """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``run`` batches.
+    """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``call`` batches.
 
     Until ``bye`` or end-of-file.  ``isolation`` names the layers that took; the
     ``hello`` reply says them, the seccomp backend and the uid outside.
@@ -504,10 +509,10 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
             send_message(sock, reply)
         elif op == "hello":
             send_message(sock, {"isolation": isolation_name, "pid": os.getpid(), **config.get("contained", {})})
-        elif op == "run":
+        elif op == "call":
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
-                reply, outputs = run_call(hooks, call, tensors)
+                reply, outputs = call_hook(hooks, call, tensors)
                 reply["peak_rss_kib"] = _peak_rss_kib()
                 with contextlib.suppress(Exception):  # keep what the learner printed, even on os._exit later
                     sys.stdout.flush()
@@ -518,7 +523,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
 
 
 def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., Any]]) -> dict[str, Any]:
-    """Write the submission's files (sent as text) and import them."""
+    """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``)."""
     root = workdir / "submission"
     for rel, text in header["files"].items():
         target = (root / rel).resolve()
@@ -532,8 +537,9 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
     except LoadError as exc:
         return {"import_error": str(exc)}
     found: dict[str, Any] = {}
+    aliases = header.get("aliases") or {}
     for hook in header["hooks"]:
-        fn = find_callable(namespaces, hook)
+        fn = find_callable(namespaces, hook, aliases.get(hook))
         if fn is None:
             continue
         hooks[hook] = fn
@@ -782,7 +788,8 @@ def enter_namespaces(plan: _Plan) -> list[str]:
 
 def _parent_maps_ids(plan: _Plan) -> bool:
     """Ask the template, root in the parent user namespace, to map our namespace's root to the sandbox uid."""
-    assert plan.map_fd is not None
+    if plan.map_fd is None:
+        raise RuntimeError("no channel to the template to ask for the id maps")
     channel = socket.socket(fileno=plan.map_fd)
     plan.map_fd = None
     try:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grader.handin import kit_version
 from grader.registry import HOOK_NAMES, Solution
 
 LANG_OPTION = click.option(
@@ -56,7 +57,7 @@ class InstructorCommand(click.Command):
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="attnkit")
+@click.version_option(version=kit_version(), prog_name="attnkit")
 def main() -> None:
     """attnkit: auto-graded exercises on attention mechanisms in PyTorch.
 
@@ -219,7 +220,8 @@ def _device_list(value: str | None) -> list[str] | None:
     "--rubric",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
-    help="A rubric TOML file with points per exercise (default: the kit's grader/instructor/rubric.toml).",
+    help="A rubric TOML file of points per exercise over the hook table's defaults "
+    "(default: the kit's grader/instructor/rubric.toml).",
 )
 @click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
 @click.option(
@@ -258,7 +260,7 @@ def grade(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from grader.instructor.class_grading import SAMPLE_CLASS, LocalExecutor, grade_class
+    from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, LocalExecutor, grade_class
     from grader.instructor.reports import console_text, id_notes, review_lines, summary_table, write_reports
     from grader.instructor.rubric import load_rubric
     from grader.instructor.sandbox import Limits
@@ -274,8 +276,6 @@ def grade(
         rubric_data = load_rubric(rubric)
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
-    limits = Limits() if timeout is None else Limits(call_seconds=timeout)
-    executor = LocalExecutor(jobs) if jobs else LocalExecutor()
     out_dir = Path(out)
     with Progress(
         TextColumn("[bold]grading"),
@@ -288,30 +288,23 @@ def grade(
     ) as progress:
         task = progress.add_task("", total=None)
 
-        def started(n: int) -> None:
-            progress.update(task, total=n)
-
-        def graded(sub, results) -> None:
-            progress.update(task, advance=1, description=console_text(sub.student))
-
+        options = GradeOptions(
+            seed=seed,
+            devices=_device_list(devices),
+            require=require,
+            force=force,
+            reveal=reveal,
+            limits=Limits() if timeout is None else Limits(call_seconds=timeout),
+            executor=LocalExecutor(jobs) if jobs else LocalExecutor(),
+            strict_isolation=isolation == "strict",
+            on_start=lambda n: progress.update(task, total=n),
+            on_graded=lambda o: progress.update(task, advance=1, description=console_text(o.submission.student)),
+        )
         try:
-            run = grade_class(
-                targets,
-                out_dir,
-                seed=seed,
-                devices=_device_list(devices),
-                require=require,
-                force=force,
-                reveal=reveal,
-                limits=limits,
-                executor=executor,
-                on_start=started,
-                on_graded=graded,
-                strict_isolation=isolation == "strict",
-            )
+            run = grade_class(targets, out_dir, options)
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    problems = write_reports(out_dir, run.graded, rubric_data, dict(run.info, lang=lang))
+    problems = write_reports(out_dir, run.graded, rubric_data, dict(run.info, lang=lang), run.figures)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
     # console_text: control characters escaped, rich markup escaped, so nothing reaches the terminal raw.
     console.print(summary_table(run.graded, rubric_data))

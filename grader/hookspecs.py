@@ -5,6 +5,12 @@ submission, anything installed under the ``attnkit.solutions`` entry-point
 group -- is a plugin that implements some or all of these hooks.  Each plugin
 lives in its own plugin manager, so calling one solution never calls another.
 
+The facts about each hook that are not its contract (its exercise group, the
+chapter's class name, the banned calls and why, its output kind, its default
+points) are in one row of :mod:`grader.hook_table`; the "Not allowed inside"
+sentences below are documentation of that table's banned calls
+(``tests/test_meta.py`` keeps them in step).
+
 Conventions shared by every hook:
 
 * Inputs are floating tensors (float32 or float64; float16/bfloat16 on a GPU).
@@ -217,7 +223,8 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
     ``dropout`` on the attention weights.  ``forward(x)`` takes ``(b, T,
     d_in)`` with ``T <= context_length`` and returns ``(b, T, d_out)``.
     Changing token ``t`` leaves outputs before ``t`` unchanged; eval is
-    deterministic.
+    deterministic.  Not allowed inside: ``F.scaled_dot_product_attention``,
+    ``nn.MultiheadAttention``.
     """
 
 
@@ -231,5 +238,14 @@ def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qk
     attention dropout with probability ``dropout``.  Heads are split with view + transpose;
     ``forward(x)``: ``(b, T, d_in) -> (b, T, d_out)`` equals per-head causal
     attention, concatenated, then projected.  ``d_out % num_heads != 0``
-    raises ``ValueError``.
+    raises ``ValueError``.  Not allowed inside: ``F.scaled_dot_product_attention``,
+    ``nn.MultiheadAttention``.
     """
+
+
+__all__ = [  # the markers and every hookspec above, in hookspec order
+    "PROJECT_NAME",
+    "hookimpl",
+    "hookspec",
+    *(name for name, value in list(globals().items()) if hasattr(value, f"{PROJECT_NAME}_spec")),
+]

@@ -54,25 +54,15 @@ from typing import Any
 
 import nbformat
 
-from grader.registry import CLASS_ALIASES, HOOK_NAMES
-
-GROUPS: tuple[str, ...] = ("scores", "masking", "dropout", "heads", "modules")
-"""The exercise groups, in the chapter's order: one module in ``exercises/`` and one notebook each."""
-
-SOLUTION_TAG = "attnkit-solution"
-CHECK_TAG = "attnkit-check"
-METADATA_KEY = "attnkit"
+from grader.handin import CHECK_TAG, METADATA_KEY, SOLUTION_TAG, cell_tags, graded_cells, notebook_metadata
+from grader.hook_table import CLASS_ALIASES, GROUPS, HELPERS_OF_MODULES, hooks_in, row
+from grader.registry import HOOK_NAMES
 
 IMPORTS = "import math\n\nimport torch\nfrom torch import nn"
 """The first code cell of every notebook: what the stubs (and the reference) need."""
 
-HELPERS_OF_MODULES = (
-    ("scores", ("scaled_dot_product_scores", "softmax_weights", "context_vectors")),
-    ("masking", ("causal_mask",)),
-    ("dropout", ("attention_dropout",)),
-    ("heads", ("split_heads", "merge_heads")),
-)
-"""What the module classes may reuse from the other groups (see ``exercises/modules.py``)."""
+CHECK_LINE = "Run `pytest exercises/test_{group}.py` to check your work."
+"""The last paragraph of every exercise module's docstring; in a notebook, the check cell takes its place."""
 
 _CLASS_HOOK = {cls: hook for hook, cls in CLASS_ALIASES.items()}
 
@@ -207,13 +197,53 @@ def _module_parts(path: Path) -> tuple[str, list[ast.stmt], list[str]]:
     return ast.get_docstring(tree, clean=True) or "", tree.body, _lines(text)
 
 
+def _paragraphs(text: str) -> list[str]:
+    """The blank-line separated paragraphs of a docstring, each without trailing spaces."""
+    paragraphs: list[list[str]] = [[]]
+    for line in _lines(text):
+        if line.strip():
+            paragraphs[-1].append(line.rstrip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    return ["\n".join(p) for p in paragraphs if p]
+
+
+def _without_package(code: str) -> str:
+    """Code with its relative imports made absolute (``from .scores`` -> ``from exercises.scores``), read with ast.
+
+    A notebook has no package around it.  Code that does not parse is left as it is.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    lines = code.split("\n")
+    for node in reversed(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.end_lineno is not None:
+            module = f"exercises.{node.module}" if node.module else "exercises"
+            lines[node.lineno - 1 : node.end_lineno] = [ast.unparse(ast.ImportFrom(module, node.names, 0))]
+    return "\n".join(lines)
+
+
 def _intro(group: str, docstring: str) -> str:
-    title, _, rest = docstring.partition("\n")
-    rest = re.sub(r"Run `pytest exercises/test_\w+\.py` to check your work\.\s*", "", rest.strip()).strip()
-    rest = re.sub(r"from \.(\w+) import", r"from exercises.\1 import", rest)  # no package around a notebook
-    parts = [f"# {title.strip() or group.capitalize()}"]
-    if rest:
-        parts.append(_markdown_doc(rest))
+    """The notebook's first cell, from the exercise module's docstring parsed into paragraphs.
+
+    The first paragraph (the summary) is the title; an indented paragraph is
+    code (its relative imports made absolute); the last paragraph, when it is
+    :data:`CHECK_LINE`, is left out: the notebook's check cell does that work.
+    """
+    paragraphs = _paragraphs(docstring)
+    title = " ".join(line.strip() for line in paragraphs[0].splitlines()) if paragraphs else ""
+    body = paragraphs[1:]
+    if body and body[-1] == CHECK_LINE.format(group=group):
+        body = body[:-1]
+    parts = [f"# {title or group.capitalize()}"]
+    for paragraph in body:
+        if all(line.startswith("    ") for line in paragraph.splitlines()):
+            code = "\n".join(line[4:] for line in paragraph.splitlines())
+            parts.append(f"```python\n{_without_package(code)}\n```")
+        else:
+            parts.append(_markdown_doc(paragraph))
     return "\n\n".join(parts)
 
 
@@ -233,9 +263,9 @@ HOW_TO = (
 
 MODULES_NOTE = (
     "## Reusing your functions from the other notebooks\n\n"
-    "The classes below are built from the functions of the other notebooks "
-    "(`scaled_dot_product_scores`, `softmax_weights`, `context_vectors`, `causal_mask`, "
-    "`attention_dropout`, `split_heads`, `merge_heads`). A notebook is graded on its own, "
+    "The classes below are built from the functions of the other notebooks ("
+    + ", ".join(f"`{hook}`" for _, hooks in HELPERS_OF_MODULES for hook in hooks)
+    + "). A notebook is graded on its own, "
     "so paste your versions of the ones you use into the next cell (it is tagged "
     "`attnkit-solution`, so it is graded with the classes). While you work, you may instead import "
     "them from your `exercises` package, as the comments in the cell show; the grader does not "
@@ -269,8 +299,7 @@ def _check_source(hooks: list[str]) -> str:
 
 def build_notebook(group: str, exercises_dir: Path | None = None) -> nbformat.NotebookNode:
     """The notebook of one exercise group, built from ``exercises/<group>.py`` (parsed, never imported)."""
-    if group not in GROUPS:
-        raise ValueError(f"unknown exercise group {group!r}; the groups are: {', '.join(GROUPS)}")
+    hooks_in(group)  # an unknown group: a ValueError naming the groups
     folder = Path(exercises_dir) if exercises_dir is not None else default_exercises_dir()
     docstring, body, lines = _module_parts(folder / f"{group}.py")
     v4 = nbformat.v4
@@ -286,7 +315,7 @@ def build_notebook(group: str, exercises_dir: Path | None = None) -> nbformat.No
     markdown(_intro(group, docstring))
     markdown(HOW_TO)
     code(IMPORTS, SOLUTION_TAG, [])
-    if group == "modules":
+    if any(row(hook).output == "module" for hook in hooks_in(group)):  # the classes reuse the other groups
         markdown(MODULES_NOTE)
         code(_helpers_cell_source(), SOLUTION_TAG, [])
 
@@ -330,13 +359,7 @@ def build_notebook(group: str, exercises_dir: Path | None = None) -> nbformat.No
     code(_check_source(group_hooks), CHECK_TAG, group_hooks)
 
     nb = v4.new_notebook(cells=cells)
-    nb.metadata = nbformat.from_dict(
-        {
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"},
-            METADATA_KEY: {"group": group, "hooks": group_hooks},
-        }
-    )
+    nb.metadata = nbformat.from_dict(notebook_metadata({"group": group, "hooks": group_hooks}))
     return nb
 
 
@@ -445,11 +468,12 @@ def importable(module: str) -> bool:
 
 
 class _Scope:
-    """What the kept code defines so far, and the names whose import was left out."""
+    """What the kept code defines so far, the names whose import was left out, and its ``__future__`` imports."""
 
     def __init__(self) -> None:
         self.defined: set[str] = set(dir(builtins))
         self.missing: set[str] = set()
+        self.futures: list[str] = []  # moved to the top of the converted file
 
 
 def _annotation_ok(node: ast.expr, scope: _Scope) -> bool:
@@ -519,7 +543,6 @@ def _convert_cell(
     tree: ast.Module,
     replaced: dict[int, str],
     scope: _Scope,
-    futures: list[str],
     deadline: _Deadline,
 ) -> tuple[list[str], int]:
     """The cell's lines, one for one, with dropped statements commented out; and how many were kept."""
@@ -546,7 +569,7 @@ def _convert_cell(
         kept: list[ast.stmt] = []
         for node in nodes:
             if _is_future(node):
-                futures.extend(a.name for a in node.names)  # type: ignore[attr-defined]
+                scope.futures.extend(a.name for a in node.names)  # type: ignore[attr-defined]
                 continue
             chosen = _keep(node, scope)
             if chosen is not None:
@@ -661,11 +684,6 @@ def _parse_notebook(text: str) -> nbformat.NotebookNode:
     return nb
 
 
-def _tags(cell: Any) -> list[str]:
-    tags = cell.get("metadata", {}).get("tags", [])
-    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
-
-
 def notebook_to_source(text: str) -> str:
     """The Python module a notebook submission is graded as (see the module docstring).
 
@@ -686,13 +704,10 @@ def notebook_to_source(text: str) -> str:
 
 def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
     deadline.check()
-    numbered = [(i, c) for i, c in enumerate(nb.cells, start=1) if c.get("cell_type") == "code"]
-    tagged = [(i, c) for i, c in numbered if SOLUTION_TAG in _tags(c)]
-    strict = bool(tagged)
-    chosen = tagged if strict else [(i, c) for i, c in numbered if CHECK_TAG not in _tags(c)]
+    chosen = graded_cells(nb.cells)
+    strict = any(SOLUTION_TAG in cell_tags(c) for _, c in chosen)  # tagged cells: a syntax error is an error
 
     scope = _Scope()
-    futures: list[str] = []
     body: list[str] = []
     kept = 0
     for number, cell in chosen:
@@ -725,15 +740,15 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
             if strict:
                 raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
             continue
-        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, futures, deadline)
+        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, deadline)
         kept += count
         body += cell_lines + [""]
     if not kept:
         raise NotebookError("no Python code found in the notebook")
     header = ["# Converted from a notebook by attnkit: each cell starts at its '# --- cell N ---' line;"]
     header.append("# top-level statements other than imports, definitions and constants are commented out.")
-    if futures:
-        header.append(f"from __future__ import {', '.join(dict.fromkeys(futures))}")
+    if scope.futures:
+        header.append(f"from __future__ import {', '.join(dict.fromkeys(scope.futures))}")
     result = "\n".join(header + [""] + body).rstrip("\n") + "\n"
     deadline.check()
     try:

@@ -36,13 +36,31 @@ import pluggy
 
 from grader import hookspecs
 from grader.child_runtime import (
-    CLASS_ALIASES,
     LoadError,
     describe_parameters,
     find_callable,
     import_submission,
     where_defined,
 )
+from grader.hook_table import CLASS_ALIASES
+
+__all__ = [
+    "BLOCK_ENV_VAR",
+    "ENTRY_POINT_GROUP",
+    "HOOK_NAMES",
+    "HookNotImplemented",
+    "Solution",
+    "SolutionError",
+    "adopt",
+    "blocked_plugins",
+    "discover_solutions",
+    "entry_points",
+    "format_hook",
+    "hook_signature",
+    "load_solution",
+    "make_plugin_manager",
+    "signature_problem",
+]
 
 ENTRY_POINT_GROUP = "attnkit.solutions"
 BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
@@ -182,7 +200,7 @@ def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
     chosen: dict[str, Callable[..., Any]] = {}
     problems: list[str] = []
     for hook in HOOK_NAMES:
-        found = find_callable(namespaces, hook)
+        found = find_callable(namespaces, hook, CLASS_ALIASES.get(hook))
         if found is None:
             alias = f" (or a class {CLASS_ALIASES[hook]})" if hook in CLASS_ALIASES else ""
             problems.append(f"{origin}: no function {hook}{alias}; the hook is {format_hook(hook)}")

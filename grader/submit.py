@@ -4,7 +4,7 @@ What goes in:
 
 - the learner's ``exercises`` package (by default the one in the current
   folder's kit): its ``.py`` files, under ``exercises/`` -- never the public
-  tests (``test_*.py``, ``conftest.py``), ``__pycache__``,
+  tests (``test_*.py``, ``*_test.py``, ``conftest.py``), ``__pycache__``,
   ``.ipynb_checkpoints`` or hidden files;
 - or one notebook, packed as it is;
 - or several notebooks (a folder such as ``notebooks/``, or several paths),
@@ -18,6 +18,11 @@ What goes in:
 
 ``attnkit grade`` reads these zips like any other: the manifest is not Python
 and is ignored; the package is graded as ``exercises``, a notebook as a notebook.
+What goes in, the caps and the names follow :mod:`grader.handin`, the rules
+``attnkit grade``'s intake reads hand-ins by: a zip this module writes is one
+intake accepts, and what intake would refuse is refused here first, where the
+learner can fix it (a notebook is converted as the grader converts it, so a
+notebook it could not read is refused here too).
 """
 
 from __future__ import annotations
@@ -27,28 +32,37 @@ import hashlib
 import json
 import os
 import platform
-import re
 import tempfile
-import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from grader.handin import (
+    KIT_PACKAGE,
+    MAX_ENTRIES,
+    MAX_NOTEBOOK_BYTES,
+    MAX_PY_BYTES,
+    MAX_TOTAL_BYTES,
+    MAX_WALKED,
+    MAX_ZIP_BYTES,
+    SOLUTION_TAG,
+    cell_tags,
+    graded_cells,
+    is_graded_source,
+    is_hidden,
+    is_skipped_dir,
+    is_test_file,
+    kit_version,
+    notebook_metadata,
+    safe_name,
+    text_problem,
+    too_big,
+)
+
 MANIFEST = "manifest.json"
-PACKAGE = "exercises"
 MERGED_NOTEBOOK = "notebooks.ipynb"
-SOLUTION_TAG = "attnkit-solution"
-CHECK_TAG = "attnkit-check"
-
-# What `attnkit grade` accepts (grader/instructor/intake.py): refused here first, where the learner can fix it.
-MAX_PY_BYTES = 1 << 20
-MAX_NOTEBOOK_BYTES = 20 << 20
-MAX_TOTAL_BYTES = 50 << 20
-MAX_FILES = 400
-
-SKIPPED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", "__MACOSX"})
 NOT_CHECKED = "not checked"
 
 
@@ -73,28 +87,20 @@ class Packed:
 # --- what to pack --------------------------------------------------------------------------------
 
 
-def _hidden_or_cache(name: str) -> bool:
-    return name.startswith(".") or name in SKIPPED_DIRS
-
-
-def _is_test_file(name: str) -> bool:
-    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-
-
 def _notebooks_in(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
+    return sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not is_hidden(p.name))
 
 
 def locate(paths: list[Path], cwd: Path | None = None) -> tuple[str, list[Path]]:
     """``(kind, paths)``: what the learner asked to hand in, or :class:`SubmitError` saying what is wrong."""
     cwd = Path.cwd() if cwd is None else Path(cwd)
     if not paths:
-        if (cwd / PACKAGE / "__init__.py").is_file():
-            return "exercises", [cwd / PACKAGE]
-        if cwd.name == PACKAGE and (cwd / "__init__.py").is_file():
+        if (cwd / KIT_PACKAGE / "__init__.py").is_file():
+            return "exercises", [cwd / KIT_PACKAGE]
+        if cwd.name == KIT_PACKAGE and (cwd / "__init__.py").is_file():
             return "exercises", [cwd]
         raise SubmitError(
-            f"no {PACKAGE}/ folder in {cwd}: run attnkit submit in your kit's folder, "
+            f"no {KIT_PACKAGE}/ folder in {cwd}: run attnkit submit in your kit's folder, "
             "or name what to hand in (your exercises/ folder, a notebook or a .py file)"
         )
     for p in paths:
@@ -106,8 +112,8 @@ def locate(paths: list[Path], cwd: Path | None = None) -> tuple[str, list[Path]]
         raise SubmitError("give one folder, one .py file, or one or more notebooks (.ipynb)")
     path = paths[0]
     if path.is_dir():
-        if (path / PACKAGE / "__init__.py").is_file():
-            return "exercises", [path / PACKAGE]
+        if (path / KIT_PACKAGE / "__init__.py").is_file():
+            return "exercises", [path / KIT_PACKAGE]
         if (path / "__init__.py").is_file():
             return "exercises", [path]
         notebooks = _notebooks_in(path)
@@ -127,43 +133,44 @@ def locate(paths: list[Path], cwd: Path | None = None) -> tuple[str, list[Path]]
 def package_files(package: Path) -> dict[str, Path]:
     """``{"exercises/<rel>": path}`` for every ``.py`` of the package, tests, caches and hidden files left out."""
     found: dict[str, Path] = {}
-    total = 0
+    total = walked = 0
     for dirpath, dirnames, filenames in os.walk(package, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not _hidden_or_cache(d) and not Path(dirpath, d).is_symlink())
+        dirnames[:] = sorted(d for d in dirnames if not is_skipped_dir(d) and not Path(dirpath, d).is_symlink())
+        walked += len(dirnames) + len(filenames)
+        if walked > MAX_WALKED:
+            raise SubmitError(f"{package}: more than {MAX_WALKED} files and folders; is a virtualenv in there?")
         for name in sorted(filenames):
             full = Path(dirpath) / name
-            if not name.endswith(".py") or _hidden_or_cache(name) or _is_test_file(name) or full.is_symlink():
-                continue
             rel = full.relative_to(package).as_posix()
+            if not is_graded_source(rel) or full.is_symlink():
+                continue
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SubmitError(f"{rel!r}: the file name is not valid UTF-8; rename it") from None
             size = full.stat().st_size
             if size > MAX_PY_BYTES:
-                raise SubmitError(f"{rel}: {size // 1024} KB is over the 1 MB a .py file may hold")
+                raise SubmitError(f"{rel}: {too_big(size, '.py file', MAX_PY_BYTES)}")
             total += size
-            found[f"{PACKAGE}/{rel}"] = full
-    if f"{PACKAGE}/__init__.py" not in found:
+            found[f"{KIT_PACKAGE}/{rel}"] = full
+    if f"{KIT_PACKAGE}/__init__.py" not in found:
         raise SubmitError(f"{package}: no __init__.py, so it is not your exercises package")
-    if len(found) > MAX_FILES:
-        raise SubmitError(f"{package}: more than {MAX_FILES} .py files")
+    if len(found) >= MAX_ENTRIES:  # the manifest takes one entry of the zip
+        raise SubmitError(f"{package}: more than {MAX_ENTRIES - 1} .py files")
     if total > MAX_TOTAL_BYTES:
-        raise SubmitError(f"{package}: more than 50 MB of .py files")
+        raise SubmitError(f"{package}: {too_big(total, 'of .py files', MAX_TOTAL_BYTES)}")
     return found
 
 
-def _read_text(path: Path, limit: int) -> bytes:
+def _read_text(path: Path, limit: int, kind: str) -> bytes:
     size = path.stat().st_size
     if size > limit:
-        raise SubmitError(f"{path.name}: {size // (1 << 20)} MB is over the {limit >> 20} MB limit")
+        raise SubmitError(f"{path.name}: {too_big(size, kind, limit)}")
     data = path.read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SubmitError(f"{path.name}: not UTF-8 text (at byte {exc.start}); save it as UTF-8") from None
+    why = text_problem(data)
+    if why is not None:
+        raise SubmitError(f"{path.name}: {why}; save it as UTF-8 text")
     return data
-
-
-def _cell_tags(cell: dict[str, Any]) -> list[str]:
-    tags = (cell.get("metadata") or {}).get("tags") or []
-    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
 def merge_notebooks(paths: list[Path]) -> bytes:
@@ -178,34 +185,27 @@ def merge_notebooks(paths: list[Path]) -> bytes:
     v4 = nbformat.v4
     cells = []
     for index, path in enumerate(paths, start=1):
-        text = _read_text(path, MAX_NOTEBOOK_BYTES).decode("utf-8")
+        text = _read_text(path, MAX_NOTEBOOK_BYTES, "notebook").decode("utf-8").removeprefix("\ufeff")
         try:
             nb = nbformat.reads(text, as_version=4)
         except Exception as exc:  # nbformat raises many kinds on a broken file
             line = (str(exc) or type(exc).__name__).splitlines()[0]
             raise SubmitError(f"{path.name}: not a notebook ({line})") from None
-        code = [c for c in nb.cells if c.get("cell_type") == "code"]
-        tagged = [c for c in code if SOLUTION_TAG in _cell_tags(c)]
-        chosen = tagged or [c for c in code if CHECK_TAG not in _cell_tags(c)]
-        stem = re.sub(r"[^A-Za-z0-9_-]", "-", path.stem)[:40] or "notebook"
-        cells.append(v4.new_markdown_cell(f"# From `{path.name}`", id=f"n{index}-{stem}"[:64]))
-        for n, cell in enumerate(chosen, start=1):
+        cells.append(v4.new_markdown_cell(f"# From `{path.name}`", id=f"n{index}"))
+        for n, (_, cell) in enumerate(graded_cells(nb.cells), start=1):
             metadata = dict(cell.get("metadata") or {})
-            metadata["tags"] = sorted(set(_cell_tags(cell)) | {SOLUTION_TAG})
+            metadata["tags"] = sorted(set(cell_tags(cell)) | {SOLUTION_TAG})
             metadata["attnkit_from"] = path.name
             source = cell.get("source", "")
             source = "".join(source) if isinstance(source, list) else str(source)
-            cells.append(v4.new_code_cell(source, id=f"n{index}-{n}-{stem}"[:64], metadata=metadata))
+            cells.append(v4.new_code_cell(source, id=f"n{index}-{n}", metadata=metadata))
     merged = v4.new_notebook(cells=cells)
-    merged.metadata = nbformat.from_dict(
-        {
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"},
-            "attnkit": {"merged_from": [p.name for p in paths]},
-        }
-    )
+    merged.metadata = nbformat.from_dict(notebook_metadata({"merged_from": [p.name for p in paths]}))
     nbformat.validate(merged)
-    return nbformat.writes(merged, version=4).encode("utf-8")
+    data = nbformat.writes(merged, version=4).encode("utf-8")
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise SubmitError(f"{MERGED_NOTEBOOK}: {too_big(len(data), 'merged notebook', MAX_NOTEBOOK_BYTES)}")
+    return data
 
 
 # --- checks at packing time ----------------------------------------------------------------------
@@ -229,12 +229,12 @@ def _solution_spec(package: Path) -> str:
     import importlib.util
 
     try:
-        spec = importlib.util.find_spec(PACKAGE)
+        spec = importlib.util.find_spec(KIT_PACKAGE)
     except (ImportError, ValueError):
         spec = None
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if locations and Path(locations[0]).resolve() == package.resolve():
-        return PACKAGE
+        return KIT_PACKAGE
     return str(package)
 
 
@@ -255,15 +255,26 @@ def _run_checks(solution: str, tests_dir: Path | None) -> tuple[dict[str, dict[s
     return checks, "public cases run at packing time"
 
 
-def _check_notebook(data: bytes, tests_dir: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
+def _notebook_source(data: bytes, name: str) -> str | None:
+    """The module the grader makes of the notebook, or None when this kit cannot read notebooks.
+
+    A notebook the grader would refuse (over a cap, a tagged cell that does not
+    parse, no code) is refused here, with the grader's own reason.
+    """
     try:
         from grader.notebooks import notebook_to_source
     except ImportError:
-        return {}, f"{NOT_CHECKED}: this kit cannot read notebooks (grader/notebooks.py is missing)"
+        return None
     try:
-        source = notebook_to_source(data.decode("utf-8"))
+        return notebook_to_source(data.decode("utf-8").removeprefix("\ufeff"))
     except ValueError as exc:
-        return {}, f"{NOT_CHECKED}: {str(exc).splitlines()[0] if str(exc) else 'the notebook cannot be read'}"
+        line = (str(exc) or "the notebook cannot be read").splitlines()[0]
+        raise SubmitError(f"{name}: {line} (attnkit grade would refuse it too; fix it and submit again)") from None
+
+
+def _check_notebook(source: str | None, tests_dir: Path | None) -> tuple[dict[str, dict[str, Any]], str]:
+    if source is None:
+        return {}, f"{NOT_CHECKED}: this kit cannot read notebooks (grader/notebooks.py or nbformat is missing)"
     with tempfile.TemporaryDirectory(prefix="attnkit-submit-") as tmp:
         module = Path(tmp) / "notebook_submission.py"
         module.write_text(source, encoding="utf-8")
@@ -273,30 +284,6 @@ def _check_notebook(data: bytes, tests_dir: Path | None) -> tuple[dict[str, dict
 # --- the zip -----------------------------------------------------------------------------------
 
 
-def kit_version() -> str:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        return version("attnkit")
-    except PackageNotFoundError:
-        pass
-    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
-    if pyproject.is_file():
-        match = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"), re.MULTILINE)
-        if match:
-            return match.group(1)
-    return "unknown"
-
-
-def _safe_name(text: str) -> str:
-    out = []
-    for ch in unicodedata.normalize("NFKD", text):
-        if unicodedata.combining(ch):
-            continue
-        out.append(ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "-")
-    return re.sub(r"-{2,}", "-", "".join(out)).strip(".-")[:40]
-
-
 def _student(who: str | None, folder: Path) -> str:
     """``who`` (``--name``), else the login name, else the folder's name; safe in a file name."""
     if not who:
@@ -304,7 +291,7 @@ def _student(who: str | None, folder: Path) -> str:
             who = getpass.getuser()
         except Exception:  # no login name in some containers
             who = None
-    return _safe_name(who or "") or _safe_name(folder.resolve().name) or "learner"
+    return safe_name(who or "", "") or safe_name(folder.resolve().name, "learner")
 
 
 def _free(path: Path) -> Path:
@@ -348,22 +335,26 @@ def submit(
     if kind == "exercises":
         package = found[0]
         for arcname, full in package_files(package).items():
-            contents[arcname] = _read_text(full, MAX_PY_BYTES)
+            contents[arcname] = _read_text(full, MAX_PY_BYTES, ".py file")
         checks, note = _run_checks(_solution_spec(package), _kit_tests_dir(package)) if check else ({}, NOT_CHECKED)
     elif kind == "py":
-        data = _read_text(found[0], MAX_PY_BYTES)
-        contents[(_safe_name(found[0].stem) or "solution") + ".py"] = data
+        data = _read_text(found[0], MAX_PY_BYTES, ".py file")
+        name = safe_name(found[0].stem, "solution") + ".py"
+        if is_test_file(name):
+            raise SubmitError(f"{found[0].name}: the name of a test file, which the grader leaves out; rename it")
+        contents[name] = data
         checks, note = _run_checks(str(found[0]), _kit_tests_dir(None)) if check else ({}, NOT_CHECKED)
     else:
         if kind == "notebook":
-            data = _read_text(found[0], MAX_NOTEBOOK_BYTES)
-            name = (_safe_name(found[0].stem) or "notebook") + ".ipynb"
+            data = _read_text(found[0], MAX_NOTEBOOK_BYTES, "notebook")
+            name = safe_name(found[0].stem, "notebook") + ".ipynb"
         else:
             data = merge_notebooks(found)
             name = MERGED_NOTEBOOK
             sources = {p.name: _sha256(p.read_bytes()) for p in found}
         contents[name] = data
-        checks, note = _check_notebook(data, _kit_tests_dir(None)) if check else ({}, NOT_CHECKED)
+        source = _notebook_source(data, found[0].name if kind == "notebook" else name)
+        checks, note = _check_notebook(source, _kit_tests_dir(None)) if check else ({}, NOT_CHECKED)
 
     try:
         import torch
@@ -390,6 +381,12 @@ def submit(
     }
     if sources:
         manifest["merged_from"] = sources
+    manifest_data = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    total = sum(len(data) for data in contents.values()) + len(manifest_data)
+    if total > MAX_TOTAL_BYTES:
+        raise SubmitError(f"the hand-in: {too_big(total, 'with its manifest', MAX_TOTAL_BYTES)}")
+    if len(contents) + 1 > MAX_ENTRIES:  # package_files stops sooner; this holds for every kind
+        raise SubmitError(f"the hand-in: {len(contents) + 1} files is over the {MAX_ENTRIES} file limit")
     if out is None:
         target = _free(cwd / f"submission-{student}-{now.strftime('%Y-%m-%d')}.zip")
     else:
@@ -400,7 +397,10 @@ def submit(
         with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for name, data in sorted(contents.items()):
                 zf.writestr(_entry(name, now), data)
-            zf.writestr(_entry(MANIFEST, now), json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+            zf.writestr(_entry(MANIFEST, now), manifest_data)
+        size = partial.stat().st_size
+        if size > MAX_ZIP_BYTES:
+            raise SubmitError(f"{target.name}: {too_big(size, 'zip', MAX_ZIP_BYTES)}")
         os.replace(partial, target)
     finally:
         if partial.exists():

@@ -1,9 +1,15 @@
-"""Learner code the kit's tests build: the reference as a learner would paste it, Alice with a snippet."""
+"""Learner code the kit's tests build: the reference as a learner would paste it, Alice with a snippet.
+
+The one library for it: every test that builds a submission from Alice's solution and a snippet
+(``tests/submissions/`` for single mistakes and attacks, ``tests/hostile/submissions/`` for the
+hostile end-to-end class) goes through :func:`alice_with`.
+"""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from grader.registry import HOOK_NAMES
@@ -11,6 +17,7 @@ from grader.registry import HOOK_NAMES
 KIT = Path(__file__).resolve().parent.parent
 ALICE = KIT / "examples" / "submissions" / "alice.py"
 SNIPPETS = Path(__file__).resolve().parent / "submissions"
+HOSTILE_SNIPPETS = Path(__file__).resolve().parent / "hostile" / "submissions"
 
 
 def reference_source(only: tuple[str, ...] = ()) -> str:
@@ -27,15 +34,23 @@ def reference_source(only: tuple[str, ...] = ()) -> str:
     return "\n".join(ln for ln in text.splitlines() if ln.strip() not in drop) + "\n"
 
 
-def alice_with(snippet: str | None) -> str:
-    """Alice's solution with the hooks ``tests/submissions/<snippet>.py`` defines replaced by the snippet's."""
+def alice_with(snippet: str | None, folder: Path = SNIPPETS, fills: Mapping[str, str] | None = None) -> str:
+    """Alice's solution with the hooks ``folder/<snippet>.py`` defines replaced by the snippet's.
+
+    ``fills`` replaces placeholders in the snippet first (``__HOSTILE_TOKEN__`` -> a value).
+    Alice's own versions of the replaced hooks stay, renamed ``_alice_<hook>``, so
+    her modules keep calling them.  ``None``: Alice's solution as she wrote it.
+    """
     source = ALICE.read_text(encoding="utf-8")
-    if snippet is not None:
-        extra = (SNIPPETS / f"{snippet}.py").read_text(encoding="utf-8")
-        replaced = {
-            node.name for node in ast.parse(extra).body if isinstance(node, ast.FunctionDef) and node.name in HOOK_NAMES
-        }
-        for hook in replaced:  # Alice's modules keep calling her own version under its new name
-            source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
-        source += f"\n\n# --- from tests/submissions/{snippet}.py ---\n{extra}"
-    return source
+    if snippet is None:
+        return source
+    path = folder / f"{snippet}.py"
+    extra = path.read_text(encoding="utf-8")
+    for key, value in (fills or {}).items():
+        extra = extra.replace(key, value)
+    replaced = {
+        node.name for node in ast.parse(extra).body if isinstance(node, ast.FunctionDef) and node.name in HOOK_NAMES
+    }
+    for hook in replaced:  # Alice's modules keep calling her own version under its new name
+        source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
+    return source + f"\n\n# --- {path.relative_to(KIT).as_posix()} ---\n{extra}"

@@ -8,6 +8,7 @@ command takes: a ``.py`` file, a folder and a ``.zip``.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import shutil
@@ -25,7 +26,6 @@ from click.testing import CliRunner
 from learner_code import alice_with
 
 from grader.cli import main
-from grader.instructor.rubric import load_rubric
 from grader.registry import HOOK_NAMES
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
@@ -96,11 +96,6 @@ def graded(tmp_path_factory, three_formats):
     result = invoke([*three_formats, "--out", str(out), "--seed", SEED, "--timeout", "5"])
     assert result.exit_code == 0, result.output
     return out, result.output
-
-
-@pytest.fixture(scope="module")
-def rubric():
-    return load_rubric()
 
 
 def test_grade_writes_the_class_files(graded):
@@ -193,6 +188,34 @@ def test_force_regrades(graded, tmp_path, three_formats):
     again = run_seconds(out / "gradebook.sqlite", second, "bea")
     assert again and again != run_seconds(out / "gradebook.sqlite", first, "bea"), "the results were copied"
     assert (out / "grades.csv").read_bytes() == (graded[0] / "grades.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_fixed_reference_regrades_into_the_same_out(graded, tmp_path, three_formats, monkeypatch):
+    """One line of solutions/reference.py changed: a new suite version, so nothing is reused from the gradebook."""
+    import solutions
+
+    out = tmp_path / "D"
+    shutil.copytree(graded[0], out)
+    source = (KIT_ROOT / "solutions" / "reference.py").read_text(encoding="utf-8")
+    assert source.count("d_k = keys.shape[-1]") == 1
+    fixed = tmp_path / "fixed" / "reference.py"
+    fixed.parent.mkdir()
+    fixed.write_text(source.replace("d_k = keys.shape[-1]", "d_k = keys.size(-1)"), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("solutions.reference", fixed)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "solutions.reference", module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(solutions, "reference", module)
+
+    result = invoke([*three_formats, "--out", str(out), "--seed", SEED])
+    assert result.exit_code == 0, result.output
+    assert "not regraded" not in flat(result.output)
+    (first, v1), (second, v2) = query(out / "gradebook.sqlite", "SELECT id, suite_version FROM runs ORDER BY id")
+    assert v1 != v2
+    again = run_seconds(out / "gradebook.sqlite", second, "bea")
+    assert again and again != run_seconds(out / "gradebook.sqlite", first, "bea"), "the results were copied"
+    assert (out / "grades.csv").read_bytes() == (graded[0] / "grades.csv").read_bytes()  # the same values
 
 
 # --- resume after SIGKILL ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import torch
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.instructor.class_grading import grade_class
+from grader.instructor.class_grading import GradeOptions, grade_class
 from grader.instructor.diagnosis import LANGUAGES, Fingerprint, diagnose, hint
 from grader.instructor.reports import write_reports
 from grader.instructor.rubric import load_rubric
@@ -72,9 +72,9 @@ def names(text: str, mistake_id: str) -> bool:
 def graded_en(tmp_path_factory) -> Path:
     """The five students graded with the Python API, English reports written."""
     out = tmp_path_factory.mktemp("graded-en")
-    run = grade_class([str(SUBMISSIONS / p) for p in GRADED], out=out, seed=SEED, devices=["cpu", "meta"])
+    run = grade_class([str(SUBMISSIONS / p) for p in GRADED], out, GradeOptions(seed=SEED, devices=["cpu", "meta"]))
     assert sorted(sub.student for sub, _ in run.graded) == ["alice", "bob", "carol", "dave", "erin"]
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"))
+    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"), run.figures)
     return out
 
 

@@ -10,8 +10,10 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
-from grader.instructor.gradebook import Gradebook
+from grader.instructor.gradebook import SCHEMA_VERSION, Gradebook
+from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
@@ -49,7 +51,7 @@ def test_wal_mode_and_tables(book):
     conn = sqlite3.connect(book.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"runs", "submissions", "results"} <= tables
+    assert {"runs", "submissions", "results", "figures"} <= tables
     columns = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
     assert columns >= {"run_id", "student", "hook", "case_name", "device", "dtype", "status", "message", "seconds",
                        "mistake"}
@@ -266,6 +268,57 @@ def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
         flagged.review = ["bo.py:1: ctypes"]
         gb.record(1, flagged, [])
         assert gb.results_for_run(1)["bo"][0].review == ["bo.py:1: ctypes"]
+        assert gb.figures(1, "ada") == {}  # the figures table came with the upgrade, empty
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     conn.close()
+
+
+# --- the heatmaps' data (schema version 3) ------------------------------------------------------------------------
+
+
+def figure(seed: int, dtype: torch.dtype = torch.float32) -> Figure:
+    g = torch.Generator().manual_seed(seed)
+    expected, received = torch.rand(3, 4, 5, generator=g), torch.rand(4, 5, generator=g)
+    return Figure.of(f"case-{seed} (cpu, {dtype})", expected.to(dtype), received.to(dtype))
+
+
+def same_figures(a: dict[str, Figure], b: dict[str, Figure]) -> bool:
+    return list(a) == list(b) and all(
+        a[h].label == b[h].label
+        and a[h].expected.dtype == b[h].expected.dtype
+        and torch.equal(a[h].expected, b[h].expected)
+        and torch.equal(a[h].received, b[h].received)
+        for h in a
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.bool], ids=str)
+def test_figures_round_trip_with_their_submission(book, dtype):
+    run_id = start(book)
+    figures = {"softmax_weights": figure(1, dtype), "causal_mask": figure(2, dtype)}
+    book.record(run_id, sub("bob"), results("bob"), figures)
+    book.record(run_id, sub("alice"), results("alice"))
+    got = book.figures(run_id, "bob")
+    assert list(got) == ["causal_mask", "softmax_weights"]
+    assert same_figures(got, dict(sorted(figures.items())))
+    assert got["softmax_weights"].expected.shape == (4, 5), "a figure is stored as its first matrix"
+    assert book.figures(run_id, "alice") == {}
+
+
+def test_recording_a_submission_again_replaces_its_figures(book):
+    run_id = start(book)
+    book.record(run_id, sub("bob"), results("bob"), {"softmax_weights": figure(1), "causal_mask": figure(2)})
+    book.record(run_id, sub("bob", sha="sha-new"), results("bob"), {"causal_mask": figure(3)})
+    assert same_figures(book.figures(run_id, "bob"), {"causal_mask": figure(3)})
+
+
+def test_find_graded_with_figures_brings_back_the_earlier_gradings_figures(book):
+    first = start(book)
+    book.record(first, sub("bob"), results("bob"), {"softmax_weights": figure(1)})
+    book.finish_run(first)
+    found = book.find_graded_with_figures("bob", "sha-bob", **CONDITIONS)
+    assert found is not None
+    assert found[0] == results("bob") and same_figures(found[1], {"softmax_weights": figure(1)})
+    assert book.find_graded_with_figures("bob", "sha-other", **CONDITIONS) is None
+    assert book.find_graded_with_figures("bob", "sha-bob", **{**CONDITIONS, "seed": 99}) is None

@@ -9,6 +9,7 @@ the same check on a page without a heatmap must find (next to) none.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import re
 import shutil
@@ -20,7 +21,8 @@ import pytest
 import torch
 
 from grader.instructor import heatmaps
-from grader.instructor.class_grading import grade_class
+from grader.instructor.class_grading import GradeOptions, GradeRun, grade_class
+from grader.instructor.gradebook import Gradebook
 from grader.instructor.reports import write_reports
 from grader.instructor.rubric import load_rubric
 
@@ -140,19 +142,39 @@ def test_first_matrix(tensor, shape):
     assert tuple(heatmaps.first_matrix(tensor).shape) == shape
 
 
-# --- write ---------------------------------------------------------------------------------------
+# --- draw and write ---------------------------------------------------------------------------------
 
 
-def _figure(seed: int = 0):
-    return ("3d-batched (cpu, float32)", _rand(2, 4, 4, seed=seed), _rand(2, 4, 4, seed=seed + 1))
+def _figure(seed: int = 0) -> heatmaps.Figure:
+    return heatmaps.Figure.of("3d-batched (cpu, float32)", _rand(2, 4, 4, seed=seed), _rand(2, 4, 4, seed=seed + 1))
 
 
-def test_write_writes_one_png_per_hook(tmp_path):
+def test_a_figure_keeps_the_first_matrix_on_the_cpu_and_owns_it():
+    expected, received = _rand(2, 3, 4, 4), _rand(2, 3, 4, 4, seed=1).requires_grad_()
+    figure = heatmaps.Figure.of("a case", expected, received)
+    assert torch.equal(figure.expected, expected[0, 0]) and torch.equal(figure.received, received[0, 0].detach())
+    assert figure.expected.untyped_storage().nbytes() == 4 * 4 * 4, "a figure must not hold the whole batch"
+    expected[0, 0, 0, 0] = 7.0
+    assert figure.expected[0, 0] != 7.0, "a figure shares no memory with what it was made from"
+
+
+def test_draw_makes_one_png_per_hook_from_the_figures_data():
+    drawn = heatmaps.draw({"softmax_weights": _figure(), "causal_mask": _figure(2)}, "bob")
+    assert [(d.hook, d.file_name) for d in drawn] == [
+        ("causal_mask", "heatmap-causal_mask.png"),
+        ("softmax_weights", "heatmap-softmax_weights.png"),
+    ]
+    figure = _figure()
+    assert drawn[1].png == heatmaps.render(f"softmax_weights: {figure.label}", figure.expected, figure.received)
+    assert drawn[0].png != drawn[1].png and all(d.note == "" for d in drawn)
+
+
+def test_write_writes_the_drawn_pngs(tmp_path):
     folder = tmp_path / "bob"
-    names = heatmaps.write(folder, {"softmax_weights": _figure(), "causal_mask": _figure(2)})
-    assert names == ["heatmap-causal_mask.png", "heatmap-softmax_weights.png"]
-    for name in names:
-        assert (folder / name).read_bytes().startswith(PNG_MAGIC)
+    drawn = heatmaps.draw({"softmax_weights": _figure(), "causal_mask": _figure(2)})
+    assert heatmaps.write(folder, drawn) == ["heatmap-causal_mask.png", "heatmap-softmax_weights.png"]
+    for heatmap in drawn:
+        assert (folder / heatmap.file_name).read_bytes() == heatmap.png
 
 
 def test_write_removes_a_stale_heatmap_from_an_earlier_grading(tmp_path):
@@ -160,10 +182,11 @@ def test_write_removes_a_stale_heatmap_from_an_earlier_grading(tmp_path):
     folder.mkdir()
     (folder / "heatmap-causal_mask.png").write_bytes(b"stale")
     (folder / "heatmap-softmax_weights.png").write_bytes(b"stale too")
+    (folder / "heatmap-dropout_scale.txt").write_text("heatmap not drawn: from an older attnkit")
     (folder / "feedback.md").write_text("kept")
-    names = heatmaps.write(folder, {"softmax_weights": _figure()})
+    names = heatmaps.write(folder, heatmaps.draw({"softmax_weights": _figure()}))
     assert names == ["heatmap-softmax_weights.png"]
-    assert not (folder / "heatmap-causal_mask.png").exists(), "a heatmap from an earlier grading was kept"
+    assert sorted(p.name for p in folder.iterdir()) == ["feedback.md", "heatmap-softmax_weights.png"]
     assert (folder / "heatmap-softmax_weights.png").read_bytes().startswith(PNG_MAGIC), "not redrawn"
     assert (folder / "feedback.md").read_text() == "kept", "write touches heatmaps only"
 
@@ -172,10 +195,46 @@ def test_write_with_no_figures_removes_every_heatmap(tmp_path):
     folder = tmp_path / "alice"
     folder.mkdir()
     (folder / "heatmap-softmax_weights.png").write_bytes(b"stale")
-    assert heatmaps.write(folder, {}) == []
+    assert heatmaps.draw({}) == []
+    assert heatmaps.write(folder, []) == []
     assert sorted(p.name for p in folder.iterdir()) == []
-    assert heatmaps.write(tmp_path / "nobody", {}) == []
+    assert heatmaps.write(tmp_path / "nobody", []) == []
     assert not (tmp_path / "nobody").exists()
+
+
+def test_a_heatmap_that_cannot_be_drawn_is_left_out_and_says_why(tmp_path, monkeypatch, caplog):
+    real = heatmaps.render
+
+    def fails_for_masks(title, expected, received):
+        if title.startswith("causal_mask"):
+            raise ValueError("Axis limits cannot be NaN or Inf")
+        return real(title, expected, received)
+
+    monkeypatch.setattr(heatmaps, "render", fails_for_masks)
+    drawn = heatmaps.draw({"softmax_weights": _figure(), "causal_mask": _figure(2)}, "mallory")
+    assert [(d.hook, d.png is None, d.note) for d in drawn] == [
+        ("causal_mask", True, "heatmap not drawn: ValueError: Axis limits cannot be NaN or Inf"),
+        ("softmax_weights", False, ""),
+    ]
+    assert "heatmap of causal_mask for mallory not drawn" in caplog.text
+    folder = tmp_path / "mallory"
+    assert heatmaps.write(folder, drawn) == ["heatmap-softmax_weights.png"]
+    assert sorted(p.name for p in folder.iterdir()) == ["heatmap-softmax_weights.png"]
+
+
+def test_draw_never_raises_whatever_a_figure_holds():
+    odd = heatmaps.Figure("x", torch.zeros(0, 3), torch.tensor([[float("nan")]]))
+    broken = heatmaps.Figure("y", "not a tensor", None)  # type: ignore[arg-type]
+    drawn = heatmaps.draw({"softmax_weights": odd, "causal_mask": broken})
+    assert [d.hook for d in drawn] == ["causal_mask", "softmax_weights"]
+    assert drawn[0].png is None and drawn[0].note.startswith("heatmap not drawn: ")
+
+
+def test_write_raises_where_nothing_can_be_written(tmp_path):
+    blocker = tmp_path / "alice"
+    blocker.write_text("a file where the student's folder should be")
+    with pytest.raises(OSError):
+        heatmaps.write(blocker, heatmaps.draw({"softmax_weights": _figure()}))
 
 
 # --- values a learner may send: extremes never stop a class ------------------------------------------------
@@ -213,46 +272,26 @@ def test_colour_range_is_finite_and_not_empty(tensors, expected):
     assert heatmaps.colour_range(*[t.double() for t in tensors]) == expected
 
 
-def test_a_heatmap_that_cannot_be_drawn_is_left_out_and_says_why(tmp_path, monkeypatch, caplog):
-    real = heatmaps.render
-
-    def fails_for_masks(title, expected, received):
-        if title.startswith("causal_mask"):
-            raise ValueError("Axis limits cannot be NaN or Inf")
-        return real(title, expected, received)
-
-    monkeypatch.setattr(heatmaps, "render", fails_for_masks)
-    folder = tmp_path / "mallory"
-    names = heatmaps.write(folder, {"softmax_weights": _figure(), "causal_mask": _figure(2)})
-    assert names == ["heatmap-softmax_weights.png"]
-    assert sorted(p.name for p in folder.iterdir()) == ["heatmap-causal_mask.txt", "heatmap-softmax_weights.png"]
-    assert (folder / "heatmap-causal_mask.txt").read_text() == (
-        "heatmap not drawn: ValueError: Axis limits cannot be NaN or Inf\n"
-    )
-    assert "heatmap of causal_mask for mallory not drawn" in caplog.text
-    heatmaps.write(folder, {"causal_mask": _figure(2)})  # regraded: the old note goes too
-    assert sorted(p.name for p in folder.iterdir()) == ["heatmap-causal_mask.txt"]
-
-
-def test_write_never_raises_even_where_nothing_can_be_written(tmp_path):
-    blocker = tmp_path / "alice"
-    blocker.write_text("a file where the student's folder should be")
-    assert heatmaps.write(blocker, {"softmax_weights": _figure()}) == []
-    assert heatmaps.write(tmp_path / "bob", {"softmax_weights": ("x", "not a tensor", None)}) == []
-    assert (tmp_path / "bob" / "heatmap-softmax_weights.txt").read_text().startswith("heatmap not drawn: ")
-
-
 # --- grading writes and embeds them ----------------------------------------------------------------
 
 
+CLASS = [str(SUBMISSIONS / "bob"), str(SUBMISSIONS / "alice.py")]
+OPTIONS = GradeOptions(seed=SEED, devices=["cpu", "meta"])
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> Path:
+def graded_run(tmp_path_factory) -> tuple[Path, GradeRun, list[str]]:
+    """The class graded: ``out``, the run, the heatmap files in ``out`` before any report was written."""
     out = tmp_path_factory.mktemp("graded")
-    run = grade_class(
-        [str(SUBMISSIONS / "bob"), str(SUBMISSIONS / "alice.py")], out=out, seed=SEED, devices=["cpu", "meta"]
-    )
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"))
-    return out
+    run = grade_class(CLASS, out, OPTIONS)
+    before_reports = sorted(str(p.relative_to(out)) for p in out.rglob("heatmap-*"))
+    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"), run.figures)
+    return out, run, before_reports
+
+
+@pytest.fixture(scope="module")
+def graded(graded_run) -> Path:
+    return graded_run[0]
 
 
 def _embedded_pngs(page: str) -> list[bytes]:
@@ -299,18 +338,49 @@ def test_regrading_removes_a_heatmap_left_by_an_earlier_grading(graded, tmp_path
     shutil.copytree(graded, out)
     (out / "bob" / "heatmap-causal_mask.png").write_bytes((out / "bob" / "heatmap-softmax_weights.png").read_bytes())
     (out / "alice" / "heatmap-split_heads.png").write_bytes(b"stale")
-    run = grade_class(
-        [str(SUBMISSIONS / "bob"), str(SUBMISSIONS / "alice.py")],
-        out=out,
-        seed=SEED,
-        devices=["cpu", "meta"],
-        force=True,
-    )
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"))
+    run = grade_class(CLASS, out, dataclasses.replace(OPTIONS, force=True))
+    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"), run.figures)
     assert sorted(p.name for p in (out / "bob").glob("heatmap-*.png")) == ["heatmap-softmax_weights.png"]
     assert list((out / "alice").glob("heatmap-*")) == []
     assert len(_embedded_pngs((out / "bob" / "feedback.html").read_text(encoding="utf-8"))) == 1
     assert "<img" not in (out / "alice" / "feedback.html").read_text(encoding="utf-8")
+
+
+# --- the heatmaps travel as data: grading writes none, the report writer draws them ------------------
+
+
+@pytest.mark.slow
+def test_grading_writes_no_file_the_report_writer_draws_the_heatmaps(graded_run):
+    out, run, before_reports = graded_run
+    assert before_reports == [], "grading wrote heatmaps; they should reach the report writer as data"
+    assert list(run.figures) == ["bob"] and list(run.figures["bob"]) == ["softmax_weights"]
+    figure = run.figures["bob"]["softmax_weights"]
+    assert figure.label.endswith("(cpu, float32)") or figure.label.endswith("(cpu, float64)")
+    assert not torch.allclose(figure.received.double(), figure.expected.double(), atol=1e-3), "a passing case's figure"
+    drawn = heatmaps.render(f"softmax_weights: {figure.label}", figure.expected, figure.received)
+    assert (out / "bob" / "heatmap-softmax_weights.png").read_bytes() == drawn
+
+
+@pytest.mark.slow
+def test_the_gradebook_keeps_the_figures_so_a_rerun_draws_the_same_heatmaps(graded_run, tmp_path):
+    out, run, _ = graded_run
+    with Gradebook(out / "gradebook.sqlite") as book:
+        kept = book.figures(run.run_id, "bob")
+    original = run.figures["bob"]["softmax_weights"]
+    assert list(kept) == ["softmax_weights"] and kept["softmax_weights"].label == original.label
+    assert torch.equal(kept["softmax_weights"].expected, original.expected)
+    assert torch.equal(kept["softmax_weights"].received, original.received)
+    again_out = tmp_path / "again"
+    shutil.copytree(out, again_out)
+    for png in again_out.rglob("heatmap-*"):
+        png.unlink()
+    again = grade_class(CLASS, again_out, OPTIONS)  # everything reused: no learner process runs
+    assert sorted(again.reused) == ["alice", "bob"]
+    write_reports(again_out, again.graded, load_rubric(), dict(again.info, lang="en"), again.figures)
+    assert (again_out / "bob" / "heatmap-softmax_weights.png").read_bytes() == (
+        out / "bob" / "heatmap-softmax_weights.png"
+    ).read_bytes()
+    assert len(_embedded_pngs((again_out / "bob" / "feedback.html").read_text(encoding="utf-8"))) == 1
 
 
 # --- a real browser ------------------------------------------------------------------------------------

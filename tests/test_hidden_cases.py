@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import subprocess
 import sys
 from collections import Counter
@@ -10,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.child_runtime import run_call
+import solutions
 from grader.instructor.cases import make_cases
-from grader.instructor.suite import build_suite
-from grader.instructor.verdict import PASSED, SKIPPED, judge
+from grader.instructor.suite import build_suite, suite_version, verdict_modules
+from grader.instructor.verdict import PASSED, SKIPPED, judge_in_process
 from grader.registry import HOOK_NAMES, load_solution
 
 KIT = Path(__file__).resolve().parent.parent
@@ -23,10 +25,8 @@ def outcomes(solution_spec: str, seed: int) -> Counter:
     solution = load_solution(solution_spec)
     suite = build_suite(seed, ("cpu", "meta"))
     tally: Counter = Counter()
-    for run in suite.runs:
-        reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
-        status, _ = judge(run, reply, outputs)
-        tally[(run.hook, status)] += 1
+    for trial in suite.trials:
+        tally[(trial.hook, judge_in_process(solution, trial).status)] += 1
     return tally
 
 
@@ -85,3 +85,60 @@ def test_the_pytest_entry_point_runs_the_hidden_cases():
     assert done.returncode == 1, done.stdout[-2000:]
     failed = [ln for ln in done.stdout.splitlines() if ln.startswith("FAILED")]
     assert failed and all("softmax_weights" in ln for ln in failed)
+
+
+# --- the suite version ------------------------------------------------------------------------
+
+
+def reference_copy(tmp_path: Path, monkeypatch, edit=None) -> Path:
+    """``solutions.reference`` replaced by a copy of its file (one line edited by ``edit``), imported from tmp_path."""
+    text = (KIT / "solutions" / "reference.py").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    if edit is not None:
+        (index,) = [i for i, line in enumerate(lines) if line.strip() == edit[0]]
+        lines[index] = lines[index].replace(edit[0], edit[1])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "reference.py"
+    path.write_text("".join(lines), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("solutions.reference", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "solutions.reference", module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(solutions, "reference", module)
+    return path
+
+
+ONE_LINE = ("d_k = keys.shape[-1]", "d_k = keys.size(-1)")
+"""A fix of one line in the reference (the same value, other code)."""
+
+
+def test_changing_one_line_of_the_reference_changes_the_suite_version(tmp_path, monkeypatch):
+    before = suite_version()
+    with monkeypatch.context() as mp:
+        reference_copy(tmp_path / "same", mp)  # the same source from another file: the same version
+        assert suite_version() == before
+    with monkeypatch.context() as mp:
+        reference_copy(tmp_path / "edited", mp, ONE_LINE)
+        changed = suite_version()
+    assert changed != before and len(changed) == 12
+    assert suite_version() == before
+
+
+@pytest.mark.parametrize("name", [m.__name__ for m in verdict_modules()], ids=[m.__name__ for m in verdict_modules()])
+def test_the_source_of_every_verdict_module_counts(name, monkeypatch):
+    before = suite_version()
+    real = inspect.getsource
+
+    def one_more_line(obj):
+        return real(obj) + ("\n# one more line\n" if obj.__name__ == name else "")
+
+    monkeypatch.setattr(inspect, "getsource", one_more_line)
+    assert suite_version() != before
+
+
+def test_the_verdict_modules_are_the_ones_imported():
+    names = [m.__name__ for m in verdict_modules()]
+    for needed in ("solutions.reference", "grader.child_runtime", "grader.hook_table", "grader.instructor.cases",
+                   "grader.instructor.suite", "grader.instructor.verdict", "grader.instructor.replies"):  # fmt: skip
+        assert needed in names
+    assert all(m is sys.modules[m.__name__] for m in verdict_modules())

@@ -1,6 +1,7 @@
 """The layout's import rules, read from the source with :mod:`ast` (nothing here imports or runs a module).
 
 - the child runtime imports nothing of the kit: the sandbox sends it to the template as source text;
+- the hook table (``grader/hook_table.py``) imports nothing of the kit: it is data every side reads;
 - the top level of ``grader/`` is what a learner's kit holds, so it never needs ``grader.instructor``
   (nor ``solutions``) at import; inside a function it may try one and treat ImportError as "not in this kit";
 - the output modules (gradebook, reports, rubric, heatmaps) never import the sandbox or the grading loops,
@@ -50,6 +51,13 @@ RULES = (
         ("grader", "solutions", "exercises"),
         module_level_only=False,
         why="the template runs the runtime from its source text, with nothing of the kit importable",
+    ),
+    Rule(
+        "hook-table-is-data",
+        ("grader/hook_table.py",),
+        ("grader", "solutions", "exercises"),
+        module_level_only=False,
+        why="the table of hooks is plain data that every side reads, the learner's kit included",
     ),
     Rule(
         "learner-side-never-needs-instructor",
@@ -188,6 +196,12 @@ WRONG = {
         "grader/child_runtime.py",
         "import os\n\n\ndef run():\n    from grader.registry import HOOK_NAMES\n    return HOOK_NAMES\n",
         5,
+        "grader.registry",
+    ),
+    "hook-table-is-data": (
+        "grader/hook_table.py",
+        '"""Doc."""\n\nfrom grader.registry import HOOK_NAMES\n',
+        3,
         "grader.registry",
     ),
     "learner-side-never-needs-instructor": (

@@ -9,9 +9,9 @@ from collections import defaultdict
 import pytest
 import torch
 
-from grader.child_runtime import describe_parameters, run_call
+from grader.child_runtime import describe_parameters
 from grader.instructor.suite import build_suite
-from grader.instructor.verdict import FAILED, judge
+from grader.instructor.verdict import FAILED, judge_in_process, trial_id
 from grader.registry import HOOK_NAMES, signature_problem
 from solutions import reference
 from solutions.mistakes import CATALOGUE, Mistake, by_id, mistake_solution
@@ -116,11 +116,10 @@ def test_hidden_suite_kills_the_mistake(mistake: Mistake, seed: int, suites):
     """
     solution = mistake_solution(mistake)
     failed: dict[str, list[str]] = defaultdict(list)
-    for run in suites[seed].runs:
-        reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
-        status, message = judge(run, reply, outputs)
-        if status == FAILED:
-            failed[run.hook].append(f"{run.case.name}-{run.device}-{run.dtype}: {message}")
+    for trial in suites[seed].trials:
+        verdict = judge_in_process(solution, trial)
+        if verdict.status == FAILED:
+            failed[trial.hook].append(f"{trial_id(trial)}: {verdict.message}")
     assert failed, f"{mistake.id} survives the hidden suite (seed {seed}): no case fails"
     assert mistake.exercise in failed, (
         f"{mistake.id} survives its own exercise {mistake.exercise} (seed {seed}); failed only {sorted(failed)}"

@@ -16,21 +16,21 @@ import nbformat
 import pytest
 
 from grader import notebooks
+from grader.handin import CHECK_TAG, SOLUTION_TAG
+from grader.hook_table import CLASS_ALIASES
 from grader.instructor.intake import read_submission
 from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, PASSED
 from grader.notebooks import (
-    CHECK_TAG,
     GROUPS,
-    SOLUTION_TAG,
     NotebookError,
     build_notebook,
     notebook_to_source,
     write_notebooks,
 )
-from grader.registry import CLASS_ALIASES, HOOK_NAMES
+from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parents[1]
 ALICE = KIT / "examples" / "submissions" / "alice.py"
@@ -121,6 +121,29 @@ def test_notebooks_are_built_from_sources_not_imports(tmp_path):
     assert [hooks_of(c) for c in tagged(nb, SOLUTION_TAG)] == [[], ["split_heads"], ["merge_heads"]]
     with pytest.raises(ValueError, match="unknown exercise group"):
         build_notebook("nope", folder)
+
+
+def test_the_intro_is_the_module_docstring_by_paragraphs(tmp_path):
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    for group in GROUPS:
+        (folder / f"{group}.py").write_bytes((KIT / "exercises" / f"{group}.py").read_bytes())
+    doc = (
+        "Heads: a title\nthat wraps.\n\nProse that says from .scores import x stays prose.\n\n"
+        "    from .masking import causal_mask  # kept\n    from torch import nn\n\n"
+        "Run `pytest exercises/test_heads.py` to check your work.\n"
+    )
+    stub = "def split_heads(x, num_heads):\n    raise NotImplementedError\n"
+    (folder / "heads.py").write_text(f'"""{doc}"""\n\n\n{stub}')
+    intro = build_notebook("heads", folder).cells[0].source
+    assert intro == (
+        "# Heads: a title that wraps.\n\nProse that says from .scores import x stays prose.\n\n"
+        "```python\nfrom exercises.masking import causal_mask\nfrom torch import nn\n```"
+    )
+    # the check line is left out only as the last paragraph, and only its own group's
+    other = "Run `pytest exercises/test_scores.py` to check your work."
+    (folder / "heads.py").write_text(f'"""Heads.\n\n{other}\n"""\n')
+    assert build_notebook("heads", folder).cells[0].source == f"# Heads.\n\n{other}"
 
 
 # --- executing in a real kernel -------------------------------------------------------------------
@@ -548,7 +571,7 @@ def template():
 
 def grade(path: Path, suite, template):
     submission = read_submission(path)
-    return submission, grade_submission(submission, suite=suite, template=template, limits=Limits(call_seconds=5))
+    return submission, grade_submission(submission, suite, template, Limits(call_seconds=5)).results
 
 
 def outcome(results) -> list[tuple[str, str, str]]:
@@ -605,8 +628,8 @@ def test_broken_notebooks_become_error_rows(tmp_path, suite):
     for path, message in expected.items():
         submission = read_submission(path)
         assert (submission.format, submission.error) == ("ipynb", message)
-        results = grade_submission(submission, suite=suite, template=NoTemplate())
-        assert len(results) == len(suite.runs)
+        results = grade_submission(submission, suite=suite, template=NoTemplate()).results
+        assert len(results) == len(suite.trials)
         assert all(r.status == FAILED and r.message == f"not graded: {message}" for r in results)
 
 

@@ -15,12 +15,15 @@ them); ``test_the_learner_env_imports_the_kit_and_nothing_of_ours`` proves it wo
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,7 @@ from click.testing import CliRunner
 from learner_code import reference_source
 
 from grader.cli import main
-from grader.instructor.release import RECORD, ReleaseError, release
+from grader.instructor.release import RECORD, ReleaseError, find_leaks, release
 from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parent.parent
@@ -38,10 +41,12 @@ LEARNER_GRADER = {
     "hookspecs.py",
     "registry.py",
     "child_runtime.py",
+    "hook_table.py",
     "check.py",
     "notebook_check.py",
     "notebooks.py",
     "submit.py",
+    "handin.py",
     "cli.py",
 }
 """What a learner's kit holds of ``grader/``: the top level of ours, ``instructor/`` left out."""
@@ -149,13 +154,6 @@ def files_in(root: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def kit(tmp_path_factory) -> Path:
-    dest = tmp_path_factory.mktemp("release") / "kit"
-    release(dest)
-    return dest
-
-
-@pytest.fixture(scope="module")
 def solved_kit(kit, tmp_path_factory) -> Path:
     """The released kit with the reference pasted below every stub, as a learner who finished would have it."""
     dest = tmp_path_factory.mktemp("solved") / "kit"
@@ -205,12 +203,37 @@ def test_the_kit_gets_all_of_grader_but_instructor_with_no_list_to_keep(tmp_path
     assert shipped == LEARNER_GRADER | {"progress.py"}
 
 
-def test_the_conftest_checks_the_learners_own_exercises(kit):
-    ours = (KIT / "conftest.py").read_text().splitlines()
-    theirs = (kit / "conftest.py").read_text().splitlines()
-    changed = [(a, b) for a, b in zip(ours, theirs) if a != b]
-    assert len(ours) == len(theirs)
-    assert changed == [('DEFAULT_SOLUTION = "reference"', 'DEFAULT_SOLUTION = "exercises"')]
+def load_conftest(path: Path, monkeypatch) -> types.ModuleType:
+    """``path`` (a root conftest.py) imported as a module; the folder it puts on ``sys.path`` is taken off again."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    spec = importlib.util.spec_from_file_location(f"conftest_of_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_conftest_is_ours_unchanged_and_checks_the_learners_own_exercises(kit, monkeypatch):
+    assert (kit / "conftest.py").read_bytes() == (KIT / "conftest.py").read_bytes()
+    assert load_conftest(KIT / "conftest.py", monkeypatch).DEFAULT_SOLUTION == "reference"  # solutions/ beside it
+    assert load_conftest(kit / "conftest.py", monkeypatch).DEFAULT_SOLUTION == "exercises"  # ours is not the kit's
+
+
+def test_the_leak_scan_knows_every_case_the_case_builder_makes(tmp_path, monkeypatch):
+    """The names come from calling the builder, so a case made any way (an f-string, a loop) is scanned for."""
+    from grader.instructor import cases
+
+    built = cases.make_cases
+
+    def with_one_more(seed):
+        made = built(seed)
+        return [*made, dataclasses.replace(made[0], name=f"quietly-added-{seed}")]
+
+    monkeypatch.setattr(cases, "make_cases", with_one_more)
+    (tmp_path / "notes.md").write_text("quietly-added-0 and random-1, but not quietly-added-7\n")
+    leaks = find_leaks(tmp_path)
+    assert "notes.md: names the hidden case 'quietly-added-0'" in leaks
+    assert "notes.md: names the hidden case 'random-1'" in leaks  # made in a loop with an f-string
+    assert not [line for line in leaks if "quietly-added-7" in line]
 
 
 def test_the_learners_pyproject_and_constraints(kit):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import itertools
@@ -9,11 +10,16 @@ import json
 import re
 import unicodedata
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
+import torch
 from rich.console import Console
 
-from grader.instructor import reports
+from grader.hook_table import TABLE
+from grader.instructor import heatmaps, reports
+from grader.instructor import rubric as rubric_module
+from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.reports import (
     MAX_OUTPUT_LINES,
@@ -28,7 +34,7 @@ from grader.instructor.reports import (
     summary_table,
     write_reports,
 )
-from grader.instructor.rubric import DEFAULT_RUBRIC, Rubric, load_rubric, parse_rubric, score
+from grader.instructor.rubric import DEFAULT_RUBRIC, load_rubric, parse_rubric, score
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
 
@@ -63,11 +69,6 @@ def sub(student: str, error: str | None = None) -> Submission:
     return Submission(student, f"{student}.py", "py", {}, f"{student}.py", f"sha-{student}", error)
 
 
-@pytest.fixture(scope="module")
-def rubric() -> Rubric:
-    return load_rubric()
-
-
 @pytest.fixture
 def graded():
     return [
@@ -88,6 +89,26 @@ def test_packaged_rubric_covers_every_hook(rubric):
     assert rubric.all_or_nothing == frozenset()
     assert rubric.max_total == sum(rubric.points.values())
     assert DEFAULT_RUBRIC.name == "rubric.toml"
+
+
+def test_the_packaged_rubric_is_the_hook_tables_defaults(rubric):
+    assert rubric.points == {r.hook: float(r.points) for r in TABLE}
+    assert rubric.all_or_nothing == {r.hook for r in TABLE if r.all_or_nothing}
+
+
+def test_a_rubric_file_overrides_the_hook_tables_defaults(tmp_path, monkeypatch):
+    path = tmp_path / "rubric.toml"
+    path.write_text('[points]\nsoftmax_weights = 5\ndropout_scale = 0\n')
+    mine = load_rubric(path)
+    defaults = {r.hook: float(r.points) for r in TABLE}
+    assert mine.points == dict(defaults, softmax_weights=5.0, dropout_scale=0.0)
+    assert mine.max_total == sum(defaults.values()) + 5 - defaults["softmax_weights"] - defaults["dropout_scale"]
+    # all_or_nothing: the table's choice when the file says nothing, the file's list when it does
+    rows = [replace(r, all_or_nothing=r.hook == "causal_mask") for r in TABLE]
+    monkeypatch.setattr(rubric_module, "TABLE", tuple(rows))
+    assert parse_rubric({}).all_or_nothing == {"causal_mask"}
+    assert parse_rubric({"all_or_nothing": ["split_heads"]}).all_or_nothing == {"split_heads"}
+    assert parse_rubric({"all_or_nothing": []}).all_or_nothing == frozenset()
 
 
 @pytest.mark.parametrize(
@@ -136,7 +157,7 @@ def test_partial_credit_all_or_nothing_and_nothing_ran():
     assert scores["softmax_weights"] == (2.0, 3.0)  # 3 × 2/3; the skipped case counts neither way
     assert scores["causal_mask"] == (0.0, 2.0)  # all or nothing, one failed
     assert scores["split_heads"] == (0.0, 1.5)  # nothing ran: not a free pass
-    assert scores["merge_heads"] == (0.0, 0.0)  # not in the rubric: worth 0
+    assert scores["merge_heads"] == (0.0, 1.0)  # not in the file: the hook table's default points, nothing ran
     assert score([case("s", "causal_mask", PASSED)], rubric)["causal_mask"] == (2.0, 2.0)
 
 
@@ -515,12 +536,51 @@ def test_a_report_that_cannot_be_built_for_one_student_stops_nothing_else(tmp_pa
     assert (tmp_path / "carol" / "feedback.html").is_file() and (tmp_path / "dan" / "feedback.md").is_file()
 
 
-def test_a_heatmap_not_drawn_is_said_in_the_feedback(tmp_path, rubric):
+def _figure() -> Figure:
+    g = torch.Generator().manual_seed(0)
+    return Figure.of("masked (cpu, float32)", torch.rand(2, 4, 4, generator=g), torch.rand(2, 4, 4, generator=g))
+
+
+def test_the_figures_given_are_drawn_beside_the_feedback_and_embedded(tmp_path, rubric):
+    pytest.importorskip("matplotlib", reason="heatmaps need matplotlib (the plots extra)")
+    figure = _figure()
+    graded = [(sub("carol"), one_wrong("carol")), (sub("dan"), perfect("dan"))]
+    assert reports.write_reports(tmp_path, graded, rubric, RUN_INFO, {"carol": {"softmax_weights": figure}}) == []
+    png = (tmp_path / "carol" / "heatmap-softmax_weights.png").read_bytes()
+    assert png == heatmaps.render(f"softmax_weights: {figure.label}", figure.expected, figure.received)
+    html = (tmp_path / "carol" / "feedback.html").read_text(encoding="utf-8")
+    (embedded,) = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert base64.b64decode(embedded) == png
+    assert "](heatmap-softmax_weights.png)" in (tmp_path / "carol" / "feedback.md").read_text(encoding="utf-8")
+    assert not list((tmp_path / "dan").glob("heatmap-*")), "a student without figures got a heatmap"
+
+
+def test_a_heatmap_not_drawn_is_said_in_the_feedback(tmp_path, rubric, monkeypatch):
+    def fails(title, expected, received):
+        raise ValueError("Axis limits\x1b[2J")
+
+    monkeypatch.setattr(heatmaps, "render", fails)
+    monkeypatch.setattr(heatmaps, "available", lambda: True)
+    figures = {"carol": {"softmax_weights": _figure()}}
+    assert reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, RUN_INFO, figures) == []
     folder = tmp_path / "carol"
-    folder.mkdir()
-    (folder / "heatmap-softmax_weights.txt").write_text("heatmap not drawn: ValueError: Axis limits\x1b[2J\n")
-    reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, RUN_INFO)
     md = (folder / "feedback.md").read_text(encoding="utf-8")
     html = (folder / "feedback.html").read_text(encoding="utf-8")
     assert "heatmap not drawn: ValueError: Axis limits\\\\x1b\\[2J" in md
     assert "heatmap not drawn: ValueError: Axis limits\\x1b[2J" in html
+    assert not list(folder.glob("heatmap-*")), "nothing to write where nothing was drawn"
+
+
+def test_a_heatmap_that_cannot_be_written_is_a_problem_and_stops_nothing(tmp_path, rubric, monkeypatch):
+    pytest.importorskip("matplotlib", reason="heatmaps need matplotlib (the plots extra)")
+
+    def refuses(folder, drawn):
+        raise PermissionError("read-only folder")
+
+    monkeypatch.setattr(heatmaps, "write", refuses)
+    figures = {"carol": {"softmax_weights": _figure()}}
+    problems = reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, RUN_INFO, figures)
+    assert problems == ["carol: heatmaps not written: PermissionError: read-only folder"]
+    html = (tmp_path / "carol" / "feedback.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in html, "the feedback still embeds the heatmap drawn in memory"
+

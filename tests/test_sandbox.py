@@ -1,7 +1,7 @@
 """The sandbox: a cold template process, one forked child per submission, limits, and cleanup.
 
 These tests drive the raw :class:`grader.instructor.sandbox.Child` API: spawn a child from
-the template, ``load`` a small probe submission (handed over as text), ``run``
+the template, ``load`` a small probe submission (handed over as text), ``call``
 one call and read the reply header and the safetensors blob.  A probe reports
 what it saw from inside the child as a tensor (numbers, or UTF-8 bytes of JSON),
 because that is the only thing that crosses back.
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from processes import alive, proc_stat
 from safetensors.torch import load as load_tensors
 
 from grader.instructor.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template, child_environment
@@ -38,21 +39,6 @@ FAST = Limits(call_seconds=2, submission_seconds=30)
 
 
 # --- /proc helpers ------------------------------------------------------------------------------
-
-
-def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, ppid, pgrp, session) of a process, or None when it has no /proc entry."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
-
-
-def alive(pid: int) -> bool:
-    info = proc_stat(pid)
-    return info is not None and info[0] not in "ZX"
 
 
 def wait_until_gone(pids, seconds: float = 5.0) -> list[int]:
@@ -150,7 +136,7 @@ def spawn(template):
 
 def send_call(child: Child, **values) -> None:
     args = {name: {"value": value} for name, value in values.items()}
-    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": args}]})
+    child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": args}]})
 
 
 def call(child: Child, timeout: float = 5.0, **values) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -557,6 +543,27 @@ def test_child_output_is_captured_and_truncated(spawn, size):
     if size > 64 * 1024:
         assert "more bytes not kept" in text
         assert len(text) < 64 * 1024 + 200
+
+
+CLASS_ONLY = "class SelfAttention:\n    def __init__(self, d_in, d_out, qkv_bias=False):\n        self.d = d_out\n"
+
+
+@pytest.mark.parametrize(
+    ("aliases", "found"), [({"make_self_attention": "SelfAttention"}, True), ({}, False)], ids=["aliases", "none"]
+)
+def test_the_chapters_class_names_come_in_the_load_message(template, aliases, found):
+    """The runtime imports nothing of the kit: the class standing in for a module hook is named in ``load``."""
+    child = template.spawn(FAST)
+    try:
+        load = {"op": "load", "files": {"mine.py": CLASS_ONLY}, "entry": "mine.py", "hooks": ["make_self_attention"]}
+        child.send(dict(load, aliases=aliases))
+        header, _ = child.receive(FAST.load_seconds)
+    finally:
+        child.close()
+    assert "import_error" not in header, header
+    assert ("make_self_attention" in header["hooks"]) is found, header
+    if found:
+        assert header["hooks"]["make_self_attention"]["where"] == "mine.py:2"  # the class's __init__
 
 
 # --- the wire format: absolute deadlines, caps, and nothing but ChildGone out of receive ---------------

@@ -17,10 +17,11 @@ import learner_code
 import pytest
 import torch
 import torch.testing
+from processes import proc_stat
 
 from grader.instructor.diagnosis import Fingerprints
 from grader.instructor.intake import read_submission
-from grader.instructor.rubric import count_cases, load_rubric, score
+from grader.instructor.rubric import count_cases, score
 from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import build_suite
@@ -48,16 +49,6 @@ def alice_with(folder: Path, snippet: str | None, student: str = "learner") -> P
 
 
 # --- /proc -----------------------------------------------------------------------------------------
-
-
-def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, ppid, pgrp, session) of a process, or None when it has no /proc entry."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
 
 
 class TrackedTemplate(Template):
@@ -110,11 +101,6 @@ def template():
         tpl.close()
 
 
-@pytest.fixture(scope="session")
-def rubric():
-    return load_rubric()
-
-
 @pytest.fixture
 def grade(tmp_path, suite, template):
     """``grade(snippet) -> results`` for Alice's solution patched with ``snippet`` (None: as she wrote it)."""
@@ -123,7 +109,7 @@ def grade(tmp_path, suite, template):
         submission = read_submission(alice_with(tmp_path, snippet, student))
         assert submission.error is None, submission.error
         kwargs.setdefault("suite", suite)
-        return grade_submission(submission, template=template, limits=LIMITS, **kwargs)
+        return grade_submission(submission, template=template, limits=LIMITS, **kwargs).results
 
     return run
 
@@ -145,7 +131,7 @@ def not_passed(results: list[CaseResult]) -> list[str]:
 
 def test_correct_submission_passes_every_case(grade, suite, rubric):
     results = grade(None, "alice")
-    assert len(results) == len(suite.runs)
+    assert len(results) == len(suite.trials)
     assert {r.hook for r in results} == set(HOOK_NAMES)
     assert of(results, device="cpu"), "no cpu cases ran"
     assert not_passed(results) == []
@@ -163,6 +149,45 @@ def test_one_wrong_function_loses_only_that_hooks_cases(grade, rubric):
     scores = score(results, rubric)
     assert scores["causal_mask"][0] < scores["causal_mask"][1]
     assert all(earned == possible for hook, (earned, possible) in scores.items() if hook != "causal_mask")
+
+
+# --- the outcome: results, the heatmaps' data, the learner process's stats ---------------------------------
+
+
+def test_the_outcome_holds_the_first_failing_weights_case_as_a_figure(tmp_path, suite, template):
+    import importlib.util
+
+    from grader.instructor.heatmaps import first_matrix
+
+    submission = read_submission(alice_with(tmp_path, "wrong_causal_mask"))
+    outcome = grade_submission(submission, suite, template, LIMITS)
+    assert outcome.submission is submission
+    assert list(outcome.figures) == ["causal_mask"], "only the failing weights hook gets a figure"
+    first = next(r for r in outcome.results if r.hook == "causal_mask" and r.status == FAILED)
+    (trial,) = [t for t in suite.trials if (t.hook, t.case.name, t.device, t.dtype) == (
+        first.hook, first.case, first.device, first.dtype)]  # fmt: skip
+    figure = outcome.figures["causal_mask"]
+    assert figure.label == f"{first.case} ({first.device}, {first.dtype})"
+    t = trial.call["args"]["num_tokens"]["value"]
+    above_diagonal = torch.tensor([[j > i for j in range(t)] for i in range(t)])  # the mask, written out
+    assert torch.equal(figure.expected, above_diagonal)
+    spec = importlib.util.spec_from_file_location("wrong_mask", learner_code.SNIPPETS / "wrong_causal_mask.py")
+    wrong = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wrong)  # trusted test code: the snippet's own mask, computed here
+    assert torch.equal(figure.received, first_matrix(wrong.causal_mask(t)))
+    assert outcome.stats.peak_rss_kib > 0 and outcome.stats.restarts == 0
+    assert outcome.stats.cuda_init_seconds is None
+
+
+def test_a_passing_submission_has_no_figures(tmp_path, suite, template):
+    outcome = grade_submission(read_submission(alice_with(tmp_path, None, "alice")), suite, template, LIMITS)
+    assert not_passed(outcome.results) == [] and outcome.figures == {}
+
+
+def test_a_timeout_counts_as_a_restart_in_the_stats(tmp_path, suite, template):
+    outcome = grade_submission(read_submission(alice_with(tmp_path, "infinite_loop")), suite, template, LIMITS)
+    assert any("timed out" in r.message for r in outcome.results if r.hook == "softmax_weights")
+    assert outcome.stats.restarts >= 1
 
 
 # --- hostile submissions: zero on the attacked hook, the rest still passes --------------------------
@@ -189,7 +214,7 @@ def test_hostile_submission_gets_zero_on_the_hook_it_attacks(grade, suite, rubri
     started = time.monotonic()
     results = grade(snippet)
     assert time.monotonic() - started < 30
-    assert len(results) == len(suite.runs), "the run did not complete"
+    assert len(results) == len(suite.trials), "the run did not complete"
     attacked = of(results, hook, "cpu")
     assert attacked, f"no cpu case of {hook}"
     assert [r.test_name for r in attacked if r.status == PASSED] == []
@@ -206,8 +231,8 @@ def test_hostile_submission_gets_zero_on_the_hook_it_attacks(grade, suite, rubri
 
 def test_exit_at_import_fails_every_case_and_the_run_goes_on(grade, suite):
     results = grade("exit_at_import")
-    assert len(results) == len(suite.runs)
-    assert statuses(results) == Counter({FAILED: len(suite.runs)})
+    assert len(results) == len(suite.trials)
+    assert statuses(results) == Counter({FAILED: len(suite.trials)})
     assert all("does not import" in r.message and "SystemExit" in r.message for r in results), results[0].message
     assert not_passed(grade(None, "after")) == [], "the next submission graded after it failed"
 
@@ -238,17 +263,17 @@ def test_dropout_without_a_gold_answer_is_still_checked_from_the_bytes(grade, ru
 
 def test_the_reference_dropout_differs_between_generator_seeds(suite):
     """The check above cannot fail an honest dropout: the reference passes it, and its two masks differ."""
-    from grader.child_runtime import run_call
-    from grader.instructor.verdict import judge
+    from grader.instructor.verdict import judge_in_process
     from grader.registry import load_solution
 
     reference = load_solution("reference")
-    train = [r for r in suite.runs if r.hook == "attention_dropout" and r.case.name.startswith("train-")]
-    for run in train:
-        reply, outputs = run_call(reference.functions, dict(run.call, id=0), run.tensors)
+    train = [t for t in suite.trials if t.hook == "attention_dropout" and t.case.name.startswith("train-")]
+    for trial in train:
+        verdict = judge_in_process(reference, trial)
+        outputs = verdict.outputs
         assert sorted(outputs) == ["out0", "out1", "out2"]
         assert torch.equal(outputs["out0"], outputs["out1"]) and not torch.equal(outputs["out0"], outputs["out2"])
-        assert judge(run, reply, outputs) == (PASSED, "")
+        assert (verdict.status, verdict.message) == (PASSED, "")
 
 
 # --- diagnosis runs the catalogue on copies of the inputs ---------------------------------------------------------
@@ -256,12 +281,12 @@ def test_the_reference_dropout_differs_between_generator_seeds(suite):
 
 def test_diagnosis_never_changes_the_suites_inputs():
     suite = build_suite(SEED, ("cpu",))  # a suite of its own: on failure the shared one would stay changed
-    runs = [r for r in suite.runs if r.hook == "apply_causal_mask"]
-    before = [{k: v.clone() for k, v in r.tensors.items()} for r in runs]
-    found = [fp.mistake for r in runs for fp in Fingerprints().for_run(r)]
+    trials = [t for t in suite.trials if t.hook == "apply_causal_mask"]
+    before = [{k: v.clone() for k, v in t.tensors.items()} for t in trials]
+    found = [fp.mistake for t in trials for fp in Fingerprints().for_trial(t)]
     assert "mask-in-place" in found, "the catalogue's mask-in-place mistake did not run"
-    changed = [f"{r.case.name}/{r.dtype}/{k}" for r, old in zip(runs, before) for k in old
-               if not torch.equal(r.tensors[k], old[k])]  # fmt: skip
+    changed = [f"{t.case.name}/{t.dtype}/{k}" for t, old in zip(trials, before) for k in old
+               if not torch.equal(t.tensors[k], old[k])]  # fmt: skip
     assert changed == []
 
 
@@ -279,7 +304,8 @@ def test_cpu_built_mask_is_reported_as_will_fail_on_a_gpu(grade):
 
 def test_cuda_cases_are_skipped_with_the_reason_never_passed(grade):
     cuda_suite = build_suite(SEED, ("cpu", "meta", "cuda"))
-    results = grade(None, "alice", suite=cuda_suite, skipped_devices={"cuda": "not available"})
+    cuda_suite.skipped = {"cuda": "not available"}
+    results = grade(None, "alice", suite=cuda_suite)
     cuda = of(results, device="cuda")
     assert cuda, "the suite has no cuda cases"
     assert {"float16", "bfloat16"} <= {r.dtype for r in cuda}

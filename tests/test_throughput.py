@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.instructor.class_grading import LocalExecutor, grade_class
+from grader.instructor.class_grading import GradeOptions, LocalExecutor, grade_class
 from grader.instructor.reports import write_reports
 from grader.instructor.rubric import load_rubric
 
@@ -16,10 +16,9 @@ STUDENTS = ["alice.py", "bob", "carol.zip", "dave.py", "erin", "frank.py", "heid
 
 def grades_csv(tmp_path: Path, jobs: int) -> bytes:
     out = tmp_path / f"jobs{jobs}"
-    run = grade_class(
-        [str(SAMPLE / s) for s in STUDENTS], out, seed=99, devices=["cpu", "meta"], executor=LocalExecutor(jobs)
-    )
-    write_reports(out, run.graded, load_rubric(), run.info)
+    options = GradeOptions(seed=99, devices=["cpu", "meta"], executor=LocalExecutor(jobs))
+    run = grade_class([str(SAMPLE / s) for s in STUDENTS], out, options)
+    write_reports(out, run.graded, load_rubric(), run.info, run.figures)
     return (out / "grades.csv").read_bytes()
 
 
@@ -44,10 +43,8 @@ class RecordingExecutor:
 
 def test_any_executor_can_take_the_local_pools_place(tmp_path):
     executor = RecordingExecutor()
-    run = grade_class(
-        [str(SAMPLE / "alice.py"), str(SAMPLE / "frank.py")], tmp_path / "out", seed=5, devices=["cpu"],
-        executor=executor,
-    )
+    options = GradeOptions(seed=5, devices=["cpu"], executor=executor)
+    run = grade_class([str(SAMPLE / "alice.py"), str(SAMPLE / "frank.py")], tmp_path / "out", options)
     assert sorted(s.student for s in executor.items) == ["alice", "frank"]
     assert [s.student for s, _ in run.graded] == ["alice", "frank"]  # reports stay in student order
     assert all(r.status == "passed" for r in dict((s.student, rs) for s, rs in run.graded)["alice"])

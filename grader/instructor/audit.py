@@ -15,10 +15,11 @@ from typing import Any
 
 import torch
 
-from grader.child_runtime import run_call
 from grader.instructor.suite import build_suite
-from grader.instructor.verdict import FAILED, judge
+from grader.instructor.verdict import FAILED, judge_in_process, trial_id
 from grader.registry import HOOK_NAMES, load_solution
+
+__all__ = ["AuditReport", "MistakeOutcome", "matrix_rows", "run_audit"]
 
 
 @dataclass
@@ -62,19 +63,10 @@ class AuditReport:
         }
 
 
-def _name(run: Any) -> str:
-    return f"{run.hook}[{run.case.name}-{run.device}-{run.dtype}]"
-
-
-def _failures(solution: Any, runs: list[Any]) -> list[tuple[Any, str]]:
-    failed = []
-    for run in runs:
-        with torch.random.fork_rng(devices=[]):
-            reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
-        status, message = judge(run, reply, outputs)
-        if status == FAILED:
-            failed.append((run, message))
-    return failed
+def _failures(solution: Any, trials: list[Any]) -> list[tuple[Any, str]]:
+    """``(trial, message)`` for each trial ``solution`` fails."""
+    verdicts = ((trial, judge_in_process(solution, trial)) for trial in trials)
+    return [(trial, verdict.message) for trial, verdict in verdicts if verdict.status == FAILED]
 
 
 def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
@@ -93,20 +85,19 @@ def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = Tr
             for r in run_public_cases("reference")
             if r.status != PASSING
         ]
-    suite = build_suite(seed, tuple(devices))
-    runs = suite.runs
+    trials = build_suite(seed, tuple(devices)).trials
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         reference = load_solution("reference")
-        hidden_failures = [f"{_name(run)}: {message}" for run, message in _failures(reference, runs)]
+        hidden_failures = [f"{trial_id(trial)}: {message}" for trial, message in _failures(reference, trials)]
         outcomes = []
         for mistake in CATALOGUE:
             outcome = MistakeOutcome(mistake.id, mistake.exercise)
-            mine = [r for r in runs if r.hook in mistake.overrides]
-            for run, _ in _failures(mistake_solution(mistake), mine):
-                outcome.failed_cases.append(_name(run))
-                outcome.by_hook[run.hook] += 1
+            mine = [t for t in trials if t.hook in mistake.overrides]
+            for trial, _ in _failures(mistake_solution(mistake), mine):
+                outcome.failed_cases.append(trial_id(trial))
+                outcome.by_hook[trial.hook] += 1
             outcomes.append(outcome)
     finally:
         torch.set_num_threads(previous_threads)

@@ -9,16 +9,14 @@ dtype's inputs hold, once per case for the whole class.
 
 A case is one call of one hook (a module hook: build, load the reference's
 ``state_dict``, run forwards).  :func:`build_suite` expands cases over dtypes
-and devices into :class:`Run` s, grouped into one batch per hook and device.
+and devices into :class:`Trial` s (one case on one device in one dtype), grouped into one batch per hook and device.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,24 +25,6 @@ from grader.registry import HOOK_NAMES
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
-
-BANNED = {
-    "softmax_weights": ["softmax", "log_softmax", "_softmax", "special_softmax", "special_log_softmax"],
-    "attention_dropout": ["dropout", "native_dropout", "feature_dropout", "alpha_dropout", "bernoulli_"],
-    "make_self_attention": ["scaled_dot_product_attention", "multi_head_attention_forward"],
-    "make_causal_attention": ["scaled_dot_product_attention", "multi_head_attention_forward"],
-    "make_multihead_attention": ["scaled_dot_product_attention", "multi_head_attention_forward"],
-}
-"""Torch calls each exercise asks the learner to do by hand (base names, any namespace)."""
-
-WHY_BANNED = {
-    "softmax_weights": "this exercise is to write the stable softmax yourself (subtract the max, exponentiate, "
-    "normalise)",
-    "attention_dropout": "this exercise is to write inverted dropout yourself (draw a keep mask, scale by 1/(1-p))",
-    "make_self_attention": "this exercise is to build attention from scores, softmax and values yourself",
-    "make_causal_attention": "this exercise is to build attention from scores, mask, softmax and values yourself",
-    "make_multihead_attention": "this exercise is to split heads and attend per head yourself",
-}
 
 
 @dataclass(frozen=True)
@@ -74,7 +54,9 @@ class ModuleSpec:
     train: bool = False
 
 
-Check = Callable[["Run", list[torch.Tensor], dict[str, Any]], "str | None"]
+Property = Callable[["Trial", list[torch.Tensor], dict[str, Any]], "str | None"]
+"""A property of a passing answer beyond its values (exact zeros, a contiguous result, a mask that repeats …):
+``(trial, received tensors, the reply's facts) -> what is wrong, or None``."""
 
 
 @dataclass
@@ -92,11 +74,11 @@ class Case:
     compare_gold: bool = True
     repeat: int = 1
     reseeds: tuple[int, ...] = ()  # then once more per seed, every generator argument seeded with it instead
-    checks: tuple[Check, ...] = ()
+    properties: tuple[Property, ...] = ()  # judged after the values match; the first problem fails the case
 
 
 @dataclass
-class Run:
+class Trial:
     """One case on one device in one dtype: the wire call, its tensors and its gold answers."""
 
     case: Case
@@ -105,22 +87,11 @@ class Run:
     call: dict[str, Any]
     tensors: dict[str, torch.Tensor]
     golds: list[torch.Tensor] = field(default_factory=list)
-    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # float64 copies, for --reveal and checks
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # float64 copies, for --reveal and the properties
 
     @property
     def hook(self) -> str:
         return self.case.hook
-
-
-def suite_version() -> str:
-    """A hash of the hidden suite and the verdict rules: a change means a regrade."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in ("cases.py", "suite.py", "verdict.py"):
-        path = here / name
-        if path.exists():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
 
 
 # --- building inputs -----------------------------------------------------------------
@@ -152,11 +123,11 @@ class Maker:
         return w / w.sum(dim=-1, keepdim=True)
 
 
-# --- checks beyond the gold comparison ------------------------------------------------------
+# --- properties beyond the gold comparison---------------------------------------------------
 
 
-def _exact_zeros_where_masked(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    scores = run.inputs["scores"]
+def _exact_zeros_where_masked(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    scores = trial.inputs["scores"]
     out = outputs[0]
     masked = torch.isneginf(scores)
     if masked.any() and bool((out[masked] != 0).any()):
@@ -164,7 +135,7 @@ def _exact_zeros_where_masked(run: Run, outputs: list[torch.Tensor], facts: dict
     return None
 
 
-def _dropout_values(p: float) -> Check:
+def _dropout_values(p: float) -> Property:
     """Every output is a dropout of the weights; the same generator state repeats it, another one does not.
 
     ``outputs`` are, in order: the call, the call again from the same generator
@@ -172,10 +143,10 @@ def _dropout_values(p: float) -> Check:
     were checked from the bytes before this runs.
     """
 
-    def check(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-        w = run.inputs["weights"]
+    def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+        w = trial.inputs["weights"]
         keep = 1.0 - p
-        rtol, atol = (1e-2, 1e-2) if run.dtype in HALF else (1e-5, 1e-6)
+        rtol, atol = (1e-2, 1e-2) if trial.dtype in HALF else (1e-5, 1e-6)
         bound = 5 * math.sqrt(keep * (1 - keep) / w.numel())
         for out in outputs:
             got = out.to(torch.float64)
@@ -192,19 +163,19 @@ def _dropout_values(p: float) -> Check:
             return "a generator seeded differently gave the same mask: draw the mask from `generator`, not a fixed one"
         return None
 
-    return check
+    return holds
 
 
-def _contiguous(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+def _contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
     if facts.get("results") and not facts["results"][0].get("contiguous", True):
         return "merge_heads must return a contiguous tensor (call .contiguous() before .view)"
     return None
 
 
-def _state_dict_like_chapter(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+def _state_dict_like_chapter(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
     module = facts.get("module") or {}
     problems = []
-    if "mask" not in module.get("state_dict_keys", ["mask"]) and run.hook != "make_self_attention":
+    if "mask" not in module.get("state_dict_keys", ["mask"]) and trial.hook != "make_self_attention":
         problems.append("the mask is not in state_dict: hold it with self.register_buffer('mask', ...)")
     if module.get("missing_keys"):
         problems.append(f"missing from your module: {', '.join(module['missing_keys'])}")
@@ -214,13 +185,13 @@ def _state_dict_like_chapter(run: Run, outputs: list[torch.Tensor], facts: dict[
     return "; ".join(problems) or None
 
 
-def _causal_prefix(t: int) -> Check:
-    def check(run: Run, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+def _causal_prefix(t: int) -> Property:
+    def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
         if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
             return f"changing token {t} changed the outputs before it: the future leaks through the mask"
         return None
 
-    return check
+    return holds
 
 
 # --- the cases, hook by hook -------------------------------------------------------------------
@@ -293,8 +264,10 @@ def _softmax_cases(m: Maker) -> list[Case]:
         Case(hook, "dim=-2", {"scores": m.randn(3, 4, m.size(5, 8)), "dim": -2}, "negative dim=-2"),
         Case(hook, "4d", {"scores": m.randn(2, 3, 5, 7), "dim": -1}, "4-D heads"),
         Case(hook, "large-logits", {"scores": m.randn(b, t, t, scale=1e4), "dim": -1}, "logits around ±1e4"),
-        Case(hook, "masked", {"scores": masked, "dim": -1}, "-inf entries (a causal mask)", checks=exact, half=True),
-        Case(hook, "all-masked-row", {"scores": fully, "dim": -1}, "a row that is all -inf", checks=exact),
+        Case(
+            hook, "masked", {"scores": masked, "dim": -1}, "-inf entries (a causal mask)", properties=exact, half=True
+        ),
+        Case(hook, "all-masked-row", {"scores": fully, "dim": -1}, "a row that is all -inf", properties=exact),
     ] + [
         Case(
             hook,
@@ -474,7 +447,7 @@ def _attention_dropout_cases(m: Maker) -> list[Case]:
                 compare_gold=False,
                 repeat=2,
                 reseeds=((seed + 1) % (2**31 - 1),),  # not drawn from `m`: the other cases' inputs stay as they were
-                checks=(_dropout_values(p),),
+                properties=(_dropout_values(p),),
                 half=True,
             )
         )
@@ -528,24 +501,24 @@ def _merge_cases(m: Maker) -> list[Case]:
             {"x": m.randn(2, 3, 5, 4)},
             "3 heads, 5 tokens, head_dim 4",
             meta=True,
-            checks=contiguous,
+            properties=contiguous,
             half=True,
         ),
-        Case(hook, "H1", {"x": m.randn(2, 1, 4, 6)}, "one head", checks=contiguous),
+        Case(hook, "H1", {"x": m.randn(2, 1, 4, 6)}, "one head", properties=contiguous),
         Case(
             hook,
             "non-contiguous",
             {"x": m.randn(2, 3, 6, 5)},
             "non-contiguous input",
             transposed=frozenset({"x"}),
-            checks=contiguous,
+            properties=contiguous,
         ),
     ]
     for i in range(2):
         h = m.size(2, 5)
         hd = m.size(2, 6, avoid=(h,))
         t = m.size(2, 9, avoid=(h, hd))
-        cases.append(Case(hook, f"random-{i}", {"x": m.randn(2, h, t, hd)}, "random", checks=contiguous))
+        cases.append(Case(hook, f"random-{i}", {"x": m.randn(2, h, t, hd)}, "random", properties=contiguous))
     return cases
 
 
@@ -574,7 +547,7 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
             f"d_in={d_in}, d_out={d_out}, T={t} < context {ctx}",
             module=ModuleSpec([m.randn(2, t, d_in)], state_seed=m.seed()),
             meta=True,
-            checks=like_chapter,
+            properties=like_chapter,
         ),
         Case(
             hook,
@@ -582,7 +555,7 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
             config(4, 6, 9, h=2, bias=True),
             "qkv_bias=True",
             module=ModuleSpec([m.randn(3, 5, 4)], state_seed=m.seed()),
-            checks=like_chapter,
+            properties=like_chapter,
         ),
         Case(
             hook,
@@ -621,7 +594,7 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
                 config(5, 6, 10, h=2),
                 f"changing token {t_change} leaves earlier outputs alone",
                 module=ModuleSpec([x, changed], state_seed=m.seed()),
-                checks=(_causal_prefix(t_change),),
+                properties=(_causal_prefix(t_change),),
             )
         )
         x = m.randn(2, 6, 5)
@@ -702,10 +675,9 @@ def _again(case: Case, m: Maker) -> Case | None:
     )
 
 
-def make_cases(seed: int) -> list[Case]:
-    """Every hidden case for ``seed``, in hookspec order."""
-    m = Maker(seed)
-    by_hook: dict[str, list[Case]] = {
+def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
+    """Each hook's own cases, drawn from ``m`` in this order (:func:`make_cases` checks and completes them)."""
+    return {
         "dot_product_scores": _score_cases("dot_product_scores", m),
         "scaled_dot_product_scores": _score_cases("scaled_dot_product_scores", m),
         "softmax_weights": _softmax_cases(m),
@@ -721,7 +693,17 @@ def make_cases(seed: int) -> list[Case]:
         "make_causal_attention": _module_cases("make_causal_attention", m),
         "make_multihead_attention": _module_cases("make_multihead_attention", m),
     }
-    assert list(by_hook) == list(HOOK_NAMES), "every hook needs hidden cases, in hookspec order"
+
+
+def make_cases(seed: int) -> list[Case]:
+    """Every hidden case for ``seed``, in hookspec order."""
+    m = Maker(seed)
+    by_hook = cases_by_hook(m)
+    if list(by_hook) != list(HOOK_NAMES):
+        raise RuntimeError(
+            f"the hidden cases are for {list(by_hook)}, the hookspecs declare {list(HOOK_NAMES)}: "
+            "every hook needs hidden cases, in hookspec order"
+        )
     for hook in HOOK_NAMES:  # each hook's main case once more, fresh values, same shapes
         main = next(c for c in by_hook[hook] if c.meta)
         again = _again(main, m)

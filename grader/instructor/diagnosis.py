@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from grader.child_runtime import run_call
-from grader.instructor.verdict import FAILED, judge
+from grader.instructor.replies import CallReply, ErrorInfo
+from grader.instructor.verdict import FAILED, judge_in_process
 
 LANGUAGES = ("en", "zh")
 
@@ -36,14 +36,14 @@ class Fingerprint:
     will_fail_on_gpu: bool = False
 
 
-def _error_key(error: dict[str, Any] | None) -> str | None:
+def _error_key(error: ErrorInfo | None) -> str | None:
     if not error:
         return None
     message = re.sub(r"\d+(\.\d+)?", "#", str(error.get("message", "")).splitlines()[0] if error.get("message") else "")
     return f"{error.get('type')}: {message}"
 
 
-def _fingerprint(mistake_id: str, exercise: str, reply: dict, outputs: dict, message: str) -> Fingerprint:
+def _fingerprint(mistake_id: str, exercise: str, reply: CallReply, outputs: dict, message: str) -> Fingerprint:
     return Fingerprint(
         mistake=mistake_id,
         exercise=exercise,
@@ -54,16 +54,10 @@ def _fingerprint(mistake_id: str, exercise: str, reply: dict, outputs: dict, mes
     )
 
 
-def own_inputs(run: Any) -> dict[str, torch.Tensor]:
-    """Copies of a run's input tensors for one call here: a mistake that writes into its input
-    (a mistake that masks in place) must not change the suite's tensors, which every submission shares."""
-    return {name: tensor.clone() for name, tensor in run.tensors.items()}
-
-
 class Fingerprints:
     """The catalogued mistakes' fingerprints, computed the first time a failing case needs them.
 
-    Shared by every grading thread; only runs that some submission fails cost
+    Shared by every grading thread; only trials that some submission fails cost
     anything.  Empty where the catalogue is not installed (no ``solutions/``).
     """
 
@@ -80,27 +74,21 @@ class Fingerprints:
             for hook in mistake.overrides:
                 self._by_hook.setdefault(hook, []).append((mistake, solution))
 
-    def for_run(self, run: Any) -> list[Fingerprint]:
-        """Fingerprints of the mistakes (overriding this run's hook) that fail this run."""
+    def for_trial(self, trial: Any) -> list[Fingerprint]:
+        """Fingerprints of the mistakes (overriding this trial's hook) that fail this trial."""
         with self._lock:
-            if id(run) in self._cache:
-                return self._cache[id(run)]
+            if id(trial) in self._cache:
+                return self._cache[id(trial)]
         found = []
-        if run.device in ("cpu", "meta"):
-            for mistake, solution in self._by_hook.get(run.hook, []):
-                with torch.random.fork_rng(devices=[]):
-                    reply, outputs = run_call(solution.functions, dict(run.call, id=0), own_inputs(run))
-                status, message = judge(run, reply, outputs)
-                if status == FAILED:
-                    found.append(_fingerprint(mistake.id, mistake.exercise, reply, outputs, message))
+        if trial.device in ("cpu", "meta"):
+            for mistake, solution in self._by_hook.get(trial.hook, []):
+                verdict = judge_in_process(solution, trial)
+                if verdict.status == FAILED:
+                    found.append(
+                        _fingerprint(mistake.id, mistake.exercise, verdict.reply, verdict.outputs, verdict.message)
+                    )
         with self._lock:
-            return self._cache.setdefault(id(run), found)
-
-
-def fingerprint_runs(runs: list[Any], catalogue: Any = None) -> dict[int, list[Fingerprint]]:
-    """For each run (by ``id(run)``), the fingerprints of the catalogued mistakes that fail it."""
-    fingerprints = Fingerprints(catalogue)
-    return {id(run): found for run in runs if (found := fingerprints.for_run(run))}
+            return self._cache.setdefault(id(trial), found)
 
 
 def _same_outputs(mine: list[torch.Tensor], theirs: list[torch.Tensor]) -> bool:
@@ -118,7 +106,7 @@ def _same_outputs(mine: list[torch.Tensor], theirs: list[torch.Tensor]) -> bool:
 
 
 def diagnose(
-    fingerprints: list[Fingerprint], reply: dict[str, Any] | None, outputs: dict[str, torch.Tensor], message: str
+    fingerprints: list[Fingerprint], reply: CallReply | None, outputs: dict[str, torch.Tensor], message: str
 ) -> str:
     """The id of the first known mistake whose fingerprint this failing case matches, or ``""``."""
     if reply is None:
@@ -155,21 +143,19 @@ def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[
         return {}
     from grader.instructor.suite import build_suite
 
-    runs = [r for r in build_suite(seed, ("cpu", "meta")).runs if r.hook in hooks]
-    fingerprints = fingerprint_runs(runs)
+    fingerprints = Fingerprints()
     found: dict[str, str] = {}
-    for run in runs:
-        if run.hook in found or not fingerprints.get(id(run)):
+    for trial in build_suite(seed, ("cpu", "meta")).trials:
+        if trial.hook not in hooks or trial.hook in found or not (known := fingerprints.for_trial(trial)):
             continue
         try:
-            reply, outputs = run_call(solution.functions, dict(run.call, id=0), own_inputs(run))
+            verdict = judge_in_process(solution, trial)
         except Exception:  # a learner's module that breaks the call itself; nothing to compare
             continue
-        status, message = judge(run, reply, outputs)
-        if status == FAILED:
-            mistake = diagnose(fingerprints[id(run)], reply, outputs, message)
+        if verdict.status == FAILED:
+            mistake = diagnose(known, verdict.reply, verdict.outputs, verdict.message)
             if mistake:
-                found[run.hook] = mistake
+                found[trial.hook] = mistake
     return found
 
 

@@ -1,6 +1,6 @@
 """The gradebook: ``gradebook.sqlite``, written as grading goes, so a stopped run resumes.
 
-Three tables (stdlib :mod:`sqlite3`, WAL journal):
+Four tables (stdlib :mod:`sqlite3`, WAL journal):
 
 - ``runs``: one row per ``attnkit grade`` run: when it started and finished,
   the seed, the hidden suite's version, the devices, the kit version and the
@@ -8,7 +8,10 @@ Three tables (stdlib :mod:`sqlite3`, WAL journal):
 - ``submissions``: one row per submission graded in a run (student, source,
   sha256 of its files, format, error, its review findings and the notes on its
   id, both JSON lists of strings);
-- ``results``: one row per case result.
+- ``results``: one row per case result;
+- ``figures``: one row per heatmap of a submission (its hook, its label and
+  the expected and received matrices as safetensors bytes), so a resumed or
+  reused grading draws the same heatmaps as the grading that made them.
 
 Each submission is recorded in one transaction, so a run killed part way loses
 at most the submission in flight.  :meth:`Gradebook.find_graded` finds an earlier
@@ -18,6 +21,7 @@ grading again.  One connection is shared by all threads behind a lock.
 
 Schema version 2 added ``submissions.review`` and ``submissions.notes``; a
 version-1 gradebook gets the two columns (empty lists) when it is opened.
+Version 3 added the ``figures`` table (an older gradebook gets it, empty).
 """
 
 from __future__ import annotations
@@ -25,16 +29,22 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.verdict import CaseResult
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (0, 1, 2)
+__all__ = ["SCHEMA_VERSION", "Gradebook"]
+
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (0, 1, 2, 3)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -75,6 +85,15 @@ CREATE TABLE IF NOT EXISTS results (
     FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
 );
 CREATE INDEX IF NOT EXISTS results_by_submission ON results(run_id, student);
+CREATE TABLE IF NOT EXISTS figures (
+    run_id INTEGER NOT NULL,
+    student TEXT NOT NULL,
+    hook TEXT NOT NULL,
+    label TEXT NOT NULL,
+    tensors BLOB NOT NULL,
+    PRIMARY KEY (run_id, student, hook),
+    FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
+);
 """
 
 
@@ -100,6 +119,11 @@ def _strings(text: str | None) -> list[str]:
     except ValueError:
         return []
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _figure_row(run_id: int, student: str, hook: str, figure: Figure) -> tuple[int, str, str, str, bytes]:
+    tensors = save_tensors({"expected": figure.expected.contiguous(), "received": figure.received.contiguous()})
+    return run_id, student, hook, figure.label, tensors
 
 
 def _devices_key(devices: Iterable[str]) -> list[str]:
@@ -181,8 +205,19 @@ class Gradebook:
 
     # --- submissions -----------------------------------------------------------------------
 
-    def record(self, run_id: int, submission: Submission, results: Iterable[CaseResult]) -> None:
-        """Record one submission and all its results in one transaction (replacing an earlier record in this run)."""
+    def record(
+        self,
+        run_id: int,
+        submission: Submission,
+        results: Iterable[CaseResult],
+        figures: Mapping[str, Figure] | None = None,
+    ) -> None:
+        """Record one submission, all its results and its heatmaps' data (``hook -> Figure``) in one transaction.
+
+        An earlier record of the same student in this run is replaced.
+        """
+        student = submission.student
+        figure_rows = [_figure_row(run_id, student, hook, figure) for hook, figure in sorted((figures or {}).items())]
         rows = [
             (
                 run_id,
@@ -201,7 +236,8 @@ class Gradebook:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("DELETE FROM results WHERE run_id = ? AND student = ?", (run_id, submission.student))
+                self._conn.execute("DELETE FROM figures WHERE run_id = ? AND student = ?", (run_id, student))
+                self._conn.execute("DELETE FROM results WHERE run_id = ? AND student = ?", (run_id, student))
                 self._conn.execute(
                     "DELETE FROM submissions WHERE run_id = ? AND student = ?", (run_id, submission.student)
                 )
@@ -226,6 +262,9 @@ class Gradebook:
                     " mistake) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+                self._conn.executemany(
+                    "INSERT INTO figures (run_id, student, hook, label, tensors) VALUES (?, ?, ?, ?, ?)", figure_rows
+                )
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -239,10 +278,23 @@ class Gradebook:
         ).fetchall()
         return [CaseResult(*row) for row in rows]
 
-    def find_previous(
+    def figures(self, run_id: int, student: str) -> dict[str, Figure]:
+        """The heatmaps' data recorded with a submission in a run, ``hook -> Figure`` (``{}`` for none)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT hook, label, tensors FROM figures WHERE run_id = ? AND student = ? ORDER BY hook",
+                (run_id, student),
+            ).fetchall()
+        figures = {}
+        for hook, label, blob in rows:
+            tensors = load_tensors(bytes(blob))
+            figures[hook] = Figure(label, tensors["expected"], tensors["received"])
+        return figures
+
+    def _latest_grading(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
-    ) -> tuple[str | None, list[CaseResult]] | None:
-        """``(error, results)`` of the latest grading of this exact input under these conditions, or None."""
+    ) -> tuple[int, str | None] | None:
+        """``(run id, error)`` of the latest grading of this exact input under these conditions, or None."""
         if not sha256:
             return None
         wanted = _devices_key(devices)
@@ -253,10 +305,20 @@ class Gradebook:
                 " ORDER BY s.graded_at DESC, s.run_id DESC",
                 (student, sha256, str(suite_version), str(seed)),
             ).fetchall()
-            for run_id, error, devices_json in rows:
-                if _devices_key(json.loads(devices_json)) == wanted:
-                    return error, self._results(run_id, student)
+        for run_id, error, devices_json in rows:
+            if _devices_key(json.loads(devices_json)) == wanted:
+                return int(run_id), error
         return None
+
+    def find_previous(
+        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
+    ) -> tuple[str | None, list[CaseResult]] | None:
+        """``(error, results)`` of the latest grading of this exact input under these conditions, or None."""
+        found = self._latest_grading(student, sha256, suite_version, seed, devices)
+        if found is None:
+            return None
+        with self._lock:
+            return found[1], self._results(found[0], student)
 
     def find_graded(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
@@ -266,10 +328,19 @@ class Gradebook:
         A submission recorded with an error (refused, failed to import) is never
         reused: reading it again is cheap and the error comes back fresh.
         """
-        found = self.find_previous(student, sha256, suite_version, seed, devices)
-        if found is None or found[0] is not None:
+        found = self.find_graded_with_figures(student, sha256, suite_version, seed, devices)
+        return None if found is None else found[0]
+
+    def find_graded_with_figures(
+        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
+    ) -> tuple[list[CaseResult], dict[str, Figure]] | None:
+        """:meth:`find_graded`'s results and the heatmaps' data recorded with them, or None."""
+        found = self._latest_grading(student, sha256, suite_version, seed, devices)
+        if found is None or found[1] is not None:
             return None
-        return found[1]
+        with self._lock:
+            results = self._results(found[0], student)
+        return results, self.figures(found[0], student)
 
     def results_for_run(self, run_id: int) -> dict[str, tuple[Submission, list[CaseResult]]]:
         """Every submission recorded in a run (``files`` left empty) with its results, by student."""

@@ -1,41 +1,42 @@
 """Heatmaps of expected against received attention weights, like the chapter's plots.
 
-Drawn with matplotlib (the ``plots`` extra) into PNG bytes; the HTML feedback
-embeds them.  Only 2-D slices are drawn: the first matrix of a batched case.
+A :class:`Figure` is the data of one heatmap (the first failing weights case of
+a hook: its label and the first matrix of the expected and the received
+tensor); grading produces them as plain data, the gradebook keeps them with the
+results, and the report writer draws them.  :func:`draw` makes PNG bytes with
+matplotlib (the ``plots`` extra) for the HTML feedback to embed, and
+:func:`write` puts them beside the feedback as ``heatmap-<hook>.png``.
 
 A heatmap is a courtesy, never a reason for a class to stop: values a learner
 sent back may be anything (NaN, ``±inf``, ``±1.7e308``), so the colour range is
 kept to finite values within :data:`DRAWN_RANGE` (anything beyond is drawn at the
-edge colour and the title says so), and :func:`write` turns any failure into
-``heatmap-<hook>.txt``, one line saying why it was not drawn, which the feedback
-shows in the figure's place.
+edge colour and the title says so), and :func:`draw` turns any failure into a
+:class:`Drawn` without a picture, whose note (``heatmap not drawn: <why>``) the
+feedback shows in the figure's place.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-WEIGHT_HOOKS = frozenset(
-    {
-        "softmax_weights",
-        "causal_mask",
-        "apply_causal_mask",
-        "renormalize_masked_weights",
-        "dropout_scale",
-        "attention_dropout",
-    }
-)
-"""Hooks whose outputs are attention weights or masks: a failing case gets a heatmap."""
+from grader.hook_table import TABLE
+
+__all__ = ["DRAWN_RANGE", "Drawn", "Figure", "colour_range", "draw", "first_matrix", "render", "write"]
+
+DRAWN_KINDS = frozenset({"weights", "mask"})
+"""Output kinds (:data:`grader.hook_table.OUTPUT_KINDS`) drawn as a heatmap: attention matrices and masks."""
+
+WEIGHT_HOOKS = frozenset(r.hook for r in TABLE if r.output in DRAWN_KINDS)
+"""Hooks whose outputs are attention weights or masks (the hook table says): a failing case gets a heatmap."""
 
 DRAWN_RANGE = 1e100
 """Values are drawn within ``±DRAWN_RANGE``: matplotlib's colour bar overflows near ``±1.7e308``."""
-
-NOT_DRAWN_SUFFIX = ".txt"
-"""``heatmap-<hook>.txt`` holds why that hook's heatmap is not drawn (one line)."""
 
 log = logging.getLogger(__name__)
 
@@ -104,38 +105,68 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def write(folder, figures: dict) -> list[str]:
-    """Write ``heatmap-<hook>.png`` for each ``hook -> (label, expected, received)``; return the file names.
+@dataclass(frozen=True)
+class Figure:
+    """The data of one heatmap: a label (``case (device, dtype)``) and two CPU matrices."""
 
-    Never raises: a heatmap that cannot be drawn is logged and replaced by
-    ``heatmap-<hook>.txt`` holding ``heatmap not drawn: <why>``; a folder that
-    cannot be written is logged and nothing is drawn.
+    label: str
+    expected: torch.Tensor
+    received: torch.Tensor
+
+    @classmethod
+    def of(cls, label: str, expected: torch.Tensor, received: torch.Tensor) -> Figure:
+        """The figure of two tensors of any rank: their first matrices, copied to the CPU (all a heatmap draws)."""
+        return cls(label, *(first_matrix(t.detach()).cpu().contiguous().clone() for t in (expected, received)))
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One hook's heatmap as drawn: PNG bytes, or ``None`` and a one-line note saying why not."""
+
+    hook: str
+    png: bytes | None
+    note: str = ""
+
+    @property
+    def file_name(self) -> str:
+        return f"heatmap-{self.hook}.png"
+
+
+def draw(figures: Mapping[str, Figure], who: str = "") -> list[Drawn]:
+    """Each ``hook -> Figure`` drawn, hooks sorted; ``[]`` where matplotlib is not installed.
+
+    Never raises: a figure that cannot be drawn (any value a learner sent, any
+    matplotlib failure) is logged and comes back with ``png=None`` and the note
+    ``heatmap not drawn: <why>``.  ``who`` names the student in the log.
+    """
+    if not figures or not available():
+        return []
+    drawn = []
+    for hook, figure in sorted(figures.items()):
+        try:
+            drawn.append(Drawn(hook, render(f"{hook}: {figure.label}", figure.expected, figure.received)))
+        except Exception as exc:
+            why = _why(exc)
+            log.warning("heatmap of %s for %s not drawn: %s", hook, who or "a student", why)
+            drawn.append(Drawn(hook, None, f"heatmap not drawn: {why}"))
+    return drawn
+
+
+def write(folder: str | Path, drawn: list[Drawn]) -> list[str]:
+    """Write ``heatmap-<hook>.png`` into ``folder`` for each drawn heatmap; return the file names.
+
+    Heatmaps an earlier grading left in the folder go first, so the folder
+    holds exactly this grading's.  An ``OSError`` is raised to the caller (the
+    report writer notes it and goes on).
     """
     folder = Path(folder)
-    try:
-        for stale in folder.glob("heatmap-*"):  # from an earlier grading of this student
-            if stale.is_file() or stale.is_symlink():
-                stale.unlink()
-        if not figures or not available():
-            return []
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        log.warning("heatmaps for %s not drawn: %s", folder.name, _why(exc))
-        return []
+    for stale in folder.glob("heatmap-*"):  # from an earlier grading of this student
+        if stale.is_file() or stale.is_symlink():
+            stale.unlink()
     names = []
-    for hook, figure in sorted(figures.items()):
-        name = f"heatmap-{hook}.png"
-        try:
-            label, expected, received = figure
-            (folder / name).write_bytes(render(f"{hook}: {label}", expected, received))
-        except Exception as exc:  # any value a learner sent, any matplotlib failure: no figure, and say why
-            why = _why(exc)
-            log.warning("heatmap of %s for %s not drawn: %s", hook, folder.name, why)
-            try:
-                (folder / name).unlink(missing_ok=True)
-                (folder / f"heatmap-{hook}{NOT_DRAWN_SUFFIX}").write_text(f"heatmap not drawn: {why}\n", "utf-8")
-            except OSError:
-                pass
-            continue
-        names.append(name)
+    for heatmap in drawn:
+        if heatmap.png is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / heatmap.file_name).write_bytes(heatmap.png)
+            names.append(heatmap.file_name)
     return names

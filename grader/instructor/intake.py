@@ -9,7 +9,8 @@ anything:
 - a ``.py`` file: ``files={"alice.py": text}``, ``entry="alice.py"``;
 - a folder of loose modules or a package: its ``.py`` files, recursively, keyed
   under the folder's own name (``{"alice/scores.py": ...}``, ``entry="alice"``),
-  test files, ``conftest.py``, ``__pycache__`` and hidden folders left out;
+  test files, ``conftest.py``, hidden files, ``__pycache__`` and hidden folders
+  left out (:func:`grader.handin.is_graded_source`);
 - a learner's whole kit (a folder holding ``exercises/__init__.py``): only the
   ``exercises`` package, keyed ``exercises/...`` with ``entry="exercises"``, so
   absolute imports such as ``from exercises.scores import x`` keep working;
@@ -17,12 +18,16 @@ anything:
   sizes (declared *and* counted while reading), no absolute paths, no ``..``,
   no links; a zip whose entries share one top folder is that folder;
 - a ``.ipynb`` notebook, converted by ``grader.notebooks.notebook_to_source``
-  when that module exists, otherwise an error row.
+  (a notebook it refuses is an error row).
 
 Intake never follows a link: a submission path, a class member, a file or folder
 inside a folder, a notebook found in a folder and a zip entry that is a symbolic
 link are refused with an error row naming it, never read (files are opened with
 ``O_NOFOLLOW`` and checked to be regular files, so a FIFO cannot hang the grader).
+
+The caps, the test-file rule, the text rule and the student id rule are
+:mod:`grader.handin`'s, the ones ``attnkit submit`` packs by: a zip it writes is
+accepted here.
 
 Every submission read is scanned for known evasion constructs
 (:mod:`grader.instructor.review_flags`, never run); the findings go with it as
@@ -38,10 +43,8 @@ from __future__ import annotations
 import ast
 import errno
 import hashlib
-import importlib
 import os
 import stat
-import unicodedata
 import zipfile
 import zlib
 from collections.abc import Iterable
@@ -49,28 +52,34 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from grader.handin import (
+    KIT_PACKAGE,
+    MAX_ENTRIES,
+    MAX_NAME_LENGTH,
+    MAX_NOTEBOOK_BYTES,
+    MAX_PY_BYTES,
+    MAX_TOTAL_BYTES,
+    MAX_WALKED,
+    MAX_ZIP_BYTES,
+    SKIPPED_DIRS,
+    is_graded_source,
+    is_hidden,
+    is_skipped_dir,
+    safe_name,
+    size_text,
+    text_problem,
+    too_big,
+)
+from grader.hook_table import CLASS_ALIASES
 from grader.instructor.review_flags import scan_files
-from grader.registry import CLASS_ALIASES, HOOK_NAMES
+from grader.notebooks import notebook_to_source
+from grader.registry import HOOK_NAMES
 
-MAX_PY_BYTES = 1 << 20
-"""A single ``.py`` file (on disk or in a zip) may hold at most 1 MiB."""
-MAX_NOTEBOOK_BYTES = 20 << 20
-"""A notebook, outputs included, may hold at most 20 MiB."""
-MAX_TOTAL_BYTES = 50 << 20
-"""A zip may unpack to (and a folder may hold) at most 50 MiB in all."""
-MAX_ZIP_BYTES = 50 << 20
-"""A zip file itself may be at most 50 MiB on disk (its directory is parsed whole)."""
-MAX_ENTRIES = 500
-"""A zip or a folder may hold at most 500 entries."""
-MAX_ID_LENGTH = 64
 MAX_HASHED_BYTES = 256 << 20
 """An error row's input is hashed only up to this size (a multi-gigabyte file gets no hash)."""
-KIT_PACKAGE = "exercises"
 
 FORMATS = ("py", "folder", "zip", "ipynb")
-SKIPPED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", "__MACOSX"})
 NOT_A_SUBMISSION = "not a submission: expected a .py, .ipynb or .zip file, or a folder"
-NOTEBOOKS_LATER = "notebook submissions arrive in a later release"
 
 _CHUNK = 64 << 10
 
@@ -107,23 +116,6 @@ class Refused(Exception):
 # --- student ids --------------------------------------------------------------------
 
 
-def sanitize_student_id(name: str) -> str:
-    """A student id made only of ``[A-Za-z0-9._-]``: safe as a folder name anywhere.
-
-    Accents are dropped (``José`` → ``Jose``), every other character becomes
-    ``_``, leading dots and dashes are removed (so ``..``, hidden names and
-    names a shell or a spreadsheet would read as an option or a formula never
-    survive), the result is cut to 64 characters and is never empty (``student``).
-    """
-    out = []
-    for ch in unicodedata.normalize("NFKD", name):
-        if unicodedata.combining(ch):
-            continue
-        out.append(ch if (ch.isascii() and (ch.isalnum() or ch in "._-")) else "_")
-    text = "".join(out).lstrip(".-")[:MAX_ID_LENGTH]
-    return text or "student"
-
-
 def _name_of(path: Path) -> str:
     return path.name if path.name not in ("", ".", "..") else path.resolve().name
 
@@ -131,7 +123,7 @@ def _name_of(path: Path) -> str:
 def _id_from_path(path: Path) -> str:
     name = _name_of(path)
     stem = name[: -len(path.suffix)] if path.suffix and not path.is_dir() else name
-    return sanitize_student_id(stem)
+    return safe_name(stem)
 
 
 RESERVED_IDS = frozenset(
@@ -157,7 +149,7 @@ def _claim_rank(sub: Submission) -> int:
 
 def _hashed_id(base: str, seed: str, length: int) -> str:
     digest = hashlib.sha256(seed.encode("utf-8", "surrogateescape")).hexdigest()[:length]
-    return f"{base[: MAX_ID_LENGTH - length - 1]}-{digest}"
+    return f"{base[: MAX_NAME_LENGTH - length - 1]}-{digest}"
 
 
 def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
@@ -216,14 +208,11 @@ def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
 
 
 def decode_source(data: bytes, name: str) -> str:
-    """UTF-8 text without null bytes, or :class:`Refused` saying where it goes wrong."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Refused(f"{name}: not valid UTF-8 at byte {exc.start}") from None
-    if "\x00" in text:
-        raise Refused(f"{name}: contains a null byte (at byte {data.index(0)})")
-    return text.removeprefix("\ufeff")
+    """UTF-8 text without null bytes (:func:`grader.handin.text_problem`), or :class:`Refused` saying where not."""
+    why = text_problem(data)
+    if why is not None:
+        raise Refused(f"{name}: {why}")
+    return data.decode("utf-8").removeprefix("\ufeff")
 
 
 def files_sha256(files: dict[str, str]) -> str:
@@ -275,27 +264,8 @@ def _read_file(path: Path, limit: int, shown: str, kind: str) -> bytes:
     with _open_regular(path, shown) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > limit:
-            raise Refused(f"{shown}: {_too_big(size, kind, limit)}")
+            raise Refused(f"{shown}: {too_big(size, kind, limit)}")
         return _read_capped(fh, limit, shown)
-
-
-def _size(n: int) -> str:
-    for unit, label in ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")):
-        if n >= unit:
-            return f"{n // unit} {label}" if n % unit == 0 else f"{n / unit:.1f} {label}"
-    return f"{n} bytes"
-
-
-def _too_big(n: int, kind: str, limit: int) -> str:
-    return f"{_size(n)} {kind} is over the {_size(limit)} limit"
-
-
-def _is_test_file(name: str) -> bool:
-    return name.startswith("test_") or name == "conftest.py"
-
-
-def _skipped_dir(name: str) -> bool:
-    return name.startswith(".") or name in SKIPPED_DIRS
 
 
 # --- a tree of files, from a folder or a zip ------------------------------------------
@@ -316,25 +286,15 @@ def _choose_layout(paths: Iterable[str], name: str) -> tuple[str, str, str]:
     return "", f"{name}/", name
 
 
-def _wanted(rel: str) -> bool:
-    """A .py file to send to the learner's process: not a test, not in a hidden or cache folder."""
-    parts = rel.split("/")
-    return rel.endswith(".py") and not _is_test_file(parts[-1]) and not any(_skipped_dir(p) for p in parts[:-1])
-
-
 def _folder_name(path: Path) -> str:
     name = path.resolve().name
     return name or "submission"
 
 
-MAX_WALKED = 20_000
-"""Walking a folder stops (refused) after this many entries: a stray virtualenv, say."""
-
-
 def _top_notebooks(path: Path) -> list[Path]:
     """The ``*.ipynb`` entries at the top of a folder, links included (so they are refused, not followed)."""
     with os.scandir(path) as entries:
-        return sorted(Path(e.path) for e in entries if e.name.lower().endswith(".ipynb") and not e.name.startswith("."))
+        return sorted(Path(e.path) for e in entries if e.name.lower().endswith(".ipynb") and not is_hidden(e.name))
 
 
 def _read_folder(path: Path, student: str) -> Submission:
@@ -348,7 +308,7 @@ def _read_folder(path: Path, student: str) -> Submission:
     listing: dict[str, Path] = {}
     walked = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(d))
+        dirnames[:] = sorted(d for d in dirnames if not is_skipped_dir(d))
         here = Path(dirpath)
         walked += len(dirnames) + len(filenames)
         if walked > MAX_WALKED:
@@ -359,7 +319,7 @@ def _read_folder(path: Path, student: str) -> Submission:
         for fname in sorted(filenames):
             full = here / fname
             rel = full.relative_to(root).as_posix()
-            if fname.startswith(".") or not _wanted(rel):
+            if not is_graded_source(rel):
                 continue
             _check_name(rel, "folder")
             mode = os.lstat(full).st_mode
@@ -383,7 +343,7 @@ def _read_folder(path: Path, student: str) -> Submission:
         data = _read_file(listing[rel], MAX_PY_BYTES, rel, ".py file")
         total += len(data)
         if total > MAX_TOTAL_BYTES:
-            raise Refused(f"refused folder: {_too_big(total, 'of .py files', MAX_TOTAL_BYTES)}")
+            raise Refused(f"refused folder: {too_big(total, 'of .py files', MAX_TOTAL_BYTES)}")
         files[f"{name}/{rel}"] = decode_source(data, rel)
     return _made(student, source, "folder", files, name)
 
@@ -396,7 +356,8 @@ def _read_capped(stream, limit: int, name: str, too_much: str | None = None) -> 
         while chunk := stream.read(_CHUNK):
             n += len(chunk)
             if n > limit:
-                raise Refused(too_much or f"{name}: more than {_size(limit)} when read, over the {_size(limit)} limit")
+                shown = size_text(limit)
+                raise Refused(too_much or f"{name}: more than {shown} when read, over the {shown} limit")
             chunks.append(chunk)
     return b"".join(chunks)
 
@@ -431,7 +392,7 @@ def _read_zip(path: Path, student: str) -> Submission:
     with _open_regular(path, path.name) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > MAX_ZIP_BYTES:
-            raise Refused(f"refused zip: {_too_big(size, 'archive', MAX_ZIP_BYTES)}")
+            raise Refused(f"refused zip: {too_big(size, 'archive', MAX_ZIP_BYTES)}")
         try:
             zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
@@ -446,19 +407,19 @@ def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str
             raise Refused(f"refused zip: {len(infos)} entries is over the {MAX_ENTRIES} entry limit")
         declared = sum(max(i.file_size, 0) for i in infos)
         if declared > MAX_TOTAL_BYTES:
-            raise Refused(f"refused zip: {_too_big(declared, 'unpacked', MAX_TOTAL_BYTES)}")
+            raise Refused(f"refused zip: {too_big(declared, 'unpacked', MAX_TOTAL_BYTES)}")
         entries: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             rel = _zip_entry_path(info)
             if not rel or info.is_dir():
                 continue
             parts = rel.split("/")
-            if any(_skipped_dir(p) for p in parts[:-1]) or parts[-1].startswith("."):
+            if any(is_skipped_dir(p) for p in parts[:-1]) or is_hidden(parts[-1]):
                 continue
             if rel in entries:
                 raise Refused(f"refused zip: entry {rel!r} appears twice")
             if rel.endswith(".py") and info.file_size > MAX_PY_BYTES:
-                raise Refused(f"refused zip: {rel}: {_too_big(info.file_size, '.py file', MAX_PY_BYTES)}")
+                raise Refused(f"refused zip: {rel}: {too_big(info.file_size, '.py file', MAX_PY_BYTES)}")
             entries[rel] = info
         # A zip whose entries all share one top folder is that folder.
         tops = {rel.split("/")[0] for rel in entries}
@@ -471,16 +432,16 @@ def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str
 
         def read(rel: str, limit: int) -> bytes:
             if budget[0] < limit:
-                too_much = f"refused zip: more than {_size(MAX_TOTAL_BYTES)} when unpacked, over the limit"
+                too_much = f"refused zip: more than {size_text(MAX_TOTAL_BYTES)} when unpacked, over the limit"
                 data = _read_capped(_open_member(zf, entries[rel]), budget[0], rel, too_much)
             else:
-                too_much = f"refused zip: {rel} unpacks to more than {_size(limit)}, over the limit"
+                too_much = f"refused zip: {rel} unpacks to more than {size_text(limit)}, over the limit"
                 data = _read_capped(_open_member(zf, entries[rel]), limit, rel, too_much)
             budget[0] -= len(data)
             return data
 
         try:
-            py = sorted(rel for rel in entries if _wanted(rel))
+            py = sorted(rel for rel in entries if is_graded_source(rel))
             top_py = [rel for rel in py if "/" not in rel]
             notebooks = sorted(rel for rel in entries if rel.endswith(".ipynb") and "/" not in rel)
             if not py:
@@ -513,26 +474,15 @@ def _open_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo):
 # --- notebooks -----------------------------------------------------------------------
 
 
-def _notebook_converter():
-    try:
-        module = importlib.import_module("grader.notebooks")
-    except ImportError:
-        return None
-    return getattr(module, "notebook_to_source", None)
-
-
 def _from_notebook(text: str, student: str, source: str, name: str) -> Submission:
-    convert = _notebook_converter()
-    if convert is None:
-        raise _NotebookError(NOTEBOOKS_LATER)
     try:
-        code = convert(text)
+        code = notebook_to_source(text)
     except Exception as exc:  # the converter's own errors name the problem
         line = (str(exc) or type(exc).__name__).splitlines()[0]
         raise _NotebookError(f"{name}: {line}") from None
     if not isinstance(code, str) or "\x00" in code:
         raise _NotebookError(f"{name}: the notebook's code could not be extracted as text")
-    rel = sanitize_student_id(PurePosixPath(name).stem) + ".py"
+    rel = safe_name(PurePosixPath(name).stem) + ".py"
     files = {rel: code}
     return _made(student, source, "ipynb", files, rel)
 
@@ -634,13 +584,13 @@ def is_class_folder(path: Path) -> bool:
     if (path / "__init__.py").exists() or (path / KIT_PACKAGE / "__init__.py").exists():
         return False
     try:
-        entries = [(c, os.lstat(c).st_mode) for c in path.iterdir() if not c.name.startswith(".")]
+        entries = [(c, os.lstat(c).st_mode) for c in path.iterdir() if not is_hidden(c.name)]
     except OSError:
         return False
     if any(stat.S_ISLNK(mode) and c.name not in SKIPPED_DIRS for c, mode in entries):
         return True
     children = [c for c, mode in entries if stat.S_ISREG(mode)]
-    top_py = sorted(c for c in children if _wanted(c.name))
+    top_py = sorted(c for c in children if is_graded_source(c.name))
     if not top_py or any(c.suffix.lower() == ".zip" for c in children):
         return True
     seen: set[str] = set()
@@ -660,7 +610,7 @@ def class_members(path: Path) -> list[Path]:
     """
     members = []
     for child in sorted(path.iterdir(), key=lambda c: c.name):
-        if child.name.startswith(".") or child.name in SKIPPED_DIRS:
+        if is_skipped_dir(child.name):
             continue
         if child.suffix.lower() in (".py", ".zip", ".ipynb") or child.is_symlink() or child.is_dir():
             members.append(child)

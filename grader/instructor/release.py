@@ -2,13 +2,13 @@
 
 Instructor-only (this module is never part of a learner's kit).  A release holds:
 
-- ``exercises/``: the stubs, the public tests and their helpers (``_checks.py``);
+- ``exercises/``: the stubs, the public tests and their helpers (``_expect.py``);
 - ``notebooks/``: one notebook per exercise group (:func:`grader.notebooks.write_notebooks`);
 - ``grader/`` without ``grader/instructor/`` (and caches): the registry, the
   child runtime, ``attnkit check``, ``attnkit submit`` and the notebooks' check
   cells -- the folder is the boundary, so there is no list of files to keep;
-- a root ``conftest.py`` identical to the kit's except that the public tests
-  check the learner's own ``exercises`` by default;
+- the kit's root ``conftest.py``, unchanged: it checks the reference where
+  ``solutions`` is importable and the learner's own ``exercises`` otherwise;
 - a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader`` only),
   ``constraints.txt`` (the torch pin) and ``README.md``.
 
@@ -42,6 +42,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.handin import kit_version
+from grader.notebooks import write_notebooks
+
 KIT_ROOT = Path(__file__).resolve().parents[2]
 GRADER_DIR = KIT_ROOT / "grader"
 INSTRUCTOR_DIR = GRADER_DIR / "instructor"
@@ -58,8 +61,6 @@ LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat"
 GIVEN_BODIES = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})
 """Reference functions whose one-line bodies the stubs give away on purpose (``return SelfAttention(...)``)."""
 
-DISTINCTIVE_CASES = ("all-masked-row", "indivisible-raises", "non-square-raises", "float-keep-mask", "large-logits")
-"""Hidden case names that must never appear in a learner's kit (checked on top of every case name)."""
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 
@@ -156,18 +157,10 @@ def learner_constraints() -> str:
     )
 
 
-def learner_conftest() -> str:
-    """Our ``conftest.py`` with ``DEFAULT_SOLUTION = "exercises"``: the public tests check the learner's code."""
-    text = (KIT_ROOT / "conftest.py").read_text(encoding="utf-8")
-    pattern = re.compile(r'^DEFAULT_SOLUTION = "reference"$', re.MULTILINE)
-    if len(pattern.findall(text)) != 1:
-        raise ReleaseError('conftest.py: expected exactly one line DEFAULT_SOLUTION = "reference" to rewrite')
-    return pattern.sub('DEFAULT_SOLUTION = "exercises"', text)
-
-
 def exercise_groups(exercises_dir: Path = EXERCISES_DIR) -> list[dict[str, str]]:
     """``[{"module": "scores.py", "names": "`dot_product_scores`, …"}]`` in the chapter's order, read with ast."""
-    from grader.registry import CLASS_ALIASES, HOOK_NAMES
+    from grader.hook_table import CLASS_ALIASES
+    from grader.registry import HOOK_NAMES
 
     order = {name: i for i, name in enumerate(HOOK_NAMES)}
     classes = set(CLASS_ALIASES.values())
@@ -251,11 +244,14 @@ def reference_bodies(path: Path | None = None) -> dict[str, str]:
     return bodies
 
 
-def hidden_case_names() -> set[str]:
-    """Names of the hidden cases that say something (a hyphen and 8 characters at least), read from cases.py."""
-    text = (INSTRUCTOR_DIR / "cases.py").read_text(encoding="utf-8")
-    names = set(re.findall(r'Case\(\s*\w+\s*,\s*"([^"]+)"', text)) | set(DISTINCTIVE_CASES)
-    return {n for n in names if "-" in n and len(n) >= 8}
+def hidden_case_names(seed: int = 0) -> set[str]:
+    """Names of the hidden cases that say something (a hyphen and 8 characters at least), from the case builder.
+
+    Names do not depend on the seed but for the numbers in a few short ones (``T=12``).
+    """
+    from grader.instructor.cases import make_cases
+
+    return {case.name for case in make_cases(seed) if "-" in case.name and len(case.name) >= 8}
 
 
 def catalogue_strings() -> dict[str, str]:
@@ -356,17 +352,12 @@ def _copy_tree(src: Path, dst: Path, leave_out: Path | None = None) -> None:
 def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
     _copy_tree(EXERCISES_DIR, stage / "exercises")
     _copy_tree(GRADER_DIR, stage / "grader", leave_out=INSTRUCTOR_DIR)
-    (stage / "conftest.py").write_text(learner_conftest(), encoding="utf-8")
+    shutil.copyfile(KIT_ROOT / "conftest.py", stage / "conftest.py")  # it chooses exercises where solutions is absent
     (stage / "pyproject.toml").write_text(learner_pyproject(project), encoding="utf-8")
     (stage / "constraints.txt").write_text(learner_constraints(), encoding="utf-8")
-    try:
-        from grader.notebooks import write_notebooks
-    except ImportError:
-        summary.warnings.append("grader/notebooks.py is missing: the kit has no notebooks")
-    else:
-        written = write_notebooks(stage / "notebooks", stage / "exercises")
-        summary.notebooks = [Path(p).name for p in written]
-    readme = learner_readme(project["version"], stage / "exercises", summary.notebooks)
+    written = write_notebooks(stage / "notebooks", stage / "exercises")
+    summary.notebooks = [Path(p).name for p in written]
+    readme = learner_readme(summary.version, stage / "exercises", summary.notebooks)
     (stage / "README.md").write_text(readme, encoding="utf-8")
 
 
@@ -409,7 +400,13 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise ReleaseError(f"{dest} is not empty; use --force to replace an earlier release there")
     project = _pyproject()["project"]
-    summary = ReleaseSummary(dest=dest, version=project["version"])
+    version = kit_version()
+    if version != project.get("version"):
+        raise ReleaseError(
+            f"the installed attnkit is {version} but pyproject.toml says {project.get('version')}: "
+            "reinstall the kit (pip install -e .) and release again"
+        )
+    summary = ReleaseSummary(dest=dest, version=version)
     parent = dest.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".attnkit-release-", dir=parent))

@@ -3,10 +3,10 @@
 Every byte a child sends is data from an untrusted process.  Before the trusted
 side uses a reply it passes here: the JSON header is checked against the
 declared schema of its kind (:data:`LOAD_REPLY`, :data:`HELLO_REPLY`,
-:data:`RUN_REPLY`) and rebuilt from the declared fields only -- right types,
+:data:`CALL_REPLY`) and rebuilt from the declared fields only -- right types,
 finite non-negative numbers, lists of bounded length, text cut to its cap
 (an error message to :data:`MESSAGE_CHARS`, whatever the child claims) -- and a
-run reply's safetensors blob is pre-checked (header length, names, dtypes,
+call reply's safetensors blob is pre-checked (header length, names, dtypes,
 shapes, offsets against the blob's length) before any tensor is loaded, so
 only the tensors the call can return are ever built.
 
@@ -28,7 +28,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from grader.registry import HOOK_NAMES
 
@@ -36,7 +36,7 @@ MESSAGE_CHARS = 2000
 """The longest error message kept from a child (the rest is cut here, on the trusted side)."""
 
 HEADER_BYTES = 256 << 10
-"""The largest JSON header of a run reply."""
+"""The largest JSON header of a call reply."""
 
 LOAD_HEADER_BYTES = 1 << 20
 """The largest JSON header of a load reply (an import error's text is cut to MESSAGE_CHARS after reading)."""
@@ -195,7 +195,7 @@ MODULE_FACTS = Record(
         "mask_device": Maybe(Text(100)),
     }
 )
-RUN_REPLY = Record(
+CALL_REPLY = Record(
     {
         "id": Number(maximum=2**31, whole=True),
         "ok": Flag(),
@@ -209,7 +209,7 @@ RUN_REPLY = Record(
     },
     required=("id",),
 )
-"""One call's answer (``grader.child_runtime.run_call``, plus ``peak_rss_kib``)."""
+"""One call's answer (``grader.child_runtime.call_hook``, plus ``peak_rss_kib``)."""
 
 PARAMETER = Record({"name": Text(200), "kind": Text(40), "default": Flag()}, required=("name", "kind", "default"))
 HOOK_FOUND = Record({"params": Items(PARAMETER, 256), "where": Text(500)}, required=("params",), defaults={"where": ""})
@@ -225,6 +225,85 @@ LOAD_REPLY = Record(
 
 HELLO_REPLY = Record({"isolation": Text(200), "pid": Number(maximum=2**31, whole=True)}, required=("isolation",))
 """The answer to ``hello`` from a throwaway child: the isolation it got."""
+
+
+# --- the replies as types: what the trusted side reads, once a reply has passed its schema ---------------
+#
+# Each TypedDict has the keys of its schema above, those a checked reply always holds (required or
+# defaulted) as required keys and the others as optional ones, read with ``.get`` (a test holds them in step).
+
+
+class ErrorInfo(TypedDict):
+    type: str
+    mro: list[str]
+    message: str
+    where: str | None
+
+
+class _ResultType(TypedDict):
+    type: str
+
+
+class ResultInfo(_ResultType, total=False):
+    is_tensor: bool
+    exact_tensor: bool
+    dtype: str
+    shape: list[int]
+    device: str
+    contiguous: bool
+
+
+class ModuleFacts(TypedDict, total=False):
+    state_dict_keys: list[str]
+    buffers: list[str]
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+    mask_device: str | None
+
+
+class _CallReplyId(TypedDict):
+    id: int
+
+
+class CallReply(_CallReplyId, total=False):
+    """One call's answer, checked: :data:`CALL_REPLY`."""
+
+    ok: bool
+    error: ErrorInfo | None
+    seconds: float
+    banned: list[str]
+    inputs_unchanged: bool
+    results: list[ResultInfo]
+    module: ModuleFacts | None
+    peak_rss_kib: int
+
+
+class HookFound(TypedDict):
+    params: list[dict[str, Any]]  # name, kind, default: what registry.signature_problem reads
+    where: str
+
+
+class LoadReply(TypedDict, total=False):
+    """The answer to ``load``, checked: :data:`LOAD_REPLY`."""
+
+    hooks: dict[str, HookFound]
+    import_error: str | None
+    isolation: str
+    cuda_init_seconds: float | None
+
+
+class _HelloReplyIsolation(TypedDict):
+    isolation: str
+
+
+class HelloReply(_HelloReplyIsolation, total=False):
+    """The answer to ``hello``, checked: :data:`HELLO_REPLY`."""
+
+    pid: int
+
+
+TYPED_REPLIES: dict[str, tuple[Record, type]] = {}
+"""Filled in below: each schema with the TypedDict that describes it (for the test that holds them in step)."""
 
 
 # --- caps --------------------------------------------------------------------------------------------
@@ -252,39 +331,52 @@ def output_count(call: dict[str, Any]) -> int:
     return int(call.get("repeat", 1)) + len(call.get("also", []))
 
 
-def caps_for(run: Any) -> Caps:
-    """The caps of one run's reply, from what the trusted side knows it should return.
+def caps_for(trial: Any) -> Caps:
+    """The caps of one trial's reply, from what the trusted side knows it should return.
 
     Tensor data may be ``BLOB_MULTIPLE`` times the gold answers' size at 8 bytes
     an element (the widest dtype), and never less than ``MIN_BLOB_BYTES``;
-    tensors come back only from a non-meta run, named ``out0`` ... in order.
+    tensors come back only from a trial not on the meta device, named ``out0`` ... in order.
     """
-    count = output_count(run.call)
-    expected = sum(int(gold.numel()) for gold in run.golds) * 8
-    names = () if run.device == "meta" else tuple(f"out{i}" for i in range(count))
+    count = output_count(trial.call)
+    expected = sum(int(gold.numel()) for gold in trial.golds) * 8
+    names = () if trial.device == "meta" else tuple(f"out{i}" for i in range(count))
     return Caps(HEADER_BYTES, max(BLOB_MULTIPLE * expected, MIN_BLOB_BYTES) + BLOB_HEADER_BYTES, names, count)
 
 
 # --- checking replies -----------------------------------------------------------------------------------
 
 
-def check_load_reply(header: Any) -> dict[str, Any]:
-    return validate(header, LOAD_REPLY, "load reply")
+def validate_load_reply(header: Any) -> LoadReply:
+    return cast(LoadReply, validate(header, LOAD_REPLY, "load reply"))
 
 
-def check_hello_reply(header: Any) -> dict[str, Any]:
-    return validate(header, HELLO_REPLY, "hello reply")
+def validate_hello_reply(header: Any) -> HelloReply:
+    return cast(HelloReply, validate(header, HELLO_REPLY, "hello reply"))
 
 
-def check_run_reply(header: Any, caps: Caps) -> dict[str, Any]:
-    """A run reply rebuilt to its schema; it may describe no more results than the call returns."""
-    reply = validate(header, RUN_REPLY, "reply")
+def validate_call_reply(header: Any, caps: Caps) -> CallReply:
+    """A call reply rebuilt to its schema; it may describe no more results than the call returns."""
+    reply = cast(CallReply, validate(header, CALL_REPLY, "reply"))
     if len(reply.get("results", [])) > caps.results:
-        raise MalformedReply(f"reply.results: {len(reply['results'])} results, the call returns {caps.results}")
+        raise MalformedReply(f"reply.results: {len(reply.get('results', []))} results, the call returns {caps.results}")
     return reply
 
 
-def check_blob(blob: bytes, caps: Caps) -> dict[str, dict[str, Any]]:
+TYPED_REPLIES.update(
+    {
+        "error": (ERROR, ErrorInfo),
+        "result": (RESULT, ResultInfo),
+        "module": (MODULE_FACTS, ModuleFacts),
+        "call": (CALL_REPLY, CallReply),
+        "hook": (HOOK_FOUND, HookFound),
+        "load": (LOAD_REPLY, LoadReply),
+        "hello": (HELLO_REPLY, HelloReply),
+    }
+)
+
+
+def validate_blob(blob: bytes, caps: Caps) -> dict[str, dict[str, Any]]:
     """The safetensors header of ``blob``, checked before anything is loaded from it.
 
     Only names in ``caps.outputs``, known dtypes, at most ``MAX_DIMS``
@@ -341,10 +433,10 @@ def _whole(value: Any, maximum: int) -> bool:
 
 
 def read_outputs(blob: bytes, caps: Caps) -> dict[str, Any]:
-    """The tensors of a run reply's blob (``{}`` for none), loaded only after :func:`check_blob`."""
+    """The tensors of a call reply's blob (``{}`` for none), loaded only after :func:`validate_blob`."""
     if not blob:
         return {}
-    check_blob(blob, caps)
+    validate_blob(blob, caps)
     from safetensors.torch import load as load_tensors
 
     try:

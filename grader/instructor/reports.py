@@ -13,6 +13,9 @@ Files written by :func:`write_reports` into the output folder:
   order), ``total``, ``max``; one row per submission, error rows included;
 - ``<student>/results.json``: Gradescope's results format;
 - ``<student>/feedback.md`` and ``<student>/feedback.html``;
+- ``<student>/heatmap-<hook>.png``: expected against received weights of the
+  hook's first failing weights case (drawn from the figures grading returns;
+  ``feedback.html`` embeds them);
 - ``junit.xml``: one ``testsuite`` per student, one ``testcase`` per case, the
   review findings as ``review`` properties.
 
@@ -39,7 +42,7 @@ import logging
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,11 +50,34 @@ from typing import Any
 import jinja2
 from rich.table import Table
 
-from grader.instructor.heatmaps import NOT_DRAWN_SUFFIX
-from grader.instructor.intake import Submission, sanitize_student_id
+from grader.handin import safe_name
+from grader.instructor import heatmaps
+from grader.instructor.heatmaps import Figure
+from grader.instructor.intake import Submission
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
-from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
+from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
+
+__all__ = [
+    "Graded",
+    "console_text",
+    "grades_csv",
+    "gradescope_results",
+    "id_notes",
+    "inert",
+    "junit_xml",
+    "render_feedback_html",
+    "render_feedback_md",
+    "review_lines",
+    "student_folder",
+    "student_report",
+    "summary_table",
+    "write_feedback",
+    "write_grades_csv",
+    "write_junit",
+    "write_reports",
+    "write_results_json",
+]
 
 Graded = Sequence[tuple[Submission, Sequence[CaseResult]]]
 
@@ -273,10 +299,6 @@ def _hook_order(results: Iterable[CaseResult]) -> list[CaseResult]:
     return sorted(results, key=lambda r: index.get(r.hook, len(index)))
 
 
-def _case_label(r: CaseResult) -> str:
-    return f"{r.case} ({r.device}, {r.dtype})"
-
-
 def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> list[Problem]:
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
@@ -284,7 +306,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
             message = clip(inert(r.message).strip())
             key = (message, r.mistake)
             problem = found.setdefault(key, Problem(message, [], r.mistake))
-            problem.cases.append(_case_label(r))
+            problem.cases.append(case_label(r.case, r.device, r.dtype))
     for problem in found.values():
         if problem.mistake:
             problem.description, problem.hint = _hint(problem.mistake, lang)
@@ -630,8 +652,8 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def student_folder(out_dir: str | Path, student: str) -> Path:
-    """``out_dir/<student>``; refuses an id that is not already safe (ids come from ``sanitize_student_id``)."""
-    if sanitize_student_id(student) != student:
+    """``out_dir/<student>``; refuses an id that is not already safe (ids come from :func:`grader.handin.safe_name`)."""
+    if safe_name(student) != student:
         raise ValueError(f"unsafe student id {student!r}")
     out = Path(out_dir).resolve()
     folder = (out / student).resolve()
@@ -654,24 +676,32 @@ def _guarded(problems: list[str], what: str, write: Callable[..., object], *args
         _note_problem(problems, what, exc)
 
 
-def _attach_figures(folder: Path, report: StudentReport) -> None:
-    """Embed each heatmap ``heatmaps.write`` left in the student's folder, or say why it is not there."""
+def _attach_figures(report: StudentReport, drawn: list[heatmaps.Drawn]) -> None:
+    """Embed each drawn heatmap under its exercise, or say why it is not drawn."""
+    by_hook = {heatmap.hook: heatmap for heatmap in drawn}
     for exercise in report.exercises:
-        heatmap = folder / f"heatmap-{exercise.hook}.png"
-        note = heatmap.with_suffix(NOT_DRAWN_SUFFIX)
-        if heatmap.is_file() and not heatmap.is_symlink():
-            exercise.figures = [(heatmap.name, base64.b64encode(heatmap.read_bytes()).decode("ascii"))]
-        elif note.is_file() and not note.is_symlink():
-            text = note.read_text(encoding="utf-8", errors="replace")[:MAX_LINE_CHARS]
-            exercise.figure_notes = [one_line(inert(text)) or "heatmap not drawn"]
+        heatmap = by_hook.get(exercise.hook)
+        if heatmap is not None and heatmap.png is not None:
+            exercise.figures = [(heatmap.file_name, base64.b64encode(heatmap.png).decode("ascii"))]
+        elif heatmap is not None:
+            exercise.figure_notes = [one_line(inert(heatmap.note), MAX_LINE_CHARS) or "heatmap not drawn"]
 
 
-def write_reports(out_dir: str | Path, graded: Graded, rubric: Rubric, run_info: dict[str, Any]) -> list[str]:
-    """Write ``grades.csv``, ``junit.xml`` and each student's results.json and feedback into ``out_dir``.
+def write_reports(
+    out_dir: str | Path,
+    graded: Graded,
+    rubric: Rubric,
+    run_info: dict[str, Any],
+    figures: Mapping[str, Mapping[str, Figure]] | None = None,
+) -> list[str]:
+    """Write ``grades.csv``, ``junit.xml`` and each student's results.json, feedback and heatmaps into ``out_dir``.
 
-    Every file is written on its own: one that fails (a student's feedback, a
-    heatmap that cannot be read) is logged and listed in the returned problems,
-    one line each, and every other file is still written.
+    ``figures`` holds each student's heatmap data (``student -> hook -> Figure``,
+    as grading returns it); they are drawn here, written beside the feedback
+    as ``heatmap-<hook>.png`` (replacing an earlier grading's) and embedded in
+    ``feedback.html``.  Every file is written on its own: one that fails (a
+    student's feedback, a heatmap) is logged and listed in the returned
+    problems, one line each, and every other file is still written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -686,7 +716,9 @@ def write_reports(out_dir: str | Path, graded: Graded, rubric: Rubric, run_info:
         except Exception as exc:
             _note_problem(problems, f"{sub.student}: feedback", exc)
             continue
-        _guarded(problems, f"{sub.student}: heatmaps", _attach_figures, folder, report)
+        drawn = heatmaps.draw((figures or {}).get(sub.student, {}), sub.student)
+        _attach_figures(report, drawn)
+        _guarded(problems, f"{sub.student}: heatmaps", heatmaps.write, folder, drawn)
         _guarded(problems, f"{sub.student}/results.json", write_results_json, folder / "results.json", report)
         _guarded(problems, f"{sub.student}/feedback.md", _write_md, folder, report)
         _guarded(problems, f"{sub.student}/feedback.html", _write_html, folder, report)

@@ -1,11 +1,18 @@
-"""The rubric: points per exercise, in one TOML file the instructor edits.
+"""The rubric: points per exercise, the hook table's defaults with the instructor's TOML file over them.
 
-The packaged default is ``grader/instructor/rubric.toml``.  Partial credit is the share of
-cases passed: ``points × passed / (passed + failed)`` per hook.  Skipped cases
-(a device that is not present, an inconclusive ``meta`` run) count neither way.
-Hooks listed under ``all_or_nothing`` earn their points only if no case failed.
-A hook with no case that ran (all skipped, or none at all) earns **0** of its
-points: not running is never a free pass.
+Each hook's default points and all-or-nothing flag are in its row of
+:mod:`grader.hook_table`, so a new hook arrives with its points.  The
+instructor edits one TOML file of overrides: the packaged
+``grader/instructor/rubric.toml`` (empty: the defaults hold), or one passed
+with ``--rubric``.  Under ``[points]``, a hook listed gets those points and a
+hook left out keeps its default (``hook = 0`` makes it worth nothing);
+``all_or_nothing``, when given, is the whole list of all-or-nothing hooks.
+
+Partial credit is the share of cases passed: ``points × passed / (passed +
+failed)`` per hook.  Skipped cases (a device that is not present, an
+inconclusive ``meta`` run) count neither way.  All-or-nothing hooks earn their
+points only if no case failed.  A hook with no case that ran (all skipped, or
+none at all) earns **0** of its points: not running is never a free pass.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.hook_table import TABLE
 from grader.instructor.verdict import PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
 
@@ -24,11 +32,12 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
 
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
+"""The packaged overrides (none: the hook table's defaults hold)."""
 
 
 @dataclass(frozen=True)
 class Rubric:
-    """Points per hook (every hook of ``HOOK_NAMES``; unlisted hooks are worth 0)."""
+    """Points per hook, for every hook of ``HOOK_NAMES``."""
 
     points: dict[str, float]
     all_or_nothing: frozenset[str] = frozenset()
@@ -51,20 +60,36 @@ def _number(path: Path | str, key: str, value: object) -> float:
     return float(value)
 
 
+def default_points() -> dict[str, float]:
+    """Every hook's points from the hook table, in ``HOOK_NAMES`` order (0 for a hook without a row)."""
+    table = {r.hook: float(r.points) for r in TABLE}
+    return {hook: table.get(hook, 0.0) for hook in HOOK_NAMES}
+
+
+def default_all_or_nothing() -> frozenset[str]:
+    """The hooks the hook table marks all-or-nothing."""
+    return frozenset(r.hook for r in TABLE if r.all_or_nothing and r.hook in HOOK_NAMES)
+
+
 def parse_rubric(data: dict, source: str | Path = "<rubric>") -> Rubric:
-    """Validate a rubric already read from TOML; a clear ValueError names the file and key."""
+    """The hook table's defaults with a rubric already read from TOML over them.
+
+    A clear ValueError names the file and key of anything invalid.
+    """
     unknown_top = sorted(set(data) - {"points", "all_or_nothing"})
     if unknown_top:
         raise _fail(source, f"unknown key(s) {', '.join(map(repr, unknown_top))}; expected [points] and all_or_nothing")
     points_table = data.get("points", {})
     if not isinstance(points_table, dict):
         raise _fail(source, "[points] must be a table of hook = points")
-    points: dict[str, float] = {hook: 0.0 for hook in HOOK_NAMES}
+    points = default_points()
     for key, value in points_table.items():
         if key not in HOOK_NAMES:
             raise _fail(source, f"[points] {key!r} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
         points[key] = _number(source, key, value)
-    aon = data.get("all_or_nothing", [])
+    if "all_or_nothing" not in data:
+        return Rubric(points, default_all_or_nothing(), str(source))
+    aon = data["all_or_nothing"]
     if not isinstance(aon, list) or not all(isinstance(h, str) for h in aon):
         raise _fail(source, "all_or_nothing must be a list of hook names")
     for hook in aon:
@@ -74,7 +99,7 @@ def parse_rubric(data: dict, source: str | Path = "<rubric>") -> Rubric:
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:
-    """Read and validate a rubric file (the packaged ``rubric.toml`` by default)."""
+    """Read and validate a rubric file (the packaged ``rubric.toml`` by default) over the hook table's defaults."""
     path = Path(path) if path is not None else DEFAULT_RUBRIC
     try:
         with path.open("rb") as fh:

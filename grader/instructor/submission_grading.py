@@ -1,9 +1,10 @@
-"""Grade submissions: one sandboxed child per submission, verdicts in this process.
+"""Grade one submission: a sandboxed child runs the learner's code, every verdict is made in this process.
 
 :func:`grade_submission` runs the prepared suite against one submission and
-returns its case results; the child holds only the learner's code and sends
-back data, and every verdict is computed here.  Every reply is read within
-the caps of :mod:`grader.instructor.replies` and checked against its schema before use.
+returns one :class:`Outcome` (plain data): its case results, the data of its
+heatmaps and how its learner processes fared.  The child holds only the
+learner's code and sends back data.  Every reply is read within the caps of
+:mod:`grader.instructor.replies` and checked against its schema before use.
 A timeout, a crash or a malformed reply in one exercise marks that exercise's
 remaining cases with the reason, and grading goes on with the next exercise
 in a fresh child; nothing the child sends raises out of grading a submission.
@@ -13,35 +14,44 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import queue
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from grader.hook_table import CLASS_ALIASES
 from grader.instructor.diagnosis import diagnose
-from grader.instructor.heatmaps import WEIGHT_HOOKS
+from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure
 from grader.instructor.intake import Submission
 from grader.instructor.replies import (
     LOAD_CAPS,
+    CallReply,
     Caps,
+    HookFound,
+    LoadReply,
     MalformedReply,
     caps_for,
-    check_load_reply,
-    check_run_reply,
     read_outputs,
+    validate_call_reply,
+    validate_load_reply,
 )
 from grader.instructor.sandbox import Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
-from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, judge
+from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, judge
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
+
+__all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
 
 MAX_RESTARTS = 6
 STORED_MESSAGE_BYTES = 1 << 20
 """What one submission's messages may take in the gradebook; messages past it are replaced by a note."""
+
+log = logging.getLogger(__name__)
 
 
 def available_devices() -> dict[str, str | None]:
@@ -54,24 +64,38 @@ def available_devices() -> dict[str, str | None]:
 
 
 @dataclass
+class Stats:
+    """How one submission's learner processes fared (their own reports: a hostile one may lie)."""
+
+    peak_rss_kib: int = 0  # the largest peak RSS a learner's process reported
+    restarts: int = 0  # learner processes started again after a crash or a timeout
+    cuda_init_seconds: float | None = None  # CUDA start-up in the GPU child, where one ran
+
+
+@dataclass
+class Outcome:
+    """What grading one submission gives back, as plain data (no process, no file)."""
+
+    submission: Submission  # with ``error`` set where grading it stopped
+    results: list[CaseResult]
+    figures: dict[str, Figure] = field(default_factory=dict)  # hook -> its first failing weights case
+    stats: Stats = field(default_factory=Stats)
+
+
+@dataclass
 class _Session:
-    """The child currently serving one submission, restarted after a crash or timeout."""
+    """The child currently serving one submission, restarted after a crash or timeout, until ``deadline``."""
 
     template: Template
     submission: Submission
     limits: Limits
+    deadline: float  # time.monotonic() when the submission's time is up: every child of it gets this deadline
+    stats: Stats
     gpu: str | None = None  # the GPU this session's child may see, or None for a CPU child
-    deadline: float = 0.0  # time.monotonic() when the submission's time is up; 0: submission_seconds from now
     child: Child | None = None
     restarts: int = 0
     calls_sent: int = 0  # call ids run on across batches and children, so a stale reply never answers a later call
-    load_reply: dict[str, Any] | None = None
-    peak_rss_kib: int = 0
-    cuda_init_seconds: float | None = None
-
-    def __post_init__(self) -> None:
-        if not self.deadline:
-            self.deadline = time.monotonic() + self.limits.submission_seconds
+    load_reply: LoadReply | None = None
 
     def ensure(self) -> Child:
         if self.child is None:
@@ -79,14 +103,16 @@ class _Session:
                 raise ChildGone(f"stopped after {MAX_RESTARTS} restarts of the learner's process")
             self.child = self.template.spawn(self.limits, self.gpu, deadline=self.deadline)
             sub = self.submission
-            self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, "hooks": list(HOOK_NAMES)})
+            hooks = {"hooks": list(HOOK_NAMES), "aliases": CLASS_ALIASES}  # the runtime imports nothing of the kit
+            self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, **hooks})
             header, _ = receive(self.child, self.limits.load_seconds, LOAD_CAPS)
             try:
-                self.load_reply = check_load_reply(header)
+                reply = self.load_reply = validate_load_reply(header)
             except MalformedReply as exc:
                 raise ChildGone(f"sent a malformed reply: {exc}") from None
-            if self.load_reply.get("cuda_init_seconds") is not None:
-                self.cuda_init_seconds = self.load_reply["cuda_init_seconds"]
+            cuda_init = reply.get("cuda_init_seconds")
+            if cuda_init is not None:
+                self.stats.cuda_init_seconds = cuda_init
         return self.child
 
     def drop(self) -> None:
@@ -94,6 +120,7 @@ class _Session:
             self.child.close()
             self.child = None
             self.restarts += 1
+            self.stats.restarts += 1
 
     def close(self) -> None:
         if self.child is not None:
@@ -130,14 +157,17 @@ def limit_stored_messages(results: Iterable[CaseResult], budget: int = STORED_ME
     return kept
 
 
-def _result(student: str, run: Any, status: str, message: str, seconds: float = 0.0, mistake: str = "") -> CaseResult:
+def _result(
+    student: str, trial: Any, status: Status, message: str, seconds: float = 0.0, mistake: str = ""
+) -> CaseResult:
     return CaseResult(
-        student, run.hook, run.case.name, run.device, run.dtype, status, message, round(seconds, 6), mistake
+        student, trial.hook, trial.case.name, trial.device, trial.dtype, status, message, round(seconds, 6), mistake
     )
 
 
-Figures = dict[str, tuple[str, torch.Tensor, torch.Tensor]]
-"""hook -> (case label, expected, received) for the first failing weights case of each hook."""
+def every_trial(student: str, trials: Iterable[Any], status: Status, message: str) -> list[CaseResult]:
+    """The same result for each of ``trials``: a submission, or an exercise, that got no further."""
+    return [_result(student, trial, status, message) for trial in trials]
 
 
 class GpuPool:
@@ -171,78 +201,88 @@ def grade_submission(
     suite: Suite,
     template: Template,
     limits: Limits | None = None,
-    skipped_devices: dict[str, str] | None = None,
     reveal: bool = False,
-    figures: Figures | None = None,
-    stats: dict[str, Any] | None = None,
     gpus: GpuPool | None = None,
-) -> list[CaseResult]:
-    """Every run of ``suite`` against ``submission``, judged here.
+) -> Outcome:
+    """Every trial of ``suite`` against ``submission``, judged here.
 
     CPU and meta cases run in one child without CUDA; CUDA cases in a second
     child that holds one GPU of ``gpus`` for the whole submission, so CUDA
     start-up is paid once per submission per GPU and each GPU serves one
-    learner process at a time.  Failing cases are matched against the suite's
-    fingerprints of known mistakes; ``figures``, when given, collects the
-    first failing weights case of each hook for a heatmap; ``stats``, when
-    given, gets the learner process's peak RSS (``peak_rss_kib``, as it
-    reported it), its restarts and the CUDA start-up time.
+    learner process at a time.  Every child of the submission shares one
+    deadline, ``limits.submission_seconds`` from now.  Devices in
+    ``suite.skipped`` (and cuda where no GPU is visible) are skipped with
+    their reason.  Failing cases are matched against the suite's fingerprints
+    of known mistakes; the first failing weights case of each hook becomes a
+    :class:`~grader.instructor.heatmaps.Figure`.
     """
     limits = limits or Limits()
-    skipped_devices = dict(skipped_devices or {})
     student = submission.student
     if submission.error:
-        return [_result(student, run, FAILED, f"not graded: {submission.error}") for run in suite.runs]
+        return Outcome(submission, every_trial(student, suite.trials, FAILED, f"not graded: {submission.error}"))
     gpus = gpus if gpus is not None else GpuPool.visible()
-    if not gpus.gpus:
-        skipped_devices.setdefault("cuda", "not available")
+    stats = Stats()
+    session = _Session(template, submission, limits, time.monotonic() + limits.submission_seconds, stats)
+    verdicts = _Verdicts(student, reveal, suite.fingerprints)
     done: dict[int, list[CaseResult]] = {}
-    session = _Session(template, submission, limits)
     try:
-        try:
-            session.ensure()
-        except ChildGone as exc:
-            return [_result(student, run, FAILED, f"could not load the submission: {exc.reason}") for run in suite.runs]
-        load = session.load_reply or {}
-        if load.get("import_error"):
-            message = f"the submission does not import: {load['import_error']}"
-            return [_result(student, run, FAILED, message) for run in suite.runs]
-        unusable = _unusable_hooks(load.get("hooks", {}))
-        on_gpu = []
+        refused = _load(session)
+        if refused:
+            return Outcome(submission, every_trial(student, suite.trials, FAILED, refused), stats=stats)
+        settled = _settled_batches(suite, session.load_reply or LoadReply(), gpus, student)
+        done.update(settled)
+        on_gpu = [i for i, batch in enumerate(suite.batches) if i not in settled and batch.device == "cuda"]
         for i, batch in enumerate(suite.batches):
-            if batch.device in skipped_devices:
-                why = f"{batch.device}: {skipped_devices[batch.device]}"
-                done[i] = [_result(student, r, SKIPPED, why) for r in batch.runs]
-            elif batch.hook in unusable:
-                done[i] = [_result(student, r, FAILED, unusable[batch.hook]) for r in batch.runs]
-            elif batch.device == "cuda":
-                on_gpu.append(i)
-            else:
-                done[i] = _grade_batch(session, batch, reveal, suite.fingerprints, figures)
+            if i not in settled and i not in on_gpu:
+                done[i] = _grade_batch(session, batch, verdicts)
         session.close()
         if on_gpu:
             with gpus.lease() as gpu:
-                cuda = _Session(template, submission, limits, gpu=gpu, deadline=session.deadline)
-                try:
-                    for i in on_gpu:
-                        done[i] = _grade_batch(cuda, suite.batches[i], reveal, suite.fingerprints, figures)
-                finally:
-                    cuda.close()
-                    session.peak_rss_kib = max(session.peak_rss_kib, cuda.peak_rss_kib)
-                    session.restarts += cuda.restarts
-                    session.cuda_init_seconds = cuda.cuda_init_seconds
+                done.update(_grade_on_gpu(session, gpu, {i: suite.batches[i] for i in on_gpu}, verdicts))
     finally:
         session.close()
-        if stats is not None:
-            stats.update(
-                peak_rss_kib=session.peak_rss_kib,
-                restarts=session.restarts,
-                cuda_init_seconds=session.cuda_init_seconds,
-            )
-    return [result for i in sorted(done) for result in done[i]]
+    return Outcome(submission, [result for i in sorted(done) for result in done[i]], verdicts.figures, stats)
 
 
-def _unusable_hooks(found: dict[str, Any]) -> dict[str, str]:
+def _load(session: _Session) -> str:
+    """Start the submission's first child and load its code; why it cannot be graded, or ``""``."""
+    try:
+        session.ensure()
+    except ChildGone as exc:
+        return f"could not load the submission: {exc.reason}"
+    error = (session.load_reply or {}).get("import_error")
+    return f"the submission does not import: {error}" if error else ""
+
+
+def _settled_batches(
+    suite: Suite, load_reply: LoadReply, gpus: GpuPool, student: str
+) -> dict[int, list[CaseResult]]:
+    """The batches whose results are known without a call: a device skipped here, a hook missing or unfit."""
+    skipped = dict(suite.skipped)
+    if not gpus.gpus:
+        skipped.setdefault("cuda", "not available")
+    unusable = _unusable_hooks(load_reply.get("hooks", {}))
+    settled = {}
+    for i, batch in enumerate(suite.batches):
+        if batch.device in skipped:
+            settled[i] = every_trial(student, batch.trials, SKIPPED, f"{batch.device}: {skipped[batch.device]}")
+        elif batch.hook in unusable:
+            settled[i] = every_trial(student, batch.trials, FAILED, unusable[batch.hook])
+    return settled
+
+
+def _grade_on_gpu(
+    cpu: _Session, gpu: str, batches: dict[int, Batch], verdicts: _Verdicts
+) -> dict[int, list[CaseResult]]:
+    """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline."""
+    session = _Session(cpu.template, cpu.submission, cpu.limits, cpu.deadline, cpu.stats, gpu=gpu)
+    try:
+        return {i: _grade_batch(session, batch, verdicts) for i, batch in batches.items()}
+    finally:
+        session.close()
+
+
+def _unusable_hooks(found: dict[str, HookFound]) -> dict[str, str]:
     """Hooks the submission lacks or whose signature does not fit, with the message for each."""
     unusable = {}
     for hook in HOOK_NAMES:
@@ -256,9 +296,7 @@ def _unusable_hooks(found: dict[str, Any]) -> dict[str, str]:
     return unusable
 
 
-def _grade_batch(
-    session: _Session, batch: Batch, reveal: bool, fingerprints: Any, figures: Figures | None
-) -> list[CaseResult]:
+def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[CaseResult]:
     """Send one batch and judge each reply as it comes; a reply that breaks the protocol ends the batch."""
     student = session.submission.student
     results: list[CaseResult] = []
@@ -266,13 +304,13 @@ def _grade_batch(
     session.calls_sent += len(batch.calls)
     try:
         child = session.ensure()
-        child.send({"op": "run", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
+        child.send({"op": "call", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
     except ChildGone as exc:
         session.drop()
-        return [_result(student, r, FAILED, exc.reason) for r in batch.runs]
-    for i, run in enumerate(batch.runs):
+        return every_trial(student, batch.trials, FAILED, exc.reason)
+    for i, trial in enumerate(batch.trials):
         try:
-            reply, outputs = _read_reply(child, run, first + i, session.limits.call_seconds)
+            reply, outputs = _read_reply(child, trial, first + i, session.limits.call_seconds)
         except ChildGone as exc:
             reason = exc.reason
         except MalformedReply as exc:
@@ -280,48 +318,59 @@ def _grade_batch(
         except Exception as exc:  # nothing a child sends may stop the class
             reason = f"sent back unreadable data ({type(exc).__name__})"
         else:
-            session.peak_rss_kib = max(session.peak_rss_kib, int(reply.get("peak_rss_kib", 0)))
-            results.append(_verdict(student, run, reply, outputs, reveal, fingerprints, figures))
+            session.stats.peak_rss_kib = max(session.stats.peak_rss_kib, int(reply.get("peak_rss_kib", 0)))
+            results.append(verdicts.judge(trial, reply, outputs))
             continue
         session.drop()
-        results.append(_result(student, run, FAILED, reason))
-        later = f"not run: an earlier case of {batch.hook} ({run.case.name}) failed with: {reason}"
-        results += [_result(student, r, FAILED, later) for r in batch.runs[i + 1 :]]
-        return results
+        results.append(_result(student, trial, FAILED, reason))
+        later = f"not run: an earlier case of {batch.hook} ({trial.case.name}) failed with: {reason}"
+        return results + every_trial(student, batch.trials[i + 1 :], FAILED, later)
     return results
 
 
-def _read_reply(child: Child, run: Any, call_id: int, timeout: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+def _read_reply(
+    child: Child, trial: Any, call_id: int, timeout: float
+) -> tuple[CallReply, dict[str, torch.Tensor]]:
     """The checked reply to call ``call_id`` and the tensors it sent, or MalformedReply / ChildGone."""
-    caps = caps_for(run)
+    caps = caps_for(trial)
     header, blob = receive(child, timeout, caps)
-    reply = check_run_reply(header, caps)
+    reply = validate_call_reply(header, caps)
     if reply["id"] != call_id:
         raise ChildGone(f"answered out of order (expected call {call_id}, got {reply['id']})")
     return reply, read_outputs(blob, caps)
 
 
-def _verdict(
-    student: str,
-    run: Any,
-    reply: dict[str, Any],
-    outputs: dict[str, torch.Tensor],
-    reveal: bool,
-    fingerprints: Any,
-    figures: Figures | None,
-) -> CaseResult:
-    """Judge one checked reply; a failure of the judging itself fails the case with the reason."""
-    try:
-        status, message = judge(run, reply, outputs, reveal=reveal)
-        mistake = ""
-        if status == FAILED:
-            mistake = diagnose(fingerprints.for_run(run) if fingerprints else [], reply, outputs, message)
-            got = outputs.get("out0")
-            if figures is not None and run.hook in WEIGHT_HOOKS and run.hook not in figures and run.golds:
-                if got is not None and got.shape == run.golds[0].shape:
-                    figures[run.hook] = (f"{run.case.name} ({run.device}, {run.dtype})", run.golds[0], got)
-    except Exception as exc:  # extreme values, odd tensors: this case fails, the class goes on
-        status, message, mistake = FAILED, f"the grader could not judge what came back ({type(exc).__name__})", ""
-    if message and run.case.what:
-        message = f"{run.case.what}: {message}"
-    return _result(student, run, status, message, reply.get("seconds", 0.0), mistake)
+@dataclass
+class _Verdicts:
+    """Judges one submission's checked replies; keeps the first failing weights case of each hook as a figure."""
+
+    student: str
+    reveal: bool
+    fingerprints: Any  # a diagnosis.Fingerprints, or None
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+    def judge(self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor]) -> CaseResult:
+        """The case's result; a failure of the judging itself fails the case with the reason."""
+        try:
+            status, message = judge(trial, reply, outputs, reveal=self.reveal)
+            mistake = ""
+            if status == FAILED:
+                known = self.fingerprints.for_trial(trial) if self.fingerprints else []
+                mistake = diagnose(known, reply, outputs, message)
+                self._keep_figure(trial, outputs.get("out0"))
+        except Exception as exc:  # extreme values, odd tensors: this case fails, the class goes on
+            status, message, mistake = FAILED, f"the grader could not judge what came back ({type(exc).__name__})", ""
+        if message and trial.case.what:
+            message = f"{trial.case.what}: {message}"
+        return _result(self.student, trial, status, message, reply.get("seconds", 0.0), mistake)
+
+    def _keep_figure(self, trial: Any, got: torch.Tensor | None) -> None:
+        if trial.hook not in WEIGHT_HOOKS or trial.hook in self.figures or not trial.golds or got is None:
+            return
+        if got.shape != trial.golds[0].shape:
+            return
+        label = case_label(trial.case.name, trial.device, trial.dtype)
+        try:
+            self.figures[trial.hook] = Figure.of(label, trial.golds[0], got)
+        except Exception as exc:  # a figure is never worth a case
+            log.warning("%s: no heatmap of %s (%s)", self.student, trial.hook, type(exc).__name__)

@@ -1,13 +1,21 @@
-"""Prepare the hidden suite once per run: wire calls, tensor bytes and gold answers.
+"""Prepare the hidden suite once per run: wire calls, tensor bytes and gold answers; and its version.
 
 Everything here is computed in the trusted process and shared by every
 submission: the inputs for each case and dtype, the gold answers (the
 reference in float64 on the CPU), and one serialised batch per hook and
 device, so grading a submission costs its own calls and little else.
+
+:func:`suite_version` names the code that decides a verdict; the gradebook
+reuses a result only under the same version, so a change to any of that code
+(a fix to the reference, say) means a regrade.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import sys
+import types
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +23,9 @@ from typing import Any
 import torch
 from safetensors.torch import save as save_tensors
 
-from grader.instructor.cases import BANNED, DEVICE, HALF, Case, GeneratorSeed, Run, make_cases
+from grader import child_runtime, hook_table, hookspecs, registry
+from grader.instructor import cases
+from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases
 from grader.registry import HOOK_NAMES, Solution, load_solution
 
 
@@ -25,7 +35,7 @@ class Batch:
 
     hook: str
     device: str
-    runs: list[Run]
+    trials: list[Trial]
     calls: list[dict[str, Any]]
     blob: bytes
 
@@ -35,11 +45,12 @@ class Suite:
     seed: int
     devices: tuple[str, ...]
     batches: list[Batch] = field(default_factory=list)
-    fingerprints: Any = None  # a diagnosis.Fingerprints: the known mistakes failing each run, on demand
+    fingerprints: Any = None  # a diagnosis.Fingerprints: the known mistakes failing each trial, on demand
+    skipped: dict[str, str] = field(default_factory=dict)  # devices of ``devices`` that do not run here, with why
 
     @property
-    def runs(self) -> list[Run]:
-        return [run for batch in self.batches for run in batch.runs]
+    def trials(self) -> list[Trial]:
+        return [trial for batch in self.batches for trial in batch.trials]
 
     def batches_for(self, hook: str) -> list[Batch]:
         return [b for b in self.batches if b.hook == hook]
@@ -74,7 +85,8 @@ def _gold_args(case: Case, inputs: dict[str, Any], seed: int | None = None) -> d
 
 def _module_gold(reference: Solution, case: Case, dtype: str) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
     spec = case.module
-    assert spec is not None
+    if spec is None:
+        raise ValueError(f"{case.hook}[{case.name}] is not a module case: it has no ModuleSpec")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.init_seed if spec.init_seed is not None else (spec.state_seed or 0))
         module = reference.call(case.hook, **case.args)
@@ -134,7 +146,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
     call = {
         "hook": case.hook,
         "args": wire_args,
-        "banned": BANNED.get(case.hook, []),
+        "banned": list(hook_table.row(case.hook).banned),
         "repeat": case.repeat,
         "module": module_wire,
     }
@@ -151,15 +163,15 @@ def build_suite(seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solut
     reference = reference or load_solution("reference")
     cases = make_cases(seed)
     prepared: dict[tuple[int, str], tuple[dict, dict, list, dict]] = {}
-    grouped: dict[tuple[str, str], list[tuple[Run, dict]]] = defaultdict(list)
+    grouped: dict[tuple[str, str], list[tuple[Trial, dict]]] = defaultdict(list)
     for ci, case in enumerate(cases):
         for device in devices:
             for dtype in _dtypes_for(case, device):
                 if (ci, dtype) not in prepared:
                     prepared[(ci, dtype)] = _prepare(reference, case, ci, dtype)
                 call, tensors, golds, inputs = prepared[(ci, dtype)]
-                run = Run(case, device, dtype, dict(call, device=device), tensors, golds, inputs)
-                grouped[(case.hook, device)].append((run, tensors))
+                trial = Trial(case, device, dtype, dict(call, device=device), tensors, golds, inputs)
+                grouped[(case.hook, device)].append((trial, tensors))
     suite = Suite(seed, tuple(devices))
     for hook in HOOK_NAMES:
         for device in devices:
@@ -168,9 +180,61 @@ def build_suite(seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solut
                 continue
             blob_tensors: dict[str, torch.Tensor] = {}
             calls = []
-            for i, (run, tensors) in enumerate(items):
+            for i, (trial, tensors) in enumerate(items):
                 blob_tensors.update(tensors)
-                calls.append(dict(run.call, id=i))
+                calls.append(dict(trial.call, id=i))
             blob = save_tensors(blob_tensors) if blob_tensors else b""
-            suite.batches.append(Batch(hook, device, [run for run, _ in items], calls, blob))
+            suite.batches.append(Batch(hook, device, [trial for trial, _ in items], calls, blob))
     return suite
+
+
+# --- the version ---------------------------------------------------------------------------------
+
+
+def verdict_modules() -> list[types.ModuleType]:
+    """The modules whose code decides a verdict, or the diagnosis stored with it, in a fixed order.
+
+    The contract and the table of hooks (``hookspecs``, ``hook_table``), what
+    makes a hook usable (``registry``), what runs in the learner's process
+    (``child_runtime``: loading, calling, recording banned calls), the gold
+    answers (``solutions.reference``), the cases and this suite, the verdict and
+    the reply checks (``verdict``, ``replies``), the loop that turns replies into
+    results (``submission_grading``), and the naming of known mistakes stored
+    with each failure (``diagnosis`` and its catalogue, ``solutions.mistakes``).
+    Not the sandbox (how learners' code is contained never changes a value), nor
+    the rubric or the reports (points and files are recomputed from the results).
+    """
+    from grader.instructor import diagnosis, replies, submission_grading, verdict
+    from solutions import mistakes, reference
+
+    this = sys.modules[__name__]
+    return [
+        hookspecs,
+        hook_table,
+        registry,
+        child_runtime,
+        reference,
+        cases,
+        this,
+        verdict,
+        replies,
+        submission_grading,
+        diagnosis,
+        mistakes,
+    ]
+
+
+def suite_version() -> str:
+    """12 hex digits of a hash over the source of :func:`verdict_modules`: a change means a regrade.
+
+    The source is read from the module objects actually imported
+    (:func:`inspect.getsource`), not from paths next to this file.
+    """
+    digest = hashlib.sha256()
+    for module in verdict_modules():
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError) as exc:
+            raise RuntimeError(f"cannot read the source of {module.__name__} for the suite version: {exc}") from exc
+        digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:12]

@@ -14,9 +14,49 @@ after :mod:`grader.instructor.replies` has checked it against its schema.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+if TYPE_CHECKING:
+    from grader.instructor.replies import CallReply
+
+from grader.hook_table import row
+
+__all__ = [
+    "FAILED",
+    "PASSED",
+    "SKIPPED",
+    "CaseResult",
+    "InProcessVerdict",
+    "Status",
+    "case_id",
+    "case_label",
+    "judge",
+    "judge_in_process",
+    "own_inputs",
+    "trial_id",
+    "value_problem",
+]
+
+Status = Literal["passed", "failed", "skipped"]
+PASSED: Final = "passed"
+FAILED: Final = "failed"
+SKIPPED: Final = "skipped"
+
+
+def case_id(hook: str, case: str, device: str, dtype: str) -> str:
+    """``hook[case-device-dtype]``: how one case on one device in one dtype is named everywhere
+    (JUnit, the audit, the hidden tests' ids)."""
+    return f"{hook}[{case}-{device}-{dtype}]"
+
+
+def case_label(case: str, device: str, dtype: str) -> str:
+    """``case (device, dtype)``: a case named within its hook's part of the feedback (and a heatmap's title)."""
+    return f"{case} ({device}, {dtype})"
+
+
+def trial_id(trial: Any) -> str:
+    """The :func:`case_id` of a :class:`~grader.instructor.cases.Trial`."""
+    return case_id(trial.hook, trial.case.name, trial.device, trial.dtype)
 
 
 @dataclass(frozen=True)
@@ -28,20 +68,20 @@ class CaseResult:
     case: str
     device: str
     dtype: str
-    status: str  # passed | failed | skipped
+    status: Status
     message: str = ""
     seconds: float = 0.0
     mistake: str = ""  # the id of a catalogued mistake whose output matched, if any
 
     @property
     def test_name(self) -> str:
-        return f"{self.hook}[{self.case}-{self.device}-{self.dtype}]"
+        return case_id(self.hook, self.case, self.device, self.dtype)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-# --- judging one run -----------------------------------------------------------------
+# --- judging one trial -----------------------------------------------------------------
 
 TOLERANCES = {
     # (rtol, atol): float32 is calibrated a little above assert_close's defaults because the
@@ -72,15 +112,16 @@ def _numbers(t: Any, n: int = 4) -> str:
     return f"[{text}{', …' if t.numel() > n else ''}]"
 
 
-def _expected_dtype(run: Any) -> str:
-    return "bool" if run.hook == "causal_mask" else run.dtype
+def _expected_dtype(trial: Any) -> str:
+    """The dtype the answer must have: the hook table's (``bool`` for a mask), else the trial's own."""
+    return row(trial.hook).expected_dtype or trial.dtype
 
 
-def value_problem(run: Any, got: Any, gold: Any, reveal: bool = False) -> str | None:
+def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str | None:
     """Compare one received tensor with its gold answer; say what is wrong, or None."""
     import torch
 
-    expected_dtype = _expected_dtype(run)
+    expected_dtype = _expected_dtype(trial)
     got_dtype = str(got.dtype).replace("torch.", "")
     if got_dtype != expected_dtype:
         return f"returned dtype {got_dtype}, expected {expected_dtype} (keep the input's dtype)"
@@ -91,12 +132,12 @@ def value_problem(run: Any, got: Any, gold: Any, reveal: bool = False) -> str | 
             return None
         first = tuple((got != gold).nonzero()[0].tolist())
         return f"wrong entries, first at {first}: got {bool(got[first])}, expected {bool(gold[first])}"
-    want = gold.to(got.dtype) if run.dtype in ("float16", "bfloat16") else gold
+    want = gold.to(got.dtype) if trial.dtype in ("float16", "bfloat16") else gold
     g64, w64 = got.to(torch.float64), want.to(torch.float64)
     if torch.isnan(g64).any() and not torch.isnan(w64).any():
         where = tuple(torch.isnan(g64).nonzero()[0].tolist())
         return f"NaN in the output, first at {where}, where no NaN belongs"
-    rtol, atol = TOLERANCES.get(run.dtype, (1e-5, 1e-5))
+    rtol, atol = TOLERANCES.get(trial.dtype, (1e-5, 1e-5))
     try:
         torch.testing.assert_close(g64, w64, rtol=rtol, atol=atol, equal_nan=True)
     except AssertionError:
@@ -115,22 +156,10 @@ def value_problem(run: Any, got: Any, gold: Any, reveal: bool = False) -> str | 
     return None
 
 
-def judge(
-    run: Any,
-    reply: dict[str, Any] | None,
-    outputs: dict[str, Any],
-    gone: str | None = None,
-    reveal: bool = False,
-) -> tuple[str, str]:
-    """The status and message of one run, from what the learner's process sent back.
-
-    ``gone`` is why the process stopped before answering (timeout, crash).
-    """
-    case = run.case
-    if gone is not None:
-        return FAILED, gone
-    assert reply is not None
-    error = reply.get("error") or {}
+def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = False) -> tuple[Status, str]:
+    """The status and message of one trial, from what the learner's process sent back (a checked reply)."""
+    case = trial.case
+    error: dict[str, Any] = dict(reply.get("error") or {})
     kind, text = str(error.get("type", "an exception")), str(error.get("message", ""))
     if case.expect_error:
         if error and case.expect_error in error.get("mro", []):
@@ -142,7 +171,7 @@ def judge(
         message = f"raised {kind}: {text}".splitlines()[0]
         if error.get("where"):
             message += f" (at {error['where']})"
-        if run.device == "meta":
+        if trial.device == "meta":
             if any(s in text.lower() for s in _DEVICE_ERRORS):
                 why = "a tensor is built on the CPU whatever the input's device"
                 return FAILED, f"will fail on a GPU: {why} ({message})"
@@ -152,50 +181,88 @@ def judge(
         return FAILED, message
     banned = reply.get("banned") or []
     if banned:
-        from grader.instructor.cases import WHY_BANNED
-
-        return FAILED, f"uses {', '.join(banned)}: {WHY_BANNED.get(run.hook, 'not allowed here')}"
+        return FAILED, f"uses {', '.join(banned)}: {row(trial.hook).why_banned or 'not allowed here'}"
     described = reply.get("results") or []
-    if len(described) < len(run.golds):
+    if len(described) < len(trial.golds):
         return FAILED, "returned nothing"
-    for i, info in enumerate(described[: len(run.golds)]):
+    for i, info in enumerate(described[: len(trial.golds)]):
         if not info.get("is_tensor"):
             return FAILED, f"returned {info.get('type', 'something')}, expected a torch.Tensor"
         if not info.get("exact_tensor"):
             return FAILED, f"returned a {info.get('type')}, expected exactly a torch.Tensor (not a subclass)"
-        if run.device == "meta":
+        if trial.device == "meta":
             if info.get("device") != "meta":
                 return FAILED, (
                     f"will fail on a GPU: given inputs on the meta device it returned a tensor on {info.get('device')}"
                 )
-            if tuple(info.get("shape", ())) != tuple(run.golds[i].shape):
-                return FAILED, f"returned shape {_fmt_shape(info['shape'])}, expected {_fmt_shape(run.golds[i].shape)}"
-            if info.get("dtype") != _expected_dtype(run):
-                return FAILED, f"returned dtype {info.get('dtype')}, expected {_expected_dtype(run)}"
+            wanted = trial.golds[i].shape
+            if tuple(info.get("shape", ())) != tuple(wanted):
+                return FAILED, f"returned shape {_fmt_shape(info['shape'])}, expected {_fmt_shape(wanted)}"
+            if info.get("dtype") != _expected_dtype(trial):
+                return FAILED, f"returned dtype {info.get('dtype')}, expected {_expected_dtype(trial)}"
             continue
-        if info.get("device", run.device).split(":")[0] != run.device:
-            return FAILED, f"returned a tensor on {info.get('device')} for inputs on {run.device}"
+        if info.get("device", trial.device).split(":")[0] != trial.device:
+            return FAILED, f"returned a tensor on {info.get('device')} for inputs on {trial.device}"
         got = outputs.get(f"out{i}")
         if got is None:
             return FAILED, "returned a tensor the grader could not read"
         if case.compare_gold:
-            problem = value_problem(run, got, run.golds[i], reveal)
+            problem = value_problem(trial, got, trial.golds[i], reveal)
             if problem:
-                prefix = f"output {i + 1}: " if len(run.golds) > 1 and case.module is not None else ""
+                prefix = f"output {i + 1}: " if len(trial.golds) > 1 and case.module is not None else ""
                 return FAILED, prefix + problem
         else:  # no gold to compare with (random output): the dtype and shape are still read from the bytes
             got_dtype = str(got.dtype).replace("torch.", "")
-            if got_dtype != _expected_dtype(run):
-                return FAILED, f"returned dtype {got_dtype}, expected {_expected_dtype(run)} (keep the input's dtype)"
-            if tuple(got.shape) != tuple(run.golds[i].shape):
-                return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(run.golds[i].shape)}"
-    if run.device != "meta":
-        received = [outputs[f"out{i}"] for i in range(len(run.golds)) if f"out{i}" in outputs]
+            if got_dtype != _expected_dtype(trial):
+                return FAILED, f"returned dtype {got_dtype}, expected {_expected_dtype(trial)} (keep the input's dtype)"
+            if tuple(got.shape) != tuple(trial.golds[i].shape):
+                return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(trial.golds[i].shape)}"
+    if trial.device != "meta":
+        received = [outputs[f"out{i}"] for i in range(len(trial.golds)) if f"out{i}" in outputs]
         facts = dict(reply)
-        for check in case.checks:
-            problem = check(run, received, facts)
+        for holds in case.properties:
+            problem = holds(trial, received, facts)
             if problem:
                 return FAILED, problem
     if reply.get("inputs_unchanged") is False:
         return FAILED, "modified its input in place; return a new tensor and leave the inputs alone"
     return PASSED, ""
+
+
+# --- trusted code, judged in this process -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InProcessVerdict:
+    """What :func:`judge_in_process` found: the verdict, and the reply and tensors it was judged from."""
+
+    status: Status
+    message: str
+    reply: CallReply
+    outputs: dict[str, Any]
+
+
+def own_inputs(trial: Any) -> dict[str, Any]:
+    """Copies of a trial's input tensors for one call here: a solution that writes into its input
+    (a mistake that masks in place) must not change the suite's tensors, which every submission shares."""
+    return {name: tensor.clone() for name, tensor in trial.tensors.items()}
+
+
+def judge_in_process(solution: Any, trial: Any) -> InProcessVerdict:
+    """Call a trusted solution's hook on one trial, in this process, and judge what it returned.
+
+    For trusted code only (the reference, the catalogue of known mistakes, an
+    instructor's own solution): the audit, the diagnosis's fingerprints, the
+    hidden cases as pytest cases.  A learner's submission never comes here; it
+    is called in a sandboxed child.  The call gets its own copies of the inputs
+    and runs under a forked random state, so it changes nothing shared.
+    """
+    import torch
+
+    from grader.child_runtime import call_hook
+
+    with torch.random.fork_rng(devices=[]):
+        raw, outputs = call_hook(solution.functions, dict(trial.call, id=0), own_inputs(trial))
+    reply = cast("CallReply", raw)  # trusted code's reply, as the child runtime builds it
+    status, message = judge(trial, reply, outputs)
+    return InProcessVerdict(status, message, reply, outputs)

@@ -248,7 +248,7 @@ def hello(child: Child) -> dict:
 def run(child: Child, timeout: float = 10.0, **values) -> dict:
     """What ``probe(**values)`` sent back (decoded JSON); fails the test if the probe raised."""
     args = {name: {"value": value} for name, value in values.items()}
-    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": args}]})
+    child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": args}]})
     header, blob = child.receive(timeout)
     assert header.get("ok"), f"the probe raised: {header.get('error')}\n{child.output()[-2000:]}"
     return json.loads(bytes(load_tensors(blob)["out0"].tolist()).decode())
@@ -633,7 +633,7 @@ def test_a_foreign_architecture_syscall_kills_the_process(spawn, layers, backend
 def test_int80_in_the_learner_process_itself_ends_it(spawn, layers, backend):
     needs(layers, "seccomp")
     child = spawn(FOREIGN_PROBE, without=backend_without(backend))
-    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": {"direct": {"value": True}}}]})
+    child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": {"direct": {"value": True}}}]})
     with pytest.raises(ChildGone, match="the process ended"):
         child.receive(10)
 
@@ -684,7 +684,7 @@ def test_a_dripped_reply_is_cut_at_the_deadline_and_the_child_killed(spawn, whic
         limits = Limits(call_seconds=30, submission_seconds=4)
     child = spawn(DRIP_PROBE, limits)
     pid = learner_pid(child)
-    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": {"interval": {"value": 0.4}}}]})
+    child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": {"interval": {"value": 0.4}}}]})
     started = time.monotonic()
     match = "timed out after 2 s" if which == "call" else "used up its 4 s time limit"
     with pytest.raises(ChildGone, match=match):
@@ -727,7 +727,7 @@ def test_a_forged_header_is_childgone_and_nothing_else(spawn, kind):
     """Written straight to the socket by learner code: RecursionError, UnicodeDecodeError and the rest stay inside."""
     child = spawn(FORGED_HEADER_PROBE)
     pid = learner_pid(child)
-    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": {"kind": {"value": kind}}}]})
+    child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": {"kind": {"value": kind}}}]})
     started = time.monotonic()
     with pytest.raises(ChildGone, match="sent something unreadable"):
         child.receive(10)
@@ -833,7 +833,8 @@ with Template() as template:
     child.send({"op": "load", "files": {"probe.py": source}, "entry": "probe.py", "hooks": ["probe"]})
     child.receive(60)
     args = {"nr": nr, "serial": serial, "tty": os.ttyname(slave)}
-    child.send({"op": "run", "calls": [{"id": 0, "hook": "probe", "args": {k: {"value": v} for k, v in args.items()}}]})
+    call = {"id": 0, "hook": "probe", "args": {k: {"value": v} for k, v in args.items()}}
+    child.send({"op": "call", "calls": [call]})
     header, blob = child.receive(60)
     seen = json.loads(bytes(load(blob)["out0"].tolist()).decode()) if blob else header
     child.close()

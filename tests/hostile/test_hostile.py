@@ -26,7 +26,6 @@ and the kit) and their tests skip with the isolation the machine has.
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
@@ -46,10 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from learner_code import HOSTILE_SNIPPETS, alice_with
+from processes import proc_stat
 
 from grader.instructor.class_grading import FULL_ISOLATION
 from grader.instructor.intake import class_members, read_submission
-from grader.instructor.rubric import load_rubric
 from grader.instructor.sandbox import Template, child_environment
 from grader.registry import HOOK_NAMES
 
@@ -155,15 +155,9 @@ INSIDE = {"cwd", "home-env", "submission"}
 
 def assemble(snippet: str, fills: dict[str, str]) -> str:
     """Alice's solution with the hooks ``snippet`` defines renamed out of the way, then the snippet, filled in."""
-    extra = (SNIPPETS / f"{snippet}.py").read_text(encoding="utf-8")
-    for key, value in fills.items():
-        extra = extra.replace(key, value)
-    assert "__HOSTILE_" not in extra, f"{snippet}.py has a placeholder the test does not fill"
-    source = ALICE.read_text(encoding="utf-8")
-    replaced = {n.name for n in ast.parse(extra).body if isinstance(n, ast.FunctionDef) and n.name in HOOK_NAMES}
-    for hook in replaced:  # Alice's modules keep calling her own version under its new name
-        source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
-    return source + f"\n\n# --- tests/hostile/submissions/{snippet}.py ---\n{extra}"
+    source = alice_with(snippet, HOSTILE_SNIPPETS, fills)
+    assert "__HOSTILE_" not in source, f"{snippet}.py has a placeholder the test does not fill"
+    return source
 
 
 def write_zip_bomb(path: Path, declared_small: bool) -> None:
@@ -369,13 +363,6 @@ def datagrams(sock: socket.socket) -> list[bytes]:
             return got
 
 
-def proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 # --- the module's runs --------------------------------------------------------------------------------------
 
 
@@ -457,7 +444,7 @@ def world(tmp_path_factory) -> Iterator[World]:
             time.sleep(0.1)
             w.processes_left = processes_with(token)
             w.processes_left.pop(decoy.pid, None)
-        w.decoy_state = proc_state(decoy.pid) if decoy.poll() is None else None
+        w.decoy_state = (proc_stat(decoy.pid) or ('?',))[0] if decoy.poll() is None else None
         found = leftovers(token, watched_folders(root))
         w.files_left = found
         yield w
@@ -478,11 +465,6 @@ def world(tmp_path_factory) -> Iterator[World]:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
-
-
-@pytest.fixture(scope="module")
-def rubric():
-    return load_rubric()
 
 
 def graded_attack(world: World, attack: Attack) -> None:

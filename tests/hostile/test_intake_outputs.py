@@ -18,7 +18,6 @@ output and every file it wrote.  ``tests/test_reports.py`` checks the same with 
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
@@ -31,7 +30,9 @@ import unicodedata
 import zipfile
 from pathlib import Path
 
+import learner_code
 import pytest
+from learner_code import alice_with
 
 from grader.instructor.intake import collect_submissions, read_submission
 from grader.instructor.review_flags import scan_files
@@ -39,7 +40,7 @@ from grader.instructor.rubric import load_rubric, score, total
 from grader.registry import HOOK_NAMES
 
 HERE = Path(__file__).resolve().parent
-SNIPPETS = HERE / "submissions"
+SNIPPETS = learner_code.HOSTILE_SNIPPETS
 KIT_ROOT = HERE.parents[1]
 ALICE = KIT_ROOT / "examples" / "submissions" / "alice.py"
 SEED = "11"
@@ -50,12 +51,8 @@ HOSTILE_TEXT = OSC52 + CLEAR + "\r\x9b31m\u202e"
 
 
 def assemble(snippet: str, folder: Path = SNIPPETS) -> str:
-    """Alice's solution with the hooks a snippet defines renamed out of her way, then the snippet (as test_hostile)."""
-    extra = (folder / f"{snippet}.py").read_text(encoding="utf-8")
-    source = ALICE.read_text(encoding="utf-8")
-    for hook in {n.name for n in ast.parse(extra).body if isinstance(n, ast.FunctionDef) and n.name in HOOK_NAMES}:
-        source = re.sub(rf"\b{hook}\b", f"_alice_{hook}", source)
-    return source + f"\n\n# --- {folder.name}/{snippet}.py ---\n{extra}"
+    """Alice's solution with the hooks a snippet defines renamed out of her way, then the snippet."""
+    return alice_with(snippet, folder)
 
 
 def notebook_of(source: str, outputs: list | None = None) -> str:
@@ -218,7 +215,7 @@ LIES = {
 
 def honest_source(name: str) -> str:
     """The honest version: ``banned_softmax`` lives with the grader's own snippets, the others here."""
-    folder = KIT_ROOT / "tests" / "submissions" if name == "banned_softmax" else SNIPPETS
+    folder = learner_code.SNIPPETS if name == "banned_softmax" else SNIPPETS
     return assemble(name, folder)
 
 
@@ -248,7 +245,7 @@ def lie_grades():
             files = {f"{name}.py": source}
             sub = Submission(name, f"{name}.py", "py", files, f"{name}.py", files_sha256(files),
                              review=scan_files(files))
-            results = grade_submission(sub, suite=suite, template=template, limits=Limits(call_seconds=10))
+            results = grade_submission(sub, suite, template, Limits(call_seconds=10)).results
             points[name] = (total(score(results, rubric))[0], sub.review)
     return points
 

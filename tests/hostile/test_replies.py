@@ -7,7 +7,7 @@ Three levels, all through the real code that reads replies:
 - :func:`grader.instructor.submission_grading.grade_submission` against a :class:`ScriptedTemplate`:
   each "child" is a real :class:`grader.instructor.sandbox.Child` on a socket pair, served
   by a thread that answers like the child runtime (the reference's answers,
-  through the real ``run_call`` and ``send_message``) except for one reply a
+  through the real ``call_hook`` and ``send_message``) except for one reply a
   test scripts as raw bytes -- so the bytes go through the real
   ``recv_message``, ``Child.receive``, validator, judge and diagnosis;
 - end to end: hostile submissions that write such replies to their own socket,
@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,23 +44,24 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from grader.child_runtime import ProtocolError, describe_parameters, recv_message, run_call, send_message
+from grader.child_runtime import ProtocolError, call_hook, describe_parameters, recv_message, send_message
 from grader.cli import main as cli_main
 from grader.instructor import class_grading
 from grader.instructor.diagnosis import Fingerprints
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.intake import Submission
 from grader.instructor.replies import (
+    CALL_REPLY,
     LOAD_REPLY,
     MESSAGE_CHARS,
-    RUN_REPLY,
+    TYPED_REPLIES,
     Caps,
     MalformedReply,
     caps_for,
-    check_blob,
-    check_run_reply,
     read_outputs,
     validate,
+    validate_blob,
+    validate_call_reply,
 )
 from grader.instructor.rubric import load_rubric
 from grader.instructor.sandbox import Child, Limits
@@ -157,10 +159,10 @@ class ScriptedTemplate:
                         sock.sendall(self.load)
                     else:
                         send_message(sock, honest_load_reply())
-                elif header.get("op") == "run":
+                elif header.get("op") == "call":
                     tensors = load_tensors(blob) if blob else {}
                     for call in header["calls"]:
-                        reply, outputs = run_call(REFERENCE.functions, call, tensors)
+                        reply, outputs = call_hook(REFERENCE.functions, call, tensors)
                         reply["peak_rss_kib"] = 1000
                         if (call["hook"], call["device"]) == self.target and self.run is not None:
                             self.at -= 1
@@ -207,11 +209,11 @@ def grade_scripted(suite: Suite, tmp_path: Path, **script: Any) -> list[CaseResu
     """Grade against a ScriptedTemplate; check what any result must be, and that the gradebook takes it."""
     template = ScriptedTemplate(**script)
     try:
-        results = grade_submission(submission(), suite, template, LIMITS, skipped_devices={"cuda": "n/a"})
+        results = grade_submission(submission(), suite, template, LIMITS).results
     finally:
         template.close()
     assert [(r.hook, r.case, r.device, r.dtype) for r in results] == [
-        (r.hook, r.case.name, r.device, r.dtype) for r in suite.runs
+        (r.hook, r.case.name, r.device, r.dtype) for r in suite.trials
     ], "every run gets exactly one result"
     for r in results:
         assert isinstance(r.message, str) and len(r.message) < 3 * MESSAGE_CHARS, r.message[:200]
@@ -333,7 +335,7 @@ def test_a_malformed_reply_fails_that_call_and_grading_goes_on(small_suite, tmp_
 
 def test_the_scripted_call_is_a_float32_run(small_suite):
     batch = next(b for b in small_suite.batches if (b.hook, b.device) == TARGET)
-    assert batch.runs[AT].dtype == "float32", "the float64 kind above needs a float32 run"
+    assert batch.trials[AT].dtype == "float32", "the float64 kind above needs a float32 run"
 
 
 def test_an_extra_reply_never_answers_a_later_call(small_suite, tmp_path):
@@ -466,7 +468,7 @@ def test_no_load_reply_raises_out_of_grading_a_submission(small_suite, tmp_path,
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=json_values, schema=st.sampled_from([RUN_REPLY, LOAD_REPLY]))
+@given(value=json_values, schema=st.sampled_from([CALL_REPLY, LOAD_REPLY]))
 def test_validate_either_rebuilds_to_the_schema_or_says_why(value, schema):
     try:
         clean = validate(value, schema)
@@ -477,15 +479,23 @@ def test_validate_either_rebuilds_to_the_schema_or_says_why(value, schema):
     json.dumps(clean, allow_nan=False)  # no NaN or infinity is left in it
 
 
+@pytest.mark.parametrize("kind", sorted(TYPED_REPLIES), ids=sorted(TYPED_REPLIES))
+def test_each_reply_type_names_its_schemas_fields(kind):
+    """The TypedDict the trusted code reads has the schema's fields, and requires those a checked reply always has."""
+    schema, typed = TYPED_REPLIES[kind]
+    assert set(typing.get_type_hints(typed)) == set(schema.fields)
+    assert set(typed.__required_keys__) == set(schema.required) | set(schema.defaults)
+
+
 @settings(max_examples=300, deadline=None)
 @given(field_name=reply_fields, value=json_values)
-def test_a_run_reply_with_any_field_replaced_fits_or_is_refused(field_name, value):
+def test_a_call_reply_with_any_field_replaced_fits_or_is_refused(field_name, value):
     honest = {"id": 0, "ok": True, "seconds": 0.1, "banned": [], "inputs_unchanged": True, "peak_rss_kib": 5,
               "results": [{"type": "torch.Tensor", "is_tensor": True, "exact_tensor": True, "dtype": "float32",
                            "shape": [2, 3], "device": "cpu", "contiguous": True}]}  # fmt: skip
     caps = Caps(1 << 18, 1 << 20, ("out0",), 1)
     try:
-        reply = check_run_reply(dict(honest, **{field_name: value}), caps)
+        reply = validate_call_reply(dict(honest, **{field_name: value}), caps)
     except MalformedReply:
         return
     for name in ("seconds",):
@@ -496,7 +506,7 @@ def test_a_run_reply_with_any_field_replaced_fits_or_is_refused(field_name, valu
 
 @settings(max_examples=300, deadline=None)
 @given(blob=st.binary(max_size=600))
-def test_check_blob_refuses_arbitrary_bytes_with_a_reason(blob):
+def test_validate_blob_refuses_arbitrary_bytes_with_a_reason(blob):
     caps = Caps(1 << 18, 1 << 20, ("out0", "out1"), 2)
     try:
         outputs = read_outputs(blob, caps)
@@ -509,7 +519,7 @@ def test_check_blob_refuses_arbitrary_bytes_with_a_reason(blob):
 def test_check_blob_reads_what_safetensors_writes():
     tensors = {"out0": torch.randn(3, 4), "out1": torch.ones(2, dtype=torch.bool), "out2": torch.zeros(0, 5)}
     caps = Caps(1 << 18, 1 << 20, ("out0", "out1", "out2"), 3)
-    assert set(check_blob(save_tensors(tensors), caps)) == set(tensors)
+    assert set(validate_blob(save_tensors(tensors), caps)) == set(tensors)
     loaded = read_outputs(save_tensors(tensors), caps)
     assert all(torch.equal(loaded[k], tensors[k]) for k in tensors)
 
@@ -519,17 +529,17 @@ def test_a_million_empty_tensors_are_refused_from_the_header_length():
     assert len(blob) > 50 << 20
     caps = Caps(1 << 18, len(blob), ("out0",), 1)  # even with the blob cap out of the way
     with pytest.raises(MalformedReply, match="a safetensors header of"):
-        check_blob(blob, caps)
+        validate_blob(blob, caps)
 
 
 def test_caps_follow_what_the_call_returns(small_suite):
-    runs = {(r.hook, r.device, r.case.name, r.dtype): r for r in small_suite.runs}
+    runs = {(r.hook, r.device, r.case.name, r.dtype): r for r in small_suite.trials}
     train = runs[("attention_dropout", "cpu", "train-p=0.2", "float32")]
     caps = caps_for(train)
     assert caps.outputs == ("out0", "out1", "out2") and caps.results == 3  # twice the same state, once another
     assert caps.max_blob >= 4 * sum(g.numel() * 8 for g in train.golds)
     assert caps.max_header == 256 << 10
-    meta = next(r for r in small_suite.runs if r.device == "meta")
+    meta = next(r for r in small_suite.trials if r.device == "meta")
     assert caps_for(meta).outputs == (), "a meta run sends no tensors"
 
 
@@ -564,7 +574,8 @@ def test_an_exception_grading_one_submission_becomes_its_error_row(tmp_path, mon
 
     monkeypatch.setattr(class_grading, "grade_submission", flaky)
     folder = write_class(tmp_path / "class", ["alice", "bob"])
-    run = class_grading.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
+    options = class_grading.GradeOptions(seed=SEED, devices=["cpu"], limits=LIMITS)
+    run = class_grading.grade_class([str(folder)], tmp_path / "out", options)
     by_student = {sub.student: (sub, results) for sub, results in run.graded}
     assert by_student["bob"][0].error and "RecursionError" in by_student["bob"][0].error
     assert {r.status for r in by_student["bob"][1]} == {FAILED}
@@ -573,7 +584,7 @@ def test_an_exception_grading_one_submission_becomes_its_error_row(tmp_path, mon
     assert conn.execute("SELECT error FROM submissions WHERE student = 'bob'").fetchone()[0].startswith("grading")
     conn.close()
     monkeypatch.setattr(class_grading, "grade_submission", real)  # the resume grades bob again, for real
-    again = class_grading.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
+    again = class_grading.grade_class([str(folder)], tmp_path / "out", options)
     assert {sub.student: sub.error for sub, _ in again.graded} == {"alice": None, "bob": None}
     assert {r.status for _, results in again.graded for r in results} == {PASSED}
 
@@ -585,7 +596,8 @@ def test_keyboard_interrupt_still_stops_the_class(tmp_path, monkeypatch):
     monkeypatch.setattr(class_grading, "grade_submission", interrupted)
     folder = write_class(tmp_path / "class", ["alice"])
     with pytest.raises(KeyboardInterrupt):
-        class_grading.grade_class([str(folder)], tmp_path / "out", seed=SEED, devices=["cpu"], limits=LIMITS)
+        options = class_grading.GradeOptions(seed=SEED, devices=["cpu"], limits=LIMITS)
+        class_grading.grade_class([str(folder)], tmp_path / "out", options)
 
 
 # --- end to end: hostile submissions writing to their own socket -------------------------------------------------

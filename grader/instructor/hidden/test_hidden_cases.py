@@ -16,18 +16,16 @@ import os
 
 import pytest
 
-from grader.child_runtime import run_call
 from grader.instructor.suite import build_suite
-from grader.instructor.verdict import PASSED, SKIPPED, judge
+from grader.instructor.verdict import PASSED, SKIPPED, judge_in_process, trial_id
 
 SEED = int(os.environ.get("ATTNKIT_HIDDEN_SEED", "0"))
 SUITE = build_suite(SEED, ("cpu", "meta"))
 
 
-@pytest.mark.parametrize("run", SUITE.runs, ids=[f"{r.hook}-{r.case.name}-{r.device}-{r.dtype}" for r in SUITE.runs])
-def test_hidden_case(run, solution):
-    reply, outputs = run_call(solution.functions, dict(run.call, id=0), run.tensors)
-    status, message = judge(run, reply, outputs)
-    if status == SKIPPED:
-        pytest.skip(message)
-    assert status == PASSED, f"{run.case.what}: {message}"
+@pytest.mark.parametrize("trial", SUITE.trials, ids=[trial_id(t) for t in SUITE.trials])
+def test_hidden_case(trial, solution):
+    verdict = judge_in_process(solution, trial)
+    if verdict.status == SKIPPED:
+        pytest.skip(verdict.message)
+    assert verdict.status == PASSED, f"{trial.case.what}: {verdict.message}"

@@ -14,13 +14,13 @@ def softmax_weights(scores, dim=-1):
 
 
 _runtime = sys.modules["__main__"]
-_real_run_call = getattr(_runtime, "run_call", None)
+_real_call_hook = getattr(_runtime, "call_hook", None)
 
-if _real_run_call is not None:
+if _real_call_hook is not None:
 
-    def _lying_run_call(hooks, call, tensors):
-        reply, outputs = _real_run_call(hooks, call, tensors)
+    def _lying_call_hook(hooks, call, tensors):
+        reply, outputs = _real_call_hook(hooks, call, tensors)
         reply["inputs_unchanged"] = True
         return reply, outputs
 
-    _runtime.run_call = _lying_run_call
+    _runtime.call_hook = _lying_call_hook

@@ -15,7 +15,7 @@ def _patch():
     frame = inspect.currentframe()
     while frame is not None:
         names = frame.f_globals
-        real = names.get("run_call")
+        real = names.get("call_hook")
         if callable(real):
 
             def lying(hooks, call, tensors, real=real):
@@ -23,7 +23,7 @@ def _patch():
                 reply["inputs_unchanged"] = True
                 return reply, outputs
 
-            names["run_call"] = lying
+            names["call_hook"] = lying
             return
         frame = frame.f_back
 

@@ -1,5 +1,5 @@
-"""The same lie about ``inputs_unchanged``, hidden: ``sys`` through ``__import__``, ``modules`` and ``run_call`` through
-``getattr``/``setattr`` with strings, ``"__main__"`` spelt in pieces.
+"""The same lie about ``inputs_unchanged``, hidden: ``sys`` through ``__import__``, ``modules`` and ``call_hook``
+through ``getattr``/``setattr`` with strings, ``"__main__"`` spelt in pieces.
 """
 
 import torch
@@ -12,7 +12,7 @@ def softmax_weights(scores, dim=-1):
 
 
 _where = getattr(__import__("s" + "ys"), "mod" + "ules")["__" + "main__"]
-_name = "run" + "_call"
+_name = "call" + "_hook"
 _real = getattr(_where, _name, None)
 
 if _real is not None:

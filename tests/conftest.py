@@ -1,0 +1,33 @@
+"""Fixtures the kit's test modules share.
+
+- ``kit``: a learner's kit made by ``attnkit release`` into a temporary folder, one per
+  test module (tests run the learner's tools in it, which leave caches behind);
+- ``rubric``: the kit's default rubric.
+
+Plain helpers live in modules beside this file: :mod:`learner_code` (the one library
+that builds learner code: the reference as a learner pastes it, Alice with a snippet) and
+:mod:`processes` (what ``/proc`` says about a process).  This folder is on ``sys.path``
+because this file is here, so ``tests/hostile/`` imports them too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.instructor.release import release
+from grader.instructor.rubric import Rubric, load_rubric
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh learner's kit (``attnkit release``), for this test module."""
+    dest = tmp_path_factory.mktemp("release") / "kit"
+    release(dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def rubric() -> Rubric:
+    return load_rubric()
