@@ -14,7 +14,8 @@ import torch
 
 import solutions
 from grader.instructor.cases import make_cases
-from grader.instructor.suite import build_suite, suite_version, verdict_modules
+from grader.instructor.suite import build_suite
+from grader.instructor.suite_version import suite_version, verdict_modules
 from grader.instructor.verdict import PASSED, SKIPPED, judge_in_process
 from grader.registry import HOOK_NAMES, load_solution
 

@@ -50,7 +50,8 @@ from grader.instructor.submission_grading import (
     grade_submission,
     limit_stored_messages,
 )
-from grader.instructor.suite import Suite, build_suite, suite_version
+from grader.instructor.suite import Suite, build_suite
+from grader.instructor.suite_version import suite_version
 from grader.instructor.verdict import FAILED, CaseResult
 
 __all__ = [

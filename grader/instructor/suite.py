@@ -12,10 +12,6 @@ reuses a result only under the same version, so a change to any of that code
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import sys
-import types
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +19,7 @@ from typing import Any
 import torch
 from safetensors.torch import save as save_tensors
 
-from grader import child_runtime, hook_table, hookspecs, registry
-from grader.instructor import cases
+from grader import hook_table
 from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases
 from grader.registry import HOOK_NAMES, Solution, load_solution
 
@@ -189,52 +184,3 @@ def build_suite(seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solut
 
 
 # --- the version ---------------------------------------------------------------------------------
-
-
-def verdict_modules() -> list[types.ModuleType]:
-    """The modules whose code decides a verdict, or the diagnosis stored with it, in a fixed order.
-
-    The contract and the table of hooks (``hookspecs``, ``hook_table``), what
-    makes a hook usable (``registry``), what runs in the learner's process
-    (``child_runtime``: loading, calling, recording banned calls), the gold
-    answers (``solutions.reference``), the cases and this suite, the verdict and
-    the reply checks (``verdict``, ``replies``), the loop that turns replies into
-    results (``submission_grading``), and the naming of known mistakes stored
-    with each failure (``diagnosis`` and its catalogue, ``solutions.mistakes``).
-    Not the sandbox (how learners' code is contained never changes a value), nor
-    the rubric or the reports (points and files are recomputed from the results).
-    """
-    from grader.instructor import diagnosis, replies, submission_grading, verdict
-    from solutions import mistakes, reference
-
-    this = sys.modules[__name__]
-    return [
-        hookspecs,
-        hook_table,
-        registry,
-        child_runtime,
-        reference,
-        cases,
-        this,
-        verdict,
-        replies,
-        submission_grading,
-        diagnosis,
-        mistakes,
-    ]
-
-
-def suite_version() -> str:
-    """12 hex digits of a hash over the source of :func:`verdict_modules`: a change means a regrade.
-
-    The source is read from the module objects actually imported
-    (:func:`inspect.getsource`), not from paths next to this file.
-    """
-    digest = hashlib.sha256()
-    for module in verdict_modules():
-        try:
-            source = inspect.getsource(module)
-        except (OSError, TypeError) as exc:
-            raise RuntimeError(f"cannot read the source of {module.__name__} for the suite version: {exc}") from exc
-        digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
-    return digest.hexdigest()[:12]

@@ -1,0 +1,61 @@
+"""The hidden suite's version: a hash of the code that decides a verdict, so a change means a regrade.
+
+It sits above everything it names (the contract, the runtime, the reference, the cases, the suite,
+the verdict and the diagnosis), so none of them needs to import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import types
+
+from grader import child_runtime, hook_table, hookspecs, registry
+from grader.instructor import cases, diagnosis, replies, submission_grading, suite, verdict
+
+
+def verdict_modules() -> list[types.ModuleType]:
+    """The modules whose code decides a verdict, or the diagnosis stored with it, in a fixed order.
+
+    The contract and the table of hooks (``hookspecs``, ``hook_table``), what
+    makes a hook usable (``registry``), what runs in the learner's process
+    (``child_runtime``: loading, calling, recording banned calls), the gold
+    answers (``solutions.reference``), the cases and this suite, the verdict and
+    the reply checks (``verdict``, ``replies``), the loop that turns replies into
+    results (``submission_grading``), and the naming of known mistakes stored
+    with each failure (``diagnosis`` and its catalogue, ``solutions.mistakes``).
+    Not the sandbox (how learners' code is contained never changes a value), nor
+    the rubric or the reports (points and files are recomputed from the results).
+    """
+    from solutions import mistakes, reference
+
+    return [
+        hookspecs,
+        hook_table,
+        registry,
+        child_runtime,
+        reference,
+        cases,
+        suite,
+        verdict,
+        replies,
+        submission_grading,
+        diagnosis,
+        mistakes,
+    ]
+
+
+def suite_version() -> str:
+    """12 hex digits of a hash over the source of :func:`verdict_modules`: a change means a regrade.
+
+    The source is read from the module objects actually imported
+    (:func:`inspect.getsource`), not from paths next to this file.
+    """
+    digest = hashlib.sha256()
+    for module in verdict_modules():
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError) as exc:
+            raise RuntimeError(f"cannot read the source of {module.__name__} for the suite version: {exc}") from exc
+        digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:12]
