@@ -321,8 +321,9 @@ def test_each_layer_in_the_isolation_line_really_took(spawn, layers, layer):
             assert seen["pid"] == 1 and seen["proc"] == ["1"], seen
         if layer == "net-ns":
             assert seen["interfaces"] == ["lo"], seen
-        if layer == "mount-ns":  # an empty /tmp of its own: only the way to its workdir
-            on_the_way = set(child.workdir.resolve().parts)
+        if layer == "mount-ns":  # an empty /tmp of its own: only the way to its workdir, and to Python when it is there
+            needed = [child.workdir, Path(sys.prefix), Path(sys.base_prefix), *map(Path, filter(None, sys.path))]
+            on_the_way = {part for path in needed for part in path.resolve().parts}
             assert set(os.listdir(f"/proc/{pid}/root/tmp")) <= on_the_way
     elif layer == "dev":
         inside = sorted(os.listdir(f"/proc/{pid}/root/dev"))
