@@ -53,6 +53,7 @@ class InstructorCommand(click.Command):
                 f"attnkit {self.name} is for instructors and is not part of this learner's kit; "
                 "use attnkit check and attnkit submit."
             )
+        ctx.meta["attnkit.args"] = list(args)  # as given, for the command that resumes a stopped run
         return super().parse_args(ctx, args)
 
 
@@ -185,6 +186,32 @@ def _device_list(value: str | None) -> list[str] | None:
 @main.command(cls=InstructorCommand)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
+    "--class",
+    "as_class",
+    is_flag=True,
+    help="Read each folder in PATHS as a class: every .py, .ipynb and .zip file and folder in it is one submission.",
+)
+@click.option(
+    "--one",
+    "as_one",
+    is_flag=True,
+    help="Read each folder in PATHS as one submission (its .py files), never as a class.",
+)
+@click.option(
+    "--roster",
+    "roster_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A CSV of the class (columns id, name, email, optional pattern: a glob over hand-in file names) that "
+    "maps hand-ins to students; its students with no hand-in are listed as missing.",
+)
+@click.option(
+    "--latest",
+    is_flag=True,
+    help="Where one student has several hand-ins, grade the one packed last (by its manifest's time); "
+    "the others are listed as skipped.",
+)
+@click.option(
     "--out",
     "out",
     default="attnkit-results",
@@ -196,8 +223,8 @@ def _device_list(value: str | None) -> list[str] | None:
     "--seed",
     type=int,
     default=None,
-    help="Seed for the hidden inputs (default: random, or the seed of the unfinished run being resumed). "
-    "Recorded in the gradebook so a run can be reproduced.",
+    help="Seed for the hidden inputs of a new --out (default: random). The out folder keeps it: every later run "
+    "into it uses it, and a different --seed there is refused unless --force.",
 )
 @click.option(
     "--devices",
@@ -214,7 +241,25 @@ def _device_list(value: str | None) -> list[str] | None:
     help="Make a missing device an error instead of a skip (e.g. --require cuda).",
 )
 @click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the CPU cores).")
-@click.option("--force", is_flag=True, help="Regrade everything, even submissions already in the gradebook.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Regrade everything given, even submissions already in the gradebook. Into an --out graded under "
+    "another seed, suite version, device set or roster: make the new ones the class's and regrade the whole class.",
+)
+@click.option(
+    "--lms",
+    "lms",
+    multiple=True,
+    type=click.Choice(["canvas", "moodle"]),
+    help="Also write the class's grades in an LMS's gradebook import shape (OUT/canvas.csv, OUT/moodle.csv).",
+)
+@click.option(
+    "--assignment",
+    default="attnkit",
+    show_default=True,
+    help="The assignment column of the --lms export; in Canvas, 'Name (123)' updates assignment 123.",
+)
 @click.option("--reveal", is_flag=True, help="Show hidden input values in feedback (off by default).")
 @click.option(
     "--rubric",
@@ -235,12 +280,18 @@ def _device_list(value: str | None) -> list[str] | None:
 @LANG_OPTION
 def grade(
     paths: tuple[str, ...],
+    as_class: bool,
+    as_one: bool,
+    roster_path: str | None,
+    latest: bool,
     out: str,
     seed: int | None,
     devices: str | None,
     require: tuple[str, ...],
     jobs: int | None,
     force: bool,
+    lms: tuple[str, ...],
+    assignment: str,
     reveal: bool,
     rubric: str | None,
     timeout: float | None,
@@ -252,18 +303,33 @@ def grade(
     PATHS are .py files, folders (a learner's exercises/ package or any folder
     of hook functions), .zip files of either, or a class folder holding many of
     them.  With no PATHS, grades the bundled sample class (examples/submissions).
+    A folder holding two or more hand-ins of any kind is a class; a folder
+    that is one learner's modules is one submission; where it cannot be told,
+    nothing is graded until --class or --one says.  What was found, and every
+    file skipped with why, is printed before grading.
+
+    A student's id is, in this order: the roster's (--roster) student whose
+    file pattern matches the hand-in's name; the id in its attnkit submit
+    manifest (--student or ATTNKIT_STUDENT); the roster's student its file
+    name names (id or email); else its file or folder name.  Two hand-ins for
+    one student are refused unless --latest.
 
     Each submission runs in its own child process with time, memory and CPU
     limits; every verdict is computed in this process.  Results go to
     OUT/gradebook.sqlite as each submission finishes: if a run stops, running
-    the same command again resumes it.
+    the same command again resumes it.  Ctrl-C (or SIGTERM) stops cleanly: the
+    submissions in flight are ended and not recorded, and the command to
+    resume is printed (exit 130); a second Ctrl-C quits at once.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    import gc
+    import threading
 
-    from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, LocalExecutor, grade_class
-    from grader.instructor.reports import console_text, id_notes, review_lines, summary_table, write_reports
+    from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, GradingStopped, LocalExecutor, grade_class
+    from grader.instructor.progress import grading_progress
+    from grader.instructor.reports import console_text, review_lines, summary_table, write_reports
     from grader.instructor.rubric import load_rubric
     from grader.instructor.sandbox import Limits
+    from grader.instructor.stopping import EXIT_INTERRUPTED, resume_command, stop_on_signals
 
     console = Console()
     targets = list(paths)
@@ -277,17 +343,9 @@ def grade(
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     out_dir = Path(out)
-    with Progress(
-        TextColumn("[bold]grading"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("", total=None)
-
+    intake = _take_in(console, targets, as_class, as_one, roster_path or out_dir, latest)
+    stop = threading.Event()
+    with stop_on_signals(stop), grading_progress(console) as progress:
         options = GradeOptions(
             seed=seed,
             devices=_device_list(devices),
@@ -297,19 +355,31 @@ def grade(
             limits=Limits() if timeout is None else Limits(call_seconds=timeout),
             executor=LocalExecutor(jobs) if jobs else LocalExecutor(),
             strict_isolation=isolation == "strict",
-            on_start=lambda n: progress.update(task, total=n),
-            on_graded=lambda o: progress.update(task, advance=1, description=console_text(o.submission.student)),
+            on_start=progress.start,
+            on_graded=lambda o: progress.graded(console_text(o.submission.student)),
+            stop=stop,
         )
         try:
-            run = grade_class(targets, out_dir, options)
+            run = grade_class(intake, out_dir, options)
+        except GradingStopped as stopped:
+            console.print(
+                f"[yellow]Stopped:[/] {stopped.done} of {stopped.total} submission(s) graded and kept in "
+                f"{escape(str(out_dir / 'gradebook.sqlite'))}; those in flight were ended and not recorded. "
+                "Reports are written when the run completes. To resume, run (in this folder):"
+            )
+            ctx = click.get_current_context()
+            click.echo(f"  {resume_command([*_program(), ctx.info_name or 'grade'], ctx.meta['attnkit.args'])}")
+            # Everything is closed and every learner process ended; the interpreter's last garbage collection over
+            # torch's objects alone would add a second or more to the exit on a busy machine: skip it.
+            gc.freeze()
+            sys.exit(EXIT_INTERRUPTED)
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    problems = write_reports(out_dir, run.graded, rubric_data, dict(run.info, lang=lang), run.figures)
+    info = dict(run.info, lang=lang, lms=lms, assignment=assignment)
+    problems = write_reports(out_dir, run.graded, rubric_data, info, run.figures, run.roll)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
     # console_text: control characters escaped, rich markup escaped, so nothing reaches the terminal raw.
     console.print(summary_table(run.graded, rubric_data))
-    for note in id_notes(run.graded):
-        console.print(f"[yellow]id:[/] {console_text(note)}")
     flagged = review_lines(run.graded)
     if flagged:
         console.print(
@@ -337,7 +407,98 @@ def grade(
             f"{len(run.reused)} submission(s) already graded under the same conditions were not regraded "
             "(--force regrades)."
         )
-    console.print(f"Wrote {out_dir / 'grades.csv'}, {out_dir / 'junit.xml'} and feedback per student in {out_dir}/")
+    _print_class(console, run, out_dir, lms)
+
+
+def _class_roster(given: str | Path):
+    """The roster to match hand-ins against: the ``--roster`` file (a str), else the one ``--out``'s gradebook keeps."""
+    from grader.instructor.gradebook import Gradebook
+    from grader.instructor.roster import Roster
+
+    if isinstance(given, str):
+        return Roster.load(given)
+    book = given / "gradebook.sqlite"
+    if not book.is_file():
+        return None
+    with Gradebook(book) as opened:
+        rows = opened.roster_rows()
+    return Roster.from_rows(rows, source=f"the roster kept in {book}") if rows else None
+
+
+def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool, roster_from: str | Path, latest: bool):
+    """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
+
+    ``roster_from`` is the ``--roster`` file, else the out folder (whose gradebook may keep the class's roster).
+    """
+    from grader.instructor.intake import IntakeError, collect
+    from grader.instructor.reports import console_text
+    from grader.instructor.roster import RosterError
+
+    if as_class and as_one:
+        raise click.UsageError("--class and --one contradict each other: give one of them")
+    try:
+        roster = _class_roster(roster_from)
+        reading = "class" if as_class else "one" if as_one else "auto"
+        intake = collect(targets, reading=reading, roster=roster, latest=latest)
+    except (IntakeError, RosterError) as exc:
+        raise click.UsageError(str(exc)) from None
+    line = intake.found_line()
+    if roster is not None:
+        line += f"; roster of {len(roster.entries)}: {len(intake.missing)} with no hand-in"
+        line += f", {len(intake.unmatched)} not on it" if intake.unmatched else ""
+    console.print(console_text(line))
+    for item in intake.skipped:
+        console.print(f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}")
+    for note in intake.notes:
+        console.print(f"[yellow]id:[/] {console_text(note)}")
+    if intake.missing:
+        shown = ", ".join(e.id for e in intake.missing[:20])
+        more = f" and {len(intake.missing) - 20} more" if len(intake.missing) > 20 else ""
+        console.print(f"[yellow]missing:[/] {console_text(shown + more)} (no hand-in; a 'missing' row each)")
+    return intake
+
+
+def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> None:
+    """What the out folder's class holds after this run, and the files written from it."""
+    from grader.instructor.reports import console_text
+
+    roll = run.roll
+    graded_now = {o.submission.student for o in run.outcomes}
+    earlier = [sub.student for sub, _ in roll.graded if sub.student not in graded_now]
+    for note in run.notes:
+        console.print(f"[yellow]class:[/] {console_text(note)}")
+    if run.regraded_from_gradebook:
+        console.print(
+            f"Regraded {len(run.regraded_from_gradebook)} student(s) of the class from the hand-ins the gradebook "
+            f"keeps: {console_text(', '.join(run.regraded_from_gradebook))}"
+        )
+    console.print(
+        f"The class in {console_text(out_dir)}: {len(roll.graded)} student(s) graded "
+        f"({len(graded_now)} in this run, {len(earlier)} earlier)"
+        + (f", {len(roll.missing)} missing from the roster" if roll.missing else "")
+        + "; grades.csv, junit.xml and class.html list them all."
+    )
+    if roll.missing:
+        console.print(f"[yellow]missing:[/] {console_text(', '.join(p.id for p in roll.missing))}")
+    if roll.stale:
+        console.print(
+            f"[yellow]{len(roll.stale)} folder(s) in {console_text(out_dir)} belong to no student of its class[/] "
+            f"(kept; remove them yourself if they are stale): {console_text(', '.join(roll.stale))}"
+        )
+    exports = "".join(f", {out_dir / (name + '.csv')}" for name in lms)
+    console.print(
+        f"Wrote {out_dir / 'grades.csv'}, {out_dir / 'junit.xml'}, {out_dir / 'class.html'}, "
+        f"{out_dir / 'class.md'}{exports} and feedback per student in {out_dir}/"
+    )
+
+
+def _program() -> list[str]:
+    """How this process was started, to print a command that runs it again: ``attnkit`` or ``python -m grader.cli``."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == "grader.cli":
+        return [sys.executable, "-m", "grader.cli"]
+    name = click.get_current_context().find_root().info_name or "attnkit"
+    return [sys.argv[0]] if Path(sys.argv[0]).name == name else [name]
 
 
 @main.command()
@@ -346,25 +507,34 @@ def grade(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The zip to write (default: submission-<you>-<date>.zip in the current folder, never overwritten).",
+    help="The zip to write (default: submission-<id>-<date>.zip in the current folder, never overwritten).",
 )
-@click.option("--name", "who", default=None, help="Your name or id for the default file name (default: your login).")
+@click.option(
+    "--student",
+    "student",
+    default=None,
+    metavar="ID",
+    help="Your student id, written into the manifest and the file name "
+    "(default: the ATTNKIT_STUDENT environment variable; without either the hand-in carries no id).",
+)
 @click.option("--no-check", is_flag=True, help="Do not run the public cases; the manifest then says 'not checked'.")
-def submit(paths: tuple[Path, ...], out: Path | None, who: str | None, no_check: bool) -> None:
+def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_check: bool) -> None:
     """Pack your work into one zip to hand in.
 
     PATH is your exercises/ folder (default: the one in the current folder's
     kit), a notebook, several notebooks or a folder of them (merged into one
     notebooks.ipynb), or a .py file.  The zip holds your code -- no tests,
     no caches, no hidden files -- and manifest.json: the kit version, the
-    time, a sha256 of every file and your public check results right now.
+    time, a sha256 of every file, your public check results right now and
+    your student id (--student, else ATTNKIT_STUDENT, which a JupyterHub
+    admin can set for every user).
     """
     from grader.submit import SubmitError
     from grader.submit import submit as pack
 
     console = Console()
     try:
-        packed = pack(list(paths), out, who=who, check=not no_check)
+        packed = pack(list(paths), out, student=student, check=not no_check)
     except SubmitError as exc:
         raise click.ClickException(str(exc)) from exc
     manifest = packed.manifest
@@ -389,6 +559,8 @@ def submit(paths: tuple[Path, ...], out: Path | None, who: str | None, no_check:
         )
     else:
         click.echo(f"Public checks: {manifest['check_note']}")
+    for line in packed.warnings:
+        click.echo(f"{click.style('warning:', fg='yellow')} {line}")
     click.echo(f"Hand in this file: {click.style(str(packed.out.resolve()), bold=True)}")
 
 

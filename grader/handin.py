@@ -19,6 +19,9 @@ the learner's kit and is imported by the instructor's side.
 - **Names**: :func:`safe_name` makes a student id or a packed file's name.
 - **Notebooks**: the cell tags, :func:`cell_tags`, :func:`graded_cells` (the
   cells the grader takes) and :func:`notebook_metadata` (the kernelspec).
+- **The manifest** (``manifest.json`` in a zip ``attnkit submit`` writes) and
+  the student id it carries: :data:`MANIFEST`, :data:`STUDENT_ENV`,
+  :func:`manifest_student`, :func:`manifest_time`.
 - **The kit's version**: :func:`kit_version`, one answer everywhere.
 """
 
@@ -28,6 +31,7 @@ import importlib.metadata
 import sys
 import unicodedata
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +46,12 @@ __all__ = [
     "MAX_TOTAL_BYTES",
     "MAX_WALKED",
     "MAX_ZIP_BYTES",
+    "MANIFEST",
     "METADATA_KEY",
     "SKIPPED_DIRS",
     "SOLUTION_TAG",
+    "STUDENT_ENV",
+    "STUDENT_FROM",
     "UNKNOWN_VERSION",
     "cell_tags",
     "graded_cells",
@@ -54,6 +61,8 @@ __all__ = [
     "is_skipped_file",
     "is_test_file",
     "kit_version",
+    "manifest_student",
+    "manifest_time",
     "notebook_metadata",
     "safe_name",
     "size_text",
@@ -197,6 +206,47 @@ def notebook_metadata(attnkit: dict[str, Any]) -> dict[str, Any]:
         "language_info": {"name": "python"},
         METADATA_KEY: attnkit,
     }
+
+
+# --- the manifest and the student id it carries ---------------------------------------------------
+
+MANIFEST = "manifest.json"
+"""The zip entry ``attnkit submit`` writes beside the code: kit version, time, hashes, checks, student id."""
+STUDENT_ENV = "ATTNKIT_STUDENT"
+"""The environment variable ``attnkit submit`` takes the student id from when ``--student`` is not given.
+
+A JupyterHub admin sets it per user (for example ``c.Spawner.environment =
+{"ATTNKIT_STUDENT": "{username}"}``), so that every hand-in carries its
+student's id instead of the shared login ``jovyan``.
+"""
+STUDENT_FROM = ("--student", STUDENT_ENV)
+"""Where a manifest's ``student_from`` may say its id came from; any other manifest carries no id."""
+
+
+def manifest_student(manifest: Any) -> str | None:
+    """The student id a manifest claims (sanitised by :func:`safe_name`), or None when it claims none.
+
+    Only a manifest whose ``student_from`` is one of :data:`STUDENT_FROM` claims
+    an id: one written without ``--student`` and without :data:`STUDENT_ENV`
+    (or by a kit from before ids, whose ``student`` was the login name, the
+    same ``jovyan`` for a whole JupyterHub) claims none.
+    """
+    if not isinstance(manifest, dict) or manifest.get("student_from") not in STUDENT_FROM:
+        return None
+    student = manifest.get("student")
+    return (safe_name(student, "") or None) if isinstance(student, str) else None
+
+
+def manifest_time(manifest: Any) -> datetime | None:
+    """When the hand-in was packed (the manifest's ``created``, as UTC), or None when it does not say."""
+    created = manifest.get("created") if isinstance(manifest, dict) else None
+    if not isinstance(created, str):
+        return None
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
 
 
 # --- the kit's version -----------------------------------------------------------------------------

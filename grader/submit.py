@@ -13,8 +13,16 @@ What goes in:
   cells when none is tagged), all tagged, in the order given;
 - or one ``.py`` file;
 - and ``manifest.json``: the kit version, when it was packed (UTC), the sha256
-  of every packed file (and of the notebooks merged), and the public check
-  results at packing time, per exercise.
+  of every packed file (and of the notebooks merged), the public check
+  results at packing time, per exercise, and the student id.
+
+The student id is ``--student ID``, else the environment variable
+``ATTNKIT_STUDENT`` (:data:`grader.handin.STUDENT_ENV`, which a JupyterHub admin
+sets per user), sanitised by :func:`grader.handin.safe_name`; it goes in the
+manifest (``"student"``, with ``"student_from"`` saying which) and the file name,
+``submission-<id>-<date>.zip``.  Without either the hand-in carries no id
+(``"student": null``): it is still packed, named after the login (``"login"``),
+and :attr:`Packed.warnings` says so in one line.
 
 ``attnkit grade`` reads these zips like any other: the manifest is not Python
 and is ignored; the package is graded as ``exercises``, a notebook as a notebook.
@@ -34,6 +42,7 @@ import os
 import platform
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +50,7 @@ from typing import Any
 
 from grader.handin import (
     KIT_PACKAGE,
+    MANIFEST,
     MAX_ENTRIES,
     MAX_NOTEBOOK_BYTES,
     MAX_PY_BYTES,
@@ -48,6 +58,7 @@ from grader.handin import (
     MAX_WALKED,
     MAX_ZIP_BYTES,
     SOLUTION_TAG,
+    STUDENT_ENV,
     cell_tags,
     graded_cells,
     is_graded_source,
@@ -61,7 +72,6 @@ from grader.handin import (
     too_big,
 )
 
-MANIFEST = "manifest.json"
 MERGED_NOTEBOOK = "notebooks.ipynb"
 NOT_CHECKED = "not checked"
 
@@ -78,6 +88,7 @@ class Packed:
     kind: str  # "exercises", "notebook", "notebooks" or "py"
     manifest: dict[str, Any]
     sizes: dict[str, int] = field(default_factory=dict)  # packed name -> bytes
+    warnings: list[str] = field(default_factory=list)  # one line each: no student id, an id that was changed
 
     @property
     def checks(self) -> dict[str, dict[str, Any]]:
@@ -284,14 +295,39 @@ def _check_notebook(source: str | None, tests_dir: Path | None) -> tuple[dict[st
 # --- the zip -----------------------------------------------------------------------------------
 
 
-def _student(who: str | None, folder: Path) -> str:
-    """``who`` (``--name``), else the login name, else the folder's name; safe in a file name."""
-    if not who:
-        try:
-            who = getpass.getuser()
-        except Exception:  # no login name in some containers
-            who = None
-    return safe_name(who or "", "") or safe_name(folder.resolve().name, "learner")
+def _login() -> str | None:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return None
+
+
+def student_id(given: str | None, environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None, list[str]]:
+    """``(id, where it came from, warnings)``: ``--student``, else :data:`STUDENT_ENV`, else ``(None, None, ...)``.
+
+    The id is sanitised (:func:`safe_name`); a warning says when that changed it,
+    or that there is no id at all.  An id with nothing usable in it is refused.
+    """
+    env = os.environ if environ is None else environ
+    for raw, source in ((given, "--student"), (env.get(STUDENT_ENV), STUDENT_ENV)):
+        if raw is None or not raw.strip():
+            continue
+        raw = raw.strip()
+        sid = safe_name(raw, "")
+        if not sid:
+            raise SubmitError(f"{source} {raw!r}: not an id (use letters, digits, '.', '_' or '-')")
+        warnings = [] if sid == raw else [f"student id {raw!r} ({source}) is written as {sid!r}"]
+        return sid, source, warnings
+    return (
+        None,
+        None,
+        [f"this hand-in carries no student id: pass --student YOUR_ID (or ask for {STUDENT_ENV} to be set)"],
+    )
+
+
+def _file_stem(student: str | None, login: str | None, folder: Path) -> str:
+    """The id, else the login name, else the folder's name; safe in a file name."""
+    return student or safe_name(login or "", "") or safe_name(folder.resolve().name, "learner")
 
 
 def _free(path: Path) -> Path:
@@ -312,17 +348,21 @@ def submit(
     paths: list[Path] | tuple[Path, ...] = (),
     out: Path | None = None,
     *,
-    who: str | None = None,
+    student: str | None = None,
     cwd: Path | None = None,
     check: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Packed:
     """Pack the learner's work into one zip (see the module docstring); returns what was written.
 
-    ``out`` defaults to ``submission-<who>-<date>.zip`` in ``cwd`` (never
+    ``out`` defaults to ``submission-<id>-<date>.zip`` in ``cwd`` (never
     overwriting: ``-2``, ``-3`` … are added); an ``out`` given explicitly is
-    overwritten.  ``who`` defaults to the login name, else the folder's name.
+    overwritten.  ``student`` is ``--student``; without it the id is
+    :data:`STUDENT_ENV`'s in ``environ`` (default ``os.environ``), else there
+    is none and the file is named after the login, else the folder.
     """
     cwd = Path.cwd() if cwd is None else Path(cwd)
+    sid, sid_from, warnings = student_id(student, environ)
     if out is not None:
         if Path(out).suffix.lower() != ".zip":
             raise SubmitError(f"{out}: the hand-in is a zip; name it <something>.zip")
@@ -363,12 +403,14 @@ def submit(
     except ImportError:
         torch_version = None
     passing = sum(c["status"] == "passing" for c in checks.values())
-    student = _student(who, cwd)
+    login = _login()
     manifest: dict[str, Any] = {
         "kit": "attnkit",
         "kit_version": kit_version(),
         "created": now.isoformat(timespec="seconds"),
-        "student": student,
+        "student": sid,
+        "student_from": sid_from,
+        "login": login,
         "kind": kind,
         "files": {name: _sha256(data) for name, data in sorted(contents.items())},
         "checked": bool(checks),
@@ -388,7 +430,7 @@ def submit(
     if len(contents) + 1 > MAX_ENTRIES:  # package_files stops sooner; this holds for every kind
         raise SubmitError(f"the hand-in: {len(contents) + 1} files is over the {MAX_ENTRIES} file limit")
     if out is None:
-        target = _free(cwd / f"submission-{student}-{now.strftime('%Y-%m-%d')}.zip")
+        target = _free(cwd / f"submission-{_file_stem(sid, login, cwd)}-{now.strftime('%Y-%m-%d')}.zip")
     else:
         target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -406,7 +448,7 @@ def submit(
         if partial.exists():
             partial.unlink()
     sizes = {name: len(data) for name, data in sorted(contents.items())}
-    return Packed(out=target, kind=kind, manifest=manifest, sizes=sizes)
+    return Packed(out=target, kind=kind, manifest=manifest, sizes=sizes, warnings=warnings)
 
 
 def _entry(name: str, when: datetime) -> zipfile.ZipInfo:

@@ -191,8 +191,11 @@ def test_force_regrades(graded, tmp_path, three_formats):
 
 
 @pytest.mark.slow
-def test_a_fixed_reference_regrades_into_the_same_out(graded, tmp_path, three_formats, monkeypatch):
-    """One line of solutions/reference.py changed: a new suite version, so nothing is reused from the gradebook."""
+def test_a_fixed_reference_is_refused_in_the_same_out_and_regrades_with_force(graded, tmp_path, three_formats,
+                                                                             monkeypatch):
+    """One line of solutions/reference.py changed: a new suite version.  Issue 11 regraded into the same --out;
+    since issue 13 an out folder is one class, so this is refused (naming both versions) and --force regrades
+    the whole class under the new suite: stale grades never survive silently."""
     import solutions
 
     out = tmp_path / "D"
@@ -208,10 +211,17 @@ def test_a_fixed_reference_regrades_into_the_same_out(graded, tmp_path, three_fo
     spec.loader.exec_module(module)
     monkeypatch.setattr(solutions, "reference", module)
 
-    result = invoke([*three_formats, "--out", str(out), "--seed", SEED])
+    before = (out / "grades.csv").read_bytes()
+    refused = invoke([*three_formats, "--out", str(out), "--seed", SEED])
+    assert refused.exit_code == 1, refused.output
+    ((v1,),) = query(out / "gradebook.sqlite", "SELECT suite_version FROM runs")
+    assert v1 in flat(refused.output) and "--force" in refused.output and "Nothing was graded" in refused.output
+    assert (out / "grades.csv").read_bytes() == before
+    result = invoke([*three_formats, "--out", str(out), "--seed", SEED, "--force"])
     assert result.exit_code == 0, result.output
     assert "not regraded" not in flat(result.output)
     (first, v1), (second, v2) = query(out / "gradebook.sqlite", "SELECT id, suite_version FROM runs ORDER BY id")
+    assert v2 in flat(refused.output)  # the refusal named the new version too
     assert v1 != v2
     again = run_seconds(out / "gradebook.sqlite", second, "bea")
     assert again and again != run_seconds(out / "gradebook.sqlite", first, "bea"), "the results were copied"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.instructor.gradebook import SCHEMA_VERSION, Gradebook
+from grader.instructor.gradebook import OUTPUT_STORED, SCHEMA_VERSION, ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
@@ -269,8 +269,12 @@ def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
         gb.record(1, flagged, [])
         assert gb.results_for_run(1)["bo"][0].review == ["bo.py:1: ctypes"]
         assert gb.figures(1, "ada") == {}  # the figures table came with the upgrade, empty
+        # version 4: the class of an older gradebook is its latest run's, and its students are in it
+        assert gb.class_settings() == ClassSettings(7, "suite-1", ["cpu", "meta"])
+        assert list(gb.class_results(gb.class_settings())) == ["ada", "bo"]
+        assert gb.stored_submissions()["ada"].files == {}  # graded before hand-ins were kept
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     conn.close()
 
 
@@ -322,3 +326,49 @@ def test_find_graded_with_figures_brings_back_the_earlier_gradings_figures(book)
     assert found[0] == results("bob") and same_figures(found[1], {"softmax_weights": figure(1)})
     assert book.find_graded_with_figures("bob", "sha-other", **CONDITIONS) is None
     assert book.find_graded_with_figures("bob", "sha-bob", **{**CONDITIONS, "seed": 99}) is None
+
+
+# --- the class of an out folder (schema version 4) ------------------------------------------------------------
+
+
+def test_class_settings_are_none_until_set_and_then_kept(tmp_path):
+    path = tmp_path / "gradebook.sqlite"
+    with Gradebook(path) as gb:
+        assert gb.class_settings() is None
+        gb.set_class_settings(ClassSettings(99, "suite-9", ["meta", "cpu"]))
+    with Gradebook(path) as gb:  # a later run reads what the first one kept
+        assert gb.class_settings() == ClassSettings(99, "suite-9", ["cpu", "meta"])
+
+
+def test_class_results_hold_the_latest_grading_of_every_student_under_the_class_conditions(book):
+    first = start(book)
+    book.record(first, sub("ada", sha="a1"), results("ada", 2))
+    book.record(first, sub("bob"), results("bob", 3))
+    other = start(book, suite_version="suite-2")  # another suite: not this class's gradings
+    book.record(other, sub("cy"), results("cy"))
+    book.finish_run(first)
+    late = start(book)
+    book.record(late, sub("ada", sha="a2"), results("ada", 4))  # a late, new hand-in of ada
+    got = book.class_results(ClassSettings(CONDITIONS["seed"], "suite-1", ["meta", "cpu"]))
+    assert list(got) == ["ada", "bob"]
+    assert (got["ada"][0], got["ada"][1].sha256, len(got["ada"][2])) == (late, "a2", 4)
+    assert (got["bob"][0], got["bob"][1].sha256, len(got["bob"][2])) == (first, "sha-bob", 3)
+    assert got["bob"][1].files == {"bob.py": "X = 1\n"}  # the hand-in is kept, to regrade the class
+    assert set(book.stored_submissions()) == {"ada", "bob", "cy"}
+
+
+def test_the_output_of_a_submission_is_kept_capped(book):
+    run_id = start(book)
+    book.record(run_id, sub("ada"), results("ada"), output="hello\n")
+    book.record(run_id, sub("bob"), results("bob"), output="x" * (OUTPUT_STORED + 10))
+    assert book.output(run_id, "ada") == "hello\n"
+    kept = book.output(run_id, "bob")
+    assert kept.startswith("x" * OUTPUT_STORED) and kept.endswith("[... 10 more characters not kept]")
+    assert book.output(run_id, "nobody") == ""
+
+
+def test_the_roster_is_kept_as_rows(book):
+    assert book.roster_rows() is None
+    rows = [{"id": "s1", "name": "Jane Doe", "email": "jd@uni.example", "pattern": "doe*"}]
+    book.set_roster_rows(rows)
+    assert book.roster_rows() == rows

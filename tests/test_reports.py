@@ -341,7 +341,9 @@ def test_junit_xml(graded, rubric):
 def test_write_reports_writes_every_file(tmp_path, graded, rubric):
     write_reports(tmp_path / "out", graded, rubric, RUN_INFO)
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["alice", "bob", "carol", "dan", "grades.csv", "junit.xml"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "alice", "bob", "carol", "class.html", "class.md", "dan", "grades.csv", "junit.xml"
+    ]
     for student in ("alice", "bob", "carol", "dan"):
         assert sorted(p.name for p in (out / student).iterdir()) == ["feedback.html", "feedback.md", "results.json"]
 

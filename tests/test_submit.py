@@ -24,7 +24,7 @@ from learner_code import reference_source
 
 from grader.check import NOT_STARTED, PASSING
 from grader.cli import main
-from grader.handin import kit_version
+from grader.handin import kit_version, safe_name
 from grader.instructor.intake import read_submission
 from grader.registry import HOOK_NAMES
 from grader.submit import MANIFEST, SubmitError, submit
@@ -32,8 +32,8 @@ from grader.submit import MANIFEST, SubmitError, submit
 KIT = Path(__file__).resolve().parent.parent
 STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules")
 SCORES_HOOKS = ("dot_product_scores", "scaled_dot_product_scores", "softmax_weights", "context_vectors")
-MANIFEST_KEYS = {"kit", "kit_version", "created", "student", "kind", "files", "checked", "check_note", "checks",
-                 "passing", "exercises", "python", "torch"}  # fmt: skip
+MANIFEST_KEYS = {"kit", "kit_version", "created", "student", "student_from", "login", "kind", "files", "checked",
+                 "check_note", "checks", "passing", "exercises", "python", "torch"}  # fmt: skip
 SEED = 20261129
 
 SITECUSTOMIZE = '''"""Test shim: forget the editable install of our checkout (see tests/test_release.py)."""
@@ -107,14 +107,14 @@ def solved(kit, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def handed_in(solved) -> tuple[Path, subprocess.CompletedProcess]:
-    """`attnkit submit --name "Zoë Learner"` run by the learner in the solved kit."""
+    """`attnkit submit --student "Zoë Learner"` run by the learner in the solved kit."""
     shim = solved.parent / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(SITECUSTOMIZE)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTNKIT_", "PYTEST_"))}
     env.update(PYTHONPATH=os.pathsep.join([str(solved), str(shim)]), PYTHONDONTWRITEBYTECODE="1", COLUMNS="200")
     done = subprocess.run(
-        [sys.executable, "-m", "grader.cli", "submit", "--name", "Zoë Learner"],
+        [sys.executable, "-m", "grader.cli", "submit", "--student", "Zoë Learner"],
         cwd=solved,
         env=env,
         capture_output=True,
@@ -168,7 +168,9 @@ def test_submit_packs_the_package_with_a_manifest_and_says_where(handed_in):
     }
     assert set(entries) == expected | {MANIFEST}
     manifest = assert_manifest_matches(entries)
-    assert (manifest["kind"], manifest["student"]) == ("exercises", "Zoe_Learner")
+    assert manifest["kind"] == "exercises"
+    assert (manifest["student"], manifest["student_from"]) == ("Zoe_Learner", "--student")
+    assert "student id 'Zoë Learner' (--student) is written as 'Zoe_Learner'" in " ".join(done.stdout.split())
     assert manifest["checked"] is True
     assert list(manifest["checks"]) == list(HOOK_NAMES)
     for hook, result in manifest["checks"].items():
@@ -200,7 +202,7 @@ def test_the_handed_in_zip_grades_with_full_marks(handed_in, grading):
 
 
 def test_the_stubs_are_packed_with_not_started_checks(kit, tmp_path):
-    packed = submit([kit / "exercises"], tmp_path / "mine.zip", who="ann", cwd=tmp_path)
+    packed = submit([kit / "exercises"], tmp_path / "mine.zip", student="ann", cwd=tmp_path)
     assert packed.out == tmp_path / "mine.zip" and packed.kind == "exercises"
     manifest = assert_manifest_matches(read_zip(packed.out))
     assert manifest["checked"] is True and manifest["passing"] == 0
@@ -209,8 +211,8 @@ def test_the_stubs_are_packed_with_not_started_checks(kit, tmp_path):
 
 
 def test_the_default_name_never_overwrites_an_earlier_hand_in(kit, tmp_path):
-    first = submit([kit], who="bo", cwd=tmp_path, check=False)  # the kit folder: its exercises/ package
-    second = submit([kit], who="bo", cwd=tmp_path, check=False)
+    first = submit([kit], student="bo", cwd=tmp_path, check=False)  # the kit folder: its exercises/ package
+    second = submit([kit], student="bo", cwd=tmp_path, check=False)
     assert first.out.parent == second.out.parent == tmp_path
     assert first.out.name.startswith("submission-bo-") and second.out.name == first.out.stem + "-2.zip"
     manifest = json.loads(read_zip(second.out)[MANIFEST])
@@ -220,7 +222,7 @@ def test_the_default_name_never_overwrites_an_earlier_hand_in(kit, tmp_path):
 def test_a_py_file_is_packed_and_read_back_as_that_file(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(reference_source(only=SCORES_HOOKS))
-    packed = submit([mine], tmp_path / "out" / "hand-in.zip", who="ed", cwd=tmp_path, check=False)
+    packed = submit([mine], tmp_path / "out" / "hand-in.zip", student="ed", cwd=tmp_path, check=False)
     entries = read_zip(packed.out)
     assert set(entries) == {"mine.py", MANIFEST} and entries["mine.py"] == mine.read_bytes()
     assert assert_manifest_matches(entries)["kind"] == "py"
@@ -249,7 +251,7 @@ def test_a_notebook_is_packed_as_it_is_with_its_checks(kit, tmp_path):
     notebook = tmp_path / "scores.ipynb"
     shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
     fill_notebook(notebook, only=SCORES_HOOKS)
-    packed = submit([notebook], cwd=tmp_path, who="cy")
+    packed = submit([notebook], cwd=tmp_path, student="cy")
     entries = read_zip(packed.out)
     assert set(entries) == {"scores.ipynb", MANIFEST}
     assert entries["scores.ipynb"] == notebook.read_bytes()
@@ -270,7 +272,7 @@ def test_a_folder_of_notebooks_is_merged_into_one_that_grades_with_full_marks(ki
     (folder / ".ipynb_checkpoints" / "scores-checkpoint.ipynb").write_text("{}")
     for path in folder.glob("*.ipynb"):
         fill_notebook(path)
-    packed = submit([folder], cwd=tmp_path, who="di")
+    packed = submit([folder], cwd=tmp_path, student="di")
     entries = read_zip(packed.out)
     assert set(entries) == {"notebooks.ipynb", MANIFEST}
     manifest = assert_manifest_matches(entries)
@@ -282,3 +284,60 @@ def test_a_folder_of_notebooks_is_merged_into_one_that_grades_with_full_marks(ki
     submission, results = grading(packed.out)
     assert submission.format == "ipynb"
     assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
+
+
+# --- the student id ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("student", "environ", "expected", "source"),
+    [
+        ("s1001", {}, "s1001", "--student"),
+        (None, {"ATTNKIT_STUDENT": "s1002"}, "s1002", "ATTNKIT_STUDENT"),
+        ("s1001", {"ATTNKIT_STUDENT": "s1002"}, "s1001", "--student"),  # the option wins
+        (None, {"ATTNKIT_STUDENT": "ana@uni.example"}, "ana_uni.example", "ATTNKIT_STUDENT"),  # an e-mail login
+        ("  ", {"ATTNKIT_STUDENT": ""}, None, None),  # blank is none
+    ],
+    ids=["option", "environment", "option-wins", "sanitised", "blank"],
+)
+def test_the_student_id_goes_into_the_manifest_and_the_file_name(tmp_path, student, environ, expected, source):
+    mine = tmp_path / "mine.py"
+    mine.write_text(reference_source(only=SCORES_HOOKS))
+    packed = submit([mine], student=student, cwd=tmp_path, check=False, environ=environ)
+    manifest = json.loads(read_zip(packed.out)[MANIFEST])
+    assert (manifest["student"], manifest["student_from"]) == (expected, source)
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    stem = expected or safe_name(manifest["login"] or "", "") or safe_name(tmp_path.name)
+    assert packed.out.name == f"submission-{stem}-{today}.zip"
+    if expected is None:
+        assert packed.warnings == [
+            "this hand-in carries no student id: pass --student YOUR_ID (or ask for ATTNKIT_STUDENT to be set)"
+        ]
+    elif expected != (student or environ["ATTNKIT_STUDENT"]):
+        assert packed.warnings == [f"student id 'ana@uni.example' (ATTNKIT_STUDENT) is written as '{expected}'"]
+    else:
+        assert packed.warnings == []
+    assert read_submission(packed.out).claimed == expected  # what attnkit grade takes as the id
+
+
+def test_an_id_with_nothing_usable_is_refused(tmp_path):
+    (tmp_path / "mine.py").write_text("X = 1\n")
+    with pytest.raises(SubmitError, match=r"--student '\.\.\.': not an id"):
+        submit([tmp_path / "mine.py"], student="...", cwd=tmp_path, check=False, environ={})
+
+
+def test_submit_on_the_command_line_takes_the_environment_and_warns_without_an_id(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text(reference_source(only=SCORES_HOOKS))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATTNKIT_STUDENT", "s1002")
+    result = CliRunner().invoke(main, ["submit", "mine.py", "--no-check", "--out", "a.zip"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(read_zip(tmp_path / "a.zip")[MANIFEST])["student"] == "s1002"
+    assert "warning" not in result.output
+    result = CliRunner().invoke(main, ["submit", "mine.py", "--no-check", "--out", "b.zip", "--student", "s1"])
+    assert json.loads(read_zip(tmp_path / "b.zip")[MANIFEST])["student"] == "s1"
+    monkeypatch.delenv("ATTNKIT_STUDENT")
+    result = CliRunner().invoke(main, ["submit", "mine.py", "--no-check", "--out", "c.zip"])
+    assert result.exit_code == 0, result.output
+    assert "warning: this hand-in carries no student id: pass --student YOUR_ID" in " ".join(result.output.split())
+    assert json.loads(read_zip(tmp_path / "c.zip")[MANIFEST])["student"] is None

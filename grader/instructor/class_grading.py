@@ -3,23 +3,45 @@
 :func:`grade_class` is three steps under one set of :class:`GradeOptions`
 (every knob, with its default):
 
-1. :func:`plan`: resume the unfinished run under the same conditions or start
-   one, reuse what the gradebook already holds (this run's results, or an
-   identical earlier grading), and list what is left to grade;
+1. :func:`plan`: hold the run to the out folder's class (below), resume the
+   unfinished run or start one, reuse what the gradebook already holds (this
+   run's results, or an identical earlier grading), and list what is left to
+   grade;
 2. the grading loop: an :class:`Executor` maps one work item over the
    submissions left; each outcome is recorded in ``gradebook.sqlite`` as it
    arrives, so a stopped run loses at most the submissions in flight;
-3. the summary, a :class:`GradeRun` for the report writer and the console.
+3. the summary, a :class:`GradeRun` for the report writer and the console:
+   this run's outcomes and the whole class as the gradebook holds it.
 
-The executor is one small interface, ``map_unordered(fn, items)``;
+One ``--out`` is one class.  Its first run draws the seed (or takes
+``--seed``) and records it with the suite version and the devices
+(:class:`~grader.instructor.gradebook.ClassSettings`); every later run into it
+grades under them, so a late hand-in gets the same inputs as the rest of the
+class.  A run asking for another seed, or finding another suite version or
+device set, is refused (:class:`OutFolderConflict`) unless ``force``, which
+makes the new conditions the class's and regrades the whole class under them,
+from the hand-ins the gradebook keeps.  The roster is the class's too: stored
+when first given, used when not given; a roster that only adds students is
+taken, one that drops or changes a student is refused unless ``force`` (which
+replaces it).  Merging would let a student who left the course stay on the
+roster as ``missing`` for ever; refusing says what changed.
+
+The executor is one small interface, ``map_unordered(fn, items, stop)``;
 :class:`LocalExecutor` (a thread per job, each driving one sandboxed child at
 a time) is the default, and a distributed engine can take its place: the
 work item is a :class:`~grader.instructor.intake.Submission` and the result an
 :class:`~grader.instructor.submission_grading.Outcome`, both plain data (the
 heatmaps' data are tensors; nothing is written to disk by a worker).  The
 work item never raises for one submission: a failure while grading it becomes
-that submission's error row, and the class goes on (``KeyboardInterrupt``
-still stops it).
+that submission's error row, and the class goes on.
+
+Stopping: ``GradeOptions.stop`` is an event that a signal handler or another
+thread sets (``attnkit grade`` sets it on SIGINT and SIGTERM).  Once it is set,
+the executor hands out nothing more, the sandbox template kills every learner
+process in flight, nothing more is recorded (so nothing partial: a submission
+in flight is graded again on resume), and :func:`grade_class` raises
+:class:`GradingStopped` with how many submissions are done.  A
+``KeyboardInterrupt`` in the grading loop stops the same way and is re-raised.
 """
 
 from __future__ import annotations
@@ -27,8 +49,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -37,11 +61,12 @@ import torch
 
 from grader.handin import kit_version
 from grader.instructor.diagnosis import Fingerprints
-from grader.instructor.gradebook import Gradebook
+from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Submission, collect_submissions
+from grader.instructor.intake import Intake, Submission, collect
 from grader.instructor.replies import MESSAGE_CHARS
-from grader.instructor.sandbox import KIT_ROOT, Limits, Template
+from grader.instructor.reports import ClassRoll, Person
+from grader.instructor.sandbox import KIT_ROOT, ChildGone, Limits, Template
 from grader.instructor.submission_grading import (
     GpuPool,
     Outcome,
@@ -60,12 +85,16 @@ __all__ = [
     "Executor",
     "GradeOptions",
     "GradeRun",
+    "GradingStopped",
     "LocalExecutor",
+    "OutFolderConflict",
     "Plan",
+    "RosterRows",
     "choose_devices",
     "default_devices",
     "grade_class",
     "plan",
+    "stale_folders",
 ]
 
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
@@ -88,14 +117,46 @@ def default_devices() -> tuple[str, ...]:
     return ("cpu", "meta", "cuda") + extra
 
 
+class OutFolderConflict(ValueError):
+    """A run into an out folder under other conditions (seed, suite, devices, roster) than its class's."""
+
+
+class RosterRows(Protocol):
+    """A roster as the gradebook keeps it (:class:`grader.instructor.roster.Roster` is one): a dict per student,
+    with ``id``, ``name``, ``email`` and ``pattern``."""
+
+    def to_rows(self) -> list[dict[str, Any]]: ...
+
+
 T = TypeVar("T")
 R = TypeVar("R")
 
+STOP_POLL_SECONDS = 0.05
+"""How often a wait looks at the stop event: the delay a stop request adds before learner processes are killed."""
+
+
+class GradingStopped(Exception):
+    """Grading stopped on request before the class was done; every finished submission is in the gradebook."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(f"grading stopped: {done} of {total} submissions done")
+        self.done = done  # submissions with their results in the run (graded now, earlier, or reused)
+        self.total = total
+
 
 class Executor(Protocol):
-    """Runs ``fn`` over ``items`` and yields ``(item, result)`` pairs as each finishes."""
+    """Runs ``fn`` over ``items`` and yields ``(item, result)`` pairs as each finishes.
 
-    def map_unordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[tuple[T, R]]: ...
+    Once ``stop`` is set it hands out no more items, cancels those not started,
+    yields nothing more and returns promptly.  Work in flight is abandoned and
+    its results dropped; the executor ends it where it can (a distributed one
+    cancels its tasks).  The local one's threads wait on sandboxed children,
+    which the caller ends (:meth:`~grader.instructor.sandbox.Template.stop`).
+    """
+
+    def map_unordered(
+        self, fn: Callable[[T], R], items: Iterable[T], stop: threading.Event
+    ) -> Generator[tuple[T, R], None, None]: ...
 
 
 @dataclass
@@ -104,15 +165,25 @@ class LocalExecutor:
 
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
 
-    def map_unordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[tuple[T, R]]:
+    def map_unordered(
+        self, fn: Callable[[T], R], items: Iterable[T], stop: threading.Event
+    ) -> Generator[tuple[T, R], None, None]:
         pending: dict[Future[R], T] = {}
         with ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="attnkit-grade") as pool:
-            for item in items:
-                pending[pool.submit(fn, item)] = item
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield pending.pop(future), future.result()
+            try:
+                for item in items:
+                    pending[pool.submit(fn, item)] = item
+                while pending and not stop.is_set():
+                    done, _ = wait(pending, timeout=STOP_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        if stop.is_set():
+                            return
+                        yield pending.pop(future), future.result()
+            except KeyboardInterrupt:  # while waiting: a stop, so the caller ends the work in flight (see above)
+                stop.set()
+                raise
+            finally:  # stopped, or closed early: nothing queued starts; `with` then waits for the threads in flight
+                pool.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass
@@ -122,13 +193,15 @@ class GradeOptions:
     seed: int | None = None  # the hidden inputs' seed; None: the resumed run's, else a random one
     devices: Sequence[str] | None = None  # devices to grade on; None: default_devices()
     require: Sequence[str] = ()  # devices whose absence is an error instead of a skip
-    force: bool = False  # regrade everything, even submissions the gradebook already holds
+    force: bool = False  # regrade everything given; with other conditions than the out folder's, the whole class
+    roster: RosterRows | None = None  # the class's roster; None: the one the gradebook holds, if any
     reveal: bool = False  # show hidden input values in the feedback
     limits: Limits = field(default_factory=Limits)  # time, memory and CPU of each learner process
     executor: Executor = field(default_factory=LocalExecutor)
     strict_isolation: bool = False  # refuse to grade unless learner processes get FULL_ISOLATION
     on_start: Callable[[int], None] | None = None  # told how many submissions are left to grade
     on_graded: Callable[[Outcome], None] | None = None  # told of each outcome once it is recorded
+    stop: threading.Event = field(default_factory=threading.Event)  # set it to stop (GradingStopped)
 
 
 @dataclass
@@ -143,6 +216,9 @@ class Plan:
     submissions: list[Submission]
     reused: dict[str, Outcome] = field(default_factory=dict)  # by student, in the order of ``submissions``
     todo: list[Submission] = field(default_factory=list)
+    regraded_from_gradebook: list[str] = field(default_factory=list)  # class members regraded from stored hand-ins
+    roster: list[dict[str, str]] = field(default_factory=list)  # the class's roster rows (empty: none)
+    notes: list[str] = field(default_factory=list)  # one line per change to the class (conditions, roster)
 
     @property
     def conditions(self) -> list[str]:
@@ -164,6 +240,9 @@ class GradeRun:
     isolation: str = "none"
     cuda_overhead_seconds: float | None = None  # mean CUDA start-up per submission, where a GPU ran
     peak_child_rss_mib: float | None = None  # the largest peak RSS a learner's process reported
+    roll: ClassRoll = field(default_factory=ClassRoll)  # the whole class of the out folder, for the class files
+    notes: list[str] = field(default_factory=list)  # changes to the class: conditions replaced, roster grown
+    regraded_from_gradebook: list[str] = field(default_factory=list)  # students regraded from stored hand-ins
 
     @property
     def graded(self) -> list[tuple[Submission, list[CaseResult]]]:
@@ -212,18 +291,24 @@ def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tu
     return ran, skipped
 
 
-def grade_class(paths: list[str], out: Path, options: GradeOptions | None = None) -> GradeRun:
-    """Grade every submission under ``paths`` into ``out/gradebook.sqlite`` and return what happened.
+def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | None = None) -> GradeRun:
+    """Grade every submission under ``paths`` (or of an :class:`Intake`) into ``out/gradebook.sqlite``.
 
     Results are recorded one submission at a time, so a stopped run loses at
     most the submissions in flight; running again resumes the unfinished run
     (same seed) and grades only what is missing.  Writing the reports is the
     caller's (:func:`~grader.instructor.reports.write_reports`).
+
+    Raises :class:`GradingStopped` when ``options.stop`` is set before the
+    class is done: the run stays unfinished, and running again resumes it.
     """
     options = options or GradeOptions()
     devices = choose_devices(options.devices or default_devices(), options.require)
+    intake = paths if isinstance(paths, Intake) else collect(paths)  # IntakeError before anything is written
+    if options.roster is None and intake.roster is not None:
+        options = dataclasses.replace(options, roster=intake.roster)
     out.mkdir(parents=True, exist_ok=True)
-    submissions = collect_submissions(paths)
+    submissions = intake.submissions
     with Gradebook(out / "gradebook.sqlite") as book:
         planned = plan(book, submissions, options, devices)
         if options.on_start:
@@ -232,8 +317,11 @@ def grade_class(paths: list[str], out: Path, options: GradeOptions | None = None
             isolation, graded = _grade(book, planned, options)
         else:
             isolation, graded = _isolation_of_earlier_runs(book, planned.run_id), {}
+        if options.stop.is_set() and len(graded) < len(planned.todo):
+            raise GradingStopped(len(planned.reused) + len(graded), len(planned.submissions))
         book.finish_run(planned.run_id)
-    return _summary(planned, {**planned.reused, **graded}, isolation)
+        roll = class_roll(book, planned, out)
+    return _summary(planned, {**planned.reused, **graded}, isolation, roll)
 
 
 def plan(
@@ -241,18 +329,27 @@ def plan(
 ) -> Plan:
     """Decide what this run does; ``devices`` is :func:`choose_devices`'s ``(ran, skipped)``.
 
-    Resumes the latest unfinished run when its suite version and devices are
-    this run's (and its seed, when one is asked for), else starts a run in
+    The run grades under the out folder's conditions (:func:`class_settings`;
+    a conflict raises :class:`OutFolderConflict` before anything is written
+    unless ``options.force``) and its roster (:func:`class_roster`).  Resumes
+    the latest unfinished run under those conditions, else starts a run in
     ``book``.  A submission is reused, unless ``options.force``, when the run
     already holds it unchanged, or when an identical input was graded under
     identical conditions (then it is recorded in this run); a submission with
-    an error of its own is never reused.  Everything else is left to grade.
+    an error of its own is never reused.  Everything else is left to grade,
+    and so is every student of the class with no grading under the class's
+    conditions (after a forced change of them), from the hand-in the
+    gradebook keeps.
     """
     ran, skipped = devices
-    version = suite_version()
-    conditions = sorted(ran + list(skipped))
-    run_id, seed = _run_to_write(book, version, conditions, options.seed)
-    planned = Plan(run_id, seed, version, ran, skipped, submissions)
+    wanted = ClassSettings(
+        options.seed if options.seed is not None else "", suite_version(), sorted(ran + list(skipped))
+    )
+    settings, notes = class_settings(book, wanted, options.force)
+    roster, roster_notes = class_roster(book, options.roster, options.force)
+    run_id = _run_to_write(book, settings)
+    planned = Plan(run_id, int(settings.seed), settings.suite_version, ran, skipped, list(submissions))
+    planned.roster, planned.notes = roster, notes + roster_notes
     in_this_run = {} if options.force else book.results_for_run(run_id)
     for sub in submissions:
         reused = None if options.force or sub.error else _reusable(book, planned, sub, in_this_run.get(sub.student))
@@ -260,21 +357,120 @@ def plan(
             planned.todo.append(sub)
         else:
             planned.reused[sub.student] = reused
+    given = {sub.student for sub in submissions}
+    graded_now = set(book.class_results(settings))
+    for student, stored in book.stored_submissions().items():
+        if student not in given and student not in graded_now:
+            if not stored.files and not stored.error:
+                stored = dataclasses.replace(
+                    stored, error="its hand-in is not in the gradebook (graded by an older attnkit): grade it again"
+                )
+            planned.submissions.append(stored)
+            planned.todo.append(stored)
+            planned.regraded_from_gradebook.append(student)
     return planned
 
 
-def _run_to_write(book: Gradebook, version: str, conditions: list[str], seed: int | None) -> tuple[int, int]:
-    """``(run id, seed)``: the unfinished run to resume under these conditions, or a new one."""
+def _settings_text(settings: ClassSettings) -> str:
+    return f"seed {settings.seed}, suite {settings.suite_version}, devices {', '.join(settings.devices)}"
+
+
+def class_settings(book: Gradebook, wanted: ClassSettings, force: bool) -> tuple[ClassSettings, list[str]]:
+    """``(the conditions to grade under, notes)``: the out folder's, its first run's, or (``force``) ``wanted``.
+
+    ``wanted.seed`` is ``""`` where no seed was asked for: the folder's is
+    used, or a fresh one is drawn for a new folder.  Any other difference
+    raises :class:`OutFolderConflict` naming both, unless ``force``.
+    """
+    have = book.class_settings()
+    if have is None:
+        seed = wanted.seed if wanted.seed != "" else secrets.randbelow(2**31 - 1)
+        settings = dataclasses.replace(wanted, seed=seed)
+        book.set_class_settings(settings)
+        return settings, []
+    if wanted.seed == "":
+        wanted = dataclasses.replace(wanted, seed=have.seed)
+    differences = []
+    if str(wanted.seed) != str(have.seed):
+        differences.append(f"--seed {wanted.seed}, where this out folder's seed is {have.seed}")
+    if wanted.suite_version != have.suite_version:
+        differences.append(
+            f"the hidden suite is now version {wanted.suite_version}, where this out folder's class "
+            f"was graded under version {have.suite_version}"
+        )
+    if sorted(wanted.devices) != sorted(have.devices):
+        differences.append(
+            f"the devices are {', '.join(sorted(wanted.devices))}, where this out folder's class was graded "
+            f"on {', '.join(sorted(have.devices))}"
+        )
+    if not differences:
+        book.set_class_settings(have)  # a gradebook from before the class was kept adopts its latest run's
+        return have, []
+    if not force:
+        raise OutFolderConflict(
+            f"{book.path.parent} is one class, graded under {_settings_text(have)}: "
+            + "; ".join(differences)
+            + ". Nothing was graded. Grade into another --out, or use --force to make the new conditions this "
+            "class's and regrade the whole class under them (every student ever graded into it, from the "
+            "hand-ins its gradebook keeps), so that no grade of the old conditions survives."
+        )
+    book.set_class_settings(wanted)
+    return wanted, [f"the class's conditions changed (--force): {_settings_text(have)} -> {_settings_text(wanted)}"]
+
+
+def _roster_rows(roster: RosterRows) -> list[dict[str, str]]:
+    return [
+        {key: "" if row.get(key) is None else str(row.get(key)) for key in ("id", "name", "email", "pattern")}
+        for row in roster.to_rows()
+    ]
+
+
+def class_roster(book: Gradebook, given: RosterRows | None, force: bool) -> tuple[list[dict[str, str]], list[str]]:
+    """``(the class's roster rows, notes)``: the stored one, or ``given`` where it may replace it.
+
+    A first roster is stored; one that keeps every stored student unchanged
+    and adds some is stored (the note names them); one that drops or changes
+    a student is refused unless ``force``.
+    """
+    stored = book.roster_rows()
+    if given is None:
+        return stored or [], []
+    rows = _roster_rows(given)
+    if stored is None or rows == stored:
+        book.set_roster_rows(rows)
+        return rows, []
+    old = {row.get("id", ""): row for row in stored}
+    new = {row["id"]: row for row in rows}
+    dropped = sorted(set(old) - set(new))
+    changed = sorted(i for i in set(old) & set(new) if old[i] != new[i])
+    added = sorted(set(new) - set(old))
+    if (dropped or changed) and not force:
+        parts = ([f"drops {', '.join(dropped)}"] if dropped else []) + (
+            [f"changes {', '.join(changed)}"] if changed else []
+        )
+        raise OutFolderConflict(
+            f"{book.path.parent} holds another roster for this class: the one given {' and '.join(parts)}. "
+            "Nothing was graded. Leave out --roster to use the stored one, or --force to replace it."
+        )
+    book.set_roster_rows(rows)
+    if dropped or changed:
+        return rows, [f"roster replaced (--force): {len(dropped)} dropped, {len(changed)} changed, {len(added)} added"]
+    return rows, [f"roster: {len(added)} student(s) added ({', '.join(added)})"]
+
+
+def _run_to_write(book: Gradebook, settings: ClassSettings) -> int:
+    """The id of the unfinished run to resume under the class's conditions, or of a new one."""
     previous = book.latest_unfinished_run()
     if (
         previous is not None
-        and previous["suite_version"] == version
-        and sorted(previous["devices"]) == conditions
-        and (seed is None or str(previous["seed"]) == str(seed))
+        and previous["suite_version"] == settings.suite_version
+        and sorted(previous["devices"]) == sorted(settings.devices)
+        and str(previous["seed"]) == str(settings.seed)
     ):
-        return int(previous["id"]), int(previous["seed"])
-    seed = seed if seed is not None else secrets.randbelow(2**31 - 1)
-    return book.start_run(seed, version, conditions, kit_version(), "unknown (nothing graded yet)"), seed
+        return int(previous["id"])
+    return book.start_run(
+        settings.seed, settings.suite_version, settings.devices, kit_version(), "unknown (nothing graded yet)"
+    )
 
 
 def _reusable(
@@ -310,16 +506,60 @@ class _Work:
             return Outcome(dataclasses.replace(sub, error=why), results)
 
 
+@contextmanager
+def _stopping(template: Template, stop: threading.Event) -> Iterator[None]:
+    """While inside, a watcher ends the template's work in flight as soon as ``stop`` is set.
+
+    A thread of its own, so the learner processes die at once wherever the
+    main thread is waiting (the executor, the template's boot).  An exception
+    from inside (``KeyboardInterrupt``, say) ends them too, so the threads in
+    flight are woken before anyone waits for them.
+    """
+    left = threading.Event()
+
+    def watch() -> None:
+        while not left.is_set():
+            if stop.wait(STOP_POLL_SECONDS):
+                template.stop()
+                return
+
+    watcher = threading.Thread(target=watch, name="attnkit-stop", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except BaseException:
+        template.stop()
+        raise
+    finally:
+        left.set()
+        if stop.is_set():
+            template.stop()  # the watcher may not have seen it yet
+        watcher.join()
+
+
 def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, dict[str, Outcome]]:
-    """Grade ``planned.todo``, recording each outcome as it arrives; ``(isolation, outcomes by student)``."""
+    """Grade ``planned.todo``, recording each outcome as it arrives; ``(isolation, outcomes by student)``.
+
+    Once ``options.stop`` is set nothing more is recorded and the outcomes so far are returned.
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # verdicts on small tensors; the parallelism is the executor's
     graded: dict[str, Outcome] = {}
+    stop = options.stop
+    isolation = "none"
     try:
-        with Template(warm_meta="meta" in planned.ran) as template:  # boots while the suite is built
+        with (
+            Template(warm_meta="meta" in planned.ran) as template,  # boots while the suite is built
+            _stopping(template, stop),
+        ):
             suite = build_suite(planned.seed, tuple(planned.ran) + tuple(planned.skipped))
             suite.fingerprints, suite.skipped = Fingerprints(), dict(planned.skipped)
-            isolation = template.isolation()
+            try:
+                isolation = template.isolation()
+            except (RuntimeError, ChildGone):
+                if stop.is_set():  # stopped while the template booted
+                    return isolation, graded
+                raise
             book.set_isolation(planned.run_id, isolation)
             if options.strict_isolation and not set(FULL_ISOLATION.split("+")) <= set(isolation.split("+")):
                 raise RuntimeError(
@@ -328,12 +568,16 @@ def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, 
                     "nothing was graded"
                 )
             work = _Work(suite, template, options.limits, options.reveal, GpuPool.visible())
-            for _, outcome in options.executor.map_unordered(work, planned.todo):
+            results = options.executor.map_unordered(work, planned.todo, stop)
+            for _, outcome in results:
+                if stop.is_set():  # its learner process may have been killed by the stop: never recorded
+                    break
                 outcome = dataclasses.replace(outcome, results=limit_stored_messages(outcome.results))
-                book.record(planned.run_id, outcome.submission, outcome.results, outcome.figures)
+                book.record(planned.run_id, outcome.submission, outcome.results, outcome.figures, outcome.stats.output)
                 graded[outcome.submission.student] = outcome
                 if options.on_graded:
                     options.on_graded(outcome)
+            results.close()
     finally:
         torch.set_num_threads(threads)
     return isolation, graded
@@ -348,7 +592,42 @@ def _isolation_of_earlier_runs(book: Gradebook, run_id: int) -> str:
     return isolation
 
 
-def _summary(planned: Plan, outcomes: dict[str, Outcome], isolation: str) -> GradeRun:
+STUDENT_FILES = ("feedback.md", "feedback.html", "results.json")
+"""A folder of the out folder holding one of these is a student's folder."""
+
+
+def stale_folders(out: Path, students: Iterable[str]) -> list[str]:
+    """Student folders in ``out`` of no student of the class: listed for the instructor, never removed."""
+    keep = set(students)
+    try:
+        entries = sorted(out.iterdir())
+    except OSError:
+        return []
+    return [
+        e.name
+        for e in entries
+        if e.is_dir() and e.name not in keep and any((e / name).is_file() for name in STUDENT_FILES)
+    ]
+
+
+def class_roll(book: Gradebook, planned: Plan, out: Path) -> ClassRoll:
+    """The whole class of the out folder as the gradebook holds it: the latest grading of each student,
+    what each printed, the roster's students with no hand-in, and folders of no student of the class."""
+    settings = ClassSettings(planned.seed, planned.version, planned.conditions)
+    latest = book.class_results(settings)
+    people = {
+        row["id"]: Person(row["id"], row.get("name", ""), row.get("email", "")) for row in planned.roster if row["id"]
+    }
+    return ClassRoll(
+        graded=[(sub, results) for _, sub, results in latest.values()],
+        missing=[person for student, person in people.items() if student not in latest],
+        people=people,
+        outputs={student: book.output(run_id, student) for student, (run_id, _, _) in latest.items()},
+        stale=stale_folders(out, list(latest) + list(people)),
+    )
+
+
+def _summary(planned: Plan, outcomes: dict[str, Outcome], isolation: str, roll: ClassRoll | None = None) -> GradeRun:
     """The :class:`GradeRun`: outcomes in student order, and what the learner processes reported."""
     ordered = [outcomes[sub.student] for sub in sorted(planned.submissions, key=lambda s: s.student)]
     cuda_starts = [o.stats.cuda_init_seconds for o in ordered if o.stats.cuda_init_seconds is not None]
@@ -364,4 +643,7 @@ def _summary(planned: Plan, outcomes: dict[str, Outcome], isolation: str) -> Gra
         isolation,
         cuda_overhead_seconds=sum(cuda_starts) / len(cuda_starts) if cuda_starts else None,
         peak_child_rss_mib=max(peaks) / 1024 if peaks else None,
+        roll=roll or ClassRoll(),
+        notes=list(planned.notes),
+        regraded_from_gradebook=list(planned.regraded_from_gradebook),
     )

@@ -19,9 +19,23 @@ grading of identical input (same student and sha256) under identical conditions
 (same suite version, seed and devices), so a rerun reuses it instead of
 grading again.  One connection is shared by all threads behind a lock.
 
+The out folder is one class, and the gradebook says what that class is:
+
+- ``class_settings``: the out folder's seed, suite version and devices (drawn
+  or set by its first run, and the conditions every later run grades under;
+  see :mod:`grader.instructor.class_grading`) and its roster (JSON rows of
+  ``id``, ``name``, ``email``, ``pattern``);
+- :meth:`Gradebook.class_results`: the class, the latest grading of every
+  student ever graded into this out under those conditions.  Each submission
+  keeps its files (JSON), so the whole class can be regraded under a new
+  suite, and what its learner process printed (``output``, capped).
+
 Schema version 2 added ``submissions.review`` and ``submissions.notes``; a
 version-1 gradebook gets the two columns (empty lists) when it is opened.
 Version 3 added the ``figures`` table (an older gradebook gets it, empty).
+Version 4 added ``submissions.files``, ``submissions.output`` and the
+``class_settings`` table; an older gradebook's class takes the conditions of
+its latest run (:meth:`Gradebook.class_settings`).
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,10 +56,12 @@ from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.verdict import CaseResult
 
-__all__ = ["SCHEMA_VERSION", "Gradebook"]
+__all__ = ["OUTPUT_STORED", "SCHEMA_VERSION", "ClassSettings", "Gradebook"]
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (0, 1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (0, 1, 2, 3, 4)
+OUTPUT_STORED = 64 * 1024
+"""At most this many characters of what a learner's process printed are kept per submission."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -68,6 +85,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     graded_at TEXT NOT NULL,
     review TEXT NOT NULL DEFAULT '[]',
     notes TEXT NOT NULL DEFAULT '[]',
+    files TEXT NOT NULL DEFAULT '{}',
+    output TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, student)
 );
 CREATE INDEX IF NOT EXISTS submissions_by_input ON submissions(student, sha256);
@@ -94,11 +113,31 @@ CREATE TABLE IF NOT EXISTS figures (
     PRIMARY KEY (run_id, student, hook),
     FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
 );
+CREATE TABLE IF NOT EXISTS class_settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
 
 
-ADDED_COLUMNS = {"submissions": (("review", "TEXT NOT NULL DEFAULT '[]'"), ("notes", "TEXT NOT NULL DEFAULT '[]'"))}
+ADDED_COLUMNS = {
+    "submissions": (
+        ("review", "TEXT NOT NULL DEFAULT '[]'"),
+        ("notes", "TEXT NOT NULL DEFAULT '[]'"),
+        ("files", "TEXT NOT NULL DEFAULT '{}'"),
+        ("output", "TEXT NOT NULL DEFAULT ''"),
+    )
+}
 """Columns added since version 1, added to an older gradebook when it is opened."""
+
+
+@dataclass(frozen=True)
+class ClassSettings:
+    """The conditions an out folder's class is graded under: every run into it uses them."""
+
+    seed: int | str
+    suite_version: str
+    devices: list[str]  # sorted, every device of the run (those that ran and those skipped)
 
 
 def _now() -> str:
@@ -211,11 +250,17 @@ class Gradebook:
         submission: Submission,
         results: Iterable[CaseResult],
         figures: Mapping[str, Figure] | None = None,
+        output: str = "",
     ) -> None:
         """Record one submission, all its results and its heatmaps' data (``hook -> Figure``) in one transaction.
 
-        An earlier record of the same student in this run is replaced.
+        The submission's files are kept (to regrade the class under a new
+        suite), and ``output``, what its learner process printed, up to
+        :data:`OUTPUT_STORED` characters.  An earlier record of the same
+        student in this run is replaced.
         """
+        if len(output) > OUTPUT_STORED:
+            output = output[:OUTPUT_STORED] + f"\n[... {len(output) - OUTPUT_STORED} more characters not kept]"
         student = submission.student
         figure_rows = [_figure_row(run_id, student, hook, figure) for hook, figure in sorted((figures or {}).items())]
         rows = [
@@ -243,7 +288,7 @@ class Gradebook:
                 )
                 self._conn.execute(
                     "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at,"
-                    " review, notes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " review, notes, files, output) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         run_id,
                         submission.student,
@@ -255,6 +300,8 @@ class Gradebook:
                         _now(),
                         json.dumps([str(f) for f in submission.review]),
                         json.dumps([str(n) for n in submission.notes]),
+                        json.dumps(dict(submission.files)),
+                        str(output),
                     ),
                 )
                 self._conn.executemany(
@@ -341,6 +388,109 @@ class Gradebook:
         with self._lock:
             results = self._results(found[0], student)
         return results, self.figures(found[0], student)
+
+    # --- the class: its conditions, its roster, its latest gradings ----------------------------
+
+    def _setting(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM class_settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set(self, key: str, value: str) -> None:
+        self._conn.execute(
+            "INSERT INTO class_settings (key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def class_settings(self) -> ClassSettings | None:
+        """The out folder's conditions; for a gradebook from before they were kept, its latest run's; else None."""
+        with self._lock:
+            seed = self._setting("seed")
+            if seed is not None:
+                return ClassSettings(
+                    _seed_out(seed), self._setting("suite_version") or "", json.loads(self._setting("devices") or "[]")
+                )
+            row = self._conn.execute(
+                "SELECT seed, suite_version, devices FROM runs ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        if row is None:
+            return None
+        return ClassSettings(_seed_out(row[0]), str(row[1]), _devices_key(json.loads(row[2])))
+
+    def set_class_settings(self, settings: ClassSettings) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._set("seed", str(settings.seed))
+            self._set("suite_version", str(settings.suite_version))
+            self._set("devices", json.dumps(_devices_key(settings.devices)))
+            self._conn.execute("COMMIT")
+
+    def roster_rows(self) -> list[dict[str, str]] | None:
+        """The class's roster as stored (``id``, ``name``, ``email``, ``pattern`` per row), or None."""
+        with self._lock:
+            text = self._setting("roster")
+        if text is None:
+            return None
+        rows = json.loads(text)
+        return [{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows]
+
+    def set_roster_rows(self, rows: Iterable[Mapping[str, object]]) -> None:
+        value = json.dumps([{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows])
+        with self._lock:
+            self._set("roster", value)
+
+    def class_results(self, settings: ClassSettings) -> dict[str, tuple[int, Submission, list[CaseResult]]]:
+        """``student -> (run id, submission with its files, results)``: the latest grading of every student
+        recorded under ``settings`` (the class of this out folder), students sorted."""
+        wanted = _devices_key(settings.devices)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT s.run_id, s.student, r.devices FROM submissions s JOIN runs r ON r.id = s.run_id"
+                " WHERE r.suite_version = ? AND r.seed = ? ORDER BY s.graded_at, s.run_id",
+                (str(settings.suite_version), str(settings.seed)),
+            ).fetchall()
+            latest = {
+                student: int(run_id) for run_id, student, devices in rows if _devices_key(json.loads(devices)) == wanted
+            }
+            return {student: (latest[student], *self._stored(latest[student], student)) for student in sorted(latest)}
+
+    def stored_submissions(self) -> dict[str, Submission]:
+        """The latest hand-in recorded of every student ever graded into this gradebook (with its files)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT run_id, student FROM submissions ORDER BY graded_at, run_id").fetchall()
+            latest = {student: int(run_id) for run_id, student in rows}
+            return {student: self._stored(run_id, student)[0] for student, run_id in sorted(latest.items())}
+
+    def output(self, run_id: int, student: str) -> str:
+        """What the submission's learner process printed in that run (capped), or ``""``."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT output FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
+            ).fetchone()
+        return "" if row is None else str(row[0])
+
+    def _stored(self, run_id: int, student: str) -> tuple[Submission, list[CaseResult]]:
+        source, fmt, entry, sha, error, review, notes, files = self._conn.execute(
+            "SELECT source, format, entry, sha256, error, review, notes, files FROM submissions"
+            " WHERE run_id = ? AND student = ?",
+            (run_id, student),
+        ).fetchone()
+        try:
+            stored = json.loads(files or "{}")
+        except ValueError:
+            stored = {}
+        sub = Submission(
+            student=student,
+            source=source,
+            format=fmt,
+            files={str(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {},
+            entry=entry,
+            sha256=sha,
+            error=error,
+            review=_strings(review),
+            notes=_strings(notes),
+        )
+        return sub, self._results(run_id, student)
 
     def results_for_run(self, run_id: int) -> dict[str, tuple[Submission, list[CaseResult]]]:
         """Every submission recorded in a run (``files`` left empty) with its results, by student."""

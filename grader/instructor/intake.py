@@ -31,11 +31,23 @@ accepted here.
 
 Every submission read is scanned for known evasion constructs
 (:mod:`grader.instructor.review_flags`, never run); the findings go with it as
-``Submission.review``.  Student ids are made unique by :func:`deduplicate_ids`
-in a way that does not depend on the order the files come in.
+``Submission.review``.
 
 :func:`read_submission` never raises for bad input: every problem becomes
 ``Submission.error``, one line, and the submission is graded as an error row.
+
+:func:`collect` is what ``attnkit grade`` calls: it never drops and never
+invents.  A path that does not exist or yields nothing is an
+:class:`IntakeError` (a usage error; nothing is written); a folder is a class or
+one submission as :func:`folder_reading` decides (or ``--class`` / ``--one``
+force), and is refused where that is ambiguous; what a class folder holds that
+is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
+strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
+ids: a roster's file pattern, then the id a zip's ``manifest.json`` claims
+(read as JSON data, never code), then the name, made unique by
+:func:`deduplicate_ids`; two hand-ins for one student are refused unless
+``latest``.  None of it depends on the order the files come in.  The result is
+an :class:`Intake`.
 """
 
 from __future__ import annotations
@@ -43,17 +55,21 @@ from __future__ import annotations
 import ast
 import errno
 import hashlib
+import json
 import os
+import re
 import stat
 import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from grader.handin import (
     KIT_PACKAGE,
+    MANIFEST,
     MAX_ENTRIES,
     MAX_NAME_LENGTH,
     MAX_NOTEBOOK_BYTES,
@@ -65,6 +81,9 @@ from grader.handin import (
     is_graded_source,
     is_hidden,
     is_skipped_dir,
+    is_test_file,
+    manifest_student,
+    manifest_time,
     safe_name,
     size_text,
     text_problem,
@@ -72,6 +91,7 @@ from grader.handin import (
 )
 from grader.hook_table import CLASS_ALIASES
 from grader.instructor.review_flags import scan_files
+from grader.instructor.roster import Roster, RosterEntry
 from grader.notebooks import notebook_to_source
 from grader.registry import HOOK_NAMES
 
@@ -103,6 +123,8 @@ class Submission:
     error: str | None = None
     review: list[str] = field(default_factory=list)  # ``file:line: construct`` findings (review_flags)
     notes: list[str] = field(default_factory=list)  # one line per change made to the student id
+    claimed: str | None = None  # the student id its manifest claims (grader.handin.manifest_student)
+    handed_in: datetime | None = None  # when its manifest says it was packed (UTC)
 
     def load_message(self) -> dict[str, object]:
         """The ``load`` request for :mod:`grader.child_runtime` (the caller adds ``hooks``)."""
@@ -110,7 +132,14 @@ class Submission:
 
 
 class Refused(Exception):
-    """Input that cannot be accepted; the message is the one-line error shown to people."""
+    """Input that cannot be accepted; the message is the one-line error shown to people.
+
+    A zip refused after its manifest was read carries the manifest's claim, so
+    its error row keeps the student's id.
+    """
+
+    claimed: str | None = None
+    handed_in: datetime | None = None
 
 
 # --- student ids --------------------------------------------------------------------
@@ -152,7 +181,7 @@ def _hashed_id(base: str, seed: str, length: int) -> str:
     return f"{base[: MAX_NAME_LENGTH - length - 1]}-{digest}"
 
 
-def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
+def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) -> list[Submission]:
     """Make student ids unique (ignoring case, for macOS and Windows), whatever order the submissions come in.
 
     An id claimed by one submission only is kept.  Among several claimants of
@@ -161,17 +190,22 @@ def deduplicate_ids(submissions: list[Submission]) -> list[Submission]:
     claimant, and every claimant when no single one is exact, gets
     ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the
     names are the same too).  An id equal to one of the grader's own output
-    files (``grades.csv`` …) is never kept.  Each changed id gets one line in
+    files (``grades.csv`` …) is never kept, nor one in ``owned`` (ids other
+    hand-ins own: a roster's or a manifest's).  Each changed id gets one line in
     ``Submission.notes`` saying why.
     """
     claims: dict[str, list[Submission]] = {}
     for sub in submissions:
         claims.setdefault(sub.student.lower(), []).append(sub)
-    taken = {name.lower() for name in RESERVED_IDS}
+    owned = {name.lower() for name in owned}
+    taken = {name.lower() for name in RESERVED_IDS} | owned
     renamed: list[tuple[Submission, str]] = []  # (submission, why)
     for key, subs in claims.items():
         if key in RESERVED_IDS:
             renamed += [(sub, f"{sub.student!r} is the name of a file attnkit grade writes") for sub in subs]
+            continue
+        if key in owned:
+            renamed += [(sub, f"{sub.student!r} is the roster's or a manifest's id of another hand-in") for sub in subs]
             continue
         ranks = [_claim_rank(sub) for sub in subs]
         best = [sub for sub, rank in zip(subs, ranks) if rank == min(ranks)]
@@ -441,28 +475,55 @@ def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str
             return data
 
         try:
-            py = sorted(rel for rel in entries if is_graded_source(rel))
-            top_py = [rel for rel in py if "/" not in rel]
-            notebooks = sorted(rel for rel in entries if rel.endswith(".ipynb") and "/" not in rel)
-            if not py:
-                if len(notebooks) == 1:
-                    text = decode_source(read(notebooks[0], MAX_NOTEBOOK_BYTES), notebooks[0])
-                    return _from_notebook(text, student, source, notebooks[0])
-                raise Refused(f"{path.name}: no .py files to grade")
-            if not wrapped and py == top_py and len(py) == 1 and "__init__.py" not in py:
-                rel = py[0]
-                files = {rel: decode_source(read(rel, MAX_PY_BYTES), rel)}
-                return _made(student, source, "zip", files, rel)
-            keep, key_prefix, entry = _choose_layout(py, name)
-            files = {}
-            for rel in py:
-                if rel.startswith(keep):
-                    files[key_prefix + rel[len(keep) :]] = decode_source(read(rel, MAX_PY_BYTES), rel)
-            return _made(student, source, "zip", files, entry)
+            manifest = _zip_manifest(read, entries) if MANIFEST in entries else None
+            try:
+                sub = _zip_submission(entries, read, path, student, name, wrapped)
+            except Refused as exc:
+                exc.claimed, exc.handed_in = manifest_student(manifest), manifest_time(manifest)
+                raise
         except zipfile.BadZipFile as exc:
             raise Refused(f"refused zip: corrupt archive ({exc})") from None
         except (NotImplementedError, RuntimeError, OSError, EOFError, ValueError, zlib.error) as exc:
             raise Refused(f"refused zip: cannot read it ({type(exc).__name__}: {exc})") from None
+        if isinstance(manifest, str):
+            sub.notes.append(f"{path.name}: {manifest}; its id is taken from its name")
+        elif manifest is not None:
+            sub.claimed, sub.handed_in = manifest_student(manifest), manifest_time(manifest)
+        return sub
+
+
+def _zip_manifest(read, entries: dict[str, zipfile.ZipInfo]) -> object:
+    """The zip's parsed ``manifest.json`` (plain JSON data, never code), or a string saying why it is unreadable."""
+    if entries[MANIFEST].file_size > MAX_PY_BYTES:
+        return f"{MANIFEST} is over {size_text(MAX_PY_BYTES)}, not read"
+    data = read(MANIFEST, MAX_PY_BYTES)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return f"{MANIFEST} is not JSON ({type(exc).__name__})"
+
+
+def _zip_submission(entries, read, path: Path, student: str, name: str, wrapped: bool) -> Submission:
+    """The submission a listed zip at ``path`` holds: a notebook, one ``.py`` file, a package or a kit's package."""
+    source = str(path)
+    py = sorted(rel for rel in entries if is_graded_source(rel))
+    top_py = [rel for rel in py if "/" not in rel]
+    notebooks = sorted(rel for rel in entries if rel.endswith(".ipynb") and "/" not in rel)
+    if not py:
+        if len(notebooks) == 1:
+            text = decode_source(read(notebooks[0], MAX_NOTEBOOK_BYTES), notebooks[0])
+            return _from_notebook(text, student, source, notebooks[0])
+        raise Refused(f"{path.name}: no .py files to grade")
+    if not wrapped and py == top_py and len(py) == 1 and "__init__.py" not in py:
+        rel = py[0]
+        files = {rel: decode_source(read(rel, MAX_PY_BYTES), rel)}
+        return _made(student, source, "zip", files, rel)
+    keep, key_prefix, entry = _choose_layout(py, name)
+    files = {}
+    for rel in py:
+        if rel.startswith(keep):
+            files[key_prefix + rel[len(keep) :]] = decode_source(read(rel, MAX_PY_BYTES), rel)
+    return _made(student, source, "zip", files, entry)
 
 
 def _open_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo):
@@ -541,10 +602,11 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
         if fmt == "ipynb":
             return _read_notebook_file(p, student, source)
         raise Refused(f"{p.name}: {NOT_A_SUBMISSION}")
-    except _NotebookError as exc:
-        return Submission(student, source, "ipynb", sha256=_file_sha256(p), error=str(exc))
     except Refused as exc:
-        return Submission(student, source, fmt, sha256=_file_sha256(p), error=str(exc))
+        fmt = "ipynb" if isinstance(exc, _NotebookError) else fmt
+        return Submission(
+            student, source, fmt, sha256=_file_sha256(p), error=str(exc), claimed=exc.claimed, handed_in=exc.handed_in
+        )
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return Submission(student, source, fmt, error=f"{p.name}: cannot read it ({reason})")
@@ -568,71 +630,413 @@ def _hooks_defined(path: Path) -> set[str]:
 _HOOKISH = frozenset(HOOK_NAMES) | frozenset(CLASS_ALIASES.values())
 
 
-def is_class_folder(path: Path) -> bool:
-    """A folder of submissions rather than one submission.
+# --- what a folder is: a class, or one submission ----------------------------------------------
 
-    Never a package (``__init__.py``) or a learner's kit (``exercises/__init__.py``).
-    Otherwise a class folder when it holds no ``.py`` at its top, or a ``.zip`` at
-    its top, or a symbolic link at its top (each member, the link included, is
-    then its own row: the link's an error row, never read), or two top-level
-    ``.py`` files that define the same hook (each file then is one learner's
-    solution, like ``examples/submissions/``).  Files are parsed with
-    :mod:`ast`, never imported.
+HAND_IN_SUFFIXES = (".py", ".ipynb", ".zip")
+"""The files a class folder's members may be (besides folders)."""
+STRAY_NAMES = frozenset({"thumbs.db", "desktop.ini", "icon\r", "__macosx"})
+"""Lower-case names an OS or a zip tool leaves beside hand-ins; with hidden names and READMEs, skipped silently."""
+
+NOT_A_HAND_IN = "not a hand-in (expected a .py, .ipynb or .zip file, or a folder)"
+TEST_FILE = "a test file (test_*.py, *_test.py, conftest.py): never graded"
+RESULTS_FOLDER = "an attnkit grade results folder (it holds gradebook.sqlite)"
+NOT_REGULAR = "not a regular file"
+
+
+class IntakeError(Exception):
+    """Nothing can be graded as asked (one line saying what to do): a usage error, nothing is written."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something found and not graded, and why (one line)."""
+
+    path: str
+    reason: str
+
+
+def is_stray(name: str) -> bool:
+    """A file or folder nobody hands in: hidden (``.DS_Store``, ``.gitignore``), a README, OS or zip debris."""
+    low = name.lower()
+    return is_hidden(name) or name in SKIPPED_DIRS or low in STRAY_NAMES or low.startswith("readme")
+
+
+def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
+    """A class folder's members (each one submission), sorted by name, and what is skipped there, with why.
+
+    Members are the ``.py`` (not test files), ``.ipynb`` and ``.zip`` files, the
+    folders, and the symbolic links (each link becomes an error row naming it,
+    never read).  Strays (:func:`is_stray`) are left out without a word;
+    anything else is a :class:`Skipped`: other files, test files, a folder
+    ``attnkit grade`` wrote (it holds ``gradebook.sqlite``), a FIFO or socket.
     """
-    if not path.is_dir():
-        return False
-    if (path / "__init__.py").exists() or (path / KIT_PACKAGE / "__init__.py").exists():
-        return False
-    try:
-        entries = [(c, os.lstat(c).st_mode) for c in path.iterdir() if not is_hidden(c.name)]
-    except OSError:
-        return False
-    if any(stat.S_ISLNK(mode) and c.name not in SKIPPED_DIRS for c, mode in entries):
-        return True
-    children = [c for c, mode in entries if stat.S_ISREG(mode)]
-    top_py = sorted(c for c in children if is_graded_source(c.name))
-    if not top_py or any(c.suffix.lower() == ".zip" for c in children):
-        return True
-    seen: set[str] = set()
-    for file in top_py[:MAX_ENTRIES]:
-        hooks = _hooks_defined(file)
-        if hooks & seen:
-            return True
-        seen |= hooks
-    return False
+    members: list[Path] = []
+    skipped: list[Skipped] = []
+    with os.scandir(path) as found:
+        entries = sorted(found, key=lambda e: e.name)
+    for e in entries:
+        child = Path(e.path)
+        suffix = child.suffix.lower()
+        if is_stray(e.name):
+            continue
+        if e.is_symlink():
+            members.append(child)
+        elif e.is_dir(follow_symlinks=False):
+            if (child / "gradebook.sqlite").exists():
+                skipped.append(Skipped(str(child), RESULTS_FOLDER))
+            else:
+                members.append(child)
+        elif suffix == ".py" and is_test_file(e.name):
+            skipped.append(Skipped(str(child), TEST_FILE))
+        elif suffix in HAND_IN_SUFFIXES:
+            members.append(child)  # a FIFO named like a hand-in is its error row
+        elif not e.is_file(follow_symlinks=False):
+            skipped.append(Skipped(str(child), NOT_REGULAR))
+        else:
+            skipped.append(Skipped(str(child), NOT_A_HAND_IN))
+    return members, skipped
 
 
 def class_members(path: Path) -> list[Path]:
-    """The submissions in a class folder: ``.py``, ``.zip``, ``.ipynb`` files and folders, sorted.
+    """The submissions in a class folder (:func:`sort_out`'s members), sorted by name."""
+    return sort_out(path)[0]
 
-    Symbolic links among them are listed too, so that each becomes an error row
-    naming it (:func:`read_submission` refuses a link), never read.
+
+def _regular(path: Path) -> bool:
+    return stat.S_ISREG(os.lstat(path).st_mode)
+
+
+def _is_kit_or_package(path: Path) -> bool:
+    return (path / "__init__.py").exists() or (path / KIT_PACKAGE / "__init__.py").exists()
+
+
+def _top_py(path: Path) -> list[Path]:
+    with os.scandir(path) as found:
+        return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
+
+
+def _a_hand_in_of_its_own(folder: Path, hooks: set[str]) -> bool:
+    """Whether a sub-folder beside a learner's loose ``.py`` files is someone's hand-in rather than their module.
+
+    It is when it is a kit, holds a notebook or a zip at its top, or its top-level
+    ``.py`` files define an exercise the loose files define too.
     """
-    members = []
-    for child in sorted(path.iterdir(), key=lambda c: c.name):
-        if is_skipped_dir(child.name):
+    try:
+        if (folder / KIT_PACKAGE / "__init__.py").exists():
+            return True
+        with os.scandir(folder) as found:
+            if any(e.name.lower().endswith((".ipynb", ".zip")) and not is_hidden(e.name) for e in found):
+                return True
+        return any(_hooks_defined(f) & hooks for f in _top_py(folder)[:MAX_ENTRIES])
+    except OSError:
+        return True
+
+
+def folder_reading(path: Path) -> str:
+    """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
+
+    - A package (``__init__.py``) or a learner's kit (``exercises/__init__.py``) is one.
+    - With no ``.py`` file at its top, it is a class, unless its one member is a
+      notebook (then the folder is that learner's, as ``attnkit submit`` reads it).
+    - Top-level ``.py`` files of which two define the same exercise are separate
+      learners: a class (like ``examples/submissions/``).  Files parsed with
+      :mod:`ast`, never imported.
+    - Otherwise the ``.py`` files look like one learner's modules.  With nothing
+      beside them but sub-folders that are their modules, the folder is one
+      submission; beside notebooks, zips, links or sub-folders that are hand-ins
+      of their own (:func:`_a_hand_in_of_its_own`), one ``.py`` file is one more
+      member of a class, and several are :class:`IntakeError`: ambiguous, say
+      ``--class`` or ``--one``.
+    """
+    if _is_kit_or_package(path):
+        return "one"
+    members, _ = sort_out(path)
+    py = [m for m in members if m.suffix.lower() == ".py" and _regular(m)]
+    if not py:
+        lone_notebook = len(members) == 1 and members[0].suffix.lower() == ".ipynb" and _regular(members[0])
+        return "one" if lone_notebook else "class"
+    defined = [_hooks_defined(f) for f in py[:MAX_ENTRIES]]
+    seen: set[str] = set()
+    for hooks in defined:
+        if hooks & seen:
+            return "class"
+        seen |= hooks
+    beside = [
+        m for m in members if m not in py and (m.is_symlink() or not m.is_dir() or _a_hand_in_of_its_own(m, seen))
+    ]
+    if not beside:
+        return "one"
+    if len(py) == 1:
+        return "class"
+    raise IntakeError(
+        f"{path}: cannot tell whether this folder is one submission or a class: its .py files "
+        f"({_names(py)}) look like one learner's modules (no two define the same exercise), and beside them "
+        f"it holds {_names(beside)}; pass --class to grade each file and folder in it as its own submission, "
+        "or --one to grade it as one submission (its .py files)"
+    )
+
+
+def _names(paths: list[Path], limit: int = 4) -> str:
+    shown = ", ".join(p.name for p in paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def _not_in_one(path: Path) -> list[Skipped]:
+    """What reading ``path`` as one submission leaves out: notebooks and zips beside its top-level ``.py`` files."""
+    if (path / KIT_PACKAGE / "__init__.py").exists() or not _top_py(path):
+        return []
+    members, _ = sort_out(path)
+    why = "beside the .py files of a folder graded as one submission: not graded (--class grades each)"
+    return [Skipped(str(m), why) for m in members if m.suffix.lower() in (".ipynb", ".zip")]
+
+
+# --- the whole intake ---------------------------------------------------------------------------
+
+READINGS = ("auto", "class", "one")
+"""How a folder given to :func:`collect` is read: decided by :func:`folder_reading`, or forced."""
+
+ATTNKIT_NAME = re.compile(r"submission-(.+)-\d{4}-\d{2}-\d{2}(?:-\d+)?")
+"""The name ``attnkit submit`` gives a hand-in (its stem): ``submission-<id>-<date>[-n]``."""
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What :func:`collect` found: the submissions to grade, what it skipped and why, and the roster's view.
+
+    ``missing`` are the roster's students with no hand-in; ``unmatched`` the ids
+    of hand-ins that match no one on the roster (graded under their own ids);
+    ``notes`` one line per id decision worth reading (a manifest claiming another
+    id than the roster's pattern, a renamed id, …).
+    """
+
+    submissions: list[Submission]
+    skipped: list[Skipped] = field(default_factory=list)
+    missing: list[RosterEntry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    roster: Roster | None = None
+    unmatched: list[str] = field(default_factory=list)
+
+    @property
+    def formats(self) -> dict[str, int]:
+        """How many submissions of each format, in :data:`FORMATS` order (others after)."""
+        counts: dict[str, int] = {}
+        for fmt in FORMATS + tuple(sorted({s.format for s in self.submissions} - set(FORMATS))):
+            n = sum(s.format == fmt for s in self.submissions)
+            if n:
+                counts[fmt] = n
+        return counts
+
+    def found_line(self) -> str:
+        """``3 submissions found: 1 py, 2 ipynb (1 cannot be read: an error row)``."""
+        n = len(self.submissions)
+        formats = ", ".join(f"{count} {fmt}" for fmt, count in self.formats.items())
+        errors = sum(s.error is not None for s in self.submissions)
+        line = f"{n} submission{'s' if n != 1 else ''} found: {formats}"
+        if errors:
+            line += f" ({errors} cannot be read: {'an error row' if errors == 1 else 'error rows'})"
+        return line
+
+
+def collect(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    reading: str = "auto",
+    roster: Roster | None = None,
+    latest: bool = False,
+) -> Intake:
+    """Read every submission named by ``paths``, or :class:`IntakeError` (nothing is graded then).
+
+    A path that does not exist, a folder that yields no submission, an ambiguous
+    folder (:func:`folder_reading`) and nothing at all to grade are errors.  A
+    folder is read as :func:`folder_reading` says, or as ``reading`` forces
+    (``"class"``: every member its own submission; ``"one"``: the folder is one).
+    A file that is not a hand-in is skipped (silently when a stray, such as a
+    README a shell glob picked up).  Ids are given by :func:`identify`.
+    """
+    if reading not in READINGS:
+        raise ValueError(f"reading must be one of {', '.join(READINGS)}, not {reading!r}")
+    paths = list(paths)
+    subs: list[Submission] = []
+    skipped: list[Skipped] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_symlink() and not p.exists():
+            raise IntakeError(f"{raw}: no such file or folder")
+        if p.is_dir() and not p.is_symlink():
+            try:
+                how = reading if reading != "auto" else folder_reading(p)
+                if how == "class":
+                    members, left = sort_out(p)
+                else:
+                    members, left = [p], _not_in_one(p)
+            except OSError as exc:
+                raise IntakeError(f"{raw}: cannot list it ({exc.strerror or type(exc).__name__})") from None
+            skipped += left
+            if not members:
+                said = f" ({len(left)} skipped, listed)" if left else " (only hidden files, READMEs or OS debris)"
+                said = said if left or any(p.iterdir()) else " (it is empty)"
+                raise IntakeError(f"{raw}: no submissions in it{said}: {_skipped_text(left)}".rstrip(": "))
+            subs += [read_submission(m) for m in members]
+        elif is_stray(p.name) and not p.is_symlink():
             continue
-        if child.suffix.lower() in (".py", ".zip", ".ipynb") or child.is_symlink() or child.is_dir():
-            members.append(child)
-    return members
+        elif p.suffix.lower() not in HAND_IN_SUFFIXES and not p.is_symlink() and p.is_file():
+            skipped.append(Skipped(str(raw), NOT_A_HAND_IN))
+        else:
+            subs.append(read_submission(p))
+    if not subs:
+        shown = ", ".join(str(p) for p in paths) or "no paths"
+        raise IntakeError(f"nothing to grade in {shown}" + (f": {_skipped_text(skipped)}" if skipped else ""))
+    return identify(subs, skipped, roster=roster, latest=latest)
+
+
+def _skipped_text(skipped: list[Skipped], limit: int = 5) -> str:
+    shown = "; ".join(f"{Path(s.path).name}: {s.reason}" for s in skipped[:limit])
+    return shown + (f"; and {len(skipped) - limit} more" if len(skipped) > limit else "")
 
 
 def collect_submissions(paths: list[str]) -> list[Submission]:
-    """Read every submission named by ``paths``, a class folder (:func:`is_class_folder`) standing for its members.
+    """:func:`collect`'s submissions, folders read as :func:`folder_reading` says, without a roster."""
+    return collect(paths).submissions
 
-    Ids claimed twice are told apart by :func:`deduplicate_ids`, whatever the order.
-    Nonexistent paths come back as error submissions.
+
+def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
+    """The student a hand-in's file or folder name names: its stem, or the id in ``submission-<id>-<date>``."""
+    stem = _id_from_path(Path(sub.source))
+    found = roster.by_name(stem)
+    made = ATTNKIT_NAME.fullmatch(stem)
+    return found if found is not None or made is None else roster.by_name(made.group(1))
+
+
+def identify(
+    subs: list[Submission], skipped: list[Skipped] | None = None, *, roster: Roster | None = None, latest: bool = False
+) -> Intake:
+    """Give every submission its student id, whatever order they come in; :class:`IntakeError` when it cannot.
+
+    The id of a hand-in is, in this order:
+
+    1. with a roster, the student whose file ``pattern`` matches its file name
+       (a manifest claiming another id is reported in ``notes``); a name that
+       two patterns match is an error;
+    2. the id its manifest claims (:func:`grader.handin.manifest_student`):
+       with a roster, the student whose id, email or email's local part it is;
+    3. with a roster, the student its file or folder stem names the same way
+       (or the ``<id>`` of ``submission-<id>-<date>``);
+    4. the id its manifest claims (a hand-in not on the roster keeps it);
+    5. its file or folder stem, sanitised (:func:`_id_from_path`), made unique
+       by :func:`deduplicate_ids`.
+
+    Ids from 1-4 are the student's own: two hand-ins with one of them are the
+    same student's, an :class:`IntakeError` unless ``latest``, which keeps the
+    one its manifest says was packed last (the others become ``skipped``,
+    superseded) and refuses when that cannot be told.  A hand-in that matches
+    no one on the roster is graded under its own id (4 or 5) and listed in
+    ``unmatched`` and ``notes``: an instructor expects a stray hand-in graded
+    and shown, not dropped (fix the roster, and the next run files it).  The
+    roster's students without a hand-in are ``missing``.
     """
-    subs: list[Submission] = []
-    for raw in paths:
-        p = Path(raw)
-        if is_class_folder(p):
-            try:
-                members = class_members(p)
-            except OSError as exc:
-                subs.append(Submission(_id_from_path(p), str(raw), "folder", error=f"cannot list {p.name}: {exc}"))
+    skipped = list(skipped or [])
+    if roster is not None:
+        reserved = [e.id for e in roster.entries if e.id.lower() in RESERVED_IDS]
+        if reserved:
+            raise IntakeError(f"roster: the id {reserved[0]!r} is the name of a file attnkit grade writes; rename it")
+    owned: dict[str, list[Submission]] = {}
+    stems: list[Submission] = []
+    off_roster: list[Submission] = []
+    problems: list[str] = []
+    for sub in subs:
+        name = _name_of(Path(sub.source))
+        claim = sub.claimed
+        if claim is not None and claim.lower() in RESERVED_IDS:
+            sub.notes.append(f"{name}: its manifest claims {claim!r}, a name attnkit grade writes a file by; not taken")
+            claim = None
+        entry = None
+        if roster is not None:
+            hits = roster.by_pattern(name)
+            if len(hits) > 1:
+                problems.append(f"{name} matches the file patterns of {', '.join(e.id for e in hits)}")
                 continue
-            subs.extend(read_submission(m) for m in members)
+            if hits:
+                entry = hits[0]
+                if claim is not None and claim.lower() not in entry.names:
+                    sub.notes.append(
+                        f"{name}: its manifest claims the id {claim!r}, but the roster's file pattern "
+                        f"{entry.pattern!r} names {entry.id!r}: graded as {entry.id!r}"
+                    )
+            else:
+                entry = roster.by_name(claim) if claim is not None else None
+                if entry is None:
+                    entry = _by_file_name(roster, sub)
+                    if entry is not None and claim is not None:
+                        sub.notes.append(
+                            f"{name}: its manifest claims the id {claim!r}, who is not on the roster; "
+                            f"its name is {entry.id!r}'s: graded as {entry.id!r}"
+                        )
+        if entry is not None:
+            sub.student = entry.id
+        elif claim is not None:
+            sub.student = claim
         else:
-            subs.append(read_submission(raw))
-    return deduplicate_ids(subs)
+            stems.append(sub)
+        if roster is not None and entry is None:
+            off_roster.append(sub)
+        if entry is not None or claim is not None:
+            owned.setdefault(sub.student.lower(), []).append(sub)
+    if problems:
+        raise IntakeError("; ".join(sorted(problems)) + ": make the roster's patterns tell them apart")
+    losers = _latest_of_each(owned, latest)
+    skipped += [Skipped(sub.source, why) for sub, why in losers]
+    dropped = {id(sub) for sub, _ in losers}
+    kept = [sub for sub in subs if id(sub) not in dropped]
+    deduplicate_ids(stems, owned=owned)
+    for sub in off_roster:
+        if id(sub) not in dropped:
+            sub.notes.append(f"{_name_of(Path(sub.source))}: matches no one on the roster: graded as {sub.student!r}")
+    found = {sub.student.lower() for sub in kept}
+    return Intake(
+        submissions=kept,
+        skipped=skipped,
+        missing=[e for e in roster.entries if e.id.lower() not in found] if roster is not None else [],
+        notes=[note for sub in kept for note in sub.notes],
+        roster=roster,
+        unmatched=sorted({sub.student for sub in off_roster if id(sub) not in dropped}),
+    )
+
+
+def _latest_of_each(owned: dict[str, list[Submission]], latest: bool) -> list[tuple[Submission, str]]:
+    """The hand-ins that another hand-in of the same student supersedes, with why; :class:`IntakeError` when
+    there are several and not ``latest``, or ``latest`` cannot tell which one is the last."""
+    doubles = {key: subs for key, subs in owned.items() if len(subs) > 1}
+
+    def shown(subs: list[Submission]) -> str:
+        return ", ".join(sorted(_name_of(Path(s.source)) for s in subs))
+
+    if doubles and not latest:
+        listed = "; ".join(f"{subs[0].student}: {shown(subs)}" for _, subs in sorted(doubles.items()))
+        raise IntakeError(
+            f"two or more hand-ins for one student ({listed}); pass --latest to grade each student's latest "
+            "hand-in by the time in its manifest (the others are listed as skipped), or remove the ones not to grade"
+        )
+    problems: list[str] = []
+    losers: list[tuple[Submission, str]] = []
+    for _, subs in sorted(doubles.items()):
+        untimed = [s for s in subs if s.handed_in is None]
+        if untimed:
+            problems.append(f"{shown(untimed)} of {subs[0].student} carry no time (no attnkit submit manifest)")
+            continue
+        newest = max(s.handed_in for s in subs if s.handed_in is not None)
+        best = [s for s in subs if s.handed_in == newest]
+        if len(best) > 1:
+            problems.append(f"{shown(best)} of {subs[0].student} were packed at the same time")
+            continue
+        winner = _name_of(Path(best[0].source))
+        for sub in subs:
+            if sub is not best[0]:
+                then = sub.handed_in.isoformat() if sub.handed_in else "?"
+                why = (
+                    f"superseded by {winner} ({sub.student}'s latest hand-in, packed {newest.isoformat()}; "
+                    f"this one {then})"
+                )
+                losers.append((sub, why))
+    if problems:
+        raise IntakeError(f"--latest cannot choose: {'; '.join(problems)}; remove the ones not to grade")
+    return losers

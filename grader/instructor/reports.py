@@ -8,16 +8,29 @@ whatever order the submissions came in.
 
 Files written by :func:`write_reports` into the output folder:
 
-- ``grades.csv``: ``student``, ``status`` (``graded``, ``review: <constructs>``
-  or ``error: <one line>``), one column per hook (points earned, hookspec
-  order), ``total``, ``max``; one row per submission, error rows included;
+- ``grades.csv``: ``student``, ``status`` (``graded``, ``review: <constructs>``,
+  ``error: <one line>`` or ``missing``), one column per hook (points earned,
+  hookspec order), ``total``, ``max``; one row per student of the class (the
+  :class:`ClassRoll`: every student ever graded into the out folder, latest
+  grading of each, and the roster's students with no hand-in), error rows
+  included.  A ``missing`` row's points are empty, not 0: an LMS import (Canvas,
+  Moodle) leaves an empty cell ungraded, where a 0 would post a zero that looks
+  like an honest one; its ``max`` is filled;
 - ``<student>/results.json``: Gradescope's results format;
 - ``<student>/feedback.md`` and ``<student>/feedback.html``;
 - ``<student>/heatmap-<hook>.png``: expected against received weights of the
   hook's first failing weights case (drawn from the figures grading returns;
   ``feedback.html`` embeds them);
-- ``junit.xml``: one ``testsuite`` per student, one ``testcase`` per case, the
-  review findings as ``review`` properties.
+- ``<student>/output.txt``: what the learner's process printed (capped, inert),
+  where it printed anything;
+- ``junit.xml``: one ``testsuite`` per student of the class, one ``testcase``
+  per case, the review findings as ``review`` properties.  A wrong answer is a
+  ``<failure>``; a case that could not be judged (the submission not graded,
+  not loaded or not importable, the learner's process timed out, crashed or
+  broke the protocol: :func:`is_error`) is an ``<error>``, and so is a missing
+  student's single ``submission`` case;
+- ``class.html``, ``class.md`` (:mod:`grader.instructor.class_report`) and,
+  asked for, an LMS export (:mod:`grader.instructor.lms`).
 
 Everything a submission wrote (its messages, error lines, file names) is shown
 only through :func:`inert`, which escapes control characters, on every path:
@@ -59,7 +72,11 @@ from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_
 from grader.registry import HOOK_NAMES, format_hook
 
 __all__ = [
+    "MISSING",
+    "ClassRoll",
     "Graded",
+    "Person",
+    "is_error",
     "console_text",
     "grades_csv",
     "gradescope_results",
@@ -88,6 +105,34 @@ MAX_MESSAGE_CHARS = 4000
 MAX_CASES_NAMED = 3
 
 TEMPLATES = Path(__file__).with_name("templates")
+MISSING = "missing"
+"""The status of a roster student with no hand-in."""
+
+
+@dataclass(frozen=True)
+class Person:
+    """A student of the roster: the id grading knows them by, and the name and email an LMS knows."""
+
+    id: str
+    name: str = ""
+    email: str = ""
+
+
+@dataclass
+class ClassRoll:
+    """The whole class of an out folder, as the gradebook holds it, for the class files."""
+
+    graded: Graded = ()  # the latest grading of every student ever graded into the out folder
+    missing: list[Person] = field(default_factory=list)  # roster students with no hand-in
+    people: dict[str, Person] = field(default_factory=dict)  # the roster, by id
+    outputs: dict[str, str] = field(default_factory=dict)  # what each student's learner process printed
+    stale: list[str] = field(default_factory=list)  # student folders in the out folder of no one in the class
+
+    @classmethod
+    def of(cls, graded: Graded) -> ClassRoll:
+        """A class of just ``graded`` (no roster)."""
+        return cls(graded=list(graded))
+
 
 log = logging.getLogger(__name__)
 
@@ -451,9 +496,12 @@ def status(sub: Submission, results: Sequence[CaseResult]) -> str:
     return "graded"
 
 
-def grades_rows(graded: Graded, rubric: Rubric) -> list[list[str]]:
-    """The rows of ``grades.csv``, header first, students sorted."""
+def grades_rows(graded: Graded, rubric: Rubric, missing: Iterable[Person] = ()) -> list[list[str]]:
+    """The rows of ``grades.csv``, header first, students sorted; ``missing`` students' points left empty."""
     rows = [["student", "status", *HOOK_NAMES, "total", "max"]]
+    absent = [
+        [spreadsheet_cell(p.id), MISSING, *("" for _ in HOOK_NAMES), "", fmt_points(rubric.max_total)] for p in missing
+    ]
     for sub, results in _sorted(graded):
         scores = score(results, rubric)
         earned, possible = total(scores)
@@ -466,17 +514,17 @@ def grades_rows(graded: Graded, rubric: Rubric) -> list[list[str]]:
                 fmt_points(possible),
             ]
         )
-    return rows
+    return rows[:1] + sorted(rows[1:] + absent, key=lambda row: row[0])
 
 
-def grades_csv(graded: Graded, rubric: Rubric) -> str:
+def grades_csv(graded: Graded, rubric: Rubric, missing: Iterable[Person] = ()) -> str:
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(grades_rows(graded, rubric))
+    csv.writer(buffer, lineterminator="\n").writerows(grades_rows(graded, rubric, missing))
     return buffer.getvalue()
 
 
-def write_grades_csv(path: str | Path, graded: Graded, rubric: Rubric) -> None:
-    _write_text(Path(path), grades_csv(graded, rubric))
+def write_grades_csv(path: str | Path, graded: Graded, rubric: Rubric, missing: Iterable[Person] = ()) -> None:
+    _write_text(Path(path), grades_csv(graded, rubric, missing))
 
 
 # --- results.json (Gradescope) ------------------------------------------------------------
@@ -547,11 +595,16 @@ def _environment(autoescape: bool) -> jinja2.Environment:
 _ENVIRONMENTS: dict[bool, jinja2.Environment] = {}
 
 
-def _render(template: str, autoescape: bool, report: StudentReport) -> str:
+def render(template: str, autoescape: bool, **context: Any) -> str:
+    """``templates/<template>`` rendered with ``context`` (HTML: ``autoescape``), with this module's filters."""
     env = _ENVIRONMENTS.get(autoescape)
     if env is None:
         env = _ENVIRONMENTS[autoescape] = _environment(autoescape)
-    return env.get_template(template).render(report=report, FAILED=FAILED, PASSED=PASSED)
+    return env.get_template(template).render(FAILED=FAILED, PASSED=PASSED, **context)
+
+
+def _render(template: str, autoescape: bool, report: StudentReport) -> str:
+    return render(template, autoescape, report=report)
 
 
 def render_feedback_md(report: StudentReport) -> str:
@@ -579,11 +632,55 @@ def write_feedback(folder: str | Path, report: StudentReport) -> None:
 # --- junit.xml -------------------------------------------------------------------------------
 
 
-def junit_tree(graded: Graded) -> ET.ElementTree:
-    """One ``testsuite`` per student, one ``testcase`` per case result (named ``CaseResult.test_name``)."""
+ERROR_STARTS = (
+    "not graded:",  # the submission was refused, or grading it stopped
+    "not run:",  # an earlier case of the exercise took the learner's process down
+    "could not load the submission",
+    "the submission does not import",
+    "timed out after",
+    "the submission used up its",
+    "the process ended during this call",
+    "the process is gone",
+    "the process sent something unreadable",
+    "sent a malformed reply",
+    "sent back unreadable data",
+    "answered out of order",
+    "stopped after",  # too many restarts of the learner's process
+    "the grader could not judge",
+)
+"""How the message of a case that could not be judged starts (grading's own words, never a verdict's)."""
+
+
+def is_error(result: CaseResult) -> bool:
+    """Whether a failed case is an error (it could not be judged) rather than a wrong answer.
+
+    Errors are what grading says when the learner's code never gave an
+    answer to judge: the submission not graded, not loaded or not importable,
+    its process timed out, crashed, or broke the protocol.  A verdict's
+    message (a wrong value, shape or dtype, a missing hook) is a failure.
+    """
+    return result.status not in (PASSED, SKIPPED) and result.message.startswith(ERROR_STARTS)
+
+
+def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree:
+    """One ``testsuite`` per student, one ``testcase`` per case result (named ``CaseResult.test_name``).
+
+    A failed case is a ``<failure>``, or an ``<error>`` where :func:`is_error`;
+    a missing student's suite holds one ``submission`` case with an ``<error>``.
+    """
     root = ET.Element("testsuites", name="attnkit")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     seconds = 0.0
+    for person in sorted(missing, key=lambda p: p.id):
+        suite = ET.SubElement(root, "testsuite", name=xml_safe(inert(person.id)), tests="1", failures="0")
+        suite.set("errors", "1")
+        suite.set("skipped", "0")
+        suite.set("time", "0.000")
+        case = ET.SubElement(suite, "testcase", classname=f"attnkit.{xml_safe(inert(person.id))}", name="submission")
+        case.set("time", "0")
+        ET.SubElement(case, "error", message="missing: no hand-in from this student of the roster", type="Missing")
+        totals["tests"] += 1
+        totals["errors"] += 1
     for sub, results in _sorted(graded):
         results = _hook_order(results)
         suite = ET.SubElement(root, "testsuite", name=xml_safe(sub.student))
@@ -613,6 +710,10 @@ def junit_tree(graded: Graded) -> ET.ElementTree:
             if r.status == SKIPPED:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=xml_safe(one_line(message or "skipped")))
+            elif is_error(r):
+                counts["errors"] += 1
+                error = ET.SubElement(case, "error", message=xml_safe(one_line(message)), type="NotJudged")
+                error.text = xml_safe(clip(message))
             elif r.status != PASSED:
                 counts["failures"] += 1
                 failure = ET.SubElement(case, "failure", message=xml_safe(one_line(message or "failed")))
@@ -625,21 +726,30 @@ def junit_tree(graded: Graded) -> ET.ElementTree:
     for key, value in totals.items():
         root.set(key, str(value))
     root.set("time", f"{seconds:.3f}")
+    children = sorted(root, key=lambda suite: suite.get("name", ""))  # missing students among the others
+    for child in children:
+        root.remove(child)
+    root.extend(children)
     ET.indent(root)
     return ET.ElementTree(root)
 
 
-def junit_xml(graded: Graded) -> str:
+def junit_xml(graded: Graded, missing: Iterable[Person] = ()) -> str:
     buffer = io.BytesIO()
-    junit_tree(graded).write(buffer, encoding="utf-8", xml_declaration=True)
+    junit_tree(graded, missing).write(buffer, encoding="utf-8", xml_declaration=True)
     return buffer.getvalue().decode("utf-8") + "\n"
 
 
-def write_junit(path: str | Path, graded: Graded) -> None:
-    _write_text(Path(path), junit_xml(graded))
+def write_junit(path: str | Path, graded: Graded, missing: Iterable[Person] = ()) -> None:
+    _write_text(Path(path), junit_xml(graded, missing))
 
 
 # --- everything -------------------------------------------------------------------------------
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write atomically (a reader never sees half a file), UTF-8, ``\\n`` line endings."""
+    _write_text(path, text)
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -687,15 +797,32 @@ def _attach_figures(report: StudentReport, drawn: list[heatmaps.Drawn]) -> None:
             exercise.figure_notes = [one_line(inert(heatmap.note), MAX_LINE_CHARS) or "heatmap not drawn"]
 
 
+def write_output(folder: Path, printed: str) -> None:
+    """``folder/output.txt``: what the learner's process printed, inert; an earlier one is removed if none."""
+    path = folder / "output.txt"
+    if printed:
+        _write_text(path, inert(printed))
+    elif path.exists():
+        path.unlink()
+
+
 def write_reports(
     out_dir: str | Path,
     graded: Graded,
     rubric: Rubric,
     run_info: dict[str, Any],
     figures: Mapping[str, Mapping[str, Figure]] | None = None,
+    roll: ClassRoll | None = None,
 ) -> list[str]:
-    """Write ``grades.csv``, ``junit.xml`` and each student's results.json, feedback and heatmaps into ``out_dir``.
+    """Write the class files from ``roll`` and each of ``graded``'s results.json, feedback and heatmaps.
 
+    ``roll`` is the whole class (default: just ``graded``): ``grades.csv``,
+    ``junit.xml``, ``class.html``, ``class.md`` and each LMS export named in
+    ``run_info["lms"]`` (``canvas``, ``moodle``; its assignment column
+    ``run_info["assignment"]``, default ``attnkit``) list all of it.  The
+    students' own files are written for ``graded`` (this run's); every other
+    student's are on disk from the run that graded them.  What each learner's
+    process printed (the roll's ``outputs``) is written as ``<student>/output.txt``.
     ``figures`` holds each student's heatmap data (``student -> hook -> Figure``,
     as grading returns it); they are drawn here, written beside the feedback
     as ``heatmap-<hook>.png`` (replacing an earlier grading's) and embedded in
@@ -703,12 +830,22 @@ def write_reports(
     student's feedback, a heatmap) is logged and listed in the returned
     problems, one line each, and every other file is still written.
     """
+    from grader.instructor import class_report
+    from grader.instructor import lms as lms_exports
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     graded = _sorted(graded)
+    roll = roll if roll is not None and (roll.graded or roll.missing) else ClassRoll.of(graded)
+    printed = roll.outputs
+    assignment = str(run_info.get("assignment") or "attnkit")
+    whole = _sorted(roll.graded)
     problems: list[str] = []
-    _guarded(problems, "grades.csv", write_grades_csv, out / "grades.csv", graded, rubric)
-    _guarded(problems, "junit.xml", write_junit, out / "junit.xml", graded)
+    _guarded(problems, "grades.csv", write_grades_csv, out / "grades.csv", whole, rubric, roll.missing)
+    _guarded(problems, "junit.xml", write_junit, out / "junit.xml", whole, roll.missing)
+    _guarded(problems, "class.html / class.md", class_report.write, out, roll, rubric, run_info)
+    for name in run_info.get("lms") or ():
+        _guarded(problems, f"{name} export", lms_exports.write, out, name, roll, rubric, assignment)
     for sub, results in graded:
         try:
             folder = student_folder(out, sub.student)
@@ -722,6 +859,7 @@ def write_reports(
         _guarded(problems, f"{sub.student}/results.json", write_results_json, folder / "results.json", report)
         _guarded(problems, f"{sub.student}/feedback.md", _write_md, folder, report)
         _guarded(problems, f"{sub.student}/feedback.html", _write_html, folder, report)
+        _guarded(problems, f"{sub.student}/output.txt", write_output, folder, printed.get(sub.student, ""))
     return problems
 
 

@@ -6,6 +6,13 @@ child gets its own session and process group, its own temporary folder, a
 scrubbed environment, resource limits and its containment (``contain()`` in
 :mod:`grader.child_runtime`), and talks to this process over a socket pair in
 the data-only wire format, every read bounded by an absolute deadline.
+
+:meth:`Template.stop` is how a stopped run ends what is in flight: it kills
+every live child's process group and wakes every thread waiting on a child or
+on the template, and the template forks nothing more.  The template runs in a
+session of its own, so a terminal's Ctrl-C reaches only the grader, which
+decides; if the grader dies, the template reads end-of-file on its control
+socket and kills its children (each also dies with the template).
 """
 
 from __future__ import annotations
@@ -171,6 +178,19 @@ class Child:
         kill_group(self.pid)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def abort(self) -> None:
+        """Kill the process group and wake a thread blocked reading from it (it gets ChildGone); ``close()`` still.
+
+        Safe from another thread: the socket is shut down, not closed, so its
+        owner's ``recv`` returns end-of-file even where a learner's process that
+        left the group still holds the other end.
+        """
+        kill_group(self.pid)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
 
 def kill_group(pid: int) -> None:
     """Kill the child's process group (it called ``setsid``, so its pgid is its pid)."""
@@ -215,10 +235,13 @@ class Template:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,  # a terminal's Ctrl-C is the grader's to handle (see stop())
         )
         theirs.close()
         self._control = ours
         self._lock = threading.Lock()
+        self._live: dict[int, Child] = {}  # children spawned and not yet closed, by pid (guarded by _lock)
+        self._stopped = False
         self._isolation: str | None = None
         self._start_timeout = start_timeout
         self._ready = False
@@ -266,15 +289,27 @@ class Template:
         if deadline is None:
             deadline = time.monotonic() + limits.submission_seconds
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        with self._lock:
-            self._wait_ready()
-            socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno()])
-            reply = self._control.recv(4096)
-        theirs.close()
-        if not reply:
+        try:
+            with self._lock:
+                if self._stopped:
+                    raise RuntimeError("the sandbox template has stopped")
+                self._wait_ready()
+                socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno()])
+                reply = self._control.recv(4096)
+                if not reply:
+                    raise RuntimeError("the sandbox template has stopped")
+                child = Child(int(json.loads(reply)["pid"]), ours, workdir, limits, deadline)
+                self._live = {pid: c for pid, c in self._live.items() if not c.closed}
+                self._live[child.pid] = child
+                if self._stopped:  # stop() came while the template forked it
+                    child.abort()
+        except BaseException:
             ours.close()
-            raise RuntimeError("the sandbox template has stopped")
-        return Child(int(json.loads(reply)["pid"]), ours, workdir, limits, deadline)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        return child
 
     def isolation(self) -> str:
         """The containment layers this machine gives a child, e.g. ``user-ns+pid-ns+...+landlock+seccomp``, or ``none``.
@@ -291,6 +326,21 @@ class Template:
             finally:
                 child.close()
         return self._isolation
+
+    def stop(self) -> None:
+        """End the work in flight, from any thread: kill every live child, fork no more, wake every waiter.
+
+        A thread reading from a child gets ChildGone; one spawning (or waiting
+        for the template to boot) gets RuntimeError.  Call ``close()`` after.
+        """
+        self._stopped = True
+        for child in list(self._live.values()):  # a snapshot: spawn() may replace the dict meanwhile
+            if not child.closed:
+                child.abort()
+        try:
+            self._control.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def close(self) -> None:
         try:

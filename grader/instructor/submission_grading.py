@@ -40,7 +40,7 @@ from grader.instructor.replies import (
     validate_call_reply,
     validate_load_reply,
 )
-from grader.instructor.sandbox import Child, ChildGone, Limits, Template
+from grader.instructor.sandbox import OUTPUT_KEPT, Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, judge
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
@@ -70,6 +70,12 @@ class Stats:
     peak_rss_kib: int = 0  # the largest peak RSS a learner's process reported
     restarts: int = 0  # learner processes started again after a crash or a timeout
     cuda_init_seconds: float | None = None  # CUDA start-up in the GPU child, where one ran
+    output: str = ""  # what its learner processes printed, each in turn (the first OUTPUT_KEPT characters)
+
+    def keep_output(self, child: Child) -> None:
+        """Add what ``child`` printed (read before it is closed: closing removes its folder)."""
+        if len(self.output) < OUTPUT_KEPT:
+            self.output = (self.output + child.output())[:OUTPUT_KEPT]
 
 
 @dataclass
@@ -117,6 +123,7 @@ class _Session:
 
     def drop(self) -> None:
         if self.child is not None:
+            self.stats.keep_output(self.child)
             self.child.close()
             self.child = None
             self.restarts += 1
@@ -124,6 +131,7 @@ class _Session:
 
     def close(self) -> None:
         if self.child is not None:
+            self.stats.keep_output(self.child)
             self.child.close()
             self.child = None
 

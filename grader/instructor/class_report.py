@@ -1,0 +1,289 @@
+"""The class report: ``class.html`` and ``class.md``, what an instructor reads before class.
+
+Computed from the whole class of an out folder
+(:class:`~grader.instructor.reports.ClassRoll`) and the rubric, rendered with
+the feedback's templates machinery (jinja2, autoescaped HTML; everything a
+submission wrote goes through :func:`~grader.instructor.reports.inert`):
+
+- per exercise, the distribution of points as a small histogram (an inline
+  SVG in the HTML, a bar of blocks in Markdown; bins by share of the points:
+  0, up to a quarter, …, full marks) and the diagnosed mistakes, with how
+  many students made each and who;
+- the most frequent diagnosed mistakes of the class;
+- the students whose hand-in could not be graded (errors), those flagged for
+  review, and the roster's students with no hand-in;
+- every student's status and points, linked to their feedback
+  (``<student>/feedback.html``, relative), and to ``<student>/output.txt``
+  where their learner process printed something;
+- student folders in the out folder of no one in the class (never removed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from grader.instructor.reports import (
+    MISSING,
+    ClassRoll,
+    Person,
+    inert,
+    one_line,
+    render,
+    short_points,
+    status,
+    write_text,
+)
+from grader.instructor.rubric import Rubric, score, total
+from grader.instructor.verdict import PASSED, SKIPPED, CaseResult
+from grader.registry import HOOK_NAMES
+
+__all__ = ["BIN_LABELS", "ClassReport", "class_report", "histogram", "render_html", "render_md", "write"]
+
+BIN_LABELS = ("0", "≤25%", "≤50%", "≤75%", "<100%", "full")
+"""The histogram's bins: a share of an exercise's points."""
+TOP_MISTAKES = 10
+BAR_CHARS = 20
+
+# The inline SVG histogram's geometry (pixels).
+SVG_WIDTH, SVG_HEIGHT, SVG_BAR, SVG_GAP, SVG_TOP, SVG_BOTTOM = 300, 120, 40, 8, 16, 20
+
+
+def _bin(earned: float, possible: float) -> int:
+    if possible <= 0 or earned <= 0:
+        return 0
+    if earned >= possible - 1e-9:
+        return len(BIN_LABELS) - 1
+    share = earned / possible
+    return 1 + min(3, int(share * 4 - 1e-9))  # (0, .25] -> 1, (.25, .5] -> 2, (.5, .75] -> 3, (.75, 1) -> 4
+
+
+@dataclass
+class Bar:
+    label: str
+    count: int
+    x: int = 0
+    y: int = 0
+    height: int = 0
+    blocks: str = ""
+
+
+def histogram(points: Iterable[tuple[float, float]]) -> list[Bar]:
+    """One bar per bin of :data:`BIN_LABELS` for ``(earned, possible)`` pairs, with its SVG and text geometry."""
+    counts = [0] * len(BIN_LABELS)
+    for earned, possible in points:
+        counts[_bin(earned, possible)] += 1
+    most = max(counts) or 1
+    room = SVG_HEIGHT - SVG_TOP - SVG_BOTTOM
+    bars = []
+    for i, (label, count) in enumerate(zip(BIN_LABELS, counts)):
+        height = round(room * count / most)
+        bars.append(
+            Bar(
+                label,
+                count,
+                x=SVG_GAP + i * (SVG_BAR + SVG_GAP),
+                y=SVG_TOP + room - height,
+                height=height,
+                blocks="█" * round(BAR_CHARS * count / most),
+            )
+        )
+    return bars
+
+
+@dataclass
+class Mistake:
+    """A diagnosed mistake, how many students made it and who."""
+
+    mistake: str
+    hook: str
+    description: str = ""
+    students: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.students)
+
+
+@dataclass
+class Exercise:
+    hook: str
+    possible: float
+    bars: list[Bar]
+    mean: float
+    full: int
+    graded: int
+    mistakes: list[Mistake]
+    unexplained: list[str]  # students who failed a case of it with no known mistake named
+
+    @property
+    def possible_text(self) -> str:
+        return short_points(self.possible)
+
+    @property
+    def mean_text(self) -> str:
+        return short_points(self.mean)
+
+
+@dataclass
+class Line:
+    """One student in the class report."""
+
+    student: str
+    name: str
+    status: str
+    earned: str
+    possible: str
+    feedback: str  # relative link, "" for a missing student
+    output: str = ""  # relative link to output.txt, "" where nothing was printed
+    printed: str = ""  # the first line printed, inert
+    printed_chars: int = 0
+
+    @property
+    def kind(self) -> str:
+        return self.status.split(":", 1)[0]
+
+
+@dataclass
+class ClassReport:
+    exercises: list[Exercise]
+    top: list[Mistake]
+    students: list[Line]
+    stale: list[str]
+    run: dict[str, str]
+    max_total: float
+
+    def _of(self, kind: str) -> list[Line]:
+        return [line for line in self.students if line.kind == kind]
+
+    @property
+    def errors(self) -> list[Line]:
+        return self._of("error")
+
+    @property
+    def review(self) -> list[Line]:
+        return self._of("review")
+
+    @property
+    def missing(self) -> list[Line]:
+        return self._of(MISSING)
+
+    @property
+    def printed(self) -> list[Line]:
+        return [line for line in self.students if line.output]
+
+    @property
+    def graded_count(self) -> int:
+        return len(self.students) - len(self.missing)
+
+
+def _link(student: str, name: str) -> str:
+    return f"{quote(student)}/{name}"
+
+
+def _mistakes_of(hook: str, graded: Sequence[tuple[Any, Sequence[CaseResult]]], lang: str) -> list[Mistake]:
+    found: dict[str, Mistake] = {}
+    for sub, results in graded:
+        for mistake in dict.fromkeys(r.mistake for r in results if r.hook == hook and r.mistake):
+            entry = found.setdefault(mistake, Mistake(inert(mistake), hook, _description(mistake, lang)))
+            entry.students.append(sub.student)
+    return sorted(found.values(), key=lambda m: (-m.count, m.mistake))
+
+
+def _description(mistake: str, lang: str) -> str:
+    try:
+        from grader.instructor.diagnosis import hint
+
+        return inert(hint(mistake, lang)[0])
+    except (ImportError, KeyError):
+        return ""
+
+
+def _failed(r: CaseResult) -> bool:
+    return r.status not in (PASSED, SKIPPED)
+
+
+def class_report(roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | None = None) -> ClassReport:
+    """Everything ``class.html`` and ``class.md`` say, computed once."""
+    run_info = run_info or {}
+    lang = str(run_info.get("lang", "en"))
+    graded = sorted(roll.graded, key=lambda item: item[0].student)
+    scored = [(sub, results, score(results, rubric)) for sub, results in graded]
+    judged = [(sub, results, scores) for sub, results, scores in scored if not status(sub, results).startswith("error")]
+    exercises = []
+    for hook in HOOK_NAMES:
+        pairs = [scores[hook] for _, _, scores in judged]
+        possible = rubric.points.get(hook, 0.0)
+        mistakes = _mistakes_of(hook, [(sub, results) for sub, results, _ in judged], lang)
+        named = {s for m in mistakes for s in m.students}
+        unexplained = [
+            sub.student
+            for sub, results, _ in judged
+            if sub.student not in named and any(r.hook == hook and _failed(r) for r in results)
+        ]
+        exercises.append(
+            Exercise(
+                hook=hook,
+                possible=possible,
+                bars=histogram(pairs),
+                mean=sum(e for e, _ in pairs) / len(pairs) if pairs else 0.0,
+                full=sum(1 for e, p in pairs if p > 0 and e >= p - 1e-9),
+                graded=len(pairs),
+                mistakes=mistakes,
+                unexplained=unexplained,
+            )
+        )
+    top = sorted((m for e in exercises for m in e.mistakes), key=lambda m: (-m.count, m.hook, m.mistake))
+    lines = []
+    for sub, results, scores in scored:
+        earned, possible = total(scores)
+        person = roll.people.get(sub.student, Person(sub.student))
+        printed = roll.outputs.get(sub.student, "")
+        first = next((line for line in printed.splitlines() if line.strip()), "")
+        lines.append(
+            Line(
+                student=inert(sub.student),
+                name=inert(person.name),
+                status=inert(status(sub, results)),
+                earned=short_points(earned),
+                possible=short_points(possible),
+                feedback=_link(sub.student, "feedback.html"),
+                output=_link(sub.student, "output.txt") if printed else "",
+                printed=one_line(inert(first), 120),
+                printed_chars=len(printed),
+            )
+        )
+    for person in roll.missing:
+        lines.append(Line(inert(person.id), inert(person.name), MISSING, "", short_points(rubric.max_total), ""))
+    lines.sort(key=lambda line: line.student)
+    run = {
+        label: str(run_info[key])
+        for key, label in (("suite_version", "hidden suite"), ("seed", "seed"), ("kit_version", "kit"))
+        if run_info.get(key) not in (None, "")
+    }
+    if run_info.get("devices"):
+        run["devices"] = ", ".join(str(d) for d in run_info["devices"])
+    return ClassReport(exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total)
+
+
+def render_html(report: ClassReport) -> str:
+    return render("class.html.j2", True, report=report, svg=_svg_size(), points=short_points)
+
+
+def render_md(report: ClassReport) -> str:
+    return render("class.md.j2", False, report=report, points=short_points)
+
+
+def _svg_size() -> dict[str, int]:
+    return {"width": SVG_WIDTH, "height": SVG_HEIGHT, "bar": SVG_BAR, "baseline": SVG_HEIGHT - SVG_BOTTOM}
+
+
+def write(out: str | Path, roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | None = None) -> ClassReport:
+    """Write ``out/class.html`` and ``out/class.md``; returns the report."""
+    report = class_report(roll, rubric, run_info)
+    write_text(Path(out) / "class.html", render_html(report))
+    write_text(Path(out) / "class.md", render_md(report))
+    return report

@@ -1,0 +1,95 @@
+"""Grades in the shape an LMS imports: Canvas's and Moodle's gradebook CSV.
+
+One column of points per file, the class's total under the rubric, one row
+per student of the class (:class:`~grader.instructor.reports.ClassRoll`), the
+roster's names and emails in the columns the LMS matches students on:
+
+- ``canvas.csv``: Canvas's gradebook import, ``Student, ID, SIS User ID, SIS
+  Login ID, Section, <assignment>``, then a ``Points Possible`` row (as
+  Canvas's own export has it).  ``SIS User ID`` is the roster's id and ``SIS
+  Login ID`` its email; Canvas's internal ``ID`` and the section are left
+  empty (Canvas matches a row on any of its ids).  An assignment named
+  ``Name (123)`` updates Canvas's assignment 123; a bare name makes a new one.
+- ``moodle.csv``: Moodle's "Import grades from CSV", ``Email address, ID
+  number, Full name, <assignment>``; the instructor maps ``Email address`` or
+  ``ID number`` to the user on import.
+
+Only a student whose status is ``graded`` or ``review`` gets points.  A
+``missing`` or ``error`` row's cell is empty: both LMSs leave an empty cell
+ungraded, so nothing that was not graded is posted as a zero; ``grades.csv``
+says why.  Text cells are kept from starting a spreadsheet formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from grader.instructor.reports import (
+    ClassRoll,
+    Person,
+    fmt_points,
+    spreadsheet_cell,
+    status,
+    write_text,
+)
+from grader.instructor.rubric import Rubric, score, total
+
+__all__ = ["EXPORTS", "canvas_rows", "export_csv", "moodle_rows", "student_points", "write"]
+
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+MOODLE_COLUMNS = ["Email address", "ID number", "Full name"]
+
+
+def student_points(roll: ClassRoll, rubric: Rubric) -> list[tuple[Person, str]]:
+    """``(person, points)`` for every student of the class, sorted by id; points ``""`` where not graded."""
+    rows: dict[str, tuple[Person, str]] = {}
+    for sub, results in roll.graded:
+        person = roll.people.get(sub.student, Person(sub.student))
+        graded = not status(sub, results).startswith("error")
+        rows[sub.student] = (person, fmt_points(total(score(results, rubric))[0]) if graded else "")
+    for person in roll.missing:
+        rows.setdefault(person.id, (person, ""))
+    return [rows[student] for student in sorted(rows)]
+
+
+def canvas_rows(roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> list[list[str]]:
+    rows = [
+        CANVAS_COLUMNS + [spreadsheet_cell(assignment)],
+        ["Points Possible", "", "", "", "", fmt_points(rubric.max_total)],
+    ]
+    for person, points in student_points(roll, rubric):
+        name = person.name or person.id
+        rows.append(
+            [spreadsheet_cell(name), "", spreadsheet_cell(person.id), spreadsheet_cell(person.email), "", points]
+        )
+    return rows
+
+
+def moodle_rows(roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> list[list[str]]:
+    rows = [MOODLE_COLUMNS + [spreadsheet_cell(assignment)]]
+    for person, points in student_points(roll, rubric):
+        rows.append(
+            [spreadsheet_cell(person.email), spreadsheet_cell(person.id), spreadsheet_cell(person.name), points]
+        )
+    return rows
+
+
+EXPORTS = {"canvas": canvas_rows, "moodle": moodle_rows}
+"""Each LMS export by the name ``--lms`` takes; it is written to ``<name>.csv``."""
+
+
+def export_csv(name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> str:
+    if name not in EXPORTS:
+        raise ValueError(f"unknown LMS {name!r}; attnkit writes {', '.join(EXPORTS)}")
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(EXPORTS[name](roll, rubric, assignment))
+    return buffer.getvalue()
+
+
+def write(out: str | Path, name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> Path:
+    """Write ``out/<name>.csv`` and return its path."""
+    path = Path(out) / f"{name}.csv"
+    write_text(path, export_csv(name, roll, rubric, assignment))
+    return path
