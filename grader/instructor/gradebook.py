@@ -21,7 +21,8 @@ grading again.  One connection is shared by all threads behind a lock.
 
 Schema version 2 added ``submissions.review`` and ``submissions.notes``; a
 version-1 gradebook gets the two columns (empty lists) when it is opened.
-Version 3 added the ``figures`` table (an older gradebook gets it, empty).
+Version 3 added the ``figures`` table (an older gradebook gets it, empty); version 4 added
+``results.note`` (a note on a case, for no points; empty in an older gradebook).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from grader.instructor.verdict import CaseResult
 
 __all__ = ["SCHEMA_VERSION", "Gradebook"]
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (0, 1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (0, 1, 2, 3, 4)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -82,6 +83,7 @@ CREATE TABLE IF NOT EXISTS results (
     message TEXT NOT NULL,
     seconds REAL NOT NULL,
     mistake TEXT NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
     FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
 );
 CREATE INDEX IF NOT EXISTS results_by_submission ON results(run_id, student);
@@ -97,7 +99,10 @@ CREATE TABLE IF NOT EXISTS figures (
 """
 
 
-ADDED_COLUMNS = {"submissions": (("review", "TEXT NOT NULL DEFAULT '[]'"), ("notes", "TEXT NOT NULL DEFAULT '[]'"))}
+ADDED_COLUMNS = {
+    "submissions": (("review", "TEXT NOT NULL DEFAULT '[]'"), ("notes", "TEXT NOT NULL DEFAULT '[]'")),
+    "results": (("note", "TEXT NOT NULL DEFAULT ''"),),
+}
 """Columns added since version 1, added to an older gradebook when it is opened."""
 
 
@@ -230,6 +235,7 @@ class Gradebook:
                 r.message,
                 float(r.seconds),
                 r.mistake,
+                r.note,
             )
             for r in results
         ]
@@ -259,7 +265,7 @@ class Gradebook:
                 )
                 self._conn.executemany(
                     "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
-                    " mistake) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mistake, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._conn.executemany(
@@ -272,7 +278,7 @@ class Gradebook:
 
     def _results(self, run_id: int, student: str) -> list[CaseResult]:
         rows = self._conn.execute(
-            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake FROM results"
+            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake, note FROM results"
             " WHERE run_id = ? AND student = ? ORDER BY rowid",
             (run_id, student),
         ).fetchall()
