@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -106,8 +107,7 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     for r in results:
         total = r.passed + r.failed + r.not_implemented
         detail = "" if r.status in (PASSING, NOT_STARTED) else escape(r.first_failure)
-        if r.exercise in known:
-            mistake, text = known[r.exercise]
+        for mistake, text in known.get(r.exercise, []):
             detail += f"\n[bold]looks like {mistake}[/]: {escape(text)}"
         table.add_row(
             r.exercise,
@@ -121,13 +121,14 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
     sys.exit(0 if done == len(results) else 1)
 
 
-def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str, tuple[str, str]]:
-    """``{hook: (mistake id, hint)}`` for failing hooks that look like a known mistake; ``{}`` in a learner's kit."""
+def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str, list[tuple[str, str]]]:
+    """``{hook: [(mistake id, hint), ...]}`` for failing hooks that show known mistakes; ``{}`` in a learner's kit."""
     try:
         from grader.instructor.diagnosis import diagnose_in_process, hint
     except ImportError:  # a learner's kit: no diagnosis here (nor the catalogue it names mistakes from)
         return {}
-    return {hook: (mistake, hint(mistake, lang)[1]) for hook, mistake in diagnose_in_process(loaded, failing).items()}
+    found = diagnose_in_process(loaded, failing)
+    return {hook: [(mistake, hint(mistake, lang)[1]) for mistake in ids] for hook, ids in found.items()}
 
 
 @main.command(cls=InstructorCommand)
@@ -176,7 +177,31 @@ def audit(seed: int, devices: str | None, as_json: bool) -> None:
     console.print(f"[{colour}]{killed} of {len(report.mistakes)} known mistakes killed.[/]")
     if survivors:
         console.print(f"[red]Survivors: {', '.join(survivors)}[/]")
+    _print_model(console, report)
     sys.exit(0 if report.ok else 1)
+
+
+def _print_model(console: Console, report: Any) -> None:
+    """The mistake model's part of the audit: its knobs, each killed or not, and the model with none on."""
+    from grader.instructor.audit import model_rows
+
+    table = Table(title="the mistake model: each knob alone (failed hidden cases)", header_style="bold")
+    for name in ("exercise", "knob", "mistake", "failed", "killed"):
+        table.add_column(name, no_wrap=True, justify="right" if name == "failed" else "left")
+    for row in model_rows(report):
+        table.add_row(*row, style="" if row[-1] == "yes" else "red")
+    console.print(table)
+    if report.model_failures:
+        console.print(f"[red]With no knob on, the model fails {len(report.model_failures)} case(s):[/]")
+        for line in report.model_failures[:20]:
+            console.print(f"  {escape(line)}")
+    else:
+        console.print("[green]With no knob on, the model passes every hidden case.[/]")
+    alive = [f"{k.hook} {k.knob}" for k in report.model if not k.killed]
+    colour = "green" if not alive else "red"
+    console.print(f"[{colour}]{len(report.model) - len(alive)} of {len(report.model)} model knobs killed.[/]")
+    if alive:
+        console.print(f"[red]Model survivors: {', '.join(alive)}[/]")
 
 
 def _device_list(value: str | None) -> list[str] | None:

@@ -29,6 +29,7 @@ from typing import Literal
 
 __all__ = [
     "CLASS_ALIASES",
+    "CLASS_NAMES",
     "GROUPS",
     "HELPERS_OF_MODULES",
     "OUTPUT_KINDS",
@@ -69,6 +70,9 @@ class HookRow:
     """By default, the points are earned only when no case failed (a rubric TOML file overrides it)."""
     class_alias: str | None = None
     """The chapter's class name, adopted when the ``make_*`` function is absent (``SelfAttention``)."""
+    class_variants: tuple[str, ...] = ()
+    """The chapter's other names for the same class, adopted in this order after ``class_alias``
+    (``SelfAttention_v2``, then ``SelfAttention_v1``: the chapter writes both, the second is its final form)."""
     banned: tuple[str, ...] = ()
     """Torch calls the exercise asks to do by hand, as base names in any namespace (``softmax``
     catches ``torch.softmax``, ``F.softmax`` and ``Tensor.softmax``)."""
@@ -137,6 +141,7 @@ TABLE: tuple[HookRow, ...] = (
         "module",
         points=3,
         class_alias="SelfAttention",
+        class_variants=("SelfAttention_v2", "SelfAttention_v1"),
         banned=_MODULE_BANS,
         why_banned="this exercise is to build attention from scores, softmax and values yourself",
     ),
@@ -170,6 +175,11 @@ GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in TABLE))
 
 CLASS_ALIASES: dict[str, str] = {r.hook: r.class_alias for r in TABLE if r.class_alias}
 """``{hook: the chapter's class name}`` for the module hooks."""
+
+CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    r.hook: (r.class_alias, *r.class_variants) for r in TABLE if r.class_alias
+}
+"""``{hook: every class name adopted for it, first preferred}`` for the module hooks."""
 
 HELPERS_OF_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (group, hooks)

@@ -207,9 +207,10 @@ def make_self_attention(d_in, d_out, qkv_bias=False):
     The module has ``W_query``, ``W_key``, ``W_value`` (``nn.Linear(d_in, d_out,
     bias=qkv_bias)``, created in that order, so a fixed seed gives the
     chapter's numbers).  ``forward(x)`` maps ``(..., T, d_in)`` to
-    ``(..., T, d_out)``; no mask.  Graded by loading the reference's
-    ``state_dict`` and comparing outputs.  Not allowed inside:
-    ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
+    ``(..., T, d_out)``; no mask.  Graded by behaviour: the reference's weights
+    are loaded into your layers (by name, or else by creation order and shape)
+    and the outputs compared; one case of its own checks the layers' names.
+    Not allowed inside: ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
     """
 
 
@@ -223,8 +224,9 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
     ``dropout`` on the attention weights.  ``forward(x)`` takes ``(b, T,
     d_in)`` with ``T <= context_length`` and returns ``(b, T, d_out)``.
     Changing token ``t`` leaves outputs before ``t`` unchanged; eval is
-    deterministic.  Not allowed inside: ``F.scaled_dot_product_attention``,
-    ``nn.MultiheadAttention``.
+    deterministic; in training mode each attention weight is dropped (0) or
+    scaled by ``1 / (1 - dropout)``.  The behaviour cases use your own mask.
+    Not allowed inside: ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
     """
 
 
@@ -238,7 +240,8 @@ def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qk
     attention dropout with probability ``dropout``.  Heads are split with view + transpose;
     ``forward(x)``: ``(b, T, d_in) -> (b, T, d_out)`` equals per-head causal
     attention, concatenated, then projected.  ``d_out % num_heads != 0``
-    raises ``ValueError``.  Not allowed inside: ``F.scaled_dot_product_attention``,
+    raises when the module is built: ``ValueError`` (the chapter's ``assert``
+    is accepted, with a note).  Not allowed inside: ``F.scaled_dot_product_attention``,
     ``nn.MultiheadAttention``.
     """
 

@@ -52,14 +52,14 @@ def _namespace(namespace: Any) -> types.SimpleNamespace:
 
 
 def _hints(solution: Any, failing: list[str], lang: str) -> dict[str, tuple[str, str]]:
-    """``{hook: (mistake id, hint)}`` for failing hooks that look like a catalogued mistake."""
+    """``{hook: (mistake ids, hints)}`` for failing hooks that show known mistakes (several: comma-separated)."""
     if not failing:
         return {}
     try:
         from grader.instructor.diagnosis import diagnose_in_process, hint
 
         known = diagnose_in_process(solution, failing)
-        return {h: (m, hint(m, lang)[1]) for h, m in known.items()}
+        return {h: (", ".join(ids), " ".join(hint(m, lang)[1] for m in ids)) for h, ids in known.items()}
     except Exception:  # noqa: BLE001 - a hint is a bonus; the table must show anyway
         return {}
 

@@ -42,7 +42,7 @@ from grader.child_runtime import (
     import_submission,
     where_defined,
 )
-from grader.hook_table import CLASS_ALIASES
+from grader.hook_table import CLASS_NAMES
 
 __all__ = [
     "BLOCK_ENV_VAR",
@@ -200,9 +200,9 @@ def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
     chosen: dict[str, Callable[..., Any]] = {}
     problems: list[str] = []
     for hook in HOOK_NAMES:
-        found = find_callable(namespaces, hook, CLASS_ALIASES.get(hook))
+        found = find_callable(namespaces, hook, CLASS_NAMES.get(hook))
         if found is None:
-            alias = f" (or a class {CLASS_ALIASES[hook]})" if hook in CLASS_ALIASES else ""
+            alias = f" (or a class {' or '.join(CLASS_NAMES[hook])})" if hook in CLASS_NAMES else ""
             problems.append(f"{origin}: no function {hook}{alias}; the hook is {format_hook(hook)}")
             continue
         try:

@@ -123,6 +123,10 @@ def softmax_over_dim_1(scores, dim=-1):
     return softmax_weights(scores, dim=1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
 
 
+def softmax_over_dim_0(scores, dim=-1):
+    return softmax_weights(scores, dim=0)  # the batch dimension
+
+
 def softmax_ignores_dim(scores, dim=-1):
     return softmax_weights(scores, dim=-1)
 
@@ -417,6 +421,44 @@ class AlwaysBiased(CausalAttention):
         self.register_buffer("mask", causal_mask(context_length))
 
 
+class BiasedSelfAttention(SelfAttention):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_query = nn.Linear(d_in, d_out)  # bias=True whatever qkv_bias says
+        self.W_key = nn.Linear(d_in, d_out)
+        self.W_value = nn.Linear(d_in, d_out)
+
+
+def _causal_forward(module, x, dropout_at):
+    """The chapter's causal forward with dropout at ``dropout_at``: weights, nowhere, context or scores."""
+    num_tokens = x.shape[-2]
+    queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
+    p, training = module.dropout, module.training
+    scores = scaled_dot_product_scores(queries, keys)
+    if dropout_at == "scores":
+        scores = attention_dropout(scores, p, training)  # before the mask and the softmax
+    weights = softmax_weights(scores.masked_fill(module.mask[:num_tokens, :num_tokens], NEG_INF))
+    if dropout_at == "weights":
+        weights = attention_dropout(weights, p, training)
+    context = context_vectors(weights, values)
+    return attention_dropout(context, p, training) if dropout_at == "context" else context
+
+
+class DropoutNeverApplied(CausalAttention):
+    def forward(self, x):
+        return _causal_forward(self, x, "nowhere")  # self.dropout is held, never used
+
+
+class DropoutOnContext(CausalAttention):
+    def forward(self, x):
+        return _causal_forward(self, x, "context")
+
+
+class DropoutOnScores(CausalAttention):
+    def forward(self, x):
+        return _causal_forward(self, x, "scores")
+
+
 class DropoutInEval(CausalAttention):
     def forward(self, x):
         num_tokens = x.shape[-2]
@@ -438,11 +480,7 @@ def _causal_attention(cls):
 
 
 class NoOutProj(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        del self.out_proj
-
-    def forward(self, x):
+    def forward(self, x):  # out_proj is made in __init__, as the chapter makes it, and never applied
         num_tokens = x.shape[-2]
         queries = split_heads(self.W_query(x), self.num_heads)
         keys = split_heads(self.W_key(x), self.num_heads)
@@ -467,6 +505,64 @@ class HeadsWithoutTranspose(MultiHeadAttention):
         weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
         context = context_vectors(weights, values).reshape(b, num_tokens, -1)
         return self.out_proj(context)
+
+
+def _heads_forward(module, x, dropout_at="weights", mask=None):
+    """The chapter's multi-head forward with dropout at ``dropout_at`` and ``mask`` (default: the buffer)."""
+    num_tokens = x.shape[-2]
+    queries = split_heads(module.W_query(x), module.num_heads)
+    keys = split_heads(module.W_key(x), module.num_heads)
+    values = split_heads(module.W_value(x), module.num_heads)
+    p, training = module.dropout, module.training
+    scores = scaled_dot_product_scores(queries, keys)
+    if dropout_at == "scores":
+        scores = attention_dropout(scores, p, training)
+    mask = module.mask[:num_tokens, :num_tokens] if mask is None else mask
+    weights = softmax_weights(scores.masked_fill(mask, NEG_INF))
+    if dropout_at == "weights":
+        weights = attention_dropout(weights, p, training)
+    context = context_vectors(weights, values)
+    if dropout_at == "context":
+        context = attention_dropout(context, p, training)
+    return module.out_proj(merge_heads(context))
+
+
+class HeadsDropoutNeverApplied(MultiHeadAttention):
+    def forward(self, x):
+        return _heads_forward(self, x, "nowhere")
+
+
+class HeadsDropoutOnContext(MultiHeadAttention):
+    def forward(self, x):
+        return _heads_forward(self, x, "context")
+
+
+class HeadsDropoutOnScores(MultiHeadAttention):
+    def forward(self, x):
+        return _heads_forward(self, x, "scores")
+
+
+class HeadsMaskAttribute(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        del self.mask
+        self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
+
+
+class HeadsMaskMadeInForward(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        del self.mask
+
+    def forward(self, x):
+        num_tokens = x.shape[-2]
+        mask = torch.triu(torch.ones(num_tokens, num_tokens), diagonal=1).bool()  # on the CPU, whatever x's device
+        return _heads_forward(self, x, mask=mask)
+
+
+class HeadsAlwaysBiased(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias=True)  # whatever qkv_bias says
 
 
 class AssertsDivisible(MultiHeadAttention):
@@ -533,11 +629,13 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"scaled_dot_product_scores": no_scaling},
     ),
     _m(
-        "scale-twice",
+        "scale-by-d-k-not-sqrt",
         "scaled_dot_product_scores",
-        "divides by sqrt(d_k) twice (i.e. by d_k), as the seed's second softmax over `masked / sqrt(d_k)` does",
-        "Count how many times the scores get divided on their way to the softmax: the scale applies exactly once.",
-        "数一数分数在进入 softmax 之前被除了几次：缩放只应进行一次。",
+        "divides by d_k instead of sqrt(d_k), or by sqrt(d_k) twice (the seed's second softmax over `masked / "
+        "sqrt(d_k)`): the same numbers",
+        "Is the scale the square root of d_k, and is it applied once? Dividing by d_k, or twice by sqrt(d_k), "
+        "shrinks the scores too much.",
+        "缩放因子是 d_k 的平方根吗？只除了一次吗？除以 d_k，或者除以两次 sqrt(d_k)，都会把分数缩得太小。",
         SEED_003,
         {"scaled_dot_product_scores": scale_twice},
     ),
@@ -555,10 +653,22 @@ CATALOGUE: tuple[Mistake, ...] = (
         "softmax-over-dim-1",
         "softmax_weights",
         "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
-        "Which dimension does your softmax normalise when scores have a batch dimension? Use the dim you are given.",
-        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请使用传入的 dim。",
+        "Which dimension does your softmax normalise when the scores have a batch dimension? The weights of one "
+        "query over all the keys must sum to 1: normalise the dimension of the keys (the last one, or the dim you "
+        "are given).",
+        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？每个查询对所有键的权重之和应为 1："
+        "请在键所在的维度上归一化（最后一维，或传入的 dim）。",
         f"{SEED_000}, {SEED_002}, {SEED_003}",
         {"softmax_weights": softmax_over_dim_1},
+    ),
+    _m(
+        "softmax-over-dim-0",
+        "softmax_weights",
+        "normalises dim=0, the batch dimension, whatever `dim` says",
+        "Which dimension does your softmax normalise? Dimension 0 mixes different examples of the batch.",
+        "你的 softmax 在哪个维度上归一化？第 0 维会把批次中不同的样本混在一起。",
+        CLASSIC,
+        {"softmax_weights": softmax_over_dim_0},
     ),
     _m(
         "softmax-ignores-dim",
@@ -883,16 +993,24 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Is your mask in the module's state_dict, and does .to(device) move it? Look at how you store it.",
         "你的掩码在模块的 state_dict 里吗？.to(device) 会移动它吗？看看你是怎样保存它的。",
         CLASSIC,
-        {"make_causal_attention": _causal_attention(MaskAttribute)},
+        {
+            "make_causal_attention": _causal_attention(MaskAttribute),
+            "make_multihead_attention": _multihead_attention(HeadsMaskAttribute),
+        },
     ),
     _m(
-        "mask-made-in-forward",
+        "mask-made-in-forward-on-cpu",
         "make_causal_attention",
-        "builds `torch.triu(torch.ones(...))` in forward on the CPU instead of holding a buffer",
-        "Where is the mask created, and on which device? The module should hold it as a buffer.",
-        "掩码是在哪里创建的，在哪个设备上？模块应当把它作为 buffer 保存。",
+        "builds `torch.triu(torch.ones(T, T))` in forward with no device, so on the CPU whatever x's device",
+        "On which device is the mask you build in forward? Build it where x is (device=x.device), or hold it as a "
+        "buffer.",
+        "你在 forward 里构建的掩码在哪个设备上？请在 x 所在的设备上构建它（device=x.device），"
+        "或者把它作为 buffer 保存。",
         SEED_000,
-        {"make_causal_attention": _causal_attention(MaskMadeInForward)},
+        {
+            "make_causal_attention": _causal_attention(MaskMadeInForward),
+            "make_multihead_attention": _multihead_attention(HeadsMaskMadeInForward),
+        },
     ),
     _m(
         "mask-not-sliced",
@@ -919,7 +1037,11 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Does your module use its qkv_bias argument? Look at what nn.Linear does by default.",
         "你的模块用到 qkv_bias 参数了吗？看看 nn.Linear 默认会做什么。",
         SEED_000,
-        {"make_causal_attention": _causal_attention(AlwaysBiased)},
+        {
+            "make_causal_attention": _causal_attention(AlwaysBiased),
+            "make_self_attention": _self_attention(BiasedSelfAttention),
+            "make_multihead_attention": _multihead_attention(HeadsAlwaysBiased),
+        },
     ),
     _m(
         "module-dropout-in-eval",
@@ -930,11 +1052,49 @@ CATALOGUE: tuple[Mistake, ...] = (
         CLASSIC,
         {"make_causal_attention": _causal_attention(DropoutInEval)},
     ),
+    _m(
+        "dropout-never-applied",
+        "make_causal_attention",
+        "holds the dropout (nn.Dropout or the rate) but never applies it in forward",
+        "Where in forward does your dropout act? In training mode some attention weights must be dropped.",
+        "你的 dropout 在 forward 的哪里起作用？在训练模式下，应当有一部分注意力权重被丢弃。",
+        CLASSIC,
+        {
+            "make_causal_attention": _causal_attention(DropoutNeverApplied),
+            "make_multihead_attention": _multihead_attention(HeadsDropoutNeverApplied),
+        },
+    ),
+    _m(
+        "dropout-on-context",
+        "make_causal_attention",
+        "applies dropout to the context vectors instead of the attention weights",
+        "What does your dropout drop: attention weights, or the context vectors made from them? It belongs right "
+        "after the softmax.",
+        "你的 dropout 丢弃的是什么：注意力权重，还是由它们得到的上下文向量？它应当紧跟在 softmax 之后。",
+        CLASSIC,
+        {
+            "make_causal_attention": _causal_attention(DropoutOnContext),
+            "make_multihead_attention": _multihead_attention(HeadsDropoutOnContext),
+        },
+    ),
+    _m(
+        "dropout-on-scores",
+        "make_causal_attention",
+        "applies dropout to the scores before the mask and the softmax instead of to the weights after it",
+        "A dropped score becomes 0, and the softmax still gives it weight. Should dropout come before or after "
+        "the softmax?",
+        "被丢弃的分数变成 0，softmax 之后它仍然会得到权重。dropout 应当放在 softmax 之前还是之后？",
+        CLASSIC,
+        {
+            "make_causal_attention": _causal_attention(DropoutOnScores),
+            "make_multihead_attention": _multihead_attention(HeadsDropoutOnScores),
+        },
+    ),
     # make_multihead_attention
     _m(
         "no-out-proj",
         "make_multihead_attention",
-        "concatenates the heads and returns them without the out_proj layer",
+        "makes out_proj but returns the concatenated heads without applying it",
         "After the heads are merged, is there one more layer in the chapter's MultiHeadAttention?",
         "把各个头合并之后，书中的 MultiHeadAttention 还有一层什么？",
         SEED_002,
@@ -950,15 +1110,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"make_multihead_attention": _multihead_attention(HeadsWithoutTranspose)},
     ),
     _m(
-        "mha-assert-not-value-error",
-        "make_multihead_attention",
-        "`assert d_out % num_heads == 0` raises AssertionError (and vanishes under python -O) instead of ValueError",
-        "Which exception does a bad argument deserve? An assert is for bugs, and python -O removes it.",
-        "参数不合法时应当抛出哪种异常？assert 用于检查程序错误，而且 python -O 会把它去掉。",
-        SEED_003,
-        {"make_multihead_attention": _multihead_attention(AssertsDivisible)},
-    ),
-    _m(
         "mha-scale-by-d-out",
         "make_multihead_attention",
         "divides each head's scores by sqrt(d_out) instead of sqrt(head_dim)",
@@ -969,13 +1120,54 @@ CATALOGUE: tuple[Mistake, ...] = (
     ),
 )
 
-_BY_ID = {m.id: m for m in CATALOGUE}
+READ_FROM_SOURCE: tuple[Mistake, ...] = (
+    _m(
+        "mask-result-discarded",
+        "make_causal_attention",
+        "`scores.masked_fill(mask, -inf)` as a statement: masked_fill returns a new tensor, which is thrown away",
+        "masked_fill returns a new tensor and leaves its input alone. What happens to the value your line returns?",
+        "masked_fill 返回一个新的张量，并不修改它的输入。你那一行返回的结果去哪儿了？",
+        CLASSIC,
+        {},
+    ),
+)
+"""Mistakes no output tells apart from a catalogued one, named from the learner's source instead.
+
+``mask-result-discarded`` computes what ``mask-not-applied`` does; the
+diagnosis names it when the learner's code holds a ``masked_fill`` call whose
+result is thrown away (:mod:`grader.instructor.learner_source`).  No overrides:
+nothing to run.
+"""
+
+ACCEPTED: tuple[Mistake, ...] = (
+    _m(
+        "mha-assert-not-value-error",
+        "make_multihead_attention",
+        "`assert d_out % num_heads == 0` raises AssertionError (and vanishes under python -O) instead of ValueError",
+        "Which exception does a bad argument deserve? An assert is for bugs, and python -O removes it.",
+        "参数不合法时应当抛出哪种异常？assert 用于检查程序错误，而且 python -O 会把它去掉。",
+        SEED_003,
+        {"make_multihead_attention": _multihead_attention(AssertsDivisible)},
+    ),
+)
+"""Deviations the hidden suite accepts (full marks, a note): never a diagnosis, never required to fail."""
+
+RENAMED: Mapping[str, str] = types.MappingProxyType(
+    {"scale-twice": "scale-by-d-k-not-sqrt", "mask-made-in-forward": "mask-made-in-forward-on-cpu"}
+)
+"""Ids an earlier catalogue used, and what they are called now: a gradebook may still quote them.
+
+``scale-twice`` and ``scale-by-d-k-not-sqrt`` compute the same numbers, so
+they are one mistake; ``mask-made-in-forward`` took the vocabulary's name.
+"""
+
+_BY_ID = {m.id: m for m in CATALOGUE + READ_FROM_SOURCE + ACCEPTED}
 
 
 def by_id(mistake_id: str) -> Mistake:
-    """The catalogue entry with this id (KeyError names the known ids)."""
+    """The entry with this id or an earlier name of it (KeyError names the known ids)."""
     try:
-        return _BY_ID[mistake_id]
+        return _BY_ID[RENAMED.get(mistake_id, mistake_id)]
     except KeyError:
         raise KeyError(f"no catalogued mistake {mistake_id!r}; known: {', '.join(_BY_ID)}") from None
 

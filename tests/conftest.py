@@ -2,7 +2,8 @@
 
 - ``kit``: a learner's kit made by ``attnkit release`` into a temporary folder, one per
   test module (tests run the learner's tools in it, which leave caches behind);
-- ``rubric``: the kit's default rubric.
+- ``rubric``: the kit's default rubric;
+- ``graded_corpus``: the learners' corpus graded once for the whole session.
 
 Plain helpers live in modules beside this file: :mod:`learner_code` (the one library
 that builds learner code: the reference as a learner pastes it, Alice with a snippet) and
@@ -18,6 +19,17 @@ import pytest
 
 from grader.instructor.release import release
 from grader.instructor.rubric import Rubric, load_rubric
+
+
+@pytest.fixture(scope="session")
+def graded_corpus(tmp_path_factory: pytest.TempPathFactory):
+    """The learners' corpus (``tests/learners/``) through ``grade_class`` once for the session: seed 1, cpu and
+    meta, two jobs.  The points tests and the diagnosis tests read the same run (it takes about a minute)."""
+    from grader.instructor.class_grading import GradeOptions, LocalExecutor, grade_class
+
+    options = GradeOptions(seed=1, devices=["cpu", "meta"], executor=LocalExecutor(jobs=2))
+    corpus = Path(__file__).resolve().parent / "learners"
+    return grade_class([str(corpus)], tmp_path_factory.mktemp("corpus"), options)
 
 
 @pytest.fixture(scope="module")

@@ -154,6 +154,48 @@ def test_a_surviving_mistake_is_named_in_the_table_and_exits_1(with_survivor):
     assert "The reference passes every public and hidden case" in out
 
 
+# --- the mistake model, reported apart from the catalogue --------------------------------------------
+
+
+@pytest.mark.slow
+def test_every_knob_of_the_model_is_killed_and_the_model_with_none_passes(report):
+    from solutions import mistake_model
+
+    assert report.model_failures == []
+    expected = [(h, k.name) for h in HOOK_NAMES for k in mistake_model.knobs_for(h)]
+    assert [(k.hook, k.knob) for k in report.model] == expected
+    assert len(report.model) >= 60
+    assert [f"{k.hook} {k.knob}" for k in report.model if not k.killed] == []
+    for knob in report.model:  # a knob fails cases of its own hook only
+        assert {case.split("[", 1)[0] for case in knob.failed_cases} == {knob.hook}, knob
+
+
+@pytest.fixture
+def with_surviving_knob(monkeypatch, public_cases_skipped):
+    """The model plus a knob that changes nothing (``bias=never`` is not read by the computation)."""
+    from solutions import mistake_model
+
+    harmless = mistake_model.Knob("no-scaling", "bias", "never", frozenset({mistake_model.SELF}))
+    monkeypatch.setattr(mistake_model, "KNOBS", mistake_model.KNOBS + (harmless,))
+    return harmless
+
+
+def test_a_surviving_knob_is_reported_apart_from_the_catalogue_and_exits_1(with_surviving_knob):
+    result = _audit("--json", "--devices", "cpu,meta")
+    assert result.exit_code == 1, result.output[-3000:]
+    data = _json(result)
+    assert [m["id"] for m in data["mistakes"] if not m["killed"]] == [], "the catalogue is all killed"
+    assert data["model"]["chapter_failures"] == []
+    alive = [k for k in data["model"]["knobs"] if not k["killed"]]
+    assert alive == [
+        {"id": "no-scaling", "hook": "make_self_attention", "knob": "bias=never", "killed": False, "failed": []}
+    ]
+    table = _audit("--devices", "cpu,meta")
+    assert table.exit_code == 1
+    assert "Model survivors: make_self_attention bias=never" in table.output
+    assert f"{len(CATALOGUE)} of {len(CATALOGUE)} known mistakes killed" in table.output
+
+
 # --- a broken reference ------------------------------------------------------------------------
 
 

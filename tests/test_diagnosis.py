@@ -8,11 +8,15 @@ Two layers:
   hint in ``feedback.md``/``feedback.html``, in ``results.json`` output text,
   in the gradebook's ``results.mistake`` column and in ``attnkit check``; with
   ``--lang zh`` the Chinese hint; alice (perfect) is named after nothing;
-* :func:`grader.instructor.diagnosis.diagnose` on hand-made fingerprints, one rule at a time.
+* :func:`grader.instructor.diagnosis.diagnose_hook` on rows of trusted code (the mistake model with knobs on)
+  judged on the hidden cases, with made-up learner text: every knob on is named, the reference gets nothing,
+  an error is named only from a learner's line that shows the mistake, a discarded ``masked_fill`` is told
+  apart by the text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -21,16 +25,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from grader.cli import main
 from grader.instructor.class_grading import GradeOptions, grade_class
-from grader.instructor.diagnosis import LANGUAGES, Fingerprint, diagnose, hint
+from grader.instructor.diagnosis import LANGUAGES, Fingerprints, HookRow, diagnose_hook, error_sizes, hint, observe
+from grader.instructor.learner_source import LearnerSource
 from grader.instructor.reports import write_reports
 from grader.instructor.rubric import load_rubric
-from grader.instructor.verdict import FAILED
+from grader.instructor.verdict import FAILED, judge_in_process
 from grader.registry import HOOK_NAMES
+from solutions import mistake_model as mm
 from solutions.mistakes import CATALOGUE, by_id
 
 KIT = Path(__file__).resolve().parent.parent
@@ -221,139 +226,195 @@ def test_check_names_nothing_for_alice():
     assert f"{len(HOOK_NAMES)} of {len(HOOK_NAMES)} exercises passing" in result.output
 
 
-# --- diagnose, one rule at a time -----------------------------------------------------------
+# --- diagnose_hook, one rule at a time -------------------------------------------------------
+#
+# The "submission" here is trusted code (the mistake model with knobs on, the reference), judged in this process
+# as the grader judges a child's reply; the learner's text is made up to show (or not show) the mistake on the
+# failing line.
+
+UNIT_SEED = 3
+CAUSAL_SOURCE = """\
+import torch
+from torch import nn
 
 
-def _weights(seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(2, 4, 4, generator=g, dtype=torch.float64).softmax(-1)
+class CausalAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys, queries, values = self.W_key(x), self.W_query(x), self.W_value(x)
+        attn_scores = queries @ keys.T
+        attn_scores = queries @ keys.transpose(1, 2)
+        attn_scores.masked_fill_(self.mask.bool(), -torch.inf)
+        attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        return self.dropout(attn_weights) @ values
+"""
+SELF_SOURCE = CAUSAL_SOURCE.replace("class CausalAttention", "class SelfAttention")
 
 
-def _fp(mistake="m", outputs=None, error=None, unchanged=True, gpu=False) -> Fingerprint:
-    return Fingerprint(mistake, "softmax_weights", list(outputs or []), error, unchanged, gpu)
+def _line(source: str, text: str) -> str:
+    """``submission/attn.py:N``, the place of the (first) line of ``source`` that holds ``text``."""
+    (number,) = [i for i, line in enumerate(source.splitlines(), 1) if line.strip() == text][:1]
+    return f"submission/attn.py:{number}"
 
 
-def _reply(error: dict | None = None, unchanged: bool = True) -> dict:
-    reply = {"id": 0, "ok": error is None, "inputs_unchanged": unchanged}
-    if error is not None:
-        reply["error"] = error
-    return reply
+@pytest.fixture(scope="module")
+def unit_trials():
+    from grader.instructor.suite import build_suite
+
+    return build_suite(UNIT_SEED, ("cpu", "meta")).trials
 
 
-NEAR = 1e-6
+@pytest.fixture(scope="module")
+def fingerprints():
+    return Fingerprints()
+
+
+def _rows(trials, solution, hook: str, where: str | None = None) -> list[HookRow]:
+    """``solution``'s rows of ``hook``, as the grader keeps them; an error's place moved to ``where``."""
+    rows = []
+    for trial in trials:
+        if trial.hook != hook:
+            continue
+        verdict = judge_in_process(solution, trial)
+        seen = observe(trial, verdict.status, verdict.message, verdict.reply, verdict.outputs)
+        if where and seen.kind == "error":
+            seen = dataclasses.replace(seen, where=where)
+        rows.append(HookRow(trial, seen, dict(verdict.reply.get("module") or {})))
+    return rows
+
+
+def _knobs(hook: str, *names: str) -> frozenset:
+    found = frozenset(k for k in mm.knobs_for(hook) if k.name in names)
+    assert len(found) == len(names), names
+    return found
+
+
+def _named(rows, fingerprints, source: LearnerSource | None = None, hook: str | None = None) -> set[str]:
+    found = diagnose_hook(hook or rows[0].trial.hook, rows, fingerprints, source)
+    return set().union(*found.values()) if found else set()
 
 
 @pytest.mark.parametrize(
-    ("theirs", "mine", "expected"),
+    ("text", "sizes"),
     [
-        (_weights(0), _weights(0), "m"),
-        (_weights(0), _weights(0) + NEAR, "m"),
-        (_weights(0), _weights(1), ""),
-        (_weights(0), _weights(0) + 0.01, ""),
-        (_weights(0), _weights(0).float(), ""),
-        (_weights(0), _weights(0)[0], ""),
-        (torch.eye(3, dtype=torch.bool), torch.eye(3, dtype=torch.bool), "m"),
-        (torch.eye(3, dtype=torch.bool), ~torch.eye(3, dtype=torch.bool), ""),
-        (torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]), "m"),
+        ("The size of tensor a (11) must match the size of tensor b (7) at non-singleton dimension 2", (7, 11)),
+        ("mat1 and mat2 shapes cannot be multiplied (6x4 and 3x2)", (2, 3, 4, 6)),
+        ("Expected size for first two dimensions of batch2 tensor to be: [8, 5] but got: [8, 3].", (3, 5, 8, 8)),
+        ("shape '[2, 3, 4]' is invalid for input of size 30", (2, 3, 4, 30)),
+        ("no numbers at all", ()),
     ],
-    ids=[
-        "same-outputs",
-        "within-tolerance",
-        "different-outputs",
-        "off-by-0.01",
-        "other-dtype",
-        "other-shape",
-        "same-bool-mask",
-        "other-bool-mask",
-        "same-nans",
-    ],
+    ids=["broadcast", "mat1-mat2", "bmm", "view", "none"],
 )
-def test_diagnose_compares_outputs(theirs, mine, expected):
-    assert diagnose([_fp(outputs=[theirs])], _reply(), {"out0": mine}, "values differ") == expected
+def test_error_sizes_are_the_numbers_of_the_message_without_dimension_positions(text, sizes):
+    assert error_sizes(text) == sizes
 
 
-def test_diagnose_compares_every_output_in_name_order():
-    a, b = _weights(0), _weights(1)
-    fps = [_fp(outputs=[a, b])]
-    assert diagnose(fps, _reply(), {"out0": a, "out1": b}, "values differ") == "m"
-    assert diagnose(fps, _reply(), {"out0": b, "out1": a}, "values differ") == ""
-    assert diagnose(fps, _reply(), {"out0": a}, "values differ") == "", "fewer outputs than the mistake"
+@pytest.mark.parametrize("hook", mm.MODULE_HOOKS, ids=list(mm.MODULE_HOOKS))
+def test_the_reference_is_named_after_nothing(unit_trials, fingerprints, hook):
+    rows = _rows(unit_trials, mm.knob_solution(hook, ()), hook)
+    assert {r.seen.kind for r in rows} <= {"pass", "other"}
+    assert diagnose_hook(hook, rows, fingerprints) == {}
 
 
-def test_diagnose_returns_the_first_matching_fingerprint():
-    a, b = _weights(0), _weights(1)
-    fps = [_fp("first", outputs=[b]), _fp("second", outputs=[a]), _fp("third", outputs=[a])]
-    assert diagnose(fps, _reply(), {"out0": a}, "values differ") == "second"
+VALUE_KNOBS = [
+    (mm.SELF, ("scale=sqrt_T",), {"scale-by-num-tokens"}),
+    (mm.SELF, ("scale=d_k",), {"scale-by-d-k-not-sqrt"}),
+    (mm.SELF, ("product=k_at_q",), {"keys-times-queries"}),
+    (mm.CAUSAL, ("softmax_dim=1",), {"softmax-over-dim-1"}),
+    (mm.CAUSAL, ("mask_shape=triu_0",), {"triu-diagonal-0"}),
+    (mm.CAUSAL, ("mask=zero",), {"mask-with-zero"}),
+    (mm.CAUSAL, ("scale=sqrt_T", "softmax_dim=1"), {"scale-by-num-tokens", "softmax-over-dim-1"}),
+    (mm.MHA, ("heads=view",), {"mha-heads-without-transpose"}),
+    (mm.MHA, ("out_proj=missing",), {"no-out-proj"}),
+    (mm.MHA, ("out_proj=missing", "scale=sqrt_d_out"), {"no-out-proj", "mha-scale-by-d-out"}),
+    (mm.CAUSAL, ("dropout=never",), {"dropout-never-applied"}),
+    (mm.CAUSAL, ("dropout=context",), {"dropout-on-context"}),
+]
 
 
-def test_diagnose_without_a_reply_or_fingerprints_names_nothing():
-    a = _weights(0)
-    assert diagnose([_fp(outputs=[a])], None, {"out0": a}, "crashed") == ""
-    assert diagnose([], _reply(), {"out0": a}, "values differ") == ""
-    assert diagnose([_fp(outputs=[])], _reply(), {}, "no output") == "", "no outputs on either side is no evidence"
+@pytest.mark.parametrize(("hook", "names", "ids"), VALUE_KNOBS, ids=["+".join(n) for _, n, _ in VALUE_KNOBS])
+def test_a_setting_of_the_model_is_named_after_every_knob_it_has_on(unit_trials, fingerprints, hook, names, ids):
+    rows = _rows(unit_trials, mm.knob_solution(hook, _knobs(hook, *names)), hook)
+    assert any(r.seen.kind == "values" for r in rows)
+    assert _named(rows, fingerprints) == ids
 
 
-SPLIT_ERROR = "ValueError: d=# is not divisible by num_heads=#"
+def test_a_discarded_masked_fill_is_told_apart_from_a_mask_never_applied_by_the_text(unit_trials, fingerprints):
+    rows = _rows(unit_trials, mm.knob_solution(mm.CAUSAL, _knobs(mm.CAUSAL, "mask=not_applied")), mm.CAUSAL)
+    assert _named(rows, fingerprints) == {"mask-not-applied"}
+    discarded = LearnerSource({"attn.py": CAUSAL_SOURCE})
+    assert _named(rows, fingerprints, discarded) == {"mask-result-discarded"}
+    kept = CAUSAL_SOURCE.replace(
+        "        attn_scores.masked_fill(self", "        attn_scores = attn_scores.masked_fill(self"
+    )
+    assert _named(rows, fingerprints, LearnerSource({"attn.py": kept})) == {"mask-not-applied"}
 
 
 @pytest.mark.parametrize(
-    ("theirs", "mine", "expected"),
+    ("line", "expected"),
     [
-        (SPLIT_ERROR, {"type": "ValueError", "message": "d=10 is not divisible by num_heads=3"}, "m"),
-        (SPLIT_ERROR, {"type": "ValueError", "message": "d=7 is not divisible by num_heads=2\nmore detail 12"}, "m"),
-        (SPLIT_ERROR, {"type": "ValueError", "message": "d=1.5 is not divisible by num_heads=4"}, "m"),
-        (SPLIT_ERROR, {"type": "AssertionError", "message": "d=10 is not divisible by num_heads=3"}, ""),
-        (SPLIT_ERROR, {"type": "ValueError", "message": "num_heads must divide d"}, ""),
-        (None, {"type": "ValueError", "message": "d=10 is not divisible by num_heads=3"}, ""),
-        (SPLIT_ERROR, None, ""),
+        ("attn_scores.masked_fill_(self.mask.bool(), -torch.inf)", {"mask-not-sliced"}),
+        ("attn_scores = queries @ keys.T", set()),
+        ("attn_scores = queries @ keys.transpose(1, 2)", set()),
     ],
-    ids=[
-        "same-error-other-numbers",
-        "first-line-only",
-        "decimals-normalised",
-        "other-type",
-        "other-message",
-        "error-vs-outputs",
-        "outputs-vs-error",
-    ],
+    ids=["on-the-mask-line", "on-a-dot-T-line", "on-a-product-line"],
 )
-def test_diagnose_compares_normalised_errors(theirs, mine, expected):
-    a = _weights(0)
-    fp = _fp(outputs=[] if theirs else [a], error=theirs)
-    outputs = {} if mine else {"out0": a}
-    assert diagnose([fp], _reply(mine), outputs, "raised") == expected
+def test_a_mask_of_the_wrong_size_is_named_only_from_a_line_that_uses_the_mask(
+    unit_trials, fingerprints, line, expected
+):
+    setting = _knobs(mm.CAUSAL, "mask_size=context_length")
+    rows = _rows(unit_trials, mm.knob_solution(mm.CAUSAL, setting), mm.CAUSAL, _line(CAUSAL_SOURCE, line))
+    assert any(r.seen.kind == "error" and "must match" in r.seen.message for r in rows)
+    assert _named(rows, fingerprints, LearnerSource({"attn.py": CAUSAL_SOURCE})) == expected
 
 
 @pytest.mark.parametrize(
-    ("fp_gpu", "message", "expected"),
+    ("line", "expected"),
     [
-        (True, "will fail on a GPU: the mask is built on the CPU (Expected all tensors ...)", "m"),
-        (True, "values differ: max abs diff 0.5", ""),
-        (False, "will fail on a GPU: the mask is built on the CPU (Expected all tensors ...)", ""),
-        (False, "values differ: max abs diff 0.5", "m"),
+        ("attn_scores = queries @ keys.T", {"q-at-k-t-batched"}),
+        ("attn_scores = queries @ keys.transpose(1, 2)", set()),
+        ("attn_scores.masked_fill_(self.mask.bool(), -torch.inf)", set()),
     ],
-    ids=[
-        "gpu-fingerprint-gpu-failure",
-        "gpu-fingerprint-value-failure",
-        "cpu-fingerprint-gpu-failure",
-        "cpu-fingerprint-value-failure",
-    ],
+    ids=["on-a-dot-T-line", "on-a-product-line", "on-the-mask-line"],
 )
-def test_will_fail_on_a_gpu_only_matches_a_gpu_fingerprint(fp_gpu, message, expected):
-    a = _weights(0)
-    # same outputs on both sides: only the GPU rule decides
-    assert diagnose([_fp(outputs=[a], gpu=fp_gpu)], _reply(), {"out0": a}, message) == expected
+def test_dot_t_on_batched_input_is_named_only_from_a_line_that_takes_dot_t(unit_trials, fingerprints, line, expected):
+    setting = _knobs(mm.SELF, "product=q_at_k_T")
+    rows = _rows(unit_trials, mm.knob_solution(mm.SELF, setting), mm.SELF, _line(SELF_SOURCE, line))
+    assert any(r.seen.kind == "error" for r in rows)
+    assert _named(rows, fingerprints, LearnerSource({"attn.py": SELF_SOURCE})) == expected
 
 
-@pytest.mark.parametrize(
-    ("fp_unchanged", "mine_unchanged", "expected"),
-    [(False, False, "m"), (False, True, ""), (True, False, ""), (True, True, "m")],
-    ids=["mutation-vs-mutation", "mutation-vs-clean", "clean-vs-mutation", "clean-vs-clean"],
-)
-def test_an_input_mutation_fingerprint_needs_a_mutating_submission(fp_unchanged, mine_unchanged, expected):
-    a = _weights(0)
-    fp = _fp(outputs=[a], unchanged=fp_unchanged)
-    assert diagnose([fp], _reply(unchanged=mine_unchanged), {"out0": a}, "modified its input") == expected
+def test_an_error_with_no_text_to_read_is_named_after_nothing(unit_trials, fingerprints):
+    """The sizes alone never name a mistake: no learner's line, no diagnosis (the old "mask not sliced" on Q @ K.T)."""
+    for hook, names in ((mm.SELF, "product=q_at_k_T"), (mm.CAUSAL, "mask_size=context_length")):
+        rows = _rows(unit_trials, mm.knob_solution(hook, _knobs(hook, names)), hook)
+        assert any(r.seen.kind == "error" for r in rows)
+        assert _named(rows, fingerprints) == set()
+
+
+def test_the_evidence_is_computed_once_per_trial(unit_trials, fingerprints):
+    trial = next(
+        t for t in unit_trials if t.hook == mm.CAUSAL and t.device == "cpu" and t.call["module"].get("forwards")
+    )
+    model = fingerprints.module_model(trial)
+    assert model is not None and fingerprints.module_model(trial) is model
+    (program,) = [c for c in fingerprints.programs(mm.CAUSAL) if c.key == "catalogue:mask-not-applied"]
+    assert fingerprints.program_seen(program, trial) is fingerprints.program_seen(program, trial)
+
+
+def test_without_the_catalogue_nothing_is_named(unit_trials):
+    empty = Fingerprints(catalogue=[], model=False)
+    rows = _rows(unit_trials, mm.knob_solution(mm.SELF, _knobs(mm.SELF, "scale=sqrt_T")), mm.SELF)
+    assert diagnose_hook(mm.SELF, rows, empty) == {}
 
 
 # --- hint ---------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def results(student: str, n: int = 3) -> list[CaseResult]:
     statuses = [PASSED, FAILED, SKIPPED]
     return [
         CaseResult(student, HOOK_NAMES[i % len(HOOK_NAMES)], f"case-{i}", "cpu", "float32", statuses[i % 3],
-                   f"message {i}" if i % 3 else "", 0.25 * i, "mistake-id" if i % 3 == 1 else "")
+                   f"message {i}" if i % 3 else "", 0.25 * i, "mistake-id" if i % 3 == 1 else "",
+                   "a note, for no points" if i % 3 == 0 else "")
         for i in range(n)
     ]
 
@@ -262,6 +263,7 @@ def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
         (ada, ada_results), = gb.results_for_run(1).values()
         assert (ada.student, ada.sha256, ada.review, ada.notes) == ("ada", "sha-ada", [], [])
         assert [r.status for r in ada_results] == [PASSED]
+        assert [r.note for r in ada_results] == [""]  # results.note (version 4) came with the upgrade, empty
         unfinished = gb.latest_unfinished_run()
         assert unfinished is not None and unfinished["id"] == 1  # the stopped run resumes after the upgrade
         flagged = sub("bo")

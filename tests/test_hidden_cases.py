@@ -61,13 +61,90 @@ def test_inputs_come_from_the_seed():
     assert not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(same_a, other, strict=False))
 
 
-def test_shapes_avoid_coincidences_in_the_head_cases():
-    for case in make_cases(0):
-        if case.hook == "split_heads" and case.expect_error is None:
-            b, t, d = case.args["x"].shape
-            h = case.args["num_heads"]
-            if h > 1 and d // h > 1:
-                assert len({t, h, d // h}) == 3, case.name
+def _sizes(case) -> dict[str, int]:
+    """The sizes the coincidence rules speak of, read here from the case's arguments and tensors."""
+    args, hook = case.args, case.hook
+    if case.module is not None:
+        sizes = {"d_in": args["d_in"], "d_out": args["d_out"]}
+        if "context_length" in args:
+            sizes["context_length"] = args["context_length"]
+        if "num_heads" in args:
+            sizes["num_heads"] = args["num_heads"]
+            if args["d_out"] % args["num_heads"] == 0:
+                sizes["head_dim"] = args["d_out"] // args["num_heads"]
+        if case.module.forwards:
+            sizes["T"] = case.module.forwards[0].shape[-2]
+        return sizes
+    if hook in ("dot_product_scores", "scaled_dot_product_scores"):
+        q, k = args["queries"].shape, args["keys"].shape
+        return {"T": q[-2], "T_k": k[-2], "d_k": q[-1]}
+    if hook == "context_vectors":
+        w, v = args["weights"].shape, args["values"].shape
+        return {"T": w[-2], "T_k": w[-1], "d_v": v[-1]}
+    if hook == "causal_mask":
+        return {"T": args["num_tokens"]} if args["num_tokens"] > 0 else {}
+    if hook == "softmax_weights":
+        return {"T": args["scores"].shape[args["dim"]]}
+    if hook == "split_heads":
+        _, t, d = args["x"].shape
+        h = args["num_heads"]
+        return {"T": t, "num_heads": h, "d_out": d, **({"head_dim": d // h} if d % h == 0 else {})}
+    if hook == "merge_heads":
+        _, h, t, hd = args["x"].shape
+        return {"num_heads": h, "T": t, "head_dim": hd, "d_out": h * hd}
+    tensor = args.get("scores", args.get("weights"))  # masks and dropout: the attention matrix's last size
+    return {"T": tensor.shape[-1]}
+
+
+def _coincidences(sizes: dict[str, int]) -> set[str]:
+    names = sorted(sizes)
+    found = {f"{a}={b}" for i, a in enumerate(names) for b in names[i + 1 :] if sizes[a] == sizes[b]}
+    return found | {f"{name}=6" for name in names if sizes[name] == 6}
+
+
+def _declared(case) -> set[str]:
+    return {"=".join(sorted(item.split("="), key=lambda side: (side.isdigit(), side))) for item in case.coincide}
+
+
+@pytest.mark.parametrize("seed", [0, 99], ids=["seed0", "seed99"])
+def test_sizes_never_coincide_but_where_a_case_declares_it(seed):
+    """T, T_k, d_k, d_in, d_out, head_dim, num_heads, context_length: pairwise different, none 6, but the
+    equalities a case needs (``Case.coincide``); and every declared equality holds (none is stale)."""
+    undeclared, stale = [], []
+    for case in make_cases(seed):
+        found, declared = _coincidences(_sizes(case)), _declared(case)
+        undeclared += [f"{case.hook}[{case.name}]: {c}" for c in sorted(found - declared)]
+        stale += [f"{case.hook}[{case.name}]: {c}" for c in sorted(declared - found)]
+    assert undeclared == [] and stale == []
+
+
+def test_the_rules_see_a_coincidence():
+    """The rule checker above is not blind: it finds T == d_out and a size of 6."""
+    assert _coincidences({"T": 5, "d_out": 5, "d_in": 3}) == {"T=d_out"}
+    assert _coincidences({"T": 6, "d_in": 3}) == {"T=6"}
+
+
+def _shapes(case) -> list:
+    """Everything about a case but its values: sizes, shapes, dtypes, the other arguments."""
+    out = [case.hook, case.name]
+    for name, value in case.args.items():
+        out.append((name, (tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else
+                    value if not hasattr(value, "seed") else "generator"))  # fmt: skip
+    if case.module is not None:
+        out.append([tuple(x.shape) for x in case.module.forwards])
+        out.append((case.module.state_seed is None, case.module.init_seed is None, case.module.train))
+    return out
+
+
+def test_shapes_belong_to_the_suite_and_only_values_to_the_seed():
+    """Two seeds: the same cases with the same shapes and sizes (so the same points), other values."""
+    first, second = make_cases(0), make_cases(31337)
+    assert [_shapes(c) for c in first] == [_shapes(c) for c in second]
+    tensors = [(a, b) for ca, cb in zip(first, second) for a, b in zip(ca.args.values(), cb.args.values())
+               if isinstance(a, torch.Tensor) and a.is_floating_point()]  # fmt: skip
+    assert tensors and all(not torch.equal(a, b) for a, b in tensors if a.unique().numel() > 1)  # not all ones
+    seeds = [(ca.module.state_seed, cb.module.state_seed) for ca, cb in zip(first, second) if ca.module]
+    assert all(a != b for a, b in seeds if a is not None)
 
 
 def test_a_known_mistake_fails_only_its_own_hook():
@@ -143,3 +220,16 @@ def test_the_verdict_modules_are_the_ones_imported():
                    "grader.instructor.suite", "grader.instructor.verdict", "grader.instructor.replies"):  # fmt: skip
         assert needed in names
     assert all(m is sys.modules[m.__name__] for m in verdict_modules())
+
+
+def test_self_attention_cases_never_speak_of_a_context_length():
+    texts = [f"{c.name}: {c.what}" for c in make_cases(0) if c.hook == "make_self_attention"]
+    assert texts and [t for t in texts if "context" in t.lower()] == []
+
+
+def test_module_cases_send_parameters_only_never_the_mask():
+    """The learner's own mask is the learner's work: no trial carries a buffer of the reference's."""
+    suite = build_suite(0, ("cpu",))
+    sent = [key for t in suite.trials if t.case.module is not None for key in (t.call["module"]["state"] or {})]
+    assert sent and all(key.endswith((".weight", ".bias")) for key in sent), sorted(set(sent))
+    assert "mask" not in {key.rsplit(".", 1)[-1] for key in sent}

@@ -260,6 +260,30 @@ def test_class_alias_is_adopted_for_the_module_hook(write, class_name, hook, ini
     assert module.config == (*args, False)  # qkv_bias defaults to False
 
 
+@pytest.mark.parametrize(
+    ("classes", "adopted"),
+    [
+        (("SelfAttention_v2",), "SelfAttention_v2"),
+        (("SelfAttention_v1",), "SelfAttention_v1"),
+        (("SelfAttention_v1", "SelfAttention_v2"), "SelfAttention_v2"),
+        (("SelfAttention_v2", "SelfAttention"), "SelfAttention"),
+    ],
+    ids=["v2", "v1", "v2-over-v1", "plain-over-v2"],
+)
+def test_the_chapters_numbered_self_attention_classes_are_adopted(write, classes, adopted):
+    body = "\n".join(
+        f"""
+class {name}(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.name = "{name}"
+"""
+        for name in classes
+    )
+    path = write("numbered.py", "from torch import nn\n" + body)
+    assert load_solution(path).make_self_attention(3, 4).name == adopted
+
+
 def test_make_function_wins_over_class_alias_in_one_file(write):
     path = write(
         "both.py",

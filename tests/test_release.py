@@ -59,7 +59,7 @@ GIVEN_BY_THE_STUBS = {"make_self_attention", "make_causal_attention", "make_mult
 """Reference functions whose body is one line the stubs give away on purpose: ``return SelfAttention(...)``."""
 
 HIDDEN_CASES = ("all-masked-row", "indivisible-raises", "non-square-raises", "float-keep-mask", "large-logits",
-                "H3-T5-hd4", "state-dict", "init-seed")  # fmt: skip
+                "H3-T5-hd4", "reference-weights", "init-seed")  # fmt: skip
 """Names of hidden cases in grader/instructor/cases.py that the public tests do not use."""
 
 SLOW_TIMEOUT = 300

@@ -586,3 +586,31 @@ def test_a_heatmap_that_cannot_be_written_is_a_problem_and_stops_nothing(tmp_pat
     html = (tmp_path / "carol" / "feedback.html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in html, "the feedback still embeds the heatmap drawn in memory"
 
+
+
+# --- notes on cases (an accepted deviation): shown everywhere, worth nothing ------------------------------------
+
+NOTE = "raising AssertionError here is accepted. Prefer `raise ValueError(...)`: python -O strips assert statements"
+
+
+def test_a_note_on_a_passed_case_reaches_every_file_and_costs_nothing(tmp_path):
+    noted = [replace(r, note=NOTE) if r.hook == "make_multihead_attention" and r.status == PASSED else r
+             for r in perfect("ada")]  # fmt: skip
+    graded = [(sub("ada"), noted)]
+    rubric = load_rubric()
+    assert score(noted, rubric) == score(perfect("ada"), rubric), "a note is worth no points"
+    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    folder = tmp_path / "ada"
+    md = (folder / "feedback.md").read_text(encoding="utf-8")
+    html = (folder / "feedback.html").read_text(encoding="utf-8")
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    (mha,) = [t for t in results["tests"] if t["name"] == "make_multihead_attention"]
+    assert mha["status"] == PASSED and mha["score"] == mha["max_score"]
+    assert "NOTE (2 cases: c0 (cpu, float32), c1 (cpu, float32)): raising AssertionError" in mha["output"]
+    assert "**Note** on 2 cases" in md and "raising AssertionError here is accepted" in md
+    assert "Prefer \\`raise ValueError(...)\\`" in md  # the Markdown escapes the learner-facing backticks
+    assert "Note on 2 cases" in html and "python -O strips assert statements" in html
+    assert sum("note: raising AssertionError" in (e.text or "") for e in ET.fromstring(
+        (tmp_path / "junit.xml").read_text(encoding="utf-8")).iter("system-out")) == 2  # fmt: skip
+    others = [t for t in results["tests"] if t["name"] != "make_multihead_attention"]
+    assert all("NOTE" not in t["output"] for t in others)

@@ -283,8 +283,11 @@ def test_diagnosis_never_changes_the_suites_inputs():
     suite = build_suite(SEED, ("cpu",))  # a suite of its own: on failure the shared one would stay changed
     trials = [t for t in suite.trials if t.hook == "apply_causal_mask"]
     before = [{k: v.clone() for k, v in t.tensors.items()} for t in trials]
-    found = [fp.mistake for t in trials for fp in Fingerprints().for_trial(t)]
-    assert "mask-in-place" in found, "the catalogue's mask-in-place mistake did not run"
+    fingerprints = Fingerprints()
+    in_place = [c for c in fingerprints.programs("apply_causal_mask") if "mask-in-place" in c.ids]
+    assert in_place, "the catalogue has no mask-in-place mistake"
+    seen = [fingerprints.program_seen(cand, t) for cand in in_place for t in trials]
+    assert any(s.kind != "pass" for s in seen), "the catalogue's mask-in-place mistake did not run"
     changed = [f"{t.case.name}/{t.dtype}/{k}" for t, old in zip(trials, before) for k in old
                if not torch.equal(t.tensors[k], old[k])]  # fmt: skip
     assert changed == []

@@ -1,10 +1,14 @@
 """``attnkit audit``: proof that the hidden suite is right and sharp.
 
-Two claims, checked in this process on trusted code only:
+Claims checked in this process on trusted code only:
 
 * the reference passes every public case and every hidden case, on every
   device present;
-* every catalogued mistake fails at least one hidden case (it is *killed*).
+* every catalogued mistake fails at least one hidden case (it is *killed*);
+* the mistake model (:mod:`solutions.mistake_model`) computes the reference
+  with no knob switched on, and every single knob of it is killed too.
+
+The catalogue and the model are reported apart: ``mistakes`` and ``model``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, judge_in_process, trial_id
 from grader.registry import HOOK_NAMES, load_solution
 
-__all__ = ["AuditReport", "MistakeOutcome", "matrix_rows", "run_audit"]
+__all__ = ["AuditReport", "KnobOutcome", "MistakeOutcome", "matrix_rows", "model_rows", "run_audit"]
 
 
 @dataclass
@@ -38,20 +42,43 @@ class MistakeOutcome:
 
 
 @dataclass
+class KnobOutcome:
+    """One knob of the mistake model on one hook: the hidden cases it fails there."""
+
+    id: str  # the mistake it is
+    hook: str
+    knob: str  # step=value
+    failed_cases: list[str] = field(default_factory=list)
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.failed_cases)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "hook": self.hook, "knob": self.knob, "killed": self.killed, "failed": self.failed_cases}
+
+
+@dataclass
 class AuditReport:
     seed: int
     devices: list[str]
     public_failures: list[str]
     hidden_failures: list[str]
     mistakes: list[MistakeOutcome]
+    model: list[KnobOutcome] = field(default_factory=list)
+    model_failures: list[str] = field(default_factory=list)  # hidden cases the model with no knob on fails
 
     @property
     def reference_passed(self) -> bool:
         return not self.public_failures and not self.hidden_failures
 
     @property
+    def model_ok(self) -> bool:
+        return not self.model_failures and all(k.killed for k in self.model)
+
+    @property
     def ok(self) -> bool:
-        return self.reference_passed and all(m.killed for m in self.mistakes)
+        return self.reference_passed and all(m.killed for m in self.mistakes) and self.model_ok
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +87,7 @@ class AuditReport:
             "seed": self.seed,
             "reference_failures": self.public_failures + self.hidden_failures,
             "mistakes": [m.as_dict() for m in self.mistakes],
+            "model": {"chapter_failures": self.model_failures, "knobs": [k.as_dict() for k in self.model]},
         }
 
 
@@ -67,6 +95,24 @@ def _failures(solution: Any, trials: list[Any]) -> list[tuple[Any, str]]:
     """``(trial, message)`` for each trial ``solution`` fails."""
     verdicts = ((trial, judge_in_process(solution, trial)) for trial in trials)
     return [(trial, verdict.message) for trial, verdict in verdicts if verdict.status == FAILED]
+
+
+def _model_outcomes(trials: list[Any]) -> tuple[list[str], list[KnobOutcome]]:
+    """The hidden cases the model fails with no knob on, and each single knob's failed cases, hook by hook."""
+    from solutions import mistake_model
+
+    chapter_failures: list[str] = []
+    outcomes = []
+    for hook in HOOK_NAMES:
+        if hook not in mistake_model.MODULE_HOOKS and hook not in mistake_model.FUNCTION_HOOKS:
+            continue
+        mine = [t for t in trials if t.hook == hook]
+        chapter = mistake_model.knob_solution(hook, ())
+        chapter_failures += [f"{trial_id(t)}: {message}" for t, message in _failures(chapter, mine)]
+        for knob in mistake_model.knobs_for(hook):
+            failed = [trial_id(t) for t, _ in _failures(mistake_model.knob_solution(hook, {knob}), mine)]
+            outcomes.append(KnobOutcome(knob.id, hook, knob.name, failed))
+    return chapter_failures, outcomes
 
 
 def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
@@ -99,9 +145,15 @@ def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = Tr
                 outcome.failed_cases.append(trial_id(trial))
                 outcome.by_hook[trial.hook] += 1
             outcomes.append(outcome)
+        model_failures, knobs = _model_outcomes(trials)
     finally:
         torch.set_num_threads(previous_threads)
-    return AuditReport(seed, list(devices), public_failures, hidden_failures, outcomes)
+    return AuditReport(seed, list(devices), public_failures, hidden_failures, outcomes, knobs, model_failures)
+
+
+def model_rows(report: AuditReport) -> list[list[str]]:
+    """One row per knob of the model: hook, knob, mistake id, failed-case count, killed."""
+    return [[k.hook, k.knob, k.id, str(len(k.failed_cases)), "yes" if k.killed else "NO"] for k in report.model]
 
 
 def matrix_rows(report: AuditReport) -> list[list[str]]:

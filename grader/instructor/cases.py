@@ -1,15 +1,25 @@
 """The hidden cases: what the grader runs against every submission.
 
-Instructor-only.  Every case is built from the run's seed, so a run can be
-reproduced exactly, and shapes avoid coincidences (heads != tokens !=
-head_dim, d_in != d_out, T < context_length, no powers of two where it
-matters).  Inputs are made in float64 and cast to each dtype; gold answers
-come from the reference, in float64 on the CPU, from the very values each
-dtype's inputs hold, once per case for the whole class.
+Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context
+length, dropout p) is a constant here or is drawn from a generator with the fixed seed
+:data:`SHAPES_SEED`, so it is part of the suite's version and the same under every run's seed.  Only
+*values* come from the run's seed: the input tensors, the seeds the reference's weights are built under,
+the generator seeds.  So a submission earns the same points under every seed.
 
-A case is one call of one hook (a module hook: build, load the reference's
-``state_dict``, run forwards).  :func:`build_suite` expands cases over dtypes
-and devices into :class:`Trial` s (one case on one device in one dtype), grouped into one batch per hook and device.
+Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim,
+num_heads, context_length, …) are pairwise different and none is 6 (the chapter's token count, which a
+hard-coded mask would pass), except the equalities a case needs and declares in ``Case.coincide``
+(``"T=context_length"``); ``tests/test_hidden_cases.py`` checks that rule over every case.  Inputs are made
+in float64 and cast to each dtype; gold answers come from the reference, in float64 on the CPU, from the
+very values each dtype's inputs hold, once per case for the whole class.
+
+A case is one call of one hook.  A module hook's case builds the learner's module with the case's config,
+loads the reference's *parameters* into it (never its buffers: the learner's own mask is the learner's
+work), by name or else by creation order and shape (:func:`grader.child_runtime.map_parameters`), and runs
+forwards; separate structural cases check what behaviour cannot show (the contract's parameter names, the
+``mask`` buffer, the creation order under ``torch.manual_seed``).  :func:`build_suite` expands cases over
+dtypes and devices into :class:`Trial` s (one case on one device in one dtype), grouped into one batch per
+hook and device.
 """
 
 from __future__ import annotations
@@ -21,10 +31,25 @@ from typing import Any
 
 import torch
 
+from grader.child_runtime import map_parameters
+from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
+
+SHAPES_SEED = 20251203
+"""The seed of the generator every drawn size comes from: a constant of the suite (so of its version)."""
+
+CHAPTER_TOKENS = 6
+"""The chapter's six tokens: no size is 6 unless a case declares it (a mask of a fixed size 6 passes there)."""
+
+CONTRACT_BUFFERS: dict[str, tuple[str, ...]] = {
+    "make_self_attention": (),
+    "make_causal_attention": ("mask",),
+    "make_multihead_attention": ("mask",),
+}
+"""The buffers the contract's modules hold; any other buffer of a learner's module is noted, never failed."""
 
 
 @dataclass(frozen=True)
@@ -46,17 +71,29 @@ DEVICE = _Device()
 
 @dataclass
 class ModuleSpec:
-    """How to exercise a module hook: build, maybe load the reference's weights, run forwards."""
+    """How to exercise a module hook: build, maybe load the reference's parameters, run forwards.
+
+    ``state_seed``: the reference is built under this seed and its parameters (never its buffers) are
+    sent and loaded into the learner's module; ``init_seed``: the learner's module is built under this
+    seed and nothing is loaded.  ``observable``: the sent parameters are set by :func:`observable_state`,
+    so that the output shows the attention weights (the training-mode dropout cases).  The gold answers
+    are always the reference's outputs in eval mode.  No ``forwards``: a structural case, judged on the
+    module's facts alone.
+    """
 
     forwards: list[torch.Tensor]
-    state_seed: int | None = None  # build the reference under this seed and send its state_dict
-    init_seed: int | None = None  # build the learner's module under this seed, load nothing
+    state_seed: int | None = None
+    init_seed: int | None = None
     train: bool = False
+    observable: bool = False
 
 
 Property = Callable[["Trial", list[torch.Tensor], dict[str, Any]], "str | None"]
 """A property of a passing answer beyond its values (exact zeros, a contiguous result, a mask that repeats …):
 ``(trial, received tensors, the reply's facts) -> what is wrong, or None``."""
+
+Note = Callable[["Trial", dict[str, Any]], "str | None"]
+"""Something worth telling the learner that costs no points: ``(trial, the reply) -> the note, or None``."""
 
 
 @dataclass
@@ -70,11 +107,14 @@ class Case:
     meta: bool = False  # also run on the meta device (catches tensors built on the CPU)
     transposed: frozenset[str] = frozenset()  # arguments passed as non-contiguous transposed views
     module: ModuleSpec | None = None
-    expect_error: str | None = None
+    expect_error: str | None = None  # the exception class (in the raised one's MRO); "Exception": any
     compare_gold: bool = True
     repeat: int = 1
     reseeds: tuple[int, ...] = ()  # then once more per seed, every generator argument seeded with it instead
     properties: tuple[Property, ...] = ()  # judged after the values match; the first problem fails the case
+    notes: tuple[Note, ...] = ()  # judged on every case that ran; each note goes with the result, for no points
+    coincide: tuple[str, ...] = ()  # the equal sizes this case needs: "T=context_length", "T=6" (see the docstring)
+    structural: bool = False  # checks the module's form (names, buffers, creation order), not what it computes
 
 
 @dataclass
@@ -98,10 +138,11 @@ class Trial:
 
 
 class Maker:
-    """Random inputs and shapes from one generator: the run's seed decides everything."""
+    """Sizes from the suite's own generator (:data:`SHAPES_SEED`), values from the run's seed."""
 
     def __init__(self, seed: int) -> None:
         self.gen = torch.Generator().manual_seed(seed)
+        self.shapes = torch.Generator().manual_seed(SHAPES_SEED)
 
     def randn(self, *shape: int, scale: float = 1.0) -> torch.Tensor:
         return torch.randn(*shape, generator=self.gen, dtype=torch.float64) * scale
@@ -110,9 +151,9 @@ class Maker:
         return torch.rand(*shape, generator=self.gen, dtype=torch.float64)
 
     def size(self, low: int, high: int, avoid: tuple[int, ...] = ()) -> int:
-        """An int in ``[low, high]`` not in ``avoid`` (so sizes never coincide)."""
-        choices = [v for v in range(low, high + 1) if v not in avoid]
-        return choices[int(torch.randint(len(choices), (1,), generator=self.gen))]
+        """An int in ``[low, high]``, never 6 nor one of ``avoid`` (so sizes never coincide), from the suite's sizes."""
+        choices = [v for v in range(low, high + 1) if v not in avoid and v != CHAPTER_TOKENS]
+        return choices[int(torch.randint(len(choices), (1,), generator=self.shapes))]
 
     def seed(self) -> int:
         return int(torch.randint(2**31 - 1, (1,), generator=self.gen))
@@ -121,6 +162,46 @@ class Maker:
         """Row-normalised positive weights, like a softmax output."""
         w = self.rand(*shape) + 0.05
         return w / w.sum(dim=-1, keepdim=True)
+
+
+def one_hot_tokens(batch: int, tokens: int, d_in: int) -> torch.Tensor:
+    """``(batch, tokens, d_in)`` inputs whose token ``t`` is the unit vector ``e_t`` (``d_in > tokens``)."""
+    x = torch.zeros(batch, tokens, d_in, dtype=torch.float64)
+    x[:, torch.arange(tokens), torch.arange(tokens)] = 1.0
+    return x
+
+
+def observable_state(
+    params: dict[str, torch.Tensor], tokens: int, num_heads: int, seed: int
+) -> dict[str, torch.Tensor]:
+    """The reference's parameters, set so that a forward on :func:`one_hot_tokens` shows its attention weights.
+
+    ``W_query`` and ``W_key`` are drawn from a normal distribution (varied weights, seeded by ``seed``);
+    ``W_value`` maps token ``j`` to ``e_j`` inside each head's block of ``head_dim`` columns and puts 1 in
+    column ``tokens`` of every block, so that column holds the row's sum of weights; ``out_proj`` (where
+    there is one) is the identity with zero bias.  Then the output's column ``h * head_dim + j`` is head
+    ``h``'s weight of token ``j`` and column ``h * head_dim + tokens`` their sum: dropout on the weights
+    changes both together, dropout on the context (or the values) does not.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    out = {name: value.detach().clone().double() for name, value in params.items()}
+    d_out, d_in = out["W_value.weight"].shape
+    head_dim = d_out // num_heads
+    if d_in <= tokens or head_dim <= tokens:
+        raise ValueError(f"observable weights need d_in and head_dim above T={tokens}, got {d_in} and {head_dim}")
+    for name in ("W_query.weight", "W_key.weight"):
+        out[name] = torch.randn(out[name].shape, generator=gen, dtype=torch.float64)
+    value = torch.zeros(d_out, d_in, dtype=torch.float64)
+    for h in range(num_heads):
+        value[h * head_dim + torch.arange(tokens), torch.arange(tokens)] = 1.0
+        value[h * head_dim + tokens, :tokens] = 1.0
+    out["W_value.weight"] = value
+    if "W_value.bias" in out:
+        out["W_value.bias"] = torch.zeros_like(out["W_value.bias"])
+    if "out_proj.weight" in out:
+        out["out_proj.weight"] = torch.eye(d_out, dtype=torch.float64)
+        out["out_proj.bias"] = torch.zeros(d_out, dtype=torch.float64)
+    return out
 
 
 # --- properties beyond the gold comparison---------------------------------------------------
@@ -172,23 +253,199 @@ def _contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]
     return None
 
 
-def _state_dict_like_chapter(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    module = facts.get("module") or {}
-    problems = []
-    if "mask" not in module.get("state_dict_keys", ["mask"]) and trial.hook != "make_self_attention":
-        problems.append("the mask is not in state_dict: hold it with self.register_buffer('mask', ...)")
-    if module.get("missing_keys"):
-        problems.append(f"missing from your module: {', '.join(module['missing_keys'])}")
-    unexpected = [k for k in module.get("unexpected_keys", []) if k != "mask"]
-    if unexpected:
-        problems.append(f"your module has no {', '.join(unexpected)}")
-    return "; ".join(problems) or None
-
-
 def _causal_prefix(t: int) -> Property:
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
         if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
             return f"changing token {t} changed the outputs before it: the future leaks through the mask"
+        return None
+
+    return holds
+
+
+# --- the module's form: names and the mask buffer -----------------------------------------------------------
+
+
+def _shape(shape: Any) -> str:
+    return str(tuple(int(s) for s in shape))  # as torch writes a shape: (12, 5), (12,), ()
+
+
+def _learner_parameters(facts: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    module = facts.get("module") or {}
+    return [(p["name"], tuple(p["shape"])) for p in module.get("parameters", [])]
+
+
+def _named_like_contract(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    """The "names" case: the reference's parameters load into the learner's module by name."""
+    how, pairs = map_parameters(_learner_parameters(facts), contract_parameters(trial))
+    if how == "name":
+        return None
+    renamed = ", ".join(f"{mine} → {theirs}" + (f" ({layout})" if layout else "") for mine, theirs, layout in pairs)
+    how = "by the roles your names give them" if how == "role" else "by creation order and shape"
+    return (
+        f"your layers are named otherwise than the contract's ({renamed}), so the chapter's state_dict would "
+        f"not load into your module. Every other case loads the reference's weights {how}: only this case "
+        "counts the names"
+    )
+
+
+def _mask_is_a_buffer(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    """The "mask-buffer" case: the causal mask is a buffer named ``mask``, saved in state_dict, moved by .to()."""
+    module = facts.get("module") or {}
+    buffers = module.get("buffers", [])
+    if "mask" not in buffers:
+        found = f" (your module's buffers: {', '.join(buffers)})" if buffers else ""
+        return (
+            "your module has no buffer named `mask`" + found + ": the contract holds the causal mask with "
+            "self.register_buffer('mask', ...), so state_dict saves it and .to(device) moves it. A mask built "
+            "in forward on x.device computes the same and loses only this case"
+        )
+    if "mask" not in module.get("state_dict_keys", []):
+        return "the `mask` buffer is not in state_dict (persistent=False?): register it with register_buffer('mask', …)"
+    where = str(module.get("mask_device") or trial.device).split(":")[0]
+    if where != trial.device:
+        return f"the `mask` buffer stayed on {where} after .to({trial.device})"
+    return None
+
+
+def _extras_noted(trial: Trial, reply: dict[str, Any]) -> str | None:
+    """Parameters and buffers the contract's module does not have: a note, never a failure."""
+    module = reply.get("module") or {}
+    how, pairs = map_parameters(_learner_parameters(reply), contract_parameters(trial))
+    loaded = {mine for mine, _, _ in pairs}
+    extra = [f"{name} {_shape(shape)}" for name, shape in _learner_parameters(reply) if name not in loaded]
+    wanted = CONTRACT_BUFFERS.get(trial.hook, ())
+    buffers = [b for b in module.get("buffers", []) if b not in wanted]
+    if any(name not in module.get("buffers", []) for name in wanted):
+        buffers = []  # not extras: the mask-buffer case names them where it asks for the contract's buffer
+    parts = []
+    if extra and how != "none":
+        plural = "s" if len(extra) > 1 else ""
+        parts.append(
+            f"extra parameter{plural} {', '.join(extra)} that the contract's module does not have: "
+            "the cases leave them as your module makes them"
+        )
+    if buffers:
+        plural = "s" if len(buffers) > 1 else ""
+        parts.append(f"an extra buffer{plural} {', '.join(buffers)}: fine, noted")
+    return "your module has " + "; and ".join(parts) if parts else None
+
+
+def _prefer(error: str, why: str) -> Note:
+    """A note where the raised exception is accepted but ``error`` is the better choice."""
+
+    def note(trial: Trial, reply: dict[str, Any]) -> str | None:
+        raised = reply.get("error") or {}
+        if raised and error not in raised.get("mro", []):
+            return f"raising {raised.get('type', 'an exception')} here is accepted. {why}"
+        return None
+
+    return note
+
+
+# --- training mode: dropout on the attention weights ---------------------------------------------------------
+
+
+def reads_as_weights(output: torch.Tensor, num_heads: int, dtype: str) -> bool:
+    """Whether a module's ``(b, T, d_out)`` output on :func:`observable_state` reads as causal attention weights.
+
+    The training cases judge a dropout against the module's own eval-mode weights where this holds
+    (:func:`_drops_attention_weights`); the diagnosis asks the same of its model.
+    """
+    b, t, d = output.shape
+    heads = output.double().reshape(b, t, num_heads, d // num_heads).transpose(1, 2)
+    rtol, atol = (1e-4, 1e-6) if dtype == "float32" else (1e-7, 1e-9)
+    return _reads_as_weights(heads, t, rtol, atol)
+
+
+def _reads_as_weights(heads: torch.Tensor, tokens: int, rtol: float, atol: float) -> bool:
+    """Whether ``(b, H, T, head_dim)`` outputs of :func:`observable_state` read as causal attention weights."""
+    w, sums = heads[..., :tokens], heads[..., tokens]
+    future = torch.ones(tokens, tokens, dtype=torch.bool).triu(1)
+    return (
+        bool((w >= -atol).all())
+        and bool((w[..., future].abs() <= atol).all())
+        and bool(torch.allclose(sums, w.sum(dim=-1), rtol=rtol, atol=atol))
+    )
+
+
+def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
+    """A training-mode case: read each head's attention weights off the output and check they are a dropout.
+
+    The state is :func:`observable_state` and the inputs :func:`one_hot_tokens`, so in each head's block
+    of ``head_dim`` output columns, column ``j < tokens`` is the weight of token ``j`` and column
+    ``tokens`` their sum; the gold (the reference in eval mode, float64) gives the weights ``w``.  In
+    training mode every weight must be 0 or ``w / (1 - p)``, the sum column must be the sum of the
+    dropped weights (dropout on the weights, not on the context or the values), the kept fraction of the
+    weights that can be seen (not in the future, not vanishing) must lie within six standard deviations
+    of ``1 - p``, and the forwards must not all drop the same entries.  Which entries are dropped is the
+    learner's own random draw: no check depends on it.
+
+    The call's last output is the first forward again in eval mode: the module's own weights.  Where they
+    differ from the reference's (a mistake the eval-mode cases already count) but still read as attention
+    weights (non-negative, nothing on the future, the sum column their sum), a dropout that does not fit the
+    reference's weights is judged against them, so a correct dropout behind another mistake passes here and
+    a wrong one is named for what it is.
+    """
+
+    def heads(out: torch.Tensor) -> torch.Tensor:
+        b, t, d = out.shape
+        return out.double().reshape(b, t, num_heads, d // num_heads).transpose(1, 2)  # (b, H, T, head_dim)
+
+    def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+        rtol, atol = (1e-4, 1e-6) if trial.dtype == "float32" else (1e-7, 1e-9)
+        gold, own = heads(trial.golds[0]), heads(outputs[-1])
+        got = [heads(out) for out in outputs[:-1]]
+        problem = judged(gold, got, rtol, atol)
+        differs = not torch.allclose(own, gold, rtol=rtol, atol=atol)
+        if problem and differs and _reads_as_weights(own, tokens, rtol, atol):
+            return judged(own, got, rtol, atol)
+        return problem
+
+    def judged(gold: torch.Tensor, got: list[torch.Tensor], rtol: float, atol: float) -> str | None:
+        w = gold[..., :tokens]
+        seen = torch.ones(tokens, tokens, dtype=torch.bool).tril() & (w > 1e-3)
+        if all(torch.allclose(g, gold, rtol=rtol, atol=atol) for g in got):
+            return (
+                f"in training mode with dropout={p} no attention weight was dropped: apply the dropout "
+                "(nn.Dropout(dropout), called in forward) to the attention weights, after the softmax"
+            )
+        kept = total = 0
+        for g in got:
+            weights, sums = g[..., :tokens], g[..., tokens]
+            dropped = weights.abs() <= atol
+            scaled = torch.isclose(weights, w / (1 - p), rtol=rtol, atol=atol)
+            wrong = ~dropped & ~scaled
+            if wrong.any():
+                at = tuple(int(i) for i in wrong.nonzero()[0])
+                seen_as = f"at (batch, head, query, key) = {at}: got {weights[at].item():.4g}, w = {w[at].item():.4g}"
+                unscaled = torch.isclose(weights, w, rtol=rtol, atol=atol)
+                if bool((unscaled | dropped)[seen].all()):
+                    return (
+                        f"in training mode the kept attention weights are not scaled ({seen_as}): "
+                        f"inverted dropout divides what it keeps by 1 - p = {1 - p:g}, as nn.Dropout does"
+                    )
+                return (
+                    f"in training mode with dropout={p} the attention weights are not each 0 or w/(1-p) of the "
+                    f"eval-mode weights w ({seen_as}): dropout belongs on the softmax's weights, scaled by "
+                    "1/(1-p), with nothing after it (not on the scores, no renormalising). Where the eval-mode "
+                    "cases fail too, fix those first"
+                )
+            if not torch.allclose(sums, weights.sum(dim=-1), rtol=rtol, atol=atol):
+                return (
+                    "in training mode the context vectors are not the dropped attention weights times the values: "
+                    "apply dropout to the attention weights, not to the context vectors (or the values)"
+                )
+            kept += int((~dropped & seen).sum())
+            total += int(seen.expand_as(dropped).sum())
+        fraction = kept / total
+        bound = 6 * math.sqrt(p * (1 - p) / total)
+        if abs(fraction - (1 - p)) > bound:
+            return (
+                f"in training mode {fraction:.3f} of the attention weights were kept; with dropout={p} "
+                f"expect {1 - p:.3f} ± {bound:.3f} (each weight is dropped with probability p)"
+            )
+        if all(torch.equal(got[0], g) for g in got[1:]):
+            return "every forward in training mode dropped the same weights: draw a new dropout mask for each call"
         return None
 
     return holds
@@ -199,10 +456,12 @@ def _causal_prefix(t: int) -> Property:
 
 def _score_cases(hook: str, m: Maker) -> list[Case]:
     cases = []
-    tq, tk, d = m.size(3, 9), m.size(3, 9), m.size(3, 9)
+    tq = m.size(3, 9)
+    d = m.size(3, 9, avoid=(tq,))
     tk = m.size(3, 11, avoid=(tq, d))
     cases.append(Case(hook, "2d-Tq!=Tk", {"queries": m.randn(tq, d), "keys": m.randn(tk, d)}, "2-D, Tq != Tk"))
-    b, t, d = m.size(2, 4), m.size(4, 9), m.size(3, 11)
+    b, t = m.size(2, 4), m.size(4, 9)
+    d = m.size(3, 11, avoid=(t,))
     cases.append(
         Case(
             hook,
@@ -211,21 +470,30 @@ def _score_cases(hook: str, m: Maker) -> list[Case]:
             "batched 3-D",
             meta=True,
             half=True,
+            coincide=("T=T_k",),  # self-attention's square scores
         )
     )
-    b, h, tq, tk, d = m.size(2, 3), m.size(2, 5), m.size(3, 7), m.size(3, 7), m.size(3, 9)
+    b, h, tq = m.size(2, 3), m.size(2, 5), m.size(3, 7)
+    tk = m.size(3, 7, avoid=(tq,))
+    d = m.size(3, 9, avoid=(tq, tk))
     cases.append(
         Case(hook, "4d-heads", {"queries": m.randn(b, h, tq, d), "keys": m.randn(b, h, tk, d)}, "4-D heads", half=True)
     )
-    cases.append(Case(hook, "T=1", {"queries": m.randn(2, 1, 5), "keys": m.randn(2, 1, 5)}, "a single token"))
-    cases.append(Case(hook, "Tq=1", {"queries": m.randn(3, 1, 6), "keys": m.randn(3, 7, 6)}, "one query, many keys"))
+    cases.append(
+        Case(
+            hook, "T=1", {"queries": m.randn(2, 1, 5), "keys": m.randn(2, 1, 5)}, "a single token", coincide=("T=T_k",)
+        )
+    )
+    cases.append(Case(hook, "Tq=1", {"queries": m.randn(3, 1, 5), "keys": m.randn(3, 7, 5)}, "one query, many keys"))
     cases.append(Case(hook, "d=1", {"queries": m.randn(2, 5, 1), "keys": m.randn(2, 3, 1)}, "d_k = 1"))
-    b, t, d = m.size(2, 3), m.size(4, 7), m.size(3, 9)
+    b, t = m.size(2, 3), m.size(4, 7)
+    tk = m.size(4, 8, avoid=(t,))
+    d = m.size(3, 9, avoid=(t, tk))
     cases.append(
         Case(
             hook,
             "non-contiguous",
-            {"queries": m.randn(b, t, d), "keys": m.randn(b, t + 1, d)},
+            {"queries": m.randn(b, t, d), "keys": m.randn(b, tk, d)},
             "non-contiguous (transposed view) inputs",
             transposed=frozenset({"queries", "keys"}),
         )
@@ -233,7 +501,9 @@ def _score_cases(hook: str, m: Maker) -> list[Case]:
     for trial in range(3):
         rank = m.size(2, 4)
         lead = [m.size(1, 3) for _ in range(rank - 2)]
-        tq, tk, d = m.size(1, 12), m.size(1, 12), m.size(1, 13)
+        tq = m.size(1, 12)
+        tk = m.size(1, 12, avoid=(tq,))
+        d = m.size(1, 13, avoid=(tq, tk))
         cases.append(
             Case(
                 hook,
@@ -251,7 +521,7 @@ def _softmax_cases(m: Maker) -> list[Case]:
     neg_inf = float("-inf")
     scores = m.randn(b, t, t)
     masked = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), neg_inf)
-    fully = m.randn(3, 6)
+    fully = m.randn(3, 7)
     fully[1] = neg_inf
     exact = (_exact_zeros_where_masked,)
     return [
@@ -259,8 +529,8 @@ def _softmax_cases(m: Maker) -> list[Case]:
         Case(
             hook, "3d-batched", {"scores": m.randn(b, t, t + 2), "dim": -1}, "batched 3-D, dim=-1", meta=True, half=True
         ),
-        Case(hook, "dim=0", {"scores": m.randn(m.size(3, 6), m.size(2, 5), 4), "dim": 0}, "positive dim=0"),
-        Case(hook, "dim=1", {"scores": m.randn(2, m.size(3, 6), 5), "dim": 1}, "positive dim=1 on 3-D"),
+        Case(hook, "dim=0", {"scores": m.randn(m.size(3, 7), m.size(2, 5), 4), "dim": 0}, "positive dim=0"),
+        Case(hook, "dim=1", {"scores": m.randn(2, m.size(3, 7), 5), "dim": 1}, "positive dim=1 on 3-D"),
         Case(hook, "dim=-2", {"scores": m.randn(3, 4, m.size(5, 8)), "dim": -2}, "negative dim=-2"),
         Case(hook, "4d", {"scores": m.randn(2, 3, 5, 7), "dim": -1}, "4-D heads"),
         Case(hook, "large-logits", {"scores": m.randn(b, t, t, scale=1e4), "dim": -1}, "logits around ±1e4"),
@@ -282,11 +552,16 @@ def _softmax_cases(m: Maker) -> list[Case]:
 def _context_cases(m: Maker) -> list[Case]:
     hook = "context_vectors"
     cases = []
-    t, dv = m.size(3, 7), m.size(3, 11)
+    t = m.size(3, 7)
     dv = m.size(3, 11, avoid=(t,))
-    cases.append(Case(hook, "2d", {"weights": m.weights(t, t), "values": m.randn(t, dv)}, "2-D, dv != T"))
-    b, tq, tk = m.size(2, 4), m.size(3, 8), m.size(3, 8)
-    dv = m.size(2, 9, avoid=(tk,))
+    cases.append(
+        Case(
+            hook, "2d", {"weights": m.weights(t, t), "values": m.randn(t, dv)}, "2-D, dv != T", coincide=("T=T_k",)
+        )
+    )
+    b, tq = m.size(2, 4), m.size(3, 8)
+    tk = m.size(3, 8, avoid=(tq,))
+    dv = m.size(2, 9, avoid=(tq, tk))
     cases.append(
         Case(
             hook,
@@ -298,11 +573,21 @@ def _context_cases(m: Maker) -> list[Case]:
         )
     )
     cases.append(
-        Case(hook, "4d", {"weights": m.weights(2, 3, 5, 5), "values": m.randn(2, 3, 5, 4)}, "4-D heads", half=True)
+        Case(hook, "4d", {"weights": m.weights(2, 3, 5, 7), "values": m.randn(2, 3, 7, 4)}, "4-D heads", half=True)
     )
-    cases.append(Case(hook, "T=1", {"weights": m.weights(2, 1, 1), "values": m.randn(2, 1, 3)}, "a single token"))
+    cases.append(
+        Case(
+            hook,
+            "T=1",
+            {"weights": m.weights(2, 1, 1), "values": m.randn(2, 1, 3)},
+            "a single token",
+            coincide=("T=T_k",),
+        )
+    )
     for i in range(2):
-        tq, tk, dv = m.size(1, 9), m.size(1, 9), m.size(1, 9)
+        tq = m.size(1, 9)
+        tk = m.size(1, 9, avoid=(tq,))
+        dv = m.size(1, 9, avoid=(tq, tk))
         cases.append(
             Case(hook, f"random-{i}", {"weights": m.weights(3, tq, tk), "values": m.randn(3, tk, dv)}, "random shapes")
         )
@@ -331,10 +616,11 @@ def _mask_cases(m: Maker) -> list[Case]:
 
 def _apply_mask_cases(m: Maker) -> list[Case]:
     hook = "apply_causal_mask"
-    t = m.size(3, 9, avoid=(6,))
+    t = m.size(3, 9)
+    t3 = m.size(3, 10, avoid=(t,))
     cases = [
         Case(hook, "2d", {"scores": m.randn(t, t)}, f"2-D, T = {t}", half=True),
-        Case(hook, "3d-batched", {"scores": m.randn(2, t + 1, t + 1)}, "batched 3-D", meta=True, half=True),
+        Case(hook, "3d-batched", {"scores": m.randn(2, t3, t3)}, "batched 3-D", meta=True, half=True),
         Case(hook, "4d-heads", {"scores": m.randn(2, 3, 5, 5)}, "4-D heads"),
         Case(hook, "T=1", {"scores": m.randn(3, 1, 1)}, "a single token"),
         Case(hook, "T=11", {"scores": m.randn(2, 11, 11)}, "T larger than the chapter's 6"),
@@ -355,10 +641,11 @@ def _apply_mask_cases(m: Maker) -> list[Case]:
 
 def _renormalize_cases(m: Maker) -> list[Case]:
     hook = "renormalize_masked_weights"
-    t = m.size(4, 9, avoid=(6,))
+    t = m.size(4, 9)
+    t3 = m.size(4, 11, avoid=(t,))
     return [
         Case(hook, "2d", {"weights": m.weights(t, t)}, f"2-D, T = {t}", half=True),
-        Case(hook, "3d-batched", {"weights": m.weights(3, t + 2, t + 2)}, "batched", meta=True),
+        Case(hook, "3d-batched", {"weights": m.weights(3, t3, t3)}, "batched", meta=True),
         Case(hook, "4d-heads", {"weights": m.weights(2, 3, 5, 5)}, "4-D heads"),
         Case(hook, "T=1", {"weights": m.weights(2, 1, 1)}, "a single token"),
     ] + [
@@ -396,7 +683,7 @@ def _dropout_scale_cases(m: Maker) -> list[Case]:
         Case(
             hook,
             "float-keep-mask",
-            {"weights": m.weights(4, 6), "keep_mask": keep(4, 6).double(), "p": 0.25},
+            {"weights": m.weights(4, 7), "keep_mask": keep(4, 7).double(), "p": 0.25},
             "a 0/1 float keep mask",
         )
     )
@@ -419,7 +706,7 @@ def _attention_dropout_cases(m: Maker) -> list[Case]:
         Case(
             hook,
             "eval",
-            {"weights": m.weights(3, 6, 6), "p": 0.3, "training": False, "generator": None},
+            {"weights": m.weights(3, 7, 7), "p": 0.3, "training": False, "generator": None},
             "eval: dropout is off",
             meta=True,
         ),
@@ -466,8 +753,8 @@ def _split_cases(m: Maker) -> list[Case]:
             meta=True,
             half=True,
         ),
-        Case(hook, "H1", {"x": m.randn(2, 4, 6), "num_heads": 1}, "one head"),
-        Case(hook, "hd1", {"x": m.randn(1, 3, 5), "num_heads": 5}, "head_dim 1"),
+        Case(hook, "H1", {"x": m.randn(2, 4, 5), "num_heads": 1}, "one head", coincide=("d_out=head_dim",)),
+        Case(hook, "hd1", {"x": m.randn(1, 3, 5), "num_heads": 5}, "head_dim 1", coincide=("d_out=num_heads",)),
         Case(
             hook,
             "non-contiguous",
@@ -485,8 +772,8 @@ def _split_cases(m: Maker) -> list[Case]:
     ]
     for i in range(2):
         h = m.size(2, 5)
-        hd = m.size(2, 6, avoid=(h,))
-        t = m.size(2, 9, avoid=(h, hd))
+        hd = m.size(2, 7, avoid=(h, *((CHAPTER_TOKENS // h,) if CHAPTER_TOKENS % h == 0 else ())))
+        t = m.size(2, 9, avoid=(h, hd, h * hd))
         cases.append(Case(hook, f"random-{i}", {"x": m.randn(m.size(1, 3), t, h * hd), "num_heads": h}, "random"))
     return cases
 
@@ -504,11 +791,11 @@ def _merge_cases(m: Maker) -> list[Case]:
             properties=contiguous,
             half=True,
         ),
-        Case(hook, "H1", {"x": m.randn(2, 1, 4, 6)}, "one head", properties=contiguous),
+        Case(hook, "H1", {"x": m.randn(2, 1, 4, 5)}, "one head", properties=contiguous, coincide=("d_out=head_dim",)),
         Case(
             hook,
             "non-contiguous",
-            {"x": m.randn(2, 3, 6, 5)},
+            {"x": m.randn(2, 3, 7, 5)},
             "non-contiguous input",
             transposed=frozenset({"x"}),
             properties=contiguous,
@@ -516,18 +803,31 @@ def _merge_cases(m: Maker) -> list[Case]:
     ]
     for i in range(2):
         h = m.size(2, 5)
-        hd = m.size(2, 6, avoid=(h,))
+        hd = m.size(2, 7, avoid=(h,))
         t = m.size(2, 9, avoid=(h, hd))
         cases.append(Case(hook, f"random-{i}", {"x": m.randn(2, h, t, hd)}, "random", properties=contiguous))
     return cases
 
 
+# --- the modules ---------------------------------------------------------------------------------------
+
+PREFER_VALUE_ERROR = (
+    "Prefer `raise ValueError(...)`: python -O strips assert statements, so the check would vanish, "
+    "and a bad argument is the caller's mistake, not a bug in your code (which is what assert is for)."
+)
+
+
 def _module_cases(hook: str, m: Maker) -> list[Case]:
+    """A module hook's cases: behaviour with the reference's parameters loaded, and the module's form.
+
+    Sizes per case are written out (d_in, d_out, num_heads, head_dim, context_length, T): all different
+    and none 6, but where a case says what it needs equal.  Self-attention has no context length, and its
+    cases never mention one.
+    """
     causal = hook != "make_self_attention"
     heads = hook == "make_multihead_attention"
-    like_chapter = (_state_dict_like_chapter,)
 
-    def config(d_in: int, d_out: int, ctx: int, dropout: float = 0.0, h: int = 1, bias: bool = False) -> dict:
+    def config(d_in: int, d_out: int, ctx: int = 0, dropout: float = 0.0, h: int = 1, bias: bool = False) -> dict:
         args: dict[str, Any] = {"d_in": d_in, "d_out": d_out}
         if causal:
             args.update(context_length=ctx, dropout=dropout)
@@ -536,112 +836,175 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         args["qkv_bias"] = bias
         return args
 
-    d_in, h, hd = 5, 3, 4  # d_in != d_out, heads != tokens != head_dim
+    def sizes(d_in: int, d_out: int, t: int | None = None, ctx: int = 0, h: int = 1) -> str:
+        text = f"d_in={d_in}, d_out={d_out}"
+        if heads:
+            text += f", {h} head{'s' if h > 1 else ''}" + (f" of {d_out // h}" if d_out % h == 0 else "")
+        if t is not None:
+            text += f", T={t}"
+        if causal:
+            text += f", context_length={ctx}"
+        return text
+
+    def behaviour(name: str, what: str, cfg: dict, xs: list[torch.Tensor], **kwargs: Any) -> Case:
+        return Case(hook, name, cfg, what, module=ModuleSpec(xs, state_seed=m.seed()), **kwargs)
+
+    d_in, h, hd, ctx, t = 5, 3, 4, 11, 7
     d_out = h * hd
-    ctx, t = 11, 7  # T < context_length
     cases = [
         Case(
             hook,
-            "state-dict",
+            "names",
             config(d_in, d_out, ctx, h=h),
-            f"d_in={d_in}, d_out={d_out}, T={t} < context {ctx}",
-            module=ModuleSpec([m.randn(2, t, d_in)], state_seed=m.seed()),
-            meta=True,
-            properties=like_chapter,
+            "parameter names",
+            module=ModuleSpec([], state_seed=m.seed()),
+            dtypes=("float32",),
+            properties=(_named_like_contract,),
+            notes=(_extras_noted,),
+            structural=True,
         ),
-        Case(
-            hook,
+        behaviour(
+            "reference-weights",
+            f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
+            config(d_in, d_out, ctx, h=h),
+            [m.randn(2, t, d_in)],
+            meta=True,
+        ),
+        behaviour(
             "qkv-bias",
-            config(4, 6, 9, h=2, bias=True),
-            "qkv_bias=True",
-            module=ModuleSpec([m.randn(3, 5, 4)], state_seed=m.seed()),
-            properties=like_chapter,
+            f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}",
+            config(4, 10, 9, h=2, bias=True),
+            [m.randn(3, 3, 4)],
         ),
         Case(
             hook,
             "init-seed",
-            config(3, 2 if not heads else 4, 6, h=2),
-            "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that order",
+            config(3, 8 if heads else 2, 6, h=2),
+            "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that "
+            "order, as nn.Linear layers",
             module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
+            coincide=("T=6",) + (("T=context_length", "context_length=6") if causal else ()),
+            structural=True,
         ),
-        Case(
-            hook,
-            "T=context",
-            config(4, 6, 8, h=3),
-            "T equal to context_length",
-            module=ModuleSpec([m.randn(2, 8, 4)], state_seed=m.seed()),
-        ),
+        behaviour("T=1", f"a single token, {sizes(4, 10, 1, 9, 2)}", config(4, 10, 9, h=2), [m.randn(3, 1, 4)]),
     ]
     if not causal:
         cases.append(
-            Case(
-                hook,
-                "unbatched",
-                config(6, 4, 0),
-                "unbatched (T, d_in) input",
-                module=ModuleSpec([m.randn(5, 6)], state_seed=m.seed()),
-            )
+            behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4), [m.randn(5, 7)])
         )
     if causal:
+        cases.append(
+            behaviour(
+                "T=context",
+                f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
+                config(4, 15, 8, h=3),
+                [m.randn(2, 8, 4)],
+                coincide=("T=context_length",),
+            )
+        )
         x = m.randn(2, 9, 5)
         changed = x.clone()
         t_change = 4
         changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
         cases.append(
-            Case(
-                hook,
+            behaviour(
                 "causality",
-                config(5, 6, 10, h=2),
-                f"changing token {t_change} leaves earlier outputs alone",
-                module=ModuleSpec([x, changed], state_seed=m.seed()),
+                f"changing token {t_change} leaves earlier outputs alone, {sizes(5, 8, 9, 10, 2)}",
+                config(5, 8, 10, h=2),
+                [x, changed],
                 properties=(_causal_prefix(t_change),),
             )
         )
-        x = m.randn(2, 6, 5)
+        x = m.randn(2, 7, 5)
+        cases.append(
+            behaviour(
+                "eval-dropout",
+                f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
+                config(5, 12, 9, dropout=0.5, h=3),
+                [x, x],
+            )
+        )
+        cases.append(_training_case(hook, m))
         cases.append(
             Case(
                 hook,
-                "eval-dropout",
-                config(5, 6, 8, dropout=0.5, h=3),
-                "eval with dropout=0.5 is deterministic",
-                module=ModuleSpec([x, x], state_seed=m.seed()),
+                "mask-buffer",
+                config(d_in, d_out, ctx, h=h),
+                "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
+                module=ModuleSpec([]),
+                dtypes=("float32",),
+                properties=(_mask_is_a_buffer,),
+                structural=True,
             )
         )
     if heads:
         cases.append(
-            Case(
-                hook,
+            behaviour(
                 "one-head",
+                f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}",
                 config(4, 5, 7, h=1),
-                "num_heads = 1",
-                module=ModuleSpec([m.randn(2, 6, 4)], state_seed=m.seed()),
+                [m.randn(2, 3, 4)],
+                coincide=("d_out=head_dim",),
             )
         )
         cases.append(
             Case(
                 hook,
                 "indivisible-raises",
-                config(4, 10, 7, h=4),
-                "d_out % num_heads != 0 raises ValueError",
-                module=ModuleSpec([m.randn(1, 3, 4)]),
-                expect_error="ValueError",
+                config(5, 10, 7, h=4),
+                "d_out % num_heads != 0 raises an exception when the module is built (ValueError recommended)",
+                module=ModuleSpec([]),
+                expect_error="Exception",
+                notes=(_prefer("ValueError", PREFER_VALUE_ERROR),),
             )
         )
     for i in range(2):
         hh = m.size(2, 4)
-        dd = hh * m.size(2, 5, avoid=(hh,))
-        din = m.size(2, 9, avoid=(dd,))
-        tt = m.size(2, 8, avoid=(hh,))
+        hd = m.size(2, 5, avoid=(hh, *((CHAPTER_TOKENS // hh,) if CHAPTER_TOKENS % hh == 0 else ())))
+        dd = hh * hd
+        din = m.size(2, 9, avoid=(hh, hd, dd))
+        tt = m.size(2, 8, avoid=(hh, hd, dd, din))
+        cc = m.size(tt + 1, tt + 5, avoid=(hh, hd, dd, din))
+        batch = m.size(1, 3)
         cases.append(
-            Case(
-                hook,
+            behaviour(
                 f"random-{i}",
-                config(din, dd, tt + m.size(0, 3), h=hh),
-                "random sizes",
-                module=ModuleSpec([m.randn(m.size(1, 3), tt, din)], state_seed=m.seed()),
+                f"random sizes, {sizes(din, dd, tt, cc, hh)}",
+                config(din, dd, cc, h=hh),
+                [m.randn(batch, tt, din)],
             )
         )
     return cases
+
+
+TRAIN_SIZES = {
+    # hook: (d_in, d_out, num_heads, T, context_length, dropout): d_in > T and head_dim > T, for observable_state
+    "make_causal_attention": (8, 7, 1, 5, 9, 0.3),
+    "make_multihead_attention": (7, 15, 3, 4, 9, 0.25),
+}
+TRAIN_BATCH, TRAIN_FORWARDS = 16, 4
+"""Enough weights to count: the kept fraction's bound is six standard deviations over all of them."""
+
+
+def _training_case(hook: str, m: Maker) -> Case:
+    """Training mode: the dropped attention weights made observable (see :func:`_drops_attention_weights`)."""
+    d_in, d_out, h, t, ctx, p = TRAIN_SIZES[hook]
+    args: dict[str, Any] = {"d_in": d_in, "d_out": d_out, "context_length": ctx, "dropout": p}
+    if hook == "make_multihead_attention":
+        args["num_heads"] = h
+    args["qkv_bias"] = False
+    x = one_hot_tokens(TRAIN_BATCH, t, d_in)
+    heads = f"{h} heads of {d_out // h}, " if hook == "make_multihead_attention" else ""
+    return Case(
+        hook,
+        "train-dropout",
+        args,
+        f"training mode with dropout={p} ({heads}T={t}, {TRAIN_FORWARDS} forwards): each attention weight is "
+        "dropped or scaled by 1/(1-p), before the weights meet the values",
+        module=ModuleSpec([x] * TRAIN_FORWARDS, state_seed=m.seed(), train=True, observable=True),
+        compare_gold=False,
+        properties=(_drops_attention_weights(p, t, h),),
+    )
 
 
 def _again(case: Case, m: Maker) -> Case | None:
@@ -657,11 +1020,11 @@ def _again(case: Case, m: Maker) -> Case | None:
         args[name] = m.weights(*value.shape) if name == "weights" else m.randn(*value.shape)
     module = None
     if case.module is not None:
-        module = ModuleSpec(
-            [m.randn(*x.shape) for x in case.module.forwards],
-            state_seed=m.seed() if case.module.state_seed is not None else None,
-            init_seed=case.module.init_seed,
-            train=case.module.train,
+        spec = case.module
+        module = replace(
+            spec,
+            forwards=spec.forwards if spec.observable else [m.randn(*x.shape) for x in spec.forwards],
+            state_seed=m.seed() if spec.state_seed is not None else None,
         )
     if all(args[k] is case.args[k] for k in args) and module is None:
         return None  # nothing to refresh (e.g. causal_mask takes no tensors)
@@ -696,7 +1059,7 @@ def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
 
 
 def make_cases(seed: int) -> list[Case]:
-    """Every hidden case for ``seed``, in hookspec order."""
+    """Every hidden case for ``seed``, in hookspec order: the same shapes for every seed, the seed's values."""
     m = Maker(seed)
     by_hook = cases_by_hook(m)
     if list(by_hook) != list(HOOK_NAMES):

@@ -1,136 +1,769 @@
-"""Diagnosis: say which known mistake a failing case looks like, and give its hint.
+"""Diagnosis: name the known mistakes a submission's failing cases show, each with its hint.
 
-The catalogue (:mod:`solutions.mistakes`) is run once per grading run, in this
-trusted process, on the very inputs of every hidden case; where a mistake fails
-a case, what it did there (its output, or the error it raised) is kept as a
-*fingerprint*.  Each call gets its own copies of the inputs, so a mistake
-that writes into them changes nothing shared.  A learner's failing case that
-left the same fingerprint -- equal outputs within a loose tolerance, or the
-same error -- is named after that mistake, and the feedback shows its hint.
+Per exercise, all its cases together.  The candidates are the catalogue's
+wrong programs (:mod:`solutions.mistakes`) and the settings of the mistake
+model (:mod:`solutions.mistake_model`: one knob per mistake, up to two knobs
+at once, three where no smaller setting fits).  A candidate explains the
+submission when, on every case of the exercise the grader could judge, it does
+what the submission did: it fails exactly the cases the submission fails, the
+same way (the same outputs within a float32 tolerance; the same error with the
+same shapes, on a learner's line that shows the mistake; the same complaint),
+and passes the others.  Cases are judged in *aspects*, as the verdict checks
+them: the values (or the error), then the properties (a buffer, the
+``state_dict``), an input changed in place, the meta device (a tensor built on
+the CPU), a contract error (``ValueError`` expected); each aspect is explained
+on its own, so a submission may show one mistake in its values and another in
+its buffers.
+
+Precision over recall: the ids named are those every explaining candidate
+shares -- nothing where two different explanations fit.  Some mistakes are
+told apart only by the learner's text (:mod:`grader.instructor.learner_source`):
+an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the
+mask for ``mask-not-sliced``), a plain ``self.mask`` attribute, a ``masked_fill``
+whose result is thrown away (``mask-result-discarded``, the same numbers as
+``mask-not-applied``).
+
+Everything a candidate does is computed here, in the trusted process, on the
+case's own inputs, once per case for the whole class (:class:`Fingerprints`,
+lazily, shared by the grading threads); a submission's outputs come as bytes.
+Learner code never runs here: only our own.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from grader.instructor.replies import CallReply, ErrorInfo
-from grader.instructor.verdict import FAILED, judge_in_process
+from grader.instructor import learner_source as src
+from grader.instructor.learner_source import LearnerSource
+from grader.instructor.replies import CallReply
+from grader.instructor.verdict import FAILED, PASSED, TOLERANCES, judge_in_process
 
 LANGUAGES = ("en", "zh")
+MAX_KNOBS = 3
+"""The largest setting of the model searched: three knobs, only where no setting of one or two fits."""
+MAX_TRIPLES = 20_000
+"""Settings of three knobs a hook may have before the search stops at two (a bound on the cost, never reached)."""
+
+__all__ = [
+    "LANGUAGES",
+    "Fingerprints",
+    "HookRow",
+    "Seen",
+    "diagnose_hook",
+    "diagnose_in_process",
+    "error_sizes",
+    "hint",
+    "observe",
+]
 
 
-@dataclass
-class Fingerprint:
-    """What one catalogued mistake did on one hidden case it fails."""
-
-    mistake: str
-    exercise: str
-    outputs: list[torch.Tensor] = field(default_factory=list)
-    error: str | None = None  # the error's type and message with the numbers taken out
-    inputs_unchanged: bool = True
-    will_fail_on_gpu: bool = False
+# --- what one solution did on one trial ------------------------------------------------------------------
 
 
-def _error_key(error: ErrorInfo | None) -> str | None:
-    if not error:
-        return None
-    message = re.sub(r"\d+(\.\d+)?", "#", str(error.get("message", "")).splitlines()[0] if error.get("message") else "")
-    return f"{error.get('type')}: {message}"
+@dataclass(frozen=True)
+class Seen:
+    """One solution's outcome on one trial, as the diagnosis compares them.
+
+    ``kind``: ``pass``; ``values`` (wrong values, shape, NaN; or, on a case
+    with random outputs, whatever its properties found); ``error`` (it raised);
+    ``property``; ``mutation``; ``device`` (fails on meta as it would on a GPU);
+    ``contract`` (an expected error did not come); ``banned``; ``other`` (no
+    evidence).  The model adds ``random`` (nondeterministic where the case
+    wants it deterministic), ``predicate`` (a random output of a known form)
+    and ``any`` (fails, with values no one can predict).
+    """
+
+    kind: str
+    outputs: tuple[torch.Tensor, ...] = ()
+    error_type: str = ""
+    sizes: tuple[int, ...] = ()
+    message: str = ""
+    where: str | None = None
+    knob: str = ""  # the model's: the mistake id of the step that raised
+    test: Callable[[Sequence[torch.Tensor]], bool | None] | None = field(default=None, compare=False)
+    alternative: Seen | None = None  # the model's: what the same setting does written another (right) way
 
 
-def _fingerprint(mistake_id: str, exercise: str, reply: CallReply, outputs: dict, message: str) -> Fingerprint:
-    return Fingerprint(
-        mistake=mistake_id,
-        exercise=exercise,
-        outputs=[outputs[k] for k in sorted(outputs)],
-        error=_error_key(reply.get("error")),
-        inputs_unchanged=reply.get("inputs_unchanged", True) is not False,
-        will_fail_on_gpu=message.startswith("will fail on a GPU"),
-    )
+PASS = Seen("pass")
+OTHER = Seen("other")
+
+_VALUE_MESSAGES = re.compile(r"^(output \d+: )?(returned |values differ|NaN in the output|wrong entries)")
+
+
+def error_sizes(message: str) -> tuple[int, ...]:
+    """The sizes an error message names, sorted (``at non-singleton dimension 2`` is a position, left out)."""
+    text = re.sub(r"dimension \d+", "", message)
+    text = re.sub(r"(?<=\d)x(?=\d)", " ", text)  # 6x4: two sizes
+    return tuple(sorted(int(n) for n in re.findall(r"(?<![\w.])-?\d+(?![\w.])", text)))  # not mat1, batch2, 0.5
+
+
+def _normalised(message: str) -> str:
+    return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", message)
+
+
+def observe(trial: Any, status: str, message: str, reply: CallReply | Mapping | None, outputs: Mapping) -> Seen:
+    """What a solution did on ``trial``, from its verdict (``message`` without the case's label) and its reply."""
+    if status == PASSED:
+        return PASS
+    if status != FAILED or reply is None:
+        return OTHER
+    error = dict(reply.get("error") or {})
+    outs = tuple(outputs[k] for k in sorted(outputs) if isinstance(outputs[k], torch.Tensor))
+    if (trial.call.get("module") or {}).get("eval_too"):
+        outs = outs[:-1]  # the training forwards; the last is the module's own eval-mode answer
+    if trial.case.expect_error:
+        return Seen("contract", message=message)
+    if trial.device == "meta":
+        return Seen("device", message=message) if message.startswith("will fail on a GPU") else OTHER
+    if error:
+        text = str(error.get("message", ""))
+        return Seen("error", (), str(error.get("type", "")), error_sizes(text), text, error.get("where"))
+    if reply.get("banned"):
+        return Seen("banned", message=message)
+    if message.startswith("modified its input"):
+        return Seen("mutation", outs, message=message)
+    if _VALUE_MESSAGES.match(message) or not trial.case.compare_gold:
+        return Seen("values", outs, message=message)
+    if message.startswith("the reference's weights cannot be loaded"):
+        return OTHER
+    return Seen("property", outs, message=message)
+
+
+# --- the class-wide evidence: what each candidate does on each trial, computed once --------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A catalogued program (``setting`` None) or a setting of the model; ``ids``: the mistakes it is."""
+
+    key: str
+    hook: str
+    ids: frozenset[str]
+    setting: frozenset | None = None
+    solution: Any = None
+
+    @property
+    def size(self) -> int:
+        return len(self.setting) if self.setting is not None else 1
 
 
 class Fingerprints:
-    """The catalogued mistakes' fingerprints, computed the first time a failing case needs them.
+    """What every candidate does on every trial, computed the first time a failing case needs it.
 
-    Shared by every grading thread; only trials that some submission fails cost
-    anything.  Empty where the catalogue is not installed (no ``solutions/``).
+    Shared by every grading thread of a class; a trial no submission fails
+    costs nothing.  Empty where the catalogue is not installed (no ``solutions/``).
+    The name is the old one (a fingerprint was one mistake's output on one
+    trial); the class holds the model's outcomes too.
     """
 
-    def __init__(self, catalogue: Any = None) -> None:
-        self._by_hook: dict[str, list[tuple[Any, Any]]] = {}
-        self._cache: dict[int, list[Fingerprint]] = {}
-        self._lock = threading.Lock()
+    def __init__(self, catalogue: Iterable[Any] | None = None, model: bool = True) -> None:
+        self._programs: dict[str, list[Candidate]] = {}
+        self._seen: dict[tuple[str, int], Seen] = {}
+        self._models: dict[int, Any] = {}
+        self._keep: dict[int, Any] = {}  # the trials cached by id, kept alive so an id is never reused
+        self._lock = threading.RLock()
+        self.model = model
+        self.available = True
         try:
+            from solutions import mistake_model
             from solutions.mistakes import CATALOGUE, mistake_solution
         except ImportError:
+            self.available = False
             return
         for mistake in CATALOGUE if catalogue is None else catalogue:
             solution = mistake_solution(mistake)
             for hook in mistake.overrides:
-                self._by_hook.setdefault(hook, []).append((mistake, solution))
+                cand = Candidate(f"catalogue:{mistake.id}", hook, frozenset({mistake.id}), None, solution)
+                self._programs.setdefault(hook, []).append(cand)
+        if model:
+            for hook in sorted(mistake_model.FUNCTION_HOOKS):
+                for size in (1, 2):
+                    for setting in mistake_model.settings(hook, size):
+                        solution = mistake_model.knob_solution(hook, setting)
+                        key = "model:" + "+".join(sorted(k.name for k in setting))
+                        ids = mistake_model.ids_of(setting)
+                        self._programs.setdefault(hook, []).append(Candidate(key, hook, ids, setting, solution))
 
-    def for_trial(self, trial: Any) -> list[Fingerprint]:
-        """Fingerprints of the mistakes (overriding this trial's hook) that fail this trial."""
+    def programs(self, hook: str) -> list[Candidate]:
+        return self._programs.get(hook, [])
+
+    def program_seen(self, cand: Candidate, trial: Any) -> Seen:
+        """What a catalogued program (or a function setting of the model) does on ``trial``."""
+        key = (cand.key + "@" + cand.hook, id(trial))
         with self._lock:
-            if id(trial) in self._cache:
-                return self._cache[id(trial)]
-        found = []
-        if trial.device in ("cpu", "meta"):
-            for mistake, solution in self._by_hook.get(trial.hook, []):
-                verdict = judge_in_process(solution, trial)
-                if verdict.status == FAILED:
-                    found.append(
-                        _fingerprint(mistake.id, mistake.exercise, verdict.reply, verdict.outputs, verdict.message)
-                    )
+            if key in self._seen:
+                return self._seen[key]
+            self._keep[id(trial)] = trial
+            seen = self._judge(cand, trial)
+            self._seen[key] = seen
+            return seen
+
+    def _judge(self, cand: Candidate, trial: Any) -> Seen:
+        """The candidate's outcome; where its values hang on the global random state (its own random init, a
+        dropout in eval), what can be said of them from a few runs under other seeds."""
+
+        def run(seed: int) -> Seen:
+            torch.manual_seed(seed)
+            verdict = judge_in_process(cand.solution, trial)
+            return observe(trial, verdict.status, verdict.message, verdict.reply, verdict.outputs)
+
+        try:
+            with torch.random.fork_rng(devices=[]):
+                first = run(1)
+                if first.kind != "values" or not trial.case.compare_gold:
+                    return first
+                second = run(2)
+                if _same(first.outputs, second):
+                    return first
+                if trial.case.module is not None:  # random parameters it never loaded: nothing to compare
+                    return Seen("any")
+                return _dropped_like([first, second] + [run(seed) for seed in range(3, RANDOM_RUNS + 1)])
+        except Exception:  # noqa: BLE001 - our own candidate breaking the call: no evidence
+            return OTHER
+
+    def module_model(self, trial: Any) -> Any:
+        """The model on one module trial (:class:`ModuleTrialModel`), or None where it does not apply."""
         with self._lock:
-            return self._cache.setdefault(id(trial), found)
+            if id(trial) not in self._models:
+                self._keep[id(trial)] = trial
+                self._models[id(trial)] = ModuleTrialModel.of(trial) if self.model else None
+            return self._models[id(trial)]
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
 
 
-def _same_outputs(mine: list[torch.Tensor], theirs: list[torch.Tensor]) -> bool:
+RANDOM_RUNS = 4
+"""Runs of a candidate whose values change with the global random state, to learn what each entry can be."""
+
+
+def _dropped_like(runs: list[Seen]) -> Seen:
+    """A random candidate as what it keeps: each entry 0, or the one value it takes whenever it is kept."""
+    if any(len(r.outputs) != len(runs[0].outputs) for r in runs):
+        return OTHER
+    kept = []
+    for outs in zip(*(r.outputs for r in runs), strict=True):
+        stack = torch.stack([o.double() for o in outs])
+        nonzero = stack != 0
+        first = nonzero.float().argmax(dim=0, keepdim=True)
+        value = torch.where(nonzero.any(0), stack.gather(0, first).squeeze(0), torch.nan)
+        if not bool(torch.isclose(torch.where(nonzero, stack, value), value.expand_as(stack), equal_nan=True).all()):
+            return OTHER  # not a dropout: a kept entry takes different values
+        kept.append(value)
+    return Seen("dropped", tuple(kept), message=runs[0].message)
+
+
+def _dropped_matches(expect: Seen, seen: Seen, dtype: str) -> bool:
+    """Each of the learner's entries is 0 or the candidate's kept value (where known), and some are 0."""
+    if len(seen.outputs) != len(expect.outputs):
+        return False
+    some_dropped = False
+    for got, kept in zip(seen.outputs, expect.outputs, strict=True):
+        if got.shape != kept.shape or got.dtype == torch.bool:
+            return False
+        got = got.double()
+        known = ~torch.isnan(kept)
+        zero = got == 0
+        rtol = 1e-6 if dtype == "float64" else 2e-4
+        same = torch.isclose(got, kept.nan_to_num(0.0), rtol=rtol, atol=1e-7)
+        if not bool((zero | same | ~known).all()):
+            return False
+        some_dropped = some_dropped or bool((zero & known & (kept != 0)).any())
+    return some_dropped
+
+
+def _same(a: Sequence[torch.Tensor], b: Seen) -> bool:
+    """The very same tensors (NaN where the other has NaN)."""
+    return len(a) == len(b.outputs) and all(
+        x.shape == y.shape and x.dtype == y.dtype and (torch.equal(x, y) or _equal_nan(x, y))
+        for x, y in zip(a, b.outputs, strict=True)
+    )
+
+
+def _equal_nan(x: torch.Tensor, y: torch.Tensor) -> bool:
+    return x.is_floating_point() and bool(torch.allclose(x, y, rtol=0.0, atol=0.0, equal_nan=True))
+
+
+def _close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: str) -> bool:
+    """Whether a learner's outputs are the candidate's, within what float32 (or float64) arithmetic allows."""
     if not mine or len(mine) != len(theirs):
         return False
+    rtol, atol = (1e-6, 1e-8) if dtype == "float64" else (2e-4, 2e-5) if dtype == "float32" else (2e-2, 2e-2)
     for a, b in zip(mine, theirs, strict=True):
-        if a.shape != b.shape or a.dtype != b.dtype:
+        if a.shape != b.shape:
             return False
-        if a.dtype == torch.bool:
-            if not torch.equal(a, b):
+        if a.dtype == torch.bool or b.dtype == torch.bool:
+            if a.dtype != b.dtype or not torch.equal(a, b):
                 return False
-        elif not torch.allclose(a.double(), b.double(), rtol=1e-3, atol=1e-4, equal_nan=True):
+            continue
+        a64, b64 = a.double(), b.double()
+        scale = float(b64.nan_to_num(0.0, 0.0, 0.0).abs().max()) if b64.numel() else 0.0
+        if not torch.allclose(a64, b64, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True):
             return False
     return True
 
 
-def diagnose(
-    fingerprints: list[Fingerprint], reply: CallReply | None, outputs: dict[str, torch.Tensor], message: str
-) -> str:
-    """The id of the first known mistake whose fingerprint this failing case matches, or ``""``."""
-    if reply is None:
-        return ""
-    mine = [outputs[k] for k in sorted(outputs)]
-    error = _error_key(reply.get("error"))
-    unchanged = reply.get("inputs_unchanged", True) is not False
-    gpu = message.startswith("will fail on a GPU")
-    for fp in fingerprints:
-        if fp.will_fail_on_gpu or gpu:
-            if fp.will_fail_on_gpu and gpu:
-                return fp.mistake
-            continue
-        if fp.error is not None or error is not None:
-            if fp.error == error:
-                return fp.mistake
-            continue
-        if fp.inputs_unchanged == unchanged and _same_outputs(mine, fp.outputs):
-            return fp.mistake
-    return ""
+# --- the model on one module trial ---------------------------------------------------------------------
 
 
-def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[str, str]:
-    """``{hook: mistake id}`` for each hook of a trusted, in-process solution that looks like a known mistake.
+def _built_under(seed: int, cfg: Any, setting: Any, dtype: str) -> dict[str, torch.Tensor]:
+    """The parameters a module of the chapter's (with ``setting``) gets under ``torch.manual_seed(seed)``."""
+    from solutions import mistake_model as mm
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        built = mm.KnobModule(cfg, setting)
+    return {name: p.detach().to(getattr(torch, dtype)).double() for name, p in built.named_parameters()}
+
+
+class ModuleTrialModel:
+    """One module trial's parameters, inputs and gold, and each model setting's outcome on it (cached)."""
+
+    def __init__(self, trial: Any, cfg: Any, params: dict, mask: Any, xs: list, training: bool) -> None:
+        from solutions import mistake_model as mm
+
+        self.mm = mm
+        self.trial, self.cfg, self.params, self.mask, self.xs, self.training = trial, cfg, params, mask, xs, training
+        golds = trial.golds[:-1] if (trial.call.get("module") or {}).get("eval_too") else trial.golds
+        self.golds = [g.double() for g in golds]
+        self.shape = tuple(xs[0].shape)
+        self.repeats = [(i, j) for i in range(len(xs)) for j in range(i + 1, len(xs)) if torch.equal(xs[i], xs[j])]
+        self.init_seed: int | None = None  # the module is built under this seed, nothing loaded
+        self._cache: dict[frozenset, Seen] = {}
+
+    @classmethod
+    def of(cls, trial: Any) -> ModuleTrialModel | None:
+        from solutions import mistake_model as mm
+
+        spec, wire = trial.case.module, trial.call.get("module") or {}
+        if spec is None or trial.case.expect_error or trial.device != "cpu" or not wire.get("forwards"):
+            return None
+        if trial.hook not in mm.MODULE_HOOKS or not trial.golds:
+            return None
+        cfg = mm.ModuleConfig.of(trial.hook, trial.case.args)
+        state = wire.get("state") or {}
+        if state:
+            params = {name: trial.tensors[key].double() for name, key in state.items()}
+        elif spec.init_seed is not None:
+            params = _built_under(int(spec.init_seed), cfg, (), trial.dtype)
+        else:
+            return None
+        mask = params.pop("mask", None)
+        xs = [trial.tensors[key].double() for key in wire["forwards"]]
+        model = cls(trial, cfg, params, mask, xs, bool(wire.get("train")))
+        model.init_seed = None if state else spec.init_seed
+        return model
+
+    def seen(self, setting: frozenset) -> Seen:
+        mm = self.mm
+        key = mm.reduced(setting, self.cfg, self.shape, self.training, self.mask is not None)
+        if key not in self._cache:
+            self._cache[key] = self._compute(key)
+        return self._cache[key]
+
+    def _compute(self, setting: frozenset) -> Seen:
+        seen = self._computed(setting)
+        if seen.kind in ("error", "values") and any(k.step == "mask_size" for k in setting):
+            other = self._computed(setting, in_place=True)  # masked_fill_ cannot grow the scores to the mask
+            if other.kind != seen.kind or other.message != seen.message or not _same(seen.outputs, other):
+                return Seen(**{**seen.__dict__, "alternative": other})
+        return seen
+
+    def _computed(self, setting: frozenset, in_place: bool = False) -> Seen:
+        mm = self.mm
+        steps = mm.by_step(setting)
+        dropping = self.training and self.cfg.dropout > 0
+        if dropping and not setting:
+            return PASS
+        if not self.training and "eval_dropout" in steps:
+            return Seen("random")
+        value = steps.get("dropout", "weights") if dropping else "weights"
+        rest = frozenset(k for k in setting if k.step != "dropout")
+        params = self.params
+        if "bias" in steps:  # biases the case never loads: their values are the module's own random init
+            if self.init_seed is None:
+                return Seen("any")
+            params = _built_under(self.init_seed, self.cfg, [k for k in setting if k.step == "bias"], self.trial.dtype)
+        outs, traces = [], []
+        for x in self.xs:
+            trace: dict[str, Any] = {}
+            try:
+                with torch.no_grad():
+                    outs.append(mm.attend(params, x, self.cfg, rest, self.mask, trace=trace, in_place=in_place))
+            except mm.Raised as raised:
+                return self._raised(setting, raised, self._raised_with_grad(rest, x, in_place))
+            traces.append(trace)
+        if dropping and value == "weights" and (self._gold_like(outs) or self._reads_as_weights(outs)):
+            return PASS  # the chapter's dropout, judged on the weights the other knobs give (see the case)
+        if dropping and value != "never":
+            cfg, params = self.cfg, self.params
+
+            def test(got: Sequence[torch.Tensor]) -> bool | None:
+                if len(got) != len(traces):
+                    return None
+                try:
+                    found = [mm.dropout_explains(value, t, [y], cfg, params) for t, y in zip(traces, got, strict=True)]
+                except (RuntimeError, ValueError, IndexError):  # shapes that do not fit the traced computation
+                    return None
+                return None if None in found else all(found)
+
+            return Seen("predicate", tuple(outs), test=test)  # the outputs: eval mode, for their shapes
+        if not dropping and self._gold_like(outs):
+            return PASS
+        return Seen("values", tuple(outs))
+
+    def _reads_as_weights(self, outs: list[torch.Tensor]) -> bool:
+        from grader.instructor.cases import reads_as_weights
+
+        heads = int(self.trial.case.args.get("num_heads", 1))
+        return bool(outs) and reads_as_weights(outs[0], heads, self.trial.dtype)
+
+    def _gold_like(self, outs: list[torch.Tensor]) -> bool:
+        rtol, atol = TOLERANCES.get(self.trial.dtype, (1e-5, 1e-5))
+        return len(outs) == len(self.golds) and all(
+            o.shape == g.shape and bool(torch.allclose(o, g, rtol=rtol, atol=atol)) for o, g in zip(outs, self.golds)
+        )
+
+    def _raised_with_grad(self, setting: frozenset, x: torch.Tensor, in_place: bool) -> Any:
+        """The error with autograd on, as in the learner's process, where the parameters require grad.
+
+        matmul takes another path then, and words a shape error otherwise
+        (``mat1 and mat2 shapes cannot be multiplied`` for ``Expected size for ...``).
+        """
+        params = {name: p.clone().requires_grad_(True) for name, p in self.params.items()}
+        try:
+            with torch.enable_grad():
+                self.mm.attend(params, x, self.cfg, setting, self.mask, in_place=in_place)
+        except self.mm.Raised as raised:
+            return raised
+        return None
+
+    def _raised(self, setting: frozenset, raised: Any, with_grad: Any = None) -> Seen:
+        steps = {k.step: k for k in setting}
+        knob = steps.get("mask_size") if raised.step in ("mask", "mask_size", "softmax_again", "context") else None
+        knob = knob or steps.get(raised.step)
+        mistake = (knob.id + DOWNSTREAM if raised.step == "context" else knob.id) if knob else ""
+        text = str(raised.error)
+        seen = Seen("error", (), type(raised.error).__name__, error_sizes(text), text, knob=mistake)
+        if with_grad is not None and str(with_grad.error) != text:
+            return Seen(**{**seen.__dict__, "alternative": self._raised(setting, with_grad)})
+        return seen
+
+
+# --- rules read off the learner's text ---------------------------------------------------------------------
+
+
+@dataclass
+class HookRow:
+    """One trial of one hook for one submission: the trial and what the submission did."""
+
+    trial: Any
+    seen: Seen
+    facts: Mapping[str, Any] = field(default_factory=dict)  # the module facts of the reply, where one came
+
+
+DOWNSTREAM = "@downstream"
+"""Marks a knob whose error comes a step later: a mask of the wrong size grew the weights, and ``weights @ values``
+is what raised."""
+
+
+def _line_rule(mistake: str, line: Any, code: Any) -> bool | None:
+    """Whether the learner's failing line shows ``mistake`` (None: no rule for it)."""
+    if mistake.endswith(DOWNSTREAM):  # the line multiplies the grown weights; the code must show the mask's size
+        mistake = mistake[: -len(DOWNSTREAM)]
+        grown = {"mask-not-sliced": True, "mask-of-size-6": src.fixed_six(code)}.get(mistake)
+        return None if grown is None else bool(grown) and src.multiplies(line) and not src.uses_dot_t(line)
+    if mistake == "q-at-k-t-batched":
+        return src.uses_dot_t(line)
+    if mistake == "mask-not-sliced":
+        return src.uses_mask(line) and not src.uses_dot_t(line)
+    if mistake == "mask-of-size-6":
+        return src.uses_mask(line) and not src.uses_dot_t(line) and src.fixed_six(code)
+    return None
+
+
+def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether the hook's code shows ``mistake`` (None: no rule for it, any code will do)."""
+    buffers = {b for f in facts for b in f.get("buffers", [])}
+    if mistake == "mask-plain-attribute":
+        return src.mask_attribute(code) and "mask" not in buffers and bool(facts)
+    if mistake == "mask-made-in-forward-on-cpu":
+        return src.builds_off_device(code, "forward") and "mask" not in buffers and bool(facts)
+    if mistake in ("mask-built-on-cpu", "causal-mask-ignores-device"):
+        return src.builds_off_device(code)
+    return None
+
+
+def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
+    """Ids told apart by the text: a mask never applied because ``masked_fill``'s result was thrown away."""
+    if "mask-not-applied" in ids and src.discards_masked_fill(code):
+        return (ids - {"mask-not-applied"}) | {"mask-result-discarded"}
+    return ids
+
+
+# --- diagnosing one hook of one submission ------------------------------------------------------------------
+
+ASPECTS = ("values", "property", "mutation", "device", "contract")
+
+
+def _state(aspect: str, row: HookRow) -> str:
+    """``fail``, ``pass`` or ``unknown``: the submission on this row, in this aspect."""
+    trial, kind = row.trial, row.seen.kind
+    if aspect == "device":
+        if trial.device != "meta":
+            return "unknown"
+        return "fail" if kind == "device" else "pass" if kind == "pass" else "unknown"
+    if trial.device == "meta":
+        return "unknown"
+    if aspect == "contract":
+        if not trial.case.expect_error:
+            return "unknown"
+        return "fail" if kind == "contract" else "pass" if kind == "pass" else "unknown"
+    if trial.case.expect_error:
+        return "unknown"
+    later = {"values": ("pass", "property", "mutation"), "property": ("pass", "mutation"), "mutation": ("pass",)}
+    if kind in (("values", "error") if aspect == "values" else (aspect,)):
+        return "fail"
+    return "pass" if kind in later[aspect] else "unknown"
+
+
+def _program_explains(aspect: str, expect: Seen, row: HookRow, line_ok: bool | None) -> bool:
+    """Whether a program that did ``expect`` on this row fails it the way the submission did.
+
+    ``line_ok``: whether the submission's failing line shows the program's mistake (None: no rule for it).
+    """
+    seen, dtype = row.seen, row.trial.dtype
+    if aspect == "values":
+        if expect.kind == "any":
+            return True
+        if expect.kind == "error":
+            return _same_error(expect, seen, line_ok)
+        if expect.kind == "dropped":
+            return seen.kind == "values" and _dropped_matches(expect, seen, dtype)
+        if expect.kind != "values" or seen.kind != "values":
+            return False
+        if not row.trial.case.compare_gold:  # random values: the properties' very complaint, or the same draws
+            if not seen.message or _normalised(seen.message) != _normalised(expect.message):
+                return False
+            return seen.message == expect.message or _close(seen.outputs, expect.outputs, dtype)
+        return _close(seen.outputs, expect.outputs, dtype)
+    if expect.kind != seen.kind:
+        return False
+    if aspect == "mutation":
+        return _close(seen.outputs, expect.outputs, dtype)
+    if aspect == "device":  # the message holds the submission's own error and line: the code rules decide
+        return True
+    return _normalised(seen.message) == _normalised(expect.message)
+
+
+def _program_passes(aspect: str, expect: Seen) -> bool | None:
+    """Whether a program that did ``expect`` passes this row in ``aspect`` (None: it fails before, unknown)."""
+    if expect.kind == "pass":
+        return True
+    order = ("values", "property", "mutation")
+    if aspect in order:
+        failed_at = {"values": 0, "error": 0, "any": 0, "dropped": 0, "property": 1, "mutation": 2}.get(expect.kind, -1)
+        if failed_at < 0:
+            return None if expect.kind in ("other", "banned") else False
+        return None if failed_at < order.index(aspect) else failed_at > order.index(aspect)
+    return False if expect.kind == aspect else None
+
+
+def _same_error(expect: Seen, seen: Seen, line_ok: bool | None) -> bool:
+    """The same exception over the same sizes; a shape error needs a learner's line that shows the mistake."""
+    if seen.kind != "error" or seen.error_type != expect.error_type:
+        return False
+    if line_ok is None:  # no rule for this mistake: only the very same message (sizes and all) will do
+        return seen.message == expect.message and not expect.sizes
+    return bool(line_ok) and bool(expect.sizes) and seen.sizes == expect.sizes
+
+
+def _model_explains(expect: Seen, row: HookRow, model: ModuleTrialModel, line_ok: Callable) -> bool:
+    if expect.alternative is not None and _model_explains(expect.alternative, row, model, line_ok):
+        return True
+    seen = row.seen
+    if expect.kind == "pass" or seen.kind not in ("values", "error"):
+        return False
+    if expect.kind == "any":
+        return True
+    if expect.kind == "error":
+        return bool(expect.knob) and _same_error(expect, seen, line_ok(expect.knob))
+    if seen.kind != "values" or not seen.outputs:
+        return False
+    if expect.kind == "values":
+        return _close(seen.outputs, expect.outputs, row.trial.dtype)
+    if expect.kind == "random":
+        outs = seen.outputs
+        return any(
+            i < len(outs) and j < len(outs) and outs[i].shape == outs[j].shape and not torch.equal(outs[i], outs[j])
+            for i, j in model.repeats
+        )
+    if expect.kind == "predicate" and expect.test is not None:
+        if [o.shape for o in seen.outputs] != [o.shape for o in expect.outputs]:
+            return False
+        return expect.test(seen.outputs) is not False  # None: the weights cannot be read back; it fails, values unknown
+    return False
+
+
+def diagnose_hook(
+    hook: str, rows: Sequence[HookRow], fingerprints: Fingerprints, source: LearnerSource | None = None
+) -> dict[int, frozenset[str]]:
+    """``{row index: the mistake ids it shows}`` for one submission's rows of ``hook`` (empty: nothing to say)."""
+    if not fingerprints.available or not any(r.seen.kind not in ("pass", "other") for r in rows):
+        return {}
+    from grader.hook_table import CLASS_ALIASES
+
+    source = source or LearnerSource({})
+    code = source.hook_code(hook, CLASS_ALIASES.get(hook))
+    facts = [r.facts for r in rows if r.facts]
+
+    def line_rule(row: HookRow) -> Callable[[str], bool | None]:
+        line = source.statement_at(row.seen.where)
+        return lambda mistake: _line_rule(mistake, line, code)
+
+    named: dict[int, frozenset[str]] = {}
+    for aspect in ASPECTS:
+        states = [_state(aspect, r) for r in rows]
+        failing = [i for i, s in enumerate(states) if s == "fail"]
+        if not failing:
+            continue
+        passing = [i for i, s in enumerate(states) if s == "pass"]
+        found = _explanations(Evidence(hook, aspect, rows, failing, passing, fingerprints, line_rule))
+        found = [ids for ids in (_refined(ids, code) for ids in found) if _code_ok(ids, code, facts)]
+        if not found:
+            continue
+        shared = frozenset.intersection(*found)
+        if shared:
+            for i in failing:
+                named[i] = named.get(i, frozenset()) | shared
+    return named
+
+
+def _code_ok(ids: frozenset[str], code: Any, facts: Sequence[Mapping[str, Any]]) -> bool:
+    return all(_code_rule(mistake, code, facts) is not False for mistake in ids)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One submission's rows of one hook, seen in one aspect: what a candidate mistake must explain."""
+
+    hook: str
+    aspect: str
+    rows: Sequence[HookRow]
+    failing: list[int]
+    passing: list[int]
+    fingerprints: Fingerprints
+    line_rule: Callable[[HookRow], Callable[[str], bool | None]]
+
+
+def _explanations(ev: Evidence) -> list[frozenset[str]]:
+    """The ids of every candidate that explains this aspect of the rows, smallest settings first."""
+    found: list[frozenset[str]] = [c.ids for c in ev.fingerprints.programs(ev.hook) if _program_fits(c, ev)]
+    if ev.aspect == "values" and ev.fingerprints.model:
+        from solutions import mistake_model as mm
+
+        if ev.hook in mm.MODULE_HOOKS:
+            found += _model_search(ev, (1, 2) if found else (1, 2, 3))
+    if ev.aspect == "values" and not found and ev.hook not in MODULE_HOOK_NAMES:
+        programs = ev.fingerprints.programs(ev.hook)
+        found = [c.ids for c in programs if _program_reproduces(c, ev.rows, ev.failing, ev.fingerprints)]
+    return found
+
+
+MODULE_HOOK_NAMES = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})
+MIN_REPRODUCED_CASES = 2
+"""Distinct failing cases whose very values a program must reproduce to be named without explaining every case."""
+
+
+def _program_reproduces(
+    cand: Candidate, rows: Sequence[HookRow], failing: list[int], fingerprints: Fingerprints
+) -> bool:
+    """A function's program that gives the submission's own wrong values on most of its failing value cases.
+
+    The second chance, where no program fails exactly the submission's cases: a
+    learner's variant of a mistake often handles an edge (``p = 0``, a
+    non-contiguous input) otherwise than the catalogued program.  The same wrong
+    numbers, within float32 tolerance, on at least two distinct cases and on
+    more than half of the cases that fail with values, are the mistake at work;
+    the edges that differ are left unexplained.
+    """
+    valued = [i for i in failing if rows[i].seen.kind == "values" and rows[i].trial.case.compare_gold]
+    matched = [
+        i
+        for i in valued
+        if (expect := fingerprints.program_seen(cand, rows[i].trial)).kind == "values"
+        and _close(rows[i].seen.outputs, expect.outputs, rows[i].trial.dtype)
+    ]
+    cases = {rows[i].trial.case.name for i in matched}
+    return len(cases) >= MIN_REPRODUCED_CASES and 2 * len(matched) > len(valued)
+
+
+def _program_fits(cand: Candidate, ev: Evidence) -> bool:
+    """Whether a program fails each failing row the submission's way and passes each passing row, in the aspect."""
+    aspect, rows, fingerprints = ev.aspect, ev.rows, ev.fingerprints
+
+    def line_ok(row: HookRow) -> bool | None:
+        rule = ev.line_rule(row)
+        known = [ok for ok in (rule(mistake) for mistake in sorted(cand.ids)) if ok is not None]
+        return any(known) if known else None
+
+    specific = False
+    for i in ev.failing:
+        expect = fingerprints.program_seen(cand, rows[i].trial)
+        if not _program_explains(aspect, expect, rows[i], line_ok(rows[i]) if expect.kind == "error" else None):
+            return False
+        specific = specific or expect.kind != "any"
+    if not specific:  # "fails, values unknown" everywhere is no evidence
+        return False
+    for i in ev.passing:
+        if _program_passes(aspect, fingerprints.program_seen(cand, rows[i].trial)) is False:
+            return False
+    return True
+
+
+def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
+    """The ids of the model's settings that explain the values: one and two knobs, then three if none did."""
+    from solutions import mistake_model as mm
+
+    hook, rows, fingerprints, line_rule = ev.hook, ev.rows, ev.fingerprints, ev.line_rule
+    models = {i: fingerprints.module_model(rows[i].trial) for i in ev.failing + ev.passing}
+    failing = [i for i in ev.failing if models[i] is not None]
+    passing = [i for i in ev.passing if models[i] is not None]
+    if not failing:
+        return []
+    rules = {i: line_rule(rows[i]) for i in failing}
+    for group in ((1, 2), (3,)):
+        wanted = [size for size in group if size in sizes]
+        if not wanted:
+            continue
+        candidates = [s for size in wanted for s in mm.settings(hook, size)]
+        if 3 in wanted and len(candidates) > MAX_TRIPLES:
+            return []
+        with fingerprints.lock:
+            for i in failing:
+                candidates = [s for s in candidates if _model_explains(models[i].seen(s), rows[i], models[i], rules[i])]
+                if not candidates:
+                    break
+            for i in passing:
+                candidates = [s for s in candidates if models[i].seen(s).kind == "pass"]
+            candidates = [s for s in candidates if any(models[i].seen(s).kind != "any" for i in failing)]
+        if candidates:
+            return [mm.ids_of(s) for s in candidates]
+    return []
+
+
+# --- in process: attnkit check ---------------------------------------------------------------------------
+
+
+def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[str, tuple[str, ...]]:
+    """``{hook: mistake ids}`` for each failing hook of a trusted, in-process solution that shows known mistakes.
 
     For ``attnkit check`` and the notebooks' check cells in the instructor's kit
     (a learner's kit has no ``grader/instructor/``, so no hints): trusted code,
@@ -144,23 +777,52 @@ def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[
     from grader.instructor.suite import build_suite
 
     fingerprints = Fingerprints()
-    found: dict[str, str] = {}
+    source = _source_of(solution, hooks)
+    rows: dict[str, list[HookRow]] = {}
     for trial in build_suite(seed, ("cpu", "meta")).trials:
-        if trial.hook not in hooks or trial.hook in found or not (known := fingerprints.for_trial(trial)):
+        if trial.hook not in hooks:
             continue
         try:
             verdict = judge_in_process(solution, trial)
         except Exception:  # a learner's module that breaks the call itself; nothing to compare
             continue
-        if verdict.status == FAILED:
-            mistake = diagnose(known, verdict.reply, verdict.outputs, verdict.message)
-            if mistake:
-                found[trial.hook] = mistake
+        seen = observe(trial, verdict.status, verdict.message, verdict.reply, verdict.outputs)
+        rows.setdefault(trial.hook, []).append(HookRow(trial, seen, dict(verdict.reply.get("module") or {})))
+    found = {}
+    for hook, hook_rows in rows.items():
+        named = diagnose_hook(hook, hook_rows, fingerprints, source)
+        ids = sorted(frozenset().union(*named.values())) if named else []
+        if ids:
+            found[hook] = tuple(ids)
     return found
 
 
+def _source_of(solution: Any, hooks: list[str]) -> LearnerSource:
+    """The text of a solution loaded in this process, keyed as its errors' ``where`` names files."""
+    import inspect
+    import os
+
+    files: dict[str, str] = {}
+    places: dict[str, str] = {}
+    for hook in hooks:
+        fn = solution.functions.get(hook)
+        if fn is None:
+            continue
+        target = getattr(fn, "__init__", fn) if inspect.isclass(fn) else fn
+        try:
+            path = inspect.getsourcefile(inspect.unwrap(target)) or ""
+            line = inspect.unwrap(target).__code__.co_firstlineno
+            rel = os.path.relpath(path)
+            with open(path, encoding="utf-8") as fh:
+                files[rel] = fh.read()
+        except (TypeError, AttributeError, ValueError, OSError):
+            continue
+        places[hook] = f"{rel}:{line}"
+    return LearnerSource(files, places)
+
+
 def hint(mistake_id: str, lang: str = "en") -> tuple[str, str]:
-    """``(description, hint)`` of a catalogued mistake, the hint in ``lang`` (en or zh)."""
+    """``(description, hint)`` of a known mistake, the hint in ``lang`` (en or zh)."""
     from solutions.mistakes import by_id
 
     if lang not in LANGUAGES:

@@ -33,7 +33,8 @@ The out folder is one class, and the gradebook says what that class is:
 Schema version 2 added ``submissions.review`` and ``submissions.notes``; a
 version-1 gradebook gets the two columns (empty lists) when it is opened.
 Version 3 added the ``figures`` table (an older gradebook gets it, empty).
-Version 4 added ``submissions.files``, ``submissions.output`` and the
+Version 4 added ``submissions.files``, ``submissions.output``, ``results.note``
+(a note on a case, for no points; empty in an older gradebook) and the
 ``class_settings`` table; an older gradebook's class takes the conditions of
 its latest run (:meth:`Gradebook.class_settings`).
 """
@@ -101,6 +102,7 @@ CREATE TABLE IF NOT EXISTS results (
     message TEXT NOT NULL,
     seconds REAL NOT NULL,
     mistake TEXT NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
     FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
 );
 CREATE INDEX IF NOT EXISTS results_by_submission ON results(run_id, student);
@@ -126,7 +128,8 @@ ADDED_COLUMNS = {
         ("notes", "TEXT NOT NULL DEFAULT '[]'"),
         ("files", "TEXT NOT NULL DEFAULT '{}'"),
         ("output", "TEXT NOT NULL DEFAULT ''"),
-    )
+    ),
+    "results": (("note", "TEXT NOT NULL DEFAULT ''"),),
 }
 """Columns added since version 1, added to an older gradebook when it is opened."""
 
@@ -275,6 +278,7 @@ class Gradebook:
                 r.message,
                 float(r.seconds),
                 r.mistake,
+                r.note,
             )
             for r in results
         ]
@@ -306,7 +310,7 @@ class Gradebook:
                 )
                 self._conn.executemany(
                     "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
-                    " mistake) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mistake, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._conn.executemany(
@@ -319,7 +323,7 @@ class Gradebook:
 
     def _results(self, run_id: int, student: str) -> list[CaseResult]:
         rows = self._conn.execute(
-            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake FROM results"
+            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake, note FROM results"
             " WHERE run_id = ? AND student = ? ORDER BY rowid",
             (run_id, student),
         ).fetchall()

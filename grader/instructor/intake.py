@@ -89,7 +89,7 @@ from grader.handin import (
     text_problem,
     too_big,
 )
-from grader.hook_table import CLASS_ALIASES
+from grader.hook_table import CLASS_NAMES
 from grader.instructor.review_flags import scan_files
 from grader.instructor.roster import Roster, RosterEntry
 from grader.notebooks import notebook_to_source
@@ -627,7 +627,7 @@ def _hooks_defined(path: Path) -> set[str]:
     return names & _HOOKISH
 
 
-_HOOKISH = frozenset(HOOK_NAMES) | frozenset(CLASS_ALIASES.values())
+_HOOKISH = frozenset(HOOK_NAMES) | frozenset(n for names in CLASS_NAMES.values() for n in names)
 
 
 # --- what a folder is: a class, or one submission ----------------------------------------------

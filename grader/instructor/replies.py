@@ -186,15 +186,22 @@ RESULT = Record(
     },
     required=("type",),
 )
+PARAMETER_FACT = Record(
+    {"name": NAME, "shape": Items(Number(maximum=2**48, whole=True), MAX_DIMS)}, required=("name", "shape")
+)
 MODULE_FACTS = Record(
     {
         "state_dict_keys": Items(NAME, 1024),
         "buffers": Items(NAME, 1024),
-        "missing_keys": Items(NAME, 1024),
-        "unexpected_keys": Items(NAME, 1024),
+        "parameters": Items(PARAMETER_FACT, 1024),
+        "loaded_by": Maybe(Text(20)),
         "mask_device": Maybe(Text(100)),
     }
 )
+"""What a module case reports of the learner's module (``grader.child_runtime._run_module``): its parameters
+(name and shape, in creation order), buffers, ``state_dict`` keys, the mask buffer's device after
+``.to(device)``, and how the reference's parameters were loaded: ``name``, ``order`` or ``none``
+(``grader.child_runtime.map_parameters``), absent where the case loads nothing."""
 CALL_REPLY = Record(
     {
         "id": Number(maximum=2**31, whole=True),
@@ -253,11 +260,16 @@ class ResultInfo(_ResultType, total=False):
     contiguous: bool
 
 
+class ParameterFact(TypedDict):
+    name: str
+    shape: list[int]
+
+
 class ModuleFacts(TypedDict, total=False):
     state_dict_keys: list[str]
     buffers: list[str]
-    missing_keys: list[str]
-    unexpected_keys: list[str]
+    parameters: list[ParameterFact]
+    loaded_by: str | None
     mask_device: str | None
 
 
@@ -324,10 +336,12 @@ HELLO_CAPS = Caps(HEADER_BYTES, 0)
 
 
 def output_count(call: dict[str, Any]) -> int:
-    """How many values a call returns: one per forward of a module, else one per repeat and per extra call."""
+    """How many values a call returns: one per forward of a module (and its eval-mode one where the call asks),
+    else one per repeat and per extra call."""
     module = call.get("module")
     if module is not None:
-        return len(module.get("forwards", []))
+        forwards = len(module.get("forwards", []))
+        return forwards + (1 if module.get("eval_too") and forwards else 0)
     return int(call.get("repeat", 1)) + len(call.get("also", []))
 
 
@@ -367,6 +381,7 @@ TYPED_REPLIES.update(
     {
         "error": (ERROR, ErrorInfo),
         "result": (RESULT, ResultInfo),
+        "parameter": (PARAMETER_FACT, ParameterFact),
         "module": (MODULE_FACTS, ModuleFacts),
         "call": (CALL_REPLY, CallReply),
         "hook": (HOOK_FOUND, HookFound),

@@ -215,9 +215,10 @@ class Problem:
 
     message: str
     cases: list[str] = field(default_factory=list)
-    mistake: str = ""
-    description: str = ""  # the known mistake's one-line description
+    mistake: str = ""  # the known mistakes these cases show: ids, comma-separated (CaseResult.mistake)
+    description: str = ""  # a known mistake's one-line description (an entry of ExerciseReport.known_mistakes)
     hint: str = ""  # and its hint, in the report's language
+    hints: dict[str, tuple[str, str]] = field(default_factory=dict)  # each id of ``mistake``: (description, hint)
 
     @property
     def count(self) -> int:
@@ -231,8 +232,6 @@ class Problem:
 
     def line(self, kind: str) -> str:
         text = one_line(self.message or f"{kind} (no message)")
-        if self.mistake and self.mistake not in text:
-            text += f" [looks like the known mistake '{self.mistake}'" + (f": {self.hint}" if self.hint else "") + "]"
         cases = "case" if self.count == 1 else "cases"
         return f"{kind.upper()} ({self.count} {cases}: {self.where}): {text}"
 
@@ -247,6 +246,7 @@ class ExerciseReport:
     all_or_nothing: bool
     failures: list[Problem]
     skips: list[Problem]
+    notes: list[Problem] = field(default_factory=list)  # notes on cases (CaseResult.note): for no points
     figures: list[tuple[str, str]] = field(default_factory=list)  # (file name, base64 PNG) of each heatmap
     figure_notes: list[str] = field(default_factory=list)  # "heatmap not drawn: …" where a heatmap failed
 
@@ -268,10 +268,15 @@ class ExerciseReport:
 
     def output_lines(self) -> list[str]:
         lines = [p.line(FAILED) for p in self.failures] + [p.line(SKIPPED) for p in self.skips]
+        lines[:0] = [  # each known mistake once per exercise, before the failures that show it
+            f"Looks like the known mistake '{k.mistake}'" + (f": {k.hint}" if k.hint else "")
+            for k in self.known_mistakes
+        ]
         if self.note:
             lines.insert(0, self.note[0].upper() + self.note[1:] + ".")
         if not lines and self.counts.ran:
             lines.append("The case passed." if self.counts.passed == 1 else f"All {self.counts.passed} cases passed.")
+        lines += [p.line("note") for p in self.notes]
         if len(lines) > MAX_OUTPUT_LINES:
             rest = len(lines) - (MAX_OUTPUT_LINES - 1)
             lines = lines[: MAX_OUTPUT_LINES - 1] + [f"… and {rest} more (see feedback.html)"]
@@ -282,10 +287,8 @@ class ExerciseReport:
         """One entry per known mistake the failures look like (its id, description and hint), in order."""
         seen: dict[str, Problem] = {}
         for p in self.failures:
-            if p.mistake and p.mistake not in seen:
-                seen[p.mistake] = Problem("", [], p.mistake, p.description, p.hint)
-            if p.mistake:
-                seen[p.mistake].cases.extend(p.cases)
+            for mistake, (description, hint) in p.hints.items():
+                seen.setdefault(mistake, Problem("", [], mistake, description, hint)).cases.extend(p.cases)
         return list(seen.values())
 
     @property
@@ -353,8 +356,17 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
             problem = found.setdefault(key, Problem(message, [], r.mistake))
             problem.cases.append(case_label(r.case, r.device, r.dtype))
     for problem in found.values():
-        if problem.mistake:
-            problem.description, problem.hint = _hint(problem.mistake, lang)
+        problem.hints = {m: _hint(m, lang) for m in problem.mistake.split(",") if m}
+    return list(found.values())
+
+
+def _notes(results: Iterable[CaseResult]) -> list[Problem]:
+    """Each distinct note on a case (``CaseResult.note``) and the cases it came with, in order."""
+    found: dict[str, Problem] = {}
+    for r in results:
+        if r.note and r.status != SKIPPED:
+            note = clip(inert(r.note).strip())
+            found.setdefault(note, Problem(note)).cases.append(case_label(r.case, r.device, r.dtype))
     return list(found.values())
 
 
@@ -418,6 +430,7 @@ def student_report(
                 all_or_nothing=hook in rubric.all_or_nothing,
                 failures=_problems(mine, FAILED, run_info.get("lang", "en")),
                 skips=_problems(mine, SKIPPED),
+                notes=_notes(mine),
                 figures=[],
             )
         )
@@ -718,6 +731,8 @@ def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree
                 counts["failures"] += 1
                 failure = ET.SubElement(case, "failure", message=xml_safe(one_line(message or "failed")))
                 failure.text = xml_safe(clip(message + (f"\nknown mistake: {r.mistake}" if r.mistake else "")))
+            if r.note:  # after skipped/failure, as JUnit's schema orders a testcase's children
+                ET.SubElement(case, "system-out").text = xml_safe(clip("note: " + inert(r.note)))
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value

@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from grader.hook_table import CLASS_ALIASES
-from grader.instructor.diagnosis import diagnose
+from grader.hook_table import CLASS_NAMES
+from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
 from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure
 from grader.instructor.intake import Submission
+from grader.instructor.learner_source import LearnerSource
 from grader.instructor.replies import (
     LOAD_CAPS,
     CallReply,
@@ -42,7 +43,7 @@ from grader.instructor.replies import (
 )
 from grader.instructor.sandbox import OUTPUT_KEPT, Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
-from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, judge
+from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
 
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
@@ -109,7 +110,7 @@ class _Session:
                 raise ChildGone(f"stopped after {MAX_RESTARTS} restarts of the learner's process")
             self.child = self.template.spawn(self.limits, self.gpu, deadline=self.deadline)
             sub = self.submission
-            hooks = {"hooks": list(HOOK_NAMES), "aliases": CLASS_ALIASES}  # the runtime imports nothing of the kit
+            hooks = {"hooks": list(HOOK_NAMES), "aliases": CLASS_NAMES}  # the runtime imports nothing of the kit
             self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, **hooks})
             header, _ = receive(self.child, self.limits.load_seconds, LOAD_CAPS)
             try:
@@ -220,8 +221,9 @@ def grade_submission(
     learner process at a time.  Every child of the submission shares one
     deadline, ``limits.submission_seconds`` from now.  Devices in
     ``suite.skipped`` (and cuda where no GPU is visible) are skipped with
-    their reason.  Failing cases are matched against the suite's fingerprints
-    of known mistakes; the first failing weights case of each hook becomes a
+    their reason.  Each exercise's failing cases are diagnosed together, with
+    the submission's own text (:func:`grader.instructor.diagnosis.diagnose_hook`);
+    the first failing weights case of each hook becomes a
     :class:`~grader.instructor.heatmaps.Figure`.
     """
     limits = limits or Limits()
@@ -249,7 +251,9 @@ def grade_submission(
                 done.update(_grade_on_gpu(session, gpu, {i: suite.batches[i] for i in on_gpu}, verdicts))
     finally:
         session.close()
-    return Outcome(submission, [result for i in sorted(done) for result in done[i]], verdicts.figures, stats)
+    results = [result for i in sorted(done) for result in done[i]]
+    source = LearnerSource.of(submission.files, (session.load_reply or {}).get("hooks"))
+    return Outcome(submission, verdicts.named(results, source), verdicts.figures, stats)
 
 
 def _load(session: _Session) -> str:
@@ -350,27 +354,54 @@ def _read_reply(
 
 @dataclass
 class _Verdicts:
-    """Judges one submission's checked replies; keeps the first failing weights case of each hook as a figure."""
+    """Judges one submission's checked replies; keeps the first failing weights case of each hook as a figure,
+    and what each trial did, for the diagnosis of each exercise once all its cases are in (:meth:`named`)."""
 
     student: str
     reveal: bool
     fingerprints: Any  # a diagnosis.Fingerprints, or None
     figures: dict[str, Figure] = field(default_factory=dict)
+    rows: dict[str, list[tuple[str, HookRow]]] = field(default_factory=dict)  # hook -> (test name, row)
 
     def judge(self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor]) -> CaseResult:
         """The case's result; a failure of the judging itself fails the case with the reason."""
         try:
             status, message = judge(trial, reply, outputs, reveal=self.reveal)
-            mistake = ""
+            note = case_note(trial, reply) if status != SKIPPED else ""
+            mistake = ""  # named once the exercise's every case is in (named)
             if status == FAILED:
-                known = self.fingerprints.for_trial(trial) if self.fingerprints else []
-                mistake = diagnose(known, reply, outputs, message)
                 self._keep_figure(trial, outputs.get("out0"))
+            self._keep_row(trial, status, message, reply, outputs)
         except Exception as exc:  # extreme values, odd tensors: this case fails, the class goes on
             status, message, mistake = FAILED, f"the grader could not judge what came back ({type(exc).__name__})", ""
+            note = ""
         if message and trial.case.what:
             message = f"{trial.case.what}: {message}"
-        return _result(self.student, trial, status, message, reply.get("seconds", 0.0), mistake)
+        result = _result(self.student, trial, status, message, reply.get("seconds", 0.0), mistake)
+        return dataclasses.replace(result, note=note) if note else result
+
+    def _keep_row(self, trial: Any, status: Status, message: str, reply: CallReply, outputs: dict) -> None:
+        if self.fingerprints is None:
+            return
+        seen = observe(trial, status, message, reply, outputs if status == FAILED else {})
+        row = HookRow(trial, seen, dict(reply.get("module") or {}))
+        name = _result(self.student, trial, status, message).test_name
+        self.rows.setdefault(trial.hook, []).append((name, row))
+
+    def named(self, results: list[CaseResult], source: LearnerSource) -> list[CaseResult]:
+        """``results`` with the known mistakes each exercise shows named on the failing cases that show them."""
+        mistakes: dict[str, str] = {}
+        for hook, kept in self.rows.items():
+            try:
+                found = diagnose_hook(hook, [row for _, row in kept], self.fingerprints, source)
+            except Exception as exc:  # a diagnosis is never worth a grade
+                log.warning("%s: no diagnosis of %s (%s: %s)", self.student, hook, type(exc).__name__, exc)
+                continue
+            for i, ids in found.items():
+                mistakes[kept[i][0]] = ",".join(sorted(ids))
+        if not mistakes:
+            return results
+        return [dataclasses.replace(r, mistake=mistakes.get(r.test_name, r.mistake)) for r in results]
 
     def _keep_figure(self, trial: Any, got: torch.Tensor | None) -> None:
         if trial.hook not in WEIGHT_HOOKS or trial.hook in self.figures or not trial.golds or got is None:

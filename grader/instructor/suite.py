@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import save as save_tensors
 
 from grader import hook_table
-from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases
+from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases, observable_state
 from grader.registry import HOOK_NAMES, Solution, load_solution
 
 
@@ -79,20 +79,35 @@ def _gold_args(case: Case, inputs: dict[str, Any], seed: int | None = None) -> d
 
 
 def _module_gold(reference: Solution, case: Case, dtype: str) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """The gold outputs of a module case and the parameters it sends (``{}`` where it sends none).
+
+    The reference is built under the case's seed; with a ``state_seed`` its parameters -- never its
+    buffers -- are what the learner's module gets (set by :func:`observable_state` for an observable
+    case), rounded to ``dtype``, and the gold is computed from those very values.  The gold is always
+    the reference in eval mode: for a training case, the weights that dropout must drop or scale.
+    """
     spec = case.module
     if spec is None:
         raise ValueError(f"{case.hook}[{case.name}] is not a module case: it has no ModuleSpec")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.init_seed if spec.init_seed is not None else (spec.state_seed or 0))
         module = reference.call(case.hook, **case.args)
-    state = {} if spec.init_seed is not None else {k: _cast(v, dtype) for k, v in module.state_dict().items()}
+    params: dict[str, torch.Tensor] = {}
+    if spec.state_seed is not None:
+        params = {name: value.detach() for name, value in module.named_parameters()}
+        if spec.observable:
+            tokens = spec.forwards[0].shape[-2]
+            params = observable_state(params, tokens, int(case.args.get("num_heads", 1)), spec.state_seed)
+        params = {name: _cast(value, dtype) for name, value in params.items()}
     module = module.double()
-    if state:  # the learner gets the weights rounded to ``dtype``; so does the gold
-        module.load_state_dict({k: v.double() if v.is_floating_point() else v for k, v in state.items()})
-    module.train(spec.train)
     with torch.no_grad():
+        for name, value in params.items():  # the learner gets the weights rounded to ``dtype``; so does the gold
+            module.get_parameter(name).copy_(value.double())
+        module.eval()
         golds = [module(_cast(x, dtype).double()) for x in spec.forwards]
-    return golds, state
+    if spec.train and golds:  # the call's last answer: the first forward again, in eval mode
+        golds.append(golds[0])
+    return golds, params
 
 
 def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict, dict, list, dict]:
@@ -131,6 +146,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
             "init_seed": case.module.init_seed,
             "state": {key: f"{prefix}.state.{key}" for key in state},
             "train": case.module.train,
+            "eval_too": case.module.train,  # the training cases read the module's own eval-mode weights too
             "forwards": forwards,
         }
     elif case.expect_error is None:

@@ -30,6 +30,8 @@ __all__ = [
     "Status",
     "case_id",
     "case_label",
+    "case_note",
+    "contract_parameters",
     "judge",
     "judge_in_process",
     "own_inputs",
@@ -72,6 +74,7 @@ class CaseResult:
     message: str = ""
     seconds: float = 0.0
     mistake: str = ""  # the id of a catalogued mistake whose output matched, if any
+    note: str = ""  # worth telling the learner, for no points (an accepted assert, an extra buffer), any status
 
     @property
     def test_name(self) -> str:
@@ -156,19 +159,48 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
     return None
 
 
+def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """``(name, shape)`` of the reference's parameters a module trial sends, in creation order (``[]``: none)."""
+    state = (trial.call.get("module") or {}).get("state") or {}
+    return [(name, tuple(int(s) for s in trial.tensors[key].shape)) for name, key in state.items()]
+
+
+def _listed(parameters: Any) -> str:
+    """``W_query.weight (12, 5), W_query.bias (12,)``: names and shapes, written as torch writes a shape."""
+    return ", ".join(f"{name} {tuple(int(s) for s in shape)}" for name, shape in parameters) or "none"
+
+
+def _unloadable(trial: Any, module: dict[str, Any]) -> str:
+    """Why the reference's parameters could not be loaded into a learner's module, naming every parameter."""
+    mine = [(p.get("name", "?"), p.get("shape", [])) for p in module.get("parameters", [])]
+    return (
+        f"the reference's weights cannot be loaded into your module: its parameters are {_listed(mine)}; "
+        f"the contract's are {_listed(contract_parameters(trial))}. They match neither by name, nor by the "
+        "roles the names give (Wq, w_key, value_proj…), nor one by one in creation order and shape (a stacked "
+        "nn.Linear(d_in, 3 * d_out) counts as three), so no case can run your module with the reference's weights"
+    )
+
+
+def _error_text(kind: str, text: str, whole: bool) -> str:
+    """``raised Kind: message``: its first line, or every line (a module's ``load_state_dict`` lists every key)."""
+    lines = [line.strip() for line in f"raised {kind}: {text}".splitlines() if line.strip()]
+    return " · ".join(lines) if whole else lines[0]
+
+
 def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = False) -> tuple[Status, str]:
     """The status and message of one trial, from what the learner's process sent back (a checked reply)."""
     case = trial.case
     error: dict[str, Any] = dict(reply.get("error") or {})
     kind, text = str(error.get("type", "an exception")), str(error.get("message", ""))
     if case.expect_error:
+        wanted = "an exception" if case.expect_error == "Exception" else case.expect_error
         if error and case.expect_error in error.get("mro", []):
             return PASSED, ""
         if error:
-            return FAILED, f"should raise {case.expect_error} ({case.what}), raised {kind}: {text}"
-        return FAILED, f"should raise {case.expect_error} ({case.what}), returned normally"
+            return FAILED, f"should raise {wanted} ({case.what}), raised {kind}: {text}"
+        return FAILED, f"should raise {wanted} ({case.what}), returned normally"
     if error:
-        message = f"raised {kind}: {text}".splitlines()[0]
+        message = _error_text(kind, text, whole=case.module is not None)
         if error.get("where"):
             message += f" (at {error['where']})"
         if trial.device == "meta":
@@ -182,6 +214,9 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
     banned = reply.get("banned") or []
     if banned:
         return FAILED, f"uses {', '.join(banned)}: {row(trial.hook).why_banned or 'not allowed here'}"
+    module = dict(reply.get("module") or {})
+    if case.module is not None and module.get("loaded_by") == "none":
+        return FAILED, _unloadable(trial, module)
     described = reply.get("results") or []
     if len(described) < len(trial.golds):
         return FAILED, "returned nothing"
@@ -229,6 +264,12 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
     return PASSED, ""
 
 
+def case_note(trial: Any, reply: CallReply) -> str:
+    """What the case's notes (``Case.notes``) say about this reply, ``""`` for nothing: shown, worth no points."""
+    notes = [note(trial, dict(reply)) for note in getattr(trial.case, "notes", ())]
+    return "; ".join(n for n in notes if n)
+
+
 # --- trusted code, judged in this process -----------------------------------------------------------
 
 
@@ -240,6 +281,7 @@ class InProcessVerdict:
     message: str
     reply: CallReply
     outputs: dict[str, Any]
+    note: str = ""
 
 
 def own_inputs(trial: Any) -> dict[str, Any]:
@@ -265,4 +307,5 @@ def judge_in_process(solution: Any, trial: Any) -> InProcessVerdict:
         raw, outputs = call_hook(solution.functions, dict(trial.call, id=0), own_inputs(trial))
     reply = cast("CallReply", raw)  # trusted code's reply, as the child runtime builds it
     status, message = judge(trial, reply, outputs)
-    return InProcessVerdict(status, message, reply, outputs)
+    note = case_note(trial, reply) if status != SKIPPED else ""
+    return InProcessVerdict(status, message, reply, outputs, note)

@@ -1,0 +1,262 @@
+"""What a learner's own text shows: the line a failing case stopped at, and the code of each exercise.
+
+The trusted side holds the submission's text (``Submission.files``), where the
+learner's process found each hook (``file:line``, from the load reply) and, for
+a case that raised, the deepest learner frame (``file:line``, from the call
+reply).  The diagnosis reads facts off that text here, with :mod:`ast`, to tell
+apart mistakes no output can (a ``masked_fill`` whose result is thrown away is
+the same function as a mask never applied) and to confirm what an error's
+shapes suggest (``.T`` on the failing line).  Nothing here runs learner code,
+and a text that does not parse, or a place that does not exist, is simply no
+evidence.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "LearnerSource",
+    "builds_off_device",
+    "discards_masked_fill",
+    "fixed_six",
+    "mask_attribute",
+    "multiplies",
+    "uses_dot_t",
+    "uses_mask",
+]
+
+SUBMISSION_ROOT = "submission/"
+"""The folder the learner's process writes the files into: ``where`` of an error is relative to its parent."""
+
+MAX_PARSED_CHARS = 2_000_000
+CONSTRUCTORS = frozenset({"ones", "zeros", "full", "empty", "eye", "arange", "tensor", "rand", "randn", "tril", "triu"})
+"""Calls that make a new tensor (``torch.tril(torch.ones(...))``: the inner call decides the device)."""
+NEW_TENSORS = CONSTRUCTORS - {"tril", "triu"}
+
+Node = ast.AST
+_PARSE_LOCK = threading.Lock()
+"""ast.parse is not safe in two threads at once on CPython 3.11 ("AST constructor recursion depth mismatch")."""
+
+
+@dataclass
+class LearnerSource:
+    """One submission's text: ``files`` (relative path -> text) and ``hooks`` (hook -> ``path:line`` it is at)."""
+
+    files: Mapping[str, str]
+    hooks: Mapping[str, str] = field(default_factory=dict)
+    _trees: dict[str, ast.Module | None] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, files: Mapping[str, str] | None, hooks: Mapping[str, Any] | None) -> LearnerSource:
+        """From ``Submission.files`` and the load reply's ``hooks`` (``{hook: {"where": "path:line", ...}}``)."""
+        where = {h: str(info.get("where", "")) for h, info in (hooks or {}).items() if isinstance(info, Mapping)}
+        return cls(dict(files or {}), where)
+
+    def tree(self, path: str) -> ast.Module | None:
+        if path not in self._trees:
+            text = self.files.get(path)
+            try:
+                with _PARSE_LOCK:
+                    parsed = ast.parse(text) if text is not None and len(text) <= MAX_PARSED_CHARS else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                parsed = None
+            self._trees[path] = parsed
+        return self._trees[path]
+
+    def _place(self, where: str | None) -> tuple[str, int] | None:
+        """``(path, line)`` of a ``file:line`` the learner's process reported, if it names one of the files."""
+        if not where or ":" not in where:
+            return None
+        path, _, line = where.rpartition(":")
+        path = path[len(SUBMISSION_ROOT) :] if path.startswith(SUBMISSION_ROOT) else path
+        if path not in self.files or not line.isdigit():
+            return None
+        return path, int(line)
+
+    def statement_at(self, where: str | None) -> ast.stmt | None:
+        """The innermost simple statement that holds line ``where`` (``file:line``), or None."""
+        place = self._place(where)
+        tree = self.tree(place[0]) if place else None
+        if tree is None or place is None:
+            return None
+        line = place[1]
+        found: ast.stmt | None = None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.stmt) and not _compound(node):
+                if node.lineno <= line <= (node.end_lineno or node.lineno):
+                    if found is None or node.lineno >= found.lineno:
+                        found = node
+        return found
+
+    def hook_code(self, hook: str, class_name: str | None = None) -> Node | None:
+        """The class (or function) the learner's process adopted for ``hook``, or None where it cannot be told.
+
+        By the ``file:line`` the load reply gave (a class's ``__init__``, or the
+        function), else by the chapter's class name where exactly one class has it.
+        """
+        place = self._place(self.hooks.get(hook))
+        if place is not None and (tree := self.tree(place[0])) is not None:
+            at = [
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.lineno <= place[1] <= (n.end_lineno or n.lineno)
+            ]
+            classes = [n for n in at if isinstance(n, ast.ClassDef)]
+            if classes:
+                return max(classes, key=lambda n: n.lineno)
+            functions = [n for n in at if isinstance(n, ast.FunctionDef)]
+            if functions:
+                fn = min(functions, key=lambda n: n.lineno)
+                return self._returned_class(fn) or fn
+        if class_name:
+            named = [n for n in self._nodes() if _is_class(n, class_name)]
+            if len(named) == 1:
+                return named[0]
+        return None
+
+    def _returned_class(self, fn: ast.FunctionDef) -> ast.ClassDef | None:
+        """The class a ``make_*`` function returns an instance of (``return CausalAttention(...)``), if one."""
+        names = {
+            r.value.func.id
+            for r in ast.walk(fn)
+            if isinstance(r, ast.Return) and isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name)
+        }
+        if len(names) != 1:
+            return None
+        (name,) = names
+        found = [n for n in self._nodes() if isinstance(n, ast.ClassDef) and n.name == name]
+        return found[0] if len(found) == 1 else None
+
+    def _nodes(self) -> Iterator[Node]:
+        for path in self.files:
+            yield from _walk(self.tree(path))
+
+
+def _compound(node: ast.stmt) -> bool:
+    return isinstance(
+        node,
+        ast.FunctionDef
+        | ast.AsyncFunctionDef
+        | ast.ClassDef
+        | ast.If
+        | ast.For
+        | ast.While
+        | ast.With
+        | ast.Try
+        | ast.AsyncFor
+        | ast.AsyncWith,
+    )
+
+
+def _walk(tree: Node | None) -> Iterator[Node]:
+    return ast.walk(tree) if tree is not None else iter(())
+
+
+def _is_class(node: Node, name: str) -> bool:
+    return isinstance(node, ast.ClassDef) and node.name == name
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _method(code: Node | None, name: str) -> Node | None:
+    """``code`` itself for a function; its method ``name`` for a class."""
+    if isinstance(code, ast.ClassDef):
+        methods = [n for n in code.body if isinstance(n, ast.FunctionDef) and n.name == name]
+        return methods[0] if methods else None
+    return code
+
+
+# --- facts about a line -------------------------------------------------------------------------
+
+
+def uses_dot_t(statement: Node | None) -> bool:
+    """The statement takes ``.T`` of something (``queries @ keys.T``): on a 3-D tensor that reverses every dim."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "T" for n in _walk(statement))
+
+
+def uses_mask(statement: Node | None) -> bool:
+    """The statement works with a mask: a name or attribute with "mask" in it, or a ``masked_fill`` call."""
+    for n in _walk(statement):
+        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
+        if "mask" in name.lower():
+            return True
+    return False
+
+
+def multiplies(statement: Node | None) -> bool:
+    """The statement multiplies matrices (``weights @ values``, ``torch.matmul``, ``bmm``, ``einsum``)."""
+    for n in _walk(statement):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+            return True
+        if isinstance(n, ast.Call) and _called(n) in ("matmul", "bmm", "einsum"):
+            return True
+    return False
+
+
+# --- facts about a hook's code --------------------------------------------------------------------
+
+
+def discards_masked_fill(code: Node | None) -> bool:
+    """``scores.masked_fill(mask, -inf)`` as a statement of its own: the masked tensor is thrown away."""
+    return any(
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and _called(n.value) == "masked_fill"
+        for n in _walk(code)
+    )
+
+
+def fixed_six(code: Node | None) -> bool:
+    """A tensor made with the literal size 6 (``torch.ones(6, 6)``): a mask for the chapter's six tokens only."""
+    for n in _walk(code):
+        if isinstance(n, ast.Call) and _called(n) in NEW_TENSORS:
+            sizes = [a for arg in n.args for a in (arg.elts if isinstance(arg, ast.Tuple | ast.List) else [arg])]
+            if any(isinstance(a, ast.Constant) and a.value == 6 and type(a.value) is int for a in sizes):
+                return True
+    return False
+
+
+def mask_attribute(code: Node | None) -> bool:
+    """``self.mask = ...`` assigned in the class (a plain attribute, unless it is already a registered buffer)."""
+    for n in _walk(code):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and t.attr == "mask" and isinstance(t.value, ast.Name):
+                if t.value.id == "self":
+                    return True
+    return False
+
+
+def builds_off_device(code: Node | None, method: str = "forward") -> bool:
+    """``method`` (or the function) makes a new tensor without saying where (no ``device=``, no ``.to(...)``).
+
+    Such a tensor is on the CPU whatever the input's device.  A statement that
+    mentions a device (``x.device``, ``device=``) or moves the tensor (``.to``,
+    ``.cuda``) is taken to put it in the right place.
+    """
+    body = _method(code, method)
+    for statement in _walk(body):
+        if not isinstance(statement, ast.stmt) or _compound(statement):
+            continue
+        nodes = list(ast.walk(statement))
+        placed = any(
+            (isinstance(n, ast.Attribute) and n.attr in ("device", "to", "cuda", "type_as"))
+            or (isinstance(n, ast.Name) and "device" in n.id.lower())
+            or (isinstance(n, ast.keyword) and n.arg == "device")
+            for n in nodes
+        )
+        if not placed and any(isinstance(n, ast.Call) and _called(n) in NEW_TENSORS and _torch_call(n) for n in nodes):
+            return True
+    return False
+
+
+def _torch_call(node: ast.Call) -> bool:
+    """``torch.ones(...)`` (not ``x.new_ones`` or ``np.ones``)."""
+    func = node.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
