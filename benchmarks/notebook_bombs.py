@@ -78,6 +78,11 @@ def build(case: str, folder: Path) -> Path:
     elif case == "cells-1000":  # at the cap: a thousand cells of real code
         body = "def f{i}(x):\n    return x * {i}\n"
         text = _notebook([_code(GOOD, 0)] + [_code(body.format(i=i), i) for i in range(1, 1000)])
+    elif case == "v3-headings":  # nbformat 3, upgraded by nbformat: 999 headings whose "#" * level would be a petabyte
+        heading = {"cell_type": "heading", "level": 10**15, "metadata": {}, "source": "x"}
+        code = {"cell_type": "code", "input": GOOD, "outputs": [], "language": "python", "metadata": {}}
+        worksheet = {"cells": [code] + [heading] * 999}
+        text = json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [worksheet]})
     else:
         raise SystemExit(f"unknown case {case!r}; the cases are: {', '.join(CASES)}")
     path.write_text(text, encoding="utf-8")
@@ -95,6 +100,7 @@ CASES = (
     "cells-1000",
     "metadata-19mb",
     "escaped-quotes",
+    "v3-headings",
 )
 
 MEASURE = """

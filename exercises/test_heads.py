@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from exercises._expect import expect, expect_close, expect_raises, f64, like, rand
+from grader.rules import contiguous_message
 
 
 def heads_oracle(x, num_heads):
@@ -51,7 +52,7 @@ def test_merge_heads_undoes_the_split(solution, case, dtype, device):
     heads = like(heads_oracle(x, HEAD_CASES[case][3]), x)  # (b, H, T, hd), split by slicing
     got = solution.merge_heads(heads)
     expect_close(got, x.contiguous(), case)
-    expect(got.is_contiguous(), case, "merge_heads must return a contiguous tensor (.contiguous() before .view)")
+    expect(got.is_contiguous(), case, contiguous_message("merge_heads"))
 
 
 @pytest.mark.exercise("merge_heads")

@@ -5,20 +5,34 @@ names the hook it checks with ``@pytest.mark.exercise("<hook>")``.  This module
 runs them with pytest against one solution (the learner's ``exercises`` by
 default) and folds the results into one row per exercise: *not started* while
 the stub still raises ``NotImplementedError``, *failing* with the first
-failure in one line, or *passing*.
+failure in one line, or *passing*.  Each call a test makes is held to the
+grader's rules beyond values (:mod:`grader.rules`): banned calls, the meta-device
+pass, in-place changes, the result's dtype and contiguity.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import sys
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from grader.registry import HOOK_NAMES
+from grader.registry import HOOK_NAMES, Solution, SolutionError, load_solution
+from grader.rules import RuleBroken, RuledSolution
+
+NUMPY_WARNING = "Failed to initialize NumPy"
+"""What torch warns at import where numpy is not installed: the kit does not need numpy, so the learner's
+entry points (``attnkit check``, the notebook's check cell, ``attnkit submit``: everything that imports this
+module before torch) silence exactly that warning.  The kit's pytest settings filter it likewise."""
+
+warnings.filterwarnings("ignore", message=NUMPY_WARNING, category=UserWarning)
 
 IN_MEMORY_SOLUTION = pytest.StashKey[Any]()
 """Where :func:`run_public_cases` leaves a solution object (say, a notebook's) for the ``solution`` fixture."""
@@ -38,13 +52,18 @@ class ExerciseResult:
     first_error: str = ""
     first_not_implemented: str = ""
     nodeids: list[str] = field(default_factory=list)
+    problem: str = ""
+    """Why the solution's function cannot be called at all, though it is there: its signature, or its module's
+    load error.  Such an exercise is *failing*, not *not started*."""
 
     @property
     def first_failure(self) -> str:
-        return self.first_error or self.first_not_implemented
+        return self.problem or self.first_error or self.first_not_implemented
 
     @property
     def status(self) -> str:
+        if self.problem:
+            return FAILING
         if self.passed == self.failed == self.not_implemented == 0:
             return NO_TESTS
         if self.not_implemented and not self.passed and self.failed == 0:
@@ -63,12 +82,94 @@ def one_line(message: str) -> str:
     return line
 
 
+@dataclass(frozen=True)
+class LearnerFiles:
+    """Which source files are the learner's: those of the solution's origin, never the public tests nor the kit's."""
+
+    roots: tuple[str, ...]
+    """Folders (ending in a separator) or files; empty: any file that is not the kit's, the tests' or installed."""
+
+    @classmethod
+    def of(cls, solution: Any) -> LearnerFiles:
+        origin = str(getattr(solution, "origin", "") or "")
+        if origin in ("", "this notebook", "solutions/reference.py") or origin.startswith("entry point"):
+            return cls(())
+        path = Path(origin).resolve() if origin != "exercises/" else public_tests_dir()
+        return cls((str(path) + os.sep,) if path.is_dir() else (str(path),))
+
+    def holds(self, filename: str) -> bool:
+        if filename.startswith("<") or Path(filename).name.startswith(("test_", "conftest", "_expect")):
+            return False
+        real = os.path.realpath(filename)
+        if real.startswith(_NOT_LEARNERS):
+            return False
+        return not self.roots or any(real == r or real.startswith(r) for r in self.roots)
+
+    def deepest(self, exc: BaseException) -> str | None:
+        """``file:line`` of the deepest frame of ``exc``'s traceback in the learner's files, or None."""
+        where = None
+        tb = exc.__traceback__
+        while tb is not None:
+            filename = tb.tb_frame.f_code.co_filename
+            if self.holds(filename):
+                where = f"{_relative(filename)}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        return where
+
+
+_NOT_LEARNERS = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parent)}
+)
+"""The environment's files (the standard library, torch, pytest) and the kit's ``grader``: never the learner's."""
+
+
+def _relative(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def failure_line(nodeid: str, exc: BaseException, learner: LearnerFiles) -> str | None:
+    """One line for a failed public test that names the case (the test id) and, for an exception raised in
+    the learner's code, the learner's ``file:line``; None where the test's own message already does
+    (``case '…': …``) or the exercise is not started."""
+    case = nodeid.split("::")[-1]
+    if isinstance(exc, NotImplementedError):
+        return None
+    text = one_line(str(exc))
+    if isinstance(exc, AssertionError):
+        return None if text.startswith("case '") else f"{case}: {text}"
+    if not isinstance(exc, Exception):  # pytest.fail and friends: their message is the reason
+        return None
+    where = learner.deepest(exc)
+    return f"{case}: raised {type(exc).__name__}: {text}" + (f" (at {where})" if where else "")
+
+
 class _Collector:
     """A pytest plugin that files each test's outcome under its exercise marker."""
 
-    def __init__(self, wanted: list[str]) -> None:
+    def __init__(self, wanted: list[str], ruled: RuledSolution | None = None) -> None:
         self.results = {hook: ExerciseResult(hook) for hook in wanted}
         self._exercise_of: dict[str, str] = {}
+        self._messages: dict[str, str] = {}
+        self.ruled = ruled
+        self.learner_files = LearnerFiles.of(ruled.solution if ruled is not None else None)
+        self.interrupted = False
+        self.collect_errors: list[str] = []
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A public test file that does not import: its path and the error's last line."""
+        if report.failed:
+            lines = [ln.strip() for ln in str(report.longrepr).splitlines() if ln.strip()]
+            self.collect_errors.append(f"{report.nodeid or 'collection'}: {one_line(lines[-1]) if lines else 'error'}")
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C during the run.  pytest calls this hook for a collection error (``Session.Interrupted``) and a
+        ``pytest.exit`` too, and its INTERRUPTED exit code means any of them: only a real KeyboardInterrupt counts."""
+        self.interrupted = type(excinfo.value) is KeyboardInterrupt
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -79,6 +180,26 @@ class _Collector:
                 self._exercise_of[item.nodeid] = marker.args[0]
                 kept.append(item)
         items[:] = kept
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """A test whose own checks passed still fails on the first grading rule one of its calls broke."""
+        ruled = self.ruled
+        if ruled is not None:
+            ruled.pending.clear()
+        result = yield
+        if ruled is not None and ruled.pending:
+            raise RuleBroken(ruled.pending[0])
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if report.failed and call.excinfo is not None:
+            message = failure_line(item.nodeid, call.excinfo.value, self.learner_files)
+            if message:
+                self._messages[report.nodeid] = message
+        return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         hook = self._exercise_of.get(report.nodeid)
@@ -95,7 +216,7 @@ class _Collector:
                 result.first_not_implemented = result.first_not_implemented or one_line(message)
             else:
                 result.failed += 1
-                result.first_error = result.first_error or one_line(message)
+                result.first_error = result.first_error or self._messages.get(report.nodeid) or one_line(message)
         result.nodeids.append(report.nodeid)
 
 
@@ -131,10 +252,16 @@ def run_public_cases(
     unknown = [e for e in wanted if e not in HOOK_NAMES]
     if unknown:
         raise ValueError(f"unknown exercise(s) {', '.join(unknown)}; the exercises are: {', '.join(HOOK_NAMES)}")
-    collector = _Collector(wanted)
+    if isinstance(solution, str):
+        try:
+            solution = load_solution(solution)
+        except SolutionError:
+            pass  # the solution fixture fails every test with the reason
+    ruled = RuledSolution(solution) if isinstance(solution, Solution) else None
+    collector = _Collector(wanted, ruled)
     plugins: list[Any] = [collector]
     if not isinstance(solution, str):
-        plugins.append(_InMemory(solution))
+        plugins.append(_InMemory(ruled or solution))
         solution = getattr(solution, "name", "in-memory")
     folder = tests_dir or public_tests_dir()
     args = [
@@ -146,10 +273,55 @@ def run_public_cases(
         "--no-header",
         "-p",
         "no:randomly",
+        "-p",
+        "no:logging",  # nothing reads the captured log; capturing it costs a tenth of a round
         "--tb=line",
     ]
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        _importable_exercises(),
+    ):
         code = pytest.main(args, plugins=plugins)
+    if collector.interrupted:
+        raise KeyboardInterrupt
     if code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
-        raise RuntimeError(f"pytest could not run the public cases in {folder} (exit code {int(code)})")
+        why = f": {collector.collect_errors[0]}" if collector.collect_errors else f" (exit code {int(code)})"
+        raise RuntimeError(f"pytest could not run the public cases in {folder}{why}")
+    if ruled is not None:
+        for hook in wanted:
+            collector.results[hook].problem = _unusable(ruled.solution, hook)
     return [collector.results[hook] for hook in wanted]
+
+
+def _unusable(solution: Solution, hook: str) -> str:
+    """Why a hook that is there cannot be called (``signature: …`` or its module's load error); ``""`` otherwise."""
+    problem = "" if solution.implements(hook) else solution.problem_for(hook) or ""
+    if not problem or ": no function " in problem:
+        return ""
+    return problem if "could not load" in problem else f"signature: {problem}"
+
+
+@contextlib.contextmanager
+def _importable_exercises() -> Iterator[None]:
+    """The public tests import their helpers from ``exercises``: where the learner's package does not import
+    whole (a module of it is broken), a bare stand-in package lets them, for the run only."""
+    import importlib
+    import types
+
+    try:
+        importlib.import_module("exercises")
+    except Exception:  # noqa: BLE001 - the learner's modules may raise anything; registry reports it per hook
+        for key in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
+            del sys.modules[key]
+        bare = types.ModuleType("exercises")
+        bare.__path__ = [str(public_tests_dir())]
+        bare.__package__ = "exercises"
+        sys.modules["exercises"] = bare
+        try:
+            yield
+        finally:
+            for key in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
+                del sys.modules[key]
+        return
+    yield

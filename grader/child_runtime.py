@@ -20,17 +20,20 @@ torch calls it records as banned.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import importlib.util
 import inspect
 import json
 import os
+import re
 import socket
 import struct
 import sys
 import time
 import traceback
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -219,9 +222,53 @@ def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
     any other folder as loose modules side by side.  Test files and
     ``conftest.py`` are never imported.  Any exception at import time, a
     ``SystemExit`` included, becomes a :class:`LoadError` with one line naming
-    the file and line.
+    the file and line.  :func:`import_submission_parts` is the lenient form.
+    """
+    namespaces, broken = import_submission_parts(path)
+    if broken:
+        raise LoadError(broken[0][0])
+    return namespaces
+
+
+def defined_names(path: Path) -> tuple[str, ...]:
+    """The names a module's top level defines (functions, classes, plain assignments), read without running it.
+
+    With :mod:`ast`; where the source does not parse (the SyntaxError that broke
+    it), the ``def`` and ``class`` lines at column 0.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return tuple(re.findall(r"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)", text, re.MULTILINE))
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return tuple(names)
+
+
+Broken = tuple[str, tuple[str, ...]]
+"""A module of a folder that did not import: ``(the one-line error, the names it defines)``."""
+
+
+def import_submission_parts(path: Path) -> tuple[list[Any], list[Broken]]:
+    """Like :func:`import_submission`, but a folder's module that fails to import costs only what it defines.
+
+    Returns the namespaces that imported and, for each module that did not,
+    its error line and :func:`defined_names`.  A package whose ``__init__``
+    fails is imported module by module under a bare package of the same name.
+    Raises :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not
+    count), or a single file does not.
     """
     path = path.resolve()
+    broken: list[Broken] = []
     try:
         if path.is_file():
             name = f"attnkit_submission_{uuid.uuid4().hex[:12]}"
@@ -231,26 +278,60 @@ def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
             module = importlib.util.module_from_spec(spec)
             with _on_path(path.parent, name):
                 spec.loader.exec_module(module)
-            return [module]
+            return [module], []
         if (path / "__init__.py").exists():
+            modules = [p for p in sorted(path.glob("*.py")) if p.stem != "__init__" and not _is_test_file(p)]
             with _on_path(path.parent, path.name):
-                package = importlib.import_module(path.name)
-                return [package] + [
-                    importlib.import_module(f"{path.name}.{p.stem}")
-                    for p in sorted(path.glob("*.py"))
-                    if p.stem != "__init__" and not _is_test_file(p)
-                ]
-        files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
-        if not files:
-            raise LoadError(f"{path.name}: no .py files to load")
-        with _on_path(path, *[p.stem for p in files]):
-            return [importlib.import_module(p.stem) for p in files]
+                try:
+                    loaded = [importlib.import_module(path.name)]
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # a learner's import may raise anything, SystemExit included
+                    broken.append((_error_line(path.parent, exc), defined_names(path / "__init__.py")))
+                    for key in [k for k in sys.modules if k == path.name or k.startswith(path.name + ".")]:
+                        del sys.modules[key]
+                    bare = types.ModuleType(path.name)  # the package without its __init__: each module on its own
+                    bare.__path__ = [str(path)]
+                    bare.__package__ = path.name
+                    sys.modules[path.name] = bare
+                    loaded = []
+                loaded += _import_each([f"{path.name}.{p.stem}" for p in modules], modules, path.parent, broken)
+        else:
+            files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
+            if not files:
+                raise LoadError(f"{path.name}: no .py files to load")
+            with _on_path(path, *[p.stem for p in files]):
+                loaded = _import_each([p.stem for p in files], files, path, broken)
     except LoadError:
         raise
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a learner's import may raise anything, SystemExit included
         raise LoadError(_error_line(path, exc)) from None
+    if broken and not [m for m in loaded if m.__name__ != path.name or defined_names(path / "__init__.py")]:
+        raise LoadError(broken[0][0])  # nothing but an __init__ that defines nothing imported
+    return loaded, broken
+
+
+def load_error_of(hook: str, alias: str | list[str] | tuple[str, ...] | None, broken: list[Broken]) -> str | None:
+    """``exercise <hook>: could not load <file:line: error>`` where a module that did not import defines the hook
+    (or one of its class names, ``alias``), else None."""
+    names = {hook, *([alias] if isinstance(alias, str) else list(alias or ()))}
+    error = next((error for error, defined in broken if names & set(defined)), None)
+    return f"exercise {hook}: could not load {error}" if error else None
+
+
+def _import_each(names: list[str], files: list[Path], root: Path, broken: list[Broken]) -> list[Any]:
+    """Import each module by name; one that fails is noted in ``broken`` and the others go on."""
+    loaded = []
+    for name, file in zip(names, files, strict=True):
+        try:
+            loaded.append(importlib.import_module(name))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a learner's import may raise anything, SystemExit included
+            broken.append((_error_line(root, exc), defined_names(file)))
+    return loaded
 
 
 # --- the child: running calls ------------------------------------------------------------
@@ -351,6 +432,61 @@ def _plain(value: Any) -> Any:
     return data.to("cpu").contiguous().clone()
 
 
+PRINTED_CHARS = 4000
+"""At most this many characters of what one call printed travel in its reply (the trusted side cuts there too)."""
+
+
+class _Printed:
+    """Around one call: ``sys.stdout``/``sys.stderr`` also copied into a buffer of ``PRINTED_CHARS`` (then a count).
+
+    What the learner prints still reaches the process's output file as before;
+    the reply carries the call's own part, so it can be shown per exercise.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.kept = 0
+        self.lost = 0
+        self._saved: tuple[Any, Any] | None = None
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        room = PRINTED_CHARS - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.lost += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def __enter__(self) -> _Printed:
+        self._saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = _Tee(sys.stdout, self), _Tee(sys.stderr, self)  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            sys.stdout, sys.stderr = self._saved
+
+    @property
+    def text(self) -> str:
+        text = "".join(self.parts)
+        return text + (f"\n[... {self.lost} more characters not kept]" if self.lost else "")
+
+
+class _Tee:
+    """A text stream writing to ``stream`` and to a :class:`_Printed`."""
+
+    def __init__(self, stream: Any, copy: _Printed) -> None:
+        self._stream, self._copy = stream, copy
+
+    def write(self, text: str) -> int:
+        self._copy.write(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, encoding …: the stream's own
+        return getattr(self._stream, name)
+
+
 def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
     """Run one call; return (reply header, output tensors)."""
     torch = _torch()
@@ -364,9 +500,10 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     args = _decode_args(call.get("args", {}), tensors, device)
     before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor) and device != "meta"}
     recorder = _recording_mode(call.get("banned", []))
+    printed = _Printed()
     started = time.perf_counter()
     try:
-        with recorder:
+        with recorder, printed:
             module_spec = call.get("module")
             if module_spec is not None:
                 results, reply["module"] = _run_module(fn, args, module_spec, tensors, device)
@@ -387,6 +524,8 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
         results = []
     reply["seconds"] = time.perf_counter() - started
     reply["banned"] = recorder.seen
+    if printed.text:
+        reply["printed"] = printed.text
     reply["inputs_unchanged"] = all(
         isinstance(args[k], torch.Tensor) and args[k].shape == v.shape and torch.equal(args[k].cpu(), v.cpu())
         for k, v in before.items()
@@ -715,14 +854,18 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
         target.write_text(text, encoding="utf-8")
     entry = root / header["entry"]
     try:
-        namespaces = import_submission(entry)
+        namespaces, broken = import_submission_parts(entry)
     except LoadError as exc:
         return {"import_error": str(exc)}
     found: dict[str, Any] = {}
+    load_errors: dict[str, str] = {}
     aliases = header.get("aliases") or {}
     for hook in header["hooks"]:
         fn = find_callable(namespaces, hook, aliases.get(hook))
         if fn is None:
+            why = load_error_of(hook, aliases.get(hook), broken)
+            if why:
+                load_errors[hook] = why
             continue
         hooks[hook] = fn
         try:
@@ -730,7 +873,7 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
         except (TypeError, ValueError):
             params = []
         found[hook] = {"params": params, "where": where_defined(fn, header["entry"], str(root))}
-    return {"hooks": found}
+    return {"hooks": found, "load_errors": load_errors}
 
 
 # --- isolation: what the learner's process may touch ------------------------------------------

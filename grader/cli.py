@@ -68,8 +68,27 @@ def main() -> None:
     """
 
 
+def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Hook names and group names (``scores``: its exercises, as in the README's table); a typo: "did you mean"."""
+    import difflib
+
+    from grader.hook_table import GROUPS, hooks_in
+
+    hooks: list[str] = []
+    for name in names:
+        if name in GROUPS:
+            hooks += hooks_in(name)
+        elif name in HOOK_NAMES:
+            hooks.append(name)
+        else:
+            close = difflib.get_close_matches(name, [*HOOK_NAMES, *GROUPS], n=3, cutoff=0.5)
+            maybe = f"; did you mean {' or '.join(close)}?" if close else f"; the groups are {', '.join(GROUPS)}"
+            raise click.BadParameter(f"no exercise {name!r}{maybe}", ctx=ctx, param=param)
+    return tuple(dict.fromkeys(hooks))
+
+
 @main.command()
-@click.argument("exercise", nargs=-1, type=click.Choice(HOOK_NAMES))
+@click.argument("exercise", nargs=-1, callback=_exercises_named)
 @click.option(
     "--solution",
     default="exercises",
@@ -77,26 +96,62 @@ def main() -> None:
     help="What to check: 'exercises' (your own package), 'reference', a .py file or a folder.",
 )
 @LANG_OPTION
-def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep running: check again each time you save your code or the public tests (Ctrl-C to stop).",
+)
+def check(exercise: tuple[str, ...], solution: str, lang: str, watch: bool) -> None:
     """Run the public cases for EXERCISE (default: all) and show where you stand.
+
+    EXERCISE is an exercise (softmax_weights) or a group of them (scores,
+    masking, dropout, heads, modules).
 
     Each exercise is 'not started' while its stub still raises
     NotImplementedError, 'failing' with the first failed case in one line, or
     'passing'.  Exits 0 only when every exercise asked for passes.
+
+    With --watch it stays running and checks again on every save, in well
+    under the first round's time (torch stays loaded); Ctrl-C stops it, with
+    exit status 0.
     """
-    from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
+    console = Console()
+    if not watch:
+        sys.exit(_check_once(console, solution, list(exercise), lang))
+    import time
+
+    from grader.watch import watch as watch_files
+    from grader.watch import watched_roots
+
+    def one_round() -> None:
+        _check_once(console, solution, list(exercise), lang, started=time.perf_counter())
+
+    watch_files(one_round, watched_roots(solution), lambda line: console.print(escape(line), highlight=False))
+    sys.exit(0)
+
+
+def _check_once(console: Console, solution: str, exercise: list[str], lang: str, started: float | None = None) -> int:
+    """One round of ``attnkit check``: load, run the public cases, print the table; the exit status.
+
+    ``started`` (a ``time.perf_counter()``): the summary line also says how long the round took.
+    """
+    import time
+
+    from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases  # first: see grader.check's NumPy note
     from grader.registry import SolutionError, load_solution
 
-    console = Console()
+    def took() -> str:
+        return "" if started is None else f"  [dim]({time.perf_counter() - started:.2f} s)[/]"
+
     try:
         loaded = load_solution(solution)
     except SolutionError as exc:
-        console.print(f"[red]Your code does not load:[/] {escape(str(exc))}")
-        sys.exit(1)
+        console.print(f"[red]Your code does not load:[/] {escape(str(exc))}{took()}")
+        return 1
     except ImportError as exc:  # `--solution reference` in a learner's kit, which has no solutions/
         console.print(f"[red]Cannot load {escape(solution)!r}:[/] {escape(str(exc))}")
-        sys.exit(1)
-    results = run_public_cases(solution=solution, exercises=list(exercise) or None)
+        return 1
+    results = run_public_cases(solution=loaded, exercises=exercise or None)
     failing = [r.exercise for r in results if r.status == FAILING]
     known = _known_mistakes(loaded, failing, lang) if failing else {}
     table = Table(title=f"attnkit check — {solution}", show_lines=False)
@@ -117,16 +172,18 @@ def check(exercise: tuple[str, ...], solution: str, lang: str) -> None:
         )
     console.print(table)
     done = sum(r.status == PASSING for r in results)
-    console.print(f"{done} of {len(results)} exercises passing.")
-    sys.exit(0 if done == len(results) else 1)
+    console.print(f"{done} of {len(results)} exercises passing.{took()}")
+    return 0 if done == len(results) else 1
 
 
 def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str, list[tuple[str, str]]]:
-    """``{hook: [(mistake id, hint), ...]}`` for failing hooks that show known mistakes; ``{}`` in a learner's kit."""
+    """``{hook: [(mistake id, hint), ...]}`` for failing hooks that show known mistakes."""
     try:
         from grader.instructor.diagnosis import diagnose_in_process, hint
-    except ImportError:  # a learner's kit: no diagnosis here (nor the catalogue it names mistakes from)
-        return {}
+    except ImportError:  # a learner's kit: no diagnosis here, but the hints file the release wrote
+        from grader.hints import known_mistakes
+
+        return known_mistakes(loaded, failing, lang)
     found = diagnose_in_process(loaded, failing)
     return {hook: [(mistake, hint(mistake, lang)[1]) for mistake in ids] for hook, ids in found.items()}
 
@@ -287,6 +344,12 @@ def _device_list(value: str | None) -> list[str] | None:
 )
 @click.option("--reveal", is_flag=True, help="Show hidden input values in feedback (off by default).")
 @click.option(
+    "--show-output",
+    is_flag=True,
+    help="Also show what the learner's code printed in each exercise's section of the student's feedback "
+    "(off by default: prints can reveal hidden inputs; the class report and OUT/<student>/output.txt always have it).",
+)
+@click.option(
     "--rubric",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
@@ -318,6 +381,7 @@ def grade(
     lms: tuple[str, ...],
     assignment: str,
     reveal: bool,
+    show_output: bool,
     rubric: str | None,
     timeout: float | None,
     isolation: str,
@@ -400,7 +464,7 @@ def grade(
             sys.exit(EXIT_INTERRUPTED)
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    info = dict(run.info, lang=lang, lms=lms, assignment=assignment)
+    info = dict(run.info, lang=lang, lms=lms, assignment=assignment, show_output=show_output)
     problems = write_reports(out_dir, run.graded, rubric_data, info, run.figures, run.roll)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
     # console_text: control characters escaped, rich markup escaped, so nothing reaches the terminal raw.
@@ -543,7 +607,8 @@ def _program() -> list[str]:
     "(default: the ATTNKIT_STUDENT environment variable; without either the hand-in carries no id).",
 )
 @click.option("--no-check", is_flag=True, help="Do not run the public cases; the manifest then says 'not checked'.")
-def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_check: bool) -> None:
+@click.option("--force", is_flag=True, help="Pack even what would grade as an error (a syntax error, say), warning.")
+def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_check: bool, force: bool) -> None:
     """Pack your work into one zip to hand in.
 
     PATH is your exercises/ folder (default: the one in the current folder's
@@ -554,12 +619,12 @@ def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_ch
     your student id (--student, else ATTNKIT_STUDENT, which a JupyterHub
     admin can set for every user).
     """
-    from grader.submit import SubmitError
+    from grader.submit import SubmitError, Validation
     from grader.submit import submit as pack
 
     console = Console()
     try:
-        packed = pack(list(paths), out, student=student, check=not no_check)
+        packed = pack(list(paths), out, student=student, validation=Validation(public_checks=not no_check), force=force)
     except SubmitError as exc:
         raise click.ClickException(str(exc)) from exc
     manifest = packed.manifest

@@ -6,7 +6,8 @@ exercise group it belongs to (one module in ``exercises/``, one notebook), the
 chapter's class name that stands in for a module hook, the torch calls the
 exercise asks the learner to write by hand and why, what kind of output it
 returns (which decides the expected dtype and whether a failing case gets a
-heatmap), its default points, and whether the module classes may reuse it.
+heatmap), whether its result must be contiguous, its default points, and
+whether the module classes may reuse it.
 
 Everything else reads it: the registry and the notebooks (aliases, groups),
 the hidden suite (banned calls, sent in each call), the verdict (the output's
@@ -80,6 +81,8 @@ class HookRow:
     """The sentence shown after "uses torch.softmax: " when a banned call is recorded."""
     reused_by_modules: bool = False
     """The module classes may reuse it, so the modules notebook lists it among the functions to paste in."""
+    contiguous_result: bool = False
+    """Its result must be a contiguous tensor (the hidden cases and the local check both hold it to that)."""
 
     def __post_init__(self) -> None:
         where = f"grader/hook_table.py: the row of {self.hook!r}"
@@ -133,7 +136,7 @@ TABLE: tuple[HookRow, ...] = (
     ),
     # --- heads
     HookRow("split_heads", "heads", "tensor", points=2, reused_by_modules=True),
-    HookRow("merge_heads", "heads", "tensor", points=1, reused_by_modules=True),
+    HookRow("merge_heads", "heads", "tensor", points=1, reused_by_modules=True, contiguous_result=True),
     # --- the modules
     HookRow(
         "make_self_attention",

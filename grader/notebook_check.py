@@ -9,7 +9,8 @@ Every generated notebook ends with a cell tagged ``attnkit-check``::
 :func:`check` adopts the functions (and the chapter's classes) defined in the
 kernel, runs the public cases of the given exercises in-process, asks the
 catalogue of known mistakes about the failing ones (where the catalogue and
-``grader.instructor`` are installed, so not in a learner's kit), and shows one
+``grader.instructor`` are installed; a learner's kit asks its hints file,
+:mod:`grader.hints`, instead), and shows one
 row per exercise: an HTML table in Jupyter, plain text elsewhere.  Either way
 the status words (*not started*, *failing*, *passing*) and a final "N of M
 exercises passing." are part of the output.
@@ -57,7 +58,12 @@ def _hints(solution: Any, failing: list[str], lang: str) -> dict[str, tuple[str,
         return {}
     try:
         from grader.instructor.diagnosis import diagnose_in_process, hint
+    except ImportError:  # a learner's kit: the hints file the release wrote
+        from grader.hints import known_mistakes
 
+        shipped = known_mistakes(solution, failing, lang)
+        return {h: (", ".join(m for m, _ in found), " ".join(t for _, t in found)) for h, found in shipped.items()}
+    try:
         known = diagnose_in_process(solution, failing)
         return {h: (", ".join(ids), " ".join(hint(m, lang)[1] for m in ids)) for h, ids in known.items()}
     except Exception:  # noqa: BLE001 - a hint is a bonus; the table must show anyway

@@ -35,20 +35,26 @@ the notebook is validated, so megabytes of outputs cost one JSON parse; the
 work is linear in the notebook's size and checked against a deadline
 (:data:`CONVERT_SECONDS`).  A notebook over a cap or the deadline is refused
 with a one-line :class:`NotebookError` (``benchmarks/notebook_bombs.py``
-measures the cost of the worst cases).
+measures the cost of the worst cases).  An nbformat-3 notebook (worksheets) is
+slimmed and capped the same way, validated as v3, then upgraded by nbformat's
+own converter (``nbformat.convert``), a heading's level clamped first (the
+upgrade writes ``"#" * level``), so it grades exactly as its v4 conversion would.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
 import importlib.util
 import json
+import logging
 import re
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -621,16 +627,39 @@ def _json_values(text: str) -> int:
     return count + 1
 
 
-def _slim(data: dict[str, Any]) -> None:
-    """Check the caps; drop outputs, attachments and all metadata but a cell's tags, in place, before validation."""
+def _cells_of(data: dict[str, Any], version: int) -> list[Any] | None:
+    """The notebook's cells: a v4 notebook's ``cells``, a v3 notebook's worksheets' cells in order (None: invalid)."""
+    if version == 4:
+        cells = data.get("cells")
+        return cells if isinstance(cells, list) else None
+    worksheets = data.get("worksheets")
+    if not isinstance(worksheets, list):
+        return None
+    cells = []
+    for worksheet in worksheets:
+        if isinstance(worksheet, dict):
+            if isinstance(worksheet.get("metadata"), dict):
+                worksheet["metadata"] = {}
+            if isinstance(worksheet.get("cells"), list):
+                cells += worksheet["cells"]
+    return cells
+
+
+def _slim(data: dict[str, Any], version: int = 4) -> None:
+    """Check the caps; drop outputs, attachments and all metadata but a cell's tags, in place, before validation.
+
+    A v3 notebook (``worksheets``, a code cell's source in ``input``) is slimmed the same way, and a heading
+    cell's ``level`` is kept within 1..6: nbformat's upgrade writes ``"#" * level``.
+    """
     if isinstance(data.get("metadata"), dict):
         data["metadata"] = {}  # the kernel, the language: nothing the conversion reads
-    cells = data.get("cells")
-    if not isinstance(cells, list):
+    cells = _cells_of(data, version)
+    if cells is None:
         return  # validation says what is wrong
     if len(cells) > MAX_NOTEBOOK_CELLS:
         raise NotebookError(f"refused: {len(cells)} cells is over the {MAX_NOTEBOOK_CELLS} cell limit")
     code = 0
+    source_key = "source" if version == 4 else "input"
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
             continue
@@ -640,9 +669,12 @@ def _slim(data: dict[str, Any]) -> None:
         metadata = cell.get("metadata")
         if isinstance(metadata, dict):
             cell["metadata"] = {k: v for k, v in metadata.items() if k in ("tags", METADATA_KEY)}
+        level = cell.get("level")
+        if cell.get("cell_type") == "heading" and isinstance(level, int) and not isinstance(level, bool):
+            cell["level"] = min(max(level, 1), 6)
         if cell.get("cell_type") != "code":
             continue
-        size = _source_bytes(cell.get("source"))
+        size = _source_bytes(cell.get(source_key))
         if size > MAX_CELL_BYTES:
             limit = _size(MAX_CELL_BYTES)
             raise NotebookError(f"refused: cell {number} holds {_size(size)} of code, over the {limit} limit")
@@ -651,7 +683,29 @@ def _slim(data: dict[str, Any]) -> None:
             raise NotebookError(f"refused: the code cells hold more than {_size(MAX_CODE_BYTES)}, over the limit")
 
 
-def _parse_notebook(text: str) -> nbformat.NotebookNode:
+@contextlib.contextmanager
+def _quiet_nbformat() -> Iterator[None]:
+    """Silence nbformat's logger (its upgrade logs what does not validate; the validation here says it instead)."""
+    logger = logging.getLogger("traitlets")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.disabled = disabled
+
+
+def _upgrade_v3(data: dict[str, Any], deadline: _Deadline) -> nbformat.NotebookNode:
+    """A slimmed nbformat-3 notebook, validated as v3, upgraded to v4 by nbformat's own converter."""
+    nbformat.validate(data, version=3)
+    deadline.check()
+    old = nbformat.v3.to_notebook_json(data)  # multi-line sources joined, as nbformat.reads does
+    return nbformat.convert(old, 4)
+
+
+def _parse_notebook(text: str, deadline: _Deadline | None = None) -> nbformat.NotebookNode:
+    deadline = deadline or _Deadline(CONVERT_SECONDS)
     values = _json_values(text)
     if values > MAX_JSON_VALUES:
         raise NotebookError(f"refused: about {values} JSON values is over the {MAX_JSON_VALUES} value limit")
@@ -666,15 +720,18 @@ def _parse_notebook(text: str) -> nbformat.NotebookNode:
     if "nbformat" not in data:
         raise NotebookError("not a notebook: no nbformat version")
     version = data["nbformat"]
-    if version != 4 or not isinstance(version, int) or isinstance(version, bool):
+    if version not in (3, 4) or not isinstance(version, int) or isinstance(version, bool):
         shown = version if isinstance(version, int) and not isinstance(version, bool) else repr(version)
-        raise NotebookError(f"not a notebook: nbformat version {shown} is not supported (4 is)")
-    _slim(data)
+        raise NotebookError(f"not a notebook: nbformat version {shown} is not supported (3 and 4 are)")
+    _slim(data, version)
+    deadline.check()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            nb = nbformat.from_dict(data)
+        with _quiet_nbformat():
+            nb = _upgrade_v3(data, deadline) if version == 3 else nbformat.from_dict(data)
+            deadline.check()
             nbformat.validate(nb)
+    except NotebookError:  # the deadline
+        raise
     except nbformat.ValidationError as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise NotebookError(f"not a notebook: {first}") from None
@@ -689,14 +746,14 @@ def notebook_to_source(text: str) -> str:
 
     Raises :class:`NotebookError` (a ``ValueError``) with a one-line message:
     ``not a notebook: invalid JSON at line 3``, ``not a notebook: nbformat
-    version 3 is not supported (4 is)``, ``not a notebook: <validation error>``,
+    version 2 is not supported (3 and 4 are)``, ``not a notebook: <validation error>``,
     ``cell N: SyntaxError: <msg> (line L)`` for a tagged cell that does not
     parse, ``no Python code found in the notebook``, or ``refused: …`` for a
     notebook over a cap (cells, code per cell, code in all) or the deadline.
     """
     deadline = _Deadline(CONVERT_SECONDS)
     try:
-        return _to_source(_parse_notebook(text), deadline)
+        return _to_source(_parse_notebook(text, deadline), deadline)
     except (RecursionError, MemoryError) as exc:
         why = type(exc).__name__
         raise NotebookError(f"refused: the notebook's code is too deeply nested to convert ({why})") from None

@@ -36,10 +36,12 @@ import pluggy
 
 from grader import hookspecs
 from grader.child_runtime import (
+    Broken,
     LoadError,
     describe_parameters,
     find_callable,
-    import_submission,
+    import_submission_parts,
+    load_error_of,
     where_defined,
 )
 from grader.hook_table import CLASS_NAMES
@@ -170,13 +172,14 @@ class Solution:
         if hook not in self.implemented:
             raise HookNotImplemented(
                 f"{self.origin}: solution {self.name!r} has no usable {format_hook(hook)}"
-                + (f" ({p})" if (p := self._problem_for(hook)) else "")
+                + (f" ({p})" if (p := self.problem_for(hook)) else "")
             )
         bound = hook_signature(hook).bind(*args, **kwargs)
         bound.apply_defaults()
         return getattr(self.plugin_manager.hook, hook)(**bound.arguments)
 
-    def _problem_for(self, hook: str) -> str | None:
+    def problem_for(self, hook: str) -> str | None:
+        """The one-line problem that keeps ``hook`` from being usable (no function, a signature, a load error)."""
         return next((p for p in self.problems if f" {hook}" in p or p.startswith(hook)), None)
 
     def __getattr__(self, hook: str) -> Callable[..., Any]:
@@ -191,16 +194,22 @@ class Solution:
         return call_hook
 
 
-def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
+def adopt(name: str, origin: str, namespaces: list[Any], broken: list[Broken] | None = None) -> Solution:
     """Build a :class:`Solution` from the hook functions found in ``namespaces``.
 
     The first namespace holding a hook (or its class alias) wins.  Callables
-    marked with ``@hookimpl`` and plain functions are treated alike.
+    marked with ``@hookimpl`` and plain functions are treated alike.  A hook
+    missing because the module defining it did not import (``broken``, from
+    :func:`~grader.child_runtime.import_submission_parts`) gets that module's
+    error as its problem.
     """
     chosen: dict[str, Callable[..., Any]] = {}
     problems: list[str] = []
     for hook in HOOK_NAMES:
         found = find_callable(namespaces, hook, CLASS_NAMES.get(hook))
+        if found is None and (why := load_error_of(hook, CLASS_NAMES.get(hook), broken or [])):
+            problems.append(why)
+            continue
         if found is None:
             alias = f" (or a class {' or '.join(CLASS_NAMES[hook])})" if hook in CLASS_NAMES else ""
             problems.append(f"{origin}: no function {hook}{alias}; the hook is {format_hook(hook)}")
@@ -227,12 +236,27 @@ def adopt(name: str, origin: str, namespaces: list[Any]) -> Solution:
 
 
 def _load_path(path: Path) -> Solution:
+    """A file or folder; a folder's module that does not import costs only the hooks it defines."""
     try:
-        namespaces = import_submission(path)
+        namespaces, broken = import_submission_parts(path)
     except LoadError as exc:
         raise SolutionError(str(exc)) from None
     name = path.stem if path.is_file() else path.name
-    return adopt(name, os.path.relpath(path) if not path.is_absolute() else str(path), namespaces)
+    return adopt(name, os.path.relpath(path) if not path.is_absolute() else str(path), namespaces, broken)
+
+
+def _load_exercises_folder() -> Solution:
+    """The learner's ``exercises`` package where it does not import whole: module by module, from its folder."""
+    spec = importlib.util.find_spec("exercises")
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not folders:
+        raise SolutionError("cannot find the exercises package")
+    folder = Path(folders[0])
+    try:
+        namespaces, broken = import_submission_parts(folder)
+    except LoadError as exc:
+        raise SolutionError(f"cannot import the exercises package: {exc}") from None
+    return adopt("exercises", "exercises/", namespaces, broken)
 
 
 def blocked_plugins() -> set[str]:
@@ -276,7 +300,11 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
         try:
             import exercises
         except ImportError as exc:
+            if exc.name != "exercises":  # not "no such package": a module of it is broken, the others may load
+                return _load_exercises_folder()
             raise SolutionError(f"cannot import the exercises package: {exc}") from exc
+        except Exception:  # noqa: BLE001 - a SyntaxError or an exception at import in one of the learner's modules
+            return _load_exercises_folder()
         return adopt("exercises", "exercises/", [exercises])
     path = Path(text)
     if path.suffix == ".py" or path.exists():

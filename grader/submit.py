@@ -30,16 +30,30 @@ What goes in, the caps and the names follow :mod:`grader.handin`, the rules
 ``attnkit grade``'s intake reads hand-ins by: a zip this module writes is one
 intake accepts, and what intake would refuse is refused here first, where the
 learner can fix it (a notebook is converted as the grader converts it, so a
-notebook it could not read is refused here too).
+notebook it could not read is refused here too).  So is what would grade as an
+error (:func:`problems`, read without running anything): a ``.py`` that does not
+parse (``file:line``), a notebook whose kept cells use names they do not define
+(a helper imported from the learner's ``exercises``, which the grader does not
+have: submit says which to paste in); and then, what parses, a hand-in that does
+not import as the grader imports it (:func:`load_problem`: the packed files
+loaded with the registry's loader in a child of the learner's own Python, so
+this process never runs them; ``exercises/scores.py:3: ModuleNotFoundError: No
+module named 'numpyy'``).  ``--force`` packs it anyway, with a warning.  A load
+that takes over :data:`LOAD_SECONDS` is not refused: it is packed, with a warning.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import json
 import os
 import platform
+import re
+import signal
+import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -292,6 +306,199 @@ def _check_notebook(source: str | None, tests_dir: Path | None) -> tuple[dict[st
         return _run_checks(str(module), tests_dir)
 
 
+# --- what would grade as an error ------------------------------------------------------------------
+
+
+def syntax_problem(name: str, data: bytes) -> str | None:
+    """``"exercises/scores.py:12: SyntaxError: invalid syntax"`` for a file the grader's loader could not import."""
+    import ast
+
+    try:
+        ast.parse(data.decode("utf-8").removeprefix("\ufeff"), filename=name)
+    except SyntaxError as exc:
+        return f"{name}:{exc.lineno}: SyntaxError: {exc.msg}"
+    except ValueError as exc:  # null bytes
+        return f"{name}: cannot be parsed ({exc})"
+    return None
+
+
+def undefined_names(source: str) -> list[str]:
+    """Module-level names the code reads (at the top level or in a function) but never defines, sorted.
+
+    Read with :mod:`symtable`, nothing run; a ``from m import *`` defines
+    anything, so there the answer is ``[]``.
+    """
+    import ast
+    import builtins
+    import symtable
+
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.parse(source).body):
+        return []
+    top = symtable.symtable(source, "<hand-in>", "exec")
+    defined = {sym.get_name() for sym in top.get_symbols() if sym.is_assigned() or sym.is_imported()}
+    defined |= set(dir(builtins)) | {"__name__", "__file__", "__doc__", "__builtins__", "__spec__"}
+    used: set[str] = {sym.get_name() for sym in top.get_symbols() if sym.is_referenced()}
+    tables = list(top.get_children())
+    while tables:
+        table = tables.pop()
+        tables += table.get_children()
+        for sym in table.get_symbols():
+            if sym.is_referenced() and sym.is_global() and not sym.is_declared_global():
+                used.add(sym.get_name())
+    return sorted(used - defined)
+
+
+def notebook_problem(name: str, source: str) -> str | None:
+    """Why the module the grader makes of a notebook would fail: names it uses that no kept cell defines."""
+    missing = undefined_names(source)
+    if not missing:
+        return None
+    from grader.registry import HOOK_NAMES
+
+    shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+    kit = [n for n in missing if n in HOOK_NAMES]
+    how = (
+        f"paste your {', '.join(kit)} into a cell tagged {SOLUTION_TAG} "
+        "(the grader does not have your exercises package)"
+        if kit
+        else f"define or import them in a cell tagged {SOLUTION_TAG}"
+    )
+    return f"{name}: uses {shown}, which the notebook does not define when graded; {how}"
+
+
+def problems(kind: str, contents: Mapping[str, bytes], notebook_source: str | None) -> list[str]:
+    """One line per reason the hand-in would grade as an error, read as the grader reads it (nothing run)."""
+    found = []
+    if kind in ("exercises", "py"):
+        found = [why for name, data in sorted(contents.items()) if (why := syntax_problem(name, data))]
+    elif notebook_source is not None:
+        name = next(iter(contents))
+        why = notebook_problem(name, notebook_source)
+        found = [why] if why else []
+    return found
+
+
+LOAD_SECONDS = 60.0
+"""How long submit waits for the hand-in to import in a child Python; past it the hand-in is packed, warned."""
+
+_COULD_NOT_LOAD = re.compile(r"exercise \w+: could not load (.+)")  # grader.child_runtime.load_error_of's line
+_CHILD = "import sys; from grader.submit import _load_in_child; _load_in_child(*sys.argv[1:])"
+
+
+def load_errors(entry: Path) -> list[str]:
+    """The one-line error of each of the hand-in's modules that does not import, loaded as the grader loads it.
+
+    Loading runs the learner's code: only ever called in a child process (:func:`load_problem`).
+    """
+    from grader.registry import SolutionError, load_solution
+
+    try:
+        solution = load_solution(entry)
+    except SolutionError as exc:  # nothing imports at all
+        return [str(exc) or "the hand-in does not import"]
+    return list(dict.fromkeys(m.group(1) for p in solution.problems if (m := _COULD_NOT_LOAD.fullmatch(p))))
+
+
+def _load_in_child(entry: str, result: str, kit_root: str) -> None:
+    """The child of :func:`load_problem`: hide the kit as the grader's sandbox does, load, write the errors as JSON."""
+    from grader.child_runtime import _drop_kit_from_path
+
+    Path(result + ".started").touch()
+    _drop_kit_from_path([kit_root])
+    errors = load_errors(Path(entry))
+    Path(result).write_text(json.dumps([e.splitlines()[0] for e in errors if e.strip()]), encoding="utf-8")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill the child and whatever it started (its own session, on POSIX)."""
+    with contextlib.suppress(OSError):
+        if os.name == "posix":
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    process.wait()
+
+
+def _in_notebook(line: str, entry: str, name: str, source: str) -> str:
+    """``scores.py:12: NameError: …`` in the module made of a notebook, as ``scores.ipynb: cell 3, line 2: …``."""
+    match = re.match(re.escape(entry) + r":(\d+): (.*)", line)
+    if not match:
+        return f"{name}: {line}"
+    lineno = int(match.group(1))
+    lines = source.splitlines()[:lineno]
+    for n in range(len(lines) - 1, -1, -1):
+        cell = re.match(r"# --- cell (\d+)", lines[n])
+        if cell:
+            return f"{name}: cell {cell.group(1)}, line {lineno - n - 1}: {match.group(2)}"
+    return f"{name}: {match.group(2)}"
+
+
+def load_problem(
+    kind: str, contents: Mapping[str, bytes], notebook_source: str | None, timeout: float = LOAD_SECONDS
+) -> tuple[str | None, str | None]:
+    """``(problem, warning)``: why the hand-in does not import as the grader imports it, or why that was not checked.
+
+    The packed files are written to a temporary folder and loaded there with
+    :func:`grader.registry.load_solution` (what the grader's loader does: a
+    module that fails costs the hooks it defines) in a child of the learner's
+    own Python, so submit's process never runs them.  The problem is the first
+    load error, ``exercises/scores.py:3: ModuleNotFoundError: No module named
+    'numpyy'`` (a notebook's named by cell).  A load that takes over
+    ``timeout`` seconds, or a child that cannot start, is no problem but a
+    warning: the grading machine, not a slow laptop, decides what is too slow.
+    """
+    import grader
+
+    kit_root = str(Path(grader.__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory(prefix="attnkit-submit-load-") as tmp:
+        folder = Path(tmp) / "submission"
+        if kind in ("notebook", "notebooks"):
+            if notebook_source is None:
+                return None, None  # this kit cannot read notebooks; the checks said so
+            name = next(iter(contents))
+            entry_name = safe_name(Path(name).stem) + ".py"  # what intake names it
+            files = {entry_name: notebook_source.encode("utf-8")}
+        else:
+            files = dict(contents)
+            entry_name = KIT_PACKAGE if kind == "exercises" else next(iter(contents))
+        for rel, data in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(data)
+        result = Path(tmp) / "errors.json"
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        env["PYTHONPATH"] = os.pathsep.join([kit_root, *filter(None, [env.get("PYTHONPATH")])])
+        # output to a file, not a pipe: nothing the learner's code starts can keep submit waiting
+        with (Path(tmp) / "output.txt").open("w+b") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(folder / entry_name), str(result), kit_root],
+                cwd=folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                start_new_session=os.name == "posix",
+            )
+            try:
+                code = process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _stop(process)
+                return None, f"not loaded: importing it took over {timeout:g} s here, so it is packed unchecked"
+            output.seek(0)
+            said = [line.strip() for line in output.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        last = f": {said[-1]}" if said else ""
+        if not result.is_file():
+            if Path(str(result) + ".started").exists():  # the learner's code ended the process (os._exit, a crash)
+                return f"{entry_name}: importing it ended Python (exit code {code}){last}", None
+            return None, f"not loaded: the import check could not start (exit code {code}){last}"
+        errors = json.loads(result.read_text(encoding="utf-8"))
+    if not errors:
+        return None, None
+    first = str(errors[0])
+    if kind in ("notebook", "notebooks"):
+        first = _in_notebook(first, entry_name, next(iter(contents)), notebook_source or "")
+    return first, None
+
+
 # --- the zip -----------------------------------------------------------------------------------
 
 
@@ -344,25 +551,40 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True)
+class Validation:
+    """What :func:`submit` runs before it packs, besides parsing: the public cases (``attnkit check``, whose
+    table the manifest keeps) and a trial import of the hand-in in a child Python (:func:`load_problem`)."""
+
+    public_checks: bool = True
+    trial_import: bool = True
+
+
 def submit(
     paths: list[Path] | tuple[Path, ...] = (),
     out: Path | None = None,
     *,
     student: str | None = None,
     cwd: Path | None = None,
-    check: bool = True,
-    environ: Mapping[str, str] | None = None,
+    validation: Validation = Validation(),
+    force: bool = False,
 ) -> Packed:
     """Pack the learner's work into one zip (see the module docstring); returns what was written.
+
+    A hand-in that would grade as an error (:func:`problems`: a file that does
+    not parse, a notebook using names it does not define; then, with ``validation.trial_import``,
+    :func:`load_problem`: a module that does not import, tried in a child
+    Python) is refused with :class:`SubmitError`, unless ``force``: then it is
+    packed with a warning.
 
     ``out`` defaults to ``submission-<id>-<date>.zip`` in ``cwd`` (never
     overwriting: ``-2``, ``-3`` … are added); an ``out`` given explicitly is
     overwritten.  ``student`` is ``--student``; without it the id is
-    :data:`STUDENT_ENV`'s in ``environ`` (default ``os.environ``), else there
+    :data:`STUDENT_ENV`'s in the environment, else there
     is none and the file is named after the login, else the folder.
     """
     cwd = Path.cwd() if cwd is None else Path(cwd)
-    sid, sid_from, warnings = student_id(student, environ)
+    sid, sid_from, warnings = student_id(student)
     if out is not None:
         if Path(out).suffix.lower() != ".zip":
             raise SubmitError(f"{out}: the hand-in is a zip; name it <something>.zip")
@@ -372,18 +594,24 @@ def submit(
     now = datetime.now(timezone.utc)
     contents: dict[str, bytes] = {}
     sources: dict[str, str] = {}
+    source: str | None = None
+    checks: dict[str, dict[str, Any]] = {}
     if kind == "exercises":
         package = found[0]
         for arcname, full in package_files(package).items():
             contents[arcname] = _read_text(full, MAX_PY_BYTES, ".py file")
-        checks, note = _run_checks(_solution_spec(package), _kit_tests_dir(package)) if check else ({}, NOT_CHECKED)
+        note = NOT_CHECKED
+        if validation.public_checks:
+            checks, note = _run_checks(_solution_spec(package), _kit_tests_dir(package))
     elif kind == "py":
         data = _read_text(found[0], MAX_PY_BYTES, ".py file")
         name = safe_name(found[0].stem, "solution") + ".py"
         if is_test_file(name):
             raise SubmitError(f"{found[0].name}: the name of a test file, which the grader leaves out; rename it")
         contents[name] = data
-        checks, note = _run_checks(str(found[0]), _kit_tests_dir(None)) if check else ({}, NOT_CHECKED)
+        note = NOT_CHECKED
+        if validation.public_checks:
+            checks, note = _run_checks(str(found[0]), _kit_tests_dir(None))
     else:
         if kind == "notebook":
             data = _read_text(found[0], MAX_NOTEBOOK_BYTES, "notebook")
@@ -394,7 +622,16 @@ def submit(
             sources = {p.name: _sha256(p.read_bytes()) for p in found}
         contents[name] = data
         source = _notebook_source(data, found[0].name if kind == "notebook" else name)
-        checks, note = _check_notebook(source, _kit_tests_dir(None)) if check else ({}, NOT_CHECKED)
+        checks, note = _check_notebook(source, _kit_tests_dir(None)) if validation.public_checks else ({}, NOT_CHECKED)
+    refused = problems(kind, contents, source)
+    if validation.trial_import and not refused:  # it parses: import it as the grader will, in a child Python
+        problem, unchecked = load_problem(kind, contents, source)
+        refused = [problem] if problem else []
+        warnings += [unchecked] if unchecked else []
+    if refused and not force:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise SubmitError(f"{refused[0]}{more}: it would grade as an error; fix it, or pack anyway with --force")
+    warnings += [f"packed anyway (--force): {why}" for why in refused]
 
     try:
         import torch

@@ -91,3 +91,322 @@ def test_pasting_the_reference_bodies_makes_check_exit_0(tmp_path):
         cwd=kit, env=env, capture_output=True, text=True, timeout=300,
     )
     assert tests.returncode == 0, tests.stdout[-2000:]
+
+
+# --- the local check holds the grader's rules ----------------------------------------------------------------
+
+RULE_BREAKERS = {
+    # id: (hook, the learner's function(s), pasted below the reference, and a phrase of the grader's reason)
+    "banned-softmax": (
+        "softmax_weights",
+        "def softmax_weights(scores, dim=-1):\n    return torch.nan_to_num(torch.softmax(scores, dim=dim), nan=0.0)\n",
+        "uses torch.softmax: ",
+    ),
+    "cpu-mask-in-apply": (
+        "apply_causal_mask",
+        "def apply_causal_mask(scores):\n    T = scores.shape[-1]\n"
+        "    return scores.masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))\n",
+        "will fail on a GPU: a tensor is built on the CPU",
+    ),
+    "mask-ignores-device": (
+        "causal_mask",
+        "def causal_mask(num_tokens, device=None):\n    return torch.ones(num_tokens, num_tokens).triu(1).bool()\n",
+        "will fail on a GPU: given inputs on the meta device it returned a tensor on cpu",
+    ),
+    "non-contiguous-merge": (
+        "merge_heads",
+        "def merge_heads(x):\n    b, h, t, hd = x.shape\n"
+        "    return x.transpose(1, 2).reshape(b, t, h * hd).mT.contiguous().mT  # right values, column-major\n",
+        "merge_heads must return a contiguous tensor",
+    ),
+    "cpu-mask-in-module": (
+        "make_causal_attention",
+        "class CausalAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.dropout = nn.Dropout(dropout)\n"
+        "    def forward(self, x):\n"
+        "        T = x.shape[-2]\n"
+        "        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)\n"
+        "        s = q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5\n"
+        "        s = s.masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))\n"
+        "        return self.dropout(torch.softmax(s, dim=-1)) @ v\n",
+        "will fail on a GPU: a tensor is built on the CPU",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def hidden_trials():
+    from grader.instructor.suite import build_suite
+
+    return build_suite(5, ("cpu", "meta")).trials
+
+
+def _learner(tmp_path: Path, code: str) -> Path:
+    path = tmp_path / "mine.py"
+    path.write_text(reference_source() + "\n\n# --- mine ---\n" + code, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("breaker", RULE_BREAKERS, ids=list(RULE_BREAKERS))
+def test_the_check_fails_what_the_grader_fails_with_the_graders_reason(tmp_path, hidden_trials, breaker):
+    from grader.instructor.verdict import FAILED, judge_in_process
+    from grader.registry import load_solution
+
+    hook, code, phrase = RULE_BREAKERS[breaker]
+    path = _learner(tmp_path, code)
+    (result,) = run_public_cases(str(path), [hook])
+    assert result.status == FAILING, result
+    assert "\n" not in result.first_failure
+    case, _, reason = result.first_failure.partition(": ")
+    assert case.startswith("test_") or case.startswith("case '"), result.first_failure  # it names the case
+    assert phrase in reason, result.first_failure
+    # the grader, judging the hidden cases of the same code, fails it for the same reason, worded the same
+    solution = load_solution(path)
+    messages = {judge_in_process(solution, t).message for t in hidden_trials if t.hook == hook}
+    failed = [m for m in messages if phrase in m]
+    assert failed, messages
+    grader_reason = failed[0].split(" (")[0]
+    assert reason.split(" (")[0] == grader_reason, (reason, grader_reason)
+    assert {judge_in_process(solution, t).status for t in hidden_trials if t.hook == hook} >= {FAILED}
+
+
+def test_an_in_place_change_fails_the_check(tmp_path):
+    code = (
+        "def softmax_weights(scores, dim=-1):\n"
+        "    scores.sub_(scores.amax(dim=dim, keepdim=True).nan_to_num(neginf=0.0))\n"
+        "    e = scores.exp()\n"
+        "    return e / e.sum(dim=dim, keepdim=True).clamp_min(1e-30)\n"
+    )
+    (result,) = run_public_cases(str(_learner(tmp_path, code)), ["softmax_weights"])
+    assert result.status == FAILING
+    assert "modified in place" in result.first_failure
+
+
+def test_the_rules_fail_a_test_whose_own_checks_pass(tmp_path):
+    """test_merge_heads_literal compares values only: the contiguity rule fails it all the same (every test does)."""
+    (result,) = run_public_cases(str(_learner(tmp_path, RULE_BREAKERS["non-contiguous-merge"][1])), ["merge_heads"])
+    assert result.passed == 0, result
+    assert result.failed == len(result.nodeids) // 3  # setup, call and teardown reports: every test failed
+def test_the_reference_breaks_no_rule():
+    from grader.rules import RuledSolution
+
+    results = run_public_cases("reference")
+    assert [r.status for r in results] == [PASSING] * len(HOOK_NAMES), [r.first_failure for r in results]
+    assert RuledSolution  # the check above ran under it (run_public_cases wraps every loaded solution)
+
+
+@pytest.mark.parametrize("hook", HOOK_NAMES, ids=HOOK_NAMES)
+def test_the_contiguity_rule_is_the_hidden_cases_one(hook):
+    """A hook whose row asks for a contiguous result has the contiguity property on its value cases, and only then."""
+    from grader.hook_table import row
+    from grader.instructor.cases import _contiguous, make_cases
+
+    cases = [c for c in make_cases(5) if c.hook == hook and not c.expect_error]
+    held = [_contiguous in c.properties for c in cases]
+    assert held == [row(hook).contiguous_result] * len(cases)
+
+
+def test_a_wrong_signature_is_failing_signature_with_the_expected_one(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("def softmax_weights(x, axis=-1):\n    return x\n", encoding="utf-8")
+    (result,) = run_public_cases(str(path), ["softmax_weights"])
+    assert result.status == FAILING
+    assert result.first_failure.startswith("signature: "), result.first_failure
+    assert "mine.py:1" in result.first_failure and "softmax_weights(scores, dim=-1)" in result.first_failure
+
+
+def test_an_exception_names_the_case_and_the_learners_line(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("import torch\n\n\ndef context_vectors(weights, values):\n    return weights @ values.T\n")
+    (result,) = run_public_cases(str(path), ["context_vectors"])
+    assert result.status == FAILING
+    assert re.match(r"test_context_vectors\S*: raised RuntimeError: .* \(at .*mine\.py:5\)$", result.first_failure), (
+        result.first_failure
+    )
+
+
+def test_group_names_are_accepted_and_a_typo_gets_did_you_mean():
+    result = CliRunner().invoke(main, ["check", "softmx"], terminal_width=200)
+    assert result.exit_code == 2
+    assert "did you mean softmax_weights?" in result.output
+    assert len(result.output.splitlines()[-1]) < 120
+    groups = CliRunner().invoke(main, ["check", "heads", "--solution", "reference"], terminal_width=200)
+    assert groups.exit_code == 0, groups.output
+    assert "split_heads" in groups.output and "merge_heads" in groups.output and "softmax_weights" not in groups.output
+    assert "2 of 2 exercises passing" in groups.output
+
+
+def test_a_kit_with_one_broken_module_checks_the_others(tmp_path):
+    """A SyntaxError in scores.py: its exercises fail with the error in one line, the others still run."""
+    kit = tmp_path / "kit"
+    shutil.copytree(KIT / "exercises", kit / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(KIT / "conftest.py", kit / "conftest.py")
+    scores = kit / "exercises" / "scores.py"
+    scores.write_text(scores.read_text().replace("def softmax_weights(scores, dim=-1):", "def softmax_weights(scores)"))
+    heads = kit / "exercises" / "heads.py"
+    heads.write_text(heads.read_text() + "\n\n" + reference_source(("merge_heads",)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(kit), str(KIT)]), COLUMNS="250")
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "check", "scores", "heads"],
+        cwd=kit, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if line.count("│") > 3}
+    assert "could not load exercises/scores.py:" in lines["softmax_weights"], done.stdout
+    assert "SyntaxError" in lines["softmax_weights"]
+    assert "passing" in lines["merge_heads"], done.stdout
+    assert "not started" in lines["split_heads"], done.stdout
+
+
+# --- check --watch, and no NumPy warning ----------------------------------------------------------------------
+
+
+def _kit_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    kit = tmp_path / "kit"
+    shutil.copytree(KIT / "exercises", kit / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(KIT / "conftest.py", kit / "conftest.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(kit), str(KIT)]), COLUMNS="200")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the stale-bytecode case below needs the .pyc files written
+    return kit, env
+
+
+def test_forget_drops_the_learners_modules_and_their_stale_bytecode(tmp_path, monkeypatch):
+    """Two saves within one second that keep the size: Python's .pyc check alone would run the old code."""
+    import importlib
+
+    import torch  # noqa: F401 - loaded, as in a watch: it must stay
+
+    from grader.watch import forget
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    module = folder / "watched_helper.py"
+    module.write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "watched_helper", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert importlib.import_module("watched_helper").X == 1  # compiled, and cached in __pycache__
+    first = module.stat()
+    module.write_text("X = 2\n")
+    os.utime(module, ns=(first.st_atime_ns, first.st_mtime_ns + (1 if first.st_mtime_ns % 10**9 < 10**9 - 1 else -1)))
+
+    del sys.modules["watched_helper"]  # dropping the module alone: the same-second, same-size .pyc is trusted
+    importlib.invalidate_caches()
+    assert importlib.import_module("watched_helper").X == 1
+
+    for name, loaded in [(k, v) for k, v in sys.modules.items() if k.split(".")[0] == "exercises"]:
+        monkeypatch.setitem(sys.modules, name, loaded)  # forget drops the exercises package too: back after the test
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and hasattr(sys.modules[parent], child):
+            monkeypatch.setattr(sys.modules[parent], child, loaded)
+    dropped = forget([folder], [str(module)])
+    assert [n for n in dropped if n.split(".")[0] != "exercises"] == ["watched_helper"]
+    assert "torch" in sys.modules and "grader.check" in sys.modules  # the warm part stays
+    assert importlib.import_module("watched_helper").X == 2
+    monkeypatch.delitem(sys.modules, "watched_helper")
+
+
+def test_changed_files_names_saved_added_and_removed_files():
+    from grader.watch import changed_files
+
+    before = {"a.py": (1, 10), "b.py": (1, 10), "c.py": (1, 10)}
+    after = {"a.py": (1, 10), "b.py": (2, 10), "d.py": (1, 3)}
+    assert changed_files(before, after) == ["b.py", "c.py", "d.py"]
+    assert changed_files(before, dict(before)) == []
+
+
+class _Lines:
+    """The lines a subprocess prints, read by a thread, waited for by pattern."""
+
+    def __init__(self, stream) -> None:
+        import queue
+        import threading
+
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self._queue.put(line) for line in stream], daemon=True).start()
+
+    def wait_for(self, pattern: str, timeout: float) -> str:
+        import queue
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                so_far = "".join(self.seen)
+                raise AssertionError(f"no line matching {pattern!r} in {timeout} s; so far:\n{so_far}") from None
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+
+
+@pytest.mark.slow
+def test_watch_checks_again_on_every_save_and_stops_cleanly_on_ctrl_c(tmp_path):
+    import signal
+
+    kit, env = _kit_copy(tmp_path)
+    heads = kit / "exercises" / "heads.py"
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "grader.cli", "check", "--watch", "heads"],
+        cwd=kit, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        out = _Lines(watcher.stdout)
+        out.wait_for(r"Watching .*exercises", 60)
+        out.wait_for(r"^0 of 2 exercises passing\.", 180)  # the first round: both stubs not started
+
+        heads.write_text(heads.read_text() + "\n\n" + reference_source(("merge_heads",)))
+        out.wait_for(r"\d\d:\d\d:\d\d exercises/heads\.py changed", 10)
+        passing = out.wait_for(r"merge_heads|exercises passing", 20)
+        assert "passing" in passing and "│" in passing, passing
+        out.wait_for(r"^1 of 2 exercises passing\.", 10)
+
+        # a second save within the same second, keeping the size: the new code runs, not the cached bytecode
+        saved = heads.stat()
+        wrong = tmp_path / "heads.py"
+        wrong.write_text(heads.read_text().replace("x = x.transpose(1, 2)  #", "x = x.transpose(1, 3)  #"))
+        assert wrong.stat().st_size == saved.st_size
+        nudge = 1 if saved.st_mtime_ns % 10**9 < 10**9 - 1 else -1
+        os.utime(wrong, ns=(saved.st_atime_ns, saved.st_mtime_ns + nudge))
+        os.replace(wrong, heads)
+        out.wait_for(r"exercises/heads\.py changed", 10)
+        failing = out.wait_for(r"merge_heads", 20)
+        assert "failing" in failing, failing
+        out.wait_for(r"^0 of 2 exercises passing\.", 10)
+
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=30) == 0
+        out.wait_for(r"^Stopped watching\.", 5)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    errors = watcher.stderr.read()
+    assert "Traceback" not in errors and "Aborted" not in errors, errors
+    assert not any("Traceback" in line for line in out.seen), "".join(out.seen)
+
+
+def test_check_prints_no_numpy_warning_where_numpy_is_missing(tmp_path):
+    """torch warns "Failed to initialize NumPy" at import without numpy; the learner's kit does not need numpy."""
+    fake = tmp_path / "no_numpy" / "numpy"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')\n")
+    kit, env = _kit_copy(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(fake.parent), env["PYTHONPATH"]])
+    bare = subprocess.run(
+        [sys.executable, "-c", "import torch"], cwd=kit, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "Failed to initialize NumPy" in bare.stderr, bare.stderr  # the setting does provoke the warning
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "check", "heads"],
+        cwd=kit, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert "0 of 2 exercises passing" in done.stdout, done.stdout + done.stderr
+    assert "NumPy" not in done.stderr + done.stdout, done.stderr

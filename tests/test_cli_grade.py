@@ -11,6 +11,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -139,6 +140,27 @@ def test_one_mistake_loses_points_only_in_its_column(graded, rubric, student, ho
     assert row[hook] < rubric.points[hook], f"{student} lost nothing in {hook}"
     assert {h: row[h] for h in HOOK_NAMES if h != hook} == {h: rubric.points[h] for h in HOOK_NAMES if h != hook}
     assert row["total"] == pytest.approx(rubric.max_total - (rubric.points[hook] - row[hook]))
+
+
+def test_a_package_with_one_broken_module_loses_only_that_modules_hooks(tmp_path, rubric):
+    """dee/: Alice's answers in one module, merge_heads in another with a SyntaxError (the __init__ imports both)."""
+    package = tmp_path / "hand-ins" / "dee"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from .answers import *\nfrom .heads import *\n", encoding="utf-8")
+    answers = re.sub(r"\bmerge_heads\b", "_alice_merge_heads", alice_with(None))  # her modules keep her own
+    (package / "answers.py").write_text(answers, encoding="utf-8")
+    (package / "heads.py").write_text("import torch\n\n\ndef merge_heads(x)\n    return x\n", encoding="utf-8")
+    out = tmp_path / "D"
+    result = invoke([str(package), "--out", str(out), "--seed", SEED, "--timeout", "5"])
+    assert result.exit_code == 0, result.output
+    row = row_of(read_csv(out / "grades.csv"), "dee")
+    assert row["merge_heads"] == 0
+    assert {h: row[h] for h in HOOK_NAMES if h != "merge_heads"} == {
+        h: rubric.points[h] for h in HOOK_NAMES if h != "merge_heads"
+    }
+    sql = "SELECT DISTINCT message FROM results WHERE hook = 'merge_heads' AND status = 'failed'"
+    messages = {m for (m,) in query(out / "gradebook.sqlite", sql)}
+    assert messages == {"exercise merge_heads: could not load dee/heads.py:4: SyntaxError: expected ':'"}, messages
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a GPU is present here: cuda ran instead of being skipped")

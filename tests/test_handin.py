@@ -46,7 +46,14 @@ from grader.handin import (
     too_big,
 )
 from grader.instructor.intake import read_submission
-from grader.submit import MANIFEST, SubmitError, submit
+from grader.submit import MANIFEST, SubmitError, Validation, submit
+
+NO_CHECKS = Validation(public_checks=False)
+"""submit without running the public cases (the tests that are not about them)."""
+NO_IMPORT = Validation(trial_import=False)
+"""submit without its trial import in a child Python (about 3 s each)."""
+PARSE_ONLY = Validation(public_checks=False, trial_import=False)
+
 
 KIT = Path(__file__).resolve().parent.parent
 GRADER = KIT / "grader"
@@ -281,7 +288,7 @@ def test_every_side_reports_the_same_version(tmp_path):
     from grader.instructor import class_grading
 
     (tmp_path / "mine.py").write_text("X = 1\n")
-    packed = submit([tmp_path / "mine.py"], tmp_path / "out.zip", student="v", cwd=tmp_path, check=False)
+    packed = submit([tmp_path / "mine.py"], tmp_path / "out.zip", student="v", cwd=tmp_path, validation=NO_CHECKS)
     shown = CliRunner().invoke(main, ["--version"]).output
     assert packed.manifest["kit_version"] == kit_version()
     assert shown.strip().endswith(f"version {kit_version()}"), shown
@@ -486,7 +493,7 @@ def test_what_submit_packs_intake_accepts(tmp_path, name, build, accepted):
     paths = build(tmp_path / "work")
     out = tmp_path / "handed-in.zip"
     try:
-        packed = submit(paths, out, student="ann", cwd=tmp_path, check=False)
+        packed = submit(paths, out, student="ann", cwd=tmp_path, validation=NO_CHECKS)
     except SubmitError as exc:
         assert not accepted, f"submit refused what it should pack: {exc}"
         assert "\n" not in str(exc) and not out.exists()
@@ -502,7 +509,7 @@ def test_what_submit_packs_intake_accepts(tmp_path, name, build, accepted):
 def test_the_entry_cap_is_reached_exactly(tmp_path):
     """At the cap the zip holds exactly MAX_ENTRIES entries, and intake would refuse one more."""
     package = _package(tmp_path / "work", _all_files(MAX_ENTRIES - 2))
-    packed = submit([package], tmp_path / "at.zip", student="ann", cwd=tmp_path, check=False)
+    packed = submit([package], tmp_path / "at.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
     assert _zip_entries(packed.out) == MAX_ENTRIES
     with zipfile.ZipFile(packed.out, "a") as zf:
         zf.writestr("exercises/one_more.py", "X = 1\n")
@@ -514,7 +521,7 @@ def test_a_notebook_the_grader_refuses_is_refused_with_the_graders_reason(tmp_pa
     graded = read_submission(path).error
     assert graded and "SyntaxError" in graded
     with pytest.raises(SubmitError) as refused:
-        submit([path], tmp_path / "out.zip", student="ann", cwd=tmp_path, check=False)
+        submit([path], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
     assert graded.removeprefix("nb.ipynb: ") in str(refused.value)
 
 
@@ -525,5 +532,5 @@ def test_a_zip_over_its_cap_on_disk_is_never_written(tmp_path, monkeypatch):
     monkeypatch.setattr(submit_module, "MAX_ZIP_BYTES", 100)
     (tmp_path / "mine.py").write_text("X = 1\n" * 100)
     with pytest.raises(SubmitError, match="zip is over the 100 bytes limit"):
-        submit([tmp_path / "mine.py"], tmp_path / "out.zip", student="ann", cwd=tmp_path, check=False)
+        submit([tmp_path / "mine.py"], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
     assert list(tmp_path.glob("*.zip")) == [] and list(tmp_path.glob(".*partial")) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import math
 import os
 import re
 import sys
@@ -412,15 +413,20 @@ def test_the_check_cell_and_the_kits_own_packages_are_left_out():
         ("[1, 2]", "not a notebook: the JSON is not an object"),
         ('{"cells": []}', "not a notebook: no nbformat version"),
         (
-            '{"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}',
-            "not a notebook: nbformat version 3 is not supported (4 is)",
+            '{"nbformat": 2, "nbformat_minor": 0, "worksheets": [], "metadata": {}}',
+            "not a notebook: nbformat version 2 is not supported (3 and 4 are)",
         ),
+        (
+            '{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [{"cell_type": "code"}]}]}',
+            "not a notebook: ",
+        ),
+        ('{"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}', "no Python code found"),
         (
             '{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": "x"}]}',
             "not a notebook: ",
         ),
     ],
-    ids=["bad-json", "empty", "array", "no-version", "v3", "invalid-v4"],
+    ids=["bad-json", "empty", "array", "no-version", "v2", "invalid-v3", "empty-v3", "invalid-v4"],
 )
 def test_invalid_notebooks_are_one_line_errors(text, message):
     with pytest.raises(NotebookError) as info:
@@ -511,6 +517,76 @@ def test_counting_json_values_is_linear_even_in_an_unterminated_string():
     assert notebooks._json_values('{"a": ["x,[{", "y\\\\", 3], "b": {}}') == 7
     with pytest.raises(NotebookError, match="^not a notebook: invalid JSON at line 1$"):
         notebook_to_source('{"cells": ["' + '\\"' * 2_000_000)
+
+
+# --- nbformat 3 notebooks: upgraded by nbformat's converter, then read like any v4 notebook ----------------
+
+
+def v3_notebook(tags: bool) -> str:
+    """An nbformat-3 notebook (two worksheets, ``input``, a heading cell), built with nbformat.v3."""
+    v3 = nbformat.v3
+    meta = {"tags": [SOLUTION_TAG]} if tags else {}
+    cells = [
+        v3.new_heading_cell("Scores", level=1),
+        v3.new_text_cell("markdown", source="My answers."),
+        v3.new_code_cell(input="import math\nimport torch\n", metadata=meta),
+        v3.new_code_cell(input="def softmax_weights(scores, dim=-1):\n    return torch.softmax(scores, dim=dim)\n",
+                         metadata=meta),
+        v3.new_code_cell(input="%timeit softmax_weights(torch.ones(3))\nprint(softmax_weights(torch.ones(3)))\n"),
+        v3.new_code_cell(input="from grader.notebook_check import check\nrows = check(globals(), ['softmax_weights'])",
+                         metadata={"tags": [CHECK_TAG]} if tags else {}),
+    ]
+    worksheets = [v3.new_worksheet(cells=cells[:3]), v3.new_worksheet(cells=cells[3:])]
+    return v3.writes_json(v3.new_notebook(worksheets=worksheets))
+
+
+@pytest.mark.parametrize("tags", [True, False], ids=["tagged", "untagged"])
+def test_a_v3_notebook_converts_like_its_v4_conversion(tags):
+    text = v3_notebook(tags)
+    assert json.loads(text)["nbformat"] == 3 and "worksheets" in json.loads(text)
+    as_v4 = nbformat.writes(nbformat.reads(text, as_version=4))
+    source = notebook_to_source(text)
+    assert source == notebook_to_source(as_v4)
+    assert "# --- cell 4 ---" in source  # the cells of both worksheets, counted as one notebook
+    kept = kept_code(source)
+    softmax = "def softmax_weights(scores, dim=-1):\n    return torch.softmax(scores, dim=dim)"
+    expected = ["import math", "import torch", softmax]
+    assert kept == expected  # untagged: every code cell but the check cell, its print and magic left out
+    namespace: dict = {}
+    exec(compile(source, "nb.py", "exec"), namespace)  # noqa: S102 - our own test notebook
+    torch = namespace["torch"]
+    scores = torch.tensor([[1.0, 2.0, 0.5]], dtype=torch.float64)
+    exp = [math.exp(x) for x in (1.0, 2.0, 0.5)]
+    assert namespace["softmax_weights"](scores)[0].tolist() == pytest.approx([e / sum(exp) for e in exp])
+
+
+def test_a_v3_notebook_is_capped_and_its_heading_levels_clamped(monkeypatch):
+    data = json.loads(v3_notebook(tags=True))
+    data["worksheets"][0]["cells"][0]["level"] = 10**15  # nbformat's upgrade writes "#" * level
+    started = time.monotonic()
+    source = notebook_to_source(json.dumps(data))
+    assert time.monotonic() - started < 10 and "softmax_weights" in source
+    monkeypatch.setattr(notebooks, "MAX_NOTEBOOK_CELLS", 5)  # cells are counted over every worksheet
+    with pytest.raises(NotebookError, match="^refused: 6 cells is over the 5 cell limit$"):
+        notebook_to_source(json.dumps(data))
+    monkeypatch.setattr(notebooks, "MAX_NOTEBOOK_CELLS", 1000)
+    monkeypatch.setattr(notebooks, "MAX_CELL_BYTES", 50)  # a v3 code cell's source is its input
+    with pytest.raises(NotebookError, match="^refused: cell 4 holds .* of code, over the 50 bytes limit$"):
+        notebook_to_source(json.dumps(data))
+
+
+def test_the_deadline_holds_through_the_v3_upgrade(monkeypatch):
+    real_convert, real_clock, late = nbformat.convert, time.monotonic, []
+
+    def slow_convert(nb, to_version):
+        late.append(True)  # as if nbformat's upgrade had taken an hour
+        return real_convert(nb, to_version)
+
+    monkeypatch.setattr(notebooks.nbformat, "convert", slow_convert)
+    monkeypatch.setattr(notebooks.time, "monotonic", lambda: real_clock() + (3600 if late else 0))
+    with pytest.raises(NotebookError, match=r"^refused: converting the notebook took more than 10 s$"):
+        notebook_to_source(v3_notebook(tags=True))
+    assert late
 
 
 def test_deep_nesting_is_a_one_line_refusal_not_a_crash():
@@ -619,11 +695,11 @@ def test_broken_notebooks_become_error_rows(tmp_path, suite):
 
     broken = tmp_path / "bad.ipynb"
     broken.write_text('{\n "cells": [\n  {"cell_type": "code",,\n ]\n}\n', encoding="utf-8")
-    v3 = tmp_path / "old.ipynb"
-    v3.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}))
+    v2 = tmp_path / "old.ipynb"
+    v2.write_text(json.dumps({"nbformat": 2, "nbformat_minor": 0, "metadata": {}, "worksheets": []}))
     expected = {
         broken: "bad.ipynb: not a notebook: invalid JSON at line 3",
-        v3: "old.ipynb: not a notebook: nbformat version 3 is not supported (4 is)",
+        v2: "old.ipynb: not a notebook: nbformat version 2 is not supported (3 and 4 are)",
     }
     for path, message in expected.items():
         submission = read_submission(path)
@@ -644,3 +720,27 @@ def test_a_zip_holding_a_notebook_is_graded(tmp_path, suite, template):
     assert (submission.student, submission.format, submission.error) == ("bob", "ipynb", None)
     assert list(submission.files) == ["attention.py"]
     assert {r.status for r in results} == {PASSED}
+
+
+@pytest.mark.parametrize("rule", ["banned", "cpu-mask"], ids=["banned", "cpu-mask"])
+def test_the_check_cell_holds_the_graders_rules(rule):
+    """A notebook's torch.softmax, or its mask built on the CPU, fails the check cell with the grader's reason."""
+    import torch
+
+    from grader.notebook_check import collect
+    from solutions import reference
+
+    def softmax_weights(scores, dim=-1):
+        return torch.nan_to_num(torch.softmax(scores, dim=dim), nan=0.0)
+
+    def apply_causal_mask(scores):
+        t = scores.shape[-1]
+        return scores.masked_fill(torch.ones(t, t).triu(1).bool(), float("-inf"))
+
+    hook, fn, reason = {
+        "banned": ("softmax_weights", softmax_weights, "uses torch.softmax: this exercise is to write"),
+        "cpu-mask": ("apply_causal_mask", apply_causal_mask, "will fail on a GPU: a tensor is built on the CPU"),
+    }[rule]
+    (row,) = collect(dict(vars(reference), **{hook: fn}), [hook])
+    assert row.status == "failing"
+    assert reason in row.first_failure, row.first_failure

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import sys
 import textwrap
 import uuid
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from learner_code import reference_source
 
 import grader.registry
 from grader.registry import (
@@ -560,18 +562,22 @@ def test_a_relative_path_still_gets_the_line_number(write, tmp_path, monkeypatch
     assert "ZeroDivisionError" in str(info.value)
 
 
-@pytest.mark.parametrize(
-    ("source", "line", "kind"),
-    [("def ok(:\n", 1, "SyntaxError"), ("import sys\nsys.exit(1)\n", 2, "SystemExit")],
-    ids=["syntax-error", "sys-exit"],
-)
+BROKEN_MODULES = [
+    ("def ok(:\n", 1, "SyntaxError"),
+    ("import sys\nsys.exit(1)\n", 2, "SystemExit"),
+    ("import no_such_module_here\n", 1, "ModuleNotFoundError"),
+    ("x = 1\nraise RuntimeError('boom at import')\n", 2, "RuntimeError"),
+]
+BROKEN_IDS = ["syntax-error", "sys-exit", "import-error", "exception-at-import"]
+
+
+@pytest.mark.parametrize(("source", "line", "kind"), BROKEN_MODULES, ids=BROKEN_IDS)
 @pytest.mark.parametrize("package", [False, True], ids=["modules", "package"])
-def test_a_broken_module_in_a_folder_is_named(write, tmp_path, source, line, kind, package):
+def test_a_folder_whose_every_module_is_broken_is_one_named_error(write, tmp_path, source, line, kind, package):
     tag = uuid.uuid4().hex[:8]
     folder = f"sub_{tag}"
     if package:
         write(f"{folder}/__init__.py", "")
-    write(f"{folder}/good_{tag}.py", "def merge_heads(x):\n    return x\n")
     write(f"{folder}/bad_{tag}.py", source)
     with pytest.raises(SolutionError) as info:
         load_solution(tmp_path / folder)
@@ -579,6 +585,53 @@ def test_a_broken_module_in_a_folder_is_named(write, tmp_path, source, line, kin
     assert one_line(message)
     assert f"bad_{tag}.py:{line}" in message
     assert kind in message
+
+
+@pytest.mark.parametrize(("source", "line", "kind"), BROKEN_MODULES, ids=BROKEN_IDS)
+@pytest.mark.parametrize("package", [False, True], ids=["modules", "package"])
+def test_a_broken_module_costs_only_the_hooks_it_defines(write, tmp_path, source, line, kind, package):
+    """The good module's hooks load and compute; the broken module's hooks (found by ast, or by its def
+    lines where it does not parse) each carry its error; hooks defined nowhere still say "no function"."""
+    tag = uuid.uuid4().hex[:8]
+    folder = f"sub_{tag}"
+    if package:  # the chapter's layout: an __init__ that imports every module, so it breaks too
+        write(f"{folder}/__init__.py", f"from .good_{tag} import *\nfrom .bad_{tag} import *\n")
+    write(f"{folder}/good_{tag}.py", reference_source(("merge_heads", "split_heads")))
+    defs = "def softmax_weights(scores, dim=-1):\n    return scores\n\n\nclass SelfAttention:\n    pass\n"
+    write(f"{folder}/bad_{tag}.py", source + "\n" + defs)
+    solution = load_solution(tmp_path / folder)
+    assert set(solution.implemented) == {"merge_heads", "split_heads"}
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    torch.testing.assert_close(solution.merge_heads(x), x.transpose(1, 2).reshape(2, 4, 15))
+    for hook in ("softmax_weights", "make_self_attention"):
+        (problem,) = [p for p in solution.problems if p.startswith(f"exercise {hook}:")]
+        assert one_line(problem)
+        assert f"could not load {folder + '/' if package else ''}bad_{tag}.py:{line}" in problem, problem
+        assert kind in problem
+        with pytest.raises(HookNotImplemented, match="could not load"):
+            solution.call(hook, torch.zeros(2, 2)) if hook == "softmax_weights" else solution.call(hook, 3, 2)
+    assert any(p.startswith(f"{tmp_path / folder}: no function causal_mask") for p in solution.problems)
+
+
+def test_the_kits_exercises_with_one_broken_module_still_load_the_others(tmp_path, monkeypatch):
+    """``load_solution("exercises")`` in a learner's kit whose scores.py has a SyntaxError."""
+    kit = tmp_path / "kit"
+    shutil.copytree(KIT_ROOT / "exercises", kit / "exercises", ignore=shutil.ignore_patterns("__pycache__", "test_*"))
+    heads = kit / "exercises" / "heads.py"
+    heads.write_text(heads.read_text() + "\n" + reference_source(("merge_heads",)))
+    scores = kit / "exercises" / "scores.py"
+    scores.write_text(scores.read_text().replace("def softmax_weights(scores, dim=-1):", "def softmax_weights(scores)"))
+    for key in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
+        monkeypatch.delitem(sys.modules, key)
+    monkeypatch.syspath_prepend(str(kit))
+    solution = load_solution("exercises")
+    assert "merge_heads" in solution.implemented
+    x = torch.randn(1, 2, 3, 4)
+    torch.testing.assert_close(solution.merge_heads(x), x.transpose(1, 2).reshape(1, 3, 8))
+    lost = {p.split(":")[0].removeprefix("exercise ") for p in solution.problems if "could not load" in p}
+    assert lost >= {"dot_product_scores", "softmax_weights", "context_vectors"}, solution.problems
+    assert "merge_heads" not in lost and "causal_mask" not in lost
+    assert all("scores.py:" in p and "SyntaxError" in p for p in solution.problems if "could not load" in p)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import os
@@ -48,6 +49,9 @@ LEARNER_GRADER = {
     "submit.py",
     "handin.py",
     "cli.py",
+    "hints.py",
+    "rules.py",
+    "watch.py",
 }
 """What a learner's kit holds of ``grader/``: the top level of ours, ``instructor/`` left out."""
 NEVER = {"cases.py", "suite.py", "verdict.py", "replies.py", "diagnosis.py", "sandbox.py", "audit.py",
@@ -172,7 +176,8 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
         assert (kit / "exercises" / name).read_bytes() == (KIT / "exercises" / name).read_bytes(), name
     ours_top = {p.name for p in (KIT / "grader").iterdir() if p.is_file() and p.suffix not in (".pyc", ".pyo")}
     assert ours_top == LEARNER_GRADER  # the top level of grader/ is exactly what a learner's kit holds
-    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER  # and instructor/ stays out
+    # and instructor/ stays out; the release adds the hints file
+    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER | {"hints.json"}
     for name in LEARNER_GRADER:
         assert (kit / "grader" / name).read_bytes() == (KIT / "grader" / name).read_bytes(), name
     top = {p.name for p in kit.iterdir()}
@@ -200,7 +205,7 @@ def test_the_kit_gets_all_of_grader_but_instructor_with_no_list_to_keep(tmp_path
     dest = tmp_path / "kit"
     release(dest)
     shipped = {p.relative_to(dest / "grader").as_posix() for p in (dest / "grader").rglob("*") if p.is_file()}
-    assert shipped == LEARNER_GRADER | {"progress.py"}
+    assert shipped == LEARNER_GRADER | {"progress.py", "hints.json"}
 
 
 def load_conftest(path: Path, monkeypatch) -> types.ModuleType:
@@ -298,11 +303,13 @@ def test_force_replaces_an_earlier_release_and_deletes_nothing_else(tmp_path):
     (dest / ".git").mkdir()
     (dest / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (dest / "notes.txt").write_text("the instructor's own file")
-    (dest / "exercises" / "scores.py").write_text("edited\n")  # a file the release owns
     stale = dest / "exercises" / "old_stub.py"  # written by an "earlier" release, not by this one
     stale.write_text("old\n")
     record = json.loads((dest / RECORD).read_text())
-    (dest / RECORD).write_text(json.dumps(dict(record, files=record["files"] + ["exercises/old_stub.py"])))
+    written = (dest / "exercises" / "scores.py").read_bytes()
+    assert record["files"]["exercises/scores.py"] == hashlib.sha256(written).hexdigest()
+    record["files"]["exercises/old_stub.py"] = hashlib.sha256(b"old\n").hexdigest()
+    (dest / RECORD).write_text(json.dumps(record))
 
     result = CliRunner().invoke(main, ["release", str(dest), "--force"], terminal_width=200)
     assert result.exit_code == 0, result.output
@@ -311,6 +318,60 @@ def test_force_replaces_an_earlier_release_and_deletes_nothing_else(tmp_path):
     assert (dest / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
     assert (dest / "notes.txt").read_text() == "the instructor's own file"
     assert "Kept 2 file(s)" in result.output and "notes.txt" in result.output
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in files_in(root)}
+
+
+def test_force_never_overwrites_a_file_edited_since_the_last_release(tmp_path):
+    dest = tmp_path / "kit"
+    release(dest)
+    (dest / "exercises" / "scores.py").write_text("# my answers\n")  # the learner's work
+    (dest / "README.md").write_text("my notes\n")
+    stale = dest / "exercises" / "old_stub.py"  # an earlier release's file, edited since: never removed either
+    stale.write_text("mine now\n")
+    record = json.loads((dest / RECORD).read_text())
+    record["files"]["exercises/old_stub.py"] = hashlib.sha256(b"as released\n").hexdigest()
+    (dest / RECORD).write_text(json.dumps(record))
+    before = _snapshot(dest)
+
+    result = CliRunner().invoke(main, ["release", str(dest), "--force"], terminal_width=200)
+    assert result.exit_code == 1, result.output
+    assert "3 file(s)" in result.output and "nothing was written" in result.output
+    for rel in ("exercises/scores.py", "README.md", "exercises/old_stub.py"):
+        assert rel in result.output
+    assert "exercises/masking.py" not in result.output  # unchanged files are not listed
+    assert _snapshot(dest) == before  # not a byte changed, the record included
+    assert "Traceback" not in result.output
+
+
+def test_force_refreshes_the_files_unchanged_since_the_last_release(tmp_path, monkeypatch):
+    dest = tmp_path / "kit"
+    release(dest)
+    record = json.loads((dest / RECORD).read_text())
+    # as if the last release wrote an older stub: the file is what the record says, so it is refreshed
+    (dest / "exercises" / "masking.py").write_text("# an older stub\n")
+    record["files"]["exercises/masking.py"] = hashlib.sha256(b"# an older stub\n").hexdigest()
+    (dest / RECORD).write_text(json.dumps(record))
+    summary = release(dest, force=True)
+    assert (dest / "exercises" / "masking.py").read_bytes() == (KIT / "exercises" / "masking.py").read_bytes()
+    assert "exercises/masking.py" in summary.files
+
+
+def test_force_on_an_old_kit_without_hashes_treats_every_differing_file_as_edited(tmp_path):
+    dest = tmp_path / "kit"
+    release(dest)
+    record = json.loads((dest / RECORD).read_text())
+    (dest / RECORD).write_text(json.dumps(dict(record, files=sorted(record["files"]))))  # an older record: a list
+    (dest / "exercises" / "heads.py").write_text("# edited or old, nobody knows\n")
+    with pytest.raises(ReleaseError, match=r"1 file\(s\).*\n  exercises/heads.py"):
+        release(dest, force=True)
+    (dest / RECORD).unlink()  # no record at all
+    with pytest.raises(ReleaseError, match="exercises/heads.py"):
+        release(dest, force=True)
+    (dest / "exercises" / "heads.py").write_bytes((KIT / "exercises" / "heads.py").read_bytes())
+    release(dest, force=True)  # identical files are never in the way
 
 
 def test_the_kit_itself_is_never_a_destination(tmp_path):
@@ -413,6 +474,8 @@ def test_no_catalogue_entry_in_the_kit(kit):
         path.relative_to(kit).as_posix(): path.read_text(encoding="utf-8", errors="replace") for path in files_in(kit)
     }
     notebooks = {rel: text_of(kit / rel) for rel in texts if rel.endswith(".ipynb")}
+    assert "grader/hints.json" in texts  # the one file that names the mistakes: data, tested in test_hints.py
+    del texts["grader/hints.json"]
     found = []
     for mistake in CATALOGUE:
         for rel, text in {**texts, **notebooks}.items():
@@ -488,20 +551,86 @@ def test_the_solved_kit_passes_pytest_and_check(solved_kit):
     assert "14 of 14 exercises passing" in check.stdout
 
 
+PASTED = {
+    "softmax-over-dim-1": (
+        "scores",
+        "softmax_weights",
+        "def softmax_weights(scores, dim=-1):  # the seeds' mistake: dim=1 on batched scores\n"
+        "    exp = torch.exp(scores - scores.amax(dim=1, keepdim=True).clamp(min=-1e30))\n"
+        "    total = exp.sum(dim=1, keepdim=True)\n"
+        "    return torch.where(total > 0, exp / total, torch.zeros_like(exp))\n",
+    ),
+    "triu-diagonal-0": (
+        "masking",
+        "causal_mask",
+        "def causal_mask(num_tokens, device=None):\n"
+        "    if num_tokens < 1:\n"
+        "        raise ValueError('at least one token')\n"
+        "    return torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device).triu()\n",
+    ),
+    "dropout-scale-by-inverse-p": (
+        "dropout",
+        "dropout_scale",
+        "def dropout_scale(weights, keep_mask, p):\n"
+        "    if not 0 <= p <= 1:\n"
+        "        raise ValueError('p')\n"
+        "    return weights * keep_mask / p if p else weights * keep_mask.to(weights.dtype)\n",
+    ),
+    "different wrong answer": (
+        "scores",
+        "softmax_weights",
+        "def softmax_weights(scores, dim=-1):  # no catalogued mistake: the raw scores over their sum\n"
+        "    return scores / scores.sum(dim=dim, keepdim=True)\n",
+    ),
+}
+
+
 @pytest.mark.slow
-def test_a_wrong_answer_fails_plainly_without_the_catalogue(kit, tmp_path):
-    """Neither the diagnosis (grader/instructor/) nor solutions/ is in the kit: a known mistake gets its failure
-    line, no hint, and no error."""
+@pytest.mark.parametrize("case", PASTED, ids=list(PASTED))
+def test_the_kits_check_names_a_known_mistake_from_its_hints_file(kit, tmp_path, case):
+    """No diagnosis and no catalogue in the kit: the hints file names the mistake, in English and Chinese."""
+    from solutions.mistakes import by_id
+
+    module, hook, code = PASTED[case]
     wrong = tmp_path / "kit"
     shutil.copytree(kit, wrong)
-    scores = wrong / "exercises" / "scores.py"
-    scores.write_text(
-        scores.read_text()
-        + "\n\ndef softmax_weights(scores, dim=-1):  # the seeds' mistake: dim=1 on batched scores\n"
-        + "    return torch.exp(scores) / torch.exp(scores).sum(dim=1, keepdim=True)\n"
-    )
-    done = run_in(wrong, "-m", "grader.cli", "check", "softmax_weights")
-    out = done.stdout + done.stderr
+    path = wrong / "exercises" / f"{module}.py"
+    path.write_text(path.read_text() + "\n\n" + code)
+    done = run_in(wrong, "-m", "grader.cli", "check", hook)
+    out = re.sub(r"[│┃]", "", squeeze(done.stdout + done.stderr))  # a hint wraps inside the table's cell
     assert done.returncode == 1, out
-    assert "failing" in out and "expected" in out
-    assert "looks like" not in out and "Traceback" not in out
+    assert "failing" in out and "Traceback" not in out
+    if case == "different wrong answer":
+        assert "lookslike" not in out
+        return
+    assert squeeze(f"looks like {case}") in out and squeeze(by_id(case).hint) in out
+    zh = run_in(wrong, "-m", "grader.cli", "check", hook, "--lang", "zh")
+    assert squeeze(by_id(case).hint_zh) in re.sub(r"[│┃]", "", squeeze(zh.stdout)), zh.stdout
+
+
+@pytest.mark.slow
+def test_the_solved_kits_check_shows_no_hint(solved_kit):
+    done = run_in(solved_kit, "-m", "grader.cli", "check", "softmax_weights", "causal_mask", "dropout_scale")
+    assert done.returncode == 0 and "looks like" not in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_kits_notebook_check_names_a_known_mistake(kit):
+    probe = (
+        "import torch\n"
+        "from grader.notebook_check import collect\n"
+        "def causal_mask(num_tokens, device=None):\n"
+        "    if num_tokens < 1:\n"
+        "        raise ValueError('at least one token')\n"
+        "    return torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device).triu(0)\n"
+        "for lang in ('en', 'zh'):\n"
+        "    (row,) = collect(globals(), ['causal_mask'], lang)\n"
+        "    print(row.status, row.mistake, row.hint)\n"
+    )
+    from solutions.mistakes import by_id
+
+    done = run_in(kit, "-c", probe)
+    assert done.returncode == 0, done.stderr
+    en, zh = done.stdout.strip().splitlines()
+    assert en == f"failing triu-diagonal-0 {by_id('triu-diagonal-0').hint}"
+    assert zh == f"failing triu-diagonal-0 {by_id('triu-diagonal-0').hint_zh}"

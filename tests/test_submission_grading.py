@@ -154,21 +154,24 @@ def test_one_wrong_function_loses_only_that_hooks_cases(grade, rubric):
 # --- the outcome: results, the heatmaps' data, the learner process's stats ---------------------------------
 
 
-def test_the_outcome_holds_the_first_failing_weights_case_as_a_figure(tmp_path, suite, template):
+def test_the_outcome_holds_the_most_informative_failing_weights_case_as_a_figure(tmp_path, suite, template):
     import importlib.util
 
-    from grader.instructor.heatmaps import first_matrix
+    from grader.instructor.heatmaps import first_matrix, informative
 
     submission = read_submission(alice_with(tmp_path, "wrong_causal_mask"))
     outcome = grade_submission(submission, suite, template, LIMITS)
     assert outcome.submission is submission
     assert list(outcome.figures) == ["causal_mask"], "only the failing weights hook gets a figure"
-    first = next(r for r in outcome.results if r.hook == "causal_mask" and r.status == FAILED)
-    (trial,) = [t for t in suite.trials if (t.hook, t.case.name, t.device, t.dtype) == (
-        first.hook, first.case, first.device, first.dtype)]  # fmt: skip
+    trials = {(t.hook, t.case.name, t.device, t.dtype): t for t in suite.trials}
+    failing = [r for r in outcome.results if r.hook == "causal_mask" and r.status == FAILED and r.device != "meta"]
+    sizes = [informative(trials[(r.hook, r.case, r.device, r.dtype)].golds[0].shape) for r in failing]
+    best = failing[sizes.index(max(sizes))]  # the first of the most informative (a 1x1 T=1 case comes last)
+    trial = trials[(best.hook, best.case, best.device, best.dtype)]
     figure = outcome.figures["causal_mask"]
-    assert figure.label == f"{first.case} ({first.device}, {first.dtype})"
+    assert figure.label == f"{best.case} ({best.device}, {best.dtype})"
     t = trial.call["args"]["num_tokens"]["value"]
+    assert t >= 4, f"a T={t} case was drawn where a larger one failed"
     above_diagonal = torch.tensor([[j > i for j in range(t)] for i in range(t)])  # the mask, written out
     assert torch.equal(figure.expected, above_diagonal)
     spec = importlib.util.spec_from_file_location("wrong_mask", learner_code.SNIPPETS / "wrong_causal_mask.py")
@@ -342,3 +345,19 @@ def test_no_learner_process_is_left_behind(grade, template):
         time.sleep(0.05)
         left = learner_processes(template)
     assert left == [], f"learner processes left after grading: {left}"
+
+
+def test_what_each_exercise_printed_comes_back_per_hook(tmp_path, suite, template):
+    source = learner_code.alice_with(None) + (
+        "\n\nprint('at import')\n_alice_merge = merge_heads\n\n\n"
+        "def merge_heads(x):\n    print('merge sees', tuple(x.shape))\n    return _alice_merge(x)\n"
+    )
+    path = tmp_path / "printer.py"
+    path.write_text(source, encoding="utf-8")
+    outcome = grade_submission(read_submission(path), suite, template, LIMITS)
+    assert not [r for r in outcome.results if r.hook == "merge_heads" and r.status == FAILED]
+    printed = outcome.stats.printed
+    assert "merge_heads" in printed and "softmax_weights" not in printed, printed.keys()
+    assert all("merge sees (" in text for text in printed.values()), "only calls that reach merge_heads print"
+    assert outcome.stats.printed["merge_heads"].startswith("merge sees (")
+    assert "at import" in outcome.stats.output and "at import" not in outcome.stats.printed["merge_heads"]

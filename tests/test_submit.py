@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,14 @@ from grader.cli import main
 from grader.handin import kit_version, safe_name
 from grader.instructor.intake import read_submission
 from grader.registry import HOOK_NAMES
-from grader.submit import MANIFEST, SubmitError, submit
+from grader.submit import MANIFEST, SubmitError, Validation, submit
+
+NO_CHECKS = Validation(public_checks=False)
+"""submit without running the public cases (the tests that are not about them)."""
+NO_IMPORT = Validation(trial_import=False)
+"""submit without its trial import in a child Python (about 3 s each)."""
+PARSE_ONLY = Validation(public_checks=False, trial_import=False)
+
 
 KIT = Path(__file__).resolve().parent.parent
 STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules")
@@ -202,7 +210,7 @@ def test_the_handed_in_zip_grades_with_full_marks(handed_in, grading):
 
 
 def test_the_stubs_are_packed_with_not_started_checks(kit, tmp_path):
-    packed = submit([kit / "exercises"], tmp_path / "mine.zip", student="ann", cwd=tmp_path)
+    packed = submit([kit / "exercises"], tmp_path / "mine.zip", student="ann", cwd=tmp_path, validation=NO_IMPORT)
     assert packed.out == tmp_path / "mine.zip" and packed.kind == "exercises"
     manifest = assert_manifest_matches(read_zip(packed.out))
     assert manifest["checked"] is True and manifest["passing"] == 0
@@ -211,8 +219,8 @@ def test_the_stubs_are_packed_with_not_started_checks(kit, tmp_path):
 
 
 def test_the_default_name_never_overwrites_an_earlier_hand_in(kit, tmp_path):
-    first = submit([kit], student="bo", cwd=tmp_path, check=False)  # the kit folder: its exercises/ package
-    second = submit([kit], student="bo", cwd=tmp_path, check=False)
+    first = submit([kit], student="bo", cwd=tmp_path, validation=PARSE_ONLY)  # the kit folder: its exercises/ package
+    second = submit([kit], student="bo", cwd=tmp_path, validation=PARSE_ONLY)
     assert first.out.parent == second.out.parent == tmp_path
     assert first.out.name.startswith("submission-bo-") and second.out.name == first.out.stem + "-2.zip"
     manifest = json.loads(read_zip(second.out)[MANIFEST])
@@ -222,7 +230,7 @@ def test_the_default_name_never_overwrites_an_earlier_hand_in(kit, tmp_path):
 def test_a_py_file_is_packed_and_read_back_as_that_file(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(reference_source(only=SCORES_HOOKS))
-    packed = submit([mine], tmp_path / "out" / "hand-in.zip", student="ed", cwd=tmp_path, check=False)
+    packed = submit([mine], tmp_path / "out" / "hand-in.zip", student="ed", cwd=tmp_path, validation=PARSE_ONLY)
     entries = read_zip(packed.out)
     assert set(entries) == {"mine.py", MANIFEST} and entries["mine.py"] == mine.read_bytes()
     assert assert_manifest_matches(entries)["kind"] == "py"
@@ -251,7 +259,7 @@ def test_a_notebook_is_packed_as_it_is_with_its_checks(kit, tmp_path):
     notebook = tmp_path / "scores.ipynb"
     shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
     fill_notebook(notebook, only=SCORES_HOOKS)
-    packed = submit([notebook], cwd=tmp_path, student="cy")
+    packed = submit([notebook], cwd=tmp_path, student="cy", validation=NO_IMPORT)
     entries = read_zip(packed.out)
     assert set(entries) == {"scores.ipynb", MANIFEST}
     assert entries["scores.ipynb"] == notebook.read_bytes()
@@ -300,10 +308,15 @@ def test_a_folder_of_notebooks_is_merged_into_one_that_grades_with_full_marks(ki
     ],
     ids=["option", "environment", "option-wins", "sanitised", "blank"],
 )
-def test_the_student_id_goes_into_the_manifest_and_the_file_name(tmp_path, student, environ, expected, source):
+def test_the_student_id_goes_into_the_manifest_and_the_file_name(
+    tmp_path, monkeypatch, student, environ, expected, source
+):
     mine = tmp_path / "mine.py"
     mine.write_text(reference_source(only=SCORES_HOOKS))
-    packed = submit([mine], student=student, cwd=tmp_path, check=False, environ=environ)
+    monkeypatch.delenv("ATTNKIT_STUDENT", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    packed = submit([mine], student=student, cwd=tmp_path, validation=PARSE_ONLY)
     manifest = json.loads(read_zip(packed.out)[MANIFEST])
     assert (manifest["student"], manifest["student_from"]) == (expected, source)
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
@@ -320,10 +333,11 @@ def test_the_student_id_goes_into_the_manifest_and_the_file_name(tmp_path, stude
     assert read_submission(packed.out).claimed == expected  # what attnkit grade takes as the id
 
 
-def test_an_id_with_nothing_usable_is_refused(tmp_path):
+def test_an_id_with_nothing_usable_is_refused(tmp_path, monkeypatch):
     (tmp_path / "mine.py").write_text("X = 1\n")
+    monkeypatch.delenv("ATTNKIT_STUDENT", raising=False)
     with pytest.raises(SubmitError, match=r"--student '\.\.\.': not an id"):
-        submit([tmp_path / "mine.py"], student="...", cwd=tmp_path, check=False, environ={})
+        submit([tmp_path / "mine.py"], student="...", cwd=tmp_path, validation=NO_CHECKS)
 
 
 def test_submit_on_the_command_line_takes_the_environment_and_warns_without_an_id(tmp_path, monkeypatch):
@@ -341,3 +355,163 @@ def test_submit_on_the_command_line_takes_the_environment_and_warns_without_an_i
     assert result.exit_code == 0, result.output
     assert "warning: this hand-in carries no student id: pass --student YOUR_ID" in " ".join(result.output.split())
     assert json.loads(read_zip(tmp_path / "c.zip")[MANIFEST])["student"] is None
+
+
+# --- what would grade as an error is refused ------------------------------------------------------
+
+
+def add_cell(path: Path, source: str) -> None:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(source, metadata={"tags": ["attnkit-solution"]}))
+    nbformat.write(nb, path)
+
+
+def test_a_package_with_a_syntax_error_is_refused_with_file_and_line(kit, tmp_path):
+    package = tmp_path / "exercises"
+    shutil.copytree(kit / "exercises", package)
+    (package / "masking.py").write_text("import torch\n\ndef causal_mask(num_tokens, device=None)\n    return None\n")
+    with pytest.raises(SubmitError, match=r"^exercises/masking\.py:3: SyntaxError: .*--force$"):
+        submit([package], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+    assert not (tmp_path / "out.zip").exists()
+    result = CliRunner().invoke(main, ["submit", str(package), "--out", str(tmp_path / "out.zip"), "--no-check"])
+    assert result.exit_code == 1 and "masking.py:3: SyntaxError" in result.output
+    assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+    forced = submit([package], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS, force=True)
+    assert forced.out.is_file() and any("--force" in w and "masking.py:3" in w for w in forced.warnings)
+
+
+def test_a_notebook_with_a_broken_tagged_cell_is_refused(kit, tmp_path):
+    notebook = tmp_path / "scores.ipynb"
+    shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
+    add_cell(notebook, "def softmax_weights(scores, dim=-1):\n    return (scores\n")
+    with pytest.raises(SubmitError, match=r"cell \d+: SyntaxError"):
+        submit([notebook], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+
+
+def test_a_notebook_using_helpers_from_exercises_is_refused_saying_what_to_paste(kit, tmp_path):
+    notebook = tmp_path / "modules.ipynb"
+    shutil.copy(kit / "notebooks" / "modules.ipynb", notebook)
+    add_cell(notebook, "from exercises.masking import causal_mask\n\nclass CausalAttention(torch.nn.Module):\n"
+             "    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):\n"
+             "        super().__init__()\n"
+             "        self.register_buffer('mask', causal_mask(context_length))\n")  # fmt: skip
+    with pytest.raises(SubmitError, match=r"modules\.ipynb: uses causal_mask, .*paste your causal_mask"):
+        submit([notebook], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+
+
+def test_undefined_names_are_read_from_every_scope_and_stars_or_builtins_are_fine():
+    from grader.submit import undefined_names
+
+    source = "import torch\nX = 1\ndef f(a):\n    return g(a) + X + len(a) + torch.ones(1)\nclass C:\n    y = h\n"
+    assert undefined_names(source) == ["g", "h"]
+    assert undefined_names("from math import *\ndef f():\n    return sqrt(g)\n") == []
+    assert undefined_names("def f(x):\n    global Y\n    Y = x\n    return Y\n") == []
+
+
+@pytest.mark.parametrize("group", ["scores", "masking", "dropout", "heads", "modules"])
+def test_the_kits_notebooks_stubbed_and_filled_are_never_refused(kit, tmp_path, group):
+    notebook = tmp_path / f"{group}.ipynb"
+    shutil.copy(kit / "notebooks" / f"{group}.ipynb", notebook)
+    submit([notebook], tmp_path / "stub.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+    fill_notebook(notebook)
+    packed = submit([notebook], tmp_path / "filled.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+    assert packed.warnings == []
+
+
+# --- the hand-in is imported as the grader imports it, in a child Python --------------------------------
+
+
+def test_a_package_whose_import_fails_is_refused_naming_file_and_line(kit, tmp_path, monkeypatch):
+    package = tmp_path / "exercises"
+    shutil.copytree(kit / "exercises", package)
+    scores = package / "scores.py"
+    lines = scores.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("import torch")) + 1
+    lines.insert(at, "import os; os.environ['ATTNKIT_TEST_IMPORTED'] = 'yes'; import numpyy")
+    scores.write_text("\n".join(lines) + "\n")
+    monkeypatch.delenv("ATTNKIT_TEST_IMPORTED", raising=False)
+    line = f"exercises/scores.py:{at + 1}: ModuleNotFoundError: No module named 'numpyy'"
+    with pytest.raises(SubmitError, match=rf"^{re.escape(line)}: it would grade as an error; .*--force$"):
+        submit([package], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+    assert not (tmp_path / "out.zip").exists()
+    assert "ATTNKIT_TEST_IMPORTED" not in os.environ  # loaded in a child, never in submit's process
+    result = CliRunner().invoke(main, ["submit", str(package), "--out", str(tmp_path / "out.zip"), "--no-check"])
+    assert result.exit_code == 1 and line in result.output, result.output
+    assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+    forced = submit([package], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS, force=True)
+    assert [w for w in forced.warnings if "--force" in w] == [f"packed anyway (--force): {line}"]
+    assert read_zip(forced.out)["exercises/scores.py"] == scores.read_bytes()
+
+
+def test_a_correct_hand_in_loads_and_packs_without_a_warning(solved, tmp_path):
+    packed = submit([solved / "exercises"], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+    assert packed.warnings == [] and packed.out.is_file()
+
+
+def test_a_notebook_whose_kept_code_fails_at_import_is_refused_naming_the_cell(kit, tmp_path):
+    notebook = tmp_path / "scores.ipynb"
+    shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
+    add_cell(notebook, "class Settings:\n    WIDTH = int('wide')\n")  # a class body runs at import
+    cell = len(json.loads(notebook.read_text())["cells"])
+    with pytest.raises(SubmitError, match=rf"^scores\.ipynb: cell {cell}, line 2: ValueError: invalid literal"):
+        submit([notebook], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
+
+
+def test_a_load_past_the_timeout_is_reported_and_packed_not_refused(tmp_path):
+    from grader.submit import load_problem
+
+    started = datetime.now(timezone.utc)
+    problem, warning = load_problem("py", {"slow.py": b"import time\ntime.sleep(60)\n"}, None, timeout=2)
+    assert problem is None and warning is not None and "took over 2 s" in warning
+    assert datetime.now(timezone.utc) - started < timedelta(seconds=30)  # the child was stopped, not waited for
+    problem, warning = load_problem("py", {"gone.py": b"import os\nos._exit(3)\n"}, None)
+    assert warning is None and problem == "gone.py: importing it ended Python (exit code 3)"
+
+
+# --- an nbformat 3 notebook ------------------------------------------------------------------------------
+
+
+def v3_scores_notebook() -> str:
+    """A notebook as Jupyter 2 saved it (nbformat 3), with the scores answers and a wrong softmax, tagged."""
+    import nbformat
+
+    v3 = nbformat.v3
+    tag = {"tags": ["attnkit-solution"]}
+    wrong = "def softmax_weights(scores, dim=-1):\n    return torch.softmax(scores, dim=0)  # ignores dim\n"
+    cells = [
+        v3.new_heading_cell("Scores", level=1),
+        v3.new_code_cell(input=reference_source(only=SCORES_HOOKS), metadata=tag),
+        v3.new_code_cell(input="print(dot_product_scores(torch.ones(1, 2, 3), torch.ones(1, 2, 3)))\n"),
+        v3.new_code_cell(input=wrong, metadata=tag),
+    ]
+    return v3.writes_json(v3.new_notebook(worksheets=[v3.new_worksheet(cells=cells)]))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux")
+def test_a_v3_notebook_is_packed_and_grades_like_its_v4_conversion(tmp_path):
+    import csv
+
+    import nbformat
+
+    text = v3_scores_notebook()
+    (tmp_path / "old.ipynb").write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["submit", str(tmp_path / "old.ipynb"), "--student", "old",
+                                       "--out", str(tmp_path / "old.zip"), "--no-check"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(read_zip(tmp_path / "old.zip")["old.ipynb"])["nbformat"] == 3  # packed as it is
+    (tmp_path / "new.ipynb").write_text(nbformat.writes(nbformat.reads(text, as_version=4)), encoding="utf-8")
+    out = tmp_path / "graded"
+    args = ["grade", str(tmp_path / "old.zip"), str(tmp_path / "new.ipynb"), "--out", str(out),
+            "--seed", "7", "--devices", "cpu", "--timeout", "5"]  # fmt: skip
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    with (out / "grades.csv").open(newline="", encoding="utf-8") as fh:
+        header, *rows = list(csv.reader(fh))
+    by_student = {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows}
+    assert set(by_student) == {"old", "new"}
+    assert by_student["old"] == by_student["new"]
+    row = by_student["old"]
+    assert float(row["dot_product_scores"]) > 0 and float(row["softmax_weights"]) == 0  # graded, not an error row

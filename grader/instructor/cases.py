@@ -34,6 +34,7 @@ import torch
 from grader.child_runtime import map_parameters
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
+from grader.rules import contiguous_message
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
@@ -249,7 +250,7 @@ def _dropout_values(p: float) -> Property:
 
 def _contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
     if facts.get("results") and not facts["results"][0].get("contiguous", True):
-        return "merge_heads must return a contiguous tensor (call .contiguous() before .view)"
+        return contiguous_message(trial.hook)
     return None
 
 

@@ -573,7 +573,14 @@ def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, 
                 if stop.is_set():  # its learner process may have been killed by the stop: never recorded
                     break
                 outcome = dataclasses.replace(outcome, results=limit_stored_messages(outcome.results))
-                book.record(planned.run_id, outcome.submission, outcome.results, outcome.figures, outcome.stats.output)
+                book.record(
+                    planned.run_id,
+                    outcome.submission,
+                    outcome.results,
+                    outcome.figures,
+                    outcome.stats.output,
+                    outcome.stats.printed,
+                )
                 graded[outcome.submission.student] = outcome
                 if options.on_graded:
                     options.on_graded(outcome)
@@ -623,6 +630,7 @@ def class_roll(book: Gradebook, planned: Plan, out: Path) -> ClassRoll:
         missing=[person for student, person in people.items() if student not in latest],
         people=people,
         outputs={student: book.output(run_id, student) for student, (run_id, _, _) in latest.items()},
+        printed={student: book.printed(run_id, student) for student, (run_id, _, _) in latest.items()},
         stale=stale_folders(out, list(latest) + list(people)),
     )
 

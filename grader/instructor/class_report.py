@@ -141,6 +141,7 @@ class Line:
     output: str = ""  # relative link to output.txt, "" where nothing was printed
     printed: str = ""  # the first line printed, inert
     printed_chars: int = 0
+    printed_in: str = ""  # the exercises whose calls printed something, comma-separated
 
     @property
     def kind(self) -> str:
@@ -254,6 +255,7 @@ def class_report(roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | Non
                 output=_link(sub.student, "output.txt") if printed else "",
                 printed=one_line(inert(first), 120),
                 printed_chars=len(printed),
+                printed_in=", ".join(h for h in HOOK_NAMES if roll.printed.get(sub.student, {}).get(h)),
             )
         )
     for person in roll.missing:

@@ -36,7 +36,9 @@ Version 3 added the ``figures`` table (an older gradebook gets it, empty).
 Version 4 added ``submissions.files``, ``submissions.output``, ``results.note``
 (a note on a case, for no points; empty in an older gradebook) and the
 ``class_settings`` table; an older gradebook's class takes the conditions of
-its latest run (:meth:`Gradebook.class_settings`).
+its latest run (:meth:`Gradebook.class_settings`).  ``submissions.printed`` (what
+each exercise's calls printed, a JSON object ``hook -> text``, capped) came later
+in version 4: an older gradebook gets the column (``{}``) when it is opened.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ CREATE TABLE IF NOT EXISTS submissions (
     notes TEXT NOT NULL DEFAULT '[]',
     files TEXT NOT NULL DEFAULT '{}',
     output TEXT NOT NULL DEFAULT '',
+    printed TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, student)
 );
 CREATE INDEX IF NOT EXISTS submissions_by_input ON submissions(student, sha256);
@@ -128,6 +131,7 @@ ADDED_COLUMNS = {
         ("notes", "TEXT NOT NULL DEFAULT '[]'"),
         ("files", "TEXT NOT NULL DEFAULT '{}'"),
         ("output", "TEXT NOT NULL DEFAULT ''"),
+        ("printed", "TEXT NOT NULL DEFAULT '{}'"),
     ),
     "results": (("note", "TEXT NOT NULL DEFAULT ''"),),
 }
@@ -254,16 +258,19 @@ class Gradebook:
         results: Iterable[CaseResult],
         figures: Mapping[str, Figure] | None = None,
         output: str = "",
+        printed: Mapping[str, str] | None = None,
     ) -> None:
         """Record one submission, all its results and its heatmaps' data (``hook -> Figure``) in one transaction.
 
         The submission's files are kept (to regrade the class under a new
         suite), and ``output``, what its learner process printed, up to
-        :data:`OUTPUT_STORED` characters.  An earlier record of the same
+        :data:`OUTPUT_STORED` characters, and ``printed``, what each exercise's
+        calls printed (``hook -> text``, each up to :data:`OUTPUT_STORED`).  An earlier record of the same
         student in this run is replaced.
         """
         if len(output) > OUTPUT_STORED:
             output = output[:OUTPUT_STORED] + f"\n[... {len(output) - OUTPUT_STORED} more characters not kept]"
+        printed_json = json.dumps({str(h): str(t)[:OUTPUT_STORED] for h, t in sorted((printed or {}).items()) if t})
         student = submission.student
         figure_rows = [_figure_row(run_id, student, hook, figure) for hook, figure in sorted((figures or {}).items())]
         rows = [
@@ -292,7 +299,7 @@ class Gradebook:
                 )
                 self._conn.execute(
                     "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at,"
-                    " review, notes, files, output) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " review, notes, files, output, printed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         run_id,
                         submission.student,
@@ -306,6 +313,7 @@ class Gradebook:
                         json.dumps([str(n) for n in submission.notes]),
                         json.dumps(dict(submission.files)),
                         str(output),
+                        printed_json,
                     ),
                 )
                 self._conn.executemany(
@@ -472,6 +480,18 @@ class Gradebook:
                 "SELECT output FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
             ).fetchone()
         return "" if row is None else str(row[0])
+
+    def printed(self, run_id: int, student: str) -> dict[str, str]:
+        """What each exercise's calls printed in that run (``hook -> text``, capped), or ``{}``."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT printed FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
+            ).fetchone()
+        try:
+            value = json.loads(row[0]) if row is not None else {}
+        except ValueError:
+            return {}
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
     def _stored(self, run_id: int, student: str) -> tuple[Submission, list[CaseResult]]:
         source, fmt, entry, sha, error, review, notes, files = self._conn.execute(

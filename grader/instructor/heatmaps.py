@@ -1,8 +1,9 @@
 """Heatmaps of expected against received attention weights, like the chapter's plots.
 
-A :class:`Figure` is the data of one heatmap (the first failing weights case of
-a hook: its label and the first matrix of the expected and the received
-tensor); grading produces them as plain data, the gradebook keeps them with the
+A :class:`Figure` is the data of one heatmap (the most informative failing
+weights or mask case of a hook, :func:`informative`: a matrix of at least 4×4
+where one exists; its label and the first matrix of the expected and the
+received tensor); grading produces them as plain data, the gradebook keeps them with the
 results, and the report writer draws them.  :func:`draw` makes PNG bytes with
 matplotlib (the ``plots`` extra) for the HTML feedback to embed, and
 :func:`write` puts them beside the feedback as ``heatmap-<hook>.png``.
@@ -27,7 +28,9 @@ import torch
 
 from grader.hook_table import TABLE
 
-__all__ = ["DRAWN_RANGE", "Drawn", "Figure", "colour_range", "draw", "first_matrix", "render", "write"]
+__all__ = [
+    "DRAWN_RANGE", "Drawn", "Figure", "colour_range", "draw", "first_matrix", "informative", "render", "write",
+]
 
 DRAWN_KINDS = frozenset({"weights", "mask"})
 """Output kinds (:data:`grader.hook_table.OUTPUT_KINDS`) drawn as a heatmap: attention matrices and masks."""
@@ -74,30 +77,89 @@ def colour_range(*tensors: torch.Tensor) -> tuple[float, float, bool]:
     return low, high, clipped
 
 
+VALUES_UP_TO = 8
+"""A matrix of at most ``VALUES_UP_TO x VALUES_UP_TO`` cells has its values written in the cells."""
+
+
+def _values(ax: object, data: torch.Tensor, fmt: str) -> None:
+    rows, cols = data.shape
+    if rows > VALUES_UP_TO or cols > VALUES_UP_TO:
+        return
+    for i in range(rows):
+        for j in range(cols):
+            value = float(data[i, j])
+            text = fmt.format(value) if value == value and abs(value) != float("inf") else str(value)
+            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white",  # type: ignore[attr-defined]
+                    path_effects=_outline())
+
+
+def _outline() -> list:
+    from matplotlib import patheffects
+
+    return [patheffects.withStroke(linewidth=1.5, foreground="black")]
+
+
+def _panel(fig: object, ax: object, data: torch.Tensor, label: str, cmap: str, mask: bool) -> bool:
+    """One labelled panel with its own colour scale (a colorbar); whether values were clipped to draw it."""
+    low, high, clipped = colour_range(data)
+    shown = data.nan_to_num(nan=high, posinf=high, neginf=low).clamp(low, high)
+    if mask:
+        low, high = 0.0, 1.0
+    image = ax.imshow(shown.numpy(), cmap=cmap, vmin=low, vmax=high)  # type: ignore[attr-defined]
+    ax.set_title(label)  # type: ignore[attr-defined]
+    ax.set_xlabel("key position")  # type: ignore[attr-defined]
+    ax.set_ylabel("query position")  # type: ignore[attr-defined]
+    bar = fig.colorbar(image, ax=ax, shrink=0.8)  # type: ignore[attr-defined]
+    if mask:
+        bar.set_ticks([0, 1], labels=["False (kept)", "True (masked)"])
+    else:
+        bar.set_label(f"{label} value")
+    _values(ax, data, "{:.0f}" if mask else "{:.2f}")
+    return clipped
+
+
 def render(title: str, expected: torch.Tensor, received: torch.Tensor) -> bytes:
-    """Two heatmaps side by side, expected and received, as PNG bytes."""
+    """Expected, received and (same shape) their difference, each with its own labelled colour scale, as PNG bytes.
+
+    Small matrices (at most :data:`VALUES_UP_TO` a side) have their values in
+    the cells.  Boolean masks are drawn as masks: two colours, a ``True =
+    masked`` legend, and the difference is where they disagree.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    mask = expected.dtype == torch.bool
     want = first_matrix(expected.detach().double().cpu())
     got = first_matrix(received.detach().double().cpu())
-    low, high, clipped = colour_range(want, got)
+    panels = [(want, "expected", "viridis"), (got, "received", "viridis")]
+    if want.shape == got.shape:
+        if mask:
+            panels.append(((want != got).double(), "differs (True = wrong)", "Reds"))
+        else:
+            panels.append(((got - want).nan_to_num(nan=0.0), "received − expected", "coolwarm"))
+    fig = Figure(figsize=(4.2 * len(panels), 3.8), layout="constrained")  # no pyplot: safe from grading threads
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels))
+    clipped = False
+    for ax, (data, label, cmap) in zip(axes, panels):
+        clipped = _panel(fig, ax, data, label, cmap, mask) or clipped
     if clipped:
         title += f" (values beyond ±{DRAWN_RANGE:.0e} drawn at the edge colour)"
-    fig = Figure(figsize=(8, 3.6), layout="constrained")  # no pyplot: safe from several grading threads
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, 2)
-    for ax, data, label in ((axes[0], want, "expected"), (axes[1], got, "received")):
-        shown = data.nan_to_num(nan=high, posinf=high, neginf=low).clamp(low, high)
-        image = ax.imshow(shown.numpy(), cmap="viridis", vmin=low, vmax=high)
-        ax.set_title(label)
-        ax.set_xlabel("key position")
-        ax.set_ylabel("query position")
-    fig.colorbar(image, ax=axes, shrink=0.8)
     fig.suptitle(title)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80)
     return buffer.getvalue()
+
+
+def informative(shape: tuple[int, ...] | torch.Size) -> tuple[int, int, int]:
+    """How well a failing case of this output shape shows a mistake in a heatmap: larger is better.
+
+    A matrix of at least 4×4 first; among those the one nearest 8 a side (its
+    values still fit in the cells), then the smaller.  A 1×1 case comes last.
+    """
+    rows, cols = (int(shape[-2]), int(shape[-1])) if len(shape) >= 2 else (1, int(shape[0]) if shape else 1)
+    side = min(rows, cols)
+    return (int(side >= 4), -abs(side - VALUES_UP_TO), -rows * cols)
 
 
 def _why(exc: BaseException) -> str:
@@ -126,6 +188,8 @@ class Drawn:
     hook: str
     png: bytes | None
     note: str = ""
+    label: str = ""  # the case drawn: ``case (device, dtype)``
+    mask: bool = False  # a boolean mask (its alt text and legend say so)
 
     @property
     def file_name(self) -> str:
@@ -144,7 +208,8 @@ def draw(figures: Mapping[str, Figure], who: str = "") -> list[Drawn]:
     drawn = []
     for hook, figure in sorted(figures.items()):
         try:
-            drawn.append(Drawn(hook, render(f"{hook}: {figure.label}", figure.expected, figure.received)))
+            png = render(f"{hook}: {figure.label}", figure.expected, figure.received)
+            drawn.append(Drawn(hook, png, label=figure.label, mask=figure.expected.dtype == torch.bool))
         except Exception as exc:
             why = _why(exc)
             log.warning("heatmap of %s for %s not drawn: %s", hook, who or "a student", why)

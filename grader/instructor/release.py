@@ -21,15 +21,20 @@ reference function body, a catalogue id or hint, a hidden case name) before
 anything in DEST is touched; a leak stops the release with DEST unchanged.
 
 DEST must be empty or absent.  With ``force``, DEST may hold other files: the
-files an earlier release wrote (listed in ``DEST/.attnkit-release.json``) are
-removed, the files of this release are written over whatever is there, and
-nothing else is ever deleted -- files of other origin (a ``.git`` folder, say)
-are kept and listed in the summary.
+files an earlier release wrote (listed in ``DEST/.attnkit-release.json`` with
+the sha256 of each) and this one no longer has are removed, the files of this
+release are written over those of the earlier one, and nothing else is ever
+deleted -- files of other origin (a ``.git`` folder, say) are kept and listed
+in the summary.  A file that would be overwritten or removed but changed since
+the last release (its hash is not the recorded one; without a record, any
+existing file that differs) is never touched: the release lists those files
+and stops with nothing written.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import os
@@ -53,7 +58,11 @@ EXERCISES_DIR = KIT_ROOT / "exercises"
 TEMPLATES = INSTRUCTOR_DIR / "templates"
 
 RECORD = ".attnkit-release.json"
-"""The list of files a release wrote, kept in DEST so that ``--force`` removes only those."""
+"""The files a release wrote, with the sha256 of each, kept in DEST: ``--force`` removes only those and
+refreshes only those unchanged since."""
+
+HINTS = "grader/hints.json"
+"""The kit's hints for known mistakes (:mod:`grader.instructor.kit_hints`): the one file that may name them."""
 
 LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat")
 """Distributions a learner's kit depends on; their version ranges are taken from the kit's pyproject."""
@@ -314,13 +323,17 @@ def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
             problems.append(f"{rel}: an instructor-only file")
         text = scannable_text(path)
         squeezed = _squeeze(text)
+        if rel == HINTS:  # names the mistakes on purpose; it must be data, and nothing else
+            from grader.instructor.kit_hints import problems_in
+
+            problems += [f"{rel}: {why}" for why in problems_in(path)]
         for name, body in bodies.items():
             if body and body in squeezed:
                 problems.append(f"{rel}: holds the body of the reference's {name}")
         for case in sorted(cases):
             if re.search(rf"(?<![\w-]){re.escape(case)}(?![\w-])", text):
                 problems.append(f"{rel}: names the hidden case {case!r}")
-        for needle, what in catalogue.items():
+        for needle, what in catalogue.items() if rel != HINTS else ():
             if " " in needle:  # a hint or a description: any formatting
                 found = _squeeze(needle) in squeezed
             else:  # an id: a whole word
@@ -355,6 +368,10 @@ def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
     shutil.copyfile(KIT_ROOT / "conftest.py", stage / "conftest.py")  # it chooses exercises where solutions is absent
     (stage / "pyproject.toml").write_text(learner_pyproject(project), encoding="utf-8")
     (stage / "constraints.txt").write_text(learner_constraints(), encoding="utf-8")
+    from grader.instructor.kit_hints import write_hints
+
+    # the public tests run under this kit's conftest (those shipped are copies); data only, never the mistakes' code
+    write_hints(stage / HINTS, KIT_ROOT / "exercises")
     written = write_notebooks(stage / "notebooks", stage / "exercises")
     summary.notebooks = [Path(p).name for p in written]
     readme = learner_readme(summary.version, stage / "exercises", summary.notebooks)
@@ -376,20 +393,46 @@ def _check_dest(dest: Path) -> None:
         raise ReleaseError(f"{dest}: exists and is not a folder")
 
 
-def _earlier_release(dest: Path) -> list[str]:
+def _earlier_release(dest: Path) -> dict[str, str | None]:
+    """``{path: sha256 it was written with}`` from DEST's record (None where an older record kept no hash)."""
     record = dest / RECORD
     if not record.is_file():
-        return []
+        return {}
     try:
         files = json.loads(record.read_text(encoding="utf-8")).get("files", [])
     except (ValueError, OSError, AttributeError):
-        return []
-    safe = []
-    for rel in files:
-        parts = Path(str(rel)).parts
-        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in parts:
-            safe.append(rel)
+        return {}
+    listed = files.items() if isinstance(files, dict) else ((rel, None) for rel in files if isinstance(files, list))
+    safe: dict[str, str | None] = {}
+    for rel, sha in listed:
+        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts:
+            safe[rel] = sha if isinstance(sha, str) else None
     return safe
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def edited_files(dest: Path, stage: Path, files: list[str], earlier: dict[str, str | None], removed: list[str]):
+    """The files in DEST that ``--force`` would overwrite or remove although they changed since the last release.
+
+    A file is unchanged when its sha256 is the one the record says the last
+    release wrote, or when it already holds what this release writes; without
+    a record (an old kit), every existing file that differs counts as edited.
+    """
+    edited = []
+    for rel in sorted(set(files) | set(removed)):
+        target = dest / rel
+        if not target.is_file() or target.is_symlink():
+            continue
+        sha = _sha256(target)
+        if rel in files and sha == _sha256(stage / rel):
+            continue
+        if earlier.get(rel) is not None and earlier[rel] == sha:
+            continue
+        edited.append(rel)
+    return edited
 
 
 def release(dest: Path, force: bool = False) -> ReleaseSummary:
@@ -418,13 +461,21 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
             raise ReleaseError(f"the learner's kit would leak the answers; nothing was written:\n  {shown}")
         files = _files_under(stage)
         summary.files = files
-        earlier = set(_earlier_release(dest)) if force else set()
+        recorded = _earlier_release(dest) if force else {}
+        earlier = set(recorded)
         summary.removed = sorted(rel for rel in earlier & set(existing) if rel not in files)
         summary.kept = sorted(
             rel
             for rel in existing
             if rel not in earlier and rel not in files and rel != RECORD and not SKIPPED_NAMES & set(rel.split("/"))
         )  # caches (__pycache__, .pytest_cache …) are kept too, but not worth a line
+        edited = edited_files(dest, stage, files, recorded, summary.removed) if dest.is_dir() else []
+        if edited:
+            shown = "\n  ".join(edited[:20]) + (f"\n  … and {len(edited) - 20} more" if len(edited) > 20 else "")
+            raise ReleaseError(
+                f"{len(edited)} file(s) in {dest} changed since the last release (a learner's work?); "
+                f"nothing was written. Move them away or restore them, and release again:\n  {shown}"
+            )
         dest.mkdir(parents=True, exist_ok=True)
         for rel in summary.removed:
             target = dest / rel
@@ -446,7 +497,7 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
         record = {
             "kit_version": summary.version,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "files": files,
+            "files": {rel: _sha256(dest / rel) for rel in files},
         }
         (dest / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     finally:

@@ -35,6 +35,9 @@ from grader.registry import HOOK_NAMES
 MESSAGE_CHARS = 2000
 """The longest error message kept from a child (the rest is cut here, on the trusted side)."""
 
+PRINTED_CHARS = 4000
+"""The most of what one call printed that is kept from its reply (``grader.child_runtime`` sends no more)."""
+
 HEADER_BYTES = 256 << 10
 """The largest JSON header of a call reply."""
 
@@ -213,6 +216,7 @@ CALL_REPLY = Record(
         "results": Items(RESULT, 64),
         "module": Maybe(MODULE_FACTS),
         "peak_rss_kib": Number(maximum=2**50, whole=True),
+        "printed": Text(PRINTED_CHARS),
     },
     required=("id",),
 )
@@ -224,11 +228,13 @@ LOAD_REPLY = Record(
     {
         "hooks": Record({hook: HOOK_FOUND for hook in HOOK_NAMES}),
         "import_error": Maybe(Text(MESSAGE_CHARS)),
+        "load_errors": Record({hook: Text(MESSAGE_CHARS) for hook in HOOK_NAMES}),
         "isolation": Text(200),
         "cuda_init_seconds": Maybe(SECONDS),
     }
 )
-"""The answer to ``load``: the hooks found and their parameters, or why the submission does not import."""
+"""The answer to ``load``: the hooks found and their parameters, or why the submission does not import;
+``load_errors``: the hooks lost with a module of a folder that did not import, each with that module's error."""
 
 HELLO_REPLY = Record({"isolation": Text(200), "pid": Number(maximum=2**31, whole=True)}, required=("isolation",))
 """The answer to ``hello`` from a throwaway child: the isolation it got."""
@@ -288,6 +294,7 @@ class CallReply(_CallReplyId, total=False):
     results: list[ResultInfo]
     module: ModuleFacts | None
     peak_rss_kib: int
+    printed: str  # what the call printed, cut to PRINTED_CHARS
 
 
 class HookFound(TypedDict):
@@ -300,6 +307,7 @@ class LoadReply(TypedDict, total=False):
 
     hooks: dict[str, HookFound]
     import_error: str | None
+    load_errors: dict[str, str]
     isolation: str
     cuda_init_seconds: float | None
 

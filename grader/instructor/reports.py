@@ -19,10 +19,16 @@ Files written by :func:`write_reports` into the output folder:
 - ``<student>/results.json``: Gradescope's results format;
 - ``<student>/feedback.md`` and ``<student>/feedback.html``;
 - ``<student>/heatmap-<hook>.png``: expected against received weights of the
-  hook's first failing weights case (drawn from the figures grading returns;
+  hook's most informative failing case (drawn from the figures grading returns;
   ``feedback.html`` embeds them);
 - ``<student>/output.txt``: what the learner's process printed (capped, inert),
-  where it printed anything;
+  a section per exercise, where it printed anything.
+
+A student's feedback puts what matters first: a submission-wide error (not
+loaded, timed out, every case failing with one message) at the top, then the
+devices not present here, said once, then the failing exercises (each known
+mistake named once, with its hint), then the passing ones, compact.  Its fixed
+words are in ``run_info["lang"]`` (:mod:`grader.instructor.messages`).
 - ``junit.xml``: one ``testsuite`` per student of the class, one ``testcase``
   per case, the review findings as ``review`` properties.  A wrong answer is a
   ``<failure>``; a case that could not be judged (the submission not graded,
@@ -41,7 +47,9 @@ is logged and reported by :func:`write_reports`, and the others go on.
 
 ``run_info`` is a plain dict; the keys used are ``devices`` (the devices that
 ran), ``skipped_devices`` (``{device: reason}``), ``suite_version``,
-``kit_version`` and ``isolation``.  The seed is never written into learner
+``kit_version``, ``isolation``, ``lang`` and ``show_output`` (what each exercise's
+calls printed, in its section of the feedback; off by default, since prints can
+reveal hidden inputs).  The seed is never written into learner
 feedback.
 """
 
@@ -67,6 +75,7 @@ from grader.handin import safe_name
 from grader.instructor import heatmaps
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
+from grader.instructor.messages import texts, translate
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
@@ -126,6 +135,7 @@ class ClassRoll:
     missing: list[Person] = field(default_factory=list)  # roster students with no hand-in
     people: dict[str, Person] = field(default_factory=dict)  # the roster, by id
     outputs: dict[str, str] = field(default_factory=dict)  # what each student's learner process printed
+    printed: dict[str, dict[str, str]] = field(default_factory=dict)  # student -> hook -> what its calls printed
     stale: list[str] = field(default_factory=list)  # student folders in the out folder of no one in the class
 
     @classmethod
@@ -209,9 +219,20 @@ def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 # --- one student's report (the model every file is written from) ----------------------------
 
 
+MAX_PROBLEMS_SHOWN = 6
+"""At most this many kinds of failure are shown per exercise in the feedback (the rest are counted)."""
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _kind_of(message: str) -> str:
+    """A message with its numbers blanked: cases failing the same way (other values) are one kind of failure."""
+    return _NUMBER.sub("#", message)
+
+
 @dataclass
 class Problem:
-    """One distinct failure (or skip) message and the cases it came from."""
+    """One kind of failure (or skip) and the cases it came from; ``message`` is its first case's."""
 
     message: str
     cases: list[str] = field(default_factory=list)
@@ -219,6 +240,7 @@ class Problem:
     description: str = ""  # a known mistake's one-line description (an entry of ExerciseReport.known_mistakes)
     hint: str = ""  # and its hint, in the report's language
     hints: dict[str, tuple[str, str]] = field(default_factory=dict)  # each id of ``mistake``: (description, hint)
+    varied: bool = False  # its cases' messages differ in their values: ``message`` is the first case's
 
     @property
     def count(self) -> int:
@@ -230,10 +252,11 @@ class Problem:
         more = self.count - MAX_CASES_NAMED
         return named + (f" and {more} more" if more > 0 else "")
 
-    def line(self, kind: str) -> str:
+    def line(self, kind: str, t: Mapping[str, str] | None = None) -> str:
+        t = t or texts("en")
         text = one_line(self.message or f"{kind} (no message)")
-        cases = "case" if self.count == 1 else "cases"
-        return f"{kind.upper()} ({self.count} {cases}: {self.where}): {text}"
+        cases = t["case_one"] if self.count == 1 else t["case_many"].format(count=self.count)
+        return f"{kind.upper()} ({cases}: {self.where}): {text}"
 
 
 @dataclass
@@ -245,10 +268,14 @@ class ExerciseReport:
     counts: HookCounts
     all_or_nothing: bool
     failures: list[Problem]
-    skips: list[Problem]
+    skips: list[Problem]  # skips that matter (an inconclusive meta run); a device not present is said once, above
     notes: list[Problem] = field(default_factory=list)  # notes on cases (CaseResult.note): for no points
-    figures: list[tuple[str, str]] = field(default_factory=list)  # (file name, base64 PNG) of each heatmap
+    figures: list[tuple[str, str, str]] = field(default_factory=list)  # (file name, base64 PNG, alt text)
     figure_notes: list[str] = field(default_factory=list)  # "heatmap not drawn: …" where a heatmap failed
+    figure_captions: list[str] = field(default_factory=list)  # one per figure
+    visibility: str = "visible"  # Gradescope's visibility of this exercise's test (the rubric's)
+    printed: str = ""  # what the learner's code printed in this exercise's calls (shown with --show-output)
+    t: Mapping[str, str] = field(default_factory=lambda: texts("en"))
 
     @property
     def status(self) -> str:
@@ -256,30 +283,57 @@ class ExerciseReport:
         return PASSED if self.counts.ran > 0 and self.counts.failed == 0 else FAILED
 
     @property
+    def status_text(self) -> str:
+        return self.t[self.status]
+
+    @property
+    def skipped_shown(self) -> int:
+        """Skipped cases worth saying (not those of a device that is not present)."""
+        return sum(p.count for p in self.skips)
+
+    @property
+    def counts_text(self) -> str:
+        c = self.counts
+        if self.skipped_shown:
+            return self.t["counts_skipped"].format(passed=c.passed, failed=c.failed, skipped=self.skipped_shown)
+        return self.t["counts"].format(passed=c.passed, failed=c.failed)
+
+    @property
+    def shown_failures(self) -> list[Problem]:
+        return self.failures[:MAX_PROBLEMS_SHOWN]
+
+    @property
+    def more_failures(self) -> str:
+        rest = len(self.failures) - MAX_PROBLEMS_SHOWN
+        return self.t["more_problems"].format(rest=rest) if rest > 0 else ""
+
+    @property
     def note(self) -> str:
-        """Why the points are what they are, when that is not obvious."""
+        """Why the points are what they are, when that is not obvious (a sentence, in the report's language)."""
         if self.counts.ran == 0:
-            if self.counts.skipped:
-                return "no case of this exercise ran (all skipped), so it earns 0 points"
-            return "no case of this exercise ran, so it earns 0 points"
+            return self.t["note_nothing_ran_skipped"] if self.counts.skipped else self.t["note_nothing_ran"]
         if self.all_or_nothing and self.counts.failed:
-            return "all or nothing: a failed case means 0 points"
+            return self.t["note_all_or_nothing"]
         return ""
 
     def output_lines(self) -> list[str]:
-        lines = [p.line(FAILED) for p in self.failures] + [p.line(SKIPPED) for p in self.skips]
+        """``results.json``'s output for this exercise: what helps the student, no skipped-device noise."""
+        t = self.t
+        lines = [p.line(t["failed"], t) for p in self.failures]
+        if self.status == FAILED:
+            lines += [p.line(t["skipped"], t) for p in self.skips]
         lines[:0] = [  # each known mistake once per exercise, before the failures that show it
-            f"Looks like the known mistake '{k.mistake}'" + (f": {k.hint}" if k.hint else "")
-            for k in self.known_mistakes
+            t["looks_like"].format(mistake=k.mistake) + (f": {k.hint}" if k.hint else "") for k in self.known_mistakes
         ]
         if self.note:
-            lines.insert(0, self.note[0].upper() + self.note[1:] + ".")
+            lines.insert(0, self.note)
         if not lines and self.counts.ran:
-            lines.append("The case passed." if self.counts.passed == 1 else f"All {self.counts.passed} cases passed.")
-        lines += [p.line("note") for p in self.notes]
+            passed = self.counts.passed
+            lines.append(t["one_passed"] if passed == 1 else t["all_passed"].format(passed=passed))
+        lines += [p.line("note", t) for p in self.notes]
         if len(lines) > MAX_OUTPUT_LINES:
             rest = len(lines) - (MAX_OUTPUT_LINES - 1)
-            lines = lines[: MAX_OUTPUT_LINES - 1] + [f"… and {rest} more (see feedback.html)"]
+            lines = lines[: MAX_OUTPUT_LINES - 1] + [t["more"].format(rest=rest)]
         return lines
 
     @property
@@ -312,6 +366,12 @@ class StudentReport:
     devices_ran: list[str]
     devices_skipped: list[str]
     run: dict[str, str]
+    headline: str = ""  # what stopped the whole submission (its error, or the one message all its cases share)
+    device_skipped_cases: int = 0  # cases of devices not present here (said once, at the top)
+    lang: str = "en"
+    show_output: bool = False
+    visibility: str = "visible"  # results.json's top visibility: the rubric's default
+    t: Mapping[str, str] = field(default_factory=lambda: texts("en"))
 
     @property
     def cases(self) -> HookCounts:
@@ -322,14 +382,36 @@ class StudentReport:
         )
 
     @property
+    def failing(self) -> list[ExerciseReport]:
+        """The exercises to fix (hook order): shown first."""
+        return [e for e in self.exercises if e.status == FAILED]
+
+    @property
+    def passing(self) -> list[ExerciseReport]:
+        return [e for e in self.exercises if e.status != FAILED]
+
+    @property
+    def ordered(self) -> list[ExerciseReport]:
+        return self.failing + self.passing
+
+    @property
+    def devices_skipped_text(self) -> str:
+        """The one sentence about devices not present here, or ``""``."""
+        if not self.devices_skipped:
+            return ""
+        return self.t["devices_skipped"].format(
+            devices="; ".join(self.devices_skipped), count=self.device_skipped_cases
+        )
+
+    @property
     def summary(self) -> str:
         c = self.cases
         text = f"{self.student}: {fmt_points(self.earned)} / {fmt_points(self.possible)} points"
         if self.error:
             return f"{text}; the submission could not be graded: {one_line(self.error)}"
+        if self.headline:
+            return f"{text}; {one_line(self.headline)}"
         text += f"; {c.passed} of {c.ran} cases passed"
-        if c.skipped:
-            text += f", {c.skipped} skipped"
         devices = ", ".join(self.devices_ran) or "none"
         return text + f" (devices: {devices})"
 
@@ -348,12 +430,17 @@ def _hook_order(results: Iterable[CaseResult]) -> list[CaseResult]:
 
 
 def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> list[Problem]:
+    """The kinds of failure (or skip) of ``results``: one per known mistake and message, numbers aside."""
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
-            message = clip(inert(r.message).strip())
-            key = (message, r.mistake)
-            problem = found.setdefault(key, Problem(message, [], r.mistake))
+            message = translate(clip(inert(r.message).strip()), lang)
+            key = (r.mistake, message if status == SKIPPED else _kind_of(message))
+            problem = found.get(key)
+            if problem is None:
+                problem = found[key] = Problem(message, [], r.mistake)
+            elif message != problem.message:
+                problem.varied = True
             problem.cases.append(case_label(r.case, r.device, r.dtype))
     for problem in found.values():
         problem.hints = {m: _hint(m, lang) for m in problem.mistake.split(",") if m}
@@ -408,14 +495,32 @@ def device_summary(results: Iterable[CaseResult], run_info: dict[str, Any]) -> t
     return ran, lines
 
 
+
+
 def student_report(
-    submission: Submission, results: Sequence[CaseResult], rubric: Rubric, run_info: dict[str, Any] | None = None
+    submission: Submission,
+    results: Sequence[CaseResult],
+    rubric: Rubric,
+    run_info: dict[str, Any] | None = None,
+    printed: Mapping[str, str] | None = None,
 ) -> StudentReport:
-    """Everything one student's feedback says, computed once for every file."""
+    """Everything one student's feedback says, computed once for every file.
+
+    ``printed`` is what the learner's code printed per exercise (``hook -> text``);
+    it reaches the feedback only where ``run_info["show_output"]`` is set.
+    """
     run_info = run_info or {}
+    lang = str(run_info.get("lang") or "en")
+    t = texts(lang)
+    show_output = bool(run_info.get("show_output"))
     results = _hook_order(results)
     scores = score(results, rubric)
     counts = count_cases(results)
+    ran, skipped = device_summary(results, run_info)
+
+    def absent_device(r: CaseResult) -> bool:
+        return r.status == SKIPPED and r.device not in ran
+
     exercises = []
     for hook in HOOK_NAMES:
         mine = [r for r in results if r.hook == hook]
@@ -428,19 +533,22 @@ def student_report(
                 possible=possible,
                 counts=counts[hook],
                 all_or_nothing=hook in rubric.all_or_nothing,
-                failures=_problems(mine, FAILED, run_info.get("lang", "en")),
-                skips=_problems(mine, SKIPPED),
+                failures=_problems(mine, FAILED, lang),
+                skips=_problems([r for r in mine if not absent_device(r)], SKIPPED, lang),
                 notes=_notes(mine),
                 figures=[],
+                visibility=rubric.visibility_of(hook),
+                printed=inert((printed or {}).get(hook, "")) if show_output else "",
+                t=t,
             )
         )
     earned, possible = total(scores)
-    ran, skipped = device_summary(results, run_info)
     run = {
         label: str(run_info[key])
         for key, label in (("suite_version", "hidden suite"), ("kit_version", "kit"), ("isolation", "isolation"))
         if run_info.get(key) not in (None, "")
     }
+    headline = submission_error(submission, results)
     return StudentReport(
         student=submission.student,
         source=inert(submission.source),
@@ -450,8 +558,14 @@ def student_report(
         possible=possible,
         exercises=exercises,
         devices_ran=ran,
-        devices_skipped=skipped,
+        devices_skipped=[translate(line, lang) for line in skipped],
         run=run,
+        headline=translate(inert(headline), lang) if headline else "",
+        device_skipped_cases=sum(1 for r in results if absent_device(r)),
+        lang=lang,
+        show_output=show_output,
+        visibility=rubric.default_visibility,
+        t=t,
     )
 
 
@@ -544,15 +658,22 @@ def write_grades_csv(path: str | Path, graded: Graded, rubric: Rubric, missing: 
 
 
 def gradescope_results(report: StudentReport) -> dict[str, Any]:
-    """Gradescope's ``results.json``: score, max_score, output, and one test per exercise."""
+    """Gradescope's ``results.json``: score, max_score, output, and one test per exercise.
+
+    Each test's ``output`` says only what helps the student (failures, known
+    mistakes and their hints; ``All 12 cases passed.``), never the cases of a
+    device not present; the devices are said once, in the top ``output``.  Each
+    test's ``visibility`` is the rubric's (``visible``, ``after_due_date``,
+    ``hidden``); the top ``visibility`` is the rubric's default.
+    """
     output = report.summary
     if report.devices_skipped:
-        output += "; skipped devices: " + "; ".join(report.devices_skipped)
+        output += "; " + report.devices_skipped_text
     return {
         "score": round(report.earned, 2),
         "max_score": round(report.possible, 2),
         "output": output,
-        "visibility": "visible",
+        "visibility": report.visibility,
         "stdout_visibility": "hidden",
         "tests": [
             {
@@ -561,7 +682,7 @@ def gradescope_results(report: StudentReport) -> dict[str, Any]:
                 "max_score": round(ex.possible, 2),
                 "status": ex.status,
                 "output": "\n".join(ex.output_lines()),
-                "visibility": "visible",
+                "visibility": ex.visibility,
             }
             for ex in report.exercises
         ],
@@ -802,21 +923,38 @@ def _guarded(problems: list[str], what: str, write: Callable[..., object], *args
 
 
 def _attach_figures(report: StudentReport, drawn: list[heatmaps.Drawn]) -> None:
-    """Embed each drawn heatmap under its exercise, or say why it is not drawn."""
+    """Embed each drawn heatmap under its exercise, with its alt text and caption, or say why it is not drawn."""
     by_hook = {heatmap.hook: heatmap for heatmap in drawn}
+    t = report.t
     for exercise in report.exercises:
         heatmap = by_hook.get(exercise.hook)
         if heatmap is not None and heatmap.png is not None:
-            exercise.figures = [(heatmap.file_name, base64.b64encode(heatmap.png).decode("ascii"))]
+            label = inert(heatmap.label)
+            alt = t["figure_alt_mask" if heatmap.mask else "figure_alt_weights"].format(label=label)
+            exercise.figures = [(heatmap.file_name, base64.b64encode(heatmap.png).decode("ascii"), alt)]
+            exercise.figure_captions = [t["figure_caption"].format(label=label)]
         elif heatmap is not None:
             exercise.figure_notes = [one_line(inert(heatmap.note), MAX_LINE_CHARS) or "heatmap not drawn"]
 
 
-def write_output(folder: Path, printed: str) -> None:
-    """``folder/output.txt``: what the learner's process printed, inert; an earlier one is removed if none."""
+def output_text(printed: str, by_hook: Mapping[str, str] | None = None) -> str:
+    """``output.txt``'s text: what each exercise's calls printed (a section each, hook order), then everything
+    the learner's process printed, in order (its import included); inert."""
+    by_hook = by_hook or {}
+    sections = [f"== {hook} ==\n{by_hook[hook].rstrip()}\n" for hook in HOOK_NAMES if by_hook.get(hook)]
+    if printed and sections:
+        sections.append(f"== everything the process printed, in order ==\n{printed.rstrip()}\n")
+    elif printed:
+        sections.append(printed)
+    return inert("\n".join(sections))
+
+
+def write_output(folder: Path, printed: str, by_hook: Mapping[str, str] | None = None) -> None:
+    """``folder/output.txt``: what the learner's process printed (:func:`output_text`); removed if nothing."""
     path = folder / "output.txt"
-    if printed:
-        _write_text(path, inert(printed))
+    text = output_text(printed, by_hook)
+    if text:
+        _write_text(path, text)
     elif path.exists():
         path.unlink()
 
@@ -837,7 +975,9 @@ def write_reports(
     ``run_info["assignment"]``, default ``attnkit``) list all of it.  The
     students' own files are written for ``graded`` (this run's); every other
     student's are on disk from the run that graded them.  What each learner's
-    process printed (the roll's ``outputs``) is written as ``<student>/output.txt``.
+    process printed (the roll's ``outputs``, and per exercise its ``printed``) is
+    written as ``<student>/output.txt``; with ``run_info["show_output"]`` each
+    exercise's part also appears in that exercise's section of the feedback.
     ``figures`` holds each student's heatmap data (``student -> hook -> Figure``,
     as grading returns it); they are drawn here, written beside the feedback
     as ``heatmap-<hook>.png`` (replacing an earlier grading's) and embedded in
@@ -864,7 +1004,7 @@ def write_reports(
     for sub, results in graded:
         try:
             folder = student_folder(out, sub.student)
-            report = student_report(sub, results, rubric, run_info)
+            report = student_report(sub, results, rubric, run_info, roll.printed.get(sub.student))
         except Exception as exc:
             _note_problem(problems, f"{sub.student}: feedback", exc)
             continue
@@ -874,7 +1014,8 @@ def write_reports(
         _guarded(problems, f"{sub.student}/results.json", write_results_json, folder / "results.json", report)
         _guarded(problems, f"{sub.student}/feedback.md", _write_md, folder, report)
         _guarded(problems, f"{sub.student}/feedback.html", _write_html, folder, report)
-        _guarded(problems, f"{sub.student}/output.txt", write_output, folder, printed.get(sub.student, ""))
+        by_hook = roll.printed.get(sub.student, {})
+        _guarded(problems, f"{sub.student}/output.txt", write_output, folder, printed.get(sub.student, ""), by_hook)
     return problems
 
 

@@ -13,13 +13,19 @@ failed)`` per hook.  Skipped cases (a device that is not present, an
 inconclusive ``meta`` run) count neither way.  All-or-nothing hooks earn their
 points only if no case failed.  A hook with no case that ran (all skipped, or
 none at all) earns **0** of its points: not running is never a free pass.
+
+Under ``[visibility]``, the Gradescope visibility of each exercise's test in
+``results.json``: ``default`` for every hook not listed (and the file's top
+``visibility``), a hook listed gets its own; each one of :data:`VISIBILITIES`
+(``visible``, ``after_due_date``, ``hidden``; Gradescope's
+``after_published`` too).  Left out: every test is ``visible``.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.hook_table import TABLE
@@ -34,6 +40,9 @@ else:  # pragma: no cover - Python 3.10
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 """The packaged overrides (none: the hook table's defaults hold)."""
 
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
+"""The visibilities Gradescope reads for a test of ``results.json``."""
+
 
 @dataclass(frozen=True)
 class Rubric:
@@ -42,6 +51,12 @@ class Rubric:
     points: dict[str, float]
     all_or_nothing: frozenset[str] = frozenset()
     source: str = ""
+    visibility: dict[str, str] = field(default_factory=dict)  # hook -> its test's visibility, where not the default
+    default_visibility: str = "visible"
+
+    def visibility_of(self, hook: str) -> str:
+        """The Gradescope visibility of ``hook``'s test in ``results.json``."""
+        return self.visibility.get(hook, self.default_visibility)
 
     @property
     def max_total(self) -> float:
@@ -76,9 +91,13 @@ def parse_rubric(data: dict, source: str | Path = "<rubric>") -> Rubric:
 
     A clear ValueError names the file and key of anything invalid.
     """
-    unknown_top = sorted(set(data) - {"points", "all_or_nothing"})
+    unknown_top = sorted(set(data) - {"points", "all_or_nothing", "visibility"})
     if unknown_top:
-        raise _fail(source, f"unknown key(s) {', '.join(map(repr, unknown_top))}; expected [points] and all_or_nothing")
+        raise _fail(
+            source,
+            f"unknown key(s) {', '.join(map(repr, unknown_top))}; expected [points], all_or_nothing and [visibility]",
+        )
+    visibility, default_visibility = _visibility(source, data.get("visibility", {}))
     points_table = data.get("points", {})
     if not isinstance(points_table, dict):
         raise _fail(source, "[points] must be a table of hook = points")
@@ -88,14 +107,31 @@ def parse_rubric(data: dict, source: str | Path = "<rubric>") -> Rubric:
             raise _fail(source, f"[points] {key!r} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
         points[key] = _number(source, key, value)
     if "all_or_nothing" not in data:
-        return Rubric(points, default_all_or_nothing(), str(source))
+        return Rubric(points, default_all_or_nothing(), str(source), visibility, default_visibility)
     aon = data["all_or_nothing"]
     if not isinstance(aon, list) or not all(isinstance(h, str) for h in aon):
         raise _fail(source, "all_or_nothing must be a list of hook names")
     for hook in aon:
         if hook not in HOOK_NAMES:
             raise _fail(source, f"all_or_nothing: {hook!r} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
-    return Rubric(points, frozenset(aon), str(source))
+    return Rubric(points, frozenset(aon), str(source), visibility, default_visibility)
+
+
+def _visibility(source: str | Path, table: object) -> tuple[dict[str, str], str]:
+    """``[visibility]``: (hook -> visibility, the default), each checked against :data:`VISIBILITIES`."""
+    if not isinstance(table, dict):
+        raise _fail(source, 'visibility must be a table: [visibility] default = "visible", <hook> = "hidden"')
+    allowed = ", ".join(VISIBILITIES)
+    found = {}
+    for key, value in table.items():
+        if key != "default" and key not in HOOK_NAMES:
+            hooks = ", ".join(HOOK_NAMES)
+            raise _fail(source, f"[visibility] {key!r} is not a hook nor 'default'; the hooks are: {hooks}")
+        if value not in VISIBILITIES:
+            raise _fail(source, f"[visibility] {key} = {value!r}: a visibility is one of {allowed}")
+        found[key] = value
+    default = found.pop("default", "visible")
+    return found, default
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:

@@ -26,7 +26,7 @@ import torch
 
 from grader.hook_table import CLASS_NAMES
 from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
-from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure
+from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
 from grader.instructor.intake import Submission
 from grader.instructor.learner_source import LearnerSource
 from grader.instructor.replies import (
@@ -49,6 +49,8 @@ from grader.registry import HOOK_NAMES, format_hook, signature_problem
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
 
 MAX_RESTARTS = 6
+PRINTED_PER_HOOK = 8 * 1024
+"""At most this many characters of what one exercise's calls printed are kept (each call's part is capped too)."""
 STORED_MESSAGE_BYTES = 1 << 20
 """What one submission's messages may take in the gradebook; messages past it are replaced by a note."""
 
@@ -72,6 +74,19 @@ class Stats:
     restarts: int = 0  # learner processes started again after a crash or a timeout
     cuda_init_seconds: float | None = None  # CUDA start-up in the GPU child, where one ran
     output: str = ""  # what its learner processes printed, each in turn (the first OUTPUT_KEPT characters)
+    printed: dict[str, str] = field(default_factory=dict)  # hook -> what its calls printed (PRINTED_PER_HOOK)
+
+    def keep_printed(self, hook: str, text: str) -> None:
+        """Add what one call of ``hook`` printed, up to :data:`PRINTED_PER_HOOK` characters per hook."""
+        if not text:
+            return
+        kept = self.printed.get(hook, "")
+        if len(kept) >= PRINTED_PER_HOOK:
+            return
+        joined = kept + text + ("" if text.endswith("\n") else "\n")
+        if len(joined) > PRINTED_PER_HOOK:
+            joined = joined[:PRINTED_PER_HOOK] + "\n[... more not kept]\n"
+        self.printed[hook] = joined
 
     def keep_output(self, child: Child) -> None:
         """Add what ``child`` printed (read before it is closed: closing removes its folder)."""
@@ -85,7 +100,7 @@ class Outcome:
 
     submission: Submission  # with ``error`` set where grading it stopped
     results: list[CaseResult]
-    figures: dict[str, Figure] = field(default_factory=dict)  # hook -> its first failing weights case
+    figures: dict[str, Figure] = field(default_factory=dict)  # hook -> its most informative failing case
     stats: Stats = field(default_factory=Stats)
 
 
@@ -223,7 +238,8 @@ def grade_submission(
     ``suite.skipped`` (and cuda where no GPU is visible) are skipped with
     their reason.  Each exercise's failing cases are diagnosed together, with
     the submission's own text (:func:`grader.instructor.diagnosis.diagnose_hook`);
-    the first failing weights case of each hook becomes a
+    the most informative failing weights case of each hook
+    (:func:`~grader.instructor.heatmaps.informative`) becomes a
     :class:`~grader.instructor.heatmaps.Figure`.
     """
     limits = limits or Limits()
@@ -273,7 +289,7 @@ def _settled_batches(
     skipped = dict(suite.skipped)
     if not gpus.gpus:
         skipped.setdefault("cuda", "not available")
-    unusable = _unusable_hooks(load_reply.get("hooks", {}))
+    unusable = _unusable_hooks(load_reply.get("hooks", {}), load_reply.get("load_errors") or {})
     settled = {}
     for i, batch in enumerate(suite.batches):
         if batch.device in skipped:
@@ -294,13 +310,13 @@ def _grade_on_gpu(
         session.close()
 
 
-def _unusable_hooks(found: dict[str, HookFound]) -> dict[str, str]:
-    """Hooks the submission lacks or whose signature does not fit, with the message for each."""
+def _unusable_hooks(found: dict[str, HookFound], load_errors: dict[str, str] | None = None) -> dict[str, str]:
+    """Hooks the submission lacks (or whose module did not import) or whose signature does not fit, each with why."""
     unusable = {}
     for hook in HOOK_NAMES:
         info = found.get(hook)
         if info is None:
-            unusable[hook] = f"no function {hook}; the hook is {format_hook(hook)}"
+            unusable[hook] = (load_errors or {}).get(hook) or f"no function {hook}; the hook is {format_hook(hook)}"
             continue
         problem = signature_problem(hook, info.get("params", []))
         if problem:
@@ -331,6 +347,7 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
             reason = f"sent back unreadable data ({type(exc).__name__})"
         else:
             session.stats.peak_rss_kib = max(session.stats.peak_rss_kib, int(reply.get("peak_rss_kib", 0)))
+            session.stats.keep_printed(trial.hook, reply.get("printed", ""))
             results.append(verdicts.judge(trial, reply, outputs))
             continue
         session.drop()
@@ -354,7 +371,7 @@ def _read_reply(
 
 @dataclass
 class _Verdicts:
-    """Judges one submission's checked replies; keeps the first failing weights case of each hook as a figure,
+    """Judges one submission's checked replies; keeps the most informative failing weights case of each hook,
     and what each trial did, for the diagnosis of each exercise once all its cases are in (:meth:`named`)."""
 
     student: str
@@ -404,9 +421,13 @@ class _Verdicts:
         return [dataclasses.replace(r, mistake=mistakes.get(r.test_name, r.mistake)) for r in results]
 
     def _keep_figure(self, trial: Any, got: torch.Tensor | None) -> None:
-        if trial.hook not in WEIGHT_HOOKS or trial.hook in self.figures or not trial.golds or got is None:
+        """Keep this failing case's figure if it shows the mistake better than the one kept (heatmaps.informative)."""
+        if trial.hook not in WEIGHT_HOOKS or not trial.golds or got is None:
             return
         if got.shape != trial.golds[0].shape:
+            return
+        kept = self.figures.get(trial.hook)
+        if kept is not None and informative(got.shape) <= informative(kept.expected.shape):
             return
         label = case_label(trial.case.name, trial.device, trial.dtype)
         try:

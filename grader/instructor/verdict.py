@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from grader.instructor.replies import CallReply
 
 from grader.hook_table import row
+from grader.rules import (
+    IN_PLACE,
+    banned_message,
+    dtype_message,
+    gpu_device_message,
+    gpu_error_message,
+    is_device_error,
+    subclass_message,
+)
 
 __all__ = [
     "FAILED",
@@ -95,16 +104,6 @@ TOLERANCES = {
     "bfloat16": (4e-2, 4e-2),
 }
 
-_DEVICE_ERRORS = (
-    "expected device",
-    "expected all tensors to be on the same device",
-    "is not on the expected device",
-    "device meta",
-    "on the meta device",
-    "found at least two devices",
-)
-
-
 def _fmt_shape(shape: Any) -> str:
     return "(" + ", ".join(str(int(s)) for s in shape) + ")"
 
@@ -127,7 +126,7 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
     expected_dtype = _expected_dtype(trial)
     got_dtype = str(got.dtype).replace("torch.", "")
     if got_dtype != expected_dtype:
-        return f"returned dtype {got_dtype}, expected {expected_dtype} (keep the input's dtype)"
+        return dtype_message(got_dtype, expected_dtype)
     if tuple(got.shape) != tuple(gold.shape):
         return f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(gold.shape)}"
     if gold.dtype == torch.bool:
@@ -204,16 +203,15 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
         if error.get("where"):
             message += f" (at {error['where']})"
         if trial.device == "meta":
-            if any(s in text.lower() for s in _DEVICE_ERRORS):
-                why = "a tensor is built on the CPU whatever the input's device"
-                return FAILED, f"will fail on a GPU: {why} ({message})"
+            if is_device_error(text):
+                return FAILED, gpu_error_message(message)
             return SKIPPED, f"inconclusive on the meta device: {message}"
         if kind == "NotImplementedError":
             return FAILED, f"not implemented yet ({(text.splitlines() or [''])[0]})"
         return FAILED, message
     banned = reply.get("banned") or []
     if banned:
-        return FAILED, f"uses {', '.join(banned)}: {row(trial.hook).why_banned or 'not allowed here'}"
+        return FAILED, banned_message(trial.hook, banned)
     module = dict(reply.get("module") or {})
     if case.module is not None and module.get("loaded_by") == "none":
         return FAILED, _unloadable(trial, module)
@@ -224,12 +222,10 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
         if not info.get("is_tensor"):
             return FAILED, f"returned {info.get('type', 'something')}, expected a torch.Tensor"
         if not info.get("exact_tensor"):
-            return FAILED, f"returned a {info.get('type')}, expected exactly a torch.Tensor (not a subclass)"
+            return FAILED, subclass_message(str(info.get("type")))
         if trial.device == "meta":
             if info.get("device") != "meta":
-                return FAILED, (
-                    f"will fail on a GPU: given inputs on the meta device it returned a tensor on {info.get('device')}"
-                )
+                return FAILED, gpu_device_message(str(info.get("device")))
             wanted = trial.golds[i].shape
             if tuple(info.get("shape", ())) != tuple(wanted):
                 return FAILED, f"returned shape {_fmt_shape(info['shape'])}, expected {_fmt_shape(wanted)}"
@@ -249,7 +245,7 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
         else:  # no gold to compare with (random output): the dtype and shape are still read from the bytes
             got_dtype = str(got.dtype).replace("torch.", "")
             if got_dtype != _expected_dtype(trial):
-                return FAILED, f"returned dtype {got_dtype}, expected {_expected_dtype(trial)} (keep the input's dtype)"
+                return FAILED, dtype_message(got_dtype, _expected_dtype(trial))
             if tuple(got.shape) != tuple(trial.golds[i].shape):
                 return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(trial.golds[i].shape)}"
     if trial.device != "meta":
@@ -260,7 +256,7 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
             if problem:
                 return FAILED, problem
     if reply.get("inputs_unchanged") is False:
-        return FAILED, "modified its input in place; return a new tensor and leave the inputs alone"
+        return FAILED, IN_PLACE
     return PASSED, ""
 
 

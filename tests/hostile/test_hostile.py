@@ -140,7 +140,7 @@ BAD_INPUTS = {
     "zip_symlink.zip": "is a symbolic link",
     "zip_many_entries.zip": "entry limit",
     "notebook_invalid_json.ipynb": "invalid JSON",
-    "notebook_nbformat_3.ipynb": "nbformat version 3 is not supported",
+    "notebook_v3_heading_bomb.ipynb": "no Python code found in the notebook",
     "py_null_byte.py": "contains a null byte",
     "py_latin1.py": "not valid UTF-8",
     "py_too_big.py": "over the 1 MB limit",
@@ -195,8 +195,10 @@ def write_bad_inputs(folder: Path, token: str) -> None:
         for i in range(600):
             zf.writestr(f"answers/part{i}.py", f"X{i} = {i}\n")
     (folder / "notebook_invalid_json.ipynb").write_text('{"cells": [', encoding="utf-8")
-    (folder / "notebook_nbformat_3.ipynb").write_text(
-        json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}), encoding="utf-8"
+    heading = {"cell_type": "heading", "level": 10**15, "metadata": {}, "source": "x"}  # the upgrade writes "#" * level
+    (folder / "notebook_v3_heading_bomb.ipynb").write_text(
+        json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [{"cells": [heading] * 1000}], "metadata": {}}),
+        encoding="utf-8",
     )
     (folder / "py_null_byte.py").write_bytes(alice.encode() + b"\n# \x00\n")
     (folder / "py_latin1.py").write_bytes(b"# caf\xe9\n" + alice.encode())

@@ -1,0 +1,163 @@
+"""The hints file of a learner's kit: what each known mistake returns on the public inputs, as fingerprints.
+
+Instructor-only; ``attnkit release`` writes the result into the kit as
+``grader/hints.json`` (:data:`grader.hints.HINTS_FILE`), which
+:mod:`grader.hints` reads there.  The public tests run once, against the
+reference, through a :class:`FanOut`: every call of a function hook is made
+again by each catalogued mistake of that hook, on copies of the arguments (a
+generator copied with its state), and recorded with :mod:`grader.hints`' keys
+and fingerprints.  A mistake keeps the inputs where its fingerprint differs
+from the reference's (its *marks*); a mistake with none (it only differs on
+devices, say) is left out, and so are the module hooks, whose results are
+modules.  The file holds ids, descriptions, hints and hashes: data, never code
+(:func:`problems_in` is the release's leak scan of it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader.hints import FORMAT, HASH_CHARS, call_keys, fingerprint, raised, same
+from grader.registry import HOOK_NAMES, Solution, hook_signature
+
+MODULE_HOOKS = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})
+FIELDS = ("id", "exercise", "description", "hint", "hint_zh", "fingerprints")
+OTHER_STATE = torch.Generator().manual_seed(20_240_601).get_state()
+"""A global generator state no public test sets: a result that changes under it depends on the global state."""
+_HASH = re.compile(rf"[0-9a-f]{{{HASH_CHARS}}}")
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, torch.Generator):
+        twin = torch.Generator(device=value.device)
+        twin.set_state(value.get_state())
+        return twin
+    return value
+
+
+class FanOut:
+    """The reference, seen by the public tests; each function-hook call is also made by every mistake of the hook."""
+
+    def __init__(self, reference: Solution, mistakes: dict[str, tuple[str, Solution]]) -> None:
+        self._reference = reference
+        self._mistakes = mistakes  # id -> (hook, solution)
+        self.reference_seen: dict[str, dict[str, tuple[str, str]]] = {}
+        self.seen: dict[str, dict[str, tuple[str, str]]] = {m: {} for m in mistakes}
+
+    @staticmethod
+    def _run(solution: Solution, hook: str, given: dict[str, Any], rng: torch.Tensor) -> tuple[str, str]:
+        """The fingerprint of ``solution``'s call on copies of the arguments, the global generator in state ``rng``."""
+        torch.set_rng_state(rng)
+        arguments = {k: _copy(v) for k, v in given.items()}
+        try:
+            result = solution.call(hook, **arguments)
+        except Exception as exc:  # noqa: BLE001 - what the mistake raises is its fingerprint
+            result = raised(exc)
+        return fingerprint(result, arguments)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._reference, name)
+        if name not in HOOK_NAMES or name in MODULE_HOOKS:
+            return attribute
+
+        def fanned(*args: Any, **kwargs: Any) -> Any:
+            bound = hook_signature(name).bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = dict(bound.arguments)
+            rng = torch.get_rng_state()  # each call draws from the global state the test set
+            plain, *with_global = call_keys(name, given)
+            for mistake, (hook, solution) in self._mistakes.items():
+                if hook == name:
+                    fp = self._run(solution, name, given, rng)
+                    # a result that changes with the global state is kept under the key that holds it
+                    if with_global and not same(fp, self._run(solution, name, given, OTHER_STATE)):
+                        self.seen[mistake][with_global[0]] = fp
+                    else:
+                        self.seen[mistake][plain] = fp
+            fp = self._run(self._reference, name, given, rng)
+            for key in [plain, *with_global]:
+                self.reference_seen.setdefault(name, {})[key] = fp
+            torch.set_rng_state(rng)
+            return attribute(*args, **kwargs)  # the test goes on with the reference, on its own arguments
+
+        fanned.__name__ = name
+        return fanned
+
+
+def build_hints(tests_dir: Path) -> dict[str, Any]:
+    """The hints file's content: every catalogued mistake of a function hook, with its marks on the public inputs."""
+    from grader.check import run_public_cases
+    from grader.registry import load_solution
+    from solutions.mistakes import CATALOGUE, mistake_solution
+
+    chosen = [m for m in CATALOGUE if m.exercise not in MODULE_HOOKS and m.exercise in m.overrides]
+    fan = FanOut(load_solution("reference"), {m.id: (m.exercise, mistake_solution(m)) for m in chosen})
+    hooks = sorted({m.exercise for m in chosen}, key=HOOK_NAMES.index)
+    # each test runs in float32, then float64: where their inputs share a key, the float64 result is kept
+    run_public_cases(fan, hooks, tests_dir=tests_dir)
+    entries = []
+    for mistake in chosen:
+        reference = fan.reference_seen.get(mistake.exercise, {})
+        marks = {
+            key: list(fp)
+            for key, fp in sorted(fan.seen[mistake.id].items())
+            if key in reference and not same(fp, reference[key])
+        }
+        if marks:
+            entries.append(
+                {
+                    "id": mistake.id,
+                    "exercise": mistake.exercise,
+                    "description": mistake.description,
+                    "hint": mistake.hint,
+                    "hint_zh": mistake.hint_zh,
+                    "fingerprints": marks,
+                }
+            )
+    return {"format": FORMAT, "mistakes": entries}
+
+
+def write_hints(path: Path, tests_dir: Path) -> int:
+    """Write the hints file to ``path``; returns how many mistakes it names."""
+    content = build_hints(tests_dir)
+    path.write_text(json.dumps(content, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    return len(content["mistakes"])
+
+
+def problems_in(path: Path) -> list[str]:
+    """Why the hints file is not plain data (one line each): a field, an id or a value that has no place there."""
+    from solutions.mistakes import CATALOGUE
+
+    known = {m.id: m for m in CATALOGUE}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"not JSON ({type(exc).__name__})"]
+    if not isinstance(data, dict) or set(data) != {"format", "mistakes"} or not isinstance(data["mistakes"], list):
+        return ["not a hints file: its top level must be exactly {format, mistakes}"]
+    problems = []
+    for entry in data["mistakes"]:
+        if not isinstance(entry, dict) or set(entry) != set(FIELDS):
+            problems.append(f"an entry with fields other than {', '.join(FIELDS)}")
+            continue
+        mistake = known.get(entry["id"])
+        if mistake is None:
+            problems.append(f"{entry['id']!r}: not a catalogued mistake")
+            continue
+        for name in ("exercise", "description", "hint", "hint_zh"):
+            if entry[name] != getattr(mistake, name):
+                problems.append(f"{mistake.id}: its {name} is not the catalogue's")
+        marks = entry["fingerprints"]
+        if not isinstance(marks, dict) or not all(
+            _HASH.fullmatch(str(k)) and isinstance(v, list) and len(v) == 2 and all(_HASH.fullmatch(str(x)) for x in v)
+            for k, v in marks.items()
+        ):
+            problems.append(f"{mistake.id}: fingerprints other than hashes")
+    return problems

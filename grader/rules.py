@@ -1,0 +1,232 @@
+"""The grading rules beyond a call's values, worded once, and enforced locally on the public cases.
+
+The grader fails a case for more than wrong values: a banned torch call (the
+hook table's list, recorded in the learner's process by the child runtime's
+recorder), a tensor built on the CPU whatever the input's device (found by a
+pass on the meta device: "will fail on a GPU"), an input changed in place, a
+dtype not kept, a result that is not exactly a ``torch.Tensor``, a
+non-contiguous result where the hook table asks for a contiguous one.  The
+verdict (:mod:`grader.instructor.verdict`) and the hidden cases word those
+failures with the messages here.
+
+:class:`RuledSolution` holds a solution to the same rules while the public
+tests call it (``attnkit check`` and the notebook's check cell): each call runs
+under the same recorder, is watched for in-place changes, has its result's
+properties checked, and runs once more on the meta device.  A banned call fails
+the test at once (the grader judges it before the values); the other problems
+wait until the test's own checks have passed (the grader judges them after the
+values), then fail it with the grader's wording.
+
+This module ships in a learner's kit; it imports torch only when a call runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+from grader.hook_table import row
+
+__all__ = [
+    "DEVICE_ERRORS",
+    "IN_PLACE",
+    "RuleBroken",
+    "RuledSolution",
+    "banned_message",
+    "contiguous_message",
+    "dtype_message",
+    "gpu_device_message",
+    "gpu_error_message",
+    "is_device_error",
+    "subclass_message",
+]
+
+# --- the messages, shared with the grader's verdict ----------------------------------------------
+
+DEVICE_ERRORS = (
+    "expected device",
+    "expected all tensors to be on the same device",
+    "is not on the expected device",
+    "device meta",
+    "on the meta device",
+    "found at least two devices",
+)
+"""Pieces of torch's error messages that mean two devices met: on the meta device, a tensor built on the CPU."""
+
+CPU_BUILT = "a tensor is built on the CPU whatever the input's device"
+
+IN_PLACE = "modified its input in place; return a new tensor and leave the inputs alone"
+
+
+def banned_message(hook: str, calls: list[str]) -> str:
+    """``uses torch.softmax: <why>``: the failure for a banned call recorded while ``hook`` ran."""
+    return f"uses {', '.join(calls)}: {row(hook).why_banned or 'not allowed here'}"
+
+
+def is_device_error(message: str) -> bool:
+    """Whether an error raised on the meta device says that two devices met."""
+    return any(piece in message.lower() for piece in DEVICE_ERRORS)
+
+
+def gpu_error_message(error: str) -> str:
+    """The failure for an error raised on the meta device that :func:`is_device_error` recognises."""
+    return f"will fail on a GPU: {CPU_BUILT} ({error})"
+
+
+def gpu_device_message(device: str) -> str:
+    """The failure for a result on ``device`` where the inputs were on the meta device."""
+    return f"will fail on a GPU: given inputs on the meta device it returned a tensor on {device}"
+
+
+def contiguous_message(hook: str) -> str:
+    """The failure for a non-contiguous result of a hook whose row asks for a contiguous one."""
+    return f"{hook} must return a contiguous tensor (call .contiguous() before .view)"
+
+
+def dtype_message(got: str, expected: str) -> str:
+    return f"returned dtype {got}, expected {expected} (keep the input's dtype)"
+
+
+def subclass_message(kind: str) -> str:
+    return f"returned a {kind}, expected exactly a torch.Tensor (not a subclass)"
+
+
+# --- the local check -------------------------------------------------------------------------------
+
+
+class RuleBroken(AssertionError):
+    """A public test's call broke one of the grader's rules; the message is the grader's."""
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal tensors, NaN where NaN was (``torch.equal`` alone calls NaN unequal to itself)."""
+    import torch
+
+    if a.shape != b.shape:
+        return False
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+
+
+def _on_meta(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return torch.empty_like(value, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_meta(v) for v in value)
+    return value
+
+
+def _meta_problem(run: Any) -> str | None:
+    """Run ``run()`` (meta inputs) and say what the grader's meta pass would fail, or None."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        try:
+            result = run()
+        except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything on meta tensors
+            text = (str(exc) or type(exc).__name__).splitlines()[0]
+            return gpu_error_message(f"raised {type(exc).__name__}: {text}") if is_device_error(str(exc)) else None
+    outputs = result if isinstance(result, (tuple, list)) else [result]
+    for out in outputs:
+        if isinstance(out, torch.Tensor) and out.device.type != "meta":
+            return gpu_device_message(str(out.device))
+    return None
+
+
+class RuledSolution:
+    """A solution whose hooks, called by the public tests, are held to the grader's rules (module docstring).
+
+    ``pending`` collects the problems found after a call returned; the caller
+    (:mod:`grader.check`'s pytest plugin) clears it before each test and fails
+    the test with its first entry once the test's own checks have passed.
+    """
+
+    def __init__(self, solution: Any) -> None:
+        self.solution = solution
+        self.pending: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        from grader.registry import HOOK_NAMES, hook_signature
+
+        if name in HOOK_NAMES:
+            call = functools.partial(self.call, name)
+            call.__name__ = name  # type: ignore[attr-defined]
+            call.__signature__ = hook_signature(name)  # type: ignore[attr-defined]
+            return call
+        return getattr(self.solution, name)
+
+    def _note(self, problem: str | None) -> None:
+        if problem and problem not in self.pending:
+            self.pending.append(problem)
+
+    def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        from grader.child_runtime import _recording_mode
+        from grader.registry import hook_signature
+
+        bound = hook_signature(hook).bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        before = {k: v.clone() for k, v in arguments.items() if isinstance(v, torch.Tensor)}
+        recorder = _recording_mode(list(row(hook).banned))
+        with recorder:
+            result = self.solution.call(hook, **arguments)
+        if recorder.seen:
+            raise RuleBroken(banned_message(hook, recorder.seen))
+        if isinstance(result, torch.nn.Module):
+            self._watch_module(hook, result)
+        elif isinstance(result, torch.Tensor):
+            self._note(self._result_problem(hook, result, arguments))
+            if not any(isinstance(v, torch.Generator) for v in arguments.values()):
+                meta = {k: "meta" if k == "device" else _on_meta(v) for k, v in arguments.items()}
+                self._note(_meta_problem(lambda: self.solution.call(hook, **meta)))
+        if any(not _same(arguments[k], v) for k, v in before.items()):
+            self._note(IN_PLACE)
+        return result
+
+    @staticmethod
+    def _result_problem(hook: str, result: Any, arguments: dict[str, Any]) -> str | None:
+        import torch
+
+        if type(result) is not torch.Tensor:
+            return subclass_message(f"{type(result).__module__}.{type(result).__qualname__}")
+        floats = [v for v in arguments.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        expected = row(hook).expected_dtype or (_dtype_name(floats[0].dtype) if floats else None)
+        if expected and _dtype_name(result.dtype) != expected:
+            return dtype_message(_dtype_name(result.dtype), expected)
+        if row(hook).contiguous_result and not result.is_contiguous():
+            return contiguous_message(hook)
+        return None
+
+    def _watch_module(self, hook: str, module: Any) -> None:
+        """Record banned calls in the module's forward too, and run each forward once more on the meta device."""
+        forward = module.forward
+        banned = list(row(hook).banned)
+
+        @functools.wraps(forward)
+        def ruled_forward(*args: Any, **kwargs: Any) -> Any:
+            from grader.child_runtime import _recording_mode
+
+            recorder = _recording_mode(banned)
+            with recorder:
+                out = forward(*args, **kwargs)
+            if recorder.seen:
+                raise RuleBroken(banned_message(hook, recorder.seen))
+            del module.__dict__["forward"]  # a copy without this wrapper: its forward is its own
+            try:
+                twin = copy.deepcopy(module).to("meta")
+            except Exception:  # noqa: BLE001 - a module that cannot be copied gets no meta pass
+                return out
+            finally:
+                module.forward = ruled_forward
+            self._note(_meta_problem(lambda: twin(*_on_meta(args), **{k: _on_meta(v) for k, v in kwargs.items()})))
+            return out
+
+        module.forward = ruled_forward
