@@ -8,6 +8,9 @@
 
 PYTHON ?= python3
 VENV ?= .venv
+# pytest workers (pytest-xdist), a test file per worker: two, one per core of the 2-core CI machine.
+# `make test TEST_JOBS=0` runs the suite in one process.
+TEST_JOBS ?= 2
 PIP_INSTALL = $(VENV)/bin/python -m pip install -c constraints.txt
 # Re-install whenever the dependencies or the pins change.
 STAMP := $(VENV)/.attnkit-installed
@@ -25,7 +28,7 @@ demo: venv
 	$(VENV)/bin/attnkit grade
 
 test: venv
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy grader
 

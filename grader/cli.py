@@ -537,7 +537,7 @@ def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool,
         line += f", {len(intake.unmatched)} not on it" if intake.unmatched else ""
     console.print(console_text(line))
     for item in intake.skipped:
-        console.print(f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}")
+        console.print(f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}", soft_wrap=True)
     for note in intake.notes:
         console.print(f"[yellow]id:[/] {console_text(note)}")
     if intake.missing:

@@ -653,11 +653,10 @@ CATALOGUE: tuple[Mistake, ...] = (
         "softmax-over-dim-1",
         "softmax_weights",
         "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
-        "Which dimension does your softmax normalise when the scores have a batch dimension? The weights of one "
-        "query over all the keys must sum to 1: normalise the dimension of the keys (the last one, or the dim you "
-        "are given).",
-        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？每个查询对所有键的权重之和应为 1："
-        "请在键所在的维度上归一化（最后一维，或传入的 dim）。",
+        "Which dimension does your softmax normalise when the scores have a batch dimension? Normalise over the "
+        "keys: the last dimension, or the dim you are given.",
+        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化："
+        "最后一维，或传入的 dim。",
         f"{SEED_000}, {SEED_002}, {SEED_003}",
         {"softmax_weights": softmax_over_dim_1},
     ),

@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM stop ``attnkit grade`` cleanly; progress shows in a log.
 
 The end-to-end tests run ``attnkit grade`` as real subprocesses on a class of
-ten hand-ins (Alice, some slowed down by ``tests/submissions/sleepy.py``, some
+six hand-ins (Alice, some slowed down by ``tests/submissions/sleepy.py``, some
 with one mistake) with ``--jobs 2`` or ``--jobs 1``, signal it once a few
 submissions are recorded and others are in flight, and check what a user
 relies on: exit 130 within seconds, the printed command resumes to the same
@@ -38,7 +38,7 @@ from grader.instructor.stopping import resume_command
 KIT_ROOT = Path(__file__).resolve().parents[1]
 SEED = "7"
 SNIPPETS = (None, "sleepy", "wrong_causal_mask", "sleepy", "softmax_ignores_dim")
-CLASS_SIZE = 10
+CLASS_SIZE = 6
 EXIT_BUDGET_S = 3.0  # the aim is 2 s; one more for a loaded CI machine
 ATTNKIT = Path(sys.executable).with_name("attnkit")
 
@@ -190,13 +190,17 @@ SCENARIOS = {  # name: (jobs, signals, to the whole group, the program run)
 }
 
 
+RESUMED = ("sigint-jobs2", "sigint-jobs1-attnkit-script")
+"""The stops whose printed command is run to the end (each resume grades the rest of the class again)."""
+
+
 @pytest.fixture(scope="module", params=list(SCENARIOS), ids=list(SCENARIOS))
 def stopped(request, klass) -> dict:
     jobs, signals, group, program = SCENARIOS[request.param]
     if program and not Path(program[0]).exists():
         pytest.skip(f"no attnkit script beside {sys.executable} (the kit is not installed in this environment)")
     facts = interrupt(klass, request.param, jobs, signals, group=group, program=program)
-    facts["rerun"] = resume(klass, facts)
+    facts["rerun"] = resume(klass, facts) if request.param in RESUMED else None
     facts["jobs"], facts["program"] = jobs, program
     return facts
 
@@ -241,6 +245,8 @@ def test_only_whole_submissions_are_recorded(stopped, klass):
 @pytest.mark.slow
 def test_resuming_gives_the_grades_of_an_uninterrupted_run(stopped, klass):
     rerun = stopped["rerun"]
+    if rerun is None:
+        pytest.skip(f"resuming is run after the {' and '.join(RESUMED)} stops; this one's command is checked above")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert (stopped["out"] / "grades.csv").read_bytes() == klass["grades"]
     runs = query(stopped["db"], "SELECT id, finished_at FROM runs")
@@ -264,7 +270,7 @@ def test_a_second_sigint_exits_at_once(klass):
 
 @pytest.mark.slow
 def test_progress_lines_in_a_log(klass):
-    """stdout is a pipe: a line per submission for a class of ten, the last one 10 of 10."""
+    """stdout is a pipe: a line per submission for a class of six, the last one 6 of 6."""
     counts = [int(n) for n in re.findall(rf"^graded (\d+) of {CLASS_SIZE} \(", klass["output"], re.M)]
     assert counts == list(range(1, CLASS_SIZE + 1)), klass["output"]
 

@@ -35,8 +35,10 @@ class RecordingExecutor:
     def __init__(self) -> None:
         self.items: list = []
 
-    def map_unordered(self, fn, items):
+    def map_unordered(self, fn, items, stop=None):
         for item in reversed(list(items)):
+            if stop is not None and stop.is_set():
+                return
             self.items.append(item)
             yield item, fn(item)
 
