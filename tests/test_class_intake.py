@@ -29,7 +29,7 @@ from grader.instructor.intake import (
     folder_reading,
 )
 from grader.instructor.roster import Roster
-from grader.submit import submit
+from grader.submit import Validation, submit
 
 SCORES = "def dot_product_scores(queries, keys):\n    return queries @ keys.transpose(-2, -1)\n"
 MASK = "def causal_mask(num_tokens, device=None):\n    return None\n"
@@ -211,7 +211,9 @@ def test_a_manifest_id_names_the_hand_in_whatever_its_file_name(tmp_path):
 
 def test_a_zip_packed_by_submit_with_an_id_is_graded_under_it(tmp_path):
     write(tmp_path / "mine.py")
-    packed = submit([tmp_path / "mine.py"], tmp_path / "whatever.zip", student="s1001", cwd=tmp_path, check=False)
+    parse_only = Validation(public_checks=False, trial_import=False)
+    packed = submit([tmp_path / "mine.py"], tmp_path / "whatever.zip", student="s1001", cwd=tmp_path,
+                    validation=parse_only)
     (sub,) = collect([str(packed.out)]).submissions
     assert (sub.student, sub.error, sub.claimed) == ("s1001", None, "s1001")
     assert sub.handed_in is not None and sub.handed_in.isoformat() == packed.manifest["created"]

@@ -655,6 +655,9 @@ class Skipped:
     reason: str
 
 
+HIDDEN_HAND_IN = "a hidden file (its name starts with a dot); name it on the command line to grade it"
+
+
 def is_stray(name: str) -> bool:
     """A file or folder nobody hands in: hidden (``.DS_Store``, ``.gitignore``), a README, OS or zip debris."""
     low = name.lower()
@@ -678,6 +681,8 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
         child = Path(e.path)
         suffix = child.suffix.lower()
         if is_stray(e.name):
+            if suffix in HAND_IN_SUFFIXES and is_hidden(e.name) and e.is_file(follow_symlinks=False):
+                skipped.append(Skipped(str(child), HIDDEN_HAND_IN))  # never silently: name it to grade it
             continue
         if e.is_symlink():
             members.append(child)
@@ -877,8 +882,8 @@ def collect(
                 said = said if left or any(p.iterdir()) else " (it is empty)"
                 raise IntakeError(f"{raw}: no submissions in it{said}: {_skipped_text(left)}".rstrip(": "))
             subs += [read_submission(m) for m in members]
-        elif is_stray(p.name) and not p.is_symlink():
-            continue
+        elif is_stray(p.name) and not p.is_symlink() and p.suffix.lower() not in HAND_IN_SUFFIXES:
+            continue  # a hand-in named on the command line is graded, hidden or not
         elif p.suffix.lower() not in HAND_IN_SUFFIXES and not p.is_symlink() and p.is_file():
             skipped.append(Skipped(str(raw), NOT_A_HAND_IN))
         else:
