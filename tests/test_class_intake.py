@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from grader.cli import main
 from grader.instructor import class_grading
 from grader.instructor.intake import (
+    HIDDEN_HAND_IN,
     NOT_A_HAND_IN,
     RESULTS_FOLDER,
     TEST_FILE,
@@ -192,6 +193,20 @@ def test_everything_skipped_in_a_class_is_listed_with_why_and_strays_are_not(tmp
         ("attnkit-results", RESULTS_FOLDER), ("essay.docx", NOT_A_HAND_IN), ("grades.csv", NOT_A_HAND_IN),
         ("test_alice.py", TEST_FILE),
     ]  # fmt: skip
+
+
+def test_a_hidden_hand_in_is_listed_in_a_class_and_graded_when_named(tmp_path):
+    """Nothing is dropped in silence: ``.late.py`` in a class folder is listed; named on the command line, graded."""
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    write(klass / "bob.py")
+    write(klass / ".late.py")
+    intake = collect([str(klass)])
+    assert ids(intake) == {"alice.py": "alice", "bob.py": "bob"}
+    assert [(Path(s.path).name, s.reason) for s in intake.skipped] == [(".late.py", HIDDEN_HAND_IN)]
+    named = collect([str(klass / ".late.py"), str(klass / "alice.py")])
+    assert sorted(s.source for s in named.submissions) == sorted([str(klass / ".late.py"), str(klass / "alice.py")])
+    assert named.skipped == []
 
 
 # --- ids: manifests ------------------------------------------------------------------------------------
