@@ -703,6 +703,45 @@ def release(dest: Path, force: bool) -> None:
 
 
 @main.command(cls=InstructorCommand)
+@click.argument("dest", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--rubric",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="The course's rubric TOML (points, all-or-nothing, each test's Gradescope visibility); "
+    "default: the kit's grader/instructor/rubric.toml.",
+)
+@click.option(
+    "--seed", type=int, default=None, help="Seed of the hidden inputs every learner gets (default: random, printed)."
+)
+@click.option("--force", is_flag=True, help="Overwrite DEST if it exists.")
+def gradescope(dest: Path, rubric: str | None, seed: int | None, force: bool) -> None:
+    """Write DEST (a .zip): the autograder to upload to Gradescope.
+
+    The zip holds setup.sh (a virtual environment with the CPU build of the
+    pinned torch and this kit), run_autograder (grades /autograder/submission
+    as `attnkit grade` would, with the course's --rubric and --seed, and writes
+    /autograder/results/results.json, each test's visibility the rubric's),
+    and the whole instructor's kit: hidden cases and reference included, so
+    never give the zip to learners.  AUTOGRADER_ROOT moves /autograder
+    elsewhere (for a trial run).  The README's "Grading on Gradescope" says
+    how to upload it and what isolation learners' code gets there.
+    """
+    from grader.instructor.gradescope import BundleError, write_bundle
+
+    try:
+        bundle = write_bundle(dest, rubric, seed, force)
+    except (BundleError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    except FileExistsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"Wrote {bundle.path} ({bundle.files} files): rubric {bundle.rubric}, seed {bundle.seed}. "
+        "Upload it as the assignment's autograder (Gradescope: Configure Autograder > Zip file upload)."
+    )
+
+
+@main.command(cls=InstructorCommand)
 @click.argument("dest", default="notebooks", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite notebooks in DEST that differ from the ones generated.")
 def notebooks(dest: Path, force: bool) -> None:
