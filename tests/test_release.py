@@ -31,7 +31,7 @@ import pytest
 from click.testing import CliRunner
 from learner_code import reference_source
 
-from grader.cli import main
+from grader.cli import InstructorCommand, main
 from grader.instructor.release import RECORD, ReleaseError, find_leaks, release
 from grader.registry import HOOK_NAMES
 
@@ -399,7 +399,7 @@ def test_a_stub_holding_an_answer_stops_the_release(tmp_path, monkeypatch):
 def test_the_instructors_cli_offers_release_submit_and_notebooks():
     result = CliRunner().invoke(main, ["--help"], terminal_width=200)
     assert result.exit_code == 0
-    for command in ("check", "submit", "grade", "audit", "release", "notebooks"):
+    for command in ("check", "submit", "grade", "audit", "release", "notebooks", "gradescope"):
         assert f"  {command} " in result.output, command
 
 
@@ -533,7 +533,9 @@ def test_learner_cli_offers_check_and_submit_only(kit):
     commands = done.stdout.split("Commands:", 1)[1]
     listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
     assert listed == {"check", "submit"}, commands
-    for command in ("grade", "audit", "release", "notebooks"):
+    instructors = sorted(name for name, command in main.commands.items() if isinstance(command, InstructorCommand))
+    assert {"grade", "audit", "release", "notebooks", "gradescope"} <= set(instructors), instructors
+    for command in instructors:
         refused = run_in(kit, "-m", "grader.cli", command, "--help")
         assert refused.returncode == 1, (command, refused.stdout, refused.stderr)
         message = (refused.stdout + refused.stderr).strip()
