@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py                 # N=60 submissions, --jobs = the cores
     python benchmarks/throughput.py -n 60 --jobs 2 --naive 4
+    python benchmarks/throughput.py -n 16 --jobs 2 --executor ray   # also (b) on a local Ray: its overhead
 
 Grades N generated submissions (copies of the sample class's perfect solution with
 distinct ids, plus a few with mistakes) with the full hidden suite on the CPU, three
@@ -14,7 +15,11 @@ ways, and prints them side by side:
 
 It reports submissions per second, the ratios (a)/(b) and (b)/(c) per submission, the
 marginal cost of one more submission in (b) (from a second, larger run), and the peak
-RSS of a learner's process.  A benchmark, not a test: nothing here asserts a time.
+RSS of a learner's process.  With ``--executor ray`` it also runs (b) as
+``attnkit grade --executor ray --jobs J`` (a local Ray of J CPU workers, started by each
+run) and prints its per-submission and marginal cost next to the local pool's, and
+their differences: Ray's overhead per submission, and its fixed start-up per run.
+A benchmark, not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -64,12 +69,12 @@ def time_naive(paths: list[Path]) -> float:
     return (time.perf_counter() - started) / len(paths)
 
 
-def time_grade(folder: Path, jobs: int, out: Path) -> float:
+def time_grade(folder: Path, jobs: int, out: Path, executor: str = "local") -> float:
     """Seconds for one whole `attnkit grade` run of ``folder``."""
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "grader.cli", "grade", str(folder), "--out", str(out), "--seed", str(SEED),
-         "--devices", "cpu", "--jobs", str(jobs), "--force"],
+         "--devices", "cpu", "--jobs", str(jobs), "--force", "--executor", executor],
         cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
     )
     return time.perf_counter() - started
@@ -110,6 +115,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=60, help="submissions in the main run (default 60)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="attnkit grade --jobs (default: cores)")
     parser.add_argument("--naive", type=int, default=3, help="submissions timed the naive way (default 3)")
+    parser.add_argument("--executor", choices=["local", "ray"], default="local",
+                        help="ray: also time (b) on a local Ray and print its overhead next to the local pool's")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="attnkit-bench-") as tmp:
@@ -137,6 +144,19 @@ def main() -> None:
         print(f"(b)/(c) per submission: {per_sub / floor:.2f}x   (target <= 3x)")
         print(f"(b)/(c) marginal:       {marginal / floor:.2f}x")
         print(f"peak RSS of a learner's process: {rss:.0f} MiB   (target <= 300 MiB)")
+        if args.executor == "ray":
+            ray_small = time_grade(root / "half", args.jobs, root / "ray-half", "ray")
+            ray_whole = time_grade(root / "class", args.jobs, root / "ray", "ray")
+            ray_marginal = (ray_whole - ray_small) / (large - small)
+            ray_fixed, fixed = ray_whole - ray_marginal * large, whole - marginal * large
+            print()
+            print(f"{'':28}{'per submission':>16}{'marginal':>10}{'fixed per run':>15}")
+            print(f"{'(b) local pool, --jobs ' + str(args.jobs):28}{per_sub:>14.3f} s{marginal:>8.3f} s"
+                  f"{fixed:>13.1f} s")
+            print(f"{'(b) ray, ' + str(args.jobs) + ' CPU workers':28}{ray_whole / large:>14.3f} s"
+                  f"{ray_marginal:>8.3f} s{ray_fixed:>13.1f} s")
+            print(f"{'Ray overhead':28}{ray_whole / large - per_sub:>14.3f} s{ray_marginal - marginal:>8.3f} s"
+                  f"{ray_fixed - fixed:>13.1f} s   (ray minus local; fixed: the local Ray's start and stop)")
 
 
 if __name__ == "__main__":

@@ -322,7 +322,29 @@ def _device_list(value: str | None) -> list[str] | None:
     metavar="DEVICE",
     help="Make a missing device an error instead of a skip (e.g. --require cuda).",
 )
-@click.option("--jobs", "-j", type=int, default=None, help="Submissions graded at once (default: the CPU cores).")
+@click.option(
+    "--jobs",
+    "-j",
+    type=int,
+    default=None,
+    help="Submissions graded at once (default: the CPU cores; with --executor ray, the Ray workers: the cluster's "
+    "CPUs, or its GPUs when cuda is graded).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where submissions are graded: local (this machine), or ray (actors on a Ray cluster, each with a warm "
+    "sandbox; this process stays the only writer of the gradebook and the reports). Needs attnkit[ray].",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDRESS",
+    help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a local Ray with this "
+    "machine's CPUs and GPUs).",
+)
 @click.option(
     "--force",
     is_flag=True,
@@ -377,6 +399,8 @@ def grade(
     devices: str | None,
     require: tuple[str, ...],
     jobs: int | None,
+    executor: str,
+    ray_address: str | None,
     force: bool,
     lms: tuple[str, ...],
     assignment: str,
@@ -413,7 +437,7 @@ def grade(
     import gc
     import threading
 
-    from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, GradingStopped, LocalExecutor, grade_class
+    from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, GradingStopped, grade_class
     from grader.instructor.progress import grading_progress
     from grader.instructor.reports import console_text, review_lines, summary_table, write_reports
     from grader.instructor.rubric import load_rubric
@@ -421,6 +445,7 @@ def grade(
     from grader.instructor.stopping import EXIT_INTERRUPTED, resume_command, stop_on_signals
 
     console = Console()
+    grader_pool = _executor(executor, ray_address, jobs)
     targets = list(paths)
     if not targets:
         if not SAMPLE_CLASS.exists():
@@ -442,7 +467,7 @@ def grade(
             force=force,
             reveal=reveal,
             limits=Limits() if timeout is None else Limits(call_seconds=timeout),
-            executor=LocalExecutor(jobs) if jobs else LocalExecutor(),
+            executor=grader_pool,
             strict_isolation=isolation == "strict",
             on_start=progress.start,
             on_graded=lambda o: progress.graded(console_text(o.submission.student)),
@@ -486,6 +511,7 @@ def grade(
         f"devices: {ran}"
         + (f" ({skipped})" if skipped else "")
         + f"; isolation: {run.isolation}; seed {run.seed}; suite {run.suite_version}"
+        + (f"; executor: {run.executor}" if run.executor else "")
     )
     if run.cuda_overhead_seconds is not None:
         console.print(f"CUDA start-up per submission: {run.cuda_overhead_seconds:.2f} s (one learner process per GPU)")
@@ -497,6 +523,22 @@ def grade(
             "(--force regrades)."
         )
     _print_class(console, run, out_dir, lms)
+
+
+def _executor(kind: str, ray_address: str | None, jobs: int | None):
+    """The executor ``--executor`` names; a one-line error where Ray is asked for and not installed."""
+    from grader.instructor.class_grading import LocalExecutor
+
+    if kind == "local":
+        if ray_address:
+            raise click.UsageError("--ray-address is for --executor ray")
+        return LocalExecutor(jobs) if jobs else LocalExecutor()
+    from grader.instructor.ray_executor import RayExecutor
+
+    try:
+        return RayExecutor(ray_address, jobs)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _class_roster(given: str | Path):

@@ -33,7 +33,12 @@ work item is a :class:`~grader.instructor.intake.Submission` and the result an
 :class:`~grader.instructor.submission_grading.Outcome`, both plain data (the
 heatmaps' data are tensors; nothing is written to disk by a worker).  The
 work item never raises for one submission: a failure while grading it becomes
-that submission's error row, and the class goes on.
+that submission's error row, and the class goes on.  The work item is built
+from a :class:`WorkSpec` (plain data: seed, devices, suite version, limits) by
+:func:`local_work`, here, or by the executor's own ``prepare(spec, stop)``
+where its workers are elsewhere (:mod:`grader.instructor.ray_executor`: each
+Ray actor builds its template and suite from the spec); the driver stays the
+only writer of the gradebook either way.
 
 Stopping: ``GradeOptions.stop`` is an event that a signal handler or another
 thread sets (``attnkit grade`` sets it on SIGINT and SIGTERM).  Once it is set,
@@ -46,6 +51,7 @@ in flight is graded again on resume), and :func:`grade_class` raises
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -90,9 +96,11 @@ __all__ = [
     "OutFolderConflict",
     "Plan",
     "RosterRows",
+    "WorkSpec",
     "choose_devices",
     "default_devices",
     "grade_class",
+    "local_work",
     "plan",
     "stale_folders",
 ]
@@ -152,6 +160,11 @@ class Executor(Protocol):
     its results dropped; the executor ends it where it can (a distributed one
     cancels its tasks).  The local one's threads wait on sandboxed children,
     which the caller ends (:meth:`~grader.instructor.sandbox.Template.stop`).
+
+    Two optional methods: ``prepare(spec, stop)``, a context manager giving
+    ``(work item, isolation)`` built from a :class:`WorkSpec` where the
+    executor's workers build their own (default: :func:`local_work`); and
+    ``describe()``, one line for the summary (``local, 2 jobs``).
     """
 
     def map_unordered(
@@ -164,6 +177,9 @@ class LocalExecutor:
     """``jobs`` threads on this machine; each grades one submission (one child process) at a time."""
 
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def describe(self) -> str:
+        return f"local, {max(1, self.jobs)} job{'s' if self.jobs > 1 else ''}"
 
     def map_unordered(
         self, fn: Callable[[T], R], items: Iterable[T], stop: threading.Event
@@ -243,6 +259,7 @@ class GradeRun:
     roll: ClassRoll = field(default_factory=ClassRoll)  # the whole class of the out folder, for the class files
     notes: list[str] = field(default_factory=list)  # changes to the class: conditions replaced, roster grown
     regraded_from_gradebook: list[str] = field(default_factory=list)  # students regraded from stored hand-ins
+    executor: str = ""  # which executor graded this run and with how many workers; "" where nothing was graded
 
     @property
     def graded(self) -> list[tuple[Submission, list[CaseResult]]]:
@@ -313,15 +330,18 @@ def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | No
         planned = plan(book, submissions, options, devices)
         if options.on_start:
             options.on_start(len(planned.todo))
+        executor = ""
         if planned.todo:
             isolation, graded = _grade(book, planned, options)
+            describe = getattr(options.executor, "describe", None)
+            executor = describe() if describe else type(options.executor).__name__
         else:
             isolation, graded = _isolation_of_earlier_runs(book, planned.run_id), {}
         if options.stop.is_set() and len(graded) < len(planned.todo):
             raise GradingStopped(len(planned.reused) + len(graded), len(planned.submissions))
         book.finish_run(planned.run_id)
         roll = class_roll(book, planned, out)
-    return _summary(planned, {**planned.reused, **graded}, isolation, roll)
+    return dataclasses.replace(_summary(planned, {**planned.reused, **graded}, isolation, roll), executor=executor)
 
 
 def plan(
@@ -488,6 +508,45 @@ def _reusable(
 
 
 @dataclass
+class WorkSpec:
+    """What grading a submission needs, as plain data: any worker builds the same work item from it."""
+
+    seed: int
+    ran: tuple[str, ...]  # the devices that run
+    skipped: dict[str, str]  # the devices skipped, with why
+    version: str  # the hidden suite's version the driver grades under: a worker with another refuses
+    limits: Limits
+    reveal: bool
+
+    @classmethod
+    def of(cls, planned: Plan, options: GradeOptions) -> WorkSpec:
+        return cls(
+            planned.seed, tuple(planned.ran), dict(planned.skipped), planned.version, options.limits, options.reveal
+        )
+
+    def build_suite(self) -> Suite:
+        """The prepared suite: the same trials, fingerprints and skips wherever it is built."""
+        suite = build_suite(self.seed, self.ran + tuple(self.skipped))
+        suite.fingerprints, suite.skipped = Fingerprints(), dict(self.skipped)
+        return suite
+
+
+@contextmanager
+def local_work(spec: WorkSpec, stop: threading.Event) -> Iterator[tuple[_Work, str]]:
+    """``(work item, isolation)`` on this machine: a warm template (its own fresh process) and the suite.
+
+    The template boots while the suite is built; ``stop`` ends its learner
+    processes (:func:`_stopping`).  Raises ``RuntimeError`` or
+    :class:`~grader.instructor.sandbox.ChildGone` where the template cannot
+    start, or was stopped while it booted.
+    """
+    with Template(warm_meta="meta" in spec.ran) as template, _stopping(template, stop):
+        suite = spec.build_suite()
+        isolation = template.isolation()
+        yield _Work(suite, template, spec.limits, spec.reveal, GpuPool.visible()), isolation
+
+
+@dataclass
 class _Work:
     """The work item: one submission graded against the run's suite; never raises for one submission."""
 
@@ -547,17 +606,13 @@ def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, 
     graded: dict[str, Outcome] = {}
     stop = options.stop
     isolation = "none"
+    prepare = getattr(options.executor, "prepare", local_work)  # an executor whose workers build their own
     try:
-        with (
-            Template(warm_meta="meta" in planned.ran) as template,  # boots while the suite is built
-            _stopping(template, stop),
-        ):
-            suite = build_suite(planned.seed, tuple(planned.ran) + tuple(planned.skipped))
-            suite.fingerprints, suite.skipped = Fingerprints(), dict(planned.skipped)
+        with contextlib.ExitStack() as opened:
             try:
-                isolation = template.isolation()
+                work, isolation = opened.enter_context(prepare(WorkSpec.of(planned, options), stop))
             except (RuntimeError, ChildGone):
-                if stop.is_set():  # stopped while the template booted
+                if stop.is_set():  # stopped while the template (or the workers) booted
                     return isolation, graded
                 raise
             book.set_isolation(planned.run_id, isolation)
@@ -567,7 +622,6 @@ def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, 
                     f"not '{FULL_ISOLATION}' (Linux PID, network, IPC and mount namespaces and Landlock); "
                     "nothing was graded"
                 )
-            work = _Work(suite, template, options.limits, options.reveal, GpuPool.visible())
             results = options.executor.map_unordered(work, planned.todo, stop)
             for _, outcome in results:
                 if stop.is_set():  # its learner process may have been killed by the stop: never recorded
