@@ -9,6 +9,7 @@ them (test_*.py) and name the exercise each one checks:
     dropout.py   dropout_scale, attention_dropout
     heads.py     split_heads, merge_heads
     modules.py   make_self_attention, make_causal_attention, make_multihead_attention
+    long_sequences.py   sliding_window_mask, chunked_attention
 
 Check your work with `pytest exercises --solution exercises` (or `attnkit check`).
 The grader finds your functions here, by name, so keep the names and signatures.
@@ -16,6 +17,7 @@ The grader finds your functions here, by name, so keep the names and signatures.
 
 from .dropout import attention_dropout, dropout_scale
 from .heads import merge_heads, split_heads
+from .long_sequences import chunked_attention, sliding_window_mask
 from .masking import apply_causal_mask, causal_mask, renormalize_masked_weights
 from .modules import (
     CausalAttention,
@@ -45,4 +47,6 @@ __all__ = [
     "SelfAttention",
     "CausalAttention",
     "MultiHeadAttention",
+    "sliding_window_mask",
+    "chunked_attention",
 ]

@@ -35,6 +35,7 @@ import time
 import traceback
 import types
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -384,6 +385,70 @@ def _recording_mode(banned: list[str]):
     return CallRecorder()
 
 
+def _largest_tensor_mode():
+    """A TorchDispatchMode that notes the largest tensor any op creates inside it: its shape and the op.
+
+    Every output of every op counts, but a view or an in-place result (its schema says it aliases an
+    input): those hold no new memory.  ``matmul`` computes on ``(8, T, T)`` and returns the learner a
+    ``(2, 4, T, T)`` view of it (``_unsafe_view``): that view renames the largest tensor, so the shape
+    reported is the one the learner's code saw.  For the calls that ask for it (``measure_memory``: the
+    memory rule of a chunked exercise); like the recorder, a learning aid, not a security boundary.
+    """
+    torch = _torch()
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    mode_base: Any = TorchDispatchMode
+    unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
+
+    class LargestTensor(mode_base):
+        def __init__(self) -> None:
+            super().__init__()
+            self.elements = -1
+            self.shape: list[int] = []
+            self.op = ""
+            self._largest: Any = None  # a weak reference: the mode keeps nothing alive
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            returns = func._schema.returns
+            values = out if isinstance(out, (tuple, list)) else (out,)
+            for i, value in enumerate(values):
+                if not isinstance(value, torch.Tensor):
+                    continue
+                declared = returns[min(i, len(returns) - 1)] if returns else None
+                if func is unsafe_view:  # matmul's result, handed back in the learner's shape
+                    if args and self._largest is not None and args[0] is self._largest():
+                        self.shape, self._largest = list(value.shape), weakref.ref(value)
+                elif declared is not None and declared.alias_info is not None:
+                    continue  # a view or an in-place result: no new memory
+                elif value.numel() > self.elements:
+                    self.elements, self.shape, self._largest = value.numel(), list(value.shape), weakref.ref(value)
+                    self.op = str(getattr(func, "__name__", func)).split(".")[0]
+            return out
+
+    return LargestTensor()
+
+
+@contextlib.contextmanager
+def _measured(reply: dict[str, Any], device: str) -> Iterator[None]:
+    """Around a call that asks for it: the largest tensor created (and on CUDA the peak memory) into ``reply``."""
+    torch = _torch()
+    on_cuda = device.startswith("cuda") and torch.cuda.is_available()
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    mode = _largest_tensor_mode()
+    try:
+        with mode:
+            yield
+    finally:
+        reply["memory"] = {"largest": mode.shape if mode.elements >= 0 else None, "op": mode.op[:100]}
+        if on_cuda:
+            torch.cuda.synchronize(device)
+            reply["memory"]["cuda_peak_bytes"] = max(0, torch.cuda.max_memory_allocated(device) - before)
+
+
 def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> dict[str, Any]:
     torch = _torch()
     out: dict[str, Any] = {}
@@ -501,9 +566,10 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor) and device != "meta"}
     recorder = _recording_mode(call.get("banned", []))
     printed = _Printed()
+    measured = _measured(reply, device) if call.get("measure_memory") and device != "meta" else contextlib.nullcontext()
     started = time.perf_counter()
     try:
-        with recorder, printed:
+        with recorder, printed, measured:
             module_spec = call.get("module")
             if module_spec is not None:
                 results, reply["module"] = _run_module(fn, args, module_spec, tensors, device)

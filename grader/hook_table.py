@@ -83,6 +83,9 @@ class HookRow:
     """The module classes may reuse it, so the modules notebook lists it among the functions to paste in."""
     contiguous_result: bool = False
     """Its result must be a contiguous tensor (the hidden cases and the local check both hold it to that)."""
+    bounded_memory: bool = False
+    """It must never hold a ``(..., Tq, Tk)`` tensor of its queries' and keys' scores: the hidden suite's long case
+    and the local check measure the largest tensor it creates (:func:`grader.rules.memory_problem`)."""
 
     def __post_init__(self) -> None:
         where = f"grader/hook_table.py: the row of {self.hook!r}"
@@ -165,6 +168,17 @@ TABLE: tuple[HookRow, ...] = (
         class_alias="MultiHeadAttention",
         banned=_MODULE_BANS,
         why_banned="this exercise is to split heads and attend per head yourself",
+    ),
+    # --- long sequences
+    HookRow("sliding_window_mask", "long_sequences", "mask", points=1),
+    HookRow(
+        "chunked_attention",
+        "long_sequences",
+        "tensor",
+        points=3,
+        banned=_MODULE_BANS,
+        why_banned="this exercise is to compute attention block by block yourself, with a running max and sum",
+        bounded_memory=True,
     ),
 )
 """Every hook's row, in the chapter's (hookspec) order."""

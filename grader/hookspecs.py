@@ -246,6 +246,50 @@ def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qk
     """
 
 
+# --- long sequences ---------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def sliding_window_mask(num_tokens, window, device=None):
+    """Return the sliding-window (local) causal mask: True where a query may not look.
+
+    :param num_tokens: ``T >= 1``.
+    :param window: ``w >= 1``, how many keys each query sees: itself and the
+        ``w - 1`` tokens before it.
+    :param device: where to build the mask (``None`` = the default device).
+    :returns: ``(T, T)`` tensor of dtype ``torch.bool`` on ``device``; entry
+        ``[i, j]`` is True when ``j > i`` (the future) or ``j <= i - w`` (more
+        than ``w - 1`` positions back).
+
+    ``window >= T`` equals ``causal_mask(T)``; ``window == 1`` lets each token
+    see only itself.  ``window < 1`` or ``num_tokens < 1`` raises ``ValueError``.
+    """
+
+
+@hookspec(firstresult=True)
+def chunked_attention(queries, keys, values, chunk_size, causal=False):
+    """Return scaled dot-product attention computed over blocks of keys (online softmax).
+
+    :param queries: ``(..., Tq, d)``
+    :param keys: ``(..., Tk, d)`` with the same leading dims.
+    :param values: ``(..., Tk, dv)``.
+    :param chunk_size: ``c >= 1``, the number of keys per block; the last
+        block may be shorter (``c`` need not divide ``Tk``; ``c >= Tk`` is one block).
+    :param causal: when True, query ``i`` sees keys ``j <= i + (Tk - Tq)``
+        (the queries are the last ``Tq`` of the ``Tk`` positions; ``Tq == Tk``
+        is the causal mask).
+    :returns: ``(..., Tq, dv)``, equal to ``softmax(q k^T / sqrt(d)) v``.
+
+    Walk the key blocks keeping, per query, a running max, a running sum of
+    ``exp(score - max)`` and a running weighted sum of values; when the max
+    grows, rescale both sums by ``exp(old_max - new_max)``.  Never hold a
+    ``(..., Tq, Tk)`` tensor: the grader measures the largest tensor created
+    (long sequences: ``Tq = Tk = 1024``, ``d = 32``).  A query row with every
+    key masked gives zeros, never NaN.  Not allowed inside:
+    ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
+    """
+
+
 __all__ = [  # the markers and every hookspec above, in hookspec order
     "PROJECT_NAME",
     "hookimpl",

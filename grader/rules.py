@@ -5,7 +5,9 @@ hook table's list, recorded in the learner's process by the child runtime's
 recorder), a tensor built on the CPU whatever the input's device (found by a
 pass on the meta device: "will fail on a GPU"), an input changed in place, a
 dtype not kept, a result that is not exactly a ``torch.Tensor``, a
-non-contiguous result where the hook table asks for a contiguous one.  The
+non-contiguous result where the hook table asks for a contiguous one, a
+tensor as large as the full scores where the table asks for bounded memory
+(the largest tensor created, recorded like the banned calls).  The
 verdict (:mod:`grader.instructor.verdict`) and the hidden cases word those
 failures with the messages here.
 
@@ -22,6 +24,7 @@ This module ships in a learner's kit; it imports torch only when a call runs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from typing import Any
@@ -39,6 +42,8 @@ __all__ = [
     "gpu_device_message",
     "gpu_error_message",
     "is_device_error",
+    "memory_bound",
+    "memory_problem",
     "subclass_message",
 ]
 
@@ -82,6 +87,47 @@ def gpu_device_message(device: str) -> str:
 def contiguous_message(hook: str) -> str:
     """The failure for a non-contiguous result of a hook whose row asks for a contiguous one."""
     return f"{hook} must return a contiguous tensor (call .contiguous() before .view)"
+
+
+def memory_bound(
+    queries: tuple[int, ...], keys: tuple[int, ...], values: tuple[int, ...], chunk_size: int
+) -> tuple[int, tuple[int, ...]] | None:
+    """The memory rule of a chunked exercise for these shapes, or None where it cannot tell a chunked version apart.
+
+    No tensor the call creates may hold ``prod(batch dims) * Tq * Tk`` elements or more (the first number
+    returned): that is the full ``(..., Tq, Tk)`` scores.  A chunked version needs at most ``(..., Tq,
+    max(chunk, d, dv))`` (the second): a block of scores, the queries, the running sum of values.  The rule
+    applies only where that shape, the inputs and the output all stay below the bound, and where there are
+    batch dims worth two or more (a ``(Tq, Tk)`` causal mask shared by every batch-head then stays below it).
+    """
+    import math
+
+    *batch, num_queries, dim = queries
+    num_keys, value_dim = keys[-2], values[-1]
+    bound = math.prod(batch) * num_queries * num_keys
+    needed = (*batch, num_queries, max(min(max(chunk_size, 1), num_keys), dim, value_dim))
+    sizes = [math.prod(queries), math.prod(keys), math.prod(values), math.prod(needed)]
+    if math.prod(batch) < 2 or max(sizes) >= bound:
+        return None
+    return bound, needed
+
+
+def memory_problem(largest: list[int] | None, op: str, rule: tuple[int, tuple[int, ...]]) -> str | None:
+    """The failure when the largest tensor a chunked call created reaches the bound of :func:`memory_bound`."""
+    import math
+
+    bound, needed = rule
+    if largest is None or math.prod(largest) < bound:
+        return None
+    made = f", made by {op}" if op else ""
+    return (
+        f"your largest tensor: {_shape(largest)}{made}; a chunked version needs at most {_shape(needed)}: "
+        "walk the keys block by block, keeping a running max and sum"
+    )
+
+
+def _shape(shape: Any) -> str:
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def dtype_message(got: str, expected: str) -> str:
@@ -139,6 +185,22 @@ def _meta_problem(run: Any) -> str | None:
     return None
 
 
+def _memory_rule(hook: str, arguments: dict[str, Any]) -> tuple[int, tuple[int, ...]] | None:
+    """:func:`memory_bound` for a call of a hook whose row asks for bounded memory, where it can tell."""
+    import torch
+
+    if not row(hook).bounded_memory:
+        return None
+    queries, keys, values = (arguments.get(name) for name in ("queries", "keys", "values"))
+    chunk = arguments.get("chunk_size")
+    tensors = (queries, keys, values)
+    if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in tensors) or not isinstance(chunk, int):
+        return None
+    if queries.device.type == "meta":  # type: ignore[union-attr]
+        return None
+    return memory_bound(tuple(queries.shape), tuple(keys.shape), tuple(values.shape), chunk)  # type: ignore[union-attr]
+
+
 class RuledSolution:
     """A solution whose hooks, called by the public tests, are held to the grader's rules (module docstring).
 
@@ -168,7 +230,7 @@ class RuledSolution:
     def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
         import torch
 
-        from grader.child_runtime import _recording_mode
+        from grader.child_runtime import _largest_tensor_mode, _recording_mode
         from grader.registry import hook_signature
 
         bound = hook_signature(hook).bind(*args, **kwargs)
@@ -176,10 +238,14 @@ class RuledSolution:
         arguments = dict(bound.arguments)
         before = {k: v.clone() for k, v in arguments.items() if isinstance(v, torch.Tensor)}
         recorder = _recording_mode(list(row(hook).banned))
-        with recorder:
+        rule = _memory_rule(hook, arguments)
+        largest: Any = _largest_tensor_mode() if rule else None
+        with recorder, largest if largest is not None else contextlib.nullcontext():
             result = self.solution.call(hook, **arguments)
         if recorder.seen:
             raise RuleBroken(banned_message(hook, recorder.seen))
+        if rule and largest is not None:
+            self._note(memory_problem(largest.shape if largest.elements >= 0 else None, largest.op, rule))
         if isinstance(result, torch.nn.Module):
             self._watch_module(hook, result)
         elif isinstance(result, torch.Tensor):

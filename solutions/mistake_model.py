@@ -94,6 +94,7 @@ _DOT, _SCALED = frozenset({"dot_product_scores"}), frozenset({"scaled_dot_produc
 _SCORES = _DOT | _SCALED
 _SOFTMAX, _MASK, _APPLY = frozenset({"softmax_weights"}), frozenset({"causal_mask"}), frozenset({"apply_causal_mask"})
 _DROPOUT = frozenset({"attention_dropout"})
+_WINDOW = frozenset({"sliding_window_mask"})
 _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("product", "q_at_k_T", "q-at-k-t-batched", _SCORES),
     ("product", "k_at_q", "keys-times-queries", _SCORES),
@@ -122,6 +123,10 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("scale", "none", "dropout-not-scaled", _DROPOUT),
     ("rows", "renormalised", "dropout-renormalises-rows", _DROPOUT),
     ("keep", "with_p", "dropout-keeps-with-p", _DROPOUT),
+    ("window_back", "plus_one", "window-sees-one-too-many", _WINDOW),
+    ("window_back", "minus_one", "window-sees-one-too-few", _WINDOW),
+    ("window_future", "visible", "window-forgets-future", _WINDOW),
+    ("window_check", "none", "window-unchecked", _WINDOW),
 )
 KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, v, i, h in _KNOBS + _FUNCTION_KNOBS)
 """Every knob of the model: the module hooks' and the function hooks' it covers."""
@@ -600,6 +605,15 @@ def _apply_causal_mask(scores: torch.Tensor, k: Mapping[str, str]) -> torch.Tens
     return scores.masked_fill(mask, fill)
 
 
+def _sliding_window_mask(num_tokens: int, window: int, device: Any, k: Mapping[str, str]) -> torch.Tensor:
+    if k.get("window_check", "value_error") == "value_error" and (num_tokens < 1 or window < 1):
+        raise ValueError(f"sliding_window_mask needs num_tokens >= 1 and window >= 1, got {num_tokens}, {window}")
+    back = window - 1 + {"exact": 0, "plus_one": 1, "minus_one": -1}[k.get("window_back", "exact")]
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    too_far = torch.tril(ones, diagonal=-back - 1)  # keys more than `back` positions behind
+    return too_far if k.get("window_future") == "visible" else torch.triu(ones, diagonal=1) | too_far
+
+
 def _attention_dropout(weights, p, training, generator, k: Mapping[str, str]) -> torch.Tensor:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
@@ -652,6 +666,12 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
             return _apply_causal_mask(scores, k)
 
         return apply_causal_mask
+    if hook == "sliding_window_mask":
+
+        def sliding_window_mask(num_tokens, window, device=None):
+            return _sliding_window_mask(num_tokens, window, device, k)
+
+        return sliding_window_mask
     raise KeyError(f"the mistake model has no function {hook}")
 
 

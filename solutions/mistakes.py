@@ -591,6 +591,103 @@ def _multihead_attention(cls):
     return make_multihead_attention
 
 
+# --- long sequences -------------------------------------------------------------------
+
+
+def _check_window(num_tokens, window):
+    if num_tokens < 1:
+        raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
+    if window < 1:
+        raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+
+
+def _window(num_tokens, window, device, back):
+    """The future, and every key more than ``back`` positions behind its query."""
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=1) | torch.tril(ones, diagonal=-back - 1)
+
+
+def window_sees_one_too_many(num_tokens, window, device=None):
+    _check_window(num_tokens, window)
+    return _window(num_tokens, window, device, back=window)  # `j < i - window`: window + 1 keys
+
+
+def window_sees_one_too_few(num_tokens, window, device=None):
+    _check_window(num_tokens, window)
+    return _window(num_tokens, window, device, back=window - 2)  # `j <= i - window + 1`: window - 1 keys
+
+
+def window_forgets_future(num_tokens, window, device=None):
+    _check_window(num_tokens, window)
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return torch.tril(ones, diagonal=-window)  # only the keys too far back: the future stays visible
+
+
+def window_unchecked(num_tokens, window, device=None):
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=1) | torch.tril(ones, diagonal=-window)
+
+
+def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_peak=NEG_INF, scaled=True,
+            local_positions=False, whole_chunks_only=False):  # fmt: skip
+    """The reference's online softmax with one step done wrong (each keyword names the step)."""
+    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+    q = queries / math.sqrt(queries.shape[-1]) if scaled else queries
+    stats = (*queries.shape[:-1], 1)
+    peak = torch.full(stats, first_peak, dtype=queries.dtype, device=queries.device)
+    total = torch.zeros(stats, dtype=queries.dtype, device=queries.device)
+    mixed = torch.zeros((*queries.shape[:-1], values.shape[-1]), dtype=queries.dtype, device=queries.device)
+    last_seen = torch.arange(num_queries, device=queries.device).unsqueeze(-1) + (num_keys - num_queries)
+    end = num_keys - num_keys % chunk_size if whole_chunks_only else num_keys
+    for start in range(0, end, chunk_size):
+        block = q @ keys[..., start : start + chunk_size, :].transpose(-2, -1)
+        if causal:
+            first = 0 if local_positions else start
+            positions = torch.arange(first, first + block.shape[-1], device=queries.device)
+            block = block.masked_fill(positions > last_seen, NEG_INF)
+        new_peak = torch.maximum(peak, block.amax(dim=-1, keepdim=True))
+        shift = torch.where(torch.isfinite(new_peak), new_peak, torch.zeros_like(new_peak))
+        factor = torch.exp(peak - shift) if rescale else torch.ones_like(peak)
+        exp = torch.exp(block - shift)
+        total = total * factor + exp.sum(dim=-1, keepdim=True)
+        mixed = mixed * factor + exp @ values[..., start : start + chunk_size, :]
+        peak = new_peak
+    return torch.where(total > 0, mixed / total, torch.zeros_like(mixed))
+
+
+def chunks_not_rescaled(queries, keys, values, chunk_size, causal=False):
+    return _online(queries, keys, values, chunk_size, causal, rescale=False)
+
+
+def running_max_from_zero(queries, keys, values, chunk_size, causal=False):
+    return _online(queries, keys, values, chunk_size, causal, first_peak=0.0)
+
+
+def chunked_not_scaled(queries, keys, values, chunk_size, causal=False):
+    return _online(queries, keys, values, chunk_size, causal, scaled=False)
+
+
+def causal_offset_per_chunk(queries, keys, values, chunk_size, causal=False):
+    return _online(queries, keys, values, chunk_size, causal, local_positions=True)
+
+
+def last_partial_chunk_dropped(queries, keys, values, chunk_size, causal=False):
+    return _online(queries, keys, values, chunk_size, causal, whole_chunks_only=True)
+
+
+def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
+    scores = scaled_dot_product_scores(queries, keys)  # (..., Tq, Tk): the whole thing, at once
+    if causal:
+        num_queries, num_keys = scores.shape[-2], scores.shape[-1]
+        future = torch.ones(num_queries, num_keys, dtype=torch.bool, device=scores.device)
+        scores = scores.masked_fill(future.triu(1 + num_keys - num_queries), NEG_INF)
+    weights = softmax_weights(scores)
+    out = torch.zeros((*queries.shape[:-1], values.shape[-1]), dtype=queries.dtype, device=queries.device)
+    for start in range(0, keys.shape[-2], chunk_size):  # "chunked": the weights, sliced after the fact
+        out = out + weights[..., start : start + chunk_size] @ values[..., start : start + chunk_size, :]
+    return out
+
+
 # --- the catalogue --------------------------------------------------------------------
 
 
@@ -1116,6 +1213,101 @@ CATALOGUE: tuple[Mistake, ...] = (
         "对单个头来说 d_k 是多少？每个头的 keys 比 d_out 窄。",
         CLASSIC,
         {"make_multihead_attention": _multihead_attention(ScaledByDOut)},
+    ),
+    # sliding_window_mask
+    _m(
+        "window-sees-one-too-many",
+        "sliding_window_mask",
+        "masks keys with `j < i - window`: each query sees window + 1 keys",
+        "Count the keys row i may see, itself included: there should be exactly `window` of them.",
+        "数一数第 i 行能看到几个键（包括它自己）：应当正好是 `window` 个。",
+        CLASSIC,
+        {"sliding_window_mask": window_sees_one_too_many},
+    ),
+    _m(
+        "window-sees-one-too-few",
+        "sliding_window_mask",
+        "masks keys with `j <= i - window + 1`: each query sees only window - 1 keys (window 1 sees nothing)",
+        "With window = 1, what may token i still see? Count the keys of one row, itself included.",
+        "当 window = 1 时，第 i 个词元还能看到什么？数一数一行里能看到的键（包括它自己）。",
+        CLASSIC,
+        {"sliding_window_mask": window_sees_one_too_few},
+    ),
+    _m(
+        "window-forgets-future",
+        "sliding_window_mask",
+        "masks only the keys too far back: the future stays visible",
+        "A sliding window is still causal. Which entries above the diagonal does your mask hide?",
+        "滑动窗口仍然是因果的。你的掩码遮住对角线上方的元素了吗？",
+        SEED_002,
+        {"sliding_window_mask": window_forgets_future},
+    ),
+    _m(
+        "window-unchecked",
+        "sliding_window_mask",
+        "accepts window < 1 (or num_tokens < 1) instead of raising ValueError",
+        "What should window = 0 mean? A row that sees nothing is not a mask anyone wants: raise ValueError.",
+        "window = 0 应当是什么意思？一行什么也看不到的掩码没有用处：请抛出 ValueError。",
+        CLASSIC,
+        {"sliding_window_mask": window_unchecked},
+    ),
+    # chunked_attention
+    _m(
+        "chunks-not-rescaled",
+        "chunked_attention",
+        "adds each block's exp(score - new max) to sums kept relative to the old max, never rescaling them",
+        "When a block raises the running max, the sums so far were computed against the old max. What factor "
+        "brings them to the new one?",
+        "当某个块提高了运行最大值时，之前的累加和是相对旧的最大值算的。用什么因子把它们换算到新的最大值？",
+        SEED_002,
+        {"chunked_attention": chunks_not_rescaled},
+    ),
+    _m(
+        "running-max-from-zero",
+        "chunked_attention",
+        "starts the running max at 0 instead of -inf: when every score is far below zero, exp underflows to 0",
+        "What is the max of an empty set of scores? Try keys that make every score very negative.",
+        "空集合的最大值是多少？试试让所有分数都非常负的键。",
+        CLASSIC,
+        {"chunked_attention": running_max_from_zero},
+    ),
+    _m(
+        "chunked-no-scaling",
+        "chunked_attention",
+        "never divides the scores by sqrt(d)",
+        "Is this still *scaled* dot-product attention? Compare one block of your scores with q k^T / sqrt(d).",
+        "这还是*缩放*点积注意力吗？把你的某一块分数和 q k^T / sqrt(d) 比较一下。",
+        CLASSIC,
+        {"chunked_attention": chunked_not_scaled},
+    ),
+    _m(
+        "causal-offset-per-chunk",
+        "chunked_attention",
+        "masks with the key's index inside its block instead of its position in the sequence",
+        "In the block that starts at key s, where is its first key in the whole sequence? Compare positions, "
+        "not indices within the block.",
+        "从第 s 个键开始的那一块里，第一个键在整个序列中的位置是多少？请比较全局位置，而不是块内下标。",
+        CLASSIC,
+        {"chunked_attention": causal_offset_per_chunk},
+    ),
+    _m(
+        "last-partial-chunk-dropped",
+        "chunked_attention",
+        "walks only whole blocks, so the last Tk % chunk_size keys are never seen",
+        "When chunk_size does not divide Tk, is the last, shorter block part of your loop?",
+        "当 chunk_size 不能整除 Tk 时，最后那个较短的块在你的循环里吗？",
+        CLASSIC,
+        {"chunked_attention": last_partial_chunk_dropped},
+    ),
+    _m(
+        "full-attention-sliced",
+        "chunked_attention",
+        "computes the whole (..., Tq, Tk) weights, then mixes the values block by block: right values, full memory",
+        "How large is the largest tensor you build? Chunking only saves memory if no step ever holds every "
+        "score at once.",
+        "你构建的最大张量有多大？只有当任何一步都不同时持有全部分数时，分块才能节省内存。",
+        SEED_002,
+        {"chunked_attention": full_attention_sliced},
     ),
 )
 

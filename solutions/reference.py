@@ -183,3 +183,46 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
 @hookimpl
 def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
     return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+
+
+# --- long sequences ------------------------------------------------------------------------------
+
+
+@hookimpl
+def sliding_window_mask(num_tokens, window, device=None):
+    if num_tokens < 1:
+        raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
+    if window < 1:
+        raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    future = torch.triu(ones, diagonal=1)  # j > i
+    too_far = torch.tril(ones, diagonal=-window)  # j <= i - window: more than window - 1 back
+    return future | too_far  # (T, T)
+
+
+@hookimpl
+def chunked_attention(queries, keys, values, chunk_size, causal=False):
+    if chunk_size < 1:
+        raise ValueError(f"chunked_attention needs chunk_size >= 1, got {chunk_size}")
+    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
+    q = queries / math.sqrt(queries.shape[-1])  # (..., Tq, d)
+    stats = (*queries.shape[:-1], 1)  # (..., Tq, 1): one running max and sum per query
+    peak = torch.full(stats, float("-inf"), dtype=queries.dtype, device=queries.device)
+    total = torch.zeros(stats, dtype=queries.dtype, device=queries.device)
+    mixed = torch.zeros((*queries.shape[:-1], values.shape[-1]), dtype=queries.dtype, device=queries.device)
+    # query i sits at position i + (Tk - Tq) among the keys: the last key it may see
+    last_seen = torch.arange(num_queries, device=queries.device).unsqueeze(-1) + (num_keys - num_queries)
+    for start in range(0, num_keys, chunk_size):
+        block = q @ keys[..., start : start + chunk_size, :].transpose(-2, -1)  # (..., Tq, c)
+        if causal:
+            positions = torch.arange(start, start + block.shape[-1], device=queries.device)
+            block = block.masked_fill(positions > last_seen, float("-inf"))
+        new_peak = torch.maximum(peak, block.amax(dim=-1, keepdim=True))
+        # a query that has seen only masked keys has peak -inf; subtracting it would give NaN
+        shift = torch.where(torch.isfinite(new_peak), new_peak, torch.zeros_like(new_peak))
+        rescale = torch.exp(peak - shift)  # (..., Tq, 1): the old sums, re-based to the new max
+        exp = torch.exp(block - shift)  # (..., Tq, c)
+        total = total * rescale + exp.sum(dim=-1, keepdim=True)
+        mixed = mixed * rescale + exp @ values[..., start : start + chunk_size, :]  # (..., Tq, dv)
+        peak = new_peak
+    return torch.where(total > 0, mixed / total, torch.zeros_like(mixed))  # (..., Tq, dv)

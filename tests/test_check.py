@@ -27,12 +27,12 @@ def test_stubs_are_all_not_started():
     assert all(r.passed == 0 and r.not_implemented > 0 for r in results)
 
 
-def test_cli_on_stubs_lists_14_not_started_and_exits_non_zero():
+def test_cli_on_stubs_lists_every_hook_not_started_and_exits_non_zero():
     result = CliRunner().invoke(main, ["check"], terminal_width=200)
     assert result.exit_code == 1, result.output
     assert result.output.count("not started") == len(HOOK_NAMES)
     assert "Traceback" not in result.output
-    assert "0 of 14 exercises passing" in result.output
+    assert f"0 of {len(HOOK_NAMES)} exercises passing" in result.output
 
 
 def test_reference_passes_everything():
@@ -76,7 +76,7 @@ def test_pasting_the_reference_bodies_makes_check_exit_0(tmp_path):
     kit = tmp_path / "kit"
     shutil.copytree(KIT / "exercises", kit / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(KIT / "conftest.py", kit / "conftest.py")
-    for stub in ("scores", "masking", "dropout", "heads", "modules"):
+    for stub in ("scores", "masking", "dropout", "heads", "modules", "long_sequences"):
         path = kit / "exercises" / f"{stub}.py"
         path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
     env = dict(os.environ, PYTHONPATH=str(kit))
@@ -84,7 +84,7 @@ def test_pasting_the_reference_bodies_makes_check_exit_0(tmp_path):
         [sys.executable, "-m", "grader.cli", "check"], cwd=kit, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "14 of 14 exercises passing" in done.stdout
+    assert f"{len(HOOK_NAMES)} of {len(HOOK_NAMES)} exercises passing" in done.stdout
     # and the same kit's own pytest agrees
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "exercises", "--solution", "exercises", "-p", "no:cacheprovider"],
@@ -135,6 +135,20 @@ RULE_BREAKERS = {
         "        s = s.masked_fill(torch.ones(T, T).triu(1).bool(), float('-inf'))\n"
         "        return self.dropout(torch.softmax(s, dim=-1)) @ v\n",
         "will fail on a GPU: a tensor is built on the CPU",
+    ),
+    "full-scores-in-chunked": (
+        "chunked_attention",
+        "def chunked_attention(queries, keys, values, chunk_size, causal=False):\n"
+        "    s = queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])  # every score at once\n"
+        "    if causal:\n"
+        "        tq, tk = s.shape[-2:]\n"
+        "        future = torch.ones(tq, tk, dtype=torch.bool, device=s.device).triu(1 + tk - tq)\n"
+        "        s = s.masked_fill(future, -math.inf)\n"
+        "    w = torch.exp(s - s.amax(-1, keepdim=True).nan_to_num(neginf=0.0))\n"
+        "    w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)\n"
+        "    return sum(w[..., i : i + chunk_size] @ values[..., i : i + chunk_size, :]\n"
+        "               for i in range(0, keys.shape[-2], chunk_size))\n",
+        "your largest tensor: ",
     ),
 }
 

@@ -92,6 +92,12 @@ def _sizes(case) -> dict[str, int]:
     if hook == "merge_heads":
         _, h, t, hd = args["x"].shape
         return {"num_heads": h, "T": t, "head_dim": hd, "d_out": h * hd}
+    if hook == "sliding_window_mask":
+        t, w = args["num_tokens"], args["window"]
+        return {"T": t, "window": w} if t > 0 and w > 0 else {}
+    if hook == "chunked_attention":
+        q, k, v = args["queries"].shape, args["keys"].shape, args["values"].shape
+        return {"T": q[-2], "T_k": k[-2], "d_k": q[-1], "d_v": v[-1], "chunk_size": args["chunk_size"]}
     tensor = args.get("scores", args.get("weights"))  # masks and dropout: the attention matrix's last size
     return {"T": tensor.shape[-1]}
 

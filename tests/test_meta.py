@@ -50,10 +50,11 @@ def hookspec_names() -> list[str]:
     return [name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, marker)]
 
 
-def test_there_are_fourteen_hooks_in_chapter_order():
+def test_there_are_sixteen_hooks_in_chapter_order():
     assert hookspec_names() == HOOKS
-    assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "make_multihead_attention"
-    assert len(HOOKS) == len(set(HOOKS)) == 14
+    assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "chunked_attention"
+    assert HOOKS.index("sliding_window_mask") == HOOKS.index("make_multihead_attention") + 1
+    assert len(HOOKS) == len(set(HOOKS)) == 16
 
 
 # --- the recipe, step by step -------------------------------------------------------------------

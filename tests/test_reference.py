@@ -703,3 +703,93 @@ def test_chapter_multihead_attention_numbers(ref):
     assert out.shape == (2, 6, 2)
     torch.testing.assert_close(out[:, 0], torch.tensor([[0.3190, 0.4858]] * 2), atol=1e-4, rtol=0)
     torch.testing.assert_close(out, expected.expand(2, 6, 2), atol=1e-4, rtol=0)
+
+
+# --- long sequences -----------------------------------------------------------------------------------
+
+
+def window_mask_by_loops(num_tokens, window):
+    """True where key j is in the future of query i or more than ``window - 1`` positions behind it."""
+    return torch.tensor([[j > i or i - j >= window for j in range(num_tokens)] for i in range(num_tokens)])
+
+
+@FAST
+@given(num_tokens=st.integers(min_value=1, max_value=12), window=st.integers(min_value=1, max_value=14))
+def test_sliding_window_mask_matches_explicit_loops(ref, num_tokens, window):
+    got = ref.sliding_window_mask(num_tokens, window)
+    assert got.dtype == torch.bool and torch.equal(got, window_mask_by_loops(num_tokens, window))
+    assert torch.equal((~got).sum(dim=-1), torch.arange(num_tokens).clamp(max=window - 1) + 1)  # keys seen per row
+
+
+@pytest.mark.parametrize("window", [7, 8, 30], ids=["w=T", "w=T+1", "w>>T"])
+def test_sliding_window_mask_covering_the_sequence_is_the_causal_mask(ref, window):
+    assert torch.equal(ref.sliding_window_mask(7, window), torch.ones(7, 7, dtype=torch.bool).triu(1))
+
+
+def test_sliding_window_mask_of_one_sees_only_the_diagonal(ref):
+    assert torch.equal(~ref.sliding_window_mask(5, 1), torch.eye(5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("num_tokens, window", [(4, 0), (4, -1), (0, 2), (-3, 2)], ids=["w=0", "w=-1", "T=0", "T=-3"])
+def test_sliding_window_mask_rejects_bad_sizes(ref, num_tokens, window):
+    with pytest.raises(ValueError):
+        ref.sliding_window_mask(num_tokens, window)
+
+
+def test_sliding_window_mask_is_built_on_the_device(ref):
+    assert ref.sliding_window_mask(4, 2, device="meta").device.type == "meta"
+
+
+def full_attention(queries, keys, values, causal):
+    """Softmax attention over every score at once, in float64; explicit masks; a row with nothing to see is 0."""
+    q, k, v = queries.double(), keys.double(), values.double()
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    tq, tk = scores.shape[-2], scores.shape[-1]
+    if causal:  # query i is position i + (Tk - Tq)
+        hidden = torch.tensor([[j > i + tk - tq for j in range(tk)] for i in range(tq)], dtype=torch.bool)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v
+
+
+@FAST
+@given(
+    dtype=dtypes,
+    lead=leading_dims,
+    tq=st.integers(min_value=1, max_value=9),
+    tk=st.integers(min_value=1, max_value=13),
+    d=sizes,
+    dv=sizes,
+    chunk=st.integers(min_value=1, max_value=15),
+    causal=st.booleans(),
+    seed=seeds,
+)
+def test_chunked_attention_matches_full_softmax_attention(ref, dtype, lead, tq, tk, d, dv, chunk, causal, seed):
+    q = randn(*lead, tq, d, dtype=dtype, seed=seed)
+    k = randn(*lead, tk, d, dtype=dtype, seed=seed + 1)
+    v = randn(*lead, tk, dv, dtype=dtype, seed=seed + 2)
+    got = ref.chunked_attention(q, k, v, chunk, causal)
+    assert got.dtype == dtype and got.shape == (*lead, tq, dv)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got.double(), full_attention(q, k, v, causal), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_chunked_attention_matches_torch_sdpa_on_a_long_sequence(ref, causal):
+    q, k = randn(2, 3, 300, 16, seed=1), randn(2, 3, 300, 16, seed=2)
+    v = randn(2, 3, 300, 24, seed=3)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # Tq == Tk: torch's own causal mask
+    torch.testing.assert_close(ref.chunked_attention(q, k, v, 64, causal), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_chunked_attention_of_a_query_that_sees_no_key_is_exactly_zero(ref):
+    q, k, v = randn(7, 3, seed=4), randn(4, 3, seed=5), randn(4, 2, seed=6)
+    got = ref.chunked_attention(q, k, v, 3, True)
+    assert torch.equal(got[:3], torch.zeros(3, 2)) and not got.isnan().any()  # queries 0-2 come before every key
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["huge", "all-very-negative"])
+def test_chunked_attention_is_stable_for_extreme_scores(ref, sign):
+    q = (torch.rand(2, 5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(7)) + 0.5) * 40
+    k = sign * (torch.rand(2, 9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(8)) + 0.5) * 40
+    v = randn(2, 9, 3, seed=9)
+    torch.testing.assert_close(ref.chunked_attention(q, k, v, 2, False), full_attention(q, k, v, False))

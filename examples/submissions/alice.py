@@ -189,3 +189,37 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
 
 def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
     return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=qkv_bias)
+
+
+# --- long sequences -------------------------------------------------------------------------
+
+
+def sliding_window_mask(num_tokens, window, device=None):
+    if num_tokens < 1 or window < 1:
+        raise ValueError(f"need num_tokens >= 1 and window >= 1, got {num_tokens} and {window}")
+    position = torch.arange(num_tokens, device=device)
+    behind = position[:, None] - position[None, :]  # behind[q, k] = how far key k is behind query q
+    return (behind < 0) | (behind >= window)  # the future, or too far back
+
+
+def chunked_attention(queries, keys, values, chunk_size, causal=False):
+    num_q, num_k = queries.shape[-2], keys.shape[-2]
+    scale = 1.0 / math.sqrt(queries.shape[-1])
+    best = queries.new_full((*queries.shape[:-1], 1), -math.inf)  # running max of each query's scores
+    total = queries.new_zeros((*queries.shape[:-1], 1))  # running sum of exp(score - best)
+    out = queries.new_zeros((*queries.shape[:-1], values.shape[-1]))  # running weighted sum of values
+    my_position = torch.arange(num_q, device=queries.device)[:, None] + (num_k - num_q)
+    for start in range(0, num_k, chunk_size):
+        k, v = keys[..., start : start + chunk_size, :], values[..., start : start + chunk_size, :]
+        scores = torch.einsum("...qd,...kd->...qk", queries, k) * scale  # (..., Tq, chunk)
+        if causal:
+            key_position = torch.arange(start, start + k.shape[-2], device=queries.device)
+            scores = scores.masked_fill(key_position[None, :] > my_position, -math.inf)
+        new_best = torch.maximum(best, scores.amax(dim=-1, keepdim=True))
+        shift = torch.nan_to_num(new_best, neginf=0.0)  # nothing seen yet: shift by 0, not -inf
+        shrink = torch.exp(best - shift)  # what the old sums are worth against the new max
+        numerators = torch.exp(scores - shift)
+        total = total * shrink + numerators.sum(dim=-1, keepdim=True)
+        out = out * shrink + torch.einsum("...qk,...kv->...qv", numerators, v)
+        best = new_best
+    return out / total.clamp_min(torch.finfo(total.dtype).tiny)  # a query that saw nothing stays 0

@@ -174,3 +174,39 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
 
 def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
     return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+
+
+# ---------- 6. long sequences ----------
+
+def sliding_window_mask(num_tokens, window, device=None):
+    if num_tokens < 1:
+        raise ValueError("num_tokens must be >= 1")
+    if window < 1:
+        raise ValueError("window must be >= 1")
+    ones = torch.ones(num_tokens, num_tokens, device=device)
+    future = torch.triu(ones, diagonal=1)
+    too_old = torch.tril(ones, diagonal=-window)
+    return (future + too_old).bool()
+
+
+def chunked_attention(queries, keys, values, chunk_size, causal=False):
+    # online softmax: running max m, running sum l, running output acc
+    tq, tk = queries.shape[-2], keys.shape[-2]
+    m = torch.full(queries.shape[:-1] + (1,), float("-inf"), dtype=queries.dtype, device=queries.device)
+    l = torch.zeros_like(m)
+    acc = torch.zeros(queries.shape[:-1] + (values.shape[-1],), dtype=queries.dtype, device=queries.device)
+    rows = torch.arange(tq, device=queries.device).view(-1, 1) + (tk - tq)
+    for s in range(0, tk, chunk_size):
+        e = min(s + chunk_size, tk)
+        scores = queries @ keys[..., s:e, :].transpose(-2, -1) / queries.shape[-1] ** 0.5
+        if causal:
+            cols = torch.arange(s, e, device=queries.device).view(1, -1)
+            scores = scores.masked_fill(cols > rows, float("-inf"))
+        m_new = torch.maximum(m, scores.max(dim=-1, keepdim=True).values)
+        m_safe = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
+        p = torch.exp(scores - m_safe)
+        alpha = torch.exp(m - m_safe)
+        l = l * alpha + p.sum(dim=-1, keepdim=True)
+        acc = acc * alpha + p @ values[..., s:e, :]
+        m = m_new
+    return torch.where(l > 0, acc / l, torch.zeros_like(acc))

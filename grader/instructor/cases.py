@@ -34,7 +34,7 @@ import torch
 from grader.child_runtime import map_parameters
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
-from grader.rules import contiguous_message
+from grader.rules import contiguous_message, memory_bound, memory_problem
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
@@ -116,6 +116,7 @@ class Case:
     notes: tuple[Note, ...] = ()  # judged on every case that ran; each note goes with the result, for no points
     coincide: tuple[str, ...] = ()  # the equal sizes this case needs: "T=context_length", "T=6" (see the docstring)
     structural: bool = False  # checks the module's form (names, buffers, creation order), not what it computes
+    measure_memory: bool = False  # the child records the largest tensor created (the memory rule of a chunked hook)
 
 
 @dataclass
@@ -258,6 +259,48 @@ def _causal_prefix(t: int) -> Property:
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
         if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
             return f"changing token {t} changed the outputs before it: the future leaks through the mask"
+        return None
+
+    return holds
+
+
+def memory_rule(case: Case) -> tuple[int, tuple[int, ...]] | None:
+    """The memory rule of a chunked case (:func:`grader.rules.memory_bound`), from its arguments' shapes."""
+    args = case.args
+    return memory_bound(
+        tuple(args["queries"].shape), tuple(args["keys"].shape), tuple(args["values"].shape), args["chunk_size"]
+    )
+
+
+def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    """No tensor the call created holds as many elements as the full ``(..., Tq, Tk)`` scores (the child measures).
+
+    On CUDA the peak of allocated memory is held to the same bound, in bytes of the trial's dtype.
+    """
+    rule = memory_rule(trial.case)
+    if rule is None:
+        raise ValueError(f"{trial.hook}[{trial.case.name}]: its shapes cannot tell a chunked version apart")
+    memory = facts.get("memory")
+    if not memory:
+        return "the grader could not measure the memory your call used (no record of it came back)"
+    problem = memory_problem(memory.get("largest"), str(memory.get("op", "")), rule)
+    if problem:
+        return problem
+    peak, itemsize = memory.get("cuda_peak_bytes"), torch.empty((), dtype=getattr(torch, trial.dtype)).element_size()
+    if peak is not None and peak >= rule[0] * itemsize:
+        return (
+            f"your call allocated {peak} bytes on the GPU at its peak, as much as the full (..., Tq, Tk) scores "
+            f"({rule[0] * itemsize} bytes): walk the keys block by block"
+        )
+    return None
+
+
+def _zero_rows(rows: slice) -> Property:
+    """The query rows ``rows`` see no key at all (causal, Tq > Tk): they must be exactly 0, never NaN."""
+
+    def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+        if outputs and bool((outputs[0][..., rows, :] != 0).any()):
+            return "a query that sees no key at all (every key masked) must give exactly 0, got other values"
         return None
 
     return holds
@@ -810,6 +853,119 @@ def _merge_cases(m: Maker) -> list[Case]:
     return cases
 
 
+# --- long sequences ------------------------------------------------------------------------------------
+
+
+def _sliding_window_cases(m: Maker) -> list[Case]:
+    hook = "sliding_window_mask"
+
+    def mask(t: int, w: int, what: str, **kwargs: Any) -> Case:
+        return Case(hook, f"T={t}-w={w}", {"num_tokens": t, "window": w, "device": DEVICE}, what, dtypes=("bool",),
+                    **kwargs)  # fmt: skip
+
+    cases = [
+        mask(9, 3, "T = 9, window 3: the future and more than 2 back are masked", meta=True),
+        mask(7, 1, "window 1: each token sees only itself"),
+        mask(5, 2, "window 2: itself and the token before"),
+        mask(8, 8, "window = T equals the causal mask", coincide=("T=window",)),
+        mask(4, 11, "window > T equals the causal mask"),
+        mask(1, 3, "a single token"),
+    ]
+    for _ in range(2):
+        t = m.size(10, 17)
+        cases.append(mask(t, m.size(2, t - 1, avoid=(t,)), "random T and window"))
+    cases += [
+        Case(
+            hook,
+            f"T={t}-w={w}-raises",
+            {"num_tokens": t, "window": w, "device": DEVICE},
+            f"{'window' if w < 1 else 'num_tokens'} = {min(t, w)} raises ValueError",
+            dtypes=("bool",),
+            expect_error="ValueError",
+        )
+        for t, w in ((5, 0), (5, -2), (0, 3), (-1, 3))
+    ]
+    return cases
+
+
+LONG = (2, 2, 1024, 32, 40, 64)
+"""The long case's batch dims (2, 2), Tq = Tk = 1024, d = 32, dv = 40 and chunk_size = 64: the full scores are
+(2, 2, 1024, 1024), four million elements; a chunked version needs at most (2, 2, 1024, 64).  Four batch-heads
+keep the call well inside the grader's time limit on a busy CPU."""
+
+
+def _chunked_cases(m: Maker) -> list[Case]:
+    hook = "chunked_attention"
+
+    def attend(name: str, what: str, lead: tuple[int, ...], tq: int, tk: int, d: int, dv: int, chunk: int,
+               causal: bool = False, scale: float = 1.0, **kwargs: Any) -> Case:  # fmt: skip
+        args = {
+            "queries": m.randn(*lead, tq, d, scale=scale),
+            "keys": m.randn(*lead, tk, d, scale=scale),
+            "values": m.randn(*lead, tk, dv),
+            "chunk_size": chunk,
+            "causal": causal,
+        }
+        return Case(hook, name, args, what, **kwargs)
+
+    cases = [
+        attend("main", "batched, chunk_size 3 does not divide Tk = 11", (2,), 9, 11, 5, 4, 3, meta=True, half=True),
+        attend("chunk=1", "chunk_size 1: one key per block", (2,), 5, 7, 4, 3, 1),
+        attend("chunk>Tk", "chunk_size > Tk: one block", (3,), 4, 7, 5, 3, 16),
+        attend("chunk=Tk", "chunk_size = Tk: one block", (2,), 5, 8, 3, 4, 8, coincide=("T_k=chunk_size",)),
+        attend("causal", "causal, Tq = Tk", (3,), 10, 10, 4, 7, 3, causal=True, coincide=("T=T_k",), half=True),
+        attend("causal-Tq<Tk", "causal, 4 queries at the end of 9 keys", (2,), 4, 9, 5, 3, 2, causal=True),
+        attend(
+            "causal-Tq>Tk",
+            "causal, 8 queries and 5 keys: the first 3 queries see no key and give zeros",
+            (2,), 8, 5, 3, 4, 2, causal=True, properties=(_zero_rows(slice(0, 3)),),
+        ),  # fmt: skip
+        attend("unbatched", "no batch dims: (Tq, d) queries", (), 7, 10, 3, 5, 4),
+        attend("4d-heads", "two batch dims (batch, heads)", (2, 3), 5, 9, 4, 7, 2),
+        attend("large-logits", "scores in the hundreds: exp overflows without a running max", (2,), 5, 9, 4, 3, 2,
+               scale=12.0),  # fmt: skip
+    ]
+    q = (m.rand(2, 5, 4) + 0.5) * 40.0  # every score below -800: exp(score - 0) is 0 even in float64
+    cases.append(
+        Case(
+            hook,
+            "negative-logits",
+            {"queries": q, "keys": -(m.rand(2, 9, 4) + 0.5) * 40.0, "values": m.randn(2, 9, 3), "chunk_size": 2,
+             "causal": False},
+            "every score far below zero: a running max that starts at 0 underflows",
+        )  # fmt: skip
+    )
+    batch, heads, tokens, d, dv, chunk = LONG
+    cases.append(
+        attend(
+            "long",
+            f"long sequences, Tq = Tk = {tokens}, d = {d}, chunk_size {chunk}, causal: never holding the whole "
+            "(..., Tq, Tk) scores",
+            (batch, heads),
+            tokens,
+            tokens,
+            d,
+            dv,
+            chunk,
+            causal=True,
+            dtypes=("float32",),  # the rule counts elements, whatever their dtype: one dtype keeps the suite quick
+            coincide=("T=T_k",),
+            measure_memory=True,
+            properties=(_bounded_memory,),
+        )
+    )
+    for i in range(2):
+        lead = tuple(m.size(1, 3) for _ in range(m.size(0, 2)))
+        tq = m.size(2, 12)
+        tk = m.size(3, 14, avoid=(tq,))
+        d = m.size(2, 9, avoid=(tq, tk))
+        dv = m.size(2, 9, avoid=(tq, tk, d))
+        chunk = m.size(2, tk - 1, avoid=(tq, tk, d, dv))
+        cases.append(attend(f"random-{i}", f"random shapes, {len(lead)} batch dims", lead, tq, tk, d, dv, chunk,
+                            causal=bool(i)))  # fmt: skip
+    return cases
+
+
 # --- the modules ---------------------------------------------------------------------------------------
 
 PREFER_VALUE_ERROR = (
@@ -1056,6 +1212,8 @@ def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
         "make_self_attention": _module_cases("make_self_attention", m),
         "make_causal_attention": _module_cases("make_causal_attention", m),
         "make_multihead_attention": _module_cases("make_multihead_attention", m),
+        "sliding_window_mask": _sliding_window_cases(m),
+        "chunked_attention": _chunked_cases(m),
     }
 
 

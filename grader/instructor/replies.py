@@ -205,6 +205,16 @@ MODULE_FACTS = Record(
 (name and shape, in creation order), buffers, ``state_dict`` keys, the mask buffer's device after
 ``.to(device)``, and how the reference's parameters were loaded: ``name``, ``order`` or ``none``
 (``grader.child_runtime.map_parameters``), absent where the case loads nothing."""
+MEMORY_FACTS = Record(
+    {
+        "largest": Maybe(Items(Number(maximum=2**48, whole=True), MAX_DIMS)),
+        "op": Text(100),
+        "cuda_peak_bytes": Maybe(Number(maximum=2**50, whole=True)),
+    }
+)
+"""What a call that asks for it (``measure_memory``) reports of the memory it used
+(``grader.child_runtime._measured``): the shape of the largest tensor an op created (``None``: no op ran),
+the op that made it, and on CUDA the peak of allocated bytes above what the call started with."""
 CALL_REPLY = Record(
     {
         "id": Number(maximum=2**31, whole=True),
@@ -215,6 +225,7 @@ CALL_REPLY = Record(
         "inputs_unchanged": Flag(),
         "results": Items(RESULT, 64),
         "module": Maybe(MODULE_FACTS),
+        "memory": Maybe(MEMORY_FACTS),
         "peak_rss_kib": Number(maximum=2**50, whole=True),
         "printed": Text(PRINTED_CHARS),
     },
@@ -279,6 +290,12 @@ class ModuleFacts(TypedDict, total=False):
     mask_device: str | None
 
 
+class MemoryFacts(TypedDict, total=False):
+    largest: list[int] | None
+    op: str
+    cuda_peak_bytes: int | None
+
+
 class _CallReplyId(TypedDict):
     id: int
 
@@ -293,6 +310,7 @@ class CallReply(_CallReplyId, total=False):
     inputs_unchanged: bool
     results: list[ResultInfo]
     module: ModuleFacts | None
+    memory: MemoryFacts | None
     peak_rss_kib: int
     printed: str  # what the call printed, cut to PRINTED_CHARS
 
@@ -391,6 +409,7 @@ TYPED_REPLIES.update(
         "result": (RESULT, ResultInfo),
         "parameter": (PARAMETER_FACT, ParameterFact),
         "module": (MODULE_FACTS, ModuleFacts),
+        "memory": (MEMORY_FACTS, MemoryFacts),
         "call": (CALL_REPLY, CallReply),
         "hook": (HOOK_FOUND, HookFound),
         "load": (LOAD_REPLY, LoadReply),
