@@ -131,6 +131,8 @@ def _shape(shape: Any) -> str:
 
 
 def dtype_message(got: str, expected: str) -> str:
+    if expected == "bool":  # a mask: its dtype never follows an input's
+        return f"returned dtype {got}, expected bool (a mask is torch.bool: True where a query may not look)"
     return f"returned dtype {got}, expected {expected} (keep the input's dtype)"
 
 

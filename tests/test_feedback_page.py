@@ -187,8 +187,16 @@ def test_the_zh_page_is_chinese_throughout(rubric):
         ("causal rows: returned shape (2, 3), expected (3, 3)", "causal rows: 返回的形状是 (2, 3)，应为 (3, 3)"),
         ("no function merge_heads; the hook is merge_heads(x)", "没有函数 merge_heads；应为 merge_heads(x)"),
         ("my own words: raised here", "my own words: raised here"),
+        (
+            "returned dtype float32, expected float64 (keep the input's dtype)",
+            "返回的 dtype 是 float32，应为 float64（保持输入的 dtype）",
+        ),
+        (
+            "window 1: returned dtype float32, expected bool (a mask is torch.bool: True where a query may not look)",
+            "window 1: 返回的 dtype 是 float32，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
+        ),
     ],
-    ids=["values", "shape-after-what", "no-function", "learner-text-untouched"],
+    ids=["values", "shape-after-what", "no-function", "learner-text-untouched", "dtype", "mask-dtype"],
 )
 def test_the_standard_messages_fixed_parts_are_translated(message, chinese):
     assert translate(message, "zh") == chinese

@@ -143,6 +143,10 @@ _ZH_PARTS: tuple[tuple[str, str], ...] = (
         START + r"returned dtype (\S+), expected (\S+) \(keep the input's dtype\)",
         r"返回的 dtype 是 \1，应为 \2（保持输入的 dtype）",
     ),
+    (
+        START + r"returned dtype (\S+), expected bool \(a mask is torch.bool: True where a query may not look\)",
+        r"返回的 dtype 是 \1，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
+    ),
     (START + r"wrong entries, first at (.+): got (\S+), expected (\S+)$", r"元素错误，第一个在 \1：得到 \2，应为 \3"),
     (START + r"NaN in the output, first at (.+), where no NaN belongs", r"输出中有不该出现的 NaN，第一个在 \1"),
     (START + r"will fail on a GPU: ", "在 GPU 上会失败："),
