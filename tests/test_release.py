@@ -32,11 +32,12 @@ from click.testing import CliRunner
 from learner_code import reference_source
 
 from grader.cli import main
+from grader.hook_table import GROUPS
 from grader.instructor.release import RECORD, ReleaseError, find_leaks, release
 from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parent.parent
-STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules")
+STUB_MODULES = ("scores", "masking", "dropout", "heads", "modules", "plotting")
 LEARNER_GRADER = {
     "__init__.py",
     "hookspecs.py",
@@ -187,7 +188,7 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
         import nbformat
 
         notebooks = sorted((kit / "notebooks").glob("*.ipynb"))
-        assert len(notebooks) == 5
+        assert [p.stem for p in notebooks] == sorted(GROUPS)  # one notebook per exercise group
         for path in notebooks:
             nbformat.validate(nbformat.read(path, as_version=4))
 
@@ -253,7 +254,7 @@ def test_the_learners_pyproject_and_constraints(kit):
     assert project["scripts"] == {"attnkit": "grader.cli:main"}
     assert data["tool"]["setuptools"]["packages"] == ["exercises", "grader"]
     names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0] for d in project["dependencies"]]
-    assert names == ["torch", "pluggy", "pytest", "click", "rich", "nbformat"]
+    assert names == ["torch", "pluggy", "pytest", "click", "rich", "nbformat", "matplotlib"]  # plot_attention
     assert "torch>=2.1" in project["dependencies"] and "pluggy>=1.7" in project["dependencies"]
     assert {re.split(r"[<>=]", d)[0] for d in project["optional-dependencies"]["notebooks"]} == {
         "nbclient",
@@ -410,9 +411,10 @@ def test_notebooks_are_written_and_a_changed_one_is_never_overwritten_without_fo
     first = runner.invoke(main, ["notebooks", str(dest)], terminal_width=200)
     assert first.exit_code == 0, first.output
     written = sorted(p.name for p in dest.glob("*.ipynb"))
-    assert len(written) == 5 and "Wrote 5 notebook(s)" in first.output
+    n = len(GROUPS)
+    assert len(written) == n and f"Wrote {n} notebook(s)" in first.output
     again = runner.invoke(main, ["notebooks", str(dest)], terminal_width=200)
-    assert again.exit_code == 0 and "5 already up to date" in again.output
+    assert again.exit_code == 0 and f"{n} already up to date" in again.output
     mine = dest / written[0]
     mine.write_text(mine.read_text().replace("NotImplementedError", "NotImplementedError  # my work"))
     edited = mine.read_bytes()
@@ -521,8 +523,8 @@ def test_learner_pytest_fails_on_the_stubs_with_not_implemented(kit):
 def test_learner_check_lists_14_not_started_and_exits_1(kit):
     done = run_in(kit, "-m", "grader.cli", "check")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stdout.count("not started") == len(HOOK_NAMES) == 14
-    assert "0 of 14 exercises passing" in done.stdout
+    assert done.stdout.count("not started") == len(HOOK_NAMES) == 15
+    assert f"0 of {len(HOOK_NAMES)} exercises passing" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
 
 
@@ -548,7 +550,7 @@ def test_the_solved_kit_passes_pytest_and_check(solved_kit):
     assert re.search(r"\d+ passed", tests.stdout) and "failed" not in tests.stdout.splitlines()[-1]
     check = run_in(solved_kit, "-m", "grader.cli", "check")
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "14 of 14 exercises passing" in check.stdout
+    assert f"{len(HOOK_NAMES)} of {len(HOOK_NAMES)} exercises passing" in check.stdout
 
 
 PASTED = {

@@ -189,3 +189,30 @@ def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
 
 def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
     return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=qkv_bias)
+
+
+# ---------- 6. the heatmap ----------
+
+def plot_attention(weights, tokens=None):
+    import matplotlib.pyplot as plt  # only this exercise needs matplotlib
+
+    if weights.ndim != 2:
+        raise ValueError(f"one (Tq, Tk) matrix at a time, not {tuple(weights.shape)}")
+    rows, cols = weights.shape
+    if tokens is None:
+        row_names = col_names = None
+    elif len(tokens) == 2 and not isinstance(tokens[0], str):
+        row_names, col_names = tokens  # (query tokens, key tokens)
+    else:
+        row_names = col_names = tokens  # self-attention: the same tokens on both axes
+    if row_names is not None and (len(row_names) != rows or len(col_names) != cols):
+        raise ValueError(f"{len(row_names)}/{len(col_names)} tokens for a {rows}x{cols} matrix")
+    fig, ax = plt.subplots(figsize=(4, 4))
+    picture = ax.imshow(weights.detach().to("cpu", torch.float64).numpy(), cmap="viridis")
+    fig.colorbar(picture, ax=ax, label="weight")
+    ax.set_xlabel("Key positions")
+    ax.set_ylabel("Query positions")
+    if row_names is not None:
+        ax.set_xticks(list(range(cols)), list(col_names))
+        ax.set_yticks(list(range(rows)), list(row_names))
+    return fig
