@@ -10,6 +10,7 @@ them (test_*.py) and name the exercise each one checks:
     heads.py     split_heads, merge_heads
     modules.py   make_self_attention, make_causal_attention, make_multihead_attention
     long_sequences.py   sliding_window_mask, chunked_attention
+    plotting.py  plot_attention
 
 Check your work with `pytest exercises --solution exercises` (or `attnkit check`).
 The grader finds your functions here, by name, so keep the names and signatures.
@@ -27,6 +28,7 @@ from .modules import (
     make_multihead_attention,
     make_self_attention,
 )
+from .plotting import plot_attention
 from .scores import context_vectors, dot_product_scores, scaled_dot_product_scores, softmax_weights
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "make_self_attention",
     "make_causal_attention",
     "make_multihead_attention",
+    "plot_attention",
     "SelfAttention",
     "CausalAttention",
     "MultiHeadAttention",

@@ -461,6 +461,8 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
                 value = value.to(device)
             if arg.get("transposed"):
                 value = value.transpose(-2, -1)
+            if arg.get("requires_grad") and value.is_floating_point():
+                value = value.detach().requires_grad_(True)  # a leaf that requires grad, as a model's weights do
             out[name] = value
         elif "generator" in arg:
             gen = torch.Generator(device=device)
@@ -495,6 +497,126 @@ def _plain(value: Any) -> Any:
     if type(data) is not torch.Tensor:
         data = data.as_subclass(torch.Tensor)
     return data.to("cpu").contiguous().clone()
+
+
+# --- figures: a plot is read as data, never shown, never pickled ----------------------------------
+
+FIGURE_TEXT = 200
+"""At most this many characters of an axis label or a tick label travel (the trusted side cuts there too)."""
+
+FIGURE_TICKS = 1024
+"""At most this many ticks of one axis travel."""
+
+
+def headless_pyplot() -> Any:
+    """``matplotlib.pyplot``, imported headless (the Agg backend unless one is chosen already); None without matplotlib.
+
+    The sandbox's environment sets ``MPLBACKEND=Agg`` and a writable ``MPLCONFIGDIR`` (the child's folder); a
+    process that has not chosen a backend gets Agg here, before pyplot is imported.
+    """
+    if "matplotlib.pyplot" not in sys.modules:
+        try:
+            import matplotlib
+        except ImportError:
+            return None
+        if not os.environ.get("MPLBACKEND"):
+            matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
+@contextlib.contextmanager
+def recording_show(seen: list[str]) -> Iterator[None]:
+    """For the block's duration, ``pyplot.show`` and ``Figure.show`` do nothing but note their name in ``seen``.
+
+    The torch recorder sees torch calls only; this one sees the two ways to show a figure (a learner who
+    kept ``show`` under another name before the block is not caught: a learning aid, like the recorder).
+    """
+    plt = headless_pyplot()
+    if plt is None:
+        yield
+        return
+    import matplotlib.figure
+
+    def recorder(name: str) -> Callable[..., None]:
+        def show(*args: Any, **kwargs: Any) -> None:
+            if name not in seen:
+                seen.append(name)
+
+        return show
+
+    saved = [(plt, plt.show), (matplotlib.figure.Figure, matplotlib.figure.Figure.show)]
+    plt.show = recorder("pyplot.show")
+    matplotlib.figure.Figure.show = recorder("Figure.show")  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for owner, show in saved:
+            owner.show = show  # type: ignore[method-assign]
+
+
+def _ticks(axis: Any) -> list[dict[str, Any]]:
+    """The major ticks of one axis inside its view, at non-negative positions: ``[{"at", "text"}]``, without drawing."""
+    low, high = sorted(float(v) for v in axis.get_view_interval())
+    locs = [float(v) for v in axis.get_majorticklocs()]
+    texts = axis.get_major_formatter().format_ticks(locs) if locs else []
+    return [
+        {"at": at, "text": str(text)[:FIGURE_TEXT]}
+        for at, text in zip(locs, texts)
+        if at == at and 0 <= at and low - 1e-9 <= at <= high + 1e-9
+    ][:FIGURE_TICKS]
+
+
+def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
+    """What the grader reads of a returned figure: ``(facts, the image's array as a float64 tensor or None)``.
+
+    None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images its
+    axes hold) and, for the first one, its axes' ``xlabel`` and ``ylabel``, the ``xticks`` and ``yticks``
+    (:func:`_ticks`), ``colorbar`` (a colorbar is drawn for that image) and ``array_problem`` (why its array
+    could not be read as numbers).  Nothing is drawn; the figure is left open (the caller closes it).
+    """
+    figure_module = sys.modules.get("matplotlib.figure")
+    if figure_module is None or not isinstance(value, figure_module.Figure):
+        return None
+    images = [(ax, image) for ax in value.axes for image in ax.images]
+    facts: dict[str, Any] = {"images": len(images)}
+    if not images:
+        return facts, None
+    ax, image = images[0]
+    facts.update(
+        xlabel=str(ax.get_xlabel())[:FIGURE_TEXT],
+        ylabel=str(ax.get_ylabel())[:FIGURE_TEXT],
+        xticks=_ticks(ax.xaxis),
+        yticks=_ticks(ax.yaxis),
+        colorbar=getattr(image, "colorbar", None) is not None,
+    )
+    try:
+        import numpy as np
+
+        data = np.ma.asarray(image.get_array())
+        array = _torch().from_numpy(np.ascontiguousarray(np.ma.filled(data.astype(np.float64), np.nan)))
+    except Exception as exc:  # noqa: BLE001 - an image of strings, of objects …: a fact, not a crash
+        facts["array_problem"] = f"{type(exc).__name__}: {exc}"[:FIGURE_TEXT]
+        return facts, None
+    return facts, array
+
+
+def _open_figures() -> set[int]:
+    plt = sys.modules.get("matplotlib.pyplot")
+    return set(plt.get_fignums()) if plt is not None else set()
+
+
+def _close_figures(value: Any, before: set[int]) -> None:
+    """Close ``value`` if it is a figure, and every pyplot figure opened since ``before`` (none outlives its call)."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    with contextlib.suppress(Exception):
+        if isinstance(value, sys.modules["matplotlib.figure"].Figure):
+            plt.close(value)
+        for number in _open_figures() - before:
+            plt.close(number)
 
 
 PRINTED_CHARS = 4000
@@ -567,9 +689,13 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     recorder = _recording_mode(call.get("banned", []))
     printed = _Printed()
     measured = _measured(reply, device) if call.get("measure_memory") and device != "meta" else contextlib.nullcontext()
+    figures = call.get("output") == "figure"
+    shown: list[str] = []
+    showing = recording_show(shown) if figures else contextlib.nullcontext()
+    figures_before = _open_figures() if figures else set()
     started = time.perf_counter()
     try:
-        with recorder, printed, measured:
+        with recorder, printed, measured, showing:
             module_spec = call.get("module")
             if module_spec is not None:
                 results, reply["module"] = _run_module(fn, args, module_spec, tensors, device)
@@ -589,7 +715,7 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
         }
         results = []
     reply["seconds"] = time.perf_counter() - started
-    reply["banned"] = recorder.seen
+    reply["banned"] = recorder.seen + shown
     if printed.text:
         reply["printed"] = printed.text
     reply["inputs_unchanged"] = all(
@@ -601,7 +727,20 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
         info = _describe_result(value)
         if info.get("is_tensor") and device != "meta":
             outputs[f"out{i}"] = _plain(value)
+        elif figures:
+            try:
+                read = figure_facts(value)
+            except Exception as exc:  # noqa: BLE001 - a figure that cannot be read is the learner's, not ours
+                read = {"images": 0, "array_problem": f"{type(exc).__name__}: {exc}"[:FIGURE_TEXT]}, None
+            if read is not None:
+                info["figure"], array = read
+                if array is not None:
+                    outputs[f"out{i}"] = array
         described.append(info)
+    if figures:
+        for value in results:
+            _close_figures(value, figures_before)
+        _close_figures(None, figures_before)
     reply["results"] = described
     return reply, outputs
 
@@ -1828,7 +1967,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str], warm_meta: bool = True) -> None:
+def serve_template(
+    control_fd: int, grader_pid: int, kit_roots: list[str], warm_meta: bool = True, warm_figures: bool = True
+) -> None:
     """Import torch once, then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
@@ -1851,6 +1992,11 @@ def serve_template(control_fd: int, grader_pid: int, kit_roots: list[str], warm_
 
     with contextlib.suppress(Exception):  # libseccomp's binding, where installed (its import runs ldconfig)
         import pyseccomp  # noqa: F401
+
+    if warm_figures:
+        with contextlib.suppress(Exception):  # matplotlib, where installed: a plot then pays no import, no font scan
+            headless_pyplot()
+            import matplotlib.figure  # noqa: F401
 
     if warm_meta:
         _warm_meta()
@@ -1920,4 +2066,7 @@ def _note_failure(workdir: str) -> None:
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":
-    serve_template(int(sys.argv[2]), int(sys.argv[3]), sys.argv[5:], warm_meta=sys.argv[4] == "meta")
+    warm = sys.argv[4].split("+")  # "meta+figures", "meta", "figures" or "none"
+    serve_template(
+        int(sys.argv[2]), int(sys.argv[3]), sys.argv[5:], warm_meta="meta" in warm, warm_figures="figures" in warm
+    )

@@ -42,8 +42,8 @@ __all__ = [
     "row",
 ]
 
-OutputKind = Literal["tensor", "weights", "mask", "module"]
-OUTPUT_KINDS: tuple[str, ...] = ("tensor", "weights", "mask", "module")
+OutputKind = Literal["tensor", "weights", "mask", "module", "figure"]
+OUTPUT_KINDS: tuple[str, ...] = ("tensor", "weights", "mask", "module", "figure")
 """What a hook returns:
 
 - ``tensor``: a floating tensor in the input's dtype (scores, context vectors, heads);
@@ -51,7 +51,11 @@ OUTPUT_KINDS: tuple[str, ...] = ("tensor", "weights", "mask", "module")
   chapter plots it (weights, or scores with the future masked): a failing case
   gets a heatmap;
 - ``mask``: a ``torch.bool`` tensor whatever the input's dtype: a failing case gets a heatmap;
-- ``module``: an ``nn.Module``, graded through its forward outputs.
+- ``module``: an ``nn.Module``, graded through its forward outputs;
+- ``figure``: a matplotlib ``Figure``, graded as data: the learner's process sends the image's
+  array (as a float64 tensor), its axis labels, tick labels and whether it has a colorbar, never
+  the figure (:func:`grader.child_runtime.figure_facts`); a failing case gets no heatmap (the
+  learner's own plot is the picture).
 """
 
 
@@ -102,8 +106,9 @@ class HookRow:
 
     @property
     def expected_dtype(self) -> str | None:
-        """The dtype every answer must have whatever the inputs' (``"bool"`` for a mask), or None: the input's."""
-        return "bool" if self.output == "mask" else None
+        """The dtype every answer must have whatever the inputs' (``"bool"`` for a mask, ``"float64"`` for the
+        array of a figure's image, as the child sends it), or None: the input's."""
+        return {"mask": "bool", "figure": "float64"}.get(self.output)
 
 
 _MODULE_BANS = ("scaled_dot_product_attention", "multi_head_attention_forward")
@@ -179,6 +184,15 @@ TABLE: tuple[HookRow, ...] = (
         banned=_MODULE_BANS,
         why_banned="this exercise is to compute attention block by block yourself, with a running max and sum",
         bounded_memory=True,
+    ),
+    # --- plotting
+    HookRow(
+        "plot_attention",
+        "plotting",
+        "figure",
+        points=1,
+        banned=("show",),
+        why_banned="return the Figure and let the caller show it; the grader reads it as data, headless",
     ),
 )
 """Every hook's row, in the chapter's (hookspec) order."""

@@ -290,6 +290,31 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
     """
 
 
+# --- plotting ------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def plot_attention(weights, tokens=None):
+    """Return a matplotlib ``Figure`` drawing one attention matrix as a heatmap.
+
+    :param weights: ``(Tq, Tk)``, one matrix (rows: queries, columns: keys), on any device; it may
+        require grad (the weights of a model).  Anything that is not 2-D (a batch ``(b, Tq, Tk)``,
+        heads ``(b, H, Tq, Tk)``, a vector) raises ``ValueError``: pick one matrix first.
+    :param tokens: ``None``; or one sequence of ``T`` strings for square ``(T, T)`` (self-attention)
+        weights, naming the keys and the queries alike; or a pair ``(query_tokens, key_tokens)`` of
+        sequences of ``Tq`` and ``Tk`` strings (any weights).  Lengths that do not match the weights
+        raise ``ValueError``.
+    :returns: the ``Figure``, neither shown nor closed.
+
+    The figure holds one image, ``imshow`` of the weights as they are (row ``i`` is query ``i``:
+    the image's array equals ``weights``, never its transpose), with a colorbar for it.  Without
+    tokens the x axis is labelled "Key positions" and the y axis "Query positions"; with tokens,
+    key token ``j`` labels the x tick at ``j`` and query token ``i`` the y tick at ``i``, for
+    every position.  The grader reads the figure as data (the image's array, the axis labels,
+    the tick labels, the colorbar), headless.  Not allowed inside: ``pyplot.show``.
+    """
+
+
 __all__ = [  # the markers and every hookspec above, in hookspec order
     "PROJECT_NAME",
     "hookimpl",

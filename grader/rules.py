@@ -34,17 +34,25 @@ from grader.hook_table import row
 __all__ = [
     "DEVICE_ERRORS",
     "IN_PLACE",
+    "KEY_AXIS_LABEL",
+    "QUERY_AXIS_LABEL",
     "RuleBroken",
     "RuledSolution",
     "banned_message",
     "contiguous_message",
     "dtype_message",
+    "figure_form_problem",
+    "figure_labels_problem",
     "gpu_device_message",
     "gpu_error_message",
     "is_device_error",
+    "is_transpose",
     "memory_bound",
     "memory_problem",
+    "not_a_figure_message",
     "subclass_message",
+    "token_axes",
+    "transposed_message",
 ]
 
 # --- the messages, shared with the grader's verdict ----------------------------------------------
@@ -140,6 +148,109 @@ def subclass_message(kind: str) -> str:
     return f"returned a {kind}, expected exactly a torch.Tensor (not a subclass)"
 
 
+# --- figures: what a plot must show, read as data (grader.child_runtime.figure_facts) -----------------
+
+KEY_AXIS_LABEL = "Key positions"
+QUERY_AXIS_LABEL = "Query positions"
+
+
+def not_a_figure_message(kind: str) -> str:
+    """The failure for a figure hook that returned ``kind`` (a type's name) instead of a ``Figure``."""
+    if kind.rsplit(".", 1)[-1] in ("Axes", "AxesSubplot"):
+        return f"returned a {kind}, expected its matplotlib Figure (return ax.figure, or the fig of plt.subplots())"
+    return f"returned {kind}, expected a matplotlib Figure (fig, ax = plt.subplots() makes one: draw on ax, return fig)"
+
+
+def figure_form_problem(facts: dict[str, Any]) -> str | None:
+    """What is wrong with a figure's images before their values are compared (none, several, not numbers), or None."""
+    images = int(facts.get("images", 0))
+    if images == 0:
+        return "the figure holds no image: draw the weights with ax.imshow(...)"
+    if images > 1:
+        return f"the figure holds {images} images; draw the weights once, with one imshow"
+    if facts.get("array_problem"):
+        return f"the image's data cannot be read as numbers ({facts['array_problem']})"
+    return None
+
+
+def transposed_message() -> str:
+    """The failure for an image whose array is the transpose of the weights."""
+    return (
+        "the image is the transpose of the weights: row i of the image must be query i "
+        "(imshow the (Tq, Tk) weights as they are)"
+    )
+
+
+def is_transpose(got: Any, want: Any) -> bool:
+    """Whether ``got`` is ``want`` transposed (and not ``want`` itself): two float tensors of 2 dims."""
+    import torch
+
+    if got.dim() != 2 or want.dim() != 2 or tuple(got.shape) != tuple(want.shape[::-1]):
+        return False
+    g, w = got.to(torch.float64), want.to(torch.float64)
+    if g.shape == w.shape and torch.allclose(g, w, rtol=1e-4, atol=1e-6, equal_nan=True):
+        return False
+    return bool(torch.allclose(g, w.T, rtol=1e-4, atol=1e-6, equal_nan=True))
+
+
+def token_axes(tokens: Any, num_queries: int, num_keys: int) -> tuple[list[str], list[str]] | None:
+    """``(query_tokens, key_tokens)`` of a figure hook's ``tokens`` argument (the hookspec's two forms), or None.
+
+    One sequence of strings names the queries and the keys alike; a pair of sequences is
+    ``(query_tokens, key_tokens)``.  It raises nothing: the lengths are the hook's to check.
+    """
+    if tokens is None:
+        return None
+    items = list(tokens)
+    if len(items) == 2 and all(not isinstance(t, str) for t in items):
+        return [str(t) for t in items[0]], [str(t) for t in items[1]]
+    return [str(t) for t in items], [str(t) for t in items]
+
+
+def _labels_at(ticks: list[dict[str, Any]], count: int) -> list[str | None]:
+    """The text of the tick at each position ``0 .. count - 1`` (None where there is none)."""
+    at: dict[int, str] = {}
+    for tick in ticks:
+        position = float(tick.get("at", -1))
+        if abs(position - round(position)) < 1e-6:
+            at.setdefault(int(round(position)), str(tick.get("text", "")))
+    return [at.get(j) for j in range(count)]
+
+
+def figure_labels_problem(facts: dict[str, Any], tokens: tuple[list[str], list[str]] | None) -> str | None:
+    """What a figure's labels, ticks and colorbar get wrong for ``tokens`` (:func:`token_axes`), or None."""
+    if tokens is None:
+        x, y = facts.get("xlabel", ""), facts.get("ylabel", "")
+        if (x, y) == (QUERY_AXIS_LABEL, KEY_AXIS_LABEL):
+            return f'the axis labels are swapped: keys go across ("{KEY_AXIS_LABEL}" on x), queries down (y)'
+        if x != KEY_AXIS_LABEL:
+            return f'the x axis is labelled {x!r}, expected "{KEY_AXIS_LABEL}" (ax.set_xlabel)'
+        if y != QUERY_AXIS_LABEL:
+            return f'the y axis is labelled {y!r}, expected "{QUERY_AXIS_LABEL}" (ax.set_ylabel)'
+    else:
+        queries, keys = tokens
+        across = _labels_at(list(facts.get("xticks", [])), len(keys))
+        down = _labels_at(list(facts.get("yticks", [])), len(queries))
+        if across != keys or down != queries:
+            swapped = (
+                _labels_at(list(facts.get("xticks", [])), len(queries)) == queries
+                and _labels_at(list(facts.get("yticks", [])), len(keys)) == keys
+            )
+            if swapped:
+                return "the tokens are on the wrong axes: key tokens label the x ticks, query tokens the y ticks"
+            for axis, got, want, who in (("x", across, keys, "key"), ("y", down, queries, "query")):
+                for j, (mine, theirs) in enumerate(zip(got, want)):
+                    if mine != theirs:
+                        shown = "no tick" if mine is None else f"the tick {mine!r}"
+                        return (
+                            f"{axis} position {j} has {shown}, expected the {who} token {theirs!r} "
+                            f"(a tick at every position, labelled with its token: ax.set_{axis}ticks)"
+                        )
+    if not facts.get("colorbar"):
+        return "the figure has no colorbar for the image: add one (fig.colorbar(image, ax=ax))"
+    return None
+
+
 # --- the local check -------------------------------------------------------------------------------
 
 
@@ -232,7 +343,7 @@ class RuledSolution:
     def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
         import torch
 
-        from grader.child_runtime import _largest_tensor_mode, _recording_mode
+        from grader.child_runtime import _largest_tensor_mode, _recording_mode, recording_show
         from grader.registry import hook_signature
 
         bound = hook_signature(hook).bind(*args, **kwargs)
@@ -242,13 +353,21 @@ class RuledSolution:
         recorder = _recording_mode(list(row(hook).banned))
         rule = _memory_rule(hook, arguments)
         largest: Any = _largest_tensor_mode() if rule else None
-        with recorder, largest if largest is not None else contextlib.nullcontext():
+        figures = row(hook).output == "figure"
+        shown: list[str] = []
+        with (
+            recorder,
+            largest if largest is not None else contextlib.nullcontext(),
+            recording_show(shown) if figures else contextlib.nullcontext(),
+        ):
             result = self.solution.call(hook, **arguments)
-        if recorder.seen:
-            raise RuleBroken(banned_message(hook, recorder.seen))
+        if recorder.seen or shown:
+            raise RuleBroken(banned_message(hook, recorder.seen + shown))
         if rule and largest is not None:
             self._note(memory_problem(largest.shape if largest.elements >= 0 else None, largest.op, rule))
-        if isinstance(result, torch.nn.Module):
+        if figures:
+            self._note(self._figure_problem(result, arguments))
+        elif isinstance(result, torch.nn.Module):
             self._watch_module(hook, result)
         elif isinstance(result, torch.Tensor):
             self._note(self._result_problem(hook, result, arguments))
@@ -272,6 +391,29 @@ class RuledSolution:
         if row(hook).contiguous_result and not result.is_contiguous():
             return contiguous_message(hook)
         return None
+
+    @staticmethod
+    def _figure_problem(result: Any, arguments: dict[str, Any]) -> str | None:
+        """The figure read as the grader reads it (:func:`grader.child_runtime.figure_facts`), judged alike."""
+        import torch
+
+        from grader.child_runtime import figure_facts
+
+        read = figure_facts(result)
+        if read is None:
+            return not_a_figure_message(f"{type(result).__module__}.{type(result).__qualname__}")
+        facts, array = read
+        problem = figure_form_problem(facts)
+        if problem or array is None:
+            return problem or "the image's data cannot be read as numbers"
+        weights = arguments["weights"].detach().to("cpu", torch.float64)
+        if is_transpose(array, weights):
+            return transposed_message()
+        if tuple(array.shape) != tuple(weights.shape):
+            return f"the image's array has shape {tuple(array.shape)}, the weights {tuple(weights.shape)}"
+        if not torch.allclose(array, weights, rtol=1e-5, atol=1e-6, equal_nan=True):
+            return "the image's array differs from the weights: imshow the weights themselves"
+        return figure_labels_problem(facts, token_axes(arguments.get("tokens"), *weights.shape))
 
     def _watch_module(self, hook: str, module: Any) -> None:
         """Record banned calls in the module's forward too, and run each forward once more on the meta device."""

@@ -691,6 +691,89 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
 # --- the catalogue --------------------------------------------------------------------
 
 
+# --- plotting -------------------------------------------------------------------------------------------
+
+
+def _token_names(tokens, num_queries, num_keys):
+    """``(query_tokens, key_tokens)`` as the reference reads ``tokens``, raising ValueError like it."""
+    items = list(tokens)
+    pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
+    queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
+    if (len(queries), len(keys)) != (num_queries, num_keys):
+        raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
+    return [str(t) for t in queries], [str(t) for t in keys]
+
+
+def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=False, swap_ticks=False,
+                 detach=True, show=False, axes=False):  # fmt: skip
+    """The reference's plot with one thing changed (each mistake below names which)."""
+    import matplotlib.pyplot as plt
+
+    if weights.dim() != 2:
+        raise ValueError(f"plot_attention draws one (Tq, Tk) matrix, got shape {tuple(weights.shape)}")
+    num_queries, num_keys = weights.shape
+    names = None if tokens is None else _token_names(tokens, num_queries, num_keys)
+    data = weights.detach().cpu() if detach else weights.cpu()
+    data = data.numpy()
+    fig, ax = plt.subplots()
+    image = ax.imshow(data.T if transpose else data)
+    if colorbar:
+        fig.colorbar(image, ax=ax)
+    x, y = ("Query positions", "Key positions") if swap_labels else ("Key positions", "Query positions")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if names is not None:
+        across, down = (names[0], names[1]) if swap_ticks else (names[1], names[0])
+        ax.set_xticks(range(len(across)), across)
+        ax.set_yticks(range(len(down)), down)
+    if show:
+        plt.show()
+    return ax if axes else fig
+
+
+def plot_transposed(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, transpose=True)
+
+
+def plot_without_colorbar(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, colorbar=False)
+
+
+def plot_labels_swapped(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, swap_labels=True)
+
+
+def plot_tokens_on_wrong_axes(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, swap_ticks=True)
+
+
+def plot_without_detach(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, detach=False)
+
+
+def plot_and_show(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, show=True)
+
+
+def plot_returns_axes(weights, tokens=None):
+    return _drawn_wrong(weights, tokens, axes=True)
+
+
+def plot_any_shape(weights, tokens=None):
+    """No check of the shape: a batch reaches imshow, which refuses it with a TypeError, not a ValueError."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    fig.colorbar(ax.imshow(weights.detach().cpu().numpy()), ax=ax)
+    ax.set_xlabel("Key positions")
+    ax.set_ylabel("Query positions")
+    if tokens is not None:
+        queries, keys = _token_names(tokens, *weights.shape[-2:])
+        ax.set_xticks(range(len(keys)), keys)
+        ax.set_yticks(range(len(queries)), queries)
+    return fig
+
+
 def _m(mistake_id, exercise, description, hint, hint_zh, source, overrides):
     return Mistake(mistake_id, exercise, description, hint, hint_zh, source, types.MappingProxyType(overrides))
 
@@ -1308,6 +1391,86 @@ CATALOGUE: tuple[Mistake, ...] = (
         "你构建的最大张量有多大？只有当任何一步都不同时持有全部分数时，分块才能节省内存。",
         SEED_002,
         {"chunked_attention": full_attention_sliced},
+    ),
+    # plot_attention
+    _m(
+        "plot-transposed",
+        "plot_attention",
+        "draws `weights.T`: keys down the side and queries across, the transpose of the chapter's heatmap",
+        "Which axis of the image holds the queries? imshow puts the rows of its array down the side, and row i "
+        "of the weights is query i.",
+        "图像的哪一个轴对应查询（query）？imshow 把数组的行画在纵轴上，而权重的第 i 行属于第 i 个查询。",
+        CLASSIC,
+        {"plot_attention": plot_transposed},
+    ),
+    _m(
+        "plot-without-colorbar",
+        "plot_attention",
+        "draws the image but no colorbar, so the colours cannot be read as weights",
+        "How would a reader tell a weight of 0.2 from 0.8 in your picture? Something on the figure must say "
+        "which colour means which value.",
+        "读者怎样从你的图中分辨 0.2 和 0.8 的权重？图上需要有东西说明每种颜色代表多大的数值。",
+        SEED_002,
+        {"plot_attention": plot_without_colorbar},
+    ),
+    _m(
+        "plot-labels-swapped",
+        "plot_attention",
+        'labels the x axis "Query positions" and the y axis "Key positions", the other way round',
+        "Which positions run across the image, and which down its side? Check your labels against the rows "
+        "and columns of the weights.",
+        "横轴上排列的是哪种位置，纵轴上又是哪种？请对照权重矩阵的行和列检查你的坐标轴标签。",
+        CLASSIC,
+        {"plot_attention": plot_labels_swapped},
+    ),
+    _m(
+        "plot-tokens-on-wrong-axes",
+        "plot_attention",
+        "labels the x ticks with the query tokens and the y ticks with the key tokens",
+        "With different query and key tokens, which ones belong under the columns? The columns are the keys.",
+        "当查询和键的词元不同时，哪一组应该标在列的下方？列对应的是键（key）。",
+        CLASSIC,
+        {"plot_attention": plot_tokens_on_wrong_axes},
+    ),
+    _m(
+        "plot-without-detach",
+        "plot_attention",
+        "calls `.numpy()` on weights that require grad (a model's), which raises, instead of detaching first",
+        "Try your function on weights computed by a module, which require grad. What must happen to such a "
+        "tensor before numpy (and matplotlib) may read it?",
+        "用模块算出来的权重（需要梯度的张量）试一试你的函数。这样的张量在交给 numpy（以及 matplotlib）"
+        "之前需要先做什么？",
+        CLASSIC,
+        {"plot_attention": plot_without_detach},
+    ),
+    _m(
+        "plot-shows-figure",
+        "plot_attention",
+        "calls `plt.show()` inside the function instead of returning the figure for the caller to show",
+        "Who decides when a figure is shown: the function that draws it, or the code that calls it? Return the "
+        "figure and leave showing to the caller.",
+        "图什么时候显示，应该由画图的函数决定，还是由调用它的代码决定？把 Figure 返回，让调用者去显示。",
+        CLASSIC,
+        {"plot_attention": plot_and_show},
+    ),
+    _m(
+        "plot-returns-axes",
+        "plot_attention",
+        "returns the Axes it drew on (`ax`) instead of the Figure",
+        "What does `plt.subplots()` give you, and which of the two does the exercise ask you to return?",
+        "`plt.subplots()` 返回了哪两样东西？这个练习要求你返回的是其中哪一个？",
+        CLASSIC,
+        {"plot_attention": plot_returns_axes},
+    ),
+    _m(
+        "plot-any-shape",
+        "plot_attention",
+        "never checks the shape: a batch of weights reaches imshow, which raises TypeError instead of ValueError",
+        "What should happen when someone passes a whole batch (b, Tq, Tk) or the heads (b, H, Tq, Tk)? Check "
+        "the number of dimensions before drawing.",
+        "如果有人传入整个批次 (b, Tq, Tk) 或多头的权重 (b, H, Tq, Tk)，应当怎样处理？画图之前先检查维度数。",
+        CLASSIC,
+        {"plot_attention": plot_any_shape},
     ),
 )
 

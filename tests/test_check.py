@@ -15,6 +15,7 @@ from learner_code import reference_source
 
 from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
 from grader.cli import main
+from grader.hook_table import GROUPS
 from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parent.parent
@@ -76,7 +77,7 @@ def test_pasting_the_reference_bodies_makes_check_exit_0(tmp_path):
     kit = tmp_path / "kit"
     shutil.copytree(KIT / "exercises", kit / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(KIT / "conftest.py", kit / "conftest.py")
-    for stub in ("scores", "masking", "dropout", "heads", "modules", "long_sequences"):
+    for stub in GROUPS:
         path = kit / "exercises" / f"{stub}.py"
         path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
     env = dict(os.environ, PYTHONPATH=str(kit))
@@ -150,6 +151,15 @@ RULE_BREAKERS = {
         "               for i in range(0, keys.shape[-2], chunk_size))\n",
         "your largest tensor: ",
     ),
+    "plot-shows": (
+        "plot_attention",
+        "def plot_attention(weights, tokens=None):\n"
+        "    import matplotlib.pyplot as plt\n"
+        "    fig = _reference_plot(weights, tokens)\n"
+        "    plt.show()\n"
+        "    return fig\n",
+        "uses pyplot.show: ",
+    ),
 }
 
 
@@ -162,8 +172,63 @@ def hidden_trials():
 
 def _learner(tmp_path: Path, code: str) -> Path:
     path = tmp_path / "mine.py"
-    path.write_text(reference_source() + "\n\n# --- mine ---\n" + code, encoding="utf-8")
+    keep = "_reference_plot = plot_attention  # the reference's, for a learner's plot to build on\n"
+    path.write_text(reference_source() + "\n\n" + keep + "\n# --- mine ---\n" + code, encoding="utf-8")
     return path
+
+
+PLOT_MISTAKES = {
+    # id: (the learner's plot_attention, what the check's first failure says)
+    "transposed": ("fig = plt.figure(); ax = fig.gca(); fig.colorbar(ax.imshow(w.T), ax=ax)\n"
+                   "    ax.set_xlabel('Key positions'); ax.set_ylabel('Query positions')", "the image's array"),
+    "no-colorbar": ("fig, ax = plt.subplots(); ax.imshow(w)\n"
+                    "    ax.set_xlabel('Key positions'); ax.set_ylabel('Query positions')", "colorbar"),
+    "returns-axes": ("fig, ax = plt.subplots(); fig.colorbar(ax.imshow(w), ax=ax)\n"
+                     "    ax.set_xlabel('Key positions'); ax.set_ylabel('Query positions'); fig = ax",
+                     "expected a matplotlib Figure"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", PLOT_MISTAKES, ids=list(PLOT_MISTAKES))
+def test_the_check_reads_a_figure_as_the_grader_does(tmp_path, mistake):
+    pytest.importorskip("matplotlib", reason="plot_attention needs matplotlib")
+    body, phrase = PLOT_MISTAKES[mistake]
+    code = (
+        "def plot_attention(weights, tokens=None):\n"
+        "    import matplotlib.pyplot as plt\n"
+        "    if weights.dim() != 2:\n"
+        "        raise ValueError('one matrix')\n"
+        "    if tokens is not None:\n"
+        "        return _reference_plot(weights, tokens)\n"
+        "    w = weights.detach().cpu().numpy()\n"
+        f"    {body}\n"
+        "    return fig\n"
+    )
+    (result,) = run_public_cases(str(_learner(tmp_path, code)), ["plot_attention"])
+    assert result.status == FAILING, result
+    assert phrase in result.first_failure, result.first_failure
+
+
+def test_the_rules_read_a_figure_like_the_verdict():
+    """The local check's figure rule (rules.RuledSolution) fails a passing-looking plot on what the grader fails."""
+    plt = pytest.importorskip("matplotlib.pyplot", reason="plot_attention needs matplotlib")
+    import torch
+
+    from grader.rules import RuledSolution
+
+    class Learner:
+        @staticmethod
+        def call(hook, weights, tokens=None):
+            fig, ax = plt.subplots()
+            fig.colorbar(ax.imshow(weights.numpy()), ax=ax)
+            ax.set_xlabel("Query positions")
+            ax.set_ylabel("Key positions")
+            return fig
+
+    ruled = RuledSolution(Learner())
+    ruled.plot_attention(torch.rand(3, 5))
+    plt.close("all")
+    assert ruled.pending == ['the axis labels are swapped: keys go across ("Key positions" on x), queries down (y)']
 
 
 @pytest.mark.parametrize("breaker", RULE_BREAKERS, ids=list(RULE_BREAKERS))

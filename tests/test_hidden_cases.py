@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import solutions
+from grader.hook_table import row
 from grader.instructor.cases import make_cases
 from grader.instructor.suite import build_suite
 from grader.instructor.suite_version import suite_version, verdict_modules
@@ -48,8 +49,11 @@ def test_every_hook_has_hidden_cases_with_unique_names():
     assert all(c.what for c in cases), "every case says what it checks, for the feedback"
 
 
-def test_every_hook_has_a_meta_case():
-    assert {c.hook for c in make_cases(0) if c.meta} == set(HOOK_NAMES)
+def test_every_hook_but_a_figure_has_a_meta_case():
+    """A figure is drawn from numbers, which the meta device does not hold: a figure hook has no meta case."""
+    figures = {hook for hook in HOOK_NAMES if row(hook).output == "figure"}
+    assert figures == {"plot_attention"}
+    assert {c.hook for c in make_cases(0) if c.meta} == set(HOOK_NAMES) - figures
 
 
 def test_inputs_come_from_the_seed():
@@ -78,9 +82,10 @@ def _sizes(case) -> dict[str, int]:
     if hook in ("dot_product_scores", "scaled_dot_product_scores"):
         q, k = args["queries"].shape, args["keys"].shape
         return {"T": q[-2], "T_k": k[-2], "d_k": q[-1]}
-    if hook == "context_vectors":
-        w, v = args["weights"].shape, args["values"].shape
-        return {"T": w[-2], "T_k": w[-1], "d_v": v[-1]}
+    if hook in ("context_vectors", "plot_attention"):
+        w = args["weights"].shape
+        v = args["values"].shape if "values" in args else None
+        return {"T": w[-2], "T_k": w[-1], **({"d_v": v[-1]} if v is not None else {})}
     if hook == "causal_mask":
         return {"T": args["num_tokens"]} if args["num_tokens"] > 0 else {}
     if hook == "softmax_weights":
@@ -154,8 +159,11 @@ def test_shapes_belong_to_the_suite_and_only_values_to_the_seed():
 
 
 def test_a_known_mistake_fails_only_its_own_hook():
-    tally = outcomes(str(KIT / "examples" / "submissions" / "frank.py"), 0)
-    failing = {hook for (hook, status), n in tally.items() if status not in (PASSED, SKIPPED) and n}
+    frank = str(KIT / "examples" / "submissions" / "frank.py")
+    tally = outcomes(frank, 0)
+    written = set(load_solution(frank).functions)  # an exercise added since frank handed in is not his mistake
+    assert "apply_causal_mask" in written and "plot_attention" not in written
+    failing = {hook for (hook, status), n in tally.items() if status not in (PASSED, SKIPPED) and n and hook in written}
     assert failing == {"apply_causal_mask"}
 
 
@@ -167,7 +175,10 @@ def test_the_pytest_entry_point_runs_the_hidden_cases():
         cwd=KIT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 1, done.stdout[-2000:]
+    written = set(load_solution(str(KIT / "examples" / "submissions" / "bob")).functions)
+    assert "softmax_weights" in written and "plot_attention" not in written
     failed = [ln for ln in done.stdout.splitlines() if ln.startswith("FAILED")]
+    failed = [ln for ln in failed if any(f"[{hook}[" in ln for hook in written)]  # not what he has not written
     assert failed and all("softmax_weights" in ln for ln in failed)
 
 

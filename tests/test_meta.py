@@ -50,11 +50,12 @@ def hookspec_names() -> list[str]:
     return [name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, marker)]
 
 
-def test_there_are_sixteen_hooks_in_chapter_order():
+def test_there_are_seventeen_hooks_in_chapter_order():
     assert hookspec_names() == HOOKS
-    assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "chunked_attention"
+    assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "plot_attention"
     assert HOOKS.index("sliding_window_mask") == HOOKS.index("make_multihead_attention") + 1
-    assert len(HOOKS) == len(set(HOOKS)) == 16
+    assert HOOKS.index("chunked_attention") == HOOKS.index("sliding_window_mask") + 1
+    assert len(HOOKS) == len(set(HOOKS)) == 17
 
 
 # --- the recipe, step by step -------------------------------------------------------------------
@@ -267,7 +268,7 @@ def test_the_modules_docstring_names_the_helpers_of_the_table():
 # --- banned calls ------------------------------------------------------------------------------
 
 NAMESPACES = {"torch": torch, "F": F, "nn": nn, "Tensor": torch.Tensor}
-"""How the hookspecs' prose names torch (a bare name is ``torch.<name>``)."""
+"""How the hookspecs' prose names torch (a bare name is ``torch.<name>``; ``pyplot.<name>`` is matplotlib's)."""
 
 X = torch.randn(1, 3, 4)
 CLASS_PROBES = {
@@ -288,7 +289,10 @@ def banned_in_prose(hook: str) -> list[str]:
 
 def _resolve(name: str):
     head, *rest = name.split(".")
-    obj = NAMESPACES[head] if rest else getattr(torch, head)
+    if head == "pyplot":
+        obj = pytest.importorskip("matplotlib.pyplot", reason="the prose names matplotlib's pyplot")
+    else:
+        obj = NAMESPACES[head] if rest else getattr(torch, head)
     for part in rest:
         obj = getattr(obj, part)
     return obj

@@ -793,3 +793,69 @@ def test_chunked_attention_is_stable_for_extreme_scores(ref, sign):
     k = sign * (torch.rand(2, 9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(8)) + 0.5) * 40
     v = randn(2, 9, 3, seed=9)
     torch.testing.assert_close(ref.chunked_attention(q, k, v, 2, False), full_attention(q, k, v, False))
+
+
+# --- plot_attention: the figure, against matplotlib's own image data ---------------------------------------
+
+
+@pytest.fixture
+def pyplot():
+    plt = pytest.importorskip("matplotlib.pyplot", reason="plot_attention needs matplotlib")
+    yield plt
+    plt.close("all")
+
+
+def _the_image(fig):
+    images = [(ax, image) for ax in fig.axes for image in ax.images]
+    assert len(images) == 1, f"{len(images)} images"
+    return images[0]
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 7), (9, 2)], ids=["4x4", "3x7", "9x2"])
+def test_plot_attention_pixels_show_weight_i_j_at_row_i_column_j(ref, pyplot, shape):
+    """Rendered with Agg: the pixel at the centre of cell (i, j) has the colour the colormap gives weights[i, j]."""
+    import numpy as np
+
+    weights = torch.rand(*shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    fig = ref.plot_attention(weights)
+    ax, image = _the_image(fig)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())  # (height, width, 4), row 0 at the top
+    height = pixels.shape[0]
+    low, high = float(weights.min()), float(weights.max())
+    for i, j in itertools.product(range(shape[0]), range(shape[1])):
+        x, y = ax.transData.transform((j, i))  # imshow puts column j at x = j and row i at y = i
+        got = pixels[int(round(height - y)), int(round(x)), :3] / 255.0
+        want = np.asarray(image.get_cmap()((float(weights[i, j]) - low) / (high - low)))[:3]
+        assert np.allclose(got, want, atol=2.5 / 255), (i, j, got, want)
+
+
+@FAST
+@given(dtype=dtypes, tq=sizes, tk=sizes, seed=seeds, named=st.booleans())
+def test_plot_attention_image_is_the_weights_with_labels_and_colorbar(ref, dtype, tq, tk, seed, named):
+    plt = pytest.importorskip("matplotlib.pyplot", reason="plot_attention needs matplotlib")
+    weights = torch.rand(tq, tk, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+    queries, keys = [f"q{i}" for i in range(tq)], [f"k{j}" for j in range(tk)]
+    fig = ref.plot_attention(weights.requires_grad_(), (queries, keys) if named else None)
+    try:
+        ax, image = _the_image(fig)
+        torch.testing.assert_close(torch.from_numpy(image.get_array().filled(float("nan"))), weights.detach())
+        assert image.colorbar is not None
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("Key positions", "Query positions")
+        if named:
+            assert [t.get_text() for t in ax.get_xticklabels()] == keys
+            assert [t.get_text() for t in ax.get_yticklabels()] == queries
+            assert list(ax.get_xticks()) == list(range(tk)) and list(ax.get_yticks()) == list(range(tq))
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("shape", "tokens"),
+    [((2, 3, 4), None), ((2, 2, 3, 3), None), ((5,), None), ((3, 4), ["a", "b", "c"]),
+     ((3, 3), ["a", "b"]), ((3, 4), (["a", "b", "c"], ["w", "x", "y"]))],
+    ids=["batched", "heads", "vector", "one-sequence-non-square", "too-few-tokens", "too-few-key-tokens"],
+)  # fmt: skip
+def test_plot_attention_rejects_what_is_not_one_matrix_or_its_tokens(ref, pyplot, shape, tokens):
+    with pytest.raises(ValueError):
+        ref.plot_attention(torch.rand(*shape), tokens)

@@ -643,3 +643,50 @@ def test_recv_message_refuses_oversized_parts_from_the_length_alone(which):
     finally:
         ours.close()
         theirs.close()
+
+
+# --- figures: matplotlib under the full isolation, read as data -------------------------------------------------
+
+
+def test_a_child_draws_a_figure_headless_and_sends_it_as_data(template, spawn):
+    """matplotlib imports and draws under every layer (Landlock's allowlist holds it and its fonts); the figure
+    comes back as data (the image's array as a tensor, the labels, ticks and colorbar as JSON), and a call to
+    pyplot.show is recorded, never made."""
+    pytest.importorskip("matplotlib", reason="the figure hooks need matplotlib")
+    from safetensors.torch import save
+
+    assert "landlock" in template.isolation() or not namespaces_available()
+    child = spawn(
+        """
+        import os
+
+        import torch
+
+        def probe(weights, tokens):
+            import matplotlib
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots()
+            fig.colorbar(ax.imshow(weights.detach().numpy()), ax=ax)
+            ax.set_xticks(range(weights.shape[1]), tokens[1])
+            ax.set_yticks(range(weights.shape[0]), tokens[0])
+            fig.savefig(os.path.join(os.getcwd(), "drawn.png"))  # Agg renders text: the fonts are readable
+            print(matplotlib.get_backend(), os.environ["MPLCONFIGDIR"] == os.getcwd())
+            plt.show()
+            return fig
+        """
+    )
+    weights = torch.rand(3, 5, dtype=torch.float64)
+    tokens = [["a", "b", "c"], ["v", "w", "x", "y", "z"]]
+    args = {"weights": {"tensor": "w"}, "tokens": {"value": tokens}}
+    message = {"id": 0, "hook": "probe", "args": args, "output": "figure", "banned": ["show"]}
+    child.send({"op": "call", "calls": [message]}, save({"w": weights}))
+    header, blob = child.receive(30.0)
+    assert header.get("ok"), header.get("error")
+    assert header["banned"] == ["pyplot.show"]
+    assert header["printed"].lower().split() == ["agg", "true"]
+    facts = header["results"][0]["figure"]
+    assert facts["images"] == 1 and facts["colorbar"] is True
+    assert [t["text"] for t in facts["xticks"]] == tokens[1] and [t["at"] for t in facts["xticks"]] == [0, 1, 2, 3, 4]
+    assert [t["text"] for t in facts["yticks"]] == tokens[0]
+    assert torch.equal(load_tensors(blob)["out0"], weights)

@@ -223,3 +223,30 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
         out = out * shrink + torch.einsum("...qk,...kv->...qv", numerators, v)
         best = new_best
     return out / total.clamp_min(torch.finfo(total.dtype).tiny)  # a query that saw nothing stays 0
+
+
+# ---------- 6. the heatmap ----------
+
+def plot_attention(weights, tokens=None):
+    import matplotlib.pyplot as plt  # only this exercise needs matplotlib
+
+    if weights.ndim != 2:
+        raise ValueError(f"one (Tq, Tk) matrix at a time, not {tuple(weights.shape)}")
+    rows, cols = weights.shape
+    if tokens is None:
+        row_names = col_names = None
+    elif len(tokens) == 2 and not isinstance(tokens[0], str):
+        row_names, col_names = tokens  # (query tokens, key tokens)
+    else:
+        row_names = col_names = tokens  # self-attention: the same tokens on both axes
+    if row_names is not None and (len(row_names) != rows or len(col_names) != cols):
+        raise ValueError(f"{len(row_names)}/{len(col_names)} tokens for a {rows}x{cols} matrix")
+    fig, ax = plt.subplots(figsize=(4, 4))
+    picture = ax.imshow(weights.detach().to("cpu", torch.float64).numpy(), cmap="viridis")
+    fig.colorbar(picture, ax=ax, label="weight")
+    ax.set_xlabel("Key positions")
+    ax.set_ylabel("Query positions")
+    if row_names is not None:
+        ax.set_xticks(list(range(cols)), list(col_names))
+        ax.set_yticks(list(range(rows)), list(row_names))
+    return fig

@@ -34,7 +34,7 @@ import torch
 from grader.child_runtime import map_parameters
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
-from grader.rules import contiguous_message, memory_bound, memory_problem
+from grader.rules import contiguous_message, figure_labels_problem, memory_bound, memory_problem, token_axes
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
@@ -107,6 +107,7 @@ class Case:
     half: bool = False  # also run in float16/bfloat16 on a GPU
     meta: bool = False  # also run on the meta device (catches tensors built on the CPU)
     transposed: frozenset[str] = frozenset()  # arguments passed as non-contiguous transposed views
+    requires_grad: frozenset[str] = frozenset()  # arguments that require grad in the learner's process
     module: ModuleSpec | None = None
     expect_error: str | None = None  # the exception class (in the raised one's MRO); "Exception": any
     compare_gold: bool = True
@@ -1195,6 +1196,57 @@ def _again(case: Case, m: Maker) -> Case | None:
     )
 
 
+# --- plotting: the figure, read as data -----------------------------------------------------------------
+
+KEY_WORDS = ("Your", "journey", "starts", "with", "one", "step", "and", "then", "another", "stride", "ahead", "again")
+QUERY_WORDS = ("A", "long", "road", "goes", "on", "from", "here", "to", "there", "and", "back", "home")
+"""Tokens to label the axes with: the chapter's sentence for keys, other words for queries (so a swap shows)."""
+
+
+def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    """The figure's axis labels or tick labels and its colorbar, as the hookspec asks for the case's tokens."""
+    results = facts.get("results") or [{}]
+    figure = dict(results[0].get("figure") or {})
+    weights = trial.inputs["weights"]
+    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]))
+
+
+def _plot_cases(m: Maker) -> list[Case]:
+    hook = "plot_attention"
+    drawn = (_drawn,)
+    t = m.size(3, 9)
+    tq = m.size(2, 7, avoid=(t,))
+    tk = m.size(3, 11, avoid=(t, tq))
+    t2 = m.size(3, 9, avoid=(t, tq, tk))
+    pair = (list(QUERY_WORDS[:tq]), list(KEY_WORDS[:tk]))
+    square_pair = (list(QUERY_WORDS[:t2]), list(KEY_WORDS[:t2]))
+    cases = [
+        Case(hook, "square", {"weights": m.weights(t, t), "tokens": None}, f"({t}, {t}) weights, no tokens",
+             properties=drawn, coincide=("T=T_k",)),
+        Case(hook, "rectangular", {"weights": m.weights(tq, tk), "tokens": None}, f"({tq}, {tk}) weights, Tq != Tk",
+             properties=drawn),
+        Case(hook, "tokens", {"weights": m.weights(t2, t2), "tokens": list(KEY_WORDS[:t2])},
+             f"({t2}, {t2}) weights and one sequence of {t2} tokens", properties=drawn, coincide=("T=T_k",)),
+        Case(hook, "token-pair", {"weights": m.weights(tq, tk), "tokens": pair},
+             f"({tq}, {tk}) weights, {tq} query and {tk} key tokens", properties=drawn),
+        Case(hook, "token-pair-square", {"weights": m.weights(t2, t2), "tokens": square_pair},
+             f"({t2}, {t2}) weights, different query and key tokens", properties=drawn, coincide=("T=T_k",)),
+        Case(hook, "requires-grad", {"weights": m.weights(tq, tk), "tokens": None},
+             "weights that require grad (a model's)", requires_grad=frozenset({"weights"}), properties=drawn),
+        Case(hook, "batched-raises", {"weights": m.weights(2, tq, tk), "tokens": None},
+             f"(2, {tq}, {tk}) batched weights raise ValueError", expect_error="ValueError"),
+        Case(hook, "heads-raises", {"weights": m.weights(2, 3, t, t), "tokens": None},
+             f"(2, 3, {t}, {t}) heads raise ValueError", expect_error="ValueError", coincide=("T=T_k",)),
+        Case(hook, "wrong-token-count-raises", {"weights": m.weights(tq, tk), "tokens": (pair[0], pair[1][:-1])},
+             f"{tk - 1} key tokens for {tk} keys raise ValueError", expect_error="ValueError"),
+    ]  # fmt: skip
+    cases += [
+        Case(hook, f"random-{i}", {"weights": m.weights(a, b), "tokens": None}, "random shapes", properties=drawn)
+        for i, (a, b) in enumerate(((m.size(1, 4), m.size(7, 12)), (m.size(8, 12), m.size(1, 4))))
+    ]
+    return cases
+
+
 def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
     """Each hook's own cases, drawn from ``m`` in this order (:func:`make_cases` checks and completes them)."""
     return {
@@ -1214,6 +1266,7 @@ def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
         "make_multihead_attention": _module_cases("make_multihead_attention", m),
         "sliding_window_mask": _sliding_window_cases(m),
         "chunked_attention": _chunked_cases(m),
+        "plot_attention": _plot_cases(m),
     }
 
 
@@ -1227,7 +1280,7 @@ def make_cases(seed: int) -> list[Case]:
             "every hook needs hidden cases, in hookspec order"
         )
     for hook in HOOK_NAMES:  # each hook's main case once more, fresh values, same shapes
-        main = next(c for c in by_hook[hook] if c.meta)
+        main = next((c for c in by_hook[hook] if c.meta), by_hook[hook][0])  # a figure has no meta case
         again = _again(main, m)
         if again is not None:
             by_hook[hook].append(again)

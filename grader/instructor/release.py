@@ -64,7 +64,7 @@ refreshes only those unchanged since."""
 HINTS = "grader/hints.json"
 """The kit's hints for known mistakes (:mod:`grader.instructor.kit_hints`): the one file that may name them."""
 
-LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat")
+LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat", "matplotlib")
 """Distributions a learner's kit depends on; their version ranges are taken from the kit's pyproject."""
 
 GIVEN_BODIES = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})

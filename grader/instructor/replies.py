@@ -177,6 +177,29 @@ ERROR = Record(
     required=("type",),
     defaults={"mro": [], "message": "", "where": None},
 )
+FIGURE_TEXT = 200
+"""The longest axis or tick label kept from a child (``grader.child_runtime`` sends no more)."""
+
+FIGURE_TICKS = 1024
+"""The most ticks of one axis kept from a child."""
+
+TICK = Record({"at": Number(maximum=2**24), "text": Text(FIGURE_TEXT)}, required=("at", "text"))
+FIGURE_FACTS = Record(
+    {
+        "images": Number(maximum=2**16, whole=True),
+        "xlabel": Text(FIGURE_TEXT),
+        "ylabel": Text(FIGURE_TEXT),
+        "xticks": Items(TICK, FIGURE_TICKS),
+        "yticks": Items(TICK, FIGURE_TICKS),
+        "colorbar": Flag(),
+        "array_problem": Text(FIGURE_TEXT),
+    },
+    required=("images",),
+)
+"""What a figure hook's call reports of the returned ``Figure`` (``grader.child_runtime.figure_facts``): how many
+images, and of the first one its axis labels, its ticks (position and text), whether a colorbar is drawn for it,
+and why its array could not be read; the array itself travels as the tensor ``out0``."""
+
 RESULT = Record(
     {
         "type": NAME,
@@ -186,6 +209,7 @@ RESULT = Record(
         "shape": Items(Number(maximum=2**48, whole=True), MAX_DIMS),
         "device": Text(100),
         "contiguous": Flag(),
+        "figure": Maybe(FIGURE_FACTS),
     },
     required=("type",),
 )
@@ -268,6 +292,24 @@ class _ResultType(TypedDict):
     type: str
 
 
+class Tick(TypedDict):
+    at: float
+    text: str
+
+
+class _FigureImages(TypedDict):
+    images: int
+
+
+class FigureFacts(_FigureImages, total=False):
+    xlabel: str
+    ylabel: str
+    xticks: list[Tick]
+    yticks: list[Tick]
+    colorbar: bool
+    array_problem: str
+
+
 class ResultInfo(_ResultType, total=False):
     is_tensor: bool
     exact_tensor: bool
@@ -275,6 +317,7 @@ class ResultInfo(_ResultType, total=False):
     shape: list[int]
     device: str
     contiguous: bool
+    figure: FigureFacts | None
 
 
 class ParameterFact(TypedDict):
@@ -407,6 +450,8 @@ TYPED_REPLIES.update(
     {
         "error": (ERROR, ErrorInfo),
         "result": (RESULT, ResultInfo),
+        "figure": (FIGURE_FACTS, FigureFacts),
+        "tick": (TICK, Tick),
         "parameter": (PARAMETER_FACT, ParameterFact),
         "module": (MODULE_FACTS, ModuleFacts),
         "memory": (MEMORY_FACTS, MemoryFacts),

@@ -71,7 +71,7 @@ def child_environment(home: str) -> dict[str, str]:
     """The whole environment a learner's process sees: no secrets, no seed, one thread.
 
     ``USER`` and ``LOGNAME`` answer ``getpass.getuser()`` without ``/etc/passwd``
-    (which the child may not read); matplotlib keeps its cache in ``home``.
+    (which the child may not read); matplotlib draws with Agg and keeps its cache in ``home``.
     """
     return {
         "PATH": "/usr/bin:/bin",
@@ -80,6 +80,7 @@ def child_environment(home: str) -> dict[str, str]:
         "USER": "learner",
         "LOGNAME": "learner",
         "MPLCONFIGDIR": home,
+        "MPLBACKEND": "Agg",  # headless: a figure is read as data, never shown
         "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -204,14 +205,23 @@ def kill_group(pid: int) -> None:
 class Template:
     """A warm ``python -I`` process that has imported torch and forks children on request."""
 
-    def __init__(self, start_timeout: float = 120.0, warm_meta: bool = True, sandbox_uid: int = SANDBOX_UID) -> None:
+    def __init__(
+        self,
+        start_timeout: float = 120.0,
+        warm_meta: bool = True,
+        sandbox_uid: int = SANDBOX_UID,
+        warm_figures: bool = True,
+    ) -> None:
         """Start the template; it boots in the background until the first :meth:`spawn`.
 
         ``warm_meta`` pays the meta device's start-up once in the template (about
         4 s and 70 MB) so each child's meta pass is fast; skip it when no meta
-        pass will run.  ``sandbox_uid`` is the uid learner processes run as when
-        this process is root (default ``nobody``); an unprivileged grader's
-        children keep its uid, inside a user namespace of their own.
+        pass will run.  ``warm_figures`` imports matplotlib's pyplot (headless)
+        in the template, where installed, so a child's plot pays no import and
+        no font scan (about 2.6 s a child; ``benchmarks/plot_cost.py``).
+        ``sandbox_uid`` is the uid learner processes run as when this process
+        is root (default ``nobody``); an unprivileged grader's children keep
+        its uid, inside a user namespace of their own.
         """
         self.sandbox_uid = sandbox_uid
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -226,7 +236,7 @@ class Template:
                 "template",
                 str(theirs.fileno()),
                 str(os.getpid()),
-                "meta" if warm_meta else "no-meta",
+                "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
                 str(KIT_ROOT),
             ],
             pass_fds=[theirs.fileno()],

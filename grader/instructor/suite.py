@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import save as save_tensors
 
 from grader import hook_table
+from grader.child_runtime import figure_facts, headless_pyplot
 from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases, observable_state
 from grader.registry import HOOK_NAMES, Solution, load_solution
 
@@ -110,6 +111,17 @@ def _module_gold(reference: Solution, case: Case, dtype: str) -> tuple[list[torc
     return golds, params
 
 
+def _image_of(case: Case, figure: Any) -> torch.Tensor:
+    """The gold answer of a figure case: the array of the reference's image, read as a learner's is; then closed."""
+    read = figure_facts(figure)
+    if read is None or read[1] is None:
+        raise RuntimeError(f"{case.hook}[{case.name}]: the reference returned no figure with an image")
+    plt = headless_pyplot()
+    if plt is not None:
+        plt.close(figure)
+    return read[1]
+
+
 def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict, dict, list, dict]:
     """The wire args, wire tensors, gold answers and float64 inputs of one case in one dtype."""
     prefix = f"c{ci}.{dtype}"
@@ -123,6 +135,8 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
             sent = cast.transpose(-2, -1) if name in case.transposed else cast
             tensors[f"{prefix}.{name}"] = sent.clone(memory_format=torch.contiguous_format)
             wire_args[name] = {"tensor": f"{prefix}.{name}", "transposed": name in case.transposed}
+            if name in case.requires_grad:
+                wire_args[name]["requires_grad"] = True
         elif isinstance(value, GeneratorSeed):
             wire_args[name] = {"generator": value.seed}
         elif value is DEVICE:
@@ -154,9 +168,12 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
             gold = reference.call(case.hook, **_gold_args(case, inputs))
             others = [reference.call(case.hook, **_gold_args(case, inputs, seed)) for seed in case.reseeds]
         golds = [gold] * case.repeat + others
+        if hook_table.row(case.hook).output == "figure":
+            golds = [_image_of(case, figure) for figure in golds]
     call = {
         "hook": case.hook,
         "args": wire_args,
+        "output": hook_table.row(case.hook).output,
         "banned": list(hook_table.row(case.hook).banned),
         "repeat": case.repeat,
         "module": module_wire,

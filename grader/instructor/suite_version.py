@@ -10,7 +10,7 @@ import hashlib
 import inspect
 import types
 
-from grader import child_runtime, hook_table, hookspecs, registry
+from grader import child_runtime, hook_table, hookspecs, registry, rules
 from grader.instructor import cases, diagnosis, replies, submission_grading, suite, verdict
 
 
@@ -20,8 +20,9 @@ def verdict_modules() -> list[types.ModuleType]:
     The contract and the table of hooks (``hookspecs``, ``hook_table``), what
     makes a hook usable (``registry``), what runs in the learner's process
     (``child_runtime``: loading, calling, recording banned calls), the gold
-    answers (``solutions.reference``), the cases and this suite, the verdict and
-    the reply checks (``verdict``, ``replies``), the loop that turns replies into
+    answers (``solutions.reference``), the cases and this suite, the verdict, the
+    rules it words and judges a figure by, and the reply checks (``verdict``,
+    ``rules``, ``replies``), the loop that turns replies into
     results (``submission_grading``), and the naming of known mistakes stored
     with each failure (``diagnosis`` and its catalogue, ``solutions.mistakes``).
     Not the sandbox (how learners' code is contained never changes a value), nor
@@ -38,6 +39,7 @@ def verdict_modules() -> list[types.ModuleType]:
         cases,
         suite,
         verdict,
+        rules,
         replies,
         submission_grading,
         diagnosis,

@@ -24,10 +24,14 @@ from grader.rules import (
     IN_PLACE,
     banned_message,
     dtype_message,
+    figure_form_problem,
     gpu_device_message,
     gpu_error_message,
     is_device_error,
+    is_transpose,
+    not_a_figure_message,
     subclass_message,
+    transposed_message,
 )
 
 __all__ = [
@@ -158,6 +162,23 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
     return None
 
 
+def _figure_problem(trial: Any, info: dict[str, Any], got: Any, gold: Any, reveal: bool) -> str | None:
+    """What is wrong with a returned figure before its labels (a case property judges those): not a Figure,
+    no image or several, an image that is the weights' transpose, or its array's values; None when it holds."""
+    facts = info.get("figure")
+    if facts is None:
+        return not_a_figure_message(str(info.get("type", "something")))
+    problem = figure_form_problem(dict(facts))
+    if problem:
+        return problem
+    if got is None:
+        return "returned a figure whose image the grader could not read"
+    if is_transpose(got, gold):
+        return transposed_message()
+    problem = value_problem(trial, got, gold, reveal)
+    return f"the image's array: {problem}" if problem else None
+
+
 def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
     """``(name, shape)`` of the reference's parameters a module trial sends, in creation order (``[]``: none)."""
     state = (trial.call.get("module") or {}).get("state") or {}
@@ -218,7 +239,13 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
     described = reply.get("results") or []
     if len(described) < len(trial.golds):
         return FAILED, "returned nothing"
+    figures = row(trial.hook).output == "figure"
     for i, info in enumerate(described[: len(trial.golds)]):
+        if figures:
+            problem = _figure_problem(trial, dict(info), outputs.get(f"out{i}"), trial.golds[i], reveal)
+            if problem:
+                return FAILED, problem
+            continue
         if not info.get("is_tensor"):
             return FAILED, f"returned {info.get('type', 'something')}, expected a torch.Tensor"
         if not info.get("exact_tensor"):

@@ -52,6 +52,8 @@ from grader.instructor.gradebook import Gradebook
 from grader.instructor.intake import Submission
 from grader.instructor.replies import (
     CALL_REPLY,
+    FIGURE_TEXT,
+    FIGURE_TICKS,
     LOAD_REPLY,
     MESSAGE_CHARS,
     TYPED_REPLIES,
@@ -724,3 +726,66 @@ def test_oversized_replies_leave_the_graders_memory_alone():
         assert measured[kind]["peak_rss_mib"] < 1024, measured
         assert measured[kind]["peak_rss_mib"] - honest < 128, measured
         assert measured[kind]["softmax_failed"], measured
+
+
+# --- a figure's facts: data from the child like any other ------------------------------------------------------
+
+FIGURE_REPLY = {"id": 0, "ok": True, "banned": [], "results": [{"type": "matplotlib.figure.Figure", "figure": {
+    "images": 1, "xlabel": "Key positions", "ylabel": "Query positions", "colorbar": True,
+    "xticks": [{"at": 0.0, "text": "a"}], "yticks": [{"at": 0, "text": "b"}]}}]}  # fmt: skip
+
+
+def _with_figure(**facts):
+    reply = json.loads(json.dumps(FIGURE_REPLY))
+    reply["results"][0]["figure"].update(facts)
+    return reply
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"xticks": [{"at": float(i), "text": "t"} for i in range(FIGURE_TICKS + 1)]},
+        {"yticks": [{"at": -1.0, "text": "t"}]},
+        {"yticks": [{"at": float("nan"), "text": "t"}]},
+        {"xticks": [{"text": "no position"}]},
+        {"images": "1"},
+        {"images": True},
+        {"colorbar": 1},
+        {"xlabel": ["Key positions"]},
+    ],
+    ids=["too-many-ticks", "negative-tick", "nan-tick", "tick-without-position", "images-as-text", "images-as-bool",
+         "colorbar-as-number", "label-as-list"],
+)  # fmt: skip
+def test_a_figure_reply_that_breaks_its_schema_is_refused(facts):
+    with pytest.raises(MalformedReply):
+        validate_call_reply(_with_figure(**facts), Caps(1 << 18, 1 << 20, ("out0",), 1))
+
+
+def test_a_figure_reply_keeps_its_declared_fields_only_and_cuts_its_text():
+    reply = validate_call_reply(
+        _with_figure(xlabel="K" * 10_000, secret="dropped", xticks=[{"at": 1.0, "text": "x" * 10_000, "more": 1}]),
+        Caps(1 << 18, 1 << 20, ("out0",), 1),
+    )
+    facts = reply["results"][0]["figure"]
+    assert "secret" not in facts and len(facts["xlabel"]) == FIGURE_TEXT
+    assert facts["xticks"] == [{"at": 1.0, "text": "x" * (FIGURE_TEXT - 1) + "…"}]
+
+
+def test_a_figure_whose_facts_claim_everything_still_fails_on_its_array():
+    """The child's facts are diagnostics: the image's array, read from the bytes, is compared with the gold."""
+    import torch
+
+    from grader.instructor.verdict import judge
+
+    suite = build_suite(SEED, ("cpu",))
+    trial = next(t for t in suite.trials if t.hook == "plot_attention" and t.case.name == "square")
+    reply = validate_call_reply(_with_figure(), caps_for(trial))
+    wrong = {"out0": torch.zeros_like(trial.golds[0])}
+    status, message = judge(trial, reply, wrong)
+    assert status == FAILED and message.startswith("the image's array: values differ"), message
+    assert judge(trial, reply, {"out0": trial.golds[0].clone()}) == (PASSED, "")
+    no_colorbar = validate_call_reply(_with_figure(colorbar=False), caps_for(trial))
+    assert judge(trial, no_colorbar, {"out0": trial.golds[0].clone()})[1].startswith("the figure has no colorbar")
+    not_a_figure = validate_call_reply({"id": 0, "ok": True, "results": [{"type": "builtins.dict"}]}, caps_for(trial))
+    message = judge(trial, not_a_figure, {"out0": trial.golds[0].clone()})[1]
+    assert message.startswith("returned builtins.dict, expected a matplotlib Figure"), message
