@@ -898,8 +898,9 @@ keep the call well inside the grader's time limit on a busy CPU."""
 def _chunked_cases(m: Maker) -> list[Case]:
     hook = "chunked_attention"
 
-    def attend(name: str, what: str, lead: tuple[int, ...], tq: int, tk: int, d: int, dv: int, chunk: int,
-               causal: bool = False, scale: float = 1.0, **kwargs: Any) -> Case:  # fmt: skip
+    def attend(name: str, what: str, sizes: tuple[Any, ...], causal: bool = False, scale: float = 1.0,
+               **kwargs: Any) -> Case:  # fmt: skip
+        lead, tq, tk, d, dv, chunk = sizes  # batch dims, Tq, Tk, d, dv, chunk_size
         args = {
             "queries": m.randn(*lead, tq, d, scale=scale),
             "keys": m.randn(*lead, tk, d, scale=scale),
@@ -910,20 +911,20 @@ def _chunked_cases(m: Maker) -> list[Case]:
         return Case(hook, name, args, what, **kwargs)
 
     cases = [
-        attend("main", "batched, chunk_size 3 does not divide Tk = 11", (2,), 9, 11, 5, 4, 3, meta=True, half=True),
-        attend("chunk=1", "chunk_size 1: one key per block", (2,), 5, 7, 4, 3, 1),
-        attend("chunk>Tk", "chunk_size > Tk: one block", (3,), 4, 7, 5, 3, 16),
-        attend("chunk=Tk", "chunk_size = Tk: one block", (2,), 5, 8, 3, 4, 8, coincide=("T_k=chunk_size",)),
-        attend("causal", "causal, Tq = Tk", (3,), 10, 10, 4, 7, 3, causal=True, coincide=("T=T_k",), half=True),
-        attend("causal-Tq<Tk", "causal, 4 queries at the end of 9 keys", (2,), 4, 9, 5, 3, 2, causal=True),
+        attend("main", "batched, chunk_size 3 does not divide Tk = 11", ((2,), 9, 11, 5, 4, 3), meta=True, half=True),
+        attend("chunk=1", "chunk_size 1: one key per block", ((2,), 5, 7, 4, 3, 1)),
+        attend("chunk>Tk", "chunk_size > Tk: one block", ((3,), 4, 7, 5, 3, 16)),
+        attend("chunk=Tk", "chunk_size = Tk: one block", ((2,), 5, 8, 3, 4, 8), coincide=("T_k=chunk_size",)),
+        attend("causal", "causal, Tq = Tk", ((3,), 10, 10, 4, 7, 3), causal=True, coincide=("T=T_k",), half=True),
+        attend("causal-Tq<Tk", "causal, 4 queries at the end of 9 keys", ((2,), 4, 9, 5, 3, 2), causal=True),
         attend(
             "causal-Tq>Tk",
             "causal, 8 queries and 5 keys: the first 3 queries see no key and give zeros",
-            (2,), 8, 5, 3, 4, 2, causal=True, properties=(_zero_rows(slice(0, 3)),),
+            ((2,), 8, 5, 3, 4, 2), causal=True, properties=(_zero_rows(slice(0, 3)),),
         ),  # fmt: skip
-        attend("unbatched", "no batch dims: (Tq, d) queries", (), 7, 10, 3, 5, 4),
-        attend("4d-heads", "two batch dims (batch, heads)", (2, 3), 5, 9, 4, 7, 2),
-        attend("large-logits", "scores in the hundreds: exp overflows without a running max", (2,), 5, 9, 4, 3, 2,
+        attend("unbatched", "no batch dims: (Tq, d) queries", ((), 7, 10, 3, 5, 4)),
+        attend("4d-heads", "two batch dims (batch, heads)", ((2, 3), 5, 9, 4, 7, 2)),
+        attend("large-logits", "scores in the hundreds: exp overflows without a running max", ((2,), 5, 9, 4, 3, 2),
                scale=12.0),  # fmt: skip
     ]
     q = (m.rand(2, 5, 4) + 0.5) * 40.0  # every score below -800: exp(score - 0) is 0 even in float64
@@ -942,12 +943,7 @@ def _chunked_cases(m: Maker) -> list[Case]:
             "long",
             f"long sequences, Tq = Tk = {tokens}, d = {d}, chunk_size {chunk}, causal: never holding the whole "
             "(..., Tq, Tk) scores",
-            (batch, heads),
-            tokens,
-            tokens,
-            d,
-            dv,
-            chunk,
+            ((batch, heads), tokens, tokens, d, dv, chunk),
             causal=True,
             dtypes=("float32",),  # the rule counts elements, whatever their dtype: one dtype keeps the suite quick
             coincide=("T=T_k",),
@@ -962,7 +958,7 @@ def _chunked_cases(m: Maker) -> list[Case]:
         d = m.size(2, 9, avoid=(tq, tk))
         dv = m.size(2, 9, avoid=(tq, tk, d))
         chunk = m.size(2, tk - 1, avoid=(tq, tk, d, dv))
-        cases.append(attend(f"random-{i}", f"random shapes, {len(lead)} batch dims", lead, tq, tk, d, dv, chunk,
+        cases.append(attend(f"random-{i}", f"random shapes, {len(lead)} batch dims", (lead, tq, tk, d, dv, chunk),
                             causal=bool(i)))  # fmt: skip
     return cases
 
