@@ -50,10 +50,10 @@ def hookspec_names() -> list[str]:
     return [name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, marker)]
 
 
-def test_there_are_fourteen_hooks_in_chapter_order():
+def test_there_are_fifteen_hooks_in_chapter_order():
     assert hookspec_names() == HOOKS
     assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "make_multihead_attention"
-    assert len(HOOKS) == len(set(HOOKS)) == 14
+    assert len(HOOKS) == len(set(HOOKS)) == 15
 
 
 # --- the recipe, step by step -------------------------------------------------------------------
