@@ -4,7 +4,8 @@ Each module holds the stubs of one part of the chapter; replace every
 `raise NotImplementedError(...)` with your code.  The public tests sit beside
 them (test_*.py) and name the exercise each one checks:
 
-    scores.py    dot_product_scores, scaled_dot_product_scores, softmax_weights, context_vectors
+    scores.py    dot_product_scores, scaled_dot_product_scores, softmax_weights, softmax_with_temperature,
+                 context_vectors
     masking.py   causal_mask, apply_causal_mask, renormalize_masked_weights
     dropout.py   dropout_scale, attention_dropout
     heads.py     split_heads, merge_heads
@@ -29,12 +30,19 @@ from .modules import (
     make_self_attention,
 )
 from .plotting import plot_attention
-from .scores import context_vectors, dot_product_scores, scaled_dot_product_scores, softmax_weights
+from .scores import (
+    context_vectors,
+    dot_product_scores,
+    scaled_dot_product_scores,
+    softmax_weights,
+    softmax_with_temperature,
+)
 
 __all__ = [
     "dot_product_scores",
     "scaled_dot_product_scores",
     "softmax_weights",
+    "softmax_with_temperature",
     "context_vectors",
     "causal_mask",
     "apply_causal_mask",

@@ -4,7 +4,8 @@ For every token (the query) attention asks: how much should each token in the
 sequence (the keys) contribute to my new representation?  Three steps answer it:
 
 1. scores:  how well does query i match key j?                  (a dot product)
-2. weights: turn one row of scores into a distribution over j.  (a softmax)
+2. weights: turn one row of scores into a distribution over j.  (a softmax,
+            made sharper or flatter by a temperature)
 3. context: mix the value vectors with those weights.           (a weighted sum)
 
 Run `pytest exercises/test_scores.py` to check your work.
@@ -56,6 +57,24 @@ def softmax_weights(scores, dim=-1):
     # scores: any shape, e.g. (b, T, T) or (b, H, T, T); normalise along `dim`
     raise NotImplementedError(
         "exercise softmax_weights: not implemented yet — exp(scores - max) / its sum along dim; all -inf -> zeros"
+    )
+
+
+def softmax_with_temperature(scores, temperature, dim=-1):
+    """Softmax of scores / temperature along `dim`: one knob for how peaked the weights are.
+
+    A temperature below 1 stretches the scores apart, so the largest one takes
+    more of the weight (towards one-hot as it nears 0); above 1 it squeezes them
+    together (towards uniform).  Text 002 tunes it at inference time.  The tiny
+    temperatures are where the max trick of softmax_weights earns its keep:
+    scores / 1e-4 reach 1e4, and exp(1e4) is inf in every dtype.  A temperature
+    of 0 or below has no meaning: raise ValueError, not an assert.
+    Not allowed: torch.softmax, F.softmax, Tensor.softmax, log_softmax.
+    """
+    # scores: any shape, e.g. (b, T, T); temperature: a number > 0; normalise along `dim`
+    raise NotImplementedError(
+        "exercise softmax_with_temperature: not implemented yet — a stable softmax of scores / temperature; "
+        "temperature <= 0 -> ValueError"
     )
 
 

@@ -1,11 +1,20 @@
-"""Public tests: scores, softmax weights and context vectors."""
+"""Public tests: scores, softmax weights (with and without a temperature) and context vectors."""
 
 import math
 
 import pytest
 import torch
 
-from exercises._expect import chapter_inputs, expect_close, expect_shape, expect_unchanged, f64, like, rand
+from exercises._expect import (
+    chapter_inputs,
+    expect_close,
+    expect_raises,
+    expect_shape,
+    expect_unchanged,
+    f64,
+    like,
+    rand,
+)
 
 CHAPTER_ATOL = 1e-4  # the chapter prints 4 decimals
 
@@ -119,6 +128,63 @@ def test_softmax_weights_chapter_numbers(solution, dtype, device):
     expect_shape(got, (6, 6), "chapter")
     journey = torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581], dtype=dtype, device=device)
     expect_close(got[1], journey, "chapter, row 1 (journey)", atol=CHAPTER_ATOL, rtol=0)
+
+
+# scores [0, ln 2]: the weights are 1 : 2 at temperature 1, 1 : 4 at 1/2 (the gap doubles), 1 : sqrt(2) at 2
+BY_HAND = {
+    "T=1": (1.0, [1 / 3, 2 / 3]),
+    "T=0.5": (0.5, [1 / 5, 4 / 5]),
+    "T=2": (2.0, [1 / (1 + math.sqrt(2)), math.sqrt(2) / (1 + math.sqrt(2))]),
+}
+
+
+@pytest.mark.exercise("softmax_with_temperature")
+@pytest.mark.parametrize("case", BY_HAND)
+def test_softmax_with_temperature_by_hand(solution, case, dtype, device):
+    temperature, expected = BY_HAND[case]
+    scores = torch.tensor([0.0, math.log(2.0)], dtype=dtype, device=device)
+    got = solution.softmax_with_temperature(scores, temperature, dim=-1)
+    expect_close(got, torch.tensor(expected, dtype=dtype, device=device), f"scores [0, ln 2], {case}")
+
+
+# name: (scores shape, dim, temperature, scores from low to low + 6)
+TEMPERATURE_CASES = {
+    "T=1 is softmax_weights": ((2, 5, 7), -1, 1.0, -3.0),
+    "T=0.3 sharpens": ((4, 7), -1, 0.3, -3.0),
+    "T=3 flattens, dim=1": ((2, 5, 3), 1, 3.0, -3.0),
+    "T=1e-4 near one-hot": ((2, 5, 7), -1, 1e-4, 1.0),  # scores / T from 1e4 to 7e4: exp overflows
+    "T=1e4 near uniform": ((2, 5, 7), -1, 1e4, -3.0),
+    "T=0.7 4-D dim=0": ((3, 2, 4, 5), 0, 0.7, -3.0),
+}
+
+
+@pytest.mark.exercise("softmax_with_temperature")
+@pytest.mark.parametrize("case", TEMPERATURE_CASES)
+def test_softmax_with_temperature(solution, case, dtype, device):
+    shape, dim, temperature, low = TEMPERATURE_CASES[case]
+    scores = rand(*shape, seed=9, dtype=dtype, device=device, low=low, high=low + 6.0)
+    before = scores.clone()
+    got = solution.softmax_with_temperature(scores, temperature, dim=dim)
+    expect_close(got, like(torch.softmax(f64(scores) / temperature, dim=dim), scores), case)
+    expect_unchanged(scores, before, case, "scores")
+
+
+@pytest.mark.exercise("softmax_with_temperature")
+def test_softmax_with_temperature_masked_rows(solution, dtype, device):
+    case = "causal -inf, row 2 all -inf, T=0.5"
+    scores = rand(4, 5, seed=10, dtype=dtype, device=device, low=-3.0, high=3.0)
+    scores = scores.masked_fill(torch.ones(4, 5, dtype=torch.bool, device=device).triu(1), float("-inf"))
+    scores[2] = float("-inf")
+    expected = torch.softmax(f64(scores) / 0.5, dim=-1)
+    expected[2] = 0.0  # torch.softmax gives NaN here; the exercise asks for zeros
+    expect_close(solution.softmax_with_temperature(scores, 0.5, dim=-1), like(expected, scores), case)
+
+
+@pytest.mark.exercise("softmax_with_temperature")
+@pytest.mark.parametrize("temperature", [0.0, -1.0], ids=["T=0", "T=-1"])
+def test_softmax_with_temperature_rejects_non_positive(solution, temperature, dtype, device):
+    scores = rand(3, 4, seed=11, dtype=dtype, device=device)
+    expect_raises(ValueError, f"temperature {temperature}", solution.softmax_with_temperature, scores, temperature)
 
 
 def context_oracle(weights, values):

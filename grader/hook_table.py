@@ -112,6 +112,7 @@ class HookRow:
 
 
 _MODULE_BANS = ("scaled_dot_product_attention", "multi_head_attention_forward")
+_SOFTMAX_BANS = ("softmax", "log_softmax", "_softmax", "special_softmax", "special_log_softmax")
 
 TABLE: tuple[HookRow, ...] = (
     # --- scores and softmax
@@ -122,9 +123,17 @@ TABLE: tuple[HookRow, ...] = (
         "scores",
         "weights",
         points=2,
-        banned=("softmax", "log_softmax", "_softmax", "special_softmax", "special_log_softmax"),
+        banned=_SOFTMAX_BANS,
         why_banned="this exercise is to write the stable softmax yourself (subtract the max, exponentiate, normalise)",
         reused_by_modules=True,
+    ),
+    HookRow(
+        "softmax_with_temperature",
+        "scores",
+        "weights",
+        points=1,
+        banned=_SOFTMAX_BANS,
+        why_banned="this exercise is to write the stable softmax yourself, with the scores divided by the temperature",
     ),
     HookRow("context_vectors", "scores", "tensor", points=1, reused_by_modules=True),
     # --- the causal mask

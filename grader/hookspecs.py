@@ -13,7 +13,7 @@ sentences below are documentation of that table's banned calls
 
 Conventions shared by every hook:
 
-* Inputs are floating tensors (float32 or float64; float16/bfloat16 on a GPU).
+* Inputs are floating tensors (float32 or float64; float16/bfloat16 where a hook's hidden cases ask).
   Outputs keep the input's dtype and device.
 * No hook modifies its inputs; it returns new tensors.
 * "Leading dims" (``...``) means any number of batch dimensions, including none.
@@ -75,6 +75,25 @@ def softmax_weights(scores, dim=-1):
     all zeros, never NaN.  Logits around +-1e4 must not overflow (subtract the
     maximum first).  Not allowed inside: ``torch.softmax``, ``F.softmax``,
     ``Tensor.softmax``, ``log_softmax``, ``torch.special.softmax``.
+    """
+
+
+@hookspec(firstresult=True)
+def softmax_with_temperature(scores, temperature, dim=-1):
+    """Return ``softmax(scores / temperature)`` along ``dim``, numerically stable.
+
+    :param scores: any shape.
+    :param temperature: a positive number; below 1 sharpens the weights, above 1 flattens them.
+    :param dim: the dimension to normalise; positive or negative.
+    :returns: same shape and dtype; every slice along ``dim`` sums to 1.
+
+    ``temperature == 1`` is ``softmax_weights``.  A tiny temperature (1e-4) gives
+    (near) one-hot slices with no NaN: the scaled logits reach 1e4, so subtract
+    the maximum first.  A huge one (1e4) gives near-uniform slices.  ``-inf``
+    entries give exactly 0 and an all ``-inf`` slice gives zeros, never NaN.
+    ``temperature <= 0`` raises ``ValueError``.  Not allowed inside:
+    ``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``log_softmax``,
+    ``torch.special.softmax``.
     """
 
 

@@ -95,6 +95,7 @@ _SCORES = _DOT | _SCALED
 _SOFTMAX, _MASK, _APPLY = frozenset({"softmax_weights"}), frozenset({"causal_mask"}), frozenset({"apply_causal_mask"})
 _DROPOUT = frozenset({"attention_dropout"})
 _WINDOW = frozenset({"sliding_window_mask"})
+_TEMPERATURE = frozenset({"softmax_with_temperature"})
 _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("product", "q_at_k_T", "q-at-k-t-batched", _SCORES),
     ("product", "k_at_q", "keys-times-queries", _SCORES),
@@ -106,6 +107,11 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("softmax_dim", "last", "softmax-ignores-dim", _SOFTMAX),
     ("stability", "no_max", "softmax-without-max", _SOFTMAX),
     ("stability", "nan_rows", "softmax-nan-on-masked-rows", _SOFTMAX),
+    ("temperature", "after", "temperature-after-softmax", _TEMPERATURE),
+    ("temperature", "times", "temperature-multiplied", _TEMPERATURE),
+    ("temperature", "ignored", "temperature-ignored", _TEMPERATURE),
+    ("stability", "no_max", "temperature-without-max", _TEMPERATURE),
+    ("argument_check", "none", "temperature-unchecked", _TEMPERATURE),
     ("mask_shape", "triu_0", "triu-diagonal-0", _MASK | _APPLY),
     ("mask_shape", "tril_-1", "tril-instead-of-triu", _MASK | _APPLY),
     ("mask_shape", "tril_0", "tril-instead-of-triu", _MASK | _APPLY),
@@ -581,6 +587,15 @@ def _softmax(scores: torch.Tensor, dim: int, k: Mapping[str, str]) -> torch.Tens
     return torch.where(total > 0, e / total, torch.zeros_like(e))
 
 
+def _softmax_with_temperature(scores: torch.Tensor, temperature: float, dim: int, k: Mapping[str, str]) -> torch.Tensor:
+    if k.get("argument_check", "value_error") == "value_error" and not temperature > 0:
+        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+    where = k.get("temperature", "divides")
+    scaled = {"divides": scores / temperature, "times": scores * temperature, "after": scores, "ignored": scores}[where]
+    weights = _softmax(scaled, dim, {"stability": k.get("stability", "guarded")})
+    return weights / temperature if where == "after" else weights
+
+
 def _triangle(size: int, k: Mapping[str, str], device: Any, dtype: torch.dtype = torch.bool) -> torch.Tensor:
     ones = torch.ones(size, size, dtype=dtype, device=device)
     kind, _, diagonal = k.get("mask_shape", "triu_1").partition("_")
@@ -654,6 +669,12 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
             return _softmax(scores, dim, k)
 
         return softmax_weights
+    if hook == "softmax_with_temperature":
+
+        def softmax_with_temperature(scores, temperature, dim=-1):
+            return _softmax_with_temperature(scores, temperature, dim, k)
+
+        return softmax_with_temperature
     if hook == "causal_mask":
 
         def causal_mask(num_tokens, device=None):

@@ -141,6 +141,39 @@ def softmax_nan_on_masked_rows(scores, dim=-1):
     return exp / exp.sum(dim=dim, keepdim=True)
 
 
+# --- softmax with a temperature ----------------------------------------------------------
+
+
+def _check_temperature(temperature):
+    if not temperature > 0:
+        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+
+
+def temperature_after_softmax(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    return softmax_weights(scores, dim=dim) / temperature  # the weights no longer sum to 1
+
+
+def temperature_multiplied(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    return softmax_weights(scores * temperature, dim=dim)  # a small temperature flattens instead of sharpening
+
+
+def temperature_ignored(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    return softmax_weights(scores, dim=dim)
+
+
+def temperature_without_max(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    exp = torch.exp(scores / temperature)  # at temperature 1e-4 the scaled logits reach 1e4: inf / inf
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def temperature_unchecked(scores, temperature, dim=-1):
+    return softmax_weights(scores / temperature, dim=dim)  # temperature 0: scores / 0 is ±inf or NaN, no error
+
+
 # --- context vectors ------------------------------------------------------------------
 
 
@@ -875,6 +908,56 @@ CATALOGUE: tuple[Mistake, ...] = (
         "-inf 减去 -inf 等于多少？想一想所有元素都被遮蔽的一行：它的结果应当全是 0。",
         CLASSIC,
         {"softmax_weights": softmax_nan_on_masked_rows},
+    ),
+    # softmax_with_temperature
+    _m(
+        "temperature-after-softmax",
+        "softmax_with_temperature",
+        "divides the softmax's weights by the temperature instead of the scores: the rows no longer sum to 1",
+        "Where does the temperature go: into the softmax or after it? Check that each row of your weights still "
+        "sums to 1 at temperature 2.",
+        "温度应该放在哪里：softmax 之内还是之后？检查一下温度为 2 时，你的权重每一行的和是否仍为 1。",
+        CLASSIC,
+        {"softmax_with_temperature": temperature_after_softmax},
+    ),
+    _m(
+        "temperature-multiplied",
+        "softmax_with_temperature",
+        "multiplies the scores by the temperature instead of dividing: a small temperature flattens the weights",
+        "Does a temperature below 1 make your weights sharper (closer to one-hot) or flatter? Divide or multiply?",
+        "温度小于 1 时，你的权重是变得更尖锐（更接近 one-hot）还是更平坦？应该除还是乘？",
+        CLASSIC,
+        {"softmax_with_temperature": temperature_multiplied},
+    ),
+    _m(
+        "temperature-ignored",
+        "softmax_with_temperature",
+        "never uses the temperature: the plain softmax of the scores whatever the temperature",
+        "Does your result change when the temperature changes? Compare temperature 1 with temperature 2.",
+        "改变温度时，你的结果会变化吗？比较一下温度为 1 和温度为 2 的结果。",
+        CLASSIC,
+        {"softmax_with_temperature": temperature_ignored},
+    ),
+    _m(
+        "temperature-without-max",
+        "softmax_with_temperature",
+        "exponentiates scores / temperature without subtracting the max: inf/NaN at temperature 1e-4",
+        "What is scores / 0.0001 for a score of 3, and what is exp of that in floating point? Shift each slice "
+        "by its maximum before exponentiating.",
+        "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
+        CLASSIC,
+        {"softmax_with_temperature": temperature_without_max},
+    ),
+    _m(
+        "temperature-unchecked",
+        "softmax_with_temperature",
+        "no ValueError for temperature <= 0: divides by zero or flips the scores' sign",
+        "What should happen when someone passes temperature 0 or -1? Check the argument and raise ValueError "
+        "(an assert is stripped by python -O and raises the wrong type).",
+        "如果有人传入温度 0 或 -1，应该怎样？先检查参数并抛出 ValueError"
+        "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
+        CLASSIC,
+        {"softmax_with_temperature": temperature_unchecked},
     ),
     # context_vectors
     _m(

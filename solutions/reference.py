@@ -37,6 +37,16 @@ def softmax_weights(scores, dim=-1):
 
 
 @hookimpl
+def softmax_with_temperature(scores, temperature, dim=-1):
+    if not temperature > 0:  # also refuses NaN
+        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+    peak = scores.amax(dim=dim, keepdim=True)
+    peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
+    # subtract the max before dividing: (scores - max) / T <= 0 cannot overflow, even at T = 1e-4 in float16
+    return softmax_weights((scores - peak) / temperature, dim=dim)
+
+
+@hookimpl
 def context_vectors(weights, values):
     return weights @ values  # (..., Tq, dv)
 

@@ -28,7 +28,7 @@ def test_stubs_are_all_not_started():
     assert all(r.passed == 0 and r.not_implemented > 0 for r in results)
 
 
-def test_cli_on_stubs_lists_every_hook_not_started_and_exits_non_zero():
+def test_cli_on_stubs_lists_every_exercise_not_started_and_exits_non_zero():
     result = CliRunner().invoke(main, ["check"], terminal_width=200)
     assert result.exit_code == 1, result.output
     assert result.output.count("not started") == len(HOOK_NAMES)

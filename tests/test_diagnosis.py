@@ -36,7 +36,7 @@ from grader.instructor.rubric import load_rubric
 from grader.instructor.verdict import FAILED, judge_in_process
 from grader.registry import HOOK_NAMES
 from solutions import mistake_model as mm
-from solutions.mistakes import CATALOGUE, by_id
+from solutions.mistakes import CATALOGUE, by_id, mistake_solution
 
 KIT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = KIT / "examples" / "submissions"
@@ -346,6 +346,24 @@ def test_a_setting_of_the_model_is_named_after_every_knob_it_has_on(unit_trials,
     rows = _rows(unit_trials, mm.knob_solution(hook, _knobs(hook, *names)), hook)
     assert any(r.seen.kind == "values" for r in rows)
     assert _named(rows, fingerprints) == ids
+
+
+TEMPERATURE = "softmax_with_temperature"
+TEMPERATURE_MISTAKES = [m for m in CATALOGUE if m.exercise == TEMPERATURE]
+
+
+@pytest.mark.parametrize("mistake", TEMPERATURE_MISTAKES, ids=[m.id for m in TEMPERATURE_MISTAKES])
+def test_a_temperature_mistake_is_named_after_itself_and_nothing_else(unit_trials, fingerprints, mistake):
+    rows = _rows(unit_trials, mistake_solution(mistake), TEMPERATURE)
+    assert any(r.seen.kind != "pass" for r in rows)
+    assert _named(rows, fingerprints) == {mistake.id}
+
+
+def test_the_temperature_reference_and_two_mistakes_at_once(unit_trials, fingerprints):
+    assert _named(_rows(unit_trials, mm.knob_solution(TEMPERATURE, ()), TEMPERATURE), fingerprints) == set()
+    both = _knobs(TEMPERATURE, "temperature=times", "argument_check=none")
+    rows = _rows(unit_trials, mm.knob_solution(TEMPERATURE, both), TEMPERATURE)
+    assert _named(rows, fingerprints) == {"temperature-multiplied", "temperature-unchecked"}
 
 
 def test_a_discarded_masked_fill_is_told_apart_from_a_mask_never_applied_by_the_text(unit_trials, fingerprints):

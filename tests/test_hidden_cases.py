@@ -88,7 +88,7 @@ def _sizes(case) -> dict[str, int]:
         return {"T": w[-2], "T_k": w[-1], **({"d_v": v[-1]} if v is not None else {})}
     if hook == "causal_mask":
         return {"T": args["num_tokens"]} if args["num_tokens"] > 0 else {}
-    if hook == "softmax_weights":
+    if hook in ("softmax_weights", "softmax_with_temperature"):
         return {"T": args["scores"].shape[args["dim"]]}
     if hook == "split_heads":
         _, t, d = args["x"].shape

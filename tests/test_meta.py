@@ -50,12 +50,13 @@ def hookspec_names() -> list[str]:
     return [name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, marker)]
 
 
-def test_there_are_seventeen_hooks_in_chapter_order():
+def test_there_are_eighteen_hooks_in_chapter_order():
     assert hookspec_names() == HOOKS
     assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "plot_attention"
+    assert HOOKS.index("softmax_with_temperature") == HOOKS.index("softmax_weights") + 1
     assert HOOKS.index("sliding_window_mask") == HOOKS.index("make_multihead_attention") + 1
     assert HOOKS.index("chunked_attention") == HOOKS.index("sliding_window_mask") + 1
-    assert len(HOOKS) == len(set(HOOKS)) == 17
+    assert len(HOOKS) == len(set(HOOKS)) == 18
 
 
 # --- the recipe, step by step -------------------------------------------------------------------

@@ -209,6 +209,65 @@ def test_softmax_weights_all_minus_inf_slice_gives_zeros(ref, dim, dtype):
     torch.testing.assert_close(out, alive)
 
 
+# --- softmax_with_temperature ---------------------------------------------------------------
+
+
+@FAST
+@given(
+    dtype=dtypes,
+    shape=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=4),
+    data=st.data(),
+    seed=seeds,
+    temperature=st.sampled_from([1e-4, 0.05, 0.3, 1.0, 2.5, 1e4]),
+)
+def test_softmax_with_temperature_matches_torch_softmax_of_the_divided_scores(
+    ref, dtype, shape, data, seed, temperature
+):
+    dim = data.draw(st.integers(min_value=-len(shape), max_value=len(shape) - 1), label="dim")
+    scores = (randn(*shape, seed=seed) * 3).to(dtype)
+    before = scores.clone()
+    out = ref.softmax_with_temperature(scores, temperature, dim=dim)
+    torch.testing.assert_close(out, torch.softmax(scores.double() / temperature, dim=dim).to(dtype))
+    assert not out.isnan().any()
+    torch.testing.assert_close(scores, before, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_softmax_with_temperature_limits(ref, dtype):
+    scores = randn(3, 8, dtype=dtype, seed=12)
+    torch.testing.assert_close(ref.softmax_with_temperature(scores, 1.0), torch.softmax(scores, dim=-1))
+    one_hot = F.one_hot(scores.argmax(dim=-1), 8).to(dtype)
+    torch.testing.assert_close(ref.softmax_with_temperature(scores, 1e-4), one_hot)
+    uniform = torch.full_like(scores, 1 / 8)
+    torch.testing.assert_close(ref.softmax_with_temperature(scores, 1e6), uniform, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_softmax_with_temperature_in_half_precision_at_a_tiny_temperature(ref, dtype):
+    """scores / 1e-4 overflows float16; the reference subtracts the max first, so it never forms them."""
+    scores = randn(3, 8, seed=13).to(dtype)
+    out = ref.softmax_with_temperature(scores, 1e-4)
+    assert out.dtype == dtype and out.isfinite().all()
+    torch.testing.assert_close(out, F.one_hot(scores.argmax(dim=-1), 8).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_softmax_with_temperature_masked_and_all_masked_rows(ref, dtype):
+    scores = randn(4, 5, dtype=dtype, seed=14).masked_fill(upper_minus_inf(5)[:4].isinf(), float("-inf"))
+    scores[1] = float("-inf")
+    out = ref.softmax_with_temperature(scores, 0.6)
+    expected = torch.softmax(scores.double() / 0.6, dim=-1)
+    expected[1] = 0.0
+    torch.testing.assert_close(out, expected.to(dtype))
+    assert (out[scores.isinf()] == 0).all()
+
+
+@pytest.mark.parametrize("temperature", [0.0, -0.5, float("nan")], ids=["0", "-0.5", "nan"])
+def test_softmax_with_temperature_refuses_a_temperature_not_above_zero(ref, temperature):
+    with pytest.raises(ValueError, match="temperature"):
+        ref.softmax_with_temperature(torch.zeros(2, 3), temperature)
+
+
 # --- context_vectors ----------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ import torch
 import torch.testing
 from processes import proc_stat
 
+from grader.instructor.cases import HALF
 from grader.instructor.diagnosis import Fingerprints
 from grader.instructor.intake import read_submission
 from grader.instructor.rubric import count_cases, score
@@ -244,8 +245,9 @@ def test_exit_at_import_fails_every_case_and_the_run_goes_on(grade, suite):
 
 DROPOUT_LIES = [
     # (id, snippet, the train cases it fails, what each of them says)
-    ("fixed-mask", "dropout_fixed_mask", ("float32", "float64"), "a generator seeded differently gave the same mask"),
-    ("float64-output", "dropout_float64", ("float32",), "returned dtype float64, expected float32"),
+    # the training cases also run in float16 and bfloat16 on the CPU
+    ("fixed-mask", "dropout_fixed_mask", ("float32", "float64", *HALF), "a generator seeded differently gave the same"),
+    ("float64-output", "dropout_float64", ("float32", *HALF), "returned dtype float64, expected {dtype}"),
 ]
 
 
@@ -257,7 +259,9 @@ def test_dropout_without_a_gold_answer_is_still_checked_from_the_bytes(grade, ru
     train = [r for r in of(results, "attention_dropout", "cpu") if r.case.startswith("train-")]
     assert train, "no training case of attention_dropout"
     failing = [r for r in train if r.dtype in dtypes]
-    assert failing and all(r.status == FAILED and phrase in r.message for r in failing), [r.message for r in train]
+    assert failing and all(r.status == FAILED and phrase.format(dtype=r.dtype) in r.message for r in failing), [
+        r.message for r in train
+    ]
     assert not_passed([r for r in train if r.dtype not in dtypes]) == []
     scores = score(results, rubric)
     assert scores["attention_dropout"][0] < scores["attention_dropout"][1]

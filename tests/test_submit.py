@@ -183,7 +183,7 @@ def test_submit_packs_the_package_with_a_manifest_and_says_where(handed_in):
     assert list(manifest["checks"]) == list(HOOK_NAMES)
     for hook, result in manifest["checks"].items():
         assert result["status"] == PASSING and result["passed"] == result["total"] > 0, hook
-    assert (manifest["passing"], manifest["exercises"]) == (14, 14)
+    assert (manifest["passing"], manifest["exercises"]) == (len(HOOK_NAMES), len(HOOK_NAMES))
 
 
 @pytest.mark.slow

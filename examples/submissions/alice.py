@@ -38,6 +38,14 @@ def softmax_weights(scores, dim=-1):
     return numerators / totals.clamp_min(tiny)
 
 
+def softmax_with_temperature(scores, temperature, dim=-1):
+    # a temperature of 0 would divide by zero, and a negative one would flip which score wins
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    # dividing first is fine: softmax_weights subtracts the max of the scaled scores
+    return softmax_weights(scores / temperature, dim=dim)
+
+
 def context_vectors(weights, values):
     # context[q, v] = sum over k of weights[q, k] * values[k, v]
     return torch.einsum("...qk,...kv->...qv", weights, values)

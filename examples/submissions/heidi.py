@@ -24,6 +24,13 @@ def softmax_weights(scores, dim=-1):
     return torch.where(sums == 0, torch.zeros_like(exp_scores), exp_scores / sums)
 
 
+def softmax_with_temperature(scores, temperature, dim=-1):
+    # a temperature of 0 or below has no meaning: refuse it before dividing
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    return softmax_weights(scores / temperature, dim=dim)
+
+
 def context_vectors(weights, values):
     return weights @ values
 

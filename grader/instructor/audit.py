@@ -9,6 +9,9 @@ Claims checked in this process on trusted code only:
   with no knob switched on, and every single knob of it is killed too.
 
 The catalogue and the model are reported apart: ``mistakes`` and ``model``.
+:func:`half_precision_errors` measures what the half-precision tolerances are
+calibrated from: the reference's own error in float16 and bfloat16 on the CPU
+against the float64 gold (``benchmarks/half_tolerances.py`` prints it).
 """
 
 from __future__ import annotations
@@ -19,11 +22,21 @@ from typing import Any
 
 import torch
 
+from grader.instructor.cases import HALF
 from grader.instructor.suite import build_suite
-from grader.instructor.verdict import FAILED, judge_in_process, trial_id
+from grader.instructor.verdict import FAILED, PASSED, calibrated, judge_in_process, tolerance, trial_id
 from grader.registry import HOOK_NAMES, load_solution
 
-__all__ = ["AuditReport", "KnobOutcome", "MistakeOutcome", "matrix_rows", "model_rows", "run_audit"]
+__all__ = [
+    "AuditReport",
+    "HalfError",
+    "KnobOutcome",
+    "MistakeOutcome",
+    "half_precision_errors",
+    "matrix_rows",
+    "model_rows",
+    "run_audit",
+]
 
 
 @dataclass
@@ -162,3 +175,66 @@ def matrix_rows(report: AuditReport) -> list[list[str]]:
         [m.id] + [str(m.by_hook[h]) if m.by_hook[h] else "" for h in HOOK_NAMES] + ["yes" if m.killed else "NO"]
         for m in report.mistakes
     ]
+
+
+# --- the half-precision calibration ----------------------------------------------------------------
+
+
+@dataclass
+class HalfError:
+    """The reference's own error on one hook's half-precision cases in one dtype, on the CPU."""
+
+    hook: str
+    dtype: str
+    trials: int = 0
+    max_abs: float = 0.0  # max |got - gold| against the float64 gold
+    max_rel: float = 0.0  # max |got - gold| / |gold| where |gold| is a normal number of the dtype
+    needed: float = 0.0  # the smallest rtol = atol the verdict's check passes with (against the gold rounded)
+    failed: list[str] = field(default_factory=list)  # trials the reference fails (none, or the tolerance is wrong)
+
+    @property
+    def in_force(self) -> float:
+        """The tolerance (rtol = atol) the verdict holds this hook's values to in this dtype."""
+        return max(tolerance(self.hook, self.dtype))
+
+    @property
+    def calibrated(self) -> float:
+        """What the calibration rule gives from :attr:`needed` (:func:`grader.instructor.verdict.calibrated`)."""
+        return calibrated(self.dtype, self.needed)
+
+
+def half_precision_errors(seed: int = 0) -> list[HalfError]:
+    """Per hook and half dtype, the reference's error on its hidden half-precision cases on the CPU.
+
+    Trusted code only: the reference is called in this process on the suite's
+    own trials (inputs rounded to the dtype, gold in float64 from those very
+    values).  Cases without a gold to compare with (random dropout) count as
+    trials and add no error.
+    """
+    reference = load_solution("reference")
+    found: dict[tuple[str, str], HalfError] = {}
+    for trial in build_suite(seed, ("cpu",)).trials:
+        if trial.dtype not in HALF:
+            continue
+        row = found.setdefault((trial.hook, trial.dtype), HalfError(trial.hook, trial.dtype))
+        row.trials += 1
+        verdict = judge_in_process(reference, trial)
+        if verdict.status != PASSED:
+            row.failed.append(f"{trial_id(trial)}: {verdict.message}")
+        if not trial.case.compare_gold or trial.case.expect_error:
+            continue
+        tiny = torch.finfo(getattr(torch, trial.dtype)).tiny
+        for i, gold in enumerate(trial.golds):
+            got = verdict.outputs.get(f"out{i}")
+            if got is None or not got.is_floating_point():
+                continue
+            g64, w64 = got.double(), gold.double()
+            rounded = gold.to(got.dtype).double()
+            diff = torch.where(g64 == w64, 0.0, (g64 - w64).abs())
+            off = torch.where(g64 == rounded, 0.0, (g64 - rounded).abs())
+            normal = w64.abs() >= tiny
+            row.max_abs = max(row.max_abs, float(diff.max()))
+            if normal.any():
+                row.max_rel = max(row.max_rel, float((diff[normal] / w64[normal].abs()).max()))
+            row.needed = max(row.needed, float((off / (1 + rounded.abs())).max()))
+    return list(found.values())

@@ -53,10 +53,9 @@ class Suite:
 
 
 def _dtypes_for(case: Case, device: str) -> tuple[str, ...]:
+    """The dtypes ``case`` runs in on ``device``: its own, and float16/bfloat16 where it has ``half`` (the CPU too)."""
     if device == "meta":
         return (case.dtypes[0],) if case.meta else ()
-    if device == "cpu":
-        return case.dtypes
     return case.dtypes + (HALF if case.half else ())
 
 

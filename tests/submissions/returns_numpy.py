@@ -10,4 +10,6 @@ def _right_values(scores, dim):
 
 
 def softmax_weights(scores, dim=-1):
-    return _right_values(scores, dim).numpy()
+    values = _right_values(scores, dim)
+    # numpy has no bfloat16: widen those (to float32) rather than raise, so every case gets an ndarray
+    return (values.float() if values.dtype == torch.bfloat16 else values).numpy()

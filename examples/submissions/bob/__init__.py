@@ -11,12 +11,19 @@ from .modules import (
     make_multihead_attention,
     make_self_attention,
 )
-from .scores import context_vectors, dot_product_scores, scaled_dot_product_scores, softmax_weights
+from .scores import (
+    context_vectors,
+    dot_product_scores,
+    scaled_dot_product_scores,
+    softmax_weights,
+    softmax_with_temperature,
+)
 
 __all__ = [
     "dot_product_scores",
     "scaled_dot_product_scores",
     "softmax_weights",
+    "softmax_with_temperature",
     "context_vectors",
     "causal_mask",
     "apply_causal_mask",

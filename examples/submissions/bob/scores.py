@@ -20,5 +20,16 @@ def softmax_weights(scores, dim=-1):
     return torch.where(s > 0, e / s, torch.zeros_like(e))
 
 
+def softmax_with_temperature(scores, temperature, dim=-1):
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    scaled = scores / temperature
+    top = scaled.amax(dim=dim, keepdim=True)
+    top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
+    e = torch.exp(scaled - top)
+    s = e.sum(dim=dim, keepdim=True)
+    return torch.where(s > 0, e / s, torch.zeros_like(e))
+
+
 def context_vectors(weights, values):
     return weights @ values
