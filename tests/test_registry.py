@@ -50,6 +50,9 @@ EXPECTED_SIGNATURES = {
     "make_multihead_attention": (
         "make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False)"
     ),
+    "sliding_window_mask": "sliding_window_mask(num_tokens, window, device=None)",
+    "chunked_attention": "chunked_attention(queries, keys, values, chunk_size, causal=False)",
+    "plot_attention": "plot_attention(weights, tokens=None)",
 }
 
 
@@ -72,6 +75,9 @@ def sample_args(hook):
         "make_self_attention": (3, 4),
         "make_causal_attention": (3, 4, 6, 0.0),
         "make_multihead_attention": (3, 4, 6, 0.0, 2),
+        "sliding_window_mask": (5, 2),
+        "chunked_attention": (torch.randn(2, 5, 3), torch.randn(2, 7, 3), torch.randn(2, 7, 4), 3),
+        "plot_attention": (weights[0],),
     }[hook]
 
 
