@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
+from grader.handin import is_skipped_dir
 from grader.instructor import gradescope
 from grader.instructor.rubric import load_rubric
 from grader.registry import HOOK_NAMES
@@ -33,7 +34,7 @@ from grader.registry import HOOK_NAMES
 KIT_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
 SEED = 11
-HAND_INS = sorted(p.name for p in SAMPLE_CLASS.iterdir() if p.name != "README.md")
+HAND_INS = sorted(p.name for p in SAMPLE_CLASS.iterdir() if p.name != "README.md" and not is_skipped_dir(p.name))
 VISIBILITY = ("visible", "after_due_date", "after_published", "hidden")
 
 RUBRIC = """\

@@ -989,6 +989,9 @@ def _chunked_cases(m: Maker) -> list[Case]:
             {"queries": q, "keys": -(m.rand(2, 9, 4) + 0.5) * 40.0, "values": m.randn(2, 9, 3), "chunk_size": 2,
              "causal": False},
             "every score far below zero: a running max that starts at 0 underflows",
+            # float64 only: exp(-800) is 0 there too, and float32 scores of that size carry rounding errors of
+            # 1e-4 that say nothing about the learner's algorithm
+            dtypes=("float64",),
         )  # fmt: skip
     )
     batch, heads, tokens, d, dv, chunk = LONG

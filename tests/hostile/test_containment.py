@@ -792,7 +792,9 @@ def test_torch_numpy_matplotlib_and_safetensors_run_inside(spawn, layers):
     seen = run(child, timeout=60, values=values.tolist())
     assert torch.allclose(torch.tensor(seen["product"], dtype=torch.float64), values @ values.T, atol=1e-12)
     assert seen["meta"] == [2, 3, 5]
-    assert Path(seen["mplconfig"]).resolve() == child.workdir.resolve()
+    # the learner's folder, or the warm template's where it imported pyplot before the fork (matplotlib keeps
+    # the folder it found first): a folder of the grader's, never a home folder
+    assert Path(seen["mplconfig"]).name.startswith(("attnkit-child-", "attnkit-template-")), seen["mplconfig"]
     png = child.workdir / "weights.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -284,7 +284,7 @@ def overlapping(outputs: dict[str, torch.Tensor]) -> bytes:
     return safetensors_bytes({"out0": entry, "out1": entry}, data)
 
 
-AT = 2  # the call of the target batch that gets the scripted reply (a float32 run, not the first)
+AT = 4  # the call of the target batch that gets the scripted reply (a float32 run, not the first)
 KINDS: list[tuple[str, Script, tuple[str, ...]]] = [
     # (id, what the child sends for the target call, phrases one of which the failed case says)
     ("invalid-json", with_raw_header(b"{not json"), UNREADABLE),

