@@ -835,6 +835,73 @@ def test_a_forged_header_is_childgone_and_nothing_else(spawn, kind):
     assert gone(pid, 3.0), "a child that broke the protocol was left running"
 
 
+# --- the work folder: a size-capped tmpfs of the child's own -------------------------------------------------------
+
+FILL_PROBE = """
+def probe(total, chunk):
+    written, error = 0, None
+    os.makedirs("box/deep", exist_ok=True)
+    try:
+        while written < total:
+            with open(f"box/deep/f{written // chunk}", "wb") as fh:
+                fh.write(b"x" * chunk)
+            written += chunk
+    except OSError as exc:
+        error = errno.errorcode.get(exc.errno)
+    os.chmod("box/deep", 0)  # a folder the grader could not enter, or empty, without being root
+    os.chmod("box", 0)
+    replaced = {}
+    for name, attempt in (("unlink", lambda: os.unlink("output.txt")),
+                          ("rename", lambda: os.rename("output.txt", "moved.txt")),
+                          ("symlink", lambda: os.symlink("/etc/passwd", "output.txt"))):
+        try:
+            attempt()
+            replaced[name] = "ok"
+        except OSError as exc:
+            replaced[name] = errno.errorcode.get(exc.errno)
+    return send({"written": written, "error": error, "replaced": replaced})
+"""
+
+
+def _used_bytes(folder: Path) -> int:
+    return sum(p.lstat().st_size for p in folder.rglob("*"))
+
+
+def test_a_hundred_megabytes_in_small_files_stop_at_the_cap_and_leave_nothing_on_the_grader_disk(spawn, layers):
+    """ENOSPC in the learner's process near ``Limits.work_bytes``; nothing of it on the grader's disk, then or after."""
+    needs(layers, "tmpfs-work")
+    limits = Limits(call_seconds=60, submission_seconds=120)
+    child = spawn(FILL_PROBE, limits)
+    seen = run(child, timeout=60, total=100 << 20, chunk=64 << 10)
+    assert seen["error"] == "ENOSPC", seen
+    assert limits.work_bytes - (2 << 20) <= seen["written"] <= limits.work_bytes, seen
+    # output.txt, the one file the trusted side reads there, is a mount point: written, never replaced
+    assert seen["replaced"] == {"unlink": "EBUSY", "rename": "EBUSY", "symlink": "EEXIST"}, seen
+    assert sorted(os.listdir(child.workdir)) == ["output.txt"] and _used_bytes(child.workdir) < 4096
+    assert stat.S_ISREG((child.workdir / "output.txt").lstat().st_mode)
+    pid = learner_pid(child)
+    child.close()
+    assert gone(pid) and not child.workdir.exists(), "the learner's folder outlived its child"
+
+
+def test_the_cap_is_the_limits_own(spawn, layers):
+    needs(layers, "tmpfs-work")
+    child = spawn(FILL_PROBE, Limits(call_seconds=30, submission_seconds=60, work_bytes=8 << 20))
+    seen = run(child, timeout=30, total=100 << 20, chunk=64 << 10)
+    assert seen["error"] == "ENOSPC" and (6 << 20) <= seen["written"] <= (8 << 20), seen
+
+
+def test_without_the_work_tmpfs_the_learner_would_fill_the_grader_disk(spawn, layers):
+    """The control: the same files land in the grader's temporary folder when the tmpfs is left out."""
+    needs(layers, "tmpfs-work")
+    child = spawn(FILL_PROBE, without=["tmpfs-work"])
+    seen = run(child, total=1 << 20, chunk=64 << 10)
+    assert seen["error"] is None and seen["replaced"]["unlink"] == "ok", seen
+    os.chmod(child.workdir / "box", 0o700)
+    os.chmod(child.workdir / "box" / "deep", 0o700)
+    assert _used_bytes(child.workdir / "box") >= 1 << 20
+
+
 # --- root: the learner is nobody --------------------------------------------------------------------------------------
 
 
@@ -903,7 +970,13 @@ def test_torch_numpy_matplotlib_and_safetensors_run_inside(spawn, layers):
 UNPRIVILEGED_PROBE = """
 def probe(nr, serial, tty):
     buf = ctypes.create_string_buffer(64)
+    with open("mine.txt", "w") as fh:
+        fh.write("x")
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     return send({
+        "ids": [os.getuid(), os.getgid()],
+        "owner": os.stat("mine.txt").st_uid,
+        "product": (a @ a.T).tolist(),
         "read": sc(nr["keyctl"], 11, serial, buf, 64),  # KEYCTL_READ: the same uid owns the key
         "payload": buf.value.decode(errors="replace"),
         "tty": try_open(tty, os.O_RDWR),
@@ -956,13 +1029,15 @@ def _searchable_by(path: Path, uid: int) -> bool:
         return False
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not ROOT, reason="needs root to start a grader as another, unprivileged user (setpriv)")
-def test_an_unprivileged_grader_contains_its_children_the_same_way(tmp_path):
-    """The grader as uid 65534 (setpriv): its children keep its uid in a user namespace, with every other layer.
+UNPRIVILEGED_UIDS = [SANDBOX_UID, 1001, 2345]  # nobody, and two uids with no name here: the map uses the ids read
+
+
+@contextlib.contextmanager
+def as_user(uid: int):
+    """``(argv prefix, env, home)`` to run this environment's Python as ``uid`` (setpriv; gid = uid, no groups).
 
     No copy of the kit: a throwaway venv of a Python that uid can run, with a
-    ``.pth`` pointing at this environment's packages, and the checkout on ``sys.path``.
+    ``.pth`` pointing at this environment's packages; the checkout goes on ``sys.path``.
     """
     import sysconfig
 
@@ -972,41 +1047,87 @@ def test_an_unprivileged_grader_contains_its_children_the_same_way(tmp_path):
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [Path(os.path.realpath(sys.executable))]
     candidates += [Path(p) for p in (shutil.which(version, path="/usr/bin:/usr/local/bin:/bin"),) if p]
-    base = next((c for c in candidates if _searchable_by(c, SANDBOX_UID)), None)
+    base = next((c for c in candidates if _searchable_by(c, uid)), None)
     if base is None:
-        pytest.skip(f"no {version} that uid {SANDBOX_UID} may run (this one lives under a closed folder)")
+        pytest.skip(f"no {version} that uid {uid} may run (this one lives under a closed folder)")
     packages = Path(sysconfig.get_paths()["purelib"])
     kit = KIT_ROOT / "grader" / "instructor" / "sandbox.py"
-    if not (_searchable_by(packages / "torch" / "__init__.py", SANDBOX_UID) and _searchable_by(kit, SANDBOX_UID)):
-        pytest.skip(f"the kit or its packages are not readable by uid {SANDBOX_UID}")
+    if not (_searchable_by(packages / "torch" / "__init__.py", uid) and _searchable_by(kit, uid)):
+        pytest.skip(f"the kit or its packages are not readable by uid {uid}")
     home = Path(tempfile.mkdtemp(prefix="attnkit-unprivileged-"))
     try:
-        home.chmod(0o755)
         venv = home / "venv"
         subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         site = next(venv.glob("lib/python3*/site-packages"))
-        (site / "attnkit-packages.pth").write_text(f"{packages}\n")
+        (site / "attnkit-packages.pth").write_text(f"{packages}\n{KIT_ROOT}\n")
+        for path in [home, *home.rglob("*")]:
+            os.chown(path, uid, uid, follow_symlinks=False)
+        user = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", str(venv / "bin" / "python")]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8"}
+        yield user, env, home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root to start a grader as another, unprivileged user (setpriv)")
+@pytest.mark.parametrize("uid", UNPRIVILEGED_UIDS)
+def test_an_unprivileged_grader_contains_its_children_the_same_way(uid):
+    """The grader as ``uid``: its children keep its uid in a user namespace, with every other layer, and work."""
+    with as_user(uid) as (user, env, home):
         script, probe = home / "grade.py", home / "probe.py"
         script.write_text(UNPRIVILEGED_GRADER)
         probe.write_text(LEARNER + UNPRIVILEGED_PROBE)
-        user = [setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8"}
         done = subprocess.run(
-            [*user, str(venv / "bin" / "python"), "-I", str(script), str(KIT_ROOT), str(probe)],
+            [*user, "-I", str(script), str(KIT_ROOT), str(probe)],
             capture_output=True, text=True, timeout=300, env=env, cwd=home,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
         report = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-    assert report["grader_uid"] == SANDBOX_UID
+    assert report["grader_uid"] == uid
     layers = report["hello"]["isolation"].split("+")
     assert not any(layer.startswith("uid-") for layer in layers), "an unprivileged grader's children keep its uid"
     if "user-ns" not in layers:
         pytest.skip(f"no unprivileged user namespaces here: {report['hello']['isolation']}")
-    assert set(FULL_ISOLATION.split("+")) <= set(layers), layers
-    assert report["hello"]["uid"] == SANDBOX_UID
+    assert set(FULL_ISOLATION.split("+")) | {"tmpfs-work", "seccomp"} <= set(layers), layers
+    assert report["hello"]["uid"] == uid
     seen = report["seen"]
+    assert seen["ids"] == [0, 0] and seen["owner"] == 0, seen  # root of its namespace, which is the grader's uid
+    assert seen["product"] == [[5.0, 11.0], [11.0, 25.0]], seen  # torch works in there
     assert report["serial"] > 0 and seen["read"] == [-1, "EPERM"] and seen["payload"] == "", seen
     assert seen["tty"] != "opened" and not report["tty_got"], seen
     assert seen["shm"] == [-1, "EPERM"] and seen["unix"] == [-1, "EACCES"], seen
+
+
+JOIN_KEYRING_AND_RUN_PYTEST = """
+import ctypes, os, sys
+import pyseccomp
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall(ctypes.c_long(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")), ctypes.c_long(1), None)
+os.execv(sys.executable, [sys.executable, "-m", "pytest", *sys.argv[1:]])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root to run these tests again as another, unprivileged user (setpriv)")
+@pytest.mark.skipif(os.environ.get("ATTNKIT_CONTAINMENT_AS") is not None, reason="already the run as another uid")
+@pytest.mark.parametrize("uid", [1001, 2345])
+def test_every_containment_check_here_holds_for_an_unprivileged_grader(uid):
+    """This file's tests again, the grader (pytest, its template, its children) as ``uid``, a session keyring of
+    its own: every check that does not need root passes, none is skipped for want of a layer."""
+    with as_user(uid) as (user, env, home):
+        env = dict(env, ATTNKIT_CONTAINMENT_AS=str(uid))
+        args = ["-q", "-p", "no:cacheprovider", "-rs", f"--basetemp={home / 'pytest'}", "-x", __file__]
+        done = subprocess.run(
+            [*user, "-I", "-c", JOIN_KEYRING_AND_RUN_PYTEST, *args],
+            capture_output=True, text=True, timeout=540, env=env, cwd=KIT_ROOT,
+        )  # fmt: skip
+    tail = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, tail
+    if "user-ns" not in done.stdout and "no unprivileged user namespaces" in done.stdout:
+        pytest.skip("no unprivileged user namespaces here")
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    lacking = [line for line in skipped if "isolation here" in line and not line.endswith("(no uid)")]
+    why = lacking + [line for line in skipped if "no syscall numbers" in line]  # "no uid": it keeps the grader's
+    assert why == [], "\n".join(why)
+    assert " passed" in done.stdout, tail
