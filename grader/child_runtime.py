@@ -38,7 +38,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_HEADER = 4 << 20
 _LEN = struct.Struct(">Q")
@@ -965,32 +965,10 @@ def _run_module(fn, args, spec, tensors, device):
     return outputs, facts
 
 
-def _limit(resource_name: str, value: int) -> None:
-    import resource
-
-    kind = getattr(resource, resource_name)
-    with contextlib.suppress(ValueError, OSError):
-        soft, hard = resource.getrlimit(kind)
-        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(kind, (min(value, new_hard), new_hard))
-
-
 def _peak_rss_kib() -> int:
     import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
-
-
-def _address_space_bytes() -> int:
-    """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
-    try:
-        with open("/proc/self/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]) -> None:
@@ -1081,16 +1059,28 @@ def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., 
     return {"hooks": found, "load_errors": load_errors}
 
 
-# --- isolation: what the learner's process may touch ------------------------------------------
+# --- containment: what the learner's process may touch ------------------------------------------
 #
 # contain() puts a freshly forked child in its sandbox before any learner code
 # runs: one small step after another (nsjail's containProc is the model), each
 # returning the names of the layers that took.  A step the kernel refuses is
 # left out and the isolation line says so, with one exception: a child that
 # cannot stop being root exits rather than run learner code.
+#
+# What the child may touch is declared once, as data, and the steps only apply it:
+# FILESYSTEM (what it may read, list and write: Landlock, through a FilesystemPolicy
+# tree), TEMPORARY_FOLDERS and the work folder's tmpfs (its mount namespace), DEVICES
+# (its /dev) and SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
+#
+# This block stands alone, to move into a module of its own as it is: of the imports at
+# the top of the file it uses contextlib, os, socket, sys and typing's Any and NamedTuple;
+# everything else it imports where it is used.
 
 SANDBOX_UID = 65534
 """The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root."""
+
+WORK_BYTES = 64 << 20
+"""The default size of a child's work folder, a tmpfs of its own mount namespace (``Limits.work_bytes``)."""
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -1103,84 +1093,225 @@ _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 _KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
 
+
+# --- the policy, as data -------------------------------------------------------------------------
+
+
+class Grant(NamedTuple):
+    """One filesystem rule: ``access`` to ``path`` (a glob), a file or a folder with everything beneath it."""
+
+    path: str
+    access: str  # a key of ACCESS
+    cuda: bool = False  # only for a child given a GPU
+
+
+ACCESS = {
+    "list": 8,  # READ_DIR: list folders, read no file
+    "read": 1 | 4 | 8,  # EXECUTE | READ_FILE | READ_DIR
+    "device": 2 | 4 | 1 << 14,  # WRITE_FILE | READ_FILE | TRUNCATE
+    "gpu": 2 | 4 | 1 << 14 | 1 << 15,  # a device, and its ioctls (IOCTL_DEV)
+    "write": (1 << 16) - 1,  # everything: make, remove, rename, truncate, ... (its work folder)
+}
+"""What each access of a :class:`Grant` allows, as Landlock's filesystem access bits (ABI 1 to 5)."""
+
 DEVICES = ("null", "zero", "full", "random", "urandom")
 """The device files of a child's own ``/dev``; a CUDA child also gets ``/dev/nvidia*``."""
 
-ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/fonts")
-"""All of ``/etc`` a learner's process may read: the loader's cache, the time zone, NSS, fontconfig (plots)."""
+FILESYSTEM: tuple[Grant, ...] = (
+    # shared libraries and programs (a learner may start `sleep`), time zones, locale aliases, fonts
+    *(Grant(p, "read") for p in ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib")),
+    *(Grant(p, "read") for p in ("/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/bin")),
+    *(Grant(p, "read") for p in ("/usr/share/zoneinfo", "/usr/share/locale/locale.alias")),
+    *(Grant(p, "read") for p in ("/usr/share/fonts", "/usr/local/share/fonts", "/usr/share/fontconfig")),
+    # of /etc only the loader's cache, the time zone, NSS and fontconfig (plots)
+    *(Grant(p, "read") for p in ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/fonts")),
+    # the CPU facts; of /proc a listing (in a PID namespace of its own: its own processes), its own
+    # folder, and the files torch and the standard library read
+    *(Grant(p, "read") for p in ("/sys/devices/system/cpu", "/sys/devices/system/node")),
+    Grant("/proc", "list"),
+    *(Grant(p, "read") for p in ("/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg")),
+    *(Grant(f"/dev/{name}", "device") for name in DEVICES),
+    # a CUDA child: the driver's parameters, the PCI devices, the GPUs
+    *(Grant(p, "read", cuda=True) for p in ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices")),
+    Grant("/sys/module/nvidia", "read", cuda=True),
+    Grant("/dev/nvidia*", "gpu", cuda=True),
+)
+"""Everything a learner's process may touch on the filesystem, besides Python itself (the standard
+library, every folder of packages on ``sys.path``, the interpreter: :func:`filesystem_policy`, less
+the kit) and its own work folder, which it may ``write``.  Nothing else: not ``/etc`` or ``/dev``
+whole, not ``/home``, not ``/root``, not the kit."""
 
-SYSTEM_FOLDERS = (
-    "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib",
-    "/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/bin",
-    "/usr/share/zoneinfo", "/usr/share/locale/locale.alias",
-    "/usr/share/fonts", "/usr/local/share/fonts", "/usr/share/fontconfig",
-    "/sys/devices/system/cpu", "/sys/devices/system/node",
-)  # fmt: skip
-"""Shared libraries, programs (a learner may start ``sleep``), time zones, locale aliases, fonts, the CPU facts."""
+TEMPORARY_FOLDERS = ("/tmp", "/run", "/var/run")
+"""Each an empty tmpfs (mode 1777, 64 MiB) in the child's mount namespace: no other process's files or
+unix sockets; what the child needs from under one (its work folder, Python) is bound back in place."""
 
-PROC_FILES = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg")
-"""Of ``/proc``, besides the process's own folder, the files torch and the standard library read."""
+WORK_FILES_KEPT = ("output.txt",)
+"""Files of the work folder the trusted side reads by name: made on its disk before the work folder's
+tmpfs goes on, and bound into it (a mount point: the learner can write it, never replace it)."""
 
-CUDA_PATHS = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/sys/module/nvidia")
-"""What a CUDA child may read besides: the driver's parameters and the PCI devices."""
 
-# seccomp: what the learner's process may not ask the kernel for (names as in <asm/unistd.h>)
-SECCOMP_EPERM = (
-    "keyctl", "add_key", "request_key",  # the kernel keyrings: secrets of the grader's user
-    "bpf", "perf_event_open", "userfaultfd",  # favourite kernel-exploit tools
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",  # other processes' memory and files
-    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl",  # SysV IPC
-    "semget", "semop", "semctl", "semtimedop",
-    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",  # POSIX queues
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",  # no namespace or mount after setup
-    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-    "open_by_handle_at", "name_to_handle_at",  # files by handle, around every path check
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup", "lookup_dcookie",
-    "iopl", "ioperm", "modify_ldt",  # x86 only
-)  # fmt: skip
-"""Fail with EPERM."""
+class When(NamedTuple):
+    """A condition on a syscall's argument: ``args[arg] & mask == value``."""
 
-SECCOMP_ENOSYS = ("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register")
-"""Fail with ENOSYS, as on a kernel without them: the C library falls back from clone3 to clone
-(whose namespace flags the filter can see), and nothing gets an io_uring."""
+    arg: int
+    mask: int
+    value: int
 
-_SYSCALLS = {  # machine -> (AUDIT_ARCH_*, {name: number}); a test checks these against libseccomp
-    "x86_64": (0xC000003E, {
-        "keyctl": 250, "add_key": 248, "request_key": 249, "bpf": 321, "perf_event_open": 298,
-        "userfaultfd": 323, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
-        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
-        "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
-        "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
-        "mq_getsetattr": 245, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
-        "chroot": 161, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429,
-        "open_tree": 428, "mount_setattr": 442, "open_by_handle_at": 304, "name_to_handle_at": 303,
-        "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313,
-        "delete_module": 176, "swapon": 167, "swapoff": 168, "reboot": 169, "acct": 163, "quotactl": 179,
-        "syslog": 103, "vhangup": 153, "lookup_dcookie": 212, "iopl": 172, "ioperm": 173, "modify_ldt": 154,
-        "clone3": 435, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "socket": 41, "clone": 56,
-    }),
-    "aarch64": (0xC00000B7, {
-        "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
-        "userfaultfd": 282, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
-        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
-        "msgctl": 187, "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192,
-        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
-        "mq_getsetattr": 185, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
-        "chroot": 51, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "move_mount": 429,
-        "open_tree": 428, "mount_setattr": 442, "open_by_handle_at": 265, "name_to_handle_at": 264,
-        "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273,
-        "delete_module": 106, "swapon": 224, "swapoff": 225, "reboot": 142, "acct": 89, "quotactl": 60,
-        "syslog": 116, "vhangup": 58, "lookup_dcookie": 18,
-        "clone3": 435, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "socket": 198, "clone": 220,
-    }),
-}  # fmt: skip
-_EPERM, _EACCES, _ENOSYS, _AF_UNIX = 1, 13, 38, 1
-_X32_SYSCALL_BIT = 0x40000000
-_NEW_NAMESPACE_FLAGS = _ANY_NAMESPACE  # clone() with any of these fails with EPERM
 
+class Action(NamedTuple):
+    """What a syscall gets: ``allow``, ``kill`` (the process), or an errno name (``EPERM``); ``when`` any holds."""
+
+    action: str
+    when: tuple[When, ...] = ()  # none: always
+
+
+def _fails(name: str, *when: When) -> Action:
+    return Action(name, when)
+
+
+_AF_UNIX = 1
+SYSCALLS: dict[str, Action] = {
+    **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
+    **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
+    # other processes' memory and files
+    **dict.fromkeys(("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"), _fails("EPERM")),
+    **dict.fromkeys(("shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl"), _fails("EPERM")),
+    **dict.fromkeys(("semget", "semop", "semctl", "semtimedop"), _fails("EPERM")),  # SysV IPC
+    **dict.fromkeys(
+        ("mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr"), _fails("EPERM")
+    ),  # POSIX message queues
+    # no namespace and no mount after setup, old mount API or new
+    **dict.fromkeys(("unshare", "setns", "mount", "umount2", "pivot_root", "chroot"), _fails("EPERM")),
+    **dict.fromkeys(
+        ("fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr"), _fails("EPERM")
+    ),
+    **dict.fromkeys(("open_by_handle_at", "name_to_handle_at"), _fails("EPERM")),  # files by handle, past path checks
+    **dict.fromkeys(("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"), _fails("EPERM")),
+    **dict.fromkeys(("swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup"), _fails("EPERM")),
+    **dict.fromkeys(("lookup_dcookie", "iopl", "ioperm", "modify_ldt"), _fails("EPERM")),  # the last three: x86
+    # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
+    **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
+    # no unix socket of the machine's is reached by path (socketpair reaches nothing, and is allowed);
+    # the kernel reads the family as an int: the low 32 bits
+    "socket": _fails("EACCES", When(0, 0xFFFFFFFF, _AF_UNIX)),
+    # clone with any namespace flag
+    "clone": _fails("EPERM", *(When(0, 1 << b, 1 << b) for b in range(32) if _ANY_NAMESPACE & (1 << b))),
+}
+"""The syscall policy: name -> :class:`Action`.  Every other syscall is allowed; one of another
+architecture (i386 through ``int 0x80``, x32 on x86-64) gets :data:`FOREIGN_ARCHITECTURE`."""
+
+FOREIGN_ARCHITECTURE = "kill"
+
+
+# --- the filesystem policy, compiled ------------------------------------------------------------------
+
+
+class _Node:
+    __slots__ = ("rights", "children")
+
+    def __init__(self) -> None:
+        self.rights = 0
+        self.children: dict[str, _Node] = {}
+
+
+class FilesystemPolicy:
+    """Grants compiled into a tree of path components; a node's rights hold beneath it, as Landlock's do.
+
+    Paths are resolved (``/proc/self`` is kept as it is, for the process that
+    applies the rules); a path that does not exist is no rule.  ``holes`` are
+    cut out of every grant: a folder holding one is granted entry by entry, and
+    only listed itself (Python's importer lists the folders it imports from).
+    A grant inside a hole still holds (a virtual environment in the kit's checkout).
+    """
+
+    def __init__(self, grants: tuple[Grant, ...] | list[Grant] = (), holes: list[str] | None = None) -> None:
+        self.root = _Node()
+        self.holes = [os.path.realpath(h) for h in holes or []]
+        for grant in grants:
+            self.grant(grant)
+
+    def grant(self, grant: Grant) -> None:
+        import glob
+
+        for path in sorted(glob.glob(grant.path)):
+            self._grant(path if path.startswith("/proc/self") else os.path.realpath(path), ACCESS[grant.access])
+
+    def _grant(self, path: str, rights: int) -> None:
+        if not os.path.exists(path) or path in self.holes:
+            return
+        inner = [h for h in self.holes if h.startswith(path + os.sep)]
+        if not inner or not os.path.isdir(path):
+            self._node(path).rights |= rights
+            return
+        self._node(path).rights |= ACCESS["list"]
+        for name in sorted(os.listdir(path)):
+            self._grant(os.path.join(path, name), rights)
+
+    def _node(self, path: str) -> _Node:
+        node = self.root
+        for part in path.strip(os.sep).split(os.sep):
+            node = node.children.setdefault(part, _Node())
+        return node
+
+    def rights(self, path: str) -> int:
+        """What Landlock would allow on ``path``: the rights of its node and of every folder above it."""
+        real = path if path.startswith("/proc/self") else os.path.realpath(path)
+        node, rights = self.root, self.root.rights
+        for part in real.strip(os.sep).split(os.sep):
+            next_node = node.children.get(part)
+            if next_node is None:
+                break
+            node = next_node
+            rights |= node.rights
+        return rights
+
+    def allows(self, path: str, access: str) -> bool:
+        return self.rights(path) & ACCESS[access] == ACCESS[access]
+
+    def rules(self) -> list[tuple[str, int]]:
+        """(path, rights) for Landlock, one per node that adds rights to what the folders above it have."""
+        found: list[tuple[str, int]] = []
+
+        def walk(node: _Node, path: str, above: int) -> None:
+            if node.rights & ~above:
+                found.append((path or os.sep, node.rights))
+            for name, child in node.children.items():
+                walk(child, f"{path}{os.sep}{name}", above | node.rights)
+
+        walk(self.root, "", 0)
+        return found
+
+
+def filesystem_policy(kit_roots: list[str]) -> FilesystemPolicy:
+    """:data:`FILESYSTEM` (less its CUDA grants) and Python itself, less the kit: computed once, in the template.
+
+    Python: the standard library and every folder of packages on ``sys.path``,
+    the interpreter and its ``pyvenv.cfg``.  A folder that holds any of the kit
+    (its checkout, an installed attnkit, an editable install's finder) is
+    granted entry by entry, leaving the kit out.
+    """
+    import sysconfig
+
+    paths = [sysconfig.get_paths().get(key) or "" for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    paths += [sysconfig.get_config_var("LIBDIR") or "", sys.executable, os.path.realpath(sys.executable)]
+    paths += [os.path.dirname(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    paths += [p for p in sys.path if p]
+    grants = [g for g in FILESYSTEM if not g.cuda] + [Grant(p, "read") for p in paths if p]
+    return FilesystemPolicy(grants, holes=_kit_holes(kit_roots))
+
+
+def _kit_holes(kit_roots: list[str]) -> list[str]:
+    """The kit's folders, and the kit's entries in every folder of packages on ``sys.path``."""
+    holes = [os.path.realpath(r) for r in kit_roots]
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            holes += [
+                os.path.realpath(os.path.join(entry, n)) for n in os.listdir(entry) if n.startswith(_KIT_PACKAGES)
+            ]
+    return holes
+
+
+# --- applying it --------------------------------------------------------------------------------------
 
 _LIBC: Any = None
 
@@ -1196,6 +1327,27 @@ def _libc() -> Any:
     return _LIBC
 
 
+def _libseccomp() -> Any:
+    """The libseccomp binding (pyseccomp), or None where it or the system's ``libseccomp.so.2`` is missing."""
+    try:
+        import pyseccomp
+    except (ImportError, RuntimeError, OSError):
+        return None
+    return pyseccomp
+
+
+def syscall_number(name: str) -> int | None:
+    """This machine's number for syscall ``name``, from libseccomp; None where it has none (or no libseccomp)."""
+    scmp = _libseccomp()
+    if scmp is None:
+        return None
+    try:
+        number = int(scmp.resolve_syscall(scmp.Arch.NATIVE, name))
+    except (RuntimeError, OSError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
 def _syscall(number: int, *args: int | None) -> int:
     """``syscall(2)`` with every argument passed as a C long (None: a NULL pointer)."""
     import ctypes
@@ -1205,22 +1357,6 @@ def _syscall(number: int, *args: int | None) -> int:
     return int(libc.syscall(ctypes.c_long(number), *[None if a is None else ctypes.c_long(a) for a in args]))
 
 
-def syscall_number(name: str) -> int | None:
-    """This machine's number for syscall ``name``: from the table here, else from libseccomp, else None."""
-    import platform
-
-    table = _SYSCALLS.get(platform.machine(), (0, {}))[1]
-    if name in table:
-        return table[name]
-    try:
-        import pyseccomp
-
-        number = int(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name))
-    except (ImportError, RuntimeError, OSError, ValueError):
-        return None
-    return number if number >= 0 else None
-
-
 class _Plan:
     """What :func:`contain` works from: the child's config, and what it learns on the way."""
 
@@ -1228,18 +1364,19 @@ class _Plan:
         self.workdir = os.path.realpath(config["workdir"])
         self.without = set(config.get("without") or ())  # layers left out on purpose (tests)
         self.cuda = bool(config.get("cuda"))
+        # read before any namespace: inside a new user namespace our own ids read as the overflow id until mapped
         self.root = os.geteuid() == 0
         self.uid = int(config.get("sandbox_uid", SANDBOX_UID)) if self.root else os.geteuid()
         self.gid = self.uid if self.root else os.getegid()
-        self.listable: list[str] = [str(p) for p in config.get("listable") or []]
-        self.readable = [str(p) for p in config.get("readable") or readable_paths([], self.listable)]
+        self.work_bytes = int(config.get("work_bytes") or WORK_BYTES)
+        self.filesystem: FilesystemPolicy = config.get("filesystem") or filesystem_policy([])
         self.parent_pid = os.getppid()
         self.map_fd: int | None = config.get("map_fd")  # root: where the template maps this child's ids
         self.parent_fd: int | None = None  # reads end-of-file once the parent is gone
         self.namespaces = ""  # "user": with a user namespace; "plain": root's, without one; "": none
         self.ids_dropped = False
         self.processes_before: int | None = None  # processes of the sandbox uid outside any namespace of ours
-        self.seccomp = ""  # which filter is in place: "libseccomp" or "bpf"
+        self.seccomp = ""  # which filter is in place: "libseccomp", or "" for none
         self.closed = _closed_folders(_needed_folders(self), self.uid, self.gid) if self.root else []
 
 
@@ -1248,10 +1385,11 @@ def contain(config: dict[str, Any]) -> list[str]:
 
     The steps: leave the grader's uid behind when it is root; new user, PID,
     network, IPC and mount namespaces (forking once: the caller goes on as PID 1
-    of the new PID namespace); a ``/proc``, empty temporary folders and a
-    minimal ``/dev`` of its own; a fresh session keyring; no capabilities;
-    resource limits; Landlock; seccomp.  ``config["contained"]`` gets what the
-    hello reply reports (the seccomp backend, the uid outside).
+    of the new PID namespace); a ``/proc``, empty temporary folders, a
+    size-capped work folder and a minimal ``/dev`` of its own; a fresh session
+    keyring; no capabilities; resource limits; Landlock; seccomp.
+    ``config["contained"]`` gets what the hello reply reports (the seccomp
+    backend, the uid outside).
     """
     plan = _Plan(config)
     took: list[str] = []
@@ -1272,7 +1410,14 @@ def contain(config: dict[str, Any]) -> list[str]:
 
 
 def prepare_sandbox_user(plan: _Plan) -> None:
-    """As root: the workdir belongs to the sandbox uid, and no supplementary group of root's follows."""
+    """The files the trusted side reads made now (:data:`WORK_FILES_KEPT`); as root, the workdir handed to the
+    sandbox uid, and no supplementary group of root's follows."""
+    for name in WORK_FILES_KEPT:
+        fd = os.open(os.path.join(plan.workdir, name), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with contextlib.suppress(OSError):
+            if plan.root:
+                os.fchown(fd, plan.uid, plan.gid)
+        os.close(fd)
     if plan.root:
         os.chown(plan.workdir, plan.uid, plan.gid)
         os.setgroups([])
@@ -1282,12 +1427,13 @@ def enter_namespaces(plan: _Plan) -> list[str]:
     """New user, PID, network, mount and IPC namespaces; then fork, and go on as PID 1 of the new PID namespace.
 
     As root, the template (in the parent namespace) maps the new namespace's
-    root to the sandbox uid; where a user namespace is refused, root makes the
-    other namespaces without one.  When PID 1 ends the kernel kills everything
-    left in its namespace, ``setsid`` escapees included; the new network
-    namespace has no interface up, loopback included; the new IPC namespace
-    has no SysV object or POSIX queue of anyone else's, and takes its own
-    with it when it ends.
+    root to the sandbox uid; unprivileged, the child maps its root to the
+    grader's own uid and gid (read before ``unshare``).  Where a user namespace
+    is refused, root makes the other namespaces without one.  When PID 1 ends
+    the kernel kills everything left in its namespace, ``setsid`` escapees
+    included; the new network namespace has no interface up, loopback
+    included; the new IPC namespace has no SysV object or POSIX queue of anyone
+    else's, and takes its own with it when it ends.
     """
     if "namespaces" in plan.without or not sys.platform.startswith("linux"):
         if plan.root:
@@ -1297,7 +1443,7 @@ def enter_namespaces(plan: _Plan) -> list[str]:
     took = []
     wants_user_ns = "user-ns" not in plan.without and (plan.map_fd is not None or not plan.root)
     if wants_user_ns and libc.unshare(CLONE_NEWUSER | _SANDBOX_NAMESPACES) == 0:
-        if not (_parent_maps_ids(plan) if plan.root else _map_own_ids()):
+        if not (_parent_maps_ids(plan) if plan.root else _map_own_ids(plan.uid, plan.gid)):
             raise OSError("the new user namespace got no uid map")
         plan.namespaces = "user"
         took.append("user-ns")
@@ -1331,9 +1477,11 @@ def _parent_maps_ids(plan: _Plan) -> bool:
         channel.close()
 
 
-def _map_own_ids() -> bool:
-    """Map our own uid and gid to root of the new user namespace: files made inside belong to us outside."""
-    uid, gid = os.geteuid(), os.getegid()
+def _map_own_ids(uid: int, gid: int) -> bool:
+    """Map our own ``uid`` and ``gid`` (read before ``unshare``) to root of the new user namespace.
+
+    Files made inside then belong to us outside.
+    """
     try:
         for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
             with open(f"/proc/self/{name}", "w") as fh:
@@ -1453,10 +1601,10 @@ def _inside(path: str, folders: list[str]) -> bool:
 
 
 def _needed_folders(plan: _Plan) -> list[str]:
-    """The folders the child needs from the filesystem: its workdir, and those of the Landlock allowlist."""
+    """The folders the child needs from the filesystem: its workdir, and those its filesystem policy grants."""
     return [plan.workdir] + [
         p if os.path.isdir(p) else os.path.dirname(p)
-        for p in plan.readable
+        for p, _ in plan.filesystem.rules()
         if not p.startswith(("/proc/", "/sys/", "/dev/")) and os.path.exists(p)
     ]
 
@@ -1484,13 +1632,15 @@ def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
 def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
 
-    Three kinds: the folders shadowed by an empty tmpfs (``/tmp``, ``/run``,
-    and any folder on the way to Python or the workdir that the sandbox uid
-    may not enter); what the child needs from under them (its workdir, Python
-    and its packages), bound back in place; and the device files of its own
-    ``/dev``.
+    Four kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`,
+    and any folder on the way to Python or the workdir that the sandbox uid may
+    not enter); what the child needs from under them (its workdir, Python and
+    its packages), bound back in place; the files of :data:`WORK_FILES_KEPT`;
+    and the device files of its own ``/dev``.
     """
-    temporary = [p for p in _topmost([os.path.realpath(f) for f in ("/tmp", "/run", "/var/run")]) if os.path.isdir(p)]
+    import glob
+
+    temporary = [p for p in _topmost([os.path.realpath(f) for f in TEMPORARY_FOLDERS]) if os.path.isdir(p)]
     if "dev" in plan.without and os.path.isdir("/dev/shm"):
         temporary.append(os.path.realpath("/dev/shm"))
     closed = [f for f in plan.closed if not _inside(f, temporary)]
@@ -1499,12 +1649,12 @@ def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     keep = _topmost([p for p in _needed_folders(plan) if _inside(p, folders) and p not in folders])
     devices = [f"/dev/{name}" for name in DEVICES]
     if plan.cuda:
-        import glob
-
         devices += sorted(glob.glob("/dev/nvidia*"))
+    kept = [os.path.join(plan.workdir, name) for name in WORK_FILES_KEPT]
     return {
         "shadowed": shadowed,
         "keep": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep},
+        "work_files": {path: os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC) for path in kept},
         "devices": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in devices if os.path.exists(path)},
     }
 
@@ -1528,16 +1678,17 @@ def _bind(libc: Any, fd: int, target: str, recursive: bool = True) -> bool:
 
 
 def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
-    """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, and a minimal ``/dev``.
+    """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, work folder and ``/dev``.
 
     A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process
     outside the sandbox: not the grader's command line, not its environment.
     Empty temporary folders hide other processes' files and unix sockets; what
     the child needs from under them is bound back (see
-    :func:`open_mount_sources`).  ``mount-ns`` takes when all of that did,
-    ``dev`` when the child's ``/dev`` holds only :data:`DEVICES` (and
-    ``/dev/nvidia*`` for a CUDA child): no terminal, no ``/dev/kmsg``, no
-    console, no disk, no loop device.
+    :func:`open_mount_sources`).  ``mount-ns`` takes when all of that did;
+    ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes``
+    (:func:`_work_tmpfs`); ``dev`` when the child's ``/dev`` holds only
+    :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no
+    ``/dev/kmsg``, no console, no disk, no loop device.
     """
     if sources is None:
         return []
@@ -1554,12 +1705,32 @@ def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
             if not _bind(libc, fd, path):
                 return []
         took = ["mount-ns"]
+        if "tmpfs-work" not in plan.without and _work_tmpfs(libc, plan, sources["work_files"]):
+            took.append("tmpfs-work")
         if "dev" not in plan.without and _minimal_dev(libc, sources["devices"]):
             took.append("dev")
         return took
     finally:
-        for fd in list(sources["keep"].values()) + list(sources["devices"].values()):
-            os.close(fd)
+        for fds in ("keep", "work_files", "devices"):
+            for fd in sources[fds].values():
+                os.close(fd)
+
+
+def _work_tmpfs(libc: Any, plan: _Plan, kept: dict[str, int]) -> bool:
+    """A tmpfs of ``plan.work_bytes`` (and an inode count to match) over the work folder, before learner code runs.
+
+    Nothing the learner writes lands on the grader's filesystem; past the cap a
+    write fails with ENOSPC; all of it goes when the namespace's last process
+    ends, whatever its permissions.  The files the trusted side reads by name
+    (:data:`WORK_FILES_KEPT`) are bound in from its disk.
+    """
+    size = max(plan.work_bytes, 1 << 20)
+    options = f"size={size},nr_inodes={max(size >> 12, 1024)},mode=0700".encode()
+    if libc.mount(b"tmpfs", plan.workdir.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) != 0:
+        return False
+    if plan.namespaces == "plain":  # mounted by the real root, which drops to the sandbox uid later
+        os.chown(plan.workdir, plan.uid, plan.gid)
+    return all(_bind(libc, fd, path, recursive=False) for path, fd in kept.items())
 
 
 def _minimal_dev(libc: Any, devices: dict[str, int]) -> bool:
@@ -1642,6 +1813,28 @@ def _capabilities_left() -> int:
     return left
 
 
+def _limit(resource_name: str, value: int) -> None:
+    import resource
+
+    kind = getattr(resource, resource_name)
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(kind)
+        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (min(value, new_hard), new_hard))
+
+
+def _address_space_bytes() -> int:
+    """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
     """``setrlimit`` for each of ``limits``; the process and address-space counts are relative to now."""
     limits = dict(limits)
@@ -1662,70 +1855,13 @@ def _landlock_abi(libc: Any) -> int:
         return 0
 
 
-def _kit_holes(kit_roots: list[str]) -> list[str]:
-    """The kit's folders, and the kit's entries in every folder of packages on ``sys.path``."""
-    holes = [os.path.realpath(r) for r in kit_roots]
-    for entry in sys.path:
-        if entry and os.path.isdir(entry):
-            holes += [
-                os.path.realpath(os.path.join(entry, n)) for n in os.listdir(entry) if n.startswith(_KIT_PACKAGES)
-            ]
-    return holes
-
-
-def _without_holes(path: str, holes: list[str], listable: list[str]) -> list[str]:
-    """``path`` as Landlock rules that cover all of it but ``holes``: itself, or its entries one by one.
-
-    A folder opened entry by entry goes to ``listable``: it may still be listed
-    (Python's importer lists the folders it imports from), not read.
-    """
-    real = os.path.realpath(path)
-    if not os.path.exists(real) or real in holes:
-        return []
-    inner = [h for h in holes if h.startswith(real + os.sep)]
-    if not inner or not os.path.isdir(real):
-        return [real]
-    listable.append(real)
-    rules: list[str] = []
-    for name in sorted(os.listdir(real)):
-        rules += _without_holes(os.path.join(real, name), inner, listable)
-    return rules
-
-
-def readable_paths(kit_roots: list[str], listable: list[str] | None = None) -> list[str]:
-    """What the learner's process may read: Python, its packages and the system's libraries; never the kit.
-
-    An allowlist: the standard library and every folder of packages on
-    ``sys.path``, the interpreter, the folders of shared libraries and
-    programs, time zones and fonts, a few named files of ``/etc``
-    (:data:`ETC_FILES`), the CPU facts of ``/sys``.  Not ``/etc`` or ``/dev``
-    whole, not ``/home``, not ``/root``.  A folder that holds any of the kit
-    (its checkout, an installed attnkit, an editable install's finder) is
-    opened entry by entry, leaving the kit out, and added to ``listable``.
-    Computed once, in the template.
-    """
-    import sysconfig
-
-    paths = [sysconfig.get_paths().get(key) or "" for key in ("stdlib", "platstdlib", "purelib", "platlib")]
-    paths += [sysconfig.get_config_var("LIBDIR") or "", sys.executable, os.path.realpath(sys.executable)]
-    paths += [os.path.dirname(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
-    paths += [p for p in sys.path if p]
-    paths += list(SYSTEM_FOLDERS) + list(ETC_FILES)
-    holes = _kit_holes(kit_roots)
-    listable = [] if listable is None else listable
-    rules = [rule for path in paths if path for rule in _without_holes(path, holes, listable)]
-    listable[:] = list(dict.fromkeys(listable))
-    return list(dict.fromkeys(rules))
-
-
 def restrict_filesystem(plan: _Plan) -> list[str]:
-    """Landlock: read the allowlist (:func:`readable_paths`), write only inside the workdir and to its devices.
+    """Landlock: the child's filesystem policy (:func:`filesystem_policy`), its work folder writable.
 
-    Of ``/proc`` the process may list folders and read its own folder and
-    :data:`PROC_FILES`; no TCP; no signal to, and no abstract unix socket of,
-    a process outside its sandbox (Landlock ABI 6).  This is the only fence for
-    files where there is no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or
-    ``/etc/shadow`` are out of reach either way.
+    No TCP; no signal to, and no abstract unix socket of, a process outside its
+    sandbox (Landlock ABI 6).  This is the only fence for files where there is
+    no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out
+    of reach either way.
     """
     import ctypes
 
@@ -1735,10 +1871,8 @@ def restrict_filesystem(plan: _Plan) -> list[str]:
     abi = _landlock_abi(libc)
     if abi < 1:
         return []
-    read = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
     truncate = 1 << 14 if abi >= 3 else 0
     ioctl_dev = 1 << 15 if abi >= 5 else 0
-    device = 2 | 4 | truncate  # WRITE_FILE | READ_FILE | TRUNCATE
     handled_fs = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
     handled_fs |= (1 << 13 if abi >= 2 else 0) | truncate | ioctl_dev  # REFER, TRUNCATE, IOCTL_DEV
     file_rights = 1 | 2 | 4 | truncate | ioctl_dev  # what a rule on a single file may carry
@@ -1754,38 +1888,24 @@ def restrict_filesystem(plan: _Plan) -> list[str]:
         _pack_ = 1
         _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
-    def allow(path: str, access: int) -> None:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            if not os.path.isdir(path):
-                access &= file_rights
-            rule = PathBeneath(access & handled_fs, fd)
-            libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0)  # LANDLOCK_RULE_PATH_BENEATH
-        finally:
-            os.close(fd)
-
+    policy = plan.filesystem
+    policy.grant(Grant(plan.workdir, "write"))
+    for grant in FILESYSTEM:
+        if grant.cuda and plan.cuda:
+            policy.grant(grant)
     try:
-        for path in plan.readable:
-            allow(path, read)
-        for path in plan.listable:
-            allow(path, 8)  # READ_DIR
-        allow("/proc", 8)  # READ_DIR: list /proc (in a PID namespace of its own: only its own processes)
-        allow(os.path.realpath("/proc/self"), read)
-        for path in PROC_FILES:
-            allow(path, 4)
-        for name in DEVICES:
-            allow(f"/dev/{name}", device)
-        if plan.cuda:
-            import glob
-
-            for path in CUDA_PATHS:
-                allow(path, read)
-            for path in glob.glob("/dev/nvidia*"):
-                allow(path, device | ioctl_dev)
-        allow(plan.workdir, handled_fs)
+        for path, access in policy.rules():
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not os.path.isdir(path):
+                    access &= file_rights
+                rule = PathBeneath(access & handled_fs, fd)
+                libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0)  # LANDLOCK_RULE_PATH_BENEATH
+            finally:
+                os.close(fd)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # required by landlock_restrict_self
             return []
         return ["landlock"] if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0 else []
@@ -1794,96 +1914,63 @@ def restrict_filesystem(plan: _Plan) -> list[str]:
 
 
 def filter_syscalls(plan: _Plan) -> list[str]:
-    """seccomp, through libseccomp (pyseccomp) where installed, else a filter built here; both the same policy.
+    """seccomp: :data:`SYSCALLS`, by name through libseccomp, which knows every architecture's numbers.
 
-    Kills the process on a syscall of any other architecture (i386 through
-    ``int 0x80``, x32 on x86-64); :data:`SECCOMP_EPERM` fail with EPERM and
-    :data:`SECCOMP_ENOSYS` with ENOSYS; ``socket(AF_UNIX, ...)`` fails with
-    EACCES (no unix socket outside is reached by path; the child keeps the
-    socket pair it was born with, and ``socketpair`` reaches nothing); ``clone``
-    with a namespace flag fails with EPERM.
+    Without libseccomp there is no filter, and the isolation line says
+    ``seccomp-missing``: never a weaker filter in silence.
     """
     if "seccomp" in plan.without:
         return []
-    if "libseccomp" not in plan.without and _load_libseccomp_filter():
-        plan.seccomp = "libseccomp"
-    elif _load_bpf_filter():
-        plan.seccomp = "bpf"
-    else:
+    scmp = None if "libseccomp" in plan.without else _libseccomp()  # "libseccomp": as if it were missing (tests)
+    if scmp is None:
+        return ["seccomp-missing"]
+    try:
+        seccomp_filter(scmp).load()
+    except OSError:
         return []
+    plan.seccomp = "libseccomp"
     return ["seccomp"]
 
 
-def _seccomp_rules(numbers: dict[str, int] | None = None) -> list[tuple[str, int]]:
-    """(syscall, errno) for each plainly denied syscall that ``numbers`` (default: this machine) knows."""
-    rules = [(name, _EPERM) for name in SECCOMP_EPERM] + [(name, _ENOSYS) for name in SECCOMP_ENOSYS]
-    if numbers is not None:
-        return [(name, err) for name, err in rules if name in numbers]
-    return [(name, err) for name, err in rules if syscall_number(name) is not None]
+def seccomp_filter(scmp: Any) -> Any:
+    """:data:`SYSCALLS` as a libseccomp filter (not loaded); a name this architecture lacks is no rule."""
+    import errno
+
+    def action(name: str) -> int:
+        return {"allow": scmp.ALLOW, "kill": scmp.KILL_PROCESS}.get(name) or scmp.ERRNO(getattr(errno, name))
+
+    policy = scmp.SyscallFilter(scmp.ALLOW)
+    policy.set_attr(scmp.Attr.ACT_BADARCH, action(FOREIGN_ARCHITECTURE))  # i386, x32 and every other one
+    for name, rule in SYSCALLS.items():
+        if scmp.resolve_syscall(scmp.Arch.NATIVE, name) < 0:  # iopl on aarch64, say
+            continue
+        if not rule.when:
+            policy.add_rule(action(rule.action), name)
+        for when in rule.when:  # any one: a rule each
+            policy.add_rule(action(rule.action), name, scmp.Arg(when.arg, scmp.MASKED_EQ, when.mask, when.value))
+    return policy
 
 
-def _load_libseccomp_filter() -> bool:
+def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
+
+    Each child dies with the template, and the template kills its children's
+    process groups when the grader's end of the control socket closes, so a
+    grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0
+    is a parent outside our PID namespace, whose pid we cannot see; then
+    ``parent_fd``, a pipe the parent holds open, tells whether it is still there.
+    """
+    import select
+    import signal
+
     try:
-        import pyseccomp as scmp
-    except (ImportError, RuntimeError, OSError):  # not installed, or no libseccomp.so on this machine
-        return False
-    try:
-        policy = scmp.SyscallFilter(scmp.ALLOW)
-        policy.set_attr(scmp.Attr.ACT_BADARCH, scmp.KILL_PROCESS)  # i386, x32 and every other architecture
-        for name, err in _seccomp_rules():
-            policy.add_rule(scmp.ERRNO(err), name)
-        policy.add_rule(scmp.ERRNO(_EACCES), "socket", scmp.Arg(0, scmp.MASKED_EQ, 0xFFFFFFFF, _AF_UNIX))
-        for bit in range(32):
-            if _NEW_NAMESPACE_FLAGS & (1 << bit):
-                policy.add_rule(scmp.ERRNO(_EPERM), "clone", scmp.Arg(0, scmp.MASKED_EQ, 1 << bit, 1 << bit))
-        policy.load()
-    except OSError:
-        return False
-    return True
-
-
-def bpf_program(audit_arch: int, numbers: dict[str, int]) -> list[tuple[int, int, int, int]]:
-    """The hand-built filter: (code, jt, jf, k) instructions enforcing the same policy as the libseccomp one."""
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, JMP|JSET|K, RET|K
-    allow, kill = 0x7FFF0000, 0x80000000  # SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS
-
-    def fail(err: int) -> int:
-        return 0x00050000 | err  # SECCOMP_RET_ERRNO
-
-    code = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]  # seccomp_data.arch, .nr
-    if audit_arch == _SYSCALLS["x86_64"][0]:
-        code += [(jge, 0, 1, _X32_SYSCALL_BIT), (ret, 0, 0, kill)]  # x32 shares x86-64's AUDIT_ARCH
-    for name, err in _seccomp_rules(numbers):
-        code += [(jeq, 0, 1, numbers[name]), (ret, 0, 0, fail(err))]
-    # the last two look at an argument (args[0], its low 32 bits: family and flags are ints), so each ends the program
-    code += [(jeq, 0, 4, numbers["socket"]), (ld, 0, 0, 16), (jeq, 0, 1, _AF_UNIX), (ret, 0, 0, fail(_EACCES))]
-    code += [(ret, 0, 0, allow)]
-    code += [(jeq, 0, 4, numbers["clone"]), (ld, 0, 0, 16), (jset, 0, 1, _NEW_NAMESPACE_FLAGS)]
-    code += [(ret, 0, 0, fail(_EPERM)), (ret, 0, 0, allow)]
-    return code + [(ret, 0, 0, allow)]
-
-
-def _load_bpf_filter() -> bool:
-    import ctypes
-    import platform
-
-    arch = _SYSCALLS.get(platform.machine())
-    if arch is None:
-        return False
-    code = bpf_program(*arch)
-
-    class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
-
-    filters = (Instruction * len(code))(*[Instruction(*c) for c in code])
-    program = Program(len(code), filters)
-    libc = _libc()
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return False
-    return libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        _libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() not in (parent_pid, 0):  # the parent died before prctl took effect
+        os._exit(1)
+    if parent_fd is not None and select.select([parent_fd], [], [], 0)[0]:  # end-of-file: the parent is gone
+        os._exit(1)
 
 
 # --- the template: a warm process that forks children -----------------------------------
@@ -1911,28 +1998,6 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
     for name in [n for n in sys.modules if n.startswith("__editable__")]:
         del sys.modules[name]
     sys.path_importer_cache.clear()
-
-
-def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
-
-    Each child dies with the template, and the template kills its children's
-    process groups when the grader's end of the control socket closes, so a
-    grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0
-    is a parent outside our PID namespace, whose pid we cannot see; then
-    ``parent_fd``, a pipe the parent holds open, tells whether it is still there.
-    """
-    import select
-    import signal
-
-    try:
-        _libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() not in (parent_pid, 0):  # the parent died before prctl took effect
-        os._exit(1)
-    if parent_fd is not None and select.select([parent_fd], [], [], 0)[0]:  # end-of-file: the parent is gone
-        os._exit(1)
 
 
 def _release_free_memory() -> None:
@@ -1980,7 +2045,6 @@ def serve_template(
     # what containment imports, imported here: a child may not be able to read the standard library
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
     import glob  # noqa: F401
-    import platform  # noqa: F401
     import resource  # noqa: F401
     import select  # noqa: F401
     import signal
@@ -2001,8 +2065,7 @@ def serve_template(
     if warm_meta:
         _warm_meta()
     _drop_kit_from_path(kit_roots)
-    listable: list[str] = []
-    readable = readable_paths(kit_roots, listable)  # the Landlock allowlist, the same for every child
+    filesystem = filesystem_policy(kit_roots)  # what Landlock allows, the same for every child
     _libc()
     _release_free_memory()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
@@ -2027,7 +2090,7 @@ def serve_template(
         config = json.loads(data)
         if not fds:
             continue
-        config["readable"], config["listable"] = readable, listable
+        config["filesystem"] = filesystem
         without = set(config.get("without") or ())
         mapping = None  # root: the socket on which this child asks for its user namespace's uid map
         if os.geteuid() == 0 and not without & {"namespaces", "user-ns"}:

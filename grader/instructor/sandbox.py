@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import child_runtime
-from grader.child_runtime import MAX_HEADER, SANDBOX_UID, recv_message, send_message
+from grader.child_runtime import MAX_HEADER, SANDBOX_UID, WORK_BYTES, recv_message, send_message
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEPT = 64 * 1024
@@ -49,6 +49,7 @@ class Limits:
     memory_bytes: int = 3 << 30  # address space a child may add to what it starts with; CPU runs only
     cpu_seconds: int = 120
     file_bytes: int = 16 << 20
+    work_bytes: int = WORK_BYTES  # the work folder: a tmpfs of this size in the child's mount namespace
     open_files: int = 256
     processes: int = 64
     cuda_memory_fraction: float = 0.25
@@ -280,9 +281,9 @@ class Template:
         CUDA is initialised in that child only, never in the template.
         ``deadline`` (``time.monotonic()``) is the submission's, by default
         ``limits.submission_seconds`` from now.  ``without`` names containment
-        layers to leave out (``user-ns``, ``namespaces``, ``dev``, ``keyring``,
-        ``landlock``, ``seccomp``, ``libseccomp`` for the hand-built filter):
-        for tests that check one layer alone, never for grading.
+        layers to leave out (``user-ns``, ``namespaces``, ``tmpfs-work``, ``dev``,
+        ``keyring``, ``landlock``, ``seccomp``; ``libseccomp``: as if it were
+        missing): for tests that check one layer alone, never for grading.
         """
         workdir = Path(tempfile.mkdtemp(prefix="attnkit-child-"))
         use_cuda = gpu is not None
@@ -291,6 +292,7 @@ class Template:
             "workdir": str(workdir),
             "env": env,
             "limits": limits.rlimits(use_cuda),
+            "work_bytes": limits.work_bytes,
             "cuda": use_cuda,
             "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
             "sandbox_uid": self.sandbox_uid,

@@ -10,8 +10,11 @@ what is left in the machine's SysV IPC tables).
 Some tests leave layers out (``spawn(..., without=[...])``): to show that one
 layer alone holds (the fresh session keyring without seccomp, Landlock without any
 namespace), or as a control, to show that the attack is real where the layers
-are missing.  Tests of seccomp run once per backend: libseccomp (pyseccomp) and
-the filter built by hand.  ``tests/hostile/README.md`` has the table.
+are missing.  The policy each layer applies is declared once, as data, in
+``grader/child_runtime.py`` (FILESYSTEM, DEVICES, SYSCALLS, the work folder's
+tmpfs); tests here check that what a child meets is what is declared.  The
+containment runs again under uids 1001 and 2345 (and 65534) as an unprivileged
+grader.  ``tests/hostile/README.md`` has the table.
 """
 
 from __future__ import annotations
@@ -36,7 +39,16 @@ import pytest
 import torch
 from safetensors.torch import load as load_tensors
 
-from grader.child_runtime import DEVICES, SANDBOX_UID, bpf_program, syscall_number
+from grader.child_runtime import (
+    _KIT_PACKAGES,
+    DEVICES,
+    FILESYSTEM,
+    SANDBOX_UID,
+    SYSCALLS,
+    filesystem_policy,
+    seccomp_filter,
+    syscall_number,
+)
 from grader.instructor.class_grading import FULL_ISOLATION
 from grader.instructor.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template
 
@@ -52,22 +64,11 @@ X86_64 = platform.machine() == "x86_64"
 SIGSYS = 31
 
 try:
-    import pyseccomp  # noqa: F401
+    import pyseccomp
 
     HAVE_LIBSECCOMP = True
 except (ImportError, RuntimeError, OSError):
     HAVE_LIBSECCOMP = False
-
-BACKENDS = [
-    pytest.param(
-        "libseccomp", marks=pytest.mark.skipif(not HAVE_LIBSECCOMP, reason="pyseccomp (the seccomp extra) missing")
-    ),
-    pytest.param("bpf"),
-]
-
-
-def backend_without(backend: str) -> list[str]:
-    return ["libseccomp"] if backend == "bpf" else []
 
 
 # --- the trusted side's view --------------------------------------------------------------------------------
@@ -95,6 +96,11 @@ def learner_pid(child: Child) -> int:
                 if int(text[text.rindex(")") + 2 :].split()[1]) == child.pid:
                     return int(entry.name)
     return child.pid
+
+
+def in_workdir(child: Child, name: str) -> Path:
+    """``name`` in the child's work folder as the learner's process sees it (its mount namespace's tmpfs)."""
+    return Path(f"/proc/{learner_pid(child)}/root") / os.path.realpath(child.workdir).lstrip("/") / name
 
 
 def status_of(pid: int) -> dict[str, str]:
@@ -269,8 +275,9 @@ def numbers(*names: str) -> dict[str, int]:
 
 # --- every layer named in the isolation line took ---------------------------------------------------------------
 
-LAYERS = ["uid", "user-ns", "pid-ns", "net-ns", "ipc-ns", "mount-ns", "dev", "keyring", "no-caps", "landlock"]
-LAYERS += ["seccomp"]
+LAYERS = ["uid", "user-ns", "pid-ns", "net-ns", "ipc-ns", "mount-ns", "tmpfs-work", "dev", "keyring", "no-caps"]
+LAYERS += ["landlock", "seccomp"]
+NOTICES = ["seccomp-missing"]  # not a layer: what is missing, said in the line
 
 LAYER_PROBE = """
 import socket
@@ -291,7 +298,7 @@ def _layer_kind(layer: str) -> str:
 
 
 def test_the_isolation_line_names_only_known_layers_and_nobody_for_root(layers):
-    unknown = [layer for layer in layers if _layer_kind(layer) not in LAYERS]
+    unknown = [layer for layer in layers if _layer_kind(layer) not in LAYERS + NOTICES]
     assert unknown == [], f"layers the README does not list: {unknown}"
     if ROOT:
         assert f"uid-{SANDBOX_UID}" in layers, f"the grader is root, and the learner is not nobody: {layers}"
@@ -313,7 +320,7 @@ def test_each_layer_in_the_isolation_line_really_took(spawn, layers, layer):
         assert uid != 0 and uid == SANDBOX_UID
         assert status["Uid"].split() == [str(uid)] * 4 and status["Gid"].split() == [str(uid)] * 4, status
         assert status["Groups"] == "", f"supplementary groups followed the learner: {status['Groups']}"
-        assert (child.workdir / "written-by-the-learner.txt").stat().st_uid == uid
+        assert in_workdir(child, "written-by-the-learner.txt").stat().st_uid == uid
     elif layer.endswith("-ns"):
         kind = {"user-ns": "user", "pid-ns": "pid", "net-ns": "net", "ipc-ns": "ipc", "mount-ns": "mnt"}[layer]
         assert os.readlink(f"/proc/{pid}/ns/{kind}") != os.readlink(f"/proc/self/ns/{kind}")
@@ -325,6 +332,12 @@ def test_each_layer_in_the_isolation_line_really_took(spawn, layers, layer):
             needed = [child.workdir, Path(sys.prefix), Path(sys.base_prefix), *map(Path, filter(None, sys.path))]
             on_the_way = {part for path in needed for part in path.resolve().parts}
             assert set(os.listdir(f"/proc/{pid}/root/tmp")) <= on_the_way
+    elif layer == "tmpfs-work":  # the learner's file is on a tmpfs of the work size, not on the grader's disk
+        assert not (child.workdir / "written-by-the-learner.txt").exists()
+        assert in_workdir(child, "written-by-the-learner.txt").read_text() == "x"
+        fs = os.statvfs(in_workdir(child, "."))
+        assert fs.f_blocks * fs.f_frsize == FAST.work_bytes, fs
+        assert os.stat(in_workdir(child, ".")).st_dev != os.stat(child.workdir).st_dev
     elif layer == "dev":
         inside = sorted(os.listdir(f"/proc/{pid}/root/dev"))
         assert inside == sorted([*DEVICES, "fd", "stdin", "stdout", "stderr", "shm"]), inside
@@ -387,11 +400,10 @@ def test_a_plain_subprocess_does_reach_the_session_key(session_key):
     assert subprocess.run([sys.executable, "-I", "-c", code], timeout=60).returncode == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_the_grader_session_keyring_is_out_of_reach(spawn, layers, session_key, backend):
+def test_the_grader_session_keyring_is_out_of_reach(spawn, layers, session_key):
     needs(layers, "seccomp")
-    child = spawn(KEYRING_PROBE, without=backend_without(backend))
-    assert hello(child)["seccomp"] == backend
+    child = spawn(KEYRING_PROBE)
+    assert hello(child)["seccomp"] == "libseccomp"
     nr = numbers("keyctl", "add_key", "request_key")
     seen = run(child, nr=nr, serial=session_key["serial"], description=session_key["description"])
     for op in ("search", "read", "request", "add"):
@@ -486,10 +498,9 @@ def probe(nr, key, queue, create, big):
 """
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sysv_ipc_and_posix_queues_are_denied(spawn, layers, backend):
+def test_sysv_ipc_and_posix_queues_are_denied(spawn, layers):
     needs(layers, "seccomp")
-    child = spawn(IPC_PROBE, without=backend_without(backend))
+    child = spawn(IPC_PROBE)
     nr = numbers("shmget", "msgget", "semget", "mq_open")
     seen = run(child, nr=nr, key=0x5A17_0000 + os.getpid() % 0xFFFF, queue=TOKEN, create=True, big=3 << 29)
     for kind in ("shm", "shm_big", "msg", "sem", "mq"):
@@ -573,11 +584,10 @@ DENIED = {
 }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_escape_aid_syscalls_are_denied(spawn, layers, backend):
+def test_escape_aid_syscalls_are_denied(spawn, layers):
     needs(layers, "seccomp")
-    child = spawn(SYSCALL_PROBE, without=backend_without(backend))
-    assert hello(child)["seccomp"] == backend
+    child = spawn(SYSCALL_PROBE)
+    assert hello(child)["seccomp"] == "libseccomp"
     seen = run(child, nr=numbers(*SYSCALL_NAMES))
     for name, err in DENIED.items():
         assert seen[name] == [-1, err], (name, seen[name])
@@ -619,42 +629,131 @@ def test_without_seccomp_int80_does_reach_the_i386_socket_call(spawn):
 
 
 @needs_x86_64
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_foreign_architecture_syscall_kills_the_process(spawn, layers, backend):
+def test_a_foreign_architecture_syscall_kills_the_process(spawn, layers):
     """socket() through int 0x80 (i386) and getpid with the x32 bit: SIGSYS, not a socket."""
     needs(layers, "seccomp")
-    child = spawn(FOREIGN_PROBE, without=backend_without(backend))
+    child = spawn(FOREIGN_PROBE)
     seen = run(child, direct=False)
     assert seen["int80_socket"] == {"signal": SIGSYS, "exit": None}, seen
     assert seen["x32_getpid"] == {"signal": SIGSYS, "exit": None}, seen
 
 
 @needs_x86_64
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_int80_in_the_learner_process_itself_ends_it(spawn, layers, backend):
+def test_int80_in_the_learner_process_itself_ends_it(spawn, layers):
     needs(layers, "seccomp")
-    child = spawn(FOREIGN_PROBE, without=backend_without(backend))
+    child = spawn(FOREIGN_PROBE)
     child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": {"direct": {"value": True}}}]})
     with pytest.raises(ChildGone, match="the process ended"):
         child.receive(10)
 
 
-@pytest.mark.skipif(not HAVE_LIBSECCOMP, reason="pyseccomp (the seccomp extra) missing")
-@pytest.mark.parametrize("machine", ["x86_64", "aarch64"], ids=["x86_64", "aarch64"])
-def test_the_hand_built_filter_uses_the_numbers_libseccomp_knows(machine):
-    import pyseccomp
+# --- the declared policy is the one applied -----------------------------------------------------------------------
 
-    from grader.child_runtime import _SYSCALLS
 
-    arch = {"x86_64": pyseccomp.Arch.X86_64, "aarch64": pyseccomp.Arch.AARCH64}[machine]
-    audit_arch, table = _SYSCALLS[machine]
-    assert audit_arch == arch
-    known = {name: pyseccomp.resolve_syscall(arch, name) for name in table}
-    wrong = {name: (number, known[name]) for name, number in table.items() if known[name] != number}
-    assert wrong == {}
-    program = bpf_program(audit_arch, table)
-    assert len(program) < 256 and program[1] == (0x15, 1, 0, audit_arch) and program[2] == (0x06, 0, 0, 0x80000000)
+def test_every_syscall_of_the_policy_is_one_libseccomp_knows():
+    """A misspelt name would be no rule at all (names this architecture lacks are skipped): each is real somewhere."""
+    if not HAVE_LIBSECCOMP:
+        pytest.skip("pyseccomp or libseccomp.so.2 missing here")
+    arches = (pyseccomp.Arch.X86_64, pyseccomp.Arch.AARCH64)
+    unknown = [name for name in SYSCALLS if all(pyseccomp.resolve_syscall(a, name) < 0 for a in arches)]
+    assert unknown == []
 
+
+def test_the_filter_holds_exactly_the_declared_rules():
+    """libseccomp's own rendering of the filter (PFC): one block per declared syscall with its action, nothing else."""
+    import errno
+    import re
+
+    if not HAVE_LIBSECCOMP:
+        pytest.skip("pyseccomp or libseccomp.so.2 missing here")
+    with tempfile.TemporaryFile("w+") as fh:
+        seccomp_filter(pyseccomp).export_pfc(fh)
+        fh.seek(0)
+        text = fh.read()
+    block = r'# filter for syscall "(\w+)" \(\d+\)[^\n]*\n(.*?)(?=\n\s*# filter for|\n\s*# default)'
+    blocks = dict(re.findall(block, text, re.S))
+    native = {name for name in SYSCALLS if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) >= 0}
+    assert set(blocks) == native
+    for name in native:
+        rule = SYSCALLS[name]
+        assert f"action ERRNO({getattr(errno, rule.action)});" in blocks[name], (name, blocks[name])
+        assert ("$a0" in blocks[name]) == bool(rule.when), (name, blocks[name])
+    assert re.search(r"# default action\s*\n\s*action ALLOW;", text), text[-300:]
+    assert "action KILL_PROCESS;" in text  # every other architecture
+
+
+@pytest.mark.skipif(ROOT and not HAVE_LIBSECCOMP, reason="pyseccomp or libseccomp.so.2 missing here")
+def test_without_libseccomp_the_line_says_seccomp_is_missing_and_no_filter_is_loaded(spawn, layers):
+    needs(layers, "seccomp")
+    child = spawn(LAYER_PROBE, without=["libseccomp"])
+    line = hello(child)["isolation"].split("+")
+    assert "seccomp-missing" in line and "seccomp" not in line, line
+    run(child, nr=0)
+    assert status_of(learner_pid(child))["Seccomp"] == "0"
+
+
+def _one_file_in(folder: str) -> str | None:
+    """A file others may read, directly in ``folder``, or None."""
+    with contextlib.suppress(OSError):
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            with contextlib.suppress(OSError):
+                if entry.is_file() and entry.stat().st_mode & stat.S_IROTH:
+                    return entry.path
+    return None
+
+
+FS_PROBE = """
+def probe(paths):
+    return send({path: try_open(path) for path in paths})
+"""
+
+
+def test_what_the_learner_may_read_is_what_the_filesystem_policy_grants(spawn, layers):
+    """Each grant of FILESYSTEM that exists here is readable; the kit and files no grant covers are not.
+
+    The expectation is the compiled policy's own answer (``FilesystemPolicy.rights``) for each path.
+    """
+    needs(layers, "landlock")
+    import sysconfig
+
+    policy = filesystem_policy([str(KIT_ROOT)])
+    paths = []
+    for grant in FILESYSTEM:
+        if grant.cuda or "*" in grant.path or not os.path.exists(grant.path):
+            continue
+        path = grant.path if not os.path.isdir(grant.path) else _one_file_in(grant.path)
+        if path and os.access(path, os.R_OK) and not path.startswith("/proc/"):
+            paths.append(path)
+    paths += ["/proc/self/status", "/proc/cpuinfo", "/etc/hostname", "/etc/passwd", "/etc/os-release"]
+    paths += [str(KIT_ROOT / "grader" / "child_runtime.py"), str(KIT_ROOT / "solutions" / "__init__.py")]
+    purelib = sysconfig.get_paths()["purelib"]
+    kit_entries = [os.path.join(purelib, n) for n in sorted(os.listdir(purelib)) if n.startswith(_KIT_PACKAGES)]
+    paths += [_one_file_in(p) if os.path.isdir(p) else p for p in kit_entries][:4]
+    paths += [os.path.join(purelib, "torch", "__init__.py"), os.path.realpath(sys.executable)]
+    paths = [p for p in dict.fromkeys(paths) if p and os.path.isfile(p)]  # files: a folder opens with a listing
+    expected = {p: bool(policy.rights(p) & 4) for p in paths}  # READ_FILE
+    assert any(expected.values()) and not all(expected.values()), expected
+    seen = run(spawn(FS_PROBE), paths=paths)
+    wrong = {p: (seen[p], expected[p]) for p in paths if (seen[p] == "opened") != expected[p]}
+    assert wrong == {}, "(what the child got, what the policy grants)"
+
+
+def test_the_policy_tree_cuts_the_kit_out_of_every_grant(tmp_path):
+    """A folder holding the kit is granted entry by entry: everything else in it, not the kit, nor what is inside it."""
+    from grader.child_runtime import ACCESS, FilesystemPolicy, Grant
+
+    (tmp_path / "packages" / "torch").mkdir(parents=True)
+    (tmp_path / "packages" / "grader").mkdir()
+    (tmp_path / "packages" / "grader" / "x.py").write_text("")
+    (tmp_path / "packages" / "torch" / "y.py").write_text("")
+    policy = FilesystemPolicy([Grant(str(tmp_path), "read")], holes=[str(tmp_path / "packages" / "grader")])
+    assert policy.allows(str(tmp_path / "packages" / "torch" / "y.py"), "read")
+    assert not policy.rights(str(tmp_path / "packages" / "grader" / "x.py")) & ACCESS["read"] & ~ACCESS["list"]
+    assert policy.rights(str(tmp_path / "packages")) == ACCESS["list"]  # the importer lists it
+    rules = dict(policy.rules())
+    assert str(tmp_path / "packages" / "grader") not in rules and str(tmp_path / "packages" / "torch") in rules
+    policy.grant(Grant(str(tmp_path / "packages"), "read"))  # granted again, whole: still cut
+    assert not policy.rights(str(tmp_path / "packages" / "grader" / "x.py")) & ACCESS["read"] & ~ACCESS["list"]
 
 # --- absolute deadlines: a dripped reply ----------------------------------------------------------------------------
 
@@ -736,6 +835,73 @@ def test_a_forged_header_is_childgone_and_nothing_else(spawn, kind):
     assert gone(pid, 3.0), "a child that broke the protocol was left running"
 
 
+# --- the work folder: a size-capped tmpfs of the child's own -------------------------------------------------------
+
+FILL_PROBE = """
+def probe(total, chunk):
+    written, error = 0, None
+    os.makedirs("box/deep", exist_ok=True)
+    try:
+        while written < total:
+            with open(f"box/deep/f{written // chunk}", "wb") as fh:
+                fh.write(b"x" * chunk)
+            written += chunk
+    except OSError as exc:
+        error = errno.errorcode.get(exc.errno)
+    os.chmod("box/deep", 0)  # a folder the grader could not enter, or empty, without being root
+    os.chmod("box", 0)
+    replaced = {}
+    for name, attempt in (("unlink", lambda: os.unlink("output.txt")),
+                          ("rename", lambda: os.rename("output.txt", "moved.txt")),
+                          ("symlink", lambda: os.symlink("/etc/passwd", "output.txt"))):
+        try:
+            attempt()
+            replaced[name] = "ok"
+        except OSError as exc:
+            replaced[name] = errno.errorcode.get(exc.errno)
+    return send({"written": written, "error": error, "replaced": replaced})
+"""
+
+
+def _used_bytes(folder: Path) -> int:
+    return sum(p.lstat().st_size for p in folder.rglob("*"))
+
+
+def test_a_hundred_megabytes_in_small_files_stop_at_the_cap_and_leave_nothing_on_the_grader_disk(spawn, layers):
+    """ENOSPC in the learner's process near ``Limits.work_bytes``; nothing of it on the grader's disk, then or after."""
+    needs(layers, "tmpfs-work")
+    limits = Limits(call_seconds=60, submission_seconds=120)
+    child = spawn(FILL_PROBE, limits)
+    seen = run(child, timeout=60, total=100 << 20, chunk=64 << 10)
+    assert seen["error"] == "ENOSPC", seen
+    assert limits.work_bytes - (2 << 20) <= seen["written"] <= limits.work_bytes, seen
+    # output.txt, the one file the trusted side reads there, is a mount point: written, never replaced
+    assert seen["replaced"] == {"unlink": "EBUSY", "rename": "EBUSY", "symlink": "EEXIST"}, seen
+    assert sorted(os.listdir(child.workdir)) == ["output.txt"] and _used_bytes(child.workdir) < 4096
+    assert stat.S_ISREG((child.workdir / "output.txt").lstat().st_mode)
+    pid = learner_pid(child)
+    child.close()
+    assert gone(pid) and not child.workdir.exists(), "the learner's folder outlived its child"
+
+
+def test_the_cap_is_the_limits_own(spawn, layers):
+    needs(layers, "tmpfs-work")
+    child = spawn(FILL_PROBE, Limits(call_seconds=30, submission_seconds=60, work_bytes=8 << 20))
+    seen = run(child, timeout=30, total=100 << 20, chunk=64 << 10)
+    assert seen["error"] == "ENOSPC" and (6 << 20) <= seen["written"] <= (8 << 20), seen
+
+
+def test_without_the_work_tmpfs_the_learner_would_fill_the_grader_disk(spawn, layers):
+    """The control: the same files land in the grader's temporary folder when the tmpfs is left out."""
+    needs(layers, "tmpfs-work")
+    child = spawn(FILL_PROBE, without=["tmpfs-work"])
+    seen = run(child, total=1 << 20, chunk=64 << 10)
+    assert seen["error"] is None and seen["replaced"]["unlink"] == "ok", seen
+    os.chmod(child.workdir / "box", 0o700)
+    os.chmod(child.workdir / "box" / "deep", 0o700)
+    assert _used_bytes(child.workdir / "box") >= 1 << 20
+
+
 # --- root: the learner is nobody --------------------------------------------------------------------------------------
 
 
@@ -756,7 +922,7 @@ def test_as_root_the_learner_runs_as_nobody_and_the_grader_still_cleans_up(spawn
     status = status_of(learner_pid(child))
     assert status["Uid"].split() == [str(SANDBOX_UID)] * 4, status["Uid"]
     assert status["Gid"].split() == [str(SANDBOX_UID)] * 4, status["Gid"]
-    assert (child.workdir / "made").stat().st_uid == SANDBOX_UID
+    assert in_workdir(child, "made").stat().st_uid == SANDBOX_UID
     assert child.workdir.stat().st_uid == SANDBOX_UID
     assert "hello from the learner" in child.output()
     child.close()
@@ -795,7 +961,7 @@ def test_torch_numpy_matplotlib_and_safetensors_run_inside(spawn, layers):
     # the learner's folder, or the warm template's where it imported pyplot before the fork (matplotlib keeps
     # the folder it found first): a folder of the grader's, never a home folder
     assert Path(seen["mplconfig"]).name.startswith(("attnkit-child-", "attnkit-template-")), seen["mplconfig"]
-    png = child.workdir / "weights.png"
+    png = in_workdir(child, "weights.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -804,7 +970,13 @@ def test_torch_numpy_matplotlib_and_safetensors_run_inside(spawn, layers):
 UNPRIVILEGED_PROBE = """
 def probe(nr, serial, tty):
     buf = ctypes.create_string_buffer(64)
+    with open("mine.txt", "w") as fh:
+        fh.write("x")
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     return send({
+        "ids": [os.getuid(), os.getgid()],
+        "owner": os.stat("mine.txt").st_uid,
+        "product": (a @ a.T).tolist(),
         "read": sc(nr["keyctl"], 11, serial, buf, 64),  # KEYCTL_READ: the same uid owns the key
         "payload": buf.value.decode(errors="replace"),
         "tty": try_open(tty, os.O_RDWR),
@@ -857,13 +1029,15 @@ def _searchable_by(path: Path, uid: int) -> bool:
         return False
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not ROOT, reason="needs root to start a grader as another, unprivileged user (setpriv)")
-def test_an_unprivileged_grader_contains_its_children_the_same_way(tmp_path):
-    """The grader as uid 65534 (setpriv): its children keep its uid in a user namespace, with every other layer.
+UNPRIVILEGED_UIDS = [SANDBOX_UID, 1001, 2345]  # nobody, and two uids with no name here: the map uses the ids read
+
+
+@contextlib.contextmanager
+def as_user(uid: int):
+    """``(argv prefix, env, home)`` to run this environment's Python as ``uid`` (setpriv; gid = uid, no groups).
 
     No copy of the kit: a throwaway venv of a Python that uid can run, with a
-    ``.pth`` pointing at this environment's packages, and the checkout on ``sys.path``.
+    ``.pth`` pointing at this environment's packages; the checkout goes on ``sys.path``.
     """
     import sysconfig
 
@@ -873,41 +1047,87 @@ def test_an_unprivileged_grader_contains_its_children_the_same_way(tmp_path):
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [Path(os.path.realpath(sys.executable))]
     candidates += [Path(p) for p in (shutil.which(version, path="/usr/bin:/usr/local/bin:/bin"),) if p]
-    base = next((c for c in candidates if _searchable_by(c, SANDBOX_UID)), None)
+    base = next((c for c in candidates if _searchable_by(c, uid)), None)
     if base is None:
-        pytest.skip(f"no {version} that uid {SANDBOX_UID} may run (this one lives under a closed folder)")
+        pytest.skip(f"no {version} that uid {uid} may run (this one lives under a closed folder)")
     packages = Path(sysconfig.get_paths()["purelib"])
     kit = KIT_ROOT / "grader" / "instructor" / "sandbox.py"
-    if not (_searchable_by(packages / "torch" / "__init__.py", SANDBOX_UID) and _searchable_by(kit, SANDBOX_UID)):
-        pytest.skip(f"the kit or its packages are not readable by uid {SANDBOX_UID}")
+    if not (_searchable_by(packages / "torch" / "__init__.py", uid) and _searchable_by(kit, uid)):
+        pytest.skip(f"the kit or its packages are not readable by uid {uid}")
     home = Path(tempfile.mkdtemp(prefix="attnkit-unprivileged-"))
     try:
-        home.chmod(0o755)
         venv = home / "venv"
         subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
         site = next(venv.glob("lib/python3*/site-packages"))
-        (site / "attnkit-packages.pth").write_text(f"{packages}\n")
+        (site / "attnkit-packages.pth").write_text(f"{packages}\n{KIT_ROOT}\n")
+        for path in [home, *home.rglob("*")]:
+            os.chown(path, uid, uid, follow_symlinks=False)
+        user = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", str(venv / "bin" / "python")]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8"}
+        yield user, env, home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root to start a grader as another, unprivileged user (setpriv)")
+@pytest.mark.parametrize("uid", UNPRIVILEGED_UIDS)
+def test_an_unprivileged_grader_contains_its_children_the_same_way(uid):
+    """The grader as ``uid``: its children keep its uid in a user namespace, with every other layer, and work."""
+    with as_user(uid) as (user, env, home):
         script, probe = home / "grade.py", home / "probe.py"
         script.write_text(UNPRIVILEGED_GRADER)
         probe.write_text(LEARNER + UNPRIVILEGED_PROBE)
-        user = [setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8"}
         done = subprocess.run(
-            [*user, str(venv / "bin" / "python"), "-I", str(script), str(KIT_ROOT), str(probe)],
+            [*user, "-I", str(script), str(KIT_ROOT), str(probe)],
             capture_output=True, text=True, timeout=300, env=env, cwd=home,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
         report = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-    assert report["grader_uid"] == SANDBOX_UID
+    assert report["grader_uid"] == uid
     layers = report["hello"]["isolation"].split("+")
     assert not any(layer.startswith("uid-") for layer in layers), "an unprivileged grader's children keep its uid"
     if "user-ns" not in layers:
         pytest.skip(f"no unprivileged user namespaces here: {report['hello']['isolation']}")
-    assert set(FULL_ISOLATION.split("+")) <= set(layers), layers
-    assert report["hello"]["uid"] == SANDBOX_UID
+    assert set(FULL_ISOLATION.split("+")) | {"tmpfs-work", "seccomp"} <= set(layers), layers
+    assert report["hello"]["uid"] == uid
     seen = report["seen"]
+    assert seen["ids"] == [0, 0] and seen["owner"] == 0, seen  # root of its namespace, which is the grader's uid
+    assert seen["product"] == [[5.0, 11.0], [11.0, 25.0]], seen  # torch works in there
     assert report["serial"] > 0 and seen["read"] == [-1, "EPERM"] and seen["payload"] == "", seen
     assert seen["tty"] != "opened" and not report["tty_got"], seen
     assert seen["shm"] == [-1, "EPERM"] and seen["unix"] == [-1, "EACCES"], seen
+
+
+JOIN_KEYRING_AND_RUN_PYTEST = """
+import ctypes, os, sys
+import pyseccomp
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall(ctypes.c_long(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")), ctypes.c_long(1), None)
+os.execv(sys.executable, [sys.executable, "-m", "pytest", *sys.argv[1:]])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root to run these tests again as another, unprivileged user (setpriv)")
+@pytest.mark.skipif(os.environ.get("ATTNKIT_CONTAINMENT_AS") is not None, reason="already the run as another uid")
+@pytest.mark.parametrize("uid", [1001, 2345])
+def test_every_containment_check_here_holds_for_an_unprivileged_grader(uid):
+    """This file's tests again, the grader (pytest, its template, its children) as ``uid``, a session keyring of
+    its own: every check that does not need root passes, none is skipped for want of a layer."""
+    with as_user(uid) as (user, env, home):
+        env = dict(env, ATTNKIT_CONTAINMENT_AS=str(uid))
+        args = ["-q", "-p", "no:cacheprovider", "-rs", f"--basetemp={home / 'pytest'}", "-x", __file__]
+        done = subprocess.run(
+            [*user, "-I", "-c", JOIN_KEYRING_AND_RUN_PYTEST, *args],
+            capture_output=True, text=True, timeout=540, env=env, cwd=KIT_ROOT,
+        )  # fmt: skip
+    tail = done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0, tail
+    if "user-ns" not in done.stdout and "no unprivileged user namespaces" in done.stdout:
+        pytest.skip("no unprivileged user namespaces here")
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    lacking = [line for line in skipped if "isolation here" in line and not line.endswith("(no uid)")]
+    why = lacking + [line for line in skipped if "no syscall numbers" in line]  # "no uid": it keeps the grader's
+    assert why == [], "\n".join(why)
+    assert " passed" in done.stdout, tail
