@@ -408,8 +408,8 @@ def twice(tmp_path) -> tuple[Path, Roster]:
     """s1001's two hand-ins by name (its id, its email's local part); the one collected first claims 2099."""
     roster = roster_file(tmp_path, ["s1001,Jane Doe,jane@uni.example,", "s1002,Li Wei,li@uni.example,"])
     klass = tmp_path / "class"
-    collected_at(hand_in(klass / "s1001.zip", "s1001", created="2099-01-01T00:00:00+00:00"), "2026-03-01T10:00:00+00:00")
-    collected_at(hand_in(klass / "jane.zip", "s1001", created="2026-03-01T08:00:00+00:00"), "2026-03-02T08:00:00+00:00")
+    collected_at(hand_in(klass / "s1001.zip", "s1001", created="2099-01-01T00:00:00Z"), "2026-03-01T10:00:00+00:00")
+    collected_at(hand_in(klass / "jane.zip", "s1001", created="2026-03-01T08:00:00Z"), "2026-03-02T08:00:00+00:00")
     hand_in(klass / "li.zip", "s1002")
     return klass, roster
 

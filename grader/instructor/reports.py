@@ -76,8 +76,8 @@ from grader.instructor import heatmaps
 from grader.instructor.heatmaps import Figure
 from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
 from grader.instructor.intake import Submission
-from grader.instructor.out_folder import GRADES_CSV, JUNIT_XML, class_file
 from grader.instructor.messages import texts, translate
+from grader.instructor.out_folder import GRADES_CSV, JUNIT_XML, class_file
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import unicodedata
 import zipfile
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import pytest
