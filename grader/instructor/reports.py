@@ -527,7 +527,7 @@ def student_report(
     headline = submission_error(submission, results)
     return StudentReport(
         student=submission.student,
-        source=inert(submission.source),
+        source=inert_line(submission.source),
         format=submission.format,
         error=inert(submission.error) if submission.error else submission.error,
         earned=earned,
