@@ -290,8 +290,8 @@ def _device_list(value: str | None) -> list[str] | None:
 @click.option(
     "--latest",
     is_flag=True,
-    help="Where one student has several hand-ins, grade the one packed last (by its manifest's time); "
-    "the others are listed as skipped.",
+    help="Where one student has several hand-ins, grade the one collected last (its file's time on disk, or an "
+    "LMS's attempt time in its name; never a manifest's date); the others are listed as skipped.",
 )
 @click.option(
     "--out",
@@ -422,10 +422,11 @@ def grade(
     file skipped with why, is printed before grading.
 
     A student's id is, in this order: the roster's (--roster) student whose
-    file pattern matches the hand-in's name; the id in its attnkit submit
-    manifest (--student or ATTNKIT_STUDENT); the roster's student its file
-    name names (id or email); else its file or folder name.  Two hand-ins for
-    one student are refused unless --latest.
+    file pattern matches the hand-in's name; the roster's student its file
+    name names (id or email); else its file or folder name.  The id in an
+    attnkit submit manifest only confirms it (another is a note on that row).
+    Two hand-ins for one student are refused unless --latest, which grades the
+    one collected last (its file's time, or an LMS's attempt time in its name).
 
     Each submission runs in its own child process with time, memory and CPU
     limits; every verdict is computed in this process.  Results go to

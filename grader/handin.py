@@ -229,7 +229,10 @@ def manifest_student(manifest: Any) -> str | None:
     Only a manifest whose ``student_from`` is one of :data:`STUDENT_FROM` claims
     an id: one written without ``--student`` and without :data:`STUDENT_ENV`
     (or by a kit from before ids, whose ``student`` was the login name, the
-    same ``jovyan`` for a whole JupyterHub) claims none.
+    same ``jovyan`` for a whole JupyterHub) claims none.  The learner writes it:
+    ``attnkit grade`` takes a hand-in's id from its file name (the name this
+    module's ``submission-<id>-<date>.zip`` carries) and only checks the claim
+    against it (a mismatch is a note on that row).
     """
     if not isinstance(manifest, dict) or manifest.get("student_from") not in STUDENT_FROM:
         return None
@@ -238,7 +241,10 @@ def manifest_student(manifest: Any) -> str | None:
 
 
 def manifest_time(manifest: Any) -> datetime | None:
-    """When the hand-in was packed (the manifest's ``created``, as UTC), or None when it does not say."""
+    """When the hand-in says it was packed (the manifest's ``created``, as UTC), or None when it does not say.
+
+    A claim, shown to the instructor; ``attnkit grade --latest`` never orders by it.
+    """
     created = manifest.get("created") if isinstance(manifest, dict) else None
     if not isinstance(created, str):
         return None

@@ -25,7 +25,8 @@ manifest (``"student"``, with ``"student_from"`` saying which) and the file name
 and :attr:`Packed.warnings` says so in one line.
 
 ``attnkit grade`` reads these zips like any other: the manifest is not Python
-and is ignored; the package is graded as ``exercises``, a notebook as a notebook.
+and is never run; its id only confirms the one the file name gives; the
+package is graded as ``exercises``, a notebook as a notebook.
 What goes in, the caps and the names follow :mod:`grader.handin`, the rules
 ``attnkit grade``'s intake reads hand-ins by: a zip this module writes is one
 intake accepts, and what intake would refuse is refused here first, where the

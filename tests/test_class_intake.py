@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,8 @@ from grader.instructor.intake import (
     Skipped,
     collect,
     folder_reading,
+    identify,
+    read_submission,
 )
 from grader.instructor.roster import Roster
 from grader.submit import Validation, submit
@@ -209,28 +213,38 @@ def test_a_hidden_hand_in_is_listed_in_a_class_and_graded_when_named(tmp_path):
     assert named.skipped == []
 
 
-# --- ids: manifests ------------------------------------------------------------------------------------
+# --- ids: a manifest's id is a claim that only confirms the name's ------------------------------------------
 
 
-def test_a_manifest_id_names_the_hand_in_whatever_its_file_name(tmp_path):
+def collected_at(path: Path, when: str) -> Path:
+    """Give ``path`` the time it was collected on the instructor's disk (its mtime)."""
+    stamp = datetime.fromisoformat(when).timestamp()
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_a_manifest_id_only_confirms_the_id_the_file_name_gives(tmp_path):
     klass = tmp_path / "class"
-    hand_in(klass / "submission-jovyan-2026-03-01.zip", "s1001")
-    hand_in(klass / "submission-jovyan-2026-03-01-2.zip", "s1002")
+    hand_in(klass / "submission-s1001-2026-03-01.zip", "s1001")  # as attnkit submit names it: confirmed
+    hand_in(klass / "submission-jovyan-2026-03-01.zip", "s1002")  # packed as the login, claims s1002
     hand_in(klass / "old.zip", "jovyan", student_from=None)  # a manifest from before ids: the login, no claim
     intake = collect([str(klass)])
     assert ids(intake) == {
-        "submission-jovyan-2026-03-01.zip": "s1001", "submission-jovyan-2026-03-01-2.zip": "s1002", "old.zip": "old"
+        "submission-s1001-2026-03-01.zip": "s1001", "submission-jovyan-2026-03-01.zip": "jovyan", "old.zip": "old"
     }  # fmt: skip
-    assert intake.notes == []
+    assert intake.notes == [
+        "'submission-jovyan-2026-03-01.zip': its manifest claims the id 's1002'; graded as 'jovyan', the id its "
+        "file name gives (a manifest's id only confirms it)"
+    ]
 
 
 def test_a_zip_packed_by_submit_with_an_id_is_graded_under_it(tmp_path):
     write(tmp_path / "mine.py")
     parse_only = Validation(public_checks=False, trial_import=False)
-    packed = submit([tmp_path / "mine.py"], tmp_path / "whatever.zip", student="s1001", cwd=tmp_path,
-                    validation=parse_only)
-    (sub,) = collect([str(packed.out)]).submissions
-    assert (sub.student, sub.error, sub.claimed) == ("s1001", None, "s1001")
+    packed = submit([tmp_path / "mine.py"], student="s1001", cwd=tmp_path, validation=parse_only)
+    intake = collect([str(packed.out)])
+    (sub,) = intake.submissions
+    assert (sub.student, sub.error, sub.claimed, intake.notes) == ("s1001", None, "s1001", [])
     assert sub.handed_in is not None and sub.handed_in.isoformat() == packed.manifest["created"]
 
 
@@ -244,16 +258,63 @@ def test_an_unreadable_manifest_is_a_note_not_an_error(tmp_path):
     assert sub.notes == ["ann.zip: manifest.json is not JSON (JSONDecodeError); its id is taken from its name"]
 
 
-def test_a_name_that_another_hand_in_claims_in_its_manifest_is_renamed(tmp_path):
+def test_a_manifest_claiming_another_hand_ins_id_takes_nothing_from_it(tmp_path):
+    """The red team's zip: ``student: alice`` beside the real alice.py took the row alice (0/30) and renamed her."""
     klass = tmp_path / "class"
-    hand_in(klass / "x.zip", "alice")
+    hand_in(klass / "mallory.zip", "alice")
     write(klass / "alice.py")
     intake = collect([str(klass)])
-    assert ids(intake) == {"x.zip": "alice", "alice.py": f"alice-{_hash8('alice.py')}"}
+    assert ids(intake) == {"mallory.zip": "mallory", "alice.py": "alice"}
     assert intake.notes == [
-        f"'alice.py' was given the id 'alice-{_hash8('alice.py')}': "
-        "'alice' is the roster's or a manifest's id of another hand-in"
+        "'mallory.zip': its manifest claims the id 'alice'; graded as 'mallory', the id its file name gives "
+        "(a manifest's id only confirms it)"
     ]
+
+
+@pytest.mark.parametrize(
+    "claim",
+    ["alice", "ALICE", "../alice", "grades.csv", "class.html", "alice\nbob", "\uff41lice", "s1001", "ali\u202ece"],
+)
+def test_no_manifest_claim_moves_another_hand_in_or_stops_the_class(tmp_path, claim):
+    """Whatever the claim (another id, its case, a path, a reserved name, a newline, a confusable, a roster id),
+    with a roster or without: alice keeps alice, the claimant is graded under its own name with a note."""
+    roster = roster_file(tmp_path, ["s1001,Jane Doe,jane@uni.example,", "alice,Alice,alice@uni.example,"])
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    write(klass / "s1001.py")
+    hand_in(klass / "mallory.zip", claim)
+    hand_in(klass / "trudy.zip", claim)  # two zips claiming the same id
+    for given in (None, roster):
+        intake = collect([str(klass)], roster=given, latest=True)
+        assert ids(intake) == {"alice.py": "alice", "s1001.py": "s1001", "mallory.zip": "mallory", "trudy.zip": "trudy"}
+        assert intake.skipped == []
+        claimed = [n for n in intake.notes if "its manifest claims" in n]
+        assert [n.split(":")[0] for n in claimed] == ["'mallory.zip'", "'trudy.zip'"]
+        assert all("\n" not in n and "\u202e" not in n for n in intake.notes)
+
+
+def test_with_a_roster_a_manifest_claiming_a_classmate_does_not_refuse_the_class(tmp_path, monkeypatch):
+    """The red team's zip made ``attnkit grade --roster`` exit 2 with nothing graded."""
+    seen = []
+    monkeypatch.setattr(class_grading, "grade_class", lambda intake, out, options: seen.append(intake) or 1 / 0)
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    hand_in(klass / "mallory.zip", "alice")
+    roster = write(tmp_path / "roster.csv", "id,name,email\nalice,A,\nmallory,M,\n")
+    with pytest.raises(ZeroDivisionError):
+        grade([str(klass), "--roster", str(roster), "--out", str(tmp_path / "out")])
+    assert ids(seen.pop()) == {"alice.py": "alice", "mallory.zip": "mallory"}
+
+
+def test_a_refused_zip_keeps_the_id_its_name_gives(tmp_path):
+    path = tmp_path / "submission-x-2026-03-01.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("notes.txt", "no code")
+        zf.writestr("manifest.json", json.dumps({"student": "s1001", "student_from": "ATTNKIT_STUDENT"}))
+    intake = collect([str(path)])
+    (sub,) = intake.submissions
+    assert (sub.student, sub.error, sub.claimed) == ("x", "submission-x-2026-03-01.zip: no .py files to grade", "s1001")
+    assert "its manifest claims the id 's1001'" in intake.notes[0]
 
 
 # --- ids: a roster -----------------------------------------------------------------------------------
@@ -277,7 +338,7 @@ def test_a_roster_maps_hand_ins_and_lists_the_missing_and_the_unknown(tmp_path):
     }  # fmt: skip
     assert [e.id for e in intake.missing] == ["s1004"]
     assert intake.unmatched == ["carol"]
-    assert intake.notes == ["carol.py: matches no one on the roster: graded as 'carol'"]
+    assert intake.notes == ["'carol.py' matches no one on the roster: graded as 'carol'"]
     assert intake.roster is roster
 
 
@@ -287,26 +348,50 @@ def test_the_rosters_pattern_wins_over_a_manifest_claiming_another_id_and_says_s
     intake = collect([str(path)], roster=roster)
     assert ids(intake) == {"doejane_12345_submission.zip": "s1001"}
     assert intake.notes == [
-        "doejane_12345_submission.zip: its manifest claims the id 's1002', but the roster's file pattern "
-        "'doejane_*' names 's1001': graded as 's1001'"
+        "'doejane_12345_submission.zip': its manifest claims the id 's1002'; graded as 's1001', the id its file "
+        "name gives (a manifest's id only confirms it)"
     ]
     assert [e.id for e in intake.missing] == ["s1002"]
 
 
-def test_a_manifest_id_matches_the_roster_by_id_or_email(tmp_path):
+def test_a_manifest_id_confirms_the_roster_student_by_id_or_email_and_names_no_one_else(tmp_path):
     roster = roster_file(tmp_path, ["s1001,Jane Doe,jane@uni.example,", "s1002,Li Wei,li@uni.example,"])
     klass = tmp_path / "class"
-    hand_in(klass / "a.zip", "S1001")
-    hand_in(klass / "b.zip", "li@uni.example")  # ATTNKIT_STUDENT set to a hub's e-mail login, sanitised
+    hand_in(klass / "S1001.zip", "s1001")  # its name names s1001 (ignoring case); the claim confirms it
+    hand_in(klass / "li.zip", "li@uni.example")  # by the email's local part; the claim (the e-mail) confirms it
+    hand_in(klass / "a.zip", "s1002")  # its name names no one: the claim does not make it s1002's
     intake = collect([str(klass)], roster=roster)
-    assert ids(intake) == {"a.zip": "s1001", "b.zip": "s1002"}
-    assert intake.missing == [] and intake.unmatched == [] and intake.notes == []
+    assert ids(intake) == {"S1001.zip": "s1001", "li.zip": "s1002", "a.zip": "a"}
+    assert intake.unmatched == ["a"]
+    assert intake.notes == [
+        "'a.zip': its manifest claims the id 's1002' (s1002 on the roster: if it is theirs, give the roster a file "
+        "pattern for it); graded as 'a', the id its file name gives (a manifest's id only confirms it)",
+        "'a.zip' matches no one on the roster: graded as 'a'",
+    ]
 
 
-def test_a_name_two_patterns_match_is_refused(tmp_path):
+def test_a_confusable_of_a_roster_id_names_no_one(tmp_path):
+    roster = roster_file(tmp_path, ["alice,Alice,alice@uni.example,"])
+    klass = tmp_path / "class"
+    write(klass / "alice.py")
+    write(klass / "\uff41lice.py")  # fullwidth a: sanitised to "alice", but it is not alice's name
+    write(klass / "alice .py")
+    intake = collect([str(klass)], roster=roster)
+    got = ids(intake)
+    assert got["alice.py"] == "alice" and intake.skipped == []
+    assert got["\uff41lice.py"].startswith("alice-") and got["alice .py"].startswith("alice_")
+    assert sorted(intake.unmatched) == sorted([got["\uff41lice.py"], got["alice .py"]])
+
+
+def test_a_name_two_patterns_match_is_an_error_row_not_a_refusal(tmp_path):
     roster = roster_file(tmp_path, ["s1,A,,doe*", "s2,B,,*jane*"])
-    with pytest.raises(IntakeError, match="doejane.py matches the file patterns of s1, s2"):
-        collect([str(write(tmp_path / "doejane.py"))], roster=roster)
+    intake = collect([str(write(tmp_path / "doejane.py")), str(write(tmp_path / "s2.py"))], roster=roster)
+    subs = {Path(s.source).name: s for s in intake.submissions}
+    assert (subs["s2.py"].student, subs["s2.py"].error) == ("s2", None)
+    assert subs["doejane.py"].student == "doejane"
+    assert subs["doejane.py"].error == (
+        "'doejane.py' matches the file patterns of s1, s2: not graded until the roster's patterns tell them apart"
+    )
 
 
 def test_a_reserved_roster_id_is_refused(tmp_path):
@@ -315,15 +400,16 @@ def test_a_reserved_roster_id_is_refused(tmp_path):
         collect([str(write(tmp_path / "a.py"))], roster=roster)
 
 
-# --- two hand-ins for one student -----------------------------------------------------------------------
+# --- two hand-ins for one student: the one collected last ------------------------------------------------
 
 
 @pytest.fixture
 def twice(tmp_path) -> tuple[Path, Roster]:
+    """s1001's two hand-ins by name (its id, its email's local part); the one collected first claims 2099."""
     roster = roster_file(tmp_path, ["s1001,Jane Doe,jane@uni.example,", "s1002,Li Wei,li@uni.example,"])
     klass = tmp_path / "class"
-    hand_in(klass / "first.zip", "s1001", created="2026-03-01T10:00:00+00:00")
-    hand_in(klass / "late.zip", "s1001", created="2026-03-02T09:00:00+01:00")
+    collected_at(hand_in(klass / "s1001.zip", "s1001", created="2099-01-01T00:00:00Z"), "2026-03-01T10:00:00+00:00")
+    collected_at(hand_in(klass / "jane.zip", "s1001", created="2026-03-01T08:00:00Z"), "2026-03-02T08:00:00+00:00")
     hand_in(klass / "li.zip", "s1002")
     return klass, roster
 
@@ -332,34 +418,46 @@ def test_two_hand_ins_for_one_student_are_refused(twice):
     klass, roster = twice
     with pytest.raises(IntakeError) as caught:
         collect([str(klass)], roster=roster)
-    assert "two or more hand-ins for one student (s1001: first.zip, late.zip)" in str(caught.value)
+    assert "two or more hand-ins for one student (s1001: 'jane.zip', 's1001.zip')" in str(caught.value)
     assert "--latest" in str(caught.value)
-    with pytest.raises(IntakeError, match=r"\(s1001: first.zip, late.zip\)"):
-        collect([str(klass)])  # the manifests' claims alone say they are one student's
+    assert len(collect([str(klass)]).submissions) == 3  # without a roster, the names are three ids
 
 
-def test_latest_grades_the_one_packed_last_and_lists_the_other_as_superseded(twice):
+def test_latest_grades_the_one_collected_last_whatever_its_manifest_says(twice):
+    """The red team's manifest dated 2099 marked the student's own later hand-in superseded."""
     klass, roster = twice
     intake = collect([str(klass)], roster=roster, latest=True)
-    assert ids(intake) == {"late.zip": "s1001", "li.zip": "s1002"}
+    assert ids(intake) == {"jane.zip": "s1001", "li.zip": "s1002"}
     (skipped,) = intake.skipped
-    assert skipped.path == str(klass / "first.zip")
+    assert skipped.path == str(klass / "s1001.zip")
     assert skipped.reason == (
-        "superseded by late.zip (s1001's latest hand-in, packed 2026-03-02T08:00:00+00:00; "
+        "superseded by 'jane.zip' (s1001's latest hand-in, collected 2026-03-02T08:00:00+00:00; "
         "this one 2026-03-01T10:00:00+00:00)"
     )
+
+
+def test_latest_takes_an_lms_attempt_time_in_the_name_over_the_files_time(tmp_path):
+    roster = roster_file(tmp_path, ["jdoe,Jane Doe,jane@uni.example,hw1_jdoe_attempt_*"])
+    klass = tmp_path / "class"
+    late = "hw1_jdoe_attempt_2026-03-02-09-00-00_mine.py"
+    collected_at(write(klass / "hw1_jdoe_attempt_2026-03-01-09-00-00_x_attempt_2099-01-01-00-00-00.py"),
+                 "2026-03-05T00:00:00+00:00")  # fmt: skip
+    collected_at(write(klass / late), "2026-03-04T00:00:00+00:00")
+    intake = collect([str(klass)], roster=roster, latest=True)
+    assert ids(intake) == {late: "jdoe"}
 
 
 @pytest.mark.parametrize("case", ["untimed", "same-time"], ids=["untimed", "same-time"])
 def test_latest_refuses_when_it_cannot_tell_which_is_last(twice, case):
     klass, roster = twice
     if case == "untimed":
-        write(klass / "s1001.py")  # no manifest: no time; its name is s1001
-        expected = "s1001.py of s1001 carry no time"
-    else:
-        hand_in(klass / "again.zip", "s1001", created="2026-03-02T08:00:00+00:00")  # late.zip's time, in UTC
-        expected = "again.zip, late.zip of s1001 were packed at the same time"
-    with pytest.raises(IntakeError, match=f"--latest cannot choose: {expected}"):
+        subs = [read_submission(klass / "s1001.zip"), read_submission(klass / "jane.zip")]
+        subs[0].collected = None  # a time that could not be read
+        with pytest.raises(IntakeError, match="--latest cannot choose: 's1001.zip' of s1001: no time known"):
+            identify(subs, roster=roster, latest=True)
+        return
+    collected_at(hand_in(klass / "S1001.py", "s1001"), "2026-03-02T09:00:00+01:00")  # jane.zip's time, in UTC
+    with pytest.raises(IntakeError, match="'S1001.py', 'jane.zip' of s1001 were collected at the same time"):
         collect([str(klass)], roster=roster, latest=True)
 
 
@@ -372,8 +470,8 @@ def test_shuffled_inputs_give_the_same_ids(tmp_path):
     d = tmp_path / "in"
     paths = [
         hand_in(d / "doejane_1_submission.zip", "s1002"),  # pattern beats the manifest
-        hand_in(d / "x.zip", "s1002", created="2026-03-01T11:00:00+00:00"),  # the latest of s1002
-        hand_in(d / "y.zip", "s1002", created="2026-03-01T09:00:00+00:00"),  # superseded
+        collected_at(hand_in(d / "li.zip", "s1002"), "2026-03-01T11:00:00+00:00"),  # the latest of s1002
+        collected_at(hand_in(d / "s1002.zip", "s1002", created="2099-01-01T00:00:00"), "2026-03-01T09:00:00+00:00"),
         write(d / "alice.py"),  # by its name
         write(d / "zed.py"),  # on no roster, and two of the same name: told apart by their paths
         write(d / "z" / "zed.py"),
@@ -390,7 +488,7 @@ def test_shuffled_inputs_give_the_same_ids(tmp_path):
         assert got == expect, order
     by_name = {Path(src).name if "/z/" not in src else "z/zed.py": sid for src, sid, _ in expect[0]}
     assert by_name == {
-        "doejane_1_submission.zip": "s1001", "x.zip": "s1002", "alice.py": "alice",
+        "doejane_1_submission.zip": "s1001", "li.zip": "s1002", "alice.py": "alice",
         "zed.py": f"zed-{_hash8(str(d / 'zed.py'))}", "z/zed.py": f"zed-{_hash8(str(d / 'z' / 'zed.py'))}",
     }  # fmt: skip
 
@@ -454,10 +552,11 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     assert "3 submissions found: 1 py, 1 zip, 1 ipynb; roster of 3: 1 with no hand-in, 1 not on it" in text
     assert f"skipped: {klass / 'essay.docx'}: {NOT_A_HAND_IN}" in text
     assert "README" not in text
-    assert "id: x.zip: matches no one on the roster: graded as 'carol'" in text
+    assert "id: 'x.zip': its manifest claims the id 'carol'; graded as 'x'" in text
+    assert "id: 'x.zip' matches no one on the roster: graded as 'x'" in text
     assert "missing: dan (no hand-in; a 'missing' row each)" in text
     assert text.index("submissions found") < text.index("stopped here")
-    assert ids(seen["intake"]) == {"alice.py": "alice", "bob.ipynb": "bob", "x.zip": "carol"}
+    assert ids(seen["intake"]) == {"alice.py": "alice", "bob.ipynb": "bob", "x.zip": "x"}
     assert seen["roster"] is None  # grade_class takes the intake's roster itself (the slow test at the end)
     assert seen["out_exists"] is False
 
@@ -472,11 +571,12 @@ def test_grade_class_one_and_latest_reach_intake(tmp_path, monkeypatch):
         with pytest.raises(ZeroDivisionError):
             grade([str(tmp_path / "hw"), flag, "--out", str(tmp_path / "out")])
         assert sorted(s.student for s in seen.pop().submissions) == expected
-    hand_in(tmp_path / "two" / "a.zip", "s1", created="2026-03-01T10:00:00+00:00")
-    hand_in(tmp_path / "two" / "b.zip", "s1", created="2026-03-01T11:00:00+00:00")
+    collected_at(hand_in(tmp_path / "two" / "s1.zip", "s1", created="2099-01-01T10:00:00"), "2026-03-01T10:00:00")
+    collected_at(hand_in(tmp_path / "two" / "a.zip", "s1"), "2026-03-01T11:00:00")
+    roster = write(tmp_path / "roster.csv", "id,name,email\ns1,A,a@uni.example\n")
     with pytest.raises(ZeroDivisionError):
-        grade([str(tmp_path / "two"), "--latest", "--out", str(tmp_path / "out")])
-    assert ids(seen.pop()) == {"b.zip": "s1"}
+        grade([str(tmp_path / "two"), "--latest", "--roster", str(roster), "--out", str(tmp_path / "out")])
+    assert ids(seen.pop()) == {"a.zip": "s1"}
 
 
 def test_a_later_run_without_roster_matches_against_the_roster_its_out_folder_keeps(tmp_path, monkeypatch):
@@ -495,15 +595,6 @@ def test_a_later_run_without_roster_matches_against_the_roster_its_out_folder_ke
     assert ids(intake) == {"doejane_999_late.py": "s1001"}
     assert intake.roster is not None and intake.roster.ids == ["s1001", "s1002"]
     assert [e.id for e in intake.missing] == ["s1002"]
-
-
-def test_a_refused_zip_keeps_the_id_its_manifest_claims(tmp_path):
-    path = tmp_path / "submission-x-2026-03-01.zip"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("notes.txt", "no code")
-        zf.writestr("manifest.json", json.dumps({"student": "s1001", "student_from": "ATTNKIT_STUDENT"}))
-    (sub,) = collect([str(path)]).submissions
-    assert (sub.student, sub.error) == ("s1001", "submission-x-2026-03-01.zip: no .py files to grade")
 
 
 @pytest.mark.slow

@@ -487,7 +487,8 @@ def test_status_says_graded_review_or_error_and_points_do_not_move(rubric):
                  HOOK_NAMES]
     assert reports.status(flagged, importing) == "error: the submission does not import: zed.py:1: SyntaxError"
     refused = Submission("zed", "zed.zip", "zip", error="refused zip: bad\nsecond line")
-    assert reports.status(refused, []) == "error: refused zip: bad · second line"
+    assert refused.error == "refused zip: bad\\x0asecond line"  # one inert line where it is made
+    assert reports.status(refused, []) == "error: refused zip: bad\\x0asecond line"
 
 
 def test_review_findings_reach_junit_and_the_console_but_not_the_learner(tmp_path, rubric):

@@ -331,7 +331,7 @@ def test_the_student_id_goes_into_the_manifest_and_the_file_name(
         assert packed.warnings == [f"student id 'ana@uni.example' (ATTNKIT_STUDENT) is written as '{expected}'"]
     else:
         assert packed.warnings == []
-    assert read_submission(packed.out).claimed == expected  # what attnkit grade takes as the id
+    assert read_submission(packed.out).claimed == expected  # the claim attnkit grade checks its name's id against
 
 
 def test_an_id_with_nothing_usable_is_refused(tmp_path, monkeypatch):

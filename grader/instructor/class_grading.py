@@ -70,6 +70,7 @@ from grader.instructor.diagnosis import Fingerprints
 from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Intake, Submission, collect
+from grader.instructor.out_folder import GRADEBOOK, class_file
 from grader.instructor.replies import MESSAGE_CHARS
 from grader.instructor.reports import ClassRoll, Person
 from grader.instructor.sandbox import KIT_ROOT, ChildGone, Limits, Template
@@ -326,7 +327,7 @@ def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | No
         options = dataclasses.replace(options, roster=intake.roster)
     out.mkdir(parents=True, exist_ok=True)
     submissions = intake.submissions
-    with Gradebook(out / "gradebook.sqlite") as book:
+    with Gradebook(class_file(out, GRADEBOOK)) as book:
         planned = plan(book, submissions, options, devices)
         if options.on_start:
             options.on_start(len(planned.todo))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from grader.instructor.out_folder import CLASS_HTML, CLASS_MD, class_file
 from grader.instructor.reports import (
     MISSING,
     ClassRoll,
@@ -286,6 +287,6 @@ def _svg_size() -> dict[str, int]:
 def write(out: str | Path, roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | None = None) -> ClassReport:
     """Write ``out/class.html`` and ``out/class.md``; returns the report."""
     report = class_report(roll, rubric, run_info)
-    write_text(Path(out) / "class.html", render_html(report))
-    write_text(Path(out) / "class.md", render_md(report))
+    write_text(class_file(out, CLASS_HTML), render_html(report))
+    write_text(class_file(out, CLASS_MD), render_md(report))
     return report

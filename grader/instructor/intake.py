@@ -43,11 +43,16 @@ one submission as :func:`folder_reading` decides (or ``--class`` / ``--one``
 force), and is refused where that is ambiguous; what a class folder holds that
 is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
 strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
-ids: a roster's file pattern, then the id a zip's ``manifest.json`` claims
-(read as JSON data, never code), then the name, made unique by
-:func:`deduplicate_ids`; two hand-ins for one student are refused unless
-``latest``.  None of it depends on the order the files come in.  The result is
-an :class:`Intake`.
+ids from what the instructor collected, never from what a learner wrote: a
+roster's file pattern, then the student the file or folder name names, then the
+name itself, made unique by :func:`deduplicate_ids`.  The id a zip's
+``manifest.json`` claims (read as JSON data, never code) only confirms it: a
+claim of another id is a note on that row.  Two hand-ins for one student are
+refused unless ``latest``, which orders them by the time they were collected
+(:func:`collected_time`), never by a manifest's date.  None of it depends on the
+order the files come in.  Every text made here from a learner's input (an error,
+a note, a skipped reason) is one inert line (:func:`~grader.instructor.inert.inert_line`).
+The result is an :class:`Intake`.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -90,6 +95,8 @@ from grader.handin import (
     too_big,
 )
 from grader.hook_table import CLASS_NAMES
+from grader.instructor.inert import inert_line
+from grader.instructor.out_folder import CLASS_FILES, GRADEBOOK
 from grader.instructor.review_flags import scan_files
 from grader.instructor.roster import Roster, RosterEntry
 from grader.notebooks import notebook_to_source
@@ -122,9 +129,14 @@ class Submission:
     sha256: str = ""
     error: str | None = None
     review: list[str] = field(default_factory=list)  # ``file:line: construct`` findings (review_flags)
-    notes: list[str] = field(default_factory=list)  # one line per change made to the student id
-    claimed: str | None = None  # the student id its manifest claims (grader.handin.manifest_student)
-    handed_in: datetime | None = None  # when its manifest says it was packed (UTC)
+    notes: list[str] = field(default_factory=list)  # one inert line per id decision worth reading (_note)
+    claimed: str | None = None  # the id its manifest claims (grader.handin.manifest_student): a claim, never the id
+    handed_in: datetime | None = None  # when its manifest says it was packed (UTC): a claim, never an order
+    collected: datetime | None = None  # when it was collected (collected_time): what --latest orders by
+
+    def __post_init__(self) -> None:
+        if self.error is not None:
+            self.error = inert_line(self.error)
 
     def load_message(self) -> dict[str, object]:
         """The ``load`` request for :mod:`grader.child_runtime` (the caller adds ``hooks``)."""
@@ -141,6 +153,14 @@ class Refused(Exception):
     claimed: str | None = None
     handed_in: datetime | None = None
 
+    def __init__(self, message: str) -> None:
+        super().__init__(inert_line(message))  # it names files and entries the learner named: one inert line
+
+
+def _note(sub: Submission, text: str) -> None:
+    """Add one note to ``sub``: one inert line, whatever file names or claims it quotes."""
+    sub.notes.append(inert_line(text))
+
 
 # --- student ids --------------------------------------------------------------------
 
@@ -155,10 +175,9 @@ def _id_from_path(path: Path) -> str:
     return safe_name(stem)
 
 
-RESERVED_IDS = frozenset(
-    {"grades.csv", "junit.xml", "gradebook.sqlite", "gradebook.sqlite-wal", "gradebook.sqlite-shm"}
-)
-"""Names of the files ``attnkit grade`` writes beside the student folders: no student may take one."""
+RESERVED_IDS = frozenset(name.lower() for name in CLASS_FILES)
+"""The files ``attnkit grade`` writes beside the student folders (lower case), as the writers declare them
+(:data:`grader.instructor.out_folder.CLASS_FILES`): no student may take one."""
 
 CANONICAL_SUFFIXES = ("", ".py", ".zip", ".ipynb")
 """A file whose name is ``<id><suffix>`` with one of these (lower case) suffixes names its id exactly."""
@@ -191,7 +210,7 @@ def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) ->
     ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the
     names are the same too).  An id equal to one of the grader's own output
     files (``grades.csv`` …) is never kept, nor one in ``owned`` (ids other
-    hand-ins own: a roster's or a manifest's).  Each changed id gets one line in
+    hand-ins own: a roster's).  Each changed id gets one line in
     ``Submission.notes`` saying why.
     """
     claims: dict[str, list[Submission]] = {}
@@ -205,7 +224,7 @@ def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) ->
             renamed += [(sub, f"{sub.student!r} is the name of a file attnkit grade writes") for sub in subs]
             continue
         if key in owned:
-            renamed += [(sub, f"{sub.student!r} is the roster's or a manifest's id of another hand-in") for sub in subs]
+            renamed += [(sub, f"{sub.student!r} is the roster's id of another hand-in") for sub in subs]
             continue
         ranks = [_claim_rank(sub) for sub in subs]
         best = [sub for sub, rank in zip(subs, ranks) if rank == min(ranks)]
@@ -233,7 +252,7 @@ def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) ->
             candidate = _hashed_id(sub.student, f"{seed}#{n}", 2 * ID_HASH_CHARS)
         taken.add(candidate.lower())
         source = _name_of(Path(sub.source))
-        sub.notes.append(f"{source!r} was given the id {candidate!r}: {why}")
+        _note(sub, f"{source!r} was given the id {candidate!r}: {why}")
         sub.student = candidate
     return submissions
 
@@ -486,7 +505,7 @@ def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str
         except (NotImplementedError, RuntimeError, OSError, EOFError, ValueError, zlib.error) as exc:
             raise Refused(f"refused zip: cannot read it ({type(exc).__name__}: {exc})") from None
         if isinstance(manifest, str):
-            sub.notes.append(f"{path.name}: {manifest}; its id is taken from its name")
+            _note(sub, f"{path.name}: {manifest}; its id is taken from its name")
         elif manifest is not None:
             sub.claimed, sub.handed_in = manifest_student(manifest), manifest_time(manifest)
         return sub
@@ -579,10 +598,39 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     """Read one submission as text; never raises for bad input (see ``Submission.error``).
 
     The student id is the file stem, folder name or zip stem, sanitised.  A
-    path that is a symbolic link is refused, whatever it points to.
+    path that is a symbolic link is refused, whatever it points to.  Its time
+    as collected is :func:`collected_time`'s.
     """
-    p = Path(path)
-    source = str(path)
+    sub = _read_submission(Path(path), str(path))
+    sub.collected = collected_time(Path(path))
+    return sub
+
+
+LMS_TIME = re.compile(r"_attempt_(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})(?=[_.]|$)")
+"""The attempt time an LMS writes into a download's name (Blackboard: ``<assignment>_<user>_attempt_<Y-m-d-H-M-S>_…``;
+the first one, before the learner's own file name)."""
+
+
+def collected_time(path: Path) -> datetime | None:
+    """When a hand-in was collected: the LMS's attempt time in its name (:data:`LMS_TIME`), else the time of the
+    file or folder on the instructor's disk (its mtime, not followed through a link); None when neither is known.
+
+    Never the time a manifest states: the learner writes that.
+    """
+    found = LMS_TIME.search(_name_of(path))
+    if found is not None:
+        year, month, day, hour, minute, second = (int(g) for g in found.groups())
+        try:
+            return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+        except ValueError:
+            pass
+    try:
+        return datetime.fromtimestamp(os.lstat(path).st_mtime_ns / 1e9, tz=timezone.utc)
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+def _read_submission(p: Path, source: str) -> Submission:
     student = _id_from_path(p)
     fmt = _format_of(p)
     try:
@@ -646,6 +694,9 @@ NOT_REGULAR = "not a regular file"
 class IntakeError(Exception):
     """Nothing can be graded as asked (one line saying what to do): a usage error, nothing is written."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(inert_line(message, 4000))  # it may name files a learner named
+
 
 @dataclass(frozen=True)
 class Skipped:
@@ -653,6 +704,9 @@ class Skipped:
 
     path: str
     reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", inert_line(self.reason))
 
 
 HIDDEN_HAND_IN = "a hidden file (its name starts with a dot); name it on the command line to grade it"
@@ -687,7 +741,7 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
         if e.is_symlink():
             members.append(child)
         elif e.is_dir(follow_symlinks=False):
-            if (child / "gradebook.sqlite").exists():
+            if (child / GRADEBOOK).exists():
                 skipped.append(Skipped(str(child), RESULTS_FOLDER))
             else:
                 members.append(child)
@@ -904,9 +958,24 @@ def collect_submissions(paths: list[str]) -> list[Submission]:
     return collect(paths).submissions
 
 
-def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
-    """The student a hand-in's file or folder name names: its stem, or the id in ``submission-<id>-<date>``."""
+def _named_id(sub: Submission) -> str:
+    """The id a hand-in's file or folder name gives: the ``<id>`` of ``submission-<id>-<date>``, else its stem."""
     stem = _id_from_path(Path(sub.source))
+    made = ATTNKIT_NAME.fullmatch(stem)
+    return safe_name(made.group(1)) if made is not None else stem
+
+
+def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
+    """The student a hand-in's file or folder name names: its stem, or the id in ``submission-<id>-<date>``.
+
+    Only a name that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be
+    sanitised (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one.
+    """
+    name = _name_of(Path(sub.source))
+    path = Path(name)
+    stem = name[: -len(path.suffix)] if path.suffix and not Path(sub.source).is_dir() else name
+    if safe_name(stem, "") != stem:
+        return None
     found = roster.by_name(stem)
     made = ATTNKIT_NAME.fullmatch(stem)
     return found if found is not None or made is None else roster.by_name(made.group(1))
@@ -917,27 +986,30 @@ def identify(
 ) -> Intake:
     """Give every submission its student id, whatever order they come in; :class:`IntakeError` when it cannot.
 
-    The id of a hand-in is, in this order:
+    The id comes from what the instructor collected, never from what the learner wrote.  In this order:
 
-    1. with a roster, the student whose file ``pattern`` matches its file name
-       (a manifest claiming another id is reported in ``notes``); a name that
-       two patterns match is an error;
-    2. the id its manifest claims (:func:`grader.handin.manifest_student`):
-       with a roster, the student whose id, email or email's local part it is;
-    3. with a roster, the student its file or folder stem names the same way
-       (or the ``<id>`` of ``submission-<id>-<date>``);
-    4. the id its manifest claims (a hand-in not on the roster keeps it);
-    5. its file or folder stem, sanitised (:func:`_id_from_path`), made unique
-       by :func:`deduplicate_ids`.
+    1. with a roster, the student whose file ``pattern`` matches its file name;
+       a name that two patterns match is an error row for that hand-in (graded
+       under its name, 3), never a refusal of the class;
+    2. with a roster, the student its file or folder stem names (id, email or
+       email's local part, or the ``<id>`` of ``submission-<id>-<date>``), when
+       that stem is already a safe id (:func:`_by_file_name`);
+    3. its name: the ``<id>`` of ``submission-<id>-<date>``, else its stem,
+       sanitised (:func:`_named_id`), made unique by :func:`deduplicate_ids`
+       (a name never takes an id a roster student's hand-in has).
 
-    Ids from 1-4 are the student's own: two hand-ins with one of them are the
-    same student's, an :class:`IntakeError` unless ``latest``, which keeps the
-    one its manifest says was packed last (the others become ``skipped``,
-    superseded) and refuses when that cannot be told.  A hand-in that matches
-    no one on the roster is graded under its own id (4 or 5) and listed in
-    ``unmatched`` and ``notes``: an instructor expects a stray hand-in graded
-    and shown, not dropped (fix the roster, and the next run files it).  The
-    roster's students without a hand-in are ``missing``.
+    The id its manifest claims (``Submission.claimed``) only confirms this one:
+    a claim of another id is a note on that row, whatever it claims (another
+    hand-in's id, a reserved name, a path).  Ids from 1-2 are the student's own:
+    two hand-ins with one of them are the same student's, an :class:`IntakeError`
+    unless ``latest``, which keeps the one collected last (:func:`collected_time`:
+    an LMS's attempt time in the name, else the file's time on disk; never a
+    manifest's date), lists the others as ``skipped`` (superseded) and refuses
+    when that cannot be told.  A hand-in that matches no one on the roster is
+    graded under its own id (3) and listed in ``unmatched`` and ``notes``: an
+    instructor expects a stray hand-in graded and shown, not dropped (fix the
+    roster, and the next run files it).  The roster's students without a
+    hand-in are ``missing``.
     """
     skipped = list(skipped or [])
     if roster is not None:
@@ -945,57 +1017,40 @@ def identify(
         if reserved:
             raise IntakeError(f"roster: the id {reserved[0]!r} is the name of a file attnkit grade writes; rename it")
     owned: dict[str, list[Submission]] = {}
-    stems: list[Submission] = []
+    named: list[Submission] = []
     off_roster: list[Submission] = []
-    problems: list[str] = []
+    entries: dict[int, RosterEntry] = {}
     for sub in subs:
         name = _name_of(Path(sub.source))
-        claim = sub.claimed
-        if claim is not None and claim.lower() in RESERVED_IDS:
-            sub.notes.append(f"{name}: its manifest claims {claim!r}, a name attnkit grade writes a file by; not taken")
-            claim = None
         entry = None
         if roster is not None:
             hits = roster.by_pattern(name)
             if len(hits) > 1:
-                problems.append(f"{name} matches the file patterns of {', '.join(e.id for e in hits)}")
-                continue
-            if hits:
-                entry = hits[0]
-                if claim is not None and claim.lower() not in entry.names:
-                    sub.notes.append(
-                        f"{name}: its manifest claims the id {claim!r}, but the roster's file pattern "
-                        f"{entry.pattern!r} names {entry.id!r}: graded as {entry.id!r}"
-                    )
+                why = f"{name!r} matches the file patterns of {', '.join(e.id for e in hits)}"
+                if sub.error is None:
+                    sub.error = f"{why}: not graded until the roster's patterns tell them apart"
+                else:
+                    _note(sub, f"{why}: make the roster's patterns tell them apart")
             else:
-                entry = roster.by_name(claim) if claim is not None else None
+                entry = hits[0] if hits else _by_file_name(roster, sub)
                 if entry is None:
-                    entry = _by_file_name(roster, sub)
-                    if entry is not None and claim is not None:
-                        sub.notes.append(
-                            f"{name}: its manifest claims the id {claim!r}, who is not on the roster; "
-                            f"its name is {entry.id!r}'s: graded as {entry.id!r}"
-                        )
+                    off_roster.append(sub)
         if entry is not None:
-            sub.student = entry.id
-        elif claim is not None:
-            sub.student = claim
+            sub.student, entries[id(sub)] = entry.id, entry
+            owned.setdefault(entry.id.lower(), []).append(sub)
         else:
-            stems.append(sub)
-        if roster is not None and entry is None:
-            off_roster.append(sub)
-        if entry is not None or claim is not None:
-            owned.setdefault(sub.student.lower(), []).append(sub)
-    if problems:
-        raise IntakeError("; ".join(sorted(problems)) + ": make the roster's patterns tell them apart")
+            sub.student = _named_id(sub)
+            named.append(sub)
     losers = _latest_of_each(owned, latest)
     skipped += [Skipped(sub.source, why) for sub, why in losers]
     dropped = {id(sub) for sub, _ in losers}
     kept = [sub for sub in subs if id(sub) not in dropped]
-    deduplicate_ids(stems, owned=owned)
+    deduplicate_ids(named, owned=owned)
+    for sub in kept:
+        _check_claim(sub, entries.get(id(sub)), roster)
     for sub in off_roster:
         if id(sub) not in dropped:
-            sub.notes.append(f"{_name_of(Path(sub.source))}: matches no one on the roster: graded as {sub.student!r}")
+            _note(sub, f"{_name_of(Path(sub.source))!r} matches no one on the roster: graded as {sub.student!r}")
     found = {sub.student.lower() for sub in kept}
     return Intake(
         submissions=kept,
@@ -1007,41 +1062,63 @@ def identify(
     )
 
 
+def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | None) -> None:
+    """A note on ``sub`` when its manifest claims another id than the one it was given (a claim only confirms)."""
+    claim = sub.claimed
+    if claim is None:
+        return
+    own = entry.names if entry is not None else {sub.student.lower()}
+    if claim.lower() in own:
+        return
+    name = _name_of(Path(sub.source))
+    whose = roster.by_name(claim) if roster is not None else None
+    hint = (
+        f" ({whose.id} on the roster: if it is theirs, give the roster a file pattern for it)"
+        if whose is not None and entry is None
+        else ""
+    )
+    _note(
+        sub,
+        f"{name!r}: its manifest claims the id {claim!r}{hint}; graded as {sub.student!r}, the id its "
+        "file name gives (a manifest's id only confirms it)",
+    )
+
+
 def _latest_of_each(owned: dict[str, list[Submission]], latest: bool) -> list[tuple[Submission, str]]:
     """The hand-ins that another hand-in of the same student supersedes, with why; :class:`IntakeError` when
-    there are several and not ``latest``, or ``latest`` cannot tell which one is the last."""
+    there are several and not ``latest``, or ``latest`` cannot tell which one is the last (by ``collected``)."""
     doubles = {key: subs for key, subs in owned.items() if len(subs) > 1}
 
     def shown(subs: list[Submission]) -> str:
-        return ", ".join(sorted(_name_of(Path(s.source)) for s in subs))
+        return ", ".join(sorted(repr(_name_of(Path(s.source))) for s in subs))
 
     if doubles and not latest:
         listed = "; ".join(f"{subs[0].student}: {shown(subs)}" for _, subs in sorted(doubles.items()))
         raise IntakeError(
             f"two or more hand-ins for one student ({listed}); pass --latest to grade each student's latest "
-            "hand-in by the time in its manifest (the others are listed as skipped), or remove the ones not to grade"
+            "hand-in by the time it was collected (the others are listed as skipped), or remove the ones not to grade"
         )
     problems: list[str] = []
     losers: list[tuple[Submission, str]] = []
     for _, subs in sorted(doubles.items()):
-        untimed = [s for s in subs if s.handed_in is None]
+        untimed = [s for s in subs if s.collected is None]
         if untimed:
-            problems.append(f"{shown(untimed)} of {subs[0].student} carry no time (no attnkit submit manifest)")
+            problems.append(f"{shown(untimed)} of {subs[0].student}: no time known")
             continue
-        newest = max(s.handed_in for s in subs if s.handed_in is not None)
-        best = [s for s in subs if s.handed_in == newest]
+        newest = max(s.collected for s in subs if s.collected is not None)
+        best = [s for s in subs if s.collected == newest]
         if len(best) > 1:
-            problems.append(f"{shown(best)} of {subs[0].student} were packed at the same time")
+            problems.append(f"{shown(best)} of {subs[0].student} were collected at the same time")
             continue
         winner = _name_of(Path(best[0].source))
         for sub in subs:
             if sub is not best[0]:
-                then = sub.handed_in.isoformat() if sub.handed_in else "?"
+                then = sub.collected.isoformat() if sub.collected else "?"
                 why = (
-                    f"superseded by {winner} ({sub.student}'s latest hand-in, packed {newest.isoformat()}; "
+                    f"superseded by {winner!r} ({sub.student}'s latest hand-in, collected {newest.isoformat()}; "
                     f"this one {then})"
                 )
-                losers.append((sub, why))
+                losers.append((sub, inert_line(why)))
     if problems:
-        raise IntakeError(f"--latest cannot choose: {'; '.join(problems)}; remove the ones not to grade")
+        raise IntakeError(inert_line(f"--latest cannot choose: {'; '.join(problems)}; remove the ones not to grade"))
     return losers

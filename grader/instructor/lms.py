@@ -26,6 +26,7 @@ import csv
 import io
 from pathlib import Path
 
+from grader.instructor.out_folder import class_file, lms_file
 from grader.instructor.reports import (
     ClassRoll,
     Person,
@@ -77,7 +78,8 @@ def moodle_rows(roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") ->
 
 
 EXPORTS = {"canvas": canvas_rows, "moodle": moodle_rows}
-"""Each LMS export by the name ``--lms`` takes; it is written to ``<name>.csv``."""
+"""Each LMS export by the name ``--lms`` takes; it is written to ``<name>.csv`` (declared in
+:data:`grader.instructor.out_folder.LMS_NAMES`, or :func:`write` refuses it)."""
 
 
 def export_csv(name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> str:
@@ -90,6 +92,6 @@ def export_csv(name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "at
 
 def write(out: str | Path, name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> Path:
     """Write ``out/<name>.csv`` and return its path."""
-    path = Path(out) / f"{name}.csv"
+    path = class_file(out, lms_file(name))
     write_text(path, export_csv(name, roll, rubric, assignment))
     return path

@@ -74,8 +74,10 @@ from rich.table import Table
 from grader.handin import safe_name
 from grader.instructor import heatmaps
 from grader.instructor.heatmaps import Figure
+from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
 from grader.instructor.intake import Submission
 from grader.instructor.messages import texts, translate
+from grader.instructor.out_folder import GRADES_CSV, JUNIT_XML, class_file
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
@@ -109,7 +111,6 @@ Graded = Sequence[tuple[Submission, Sequence[CaseResult]]]
 
 MAX_OUTPUT_LINES = 10
 """At most this many lines of explanation per hook in ``results.json``."""
-MAX_LINE_CHARS = 400
 MAX_MESSAGE_CHARS = 4000
 MAX_CASES_NAMED = 3
 
@@ -159,31 +160,6 @@ def short_points(x: float) -> str:
     """Points for people: ``1``, ``0.5``, ``2.67``."""
     text = f"{x:.2f}".rstrip("0").rstrip(".")
     return "0" if text in ("", "-0") else text
-
-
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but tab and newline, DEL, C1
-    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidi marks, embeddings, overrides and isolates
-    "\u2028\u2029\ud800-\udfff\ufffe\uffff]"  # line/paragraph separators, lone surrogates, non-characters
-)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def inert(text: object) -> str:
-    """Text a submission wrote, safe to show anywhere: control characters become visible escapes.
-
-    C0 controls other than tab and newline (ESC, BEL, CR …), DEL, C1 controls,
-    Unicode bidi controls, line/paragraph separators, lone surrogates and the
-    non-characters U+FFFE/U+FFFF are written as ``\\x1b`` / ``\\u202e``, so an
-    OSC 52 or clear-screen sequence is plain text, never an instruction to a
-    terminal, and every output format (UTF-8, XML 1.0) can hold the result.
-    ``\\r\\n`` counts as a newline.
-    """
-    return _CONTROL.sub(_escaped, str(text).replace("\r\n", "\n"))
 
 
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -551,7 +527,7 @@ def student_report(
     headline = submission_error(submission, results)
     return StudentReport(
         student=submission.student,
-        source=inert(submission.source),
+        source=inert_line(submission.source),
         format=submission.format,
         error=inert(submission.error) if submission.error else submission.error,
         earned=earned,
@@ -594,8 +570,12 @@ MAX_STATUS_CHARS = 160
 
 
 def review_constructs(findings: Iterable[str]) -> list[str]:
-    """The distinct constructs of ``file:line: construct`` findings, in order."""
-    return list(dict.fromkeys(str(f).rsplit(": ", 1)[-1] for f in findings))
+    """The distinct constructs of ``file:line: construct`` findings, in order.
+
+    A finding's file holds no ``": "`` (:class:`~grader.instructor.review_flags.Finding` escapes its colons), so
+    the construct is everything after the first one, whatever ``": "`` the construct itself quotes.
+    """
+    return list(dict.fromkeys(str(f).split(": ", 1)[-1] for f in findings))
 
 
 _GROUPED = ("assignment of ", "deletion of ")
@@ -996,8 +976,9 @@ def write_reports(
     assignment = str(run_info.get("assignment") or "attnkit")
     whole = _sorted(roll.graded)
     problems: list[str] = []
-    _guarded(problems, "grades.csv", write_grades_csv, out / "grades.csv", whole, rubric, roll.missing)
-    _guarded(problems, "junit.xml", write_junit, out / "junit.xml", whole, roll.missing)
+    grades, junit = class_file(out, GRADES_CSV), class_file(out, JUNIT_XML)
+    _guarded(problems, GRADES_CSV, write_grades_csv, grades, whole, rubric, roll.missing)
+    _guarded(problems, JUNIT_XML, write_junit, junit, whole, roll.missing)
     _guarded(problems, "class.html / class.md", class_report.write, out, roll, rubric, run_info)
     for name in run_info.get("lms") or ():
         _guarded(problems, f"{name} export", lms_exports.write, out, name, roll, rubric, assignment)
@@ -1023,10 +1004,14 @@ def write_reports(
 
 
 def console_text(text: object) -> str:
-    """Text a submission wrote, for the rich console: control characters escaped (:func:`inert`), markup too."""
+    """Text a submission wrote, for the rich console: one inert line (:func:`inert_line`), markup escaped.
+
+    Every console line that carries learner-derived text is one item (an id, a note, a finding, a path), so a
+    newline in it is always escaped: nothing a hand-in wrote can print a line of its own.
+    """
     from rich.markup import escape
 
-    return escape(inert(text))
+    return escape(inert_line(text, MAX_MESSAGE_CHARS))
 
 
 def summary_table(graded: Graded, rubric: Rubric) -> Table:
@@ -1064,9 +1049,9 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
 
 def review_lines(graded: Graded) -> list[str]:
     """``student: file:line: construct`` for every review finding, students sorted (plain text, inert)."""
-    return [inert(f"{sub.student}: {finding}") for sub, _ in _sorted(graded) for finding in sub.review]
+    return [inert_line(f"{sub.student}: {finding}") for sub, _ in _sorted(graded) for finding in sub.review]
 
 
 def id_notes(graded: Graded) -> list[str]:
     """The one-line note of every student id that was changed to keep ids apart (plain text, inert)."""
-    return [inert(note) for sub, _ in _sorted(graded) for note in sub.notes]
+    return [inert_line(note) for sub, _ in _sorted(graded) for note in sub.notes]

@@ -57,6 +57,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from grader.instructor.inert import inert_line
+
 MAX_SCANNED_BYTES = 4 << 20
 """A submission's source is scanned up to this many bytes in all; the rest is flagged as not scanned."""
 MAX_SCANNED_NODES = 500_000
@@ -188,6 +190,9 @@ GETATTR_LIKE = frozenset({"builtins.getattr", "builtins.hasattr", "builtins.obje
 IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
 RUNNERS = frozenset({"builtins.exec", "builtins.eval", "builtins.compile"})
 
+MAX_SHOWN_CHARS = 200
+"""A finding's file and construct are each cut to this many characters (a learner's string can be any length)."""
+
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -201,7 +206,10 @@ class Finding:
     construct: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.construct}"
+        """One inert line (the file's and the construct's text is the learner's: a zip entry's name, a string
+        constant used as an attribute name); the file's colons are escaped, so the first ``": "`` ends it."""
+        file = inert_line(self.file, MAX_SHOWN_CHARS).replace(":", "\\x3a")
+        return f"{file}:{self.line}: {inert_line(self.construct, MAX_SHOWN_CHARS)}"
 
 
 def scan_files(files: dict[str, str]) -> list[str]:

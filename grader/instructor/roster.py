@@ -27,7 +27,7 @@ A bad file is a :class:`RosterError` naming the line: ``roster.csv:4: ...``.
 :meth:`Roster.to_rows` / :meth:`Roster.from_rows` turn a roster into plain
 dicts and back, for the gradebook to keep.
 
-Matching hand-ins to students (pattern, then manifest id, then name) is
+Matching hand-ins to students (pattern, then name; a manifest's id only confirms) is
 :mod:`grader.instructor.intake`'s; this module only answers lookups.
 """
 

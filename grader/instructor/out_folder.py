@@ -1,0 +1,47 @@
+"""The out folder's own files: every name ``attnkit grade`` writes beside the student folders, declared once.
+
+Each writer takes its file's name from here (:func:`class_file` refuses a name
+not declared), and intake reserves every one of them (:data:`CLASS_FILES`): no
+student id may be one, so a hand-in named ``class.html.py`` gets its own folder
+instead of colliding with the class report.  A new output is declared here or it
+cannot be written.  Stdlib only: intake imports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CLASS_FILES", "CLASS_HTML", "CLASS_MD", "GRADEBOOK", "GRADES_CSV", "JUNIT_XML", "LMS_NAMES", "class_file",
+           "lms_file"]  # fmt: skip
+
+GRADEBOOK = "gradebook.sqlite"
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+"""What SQLite keeps beside the gradebook while it is open (WAL journal, shared memory, rollback journal)."""
+GRADES_CSV = "grades.csv"
+JUNIT_XML = "junit.xml"
+CLASS_HTML = "class.html"
+CLASS_MD = "class.md"
+LMS_NAMES = ("canvas", "moodle")
+"""The LMS exports ``--lms`` names; each is written to ``<name>.csv``."""
+
+
+def lms_file(name: str) -> str:
+    """``<name>.csv`` for an LMS export of :data:`LMS_NAMES`; ValueError for any other."""
+    if name not in LMS_NAMES:
+        raise ValueError(f"unknown LMS {name!r}; attnkit writes {', '.join(LMS_NAMES)}")
+    return f"{name}.csv"
+
+
+CLASS_FILES = frozenset(
+    {GRADES_CSV, JUNIT_XML, CLASS_HTML, CLASS_MD, GRADEBOOK}
+    | {GRADEBOOK + side for side in SQLITE_SIDE_FILES}
+    | {lms_file(name) for name in LMS_NAMES}
+)
+"""Every file name ``attnkit grade`` writes at the top of an out folder."""
+
+
+def class_file(out: str | Path, name: str) -> Path:
+    """``out/name`` for a file of :data:`CLASS_FILES`; ValueError for a name not declared there."""
+    if name not in CLASS_FILES:
+        raise ValueError(f"{name!r} is not one of the out folder's declared files (grader/instructor/out_folder.py)")
+    return Path(out) / name
