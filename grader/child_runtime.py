@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import socket
@@ -386,19 +387,26 @@ def _recording_mode(banned: list[str]):
 
 
 def _largest_tensor_mode():
-    """A TorchDispatchMode that notes the largest tensor any op creates inside it: its shape and the op.
+    """A TorchDispatchMode that notes the largest tensors any op creates inside it: their shapes and the ops.
 
-    Every output of every op counts, but a view or an in-place result (its schema says it aliases an
-    input): those hold no new memory.  ``matmul`` computes on ``(8, T, T)`` and returns the learner a
-    ``(2, 4, T, T)`` view of it (``_unsafe_view``): that view renames the largest tensor, so the shape
-    reported is the one the learner's code saw.  For the calls that ask for it (``measure_memory``: the
-    memory rule of a chunked exercise); like the recorder, a learning aid, not a security boundary.
+    Two records: the tensor with the most elements (``shape``, ``op``), and the floating tensor with the
+    widest last two dims (``matrix``, ``matrix_op``: one batch-head's ``(Tq, Tk)`` scores, however many
+    batch-heads it holds; :func:`grader.rules.matrix_size`).  Every output of every op counts, but a view
+    or an in-place result (its schema says it aliases an input): those hold no new memory.  ``matmul``
+    computes on ``(8, T, T)`` and returns the learner a ``(2, 4, T, T)`` view of it (``_unsafe_view``),
+    and folds ``(B, H, T, d) @ (d, c)`` into one ``(B*H*T, c)`` product: that view renames the tensor it
+    views, so the shapes reported are the ones the learner's code saw.  Call ``settle()`` before reading
+    ``matrix``.  For the calls that ask for it (``measure_memory``: the memory rule of a chunked exercise);
+    it sees the calling thread only, which is why a call may start no thread (:func:`_watch_spawns`).
     """
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
 
     mode_base: Any = TorchDispatchMode
     unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
+
+    def matrix_size(shape: list[int]) -> int:  # grader.rules.matrix_size, here so that the child imports no kit
+        return math.prod(shape[-2:]) if shape else 0
 
     class LargestTensor(mode_base):
         def __init__(self) -> None:
@@ -407,11 +415,23 @@ def _largest_tensor_mode():
             self.shape: list[int] = []
             self.op = ""
             self._largest: Any = None  # a weak reference: the mode keeps nothing alive
+            self.matrix: list[int] = []
+            self.matrix_op = ""
+            self._pending: tuple[Any, list[int], str] | None = None  # the last floating tensor: a view may rename it
+
+        def settle(self) -> None:
+            """The last floating tensor created can no longer be renamed: weigh it for ``matrix``."""
+            if self._pending is not None:
+                _, shape, op = self._pending
+                self._pending = None
+                if matrix_size(shape) > matrix_size(self.matrix):
+                    self.matrix, self.matrix_op = shape, op
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             returns = func._schema.returns
             values = out if isinstance(out, (tuple, list)) else (out,)
+            op = str(getattr(func, "__name__", func)).split(".")[0]
             for i, value in enumerate(values):
                 if not isinstance(value, torch.Tensor):
                     continue
@@ -419,11 +439,17 @@ def _largest_tensor_mode():
                 if func is unsafe_view:  # matmul's result, handed back in the learner's shape
                     if args and self._largest is not None and args[0] is self._largest():
                         self.shape, self._largest = list(value.shape), weakref.ref(value)
-                elif declared is not None and declared.alias_info is not None:
+                    if args and self._pending is not None and args[0] is self._pending[0]():
+                        self._pending = (weakref.ref(value), list(value.shape), self._pending[2])
+                    continue
+                if declared is not None and declared.alias_info is not None:
                     continue  # a view or an in-place result: no new memory
-                elif value.numel() > self.elements:
+                if value.numel() > self.elements:
                     self.elements, self.shape, self._largest = value.numel(), list(value.shape), weakref.ref(value)
-                    self.op = str(getattr(func, "__name__", func)).split(".")[0]
+                    self.op = op
+                if value.is_floating_point() or value.is_complex():
+                    self.settle()
+                    self._pending = (weakref.ref(value), list(value.shape), op)
             return out
 
     return LargestTensor()
@@ -443,7 +469,13 @@ def _measured(reply: dict[str, Any], device: str) -> Iterator[None]:
         with mode:
             yield
     finally:
-        reply["memory"] = {"largest": mode.shape if mode.elements >= 0 else None, "op": mode.op[:100]}
+        mode.settle()
+        reply["memory"] = {
+            "largest": mode.shape if mode.elements >= 0 else None,
+            "op": mode.op[:100],
+            "matrix": mode.matrix or None,
+            "matrix_op": mode.matrix_op[:100],
+        }
         if on_cuda:
             torch.cuda.synchronize(device)
             reply["memory"]["cuda_peak_bytes"] = max(0, torch.cuda.max_memory_allocated(device) - before)

@@ -233,12 +233,15 @@ MEMORY_FACTS = Record(
     {
         "largest": Maybe(Items(Number(maximum=2**48, whole=True), MAX_DIMS)),
         "op": Text(100),
+        "matrix": Maybe(Items(Number(maximum=2**48, whole=True), MAX_DIMS)),
+        "matrix_op": Text(100),
         "cuda_peak_bytes": Maybe(Number(maximum=2**50, whole=True)),
     }
 )
 """What a call that asks for it (``measure_memory``) reports of the memory it used
 (``grader.child_runtime._measured``): the shape of the largest tensor an op created (``None``: no op ran),
-the op that made it, and on CUDA the peak of allocated bytes above what the call started with."""
+the op that made it, the same for the floating tensor with the widest last two dims (``matrix``), and on CUDA
+the peak of allocated bytes above what the call started with."""
 CALL_REPLY = Record(
     {
         "id": Number(maximum=2**31, whole=True),
@@ -336,6 +339,8 @@ class ModuleFacts(TypedDict, total=False):
 class MemoryFacts(TypedDict, total=False):
     largest: list[int] | None
     op: str
+    matrix: list[int] | None
+    matrix_op: str
     cuda_peak_bytes: int | None
 
 
