@@ -40,6 +40,7 @@ __all__ = [
     "QUERY_AXIS_LABEL",
     "RuleBroken",
     "RuledSolution",
+    "SPAWN_KINDS",
     "banned_message",
     "contiguous_message",
     "dtype_message",
@@ -53,6 +54,7 @@ __all__ = [
     "memory_bound",
     "memory_problem",
     "not_a_figure_message",
+    "spawn_message",
     "subclass_message",
     "token_axes",
     "transposed_message",
@@ -78,6 +80,35 @@ IN_PLACE = "modified its input in place; return a new tensor and leave the input
 def banned_message(hook: str, calls: list[str]) -> str:
     """``uses torch.softmax: <why>``: the failure for a banned call recorded while ``hook`` ran."""
     return f"uses {', '.join(calls)}: {row(hook).why_banned or 'not allowed here'}"
+
+
+SPAWN_KINDS = {
+    "_thread.start_new_thread": "a thread",
+    "_thread.start_joinable_thread": "a thread",
+    "thread-running": "a thread (still running)",
+    "os.fork": "a process (os.fork)",
+    "os.forkpty": "a process (os.forkpty)",
+    "pty.spawn": "a process (pty.spawn)",
+    "os.posix_spawn": "a process (os.posix_spawn)",
+    "os.spawn": "a process (os.spawn*)",
+    "os.system": "a process (os.system)",
+    "os.exec": "another program (os.exec*)",
+    "subprocess.Popen": "a process (subprocess)",
+    "_posixsubprocess.fork_exec": "a process (multiprocessing)",
+    "process-running": "a process (still running)",
+    "process-ended": "a process (already ended)",
+}
+"""What the learner's process reports it started (``grader.child_runtime.SPAWN_EVENTS`` and the measured facts),
+worded; anything else it sends is "a thread or a process"."""
+
+
+def spawn_message(started: list[str]) -> str:
+    """The failure of every call made once the learner's code started a thread or a process (at import or in a call)."""
+    kinds = list(dict.fromkeys(SPAWN_KINDS.get(str(s), "a thread or a process") for s in started))
+    return (
+        f"your code started {', '.join(kinds)}: threads and processes are not allowed in graded code, at import or "
+        "in a call (the grader sees banned calls and memory in the calling thread only); compute in the calling thread"
+    )
 
 
 def is_device_error(message: str) -> bool:

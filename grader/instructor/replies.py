@@ -249,6 +249,7 @@ CALL_REPLY = Record(
         "error": Maybe(ERROR),
         "seconds": SECONDS,
         "banned": Items(Text(100), 64),
+        "spawned": Items(Text(100), 16),
         "inputs_unchanged": Flag(),
         "results": Items(RESULT, 64),
         "module": Maybe(MODULE_FACTS),
@@ -355,6 +356,7 @@ class CallReply(_CallReplyId, total=False):
     error: ErrorInfo | None
     seconds: float
     banned: list[str]
+    spawned: list[str]  # threads and processes the learner's code started (grader.child_runtime._spawn_facts)
     inputs_unchanged: bool
     results: list[ResultInfo]
     module: ModuleFacts | None
