@@ -210,4 +210,3 @@ def test_a_thread_started_at_import_fails_every_call(tmp_path, suite, template):
 def test_correct_code_starts_nothing(tmp_path, suite, template):
     results = graded(tmp_path, None, suite, template)
     assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
-
