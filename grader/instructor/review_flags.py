@@ -300,7 +300,7 @@ def _unheld_imports(files: dict[str, str]) -> set[Finding]:
                     unheld.add(
                         Finding(
                             rel,
-                            node.lineno,
+                            int(getattr(node, "lineno", 1)),
                             f"imports {top[:40]}, a module the hand-in does not hold (written at run time?)",
                         )
                     )
