@@ -316,11 +316,13 @@ LIE = "import sys\nsys.modules['__main__'].call_hook = None\n"  # the known in-p
         ("import base64\nexec(base64.b64decode(TEXT))\n", "exec of a computed string"),
         ("import base64\nexec(compile(base64.b64decode(TEXT), 'x', 'exec'))\n", "compile of a computed string"),
         (f"HIDDEN = {LIE!r}\n", "sys.modules (in a string)"),
+        ("import _thread\nstart = _thread.start_new_thread.__closure__[0].cell_contents\n", "__closure__"),
     ],
     ids=["written-lie", "written-name", "written-computed-name", "unheld-import", "unheld-from-import",
          "spec-from-file", "source-loader", "reload", "runpy", "sys-path", "meta-path", "pickle-loads",
          "from-pickle", "pickle-alias", "getattr-import", "import-module", "_pickle", "marshal", "shelve",
-         "torch-load", "torch-load-unsafe", "base64-exec", "base64-compile", "code-in-a-constant"],
+         "torch-load", "torch-load-unsafe", "base64-exec", "base64-compile", "code-in-a-constant",
+         "the-child's-thread-entry-unwrapped"],
 )  # fmt: skip
 def test_code_the_scan_cannot_read_is_flagged(source, construct):
     found = scan_files({"m.py": source})

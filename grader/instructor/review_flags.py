@@ -26,7 +26,7 @@ to ``exec``/``eval``/``compile`` are all followed):
   ``gc.get_objects``/``get_referrers``/``get_referents``, frame inspection
   (``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``…,
   ``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``, ``gi_frame``…),
-  ``__subclasses__``, ``__globals__``, ``__code__``, ``__builtins__``,
+  ``__subclasses__``, ``__globals__``, ``__code__``, ``__closure__``, ``__builtins__``,
   ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
   attribute of ``sys``, the grader's own ``grader.child_runtime``/``grader.instructor.sandbox``;
 - patching: assignment, ``del``, ``setattr``/``delattr`` (and
@@ -135,7 +135,9 @@ FRAME_ATTRIBUTES = frozenset(
     {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace"}
     | {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 )
-EVASION_DUNDERS = frozenset({"__subclasses__", "__globals__", "__code__", "__builtins__"})
+EVASION_DUNDERS = frozenset(
+    {"__subclasses__", "__globals__", "__code__", "__builtins__", "__closure__", "cell_contents"}
+)
 MODULE_INTERNALS = frozenset(
     {
         "_buffers",
