@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import socket
@@ -386,19 +387,26 @@ def _recording_mode(banned: list[str]):
 
 
 def _largest_tensor_mode():
-    """A TorchDispatchMode that notes the largest tensor any op creates inside it: its shape and the op.
+    """A TorchDispatchMode that notes the largest tensors any op creates inside it: their shapes and the ops.
 
-    Every output of every op counts, but a view or an in-place result (its schema says it aliases an
-    input): those hold no new memory.  ``matmul`` computes on ``(8, T, T)`` and returns the learner a
-    ``(2, 4, T, T)`` view of it (``_unsafe_view``): that view renames the largest tensor, so the shape
-    reported is the one the learner's code saw.  For the calls that ask for it (``measure_memory``: the
-    memory rule of a chunked exercise); like the recorder, a learning aid, not a security boundary.
+    Two records: the tensor with the most elements (``shape``, ``op``), and the floating tensor with the
+    widest last two dims (``matrix``, ``matrix_op``: one batch-head's ``(Tq, Tk)`` scores, however many
+    batch-heads it holds; :func:`grader.rules.matrix_size`).  Every output of every op counts, but a view
+    or an in-place result (its schema says it aliases an input): those hold no new memory.  ``matmul``
+    computes on ``(8, T, T)`` and returns the learner a ``(2, 4, T, T)`` view of it (``_unsafe_view``),
+    and folds ``(B, H, T, d) @ (d, c)`` into one ``(B*H*T, c)`` product: that view renames the tensor it
+    views, so the shapes reported are the ones the learner's code saw.  Call ``settle()`` before reading
+    ``matrix``.  For the calls that ask for it (``measure_memory``: the memory rule of a chunked exercise);
+    it sees the calling thread only, which is why a call may start no thread (:func:`_watch_spawns`).
     """
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
 
     mode_base: Any = TorchDispatchMode
     unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
+
+    def matrix_size(shape: list[int]) -> int:  # grader.rules.matrix_size, here so that the child imports no kit
+        return math.prod(shape[-2:]) if shape else 0
 
     class LargestTensor(mode_base):
         def __init__(self) -> None:
@@ -407,11 +415,23 @@ def _largest_tensor_mode():
             self.shape: list[int] = []
             self.op = ""
             self._largest: Any = None  # a weak reference: the mode keeps nothing alive
+            self.matrix: list[int] = []
+            self.matrix_op = ""
+            self._pending: tuple[Any, list[int], str] | None = None  # the last floating tensor: a view may rename it
+
+        def settle(self) -> None:
+            """The last floating tensor created can no longer be renamed: weigh it for ``matrix``."""
+            if self._pending is not None:
+                _, shape, op = self._pending
+                self._pending = None
+                if matrix_size(shape) > matrix_size(self.matrix):
+                    self.matrix, self.matrix_op = shape, op
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             returns = func._schema.returns
             values = out if isinstance(out, (tuple, list)) else (out,)
+            op = str(getattr(func, "__name__", func)).split(".")[0]
             for i, value in enumerate(values):
                 if not isinstance(value, torch.Tensor):
                     continue
@@ -419,14 +439,124 @@ def _largest_tensor_mode():
                 if func is unsafe_view:  # matmul's result, handed back in the learner's shape
                     if args and self._largest is not None and args[0] is self._largest():
                         self.shape, self._largest = list(value.shape), weakref.ref(value)
-                elif declared is not None and declared.alias_info is not None:
+                    if args and self._pending is not None and args[0] is self._pending[0]():
+                        self._pending = (weakref.ref(value), list(value.shape), self._pending[2])
+                    continue
+                if declared is not None and declared.alias_info is not None:
                     continue  # a view or an in-place result: no new memory
-                elif value.numel() > self.elements:
+                if value.numel() > self.elements:
                     self.elements, self.shape, self._largest = value.numel(), list(value.shape), weakref.ref(value)
-                    self.op = str(getattr(func, "__name__", func)).split(".")[0]
+                    self.op = op
+                if value.is_floating_point() or value.is_complex():
+                    self.settle()
+                    self._pending = (weakref.ref(value), list(value.shape), op)
             return out
 
     return LargestTensor()
+
+
+# --- the child: threads and processes of the learner's code ----------------------------------------
+
+SPAWN_EVENTS = frozenset(
+    {
+        "_thread.start_new_thread",
+        "_thread.start_joinable_thread",
+        "_posixsubprocess.fork_exec",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.exec",
+        "os.system",
+        "subprocess.Popen",
+        "pty.spawn",
+    }
+)
+"""The audit events of starting a thread, a process or a program (``grader.rules.SPAWN_KINDS`` words them)."""
+
+_SPAWNS: list[str] | None = None
+"""What the learner's code started since :func:`_watch_spawns` (None: not watched, as in the trusted process)."""
+
+
+def _watch_spawns() -> None:
+    """From now on, in this process, note every thread and process started (child side, before learner code loads).
+
+    An audit hook (``sys.addaudithook``: it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python
+    before 3.12 raises no event for a new thread, nor any Python for ``_posixsubprocess.fork_exec``
+    (``multiprocessing``'s spawn): ``_thread``'s and ``threading``'s entry points and ``fork_exec`` are
+    replaced by ones that raise the event first.  A call notes too (:func:`_spawn_facts`) a Python thread
+    other than its own, a child process still there, a child process reaped: whatever started them.
+    """
+    global _SPAWNS
+    seen: list[str] = []
+
+    def hear(event: str, args: tuple[Any, ...]) -> None:
+        if event in SPAWN_EVENTS and (event not in seen or event in _THREAD_EVENTS) and len(seen) < 1 << 16:
+            seen.append(event)
+
+    sys.addaudithook(hear)
+    import _thread
+    import threading
+
+    def announcing(event: str, start: Callable[..., Any]) -> Callable[..., Any]:
+        def started(*args: Any, **kwargs: Any) -> Any:
+            sys.audit(event)
+            return start(*args, **kwargs)
+
+        return started
+
+    if sys.version_info < (3, 12):
+        original = _thread.start_new_thread
+        wrapped = announcing("_thread.start_new_thread", original)
+        for module in (_thread, threading):
+            for name, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, name, wrapped)
+    with contextlib.suppress(ImportError):
+        import _posixsubprocess
+
+        _posixsubprocess.fork_exec = announcing(  # type: ignore[attr-defined]
+            "_posixsubprocess.fork_exec", _posixsubprocess.fork_exec
+        )
+    _SPAWNS = seen
+    _spawn_facts()  # the baseline of reaped children
+
+
+_REAPED: list[tuple[float, ...]] = []
+
+
+_THREAD_EVENTS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+
+
+def _spawn_facts(since: int = 0) -> list[str]:
+    """What the learner's process started, for a reply: the events heard, and what is measured now.
+
+    Every process heard since the watch began (one may escape measurement: a double fork without a
+    PID namespace of its own), the threads heard from event ``since`` on (a thread still running is
+    measured).  Measured where the learner's code cannot hide it: a Python thread other than this
+    one (``sys._current_frames``, the interpreter's own list), a child process not yet reaped
+    (``waitid`` without reaping it), a child process reaped since the watch began (the kernel's
+    ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
+    """
+    if _SPAWNS is None:
+        return []
+    import resource
+
+    facts = [e for i, e in enumerate(_SPAWNS) if e not in _THREAD_EVENTS or i >= since]
+    if len(sys._current_frames()) > 1:
+        facts.append("thread-running")
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        facts.append("process-running")
+    except ChildProcessError:
+        pass
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reaped = (usage.ru_utime, usage.ru_stime, usage.ru_minflt, usage.ru_majflt, usage.ru_nvcsw, usage.ru_nivcsw)
+    if not _REAPED:
+        _REAPED.append(reaped)
+    elif reaped != _REAPED[0]:
+        facts.append("process-ended")
+    return list(dict.fromkeys(facts))[:16]
 
 
 @contextlib.contextmanager
@@ -443,7 +573,13 @@ def _measured(reply: dict[str, Any], device: str) -> Iterator[None]:
         with mode:
             yield
     finally:
-        reply["memory"] = {"largest": mode.shape if mode.elements >= 0 else None, "op": mode.op[:100]}
+        mode.settle()
+        reply["memory"] = {
+            "largest": mode.shape if mode.elements >= 0 else None,
+            "op": mode.op[:100],
+            "matrix": mode.matrix or None,
+            "matrix_op": mode.matrix_op[:100],
+        }
         if on_cuda:
             torch.cuda.synchronize(device)
             reply["memory"]["cuda_peak_bytes"] = max(0, torch.cuda.max_memory_allocated(device) - before)
@@ -693,6 +829,7 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     shown: list[str] = []
     showing = recording_show(shown) if figures else contextlib.nullcontext()
     figures_before = _open_figures() if figures else set()
+    spawned = _spawn_facts(since := len(_SPAWNS or ()))
     started = time.perf_counter()
     try:
         with recorder, printed, measured, showing:
@@ -716,6 +853,9 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
         results = []
     reply["seconds"] = time.perf_counter() - started
     reply["banned"] = recorder.seen + shown
+    spawned = list(dict.fromkeys(spawned + _spawn_facts(since)))
+    if spawned:
+        reply["spawned"] = spawned[:16]
     if printed.text:
         reply["printed"] = printed.text
     reply["inputs_unchanged"] = all(
@@ -998,6 +1138,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
     from safetensors.torch import save as save_tensors
 
     hooks: dict[str, Callable[..., Any]] = {}
+    _watch_spawns()  # before any learner code loads
     while True:
         try:
             header, blob = recv_message(sock)

@@ -6,8 +6,9 @@ recorder), a tensor built on the CPU whatever the input's device (found by a
 pass on the meta device: "will fail on a GPU"), an input changed in place, a
 dtype not kept, a result that is not exactly a ``torch.Tensor``, a
 non-contiguous result where the hook table asks for a contiguous one, a
-tensor as large as the full scores where the table asks for bounded memory
-(the largest tensor created, recorded like the banned calls).  The
+tensor as large as the full scores, or as one batch-head's ``(Tq, Tk)`` scores,
+where the table asks for bounded memory (the largest tensors created, recorded
+like the banned calls), a thread or a process started by the learner's code.  The
 verdict (:mod:`grader.instructor.verdict`) and the hidden cases word those
 failures with the messages here.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 from grader.hook_table import row
 
@@ -35,9 +36,11 @@ __all__ = [
     "DEVICE_ERRORS",
     "IN_PLACE",
     "KEY_AXIS_LABEL",
+    "MemoryRule",
     "QUERY_AXIS_LABEL",
     "RuleBroken",
     "RuledSolution",
+    "SPAWN_KINDS",
     "banned_message",
     "contiguous_message",
     "dtype_message",
@@ -47,9 +50,11 @@ __all__ = [
     "gpu_error_message",
     "is_device_error",
     "is_transpose",
+    "matrix_size",
     "memory_bound",
     "memory_problem",
     "not_a_figure_message",
+    "spawn_message",
     "subclass_message",
     "token_axes",
     "transposed_message",
@@ -77,6 +82,35 @@ def banned_message(hook: str, calls: list[str]) -> str:
     return f"uses {', '.join(calls)}: {row(hook).why_banned or 'not allowed here'}"
 
 
+SPAWN_KINDS = {
+    "_thread.start_new_thread": "a thread",
+    "_thread.start_joinable_thread": "a thread",
+    "thread-running": "a thread (still running)",
+    "os.fork": "a process (os.fork)",
+    "os.forkpty": "a process (os.forkpty)",
+    "pty.spawn": "a process (pty.spawn)",
+    "os.posix_spawn": "a process (os.posix_spawn)",
+    "os.spawn": "a process (os.spawn*)",
+    "os.system": "a process (os.system)",
+    "os.exec": "another program (os.exec*)",
+    "subprocess.Popen": "a process (subprocess)",
+    "_posixsubprocess.fork_exec": "a process (multiprocessing)",
+    "process-running": "a process (still running)",
+    "process-ended": "a process (already ended)",
+}
+"""What the learner's process reports it started (``grader.child_runtime.SPAWN_EVENTS`` and the measured facts),
+worded; anything else it sends is "a thread or a process"."""
+
+
+def spawn_message(started: list[str]) -> str:
+    """The failure of every call made once the learner's code started a thread or a process (at import or in a call)."""
+    kinds = list(dict.fromkeys(SPAWN_KINDS.get(str(s), "a thread or a process") for s in started))
+    return (
+        f"your code started {', '.join(kinds)}: threads and processes are not allowed in graded code, at import or "
+        "in a call (the grader sees banned calls and memory in the calling thread only); compute in the calling thread"
+    )
+
+
 def is_device_error(message: str) -> bool:
     """Whether an error raised on the meta device says that two devices met."""
     return any(piece in message.lower() for piece in DEVICE_ERRORS)
@@ -97,41 +131,83 @@ def contiguous_message(hook: str) -> str:
     return f"{hook} must return a contiguous tensor (call .contiguous() before .view)"
 
 
+class MemoryRule(NamedTuple):
+    """The memory rule of one chunked call (:func:`memory_bound`): what no tensor the call creates may hold."""
+
+    bound: int | None
+    """The elements of the whole ``(..., Tq, Tk)`` scores: no tensor may hold as many (None: the rule cannot tell)."""
+    matrix: int | None
+    """``Tq * Tk``: no floating tensor's last two dims may hold as many, a whole score matrix of one batch-head."""
+    needed: tuple[int, ...]
+    """What a chunked version needs at most: ``(..., Tq, max(chunk, d, dv))``."""
+    scores: tuple[int, int]
+    """``(Tq, Tk)``, for the message."""
+
+
+def matrix_size(shape: Any) -> int:
+    """What a tensor of ``shape`` holds of one matrix: the product of its last two dims (a 1-D tensor: its length)."""
+    import math
+
+    return math.prod(int(s) for s in list(shape)[-2:]) if len(shape) else 0
+
+
 def memory_bound(
     queries: tuple[int, ...], keys: tuple[int, ...], values: tuple[int, ...], chunk_size: int
-) -> tuple[int, tuple[int, ...]] | None:
+) -> MemoryRule | None:
     """The memory rule of a chunked exercise for these shapes, or None where it cannot tell a chunked version apart.
 
-    No tensor the call creates may hold ``prod(batch dims) * Tq * Tk`` elements or more (the first number
-    returned): that is the full ``(..., Tq, Tk)`` scores.  A chunked version needs at most ``(..., Tq,
-    max(chunk, d, dv))`` (the second): a block of scores, the queries, the running sum of values.  The rule
-    applies only where that shape, the inputs and the output all stay below the bound, and where there are
-    batch dims worth two or more (a ``(Tq, Tk)`` causal mask shared by every batch-head then stays below it).
+    Two bounds, each where a chunked version stays below it.  The whole scores: no tensor the call
+    creates may hold ``prod(batch dims) * Tq * Tk`` elements (where the inputs, the output and the blocks
+    stay below that, and there are batch dims worth two or more: a ``(Tq, Tk)`` bool mask shared by every
+    batch-head then stays below it).  One batch-head's scores: no floating tensor the call creates may hold
+    ``Tq * Tk`` elements in its last two dims (:func:`matrix_size`): full attention computed one batch-head
+    at a time makes ``(Tq, Tk)`` scores, an online softmax ``(..., Tq, chunk)`` blocks, ``(..., Tq, dv)``
+    sums.  That one applies where every tensor a chunked version needs has last two dims below ``Tq * Tk``:
+    the queries and the output ``(Tq, d or dv)``, the keys and values ``(Tk, d or dv)``, a block ``(Tq, chunk)``.
+    Masks are not scores: bool and integer tensors count for the first bound only.
     """
     import math
 
     *batch, num_queries, dim = queries
     num_keys, value_dim = keys[-2], values[-1]
-    bound = math.prod(batch) * num_queries * num_keys
-    needed = (*batch, num_queries, max(min(max(chunk_size, 1), num_keys), dim, value_dim))
+    bound: int | None = math.prod(batch) * num_queries * num_keys
+    widest = max(min(max(chunk_size, 1), num_keys), dim, value_dim)
+    needed = (*batch, num_queries, widest)
     sizes = [math.prod(queries), math.prod(keys), math.prod(values), math.prod(needed)]
-    if math.prod(batch) < 2 or max(sizes) >= bound:
+    if math.prod(batch) < 2 or max(sizes) >= bound:  # type: ignore[operator]
+        bound = None
+    matrix: int | None = num_queries * num_keys
+    if max(num_queries * widest, num_keys * max(dim, value_dim)) >= matrix:  # type: ignore[operator]
+        matrix = None
+    if bound is None and matrix is None:
         return None
-    return bound, needed
+    return MemoryRule(bound, matrix, needed, (num_queries, num_keys))
 
 
-def memory_problem(largest: list[int] | None, op: str, rule: tuple[int, tuple[int, ...]]) -> str | None:
-    """The failure when the largest tensor a chunked call created reaches the bound of :func:`memory_bound`."""
+def memory_problem(
+    largest: list[int] | None, op: str, rule: MemoryRule, matrix: list[int] | None = None, matrix_op: str = ""
+) -> str | None:
+    """The failure when what a chunked call created breaks :func:`memory_bound`'s rule, or None.
+
+    ``largest``: the shape of the tensor with the most elements the call created (made by ``op``);
+    ``matrix``: the shape of the floating tensor with the widest last two dims (made by ``matrix_op``).
+    """
     import math
 
-    bound, needed = rule
-    if largest is None or math.prod(largest) < bound:
-        return None
-    made = f", made by {op}" if op else ""
-    return (
-        f"your largest tensor: {_shape(largest)}{made}; a chunked version needs at most {_shape(needed)}: "
-        "walk the keys block by block, keeping a running max and sum"
-    )
+    advice = "walk the keys block by block, keeping a running max and sum"
+    if rule.bound is not None and largest is not None and math.prod(largest) >= rule.bound:
+        made = f", made by {op}" if op else ""
+        needed = _shape(rule.needed)
+        return f"your largest tensor: {_shape(largest)}{made}; a chunked version needs at most {needed}: {advice}"
+    if rule.matrix is not None and matrix is not None and matrix_size(matrix) >= rule.matrix:
+        made = f", made by {matrix_op}," if matrix_op else ""
+        tq, tk = rule.scores
+        return (
+            f"your tensor {_shape(matrix)}{made} holds a whole ({tq}, {tk}) matrix of scores of one batch-head "
+            f"(even one batch-head at a time is too much); a chunked version needs at most {_shape(rule.needed)}: "
+            f"{advice}"
+        )
+    return None
 
 
 def _shape(shape: Any) -> str:
@@ -298,7 +374,7 @@ def _meta_problem(run: Any) -> str | None:
     return None
 
 
-def _memory_rule(hook: str, arguments: dict[str, Any]) -> tuple[int, tuple[int, ...]] | None:
+def _memory_rule(hook: str, arguments: dict[str, Any]) -> MemoryRule | None:
     """:func:`memory_bound` for a call of a hook whose row asks for bounded memory, where it can tell."""
     import torch
 
@@ -364,7 +440,9 @@ class RuledSolution:
         if recorder.seen or shown:
             raise RuleBroken(banned_message(hook, recorder.seen + shown))
         if rule and largest is not None:
-            self._note(memory_problem(largest.shape if largest.elements >= 0 else None, largest.op, rule))
+            largest.settle()
+            shape = largest.shape if largest.elements >= 0 else None
+            self._note(memory_problem(shape, largest.op, rule, largest.matrix or None, largest.matrix_op))
         if figures:
             self._note(self._figure_problem(result, arguments))
         elif isinstance(result, torch.nn.Module):

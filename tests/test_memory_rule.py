@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import sys
+import types
 
 import learner_code
 import pytest
@@ -130,15 +131,30 @@ def test_the_reply_schema_keeps_a_well_formed_memory_record():
 
 def test_the_bound_of_the_long_case_and_its_message():
     rule = memory_bound((BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, DV), CHUNK)
-    assert rule == (BATCH * HEADS * TOKENS * TOKENS, (BATCH, HEADS, TOKENS, CHUNK))
+    assert rule == (BATCH * HEADS * TOKENS * TOKENS, TOKENS * TOKENS, (BATCH, HEADS, TOKENS, CHUNK), (TOKENS, TOKENS))
     message = memory_problem([BATCH, HEADS, TOKENS, TOKENS], "bmm", rule)
     assert message.startswith(f"your largest tensor: ({BATCH}, {HEADS}, {TOKENS}, {TOKENS}), made by bmm; a chunked "
                               f"version needs at most ({BATCH}, {HEADS}, {TOKENS}, {CHUNK})")  # fmt: skip
-    assert memory_problem([2, 4, 1024, 1024], "", (2 * 4 * 1024 * 1024, (2, 4, 1024, 64))).startswith(
+    issue = memory_bound((2, 4, 1024, 32), (2, 4, 1024, 32), (2, 4, 1024, 32), 64)
+    assert memory_problem([2, 4, 1024, 1024], "", issue).startswith(
         "your largest tensor: (2, 4, 1024, 1024); a chunked version needs at most (2, 4, 1024, 64)"
     )  # the issue's example, worded as the issue words it
     assert memory_problem([BATCH * HEADS, TOKENS, TOKENS - 1], "bmm", rule) is None  # just below the bound
     assert memory_problem([BATCH * HEADS, TOKENS, TOKENS], "", rule) is not None  # the bound itself fails
+
+
+def test_one_batch_heads_scores_break_the_rule_whatever_the_batch():
+    rule = memory_bound((BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, DV), CHUNK)
+    small = [BATCH, HEADS, TOKENS, DV]  # the largest by elements: the running sums, well below the whole scores
+    message = memory_problem(small, "mul", rule, [TOKENS, TOKENS], "mm")
+    assert message.startswith(f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds a whole ({TOKENS}, {TOKENS}) ")
+    assert f"needs at most ({BATCH}, {HEADS}, {TOKENS}, {CHUNK})" in message
+    assert memory_problem(small, "mul", rule, [TOKENS * TOKENS], "mm") is not None  # flattened: the same matrix
+    # the rule reads dims: one head's scores split over a batch dim look like the blocks of many heads
+    assert memory_problem(small, "mul", rule, [2, TOKENS, TOKENS // 2], "bmm") is None
+    assert memory_problem(small, "mul", rule, [TOKENS, TOKENS - 1], "mm") is None  # one key short of a whole matrix
+    assert memory_problem(small, "mul", rule, [BATCH, HEADS, TOKENS, CHUNK], "bmm") is None  # the blocks
+    assert memory_problem(small, "mul", rule, None, "") is None
 
 
 @pytest.mark.parametrize(
@@ -147,12 +163,25 @@ def test_the_bound_of_the_long_case_and_its_message():
         ((2, 5, 4), (2, 4, 4), (2, 4, 2), 2),
         ((2, 8, 4), (2, 8, 4), (2, 8, 3), 8),
         ((2, 8, 16), (2, 64, 16), (2, 64, 4), 4),
-        ((64, 16), (64, 16), (64, 8), 4),
     ],
-    ids=["d-as-wide-as-Tk", "one-block", "keys-as-large-as-the-scores", "unbatched"],
+    ids=["d-as-wide-as-Tk", "one-block", "keys-as-large-as-the-scores"],
 )
 def test_the_rule_stands_aside_where_a_chunked_version_cannot_stay_below(shapes):
     assert memory_bound(*shapes) is None
+
+
+@pytest.mark.parametrize(
+    "shapes, whole, matrix",
+    [
+        (((1, 16, 8), (1, 64, 8), (1, 64, 4), 4), False, True),  # one batch-head: the whole scores are its own
+        (((64, 16), (64, 16), (64, 8), 4), False, True),  # no batch: the whole scores are one batch-head's
+        (((4, 8, 2), (4, 8, 2), (4, 8, 2), 2), True, True),  # wherever the whole scores tell, one head's do too
+    ],
+    ids=["one-batch-head", "unbatched", "both"],
+)
+def test_each_bound_applies_where_a_chunked_version_stays_below_it(shapes, whole, matrix):
+    rule = memory_bound(*shapes)
+    assert rule is not None and (rule.bound is not None, rule.matrix is not None) == (whole, matrix)
 
 
 def test_only_the_long_cases_measure_and_their_inputs_stay_below_the_bound():
@@ -160,9 +189,10 @@ def test_only_the_long_cases_measure_and_their_inputs_stay_below_the_bound():
     measured = [c for c in cases if c.measure_memory]
     assert [(c.name, c.args["causal"], c.dtypes) for c in measured] == [("long", True, ("float32",))]
     for case in measured:
-        bound, _ = memory_rule(case)
+        rule = memory_rule(case)
         sizes = [case.args[n].numel() for n in ("queries", "keys", "values")] + [BATCH * HEADS * TOKENS * DV]
-        assert max(sizes) < bound, case.name  # the inputs and the output are never the tensor to blame
+        assert max(sizes) < rule.bound, case.name  # the inputs and the output are never the tensor to blame
+        assert max(TOKENS * D, TOKENS * DV, TOKENS * CHUNK) < rule.matrix, case.name  # nor one head of them
         assert case.args["queries"].shape[-2:] == (TOKENS, D) and case.args["keys"].shape[-2] == TOKENS
     assert all(not c.measure_memory for c in cases if c not in measured)
 
@@ -212,6 +242,43 @@ def test_an_online_softmax_passes_the_long_cases_within_the_call_limit(tmp_path,
     # its time: python benchmarks/long_sequence_cost.py (a benchmark, never a timed assertion)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
+def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path, chunked_suite, template):
+    results = graded(tmp_path, "full_attention_per_head", chunked_suite, template)
+    failed = {(r.case, r.dtype): r.message for r in results if r.status != PASSED}
+    assert set(failed) == {("long", "float32")}, failed  # right values everywhere else
+    assert f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds a whole " in failed["long", "float32"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
+def test_an_online_softmax_looping_over_the_heads_passes(tmp_path, chunked_suite, template):
+    results = graded(tmp_path, "chunked_per_head", chunked_suite, template)
+    assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
+
+
+def test_the_mode_sees_one_heads_matrix_and_the_blocks():
+    q, k, v = long_inputs()
+    for snippet, matrix in (("full_attention_per_head", (256, 256)), ("chunked_per_head", (256, CHUNK))):
+        namespace: dict = {}
+        exec(compile((learner_code.SNIPPETS / f"{snippet}.py").read_text(), snippet, "exec"), namespace)
+        mode = _largest_tensor_mode()
+        with mode:
+            namespace[HOOK](q, k, v, CHUNK, True)
+        mode.settle()
+        assert tuple(mode.matrix) == matrix, snippet
+    mode = _largest_tensor_mode()
+    with mode:
+        reference.chunked_attention(q, k, v, CHUNK, True)
+    mode.settle()
+    assert tuple(mode.matrix) == (BATCH, HEADS, 256, CHUNK)  # matmul's (B*H, T, c), named as the learner sees it
+    mode = _largest_tensor_mode()
+    with mode:
+        torch.ones(256, 256, dtype=torch.bool).triu(1)  # a mask is no score matrix
+        q @ k[0, 0, :CHUNK].T  # (B, H, T, d) @ (d, c): one (B*H*T, c) product, handed back as (B, H, T, c)
+    mode.settle()
+    assert tuple(mode.matrix) == (BATCH, HEADS, 256, CHUNK)
+
+
 # --- the local check ----------------------------------------------------------------------------------------
 
 
@@ -227,6 +294,15 @@ def test_the_local_check_holds_a_long_call_to_the_same_rule():
     online = ruled(None)
     online.chunked_attention(q, k, v, 32, causal=True)
     assert online.pending == []
+
+
+def test_the_local_check_holds_one_batch_head_at_a_time_to_the_rule_too():
+    q, k, v = long_inputs()
+    namespace: dict = {}
+    exec((learner_code.SNIPPETS / "full_attention_per_head.py").read_text(), namespace)
+    local = RuledSolution(adopt("per-head", "per-head", [types.SimpleNamespace(**{HOOK: namespace[HOOK]})]))
+    local.chunked_attention(q, k, v, 32, causal=True)
+    assert local.pending and local.pending[0].startswith("your tensor (256, 256), made by mm, holds a whole")
 
 
 def test_the_local_check_leaves_small_calls_alone():

@@ -238,6 +238,7 @@ EXPECTED_FLAGS = {
                                                "assignment of torch.Tensor.equal",
                                                "assignment of torch.testing.assert_close"},
     "tests/submissions/tensor_subclass.py": {"defines __torch_function__"},
+    "tests/learner_code.py": {"a code file named in a string"},  # reads reference.py, as a thief would
 }
 """The only learner-style files of the repository that use a construct: each is a cheat on purpose."""
 
@@ -280,3 +281,58 @@ def test_the_honest_corpus_is_the_whole_repository():
             "tests/submissions/banned_softmax.py", "solutions/reference.py", "exercises/scores.py",
             "alice_with(mutates_input)", "notebooks/modules.ipynb"} <= names
     assert len(names) > 50
+
+
+# --- code the scan cannot read: written and imported, unpickled, in strings -----------------------------------
+
+LIE = "import sys\nsys.modules['__main__'].call_hook = None\n"  # the known in-place lie, in short
+
+
+@pytest.mark.parametrize(
+    "source, construct",
+    [
+        (f"open('helper.py', 'w').write({LIE!r})\nimport helper\n", "sys.modules (in a string)"),
+        (f"open('helper.py', 'w').write({LIE!r})\nimport helper\n", "a code file named in a string"),
+        ("import pathlib\npathlib.Path('h' + 'elper.py').write_text(CODE)\n", "a code file named in a string"),
+        ("CODE = open('x').read()\nimport helper\n", "imports helper, a module the hand-in does not hold"),
+        ("from helper import softmax_weights\n", "imports helper, a module the hand-in does not hold"),
+        ("import importlib.util\nspec = importlib.util.spec_from_file_location('m', path)\n",
+         "code loaded from a file (importlib.util.spec_from_file_location)"),
+        ("from importlib.machinery import SourceFileLoader\n", "code loaded from a file"),
+        ("import importlib, m\nimportlib.reload(m)\n", "code loaded from a file (importlib.reload)"),
+        ("import runpy\nrunpy.run_path(p)\n", "code loaded from a file (runpy)"),
+        ("import sys\nsys.path.insert(0, '/tmp')\n", "sys.path"),
+        ("import sys\nsys.meta_path.append(F())\n", "sys.meta_path"),
+        ("import pickle\npickle.loads(BLOB)\n", "unpickling (pickle)"),
+        ("from pickle import loads\nloads(BLOB)\n", "unpickling (pickle)"),
+        ("import pickle as p\np.load(fh)\n", "unpickling (pickle)"),
+        ("getattr(__import__('pickle'), 'loads')(BLOB)\n", "unpickling (pickle)"),
+        ("import importlib\nimportlib.import_module('pickle').loads(BLOB)\n", "unpickling (pickle)"),
+        ("import importlib\nimportlib.import_module('_pickle').loads(BLOB)\n", "unpickling (_pickle)"),
+        ("import marshal\nexec(marshal.loads(BLOB))\n", "unpickling (marshal)"),
+        ("import shelve\nshelve.open('db')\n", "unpickling (shelve)"),
+        ("import torch\ntorch.load(fh)\n", "unpickling (torch.load without weights_only=True)"),
+        ("import torch\ntorch.load(fh, weights_only=False)\n", "unpickling (torch.load without weights_only=True)"),
+        ("import base64\nexec(base64.b64decode(TEXT))\n", "exec of a computed string"),
+        ("import base64\nexec(compile(base64.b64decode(TEXT), 'x', 'exec'))\n", "compile of a computed string"),
+        (f"HIDDEN = {LIE!r}\n", "sys.modules (in a string)"),
+        ("import _thread\nstart = _thread.start_new_thread.__closure__[0].cell_contents\n", "__closure__"),
+    ],
+    ids=["written-lie", "written-name", "written-computed-name", "unheld-import", "unheld-from-import",
+         "spec-from-file", "source-loader", "reload", "runpy", "sys-path", "meta-path", "pickle-loads",
+         "from-pickle", "pickle-alias", "getattr-import", "import-module", "_pickle", "marshal", "shelve",
+         "torch-load", "torch-load-unsafe", "base64-exec", "base64-compile", "code-in-a-constant",
+         "the-child's-thread-entry-unwrapped"],
+)  # fmt: skip
+def test_code_the_scan_cannot_read_is_flagged(source, construct):
+    found = scan_files({"m.py": source})
+    assert any(construct in line for line in found), found
+
+
+def test_what_the_scan_can_read_is_not_flagged():
+    assert scan_files({"m.py": "import torch\nw = torch.load(fh, weights_only=True)\n"}) == []
+    assert scan_files({"m.py": "from helper import f\n", "helper.py": "def f():\n    return 1\n"}) == []
+    assert scan_files({"m.py": "from pkg.sub import f\n", "pkg/sub.py": "f = 1\n"}) == []
+    prose = "MESSAGE = 'walk the keys block by block; keep a = running max'\nNOTE = 'scores = q @ k.T'\n"
+    assert scan_files({"m.py": prose}) == []
+    assert scan_files({"m.py": "import numpy, matplotlib.pyplot, torch, math, json\n"}) == []

@@ -34,7 +34,14 @@ import torch
 from grader.child_runtime import map_parameters
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
-from grader.rules import contiguous_message, figure_labels_problem, memory_bound, memory_problem, token_axes
+from grader.rules import (
+    MemoryRule,
+    contiguous_message,
+    figure_labels_problem,
+    memory_bound,
+    memory_problem,
+    token_axes,
+)
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
@@ -265,7 +272,7 @@ def _causal_prefix(t: int) -> Property:
     return holds
 
 
-def memory_rule(case: Case) -> tuple[int, tuple[int, ...]] | None:
+def memory_rule(case: Case) -> MemoryRule | None:
     """The memory rule of a chunked case (:func:`grader.rules.memory_bound`), from its arguments' shapes."""
     args = case.args
     return memory_bound(
@@ -274,9 +281,10 @@ def memory_rule(case: Case) -> tuple[int, tuple[int, ...]] | None:
 
 
 def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    """No tensor the call created holds as many elements as the full ``(..., Tq, Tk)`` scores (the child measures).
+    """No tensor the call created holds the full ``(..., Tq, Tk)`` scores, nor one batch-head's ``(Tq, Tk)`` scores
+    (:func:`grader.rules.memory_bound`; the child measures, in the calling thread: a call may start no other).
 
-    On CUDA the peak of allocated memory is held to the same bound, in bytes of the trial's dtype.
+    On CUDA the peak of allocated memory is held to the whole scores' bound, in bytes of the trial's dtype.
     """
     rule = memory_rule(trial.case)
     if rule is None:
@@ -284,14 +292,16 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
     memory = facts.get("memory")
     if not memory:
         return "the grader could not measure the memory your call used (no record of it came back)"
-    problem = memory_problem(memory.get("largest"), str(memory.get("op", "")), rule)
+    problem = memory_problem(
+        memory.get("largest"), str(memory.get("op", "")), rule, memory.get("matrix"), str(memory.get("matrix_op", ""))
+    )
     if problem:
         return problem
     peak, itemsize = memory.get("cuda_peak_bytes"), torch.empty((), dtype=getattr(torch, trial.dtype)).element_size()
-    if peak is not None and peak >= rule[0] * itemsize:
+    if peak is not None and rule.bound is not None and peak >= rule.bound * itemsize:
         return (
             f"your call allocated {peak} bytes on the GPU at its peak, as much as the full (..., Tq, Tk) scores "
-            f"({rule[0] * itemsize} bytes): walk the keys block by block"
+            f"({rule.bound * itemsize} bytes): walk the keys block by block"
         )
     return None
 

@@ -58,6 +58,7 @@ The result is an :class:`Intake`.
 from __future__ import annotations
 
 import ast
+import codecs
 import errno
 import hashlib
 import json
@@ -261,11 +262,44 @@ def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) ->
 
 
 def decode_source(data: bytes, name: str) -> str:
-    """UTF-8 text without null bytes (:func:`grader.handin.text_problem`), or :class:`Refused` saying where not."""
+    """UTF-8 text without null bytes (:func:`grader.handin.text_problem`) declaring no other coding
+    (:func:`coding_problem`), or :class:`Refused` saying where not."""
     why = text_problem(data)
     if why is not None:
         raise Refused(f"{name}: {why}")
-    return data.decode("utf-8").removeprefix("\ufeff")
+    text = data.decode("utf-8").removeprefix("\ufeff")
+    why = coding_problem(text)
+    if why is not None:
+        raise Refused(f"{name}: {why}")
+    return text
+
+
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+"""A coding declaration (PEP 263), as Python's tokenizer finds it on either of a file's first two lines."""
+
+
+def coding_problem(text: str) -> str | None:
+    """Why ``text`` may not be graded as read: a coding declaration other than UTF-8, or None.
+
+    The review scan reads the UTF-8 text; Python's importer would decode the same bytes with the declared
+    coding (``# -*- coding: utf-7 -*-`` makes a comment of the scan's code of the importer's), so the
+    text scanned would not be the text run.
+    """
+    for number, line in enumerate(text.splitlines()[:2], 1):
+        found = _CODING.match(line)
+        if found is None:
+            continue
+        declared = found.group(1)
+        try:
+            known = codecs.lookup(declared).name
+        except LookupError:
+            known = ""
+        if known not in ("utf-8", "utf-8-sig"):
+            return (
+                f"line {number} declares the coding {declared[:40]!r}: only UTF-8 is graded "
+                "(save the file as UTF-8 and remove the declaration)"
+            )
+    return None
 
 
 def files_sha256(files: dict[str, str]) -> str:

@@ -233,12 +233,15 @@ MEMORY_FACTS = Record(
     {
         "largest": Maybe(Items(Number(maximum=2**48, whole=True), MAX_DIMS)),
         "op": Text(100),
+        "matrix": Maybe(Items(Number(maximum=2**48, whole=True), MAX_DIMS)),
+        "matrix_op": Text(100),
         "cuda_peak_bytes": Maybe(Number(maximum=2**50, whole=True)),
     }
 )
 """What a call that asks for it (``measure_memory``) reports of the memory it used
 (``grader.child_runtime._measured``): the shape of the largest tensor an op created (``None``: no op ran),
-the op that made it, and on CUDA the peak of allocated bytes above what the call started with."""
+the op that made it, the same for the floating tensor with the widest last two dims (``matrix``), and on CUDA
+the peak of allocated bytes above what the call started with."""
 CALL_REPLY = Record(
     {
         "id": Number(maximum=2**31, whole=True),
@@ -246,6 +249,7 @@ CALL_REPLY = Record(
         "error": Maybe(ERROR),
         "seconds": SECONDS,
         "banned": Items(Text(100), 64),
+        "spawned": Items(Text(100), 16),
         "inputs_unchanged": Flag(),
         "results": Items(RESULT, 64),
         "module": Maybe(MODULE_FACTS),
@@ -336,6 +340,8 @@ class ModuleFacts(TypedDict, total=False):
 class MemoryFacts(TypedDict, total=False):
     largest: list[int] | None
     op: str
+    matrix: list[int] | None
+    matrix_op: str
     cuda_peak_bytes: int | None
 
 
@@ -350,6 +356,7 @@ class CallReply(_CallReplyId, total=False):
     error: ErrorInfo | None
     seconds: float
     banned: list[str]
+    spawned: list[str]  # threads and processes the learner's code started (grader.child_runtime._spawn_facts)
     inputs_unchanged: bool
     results: list[ResultInfo]
     module: ModuleFacts | None

@@ -26,7 +26,7 @@ to ``exec``/``eval``/``compile`` are all followed):
   ``gc.get_objects``/``get_referrers``/``get_referents``, frame inspection
   (``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``…,
   ``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``, ``gi_frame``…),
-  ``__subclasses__``, ``__globals__``, ``__code__``, ``__builtins__``,
+  ``__subclasses__``, ``__globals__``, ``__code__``, ``__closure__``, ``__builtins__``,
   ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
   attribute of ``sys``, the grader's own ``grader.child_runtime``/``grader.instructor.sandbox``;
 - patching: assignment, ``del``, ``setattr``/``delattr`` (and
@@ -42,6 +42,18 @@ to ``exec``/``eval``/``compile`` are all followed):
   ``eval`` or ``compile`` of anything but a constant string (which is scanned
   in turn); string constants naming any of the above (``"_C"``, ``"f_back"``,
   ``"torch._C"``…), as handed to ``operator.attrgetter`` and the like.
+
+- code that runs what the scan cannot read: unpickling (``pickle``, ``_pickle``, ``marshal``, ``shelve``,
+  ``dill``, ``cloudpickle``, ``joblib``; ``torch.load`` without ``weights_only=True``), loading code from a
+  file (``importlib.util.spec_from_file_location``, ``SourceFileLoader``, ``importlib.reload``, ``runpy``,
+  ``zipimport``, ``sys.path`` and the import hooks of ``sys``), a code file named in a string (``"m.py"``),
+  and an ``import`` of a module the hand-in does not hold, the standard library does not have and the
+  grader's environment does not install (a module written at run time);
+- code in strings: a string constant that parses as Python statements is scanned as code too (what a
+  hand-in writes to a file and imports is flagged where it is written).
+
+The scan reads the text that is run: intake refuses a coding declaration other than UTF-8
+(:func:`grader.instructor.intake.coding_problem`).
 
 Code that does not parse is not flagged (it cannot be imported either); code
 that cannot be scanned (absurd nesting, more than :data:`MAX_SCANNED_BYTES` in
@@ -73,7 +85,27 @@ one bound to more is flagged as too tangled to follow, so decoys cannot push a r
 MAX_PATH_PARTS = 12
 """Dotted paths longer than this are not followed (no construct needs more)."""
 
-SENSITIVE_ROOTS = frozenset({"torch", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "threading"})
+UNPICKLERS = frozenset({"pickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib", "copyreg"})
+"""Modules that rebuild objects, code included, from bytes the scan cannot read."""
+CODE_LOADERS = (
+    "importlib.util.spec_from_file_location",
+    "importlib.util.spec_from_loader",
+    "importlib.util.module_from_spec",
+    "importlib.machinery.SourceFileLoader",
+    "importlib.machinery.SourcelessFileLoader",
+    "importlib.machinery.FileFinder",
+    "importlib.reload",
+    "importlib.invalidate_caches",
+)
+"""Ways to import code from a file of one's choice (one written at run time)."""
+LOADING_MODULES = frozenset({"runpy", "zipimport", "imp"})
+SYS_IMPORT_STATE = frozenset({"path", "meta_path", "path_hooks", "path_importer_cache"})
+"""``sys``'s import state: where ``import`` finds code."""
+CODE_FILE_SUFFIXES = (".py", ".pyc", ".pyw", ".pth", ".so")
+
+SENSITIVE_ROOTS = frozenset(
+    {"torch", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "threading"} | UNPICKLERS
+)
 """Modules on which a ``getattr`` with a computed name hides what it reaches."""
 PATCHED_ROOTS = frozenset({"torch", "builtins"})
 """Modules whose attributes a submission must not assign, delete or ``setattr``."""
@@ -105,7 +137,9 @@ FRAME_ATTRIBUTES = frozenset(
     {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace"}
     | {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
 )
-EVASION_DUNDERS = frozenset({"__subclasses__", "__globals__", "__code__", "__builtins__"})
+EVASION_DUNDERS = frozenset(
+    {"__subclasses__", "__globals__", "__code__", "__builtins__", "__closure__", "cell_contents"}
+)
 MODULE_INTERNALS = frozenset(
     {
         "_buffers",
@@ -231,11 +265,56 @@ def scan_files(files: dict[str, str]) -> list[str]:
         found = _scan(text, rel, 0, None, None, budget)
         budget.findings -= len(found)
         findings |= found
+    findings |= _unheld_imports(files)
     listed = sorted(findings)
     if len(listed) > MAX_FINDINGS:
         last = listed[MAX_FINDINGS - 1]
         listed = listed[: MAX_FINDINGS - 1] + [Finding(last.file, last.line, "more findings, not listed")]
     return [str(f) for f in listed]
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_modules() -> frozenset[str]:
+    """The top-level modules a hand-in may import without holding them: the standard library's and the installed."""
+    import importlib.metadata
+    import sys
+
+    return (
+        frozenset(sys.stdlib_module_names)
+        | frozenset(sys.builtin_module_names)
+        | frozenset(importlib.metadata.packages_distributions())
+    )
+
+
+def _unheld_imports(files: dict[str, str]) -> set[Finding]:
+    """Each ``import`` of a module the hand-in does not hold and the grader's environment does not have.
+
+    Such a module can only be one the hand-in writes at run time (or a typo, which fails at import anyway).
+    """
+    held = {part for rel in files for part in rel.removesuffix(".py").split("/")}
+    unheld: set[Finding] = set()
+    for rel in sorted(files):
+        try:
+            tree = ast.parse(files[rel])
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top not in held and top not in _installed_modules():
+                    unheld.add(
+                        Finding(
+                            rel,
+                            int(getattr(node, "lineno", 1)),
+                            f"imports {top[:40]}, a module the hand-in does not hold (written at run time?)",
+                        )
+                    )
+    return unheld
 
 
 def scan_source(text: str, filename: str = "<source>") -> set[Finding]:
@@ -306,7 +385,7 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-_PATH_ROOTS = SENSITIVE_ROOTS | NATIVE_CODE | {"__main__", "grader"}
+_PATH_ROOTS = SENSITIVE_ROOTS | NATIVE_CODE | LOADING_MODULES | {"__main__", "grader"}
 
 
 @functools.lru_cache(maxsize=65536)
@@ -321,6 +400,14 @@ def path_constructs(path: str) -> tuple[str, ...]:
         found.append(f"{root}.__dict__")
     if root in ("torch", "importlib") and ("library" in path or "_extension" in path or "ExtensionFile" in path):
         found += [native for native in NATIVE_PATHS if path == native or path.startswith(native + ".")]
+    if root in UNPICKLERS:
+        found.append(f"unpickling ({root})")
+    elif root in LOADING_MODULES:
+        found.append(f"code loaded from a file ({root})")
+    elif root == "importlib":
+        found += [f"code loaded from a file ({p})" for p in CODE_LOADERS if path == p or path.startswith(p + ".")]
+    elif root == "sys" and rest and rest[0] in SYS_IMPORT_STATE:
+        found.append(f"sys.{rest[0]}")
     if root == "torch":
         if rest and rest[0] in TORCH_FLAGGED_MODULES:
             found.append(f"torch.{rest[0]}")
@@ -378,6 +465,8 @@ def _name_constructs(name: str) -> Iterator[str]:
 def _string_constructs(text: str) -> Iterator[str]:
     if text in SUSPICIOUS_STRINGS or text.startswith(("DisableTorchFunction", "_DisableTorch")):
         yield f'"{text}" as a string'
+    elif text.strip().lower().endswith(CODE_FILE_SUFFIXES) and len(text) < 1000 and "\n" not in text:
+        yield "a code file named in a string"
     elif _DOTTED.fullmatch(text) and "." in text and text.split(".")[0] in SENSITIVE_ROOTS:
         for construct in path_constructs(text):
             yield f"{construct} (named in a string)"
@@ -429,6 +518,7 @@ class _Scanner:
         self.defined: set[str] = set()  # names the module defines itself (they shadow builtins)
         self.tangled: dict[str, ast.AST] = {}  # names bound to too many paths, with their first binding too many
         self.findings: set[Finding] = set()
+        self.run_texts: set[int] = set()
 
     # --- names -----------------------------------------------------------------------------
 
@@ -524,6 +614,9 @@ class _Scanner:
         for name, where in self.tangled.items():
             self.add(where, f"aliases too tangled to follow ({name})")
         idiom = self._main_idiom_constants(nodes)
+        self.run_texts = {  # exec's, eval's and compile's own text: scanned as theirs
+            id(n.args[0]) for n in nodes if isinstance(n, ast.Call) and n.args and self.resolve(n.func) & RUNNERS
+        }
         for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -551,6 +644,7 @@ class _Scanner:
                     self.add(node, '"__main__" as a string')
                 for construct in _string_constructs(text):
                     self.add(node, construct)
+                self._code_in_string(node, text)
             elif isinstance(node, ast.Call):
                 self._call(node)
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -560,6 +654,22 @@ class _Scanner:
             elif isinstance(node, ast.ClassDef):
                 self._class(node)
         return self.findings
+
+    def _code_in_string(self, node: ast.AST, text: str) -> None:
+        """A string that parses as Python statements (not one bare name or constant) is scanned as code."""
+        if id(node) in self.run_texts or not any(mark in text for mark in ("\n", ";", "import", "=")):
+            return
+        if self.depth >= MAX_NESTED_SOURCE:
+            return
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        if all(isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Constant, ast.Name)) for stmt in tree.body):
+            return  # prose, a name, a number: no code
+        line = self.at_line or int(getattr(node, "lineno", 1) or 1)
+        for finding in _scan(text, self.filename, self.depth + 1, line, self.bindings, self.budget):
+            self.add(node, f"{finding.construct} (in a string)")
 
     def _path(self, node: ast.AST, path: str) -> None:
         for construct in path_constructs(path):
@@ -620,6 +730,11 @@ class _Scanner:
                 line = self.at_line or node.lineno
                 for finding in _scan(code, self.filename, self.depth + 1, line, self.bindings, self.budget):
                     self.add(node, finding.construct)
+        elif "torch.load" in funcs and not any(
+            k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in node.keywords
+        ):
+            self.add(node, "unpickling (torch.load without weights_only=True)")
         elif "builtins.vars" in funcs and args and self._roots(args[0]) & SENSITIVE_ROOTS:
             self.add(node, f"vars({sorted(self._roots(args[0]) & SENSITIVE_ROOTS)[0]})")
 
@@ -636,9 +751,7 @@ class _Scanner:
                 continue
             where = target.value if isinstance(target, ast.Subscript) else target
             paths = self.resolve(where)
-            patched = sorted(
-                p for p in paths if p.split(".")[0] in PATCHED_ROOTS and not p.startswith(TORCH_SETTINGS)
-            )
+            patched = sorted(p for p in paths if p.split(".")[0] in PATCHED_ROOTS and not p.startswith(TORCH_SETTINGS))
             suffix = "[…]" if isinstance(target, ast.Subscript) else ""
             for path in patched:
                 self.add(node, f"{verb} of {path}{suffix}")

@@ -5,6 +5,8 @@ expected dtype and shape whose values match the gold answer within the
 dtype's tolerance, with no NaN where none is expected.  The dtype and shape are
 read from the tensor bytes received, never from what the child says about
 them, also where there is no gold answer to compare with (random dropout).
+A thread or a process the learner's code started fails every call after it
+(measured or heard by an audit hook in the child: :func:`grader.rules.spawn_message`).
 The reported device, the input-unchanged flag, the subclass flag and
 the banned-call list are diagnostics: a hostile process can lie about them,
 but it cannot make a wrong value pass.  A reply reaches :func:`judge` only
@@ -30,6 +32,7 @@ from grader.rules import (
     is_device_error,
     is_transpose,
     not_a_figure_message,
+    spawn_message,
     subclass_message,
     transposed_message,
 )
@@ -240,10 +243,11 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
     case = trial.case
     error: dict[str, Any] = dict(reply.get("error") or {})
     kind, text = str(error.get("type", "an exception")), str(error.get("message", ""))
+    spawned = list(reply.get("spawned") or [])
     if case.expect_error:
         wanted = "an exception" if case.expect_error == "Exception" else case.expect_error
         if error and case.expect_error in error.get("mro", []):
-            return PASSED, ""
+            return (FAILED, spawn_message(spawned)) if spawned else (PASSED, "")
         if error:
             return FAILED, f"should raise {wanted} ({case.what}), raised {kind}: {text}"
         return FAILED, f"should raise {wanted} ({case.what}), returned normally"
@@ -258,6 +262,8 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
         if kind == "NotImplementedError":
             return FAILED, f"not implemented yet ({(text.splitlines() or [''])[0]})"
         return FAILED, message
+    if spawned:  # measured, or heard by an audit hook the learner's code cannot remove
+        return FAILED, spawn_message(spawned)
     banned = reply.get("banned") or []
     if banned:
         return FAILED, banned_message(trial.hook, banned)

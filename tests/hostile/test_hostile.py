@@ -82,6 +82,7 @@ class Attack:
     phrases: tuple[str, ...]  # every failed cpu case of those hooks says one of these
     isolation: bool = False  # holds only where learner processes get FULL_ISOLATION
     outcome: str = "zero"  # zero | again (fails the "-again" cases only) | mutation (fails where it mutates)
+    others_kept: bool = True  # every other hook keeps full marks (not where its processes outlive its call)
 
 
 SOFTMAX = ("softmax_weights",)
@@ -124,12 +125,12 @@ ATTACKS = [
     Attack("writes_conftest", SOFTMAX, REPORT, isolation=True),
     Attack("tcp_connect", SOFTMAX, REPORT, isolation=True),
     Attack("unix_socket_connect", SOFTMAX, REPORT, isolation=True),
-    Attack("background_processes", SOFTMAX, REPORT, isolation=True),
+    Attack("background_processes", SOFTMAX, REPORT, isolation=True, others_kept=False),
     Attack("signals_decoy", SOFTMAX, REPORT, isolation=True),
 ]
 BY_NAME = {a.name: a for a in ATTACKS}
 ZERO_ATTACKS = [a for a in ATTACKS if a.outcome == "zero"]
-SINGLE_HOOK_ATTACKS = [a for a in ATTACKS if a.hooks]
+SINGLE_HOOK_ATTACKS = [a for a in ATTACKS if a.hooks and a.others_kept]
 
 BAD_INPUTS = {
     # file name in the class folder -> a phrase of its error row
@@ -674,6 +675,10 @@ def test_no_background_process_outlives_the_run(world):
     started = world.report("background_processes")
     assert all(isinstance(v, int) or v == "forked" for v in started.values()), f"nothing was started: {started}"
     assert world.processes_left == {}, f"still running after the run: {world.processes_left}"
+    # while they run, no later call of that process gains anything: each says what the learner's code started
+    cases = [c for hook in HOOK_NAMES if hook not in SOFTMAX for c in world.d2.cases("background_processes", hook)]
+    later = [message for _, status, message in cases if status != "passed"]
+    assert later and all("your code started a process" in m for m in later), later[:3]
 
 
 def test_no_signal_reaches_a_process_outside(world):
