@@ -1001,10 +1001,14 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
     """
     workdir = Path(config["workdir"])
     os.chdir(workdir)
-    out = os.open(workdir / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    out = config.get("output_fd")  # the grader's capture file (a memfd): what is printed lands where it reads
+    if out is None:
+        out = os.open(os.devnull, os.O_WRONLY)
     os.dup2(out, 1)
     os.dup2(out, 2)
-    os.close(out)
+    if out not in (1, 2):
+        os.close(out)
+    config["output_fd"] = 2
     os.environ.clear()
     os.environ.update(config.get("env", {}))
     isolation_name = "+".join(isolation) or "none"
@@ -1101,6 +1105,7 @@ _ANY_NAMESPACE = (
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+_PR_SET_CHILD_SUBREAPER = 36
 _KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
 
 DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -1973,9 +1978,12 @@ def serve_template(
     """Import torch once, then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
-    A request is a child's config with one file descriptor attached (the
-    child's end of a socket pair); the reply is the child's pid.  The template never
-    runs a torch op, so forked children start with a clean OpenMP state.
+    A request is a child's config with two file descriptors attached (the
+    child's end of a socket pair, and the grader's capture file for its fds 1
+    and 2); the reply is the child's pid.  The template never runs a torch op,
+    so forked children start with a clean OpenMP state.  It never touches a
+    child's folder: the grader's guardians (``grader/reclaim.py``) reclaim
+    each, and the template's own, once the grader has gone.
     """
     # what containment imports, imported here: a child may not be able to read the standard library
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
@@ -2006,27 +2014,28 @@ def serve_template(
     _libc()
     _release_free_memory()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    with contextlib.suppress(OSError, AttributeError):  # and so are their orphans: a dead child's group empties at once
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
     template_pid = os.getpid()
-    children: list[tuple[int, str]] = []  # (pid, workdir) of each child still alive
+    children: list[int] = []  # the pid of each child still alive
     control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
     while True:
         try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 1)
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 2)
         except OSError:
-            data = b""
+            data, fds = b"", []
         if not data:  # the grader closed the socket or died: nothing of its children may outlive it
-            import shutil
-
-            for pid, workdir in children:
+            for pid in children:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
-                shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(os.getcwd(), ignore_errors=True)  # the template's own folder
             return
         config = json.loads(data)
-        if not fds:
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
             continue
+        config["output_fd"] = fds[1]
         config["readable"], config["listable"] = readable, listable
         without = set(config.get("without") or ())
         mapping = None  # root: the socket on which this child asks for its user namespace's uid map
@@ -2047,22 +2056,22 @@ def serve_template(
                 child_main(socket.socket(fileno=fds[0]), config, isolation)
             except BaseException:
                 code = 1
-                _note_failure(config["workdir"])
+                _note_failure(config["output_fd"])
             finally:
                 os._exit(code)
-        os.close(fds[0])
+        for fd in fds:
+            os.close(fd)
         if mapping is not None:
             mapping[1].close()
             map_child_ids(pid, mapping[0], *(int(config.get("sandbox_uid", SANDBOX_UID)),) * 2)
-        children[:] = [(c, w) for c, w in children if _alive(c)] + [(pid, config["workdir"])]
+        children[:] = [c for c in children if _alive(c)] + [pid]
         control.sendall(json.dumps({"pid": pid}).encode())
 
 
-def _note_failure(workdir: str) -> None:
-    """Append the traceback of what stopped a child to its output file (best effort), where the grader looks."""
+def _note_failure(output_fd: int) -> None:
+    """Write the traceback of what stopped a child to its output (best effort): the grader's capture file, no name."""
     with contextlib.suppress(BaseException):
-        with open(os.path.join(workdir, "output.txt"), "a", encoding="utf-8") as fh:
-            traceback.print_exc(file=fh)
+        os.write(output_fd, traceback.format_exc().encode("utf-8", "replace"))
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":
