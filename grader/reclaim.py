@@ -25,6 +25,7 @@ can race it, but can only make it remove what that uid may remove anyway.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import select
 import signal
@@ -33,6 +34,7 @@ import time
 
 MAX_DEPTH = 32
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MOVED = itertools.count(1)  # names for the folders moved to the top, unique in this walk
 
 
 def _open_folder(name: str, parent: int) -> int | None:
@@ -63,7 +65,6 @@ def empty(folder: int, deadline: float, top: int | None = None, depth: int = 0) 
     top = folder if top is None else top
     with contextlib.suppress(OSError):
         os.fchmod(folder, 0o700)
-    moved = 0
     while True:
         try:
             names = os.listdir(folder)
@@ -86,14 +87,14 @@ def empty(folder: int, deadline: float, top: int | None = None, depth: int = 0) 
                 pass
             except OSError:
                 continue
-            if depth >= MAX_DEPTH:  # flatten: the top folder takes it, and a later pass of the top empties it
-                moved += 1
-                with contextlib.suppress(OSError):
-                    os.rename(name, f".attnkit-deep-{os.getpid()}-{moved}", src_dir_fd=folder, dst_dir_fd=top)
-                    progress = True
-                continue
-            inner = _open_folder(name, folder)
+            inner = _open_folder(name, folder)  # made 0700: it may be emptied, or moved (its ".." rewritten)
             if inner is None:
+                continue
+            if depth >= MAX_DEPTH:  # flatten: the top folder takes it, and a later pass of the top empties it
+                os.close(inner)
+                with contextlib.suppress(OSError):
+                    os.rename(name, f".attnkit-deep-{os.getpid()}-{next(_MOVED)}", src_dir_fd=folder, dst_dir_fd=top)
+                    progress = True
                 continue
             try:
                 empty(inner, deadline, top, depth + 1)

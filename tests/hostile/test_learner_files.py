@@ -171,6 +171,10 @@ def grader_files():
     shutil.rmtree(base, ignore_errors=True)
 
 
+def children_left(files) -> list[str]:
+    return [name for name in os.listdir(files["tmp"]) if name.startswith("attnkit-child-")]
+
+
 def intact(files) -> None:
     assert files["secret"].read_text() == files["token"] + "\n"
     assert sorted(os.listdir(files["decoy"])) == ["keep.txt"], "a walk followed a learner's link"
@@ -219,7 +223,7 @@ def test_an_attack_on_the_work_folder_gains_nothing(template, grader_files, atta
     assert grader_files["token"] not in printed
     assert seconds < 5, f"reading and reclaiming took {seconds:.1f} s"
     intact(grader_files)
-    assert os.listdir(grader_files["tmp"]) == [], "something of the child's is left in the temporary folder"
+    assert children_left(grader_files) == [], "something of the child's is left in the temporary folder"
     if attack == "symlink_output":
         assert done and all(not d.startswith("output.txt:") for d in done)  # the links were made
     if attack == "fifo_output":
@@ -374,12 +378,17 @@ def _resolve(path, dir_fd=None):
     return os.path.normpath(path)
 
 
-def _inside_work(path):
-    """Under ``<TMPDIR>/attnkit-child-*/work/`` (strictly inside: the folder itself is an entry of the grader's)."""
+_LISTING = ("os.listdir", "os.scandir", "os.fwalk", "shutil.rmtree", "glob.glob", "pathlib.Path.glob")
+
+
+def _inside_work(path, listing):
+    """Under ``<TMPDIR>/attnkit-child-*/work/``; a listing of the folder itself too (the folder is the grader's entry)."""
     if not path or not path.startswith(_tmp + os.sep):
         return False
     parts = path[len(_tmp) + 1 :].split(os.sep)
-    return len(parts) > 2 and parts[0].startswith("attnkit-child-") and parts[1] == "work"
+    if len(parts) < 2 or not parts[0].startswith("attnkit-child-") or parts[1] != "work":
+        return False
+    return len(parts) > 2 or listing
 
 
 def _hook(event, args):
@@ -397,7 +406,7 @@ def _hook(event, args):
             if isinstance(path, int) and event == "open":
                 continue  # open() of a descriptor already held
             resolved = _resolve(path, dir_fd)
-            if _inside_work(resolved):
+            if _inside_work(resolved, event in _LISTING):
                 os.write(_log, (json.dumps({"event": event, "path": resolved}) + "\n").encode())
     except Exception as exc:
         os.write(_log, (json.dumps({"event": "hook-error", "path": repr(exc)}) + "\n").encode())
@@ -536,8 +545,10 @@ def test_no_trusted_module_builds_a_path_from_a_work_folder():
                 or (isinstance(parent, ast.Assign) and use in parent.targets)
             )
             assert allowed, f"{path.name}:{use.lineno}: {ast.get_source_segment(text, parent)}"
-        assert "rmtree" not in text or path.name not in ("sandbox.py",), path.name
-        assert "output.txt" not in text or path.name != "sandbox.py"
+        if path.name == "sandbox.py":
+            assert "rmtree" not in text
+            names = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            assert not any("output.txt" in v for v in names if not v.startswith(("The", "One", "A ")))
 
 
 def test_the_template_touches_no_childs_folder():
