@@ -133,8 +133,11 @@ HEADER = "import os\nimport stat\n"
 
 def probe_source(attack: str) -> str:
     """A child's probe: run the attack, print a line, return what it did as JSON bytes."""
-    return HEADER + textwrap.dedent(ATTACKS[attack]) + textwrap.dedent(
-        """
+    return (
+        HEADER
+        + textwrap.dedent(ATTACKS[attack])
+        + textwrap.dedent(
+            """
         import json
         import torch
 
@@ -143,6 +146,7 @@ def probe_source(attack: str) -> str:
             done = attack(secret, decoy)
             return torch.tensor(list(json.dumps(done).encode()), dtype=torch.uint8)
         """
+        )
     )
 
 
@@ -382,7 +386,7 @@ _LISTING = ("os.listdir", "os.scandir", "os.fwalk", "shutil.rmtree", "glob.glob"
 
 
 def _inside_work(path, listing):
-    """Under ``<TMPDIR>/attnkit-child-*/work/``; a listing of the folder itself too (the folder is the grader's entry)."""
+    """Under ``<TMPDIR>/attnkit-child-*/work/``; a listing of the folder itself too (itself is the grader's entry)."""
     if not path or not path.startswith(_tmp + os.sep):
         return False
     parts = path[len(_tmp) + 1 :].split(os.sep)
@@ -454,7 +458,9 @@ def grade_under_audit(tmp_path: Path, files, class_dir: Path, extra_env=None, si
     try:
         if signal_after is not None:
             signal_after(proc)
-        proc.wait(timeout=500)
+        proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the run stalled (300 s): {printed.read_text(errors='replace')[-2000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -512,7 +518,9 @@ def test_sigterm_ends_a_run_whose_learner_left_a_fifo_promptly(tmp_path, grader_
         timing["sent"] = time.monotonic()
         proc.send_signal(signal.SIGTERM)
 
-    proc, text, events, out, _ = grade_under_audit(tmp_path, grader_files, class_dir, signal_after=terminate_once_in_flight)
+    proc, text, events, out, _ = grade_under_audit(
+        tmp_path, grader_files, class_dir, signal_after=terminate_once_in_flight
+    )
     seconds = time.monotonic() - timing["sent"]
     assert proc.returncode in (130, 143, -signal.SIGTERM), text[-3000:]
     assert seconds < 5, f"the run took {seconds:.1f} s to end after SIGTERM"
