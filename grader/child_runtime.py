@@ -1119,10 +1119,14 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
     """
     workdir = Path(config["workdir"])
     os.chdir(workdir)
-    out = os.open(workdir / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    out = config.get("output_fd")  # the grader's capture file (a memfd): what is printed lands where it reads
+    if out is None:
+        out = os.open(os.devnull, os.O_WRONLY)
     os.dup2(out, 1)
     os.dup2(out, 2)
-    os.close(out)
+    if out not in (1, 2):
+        os.close(out)
+    config["output_fd"] = 2
     os.environ.clear()
     os.environ.update(config.get("env", {}))
     isolation_name = "+".join(isolation) or "none"
@@ -1232,6 +1236,7 @@ _ANY_NAMESPACE = (
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+_PR_SET_CHILD_SUBREAPER = 36
 _KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
 
 
@@ -1285,11 +1290,6 @@ whole, not ``/home``, not ``/root``, not the kit."""
 TEMPORARY_FOLDERS = ("/tmp", "/run", "/var/run")
 """Each an empty tmpfs (mode 1777, 64 MiB) in the child's mount namespace: no other process's files or
 unix sockets; what the child needs from under one (its work folder, Python) is bound back in place."""
-
-WORK_FILES_KEPT = ("output.txt",)
-"""Files of the work folder the trusted side reads by name: made on its disk before the work folder's
-tmpfs goes on, and bound into it (a mount point: the learner can write it, never replace it)."""
-
 
 class When(NamedTuple):
     """A condition on a syscall's argument: ``args[arg] & mask == value``."""
@@ -1551,14 +1551,7 @@ def contain(config: dict[str, Any]) -> list[str]:
 
 
 def prepare_sandbox_user(plan: _Plan) -> None:
-    """The files the trusted side reads made now (:data:`WORK_FILES_KEPT`); as root, the workdir handed to the
-    sandbox uid, and no supplementary group of root's follows."""
-    for name in WORK_FILES_KEPT:
-        fd = os.open(os.path.join(plan.workdir, name), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with contextlib.suppress(OSError):
-            if plan.root:
-                os.fchown(fd, plan.uid, plan.gid)
-        os.close(fd)
+    """As root, the workdir handed to the sandbox uid, and no supplementary group of root's follows."""
     if plan.root:
         os.chown(plan.workdir, plan.uid, plan.gid)
         os.setgroups([])
@@ -1773,11 +1766,10 @@ def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
 def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
 
-    Four kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`,
+    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`,
     and any folder on the way to Python or the workdir that the sandbox uid may
     not enter); what the child needs from under them (its workdir, Python and
-    its packages), bound back in place; the files of :data:`WORK_FILES_KEPT`;
-    and the device files of its own ``/dev``.
+    its packages), bound back in place; and the device files of its own ``/dev``.
     """
     import glob
 
@@ -1791,11 +1783,9 @@ def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     devices = [f"/dev/{name}" for name in DEVICES]
     if plan.cuda:
         devices += sorted(glob.glob("/dev/nvidia*"))
-    kept = [os.path.join(plan.workdir, name) for name in WORK_FILES_KEPT]
     return {
         "shadowed": shadowed,
         "keep": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep},
-        "work_files": {path: os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC) for path in kept},
         "devices": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in devices if os.path.exists(path)},
     }
 
@@ -1846,24 +1836,24 @@ def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
             if not _bind(libc, fd, path):
                 return []
         took = ["mount-ns"]
-        if "tmpfs-work" not in plan.without and _work_tmpfs(libc, plan, sources["work_files"]):
+        if "tmpfs-work" not in plan.without and _work_tmpfs(libc, plan):
             took.append("tmpfs-work")
         if "dev" not in plan.without and _minimal_dev(libc, sources["devices"]):
             took.append("dev")
         return took
     finally:
-        for fds in ("keep", "work_files", "devices"):
+        for fds in ("keep", "devices"):
             for fd in sources[fds].values():
                 os.close(fd)
 
 
-def _work_tmpfs(libc: Any, plan: _Plan, kept: dict[str, int]) -> bool:
+def _work_tmpfs(libc: Any, plan: _Plan) -> bool:
     """A tmpfs of ``plan.work_bytes`` (and an inode count to match) over the work folder, before learner code runs.
 
     Nothing the learner writes lands on the grader's filesystem; past the cap a
     write fails with ENOSPC; all of it goes when the namespace's last process
-    ends, whatever its permissions.  The files the trusted side reads by name
-    (:data:`WORK_FILES_KEPT`) are bound in from its disk.
+    ends, whatever its permissions.  The trusted side reads nothing from it: the child's output goes to a
+    descriptor the grader made (:mod:`grader.reclaim`'s guardian reclaims the folder where no tmpfs took).
     """
     size = max(plan.work_bytes, 1 << 20)
     options = f"size={size},nr_inodes={max(size >> 12, 1024)},mode=0700".encode()
@@ -1871,7 +1861,7 @@ def _work_tmpfs(libc: Any, plan: _Plan, kept: dict[str, int]) -> bool:
         return False
     if plan.namespaces == "plain":  # mounted by the real root, which drops to the sandbox uid later
         os.chown(plan.workdir, plan.uid, plan.gid)
-    return all(_bind(libc, fd, path, recursive=False) for path, fd in kept.items())
+    return True
 
 
 def _minimal_dev(libc: Any, devices: dict[str, int]) -> bool:
@@ -2179,9 +2169,12 @@ def serve_template(
     """Import torch once, then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
-    A request is a child's config with one file descriptor attached (the
-    child's end of a socket pair); the reply is the child's pid.  The template never
-    runs a torch op, so forked children start with a clean OpenMP state.
+    A request is a child's config with two file descriptors attached (the
+    child's end of a socket pair, and the grader's capture file for its fds 1
+    and 2); the reply is the child's pid.  The template never runs a torch op,
+    so forked children start with a clean OpenMP state.  It never touches a
+    child's folder: the grader's guardians (``grader/reclaim.py``) reclaim
+    each, and the template's own, once the grader has gone.
     """
     # what containment imports, imported here: a child may not be able to read the standard library
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
@@ -2210,28 +2203,29 @@ def serve_template(
     _libc()
     _release_free_memory()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    with contextlib.suppress(OSError, AttributeError):  # and so are their orphans: a dead child's group empties at once
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
     template_pid = os.getpid()
-    children: list[tuple[int, str]] = []  # (pid, workdir) of each child still alive
+    children: list[int] = []  # the pid of each child still alive
     control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
     while True:
         try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 1)
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 2)
         except OSError:
-            data = b""
+            data, fds = b"", []
         if not data:  # the grader closed the socket or died: nothing of its children may outlive it
-            import shutil
-
-            for pid, workdir in children:
+            for pid in children:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
-                shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(os.getcwd(), ignore_errors=True)  # the template's own folder
             return
         config = json.loads(data)
-        if not fds:
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
             continue
         config["filesystem"] = filesystem
+        config["output_fd"] = fds[1]
         without = set(config.get("without") or ())
         mapping = None  # root: the socket on which this child asks for its user namespace's uid map
         if os.geteuid() == 0 and not without & {"namespaces", "user-ns"}:
@@ -2251,22 +2245,22 @@ def serve_template(
                 child_main(socket.socket(fileno=fds[0]), config, isolation)
             except BaseException:
                 code = 1
-                _note_failure(config["workdir"])
+                _note_failure(config["output_fd"])
             finally:
                 os._exit(code)
-        os.close(fds[0])
+        for fd in fds:
+            os.close(fd)
         if mapping is not None:
             mapping[1].close()
             map_child_ids(pid, mapping[0], *(int(config.get("sandbox_uid", SANDBOX_UID)),) * 2)
-        children[:] = [(c, w) for c, w in children if _alive(c)] + [(pid, config["workdir"])]
+        children[:] = [c for c in children if _alive(c)] + [pid]
         control.sendall(json.dumps({"pid": pid}).encode())
 
 
-def _note_failure(workdir: str) -> None:
-    """Append the traceback of what stopped a child to its output file (best effort), where the grader looks."""
+def _note_failure(output_fd: int) -> None:
+    """Write the traceback of what stopped a child to its output (best effort): the grader's capture file, no name."""
     with contextlib.suppress(BaseException):
-        with open(os.path.join(workdir, "output.txt"), "a", encoding="utf-8") as fh:
-            traceback.print_exc(file=fh)
+        os.write(output_fd, traceback.format_exc().encode("utf-8", "replace"))
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "template":

@@ -17,9 +17,10 @@ socket and kills its children (each also dies with the template).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
+import select
 import signal
 import socket
 import subprocess
@@ -32,11 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import child_runtime
+from grader import child_runtime, reclaim
 from grader.child_runtime import MAX_HEADER, SANDBOX_UID, WORK_BYTES, recv_message, send_message
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_KEPT = 64 * 1024
+END_SECONDS = 5.0  # how long a killed child may take to be gone before what it printed is read anyway
+RECLAIM_SECONDS = 60.0  # the most a guardian spends emptying one folder
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass
@@ -91,6 +95,86 @@ def child_environment(home: str) -> dict[str, str]:
     }
 
 
+class Folder:
+    """A folder a learner's process may write, ``<tmp>/<prefix>XXXX/work``, and the guardian that reclaims it.
+
+    The outer folder is the grader's (``0711``: a learner may pass through it,
+    not list it, write it or rename ``work`` in it).  The trusted side makes both
+    and never opens, lists, stats or removes a name under ``work``: the
+    guardian (:mod:`grader.reclaim`, started here with descriptors of both)
+    empties ``work`` with ``learner_uid``'s credentials (``-1``: this process's
+    own), through descriptors only, once :meth:`release` says every learner
+    process is dead, or once this process has died; then removes both folders.
+    """
+
+    def __init__(self, prefix: str, learner_uid: int, seconds: float = RECLAIM_SECONDS) -> None:
+        self.outer = Path(tempfile.mkdtemp(prefix=prefix))
+        self.path = self.outer / "work"
+        try:
+            os.chmod(self.outer, 0o711)
+            os.mkdir(self.path, 0o700)
+            go, self._go = os.pipe()
+            fds = [go, os.open(self.path, _FOLDER), os.open(self.outer, _FOLDER)]
+        except BaseException:
+            with contextlib.suppress(OSError):  # nothing of a learner's has been near them yet
+                os.rmdir(self.path)
+            os.rmdir(self.outer)
+            raise
+        try:
+            command = [sys.executable, "-I", "-S", "-c", _reclaim_source(), *map(str, fds), "work", str(self.outer)]
+            self._guardian = subprocess.Popen(
+                [*command, str(learner_uid), str(seconds)],
+                pass_fds=fds,
+                cwd="/",
+                env={},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C stops the grader, never a reclaim half done
+            )
+        except BaseException:
+            os.close(self._go)
+            os.rmdir(self.path)
+            os.rmdir(self.outer)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def watch(self, pid: int) -> None:
+        """The learner's process: the guardian waits for it, and kills its group if this process dies first."""
+        with contextlib.suppress(OSError):
+            os.write(self._go, f"{pid}\n".encode())
+
+    def release(self, timeout: float = RECLAIM_SECONDS + 5) -> bool:
+        """Every learner process is dead: reclaim the folder now; True once both folders are gone."""
+        if self._go >= 0:
+            os.close(self._go)
+            self._go = -1
+        try:
+            return self._guardian.wait(timeout) == 0
+        except subprocess.TimeoutExpired:  # it goes on by itself, within its own deadline
+            return False
+
+
+def _reclaim_source() -> str:
+    global _RECLAIM
+    if _RECLAIM is None:
+        _RECLAIM = Path(reclaim.__file__).read_text(encoding="utf-8")
+    return _RECLAIM
+
+
+_RECLAIM: str | None = None
+
+
+def capture_file() -> int:
+    """A file of this process's with no name (a memfd), for a child's fds 1 and 2: nothing a learner can replace."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("attnkit-output", os.MFD_CLOEXEC)
+    with tempfile.TemporaryFile() as fh:  # unlinked, in this process's temporary folder
+        return os.dup(fh.fileno())
+
+
 class ChildGone(Exception):
     """The child stopped answering: it exited, crashed, hung or broke the protocol."""
 
@@ -104,7 +188,10 @@ class Child:
     """One learner process.  Always ``close()`` it: that kills its whole process group.
 
     ``deadline`` (``time.monotonic()``) is the submission's: no read waits past
-    it, and the process is killed when it passes.
+    it, and the process is killed when it passes.  ``capture`` is this process's
+    descriptor of what the child printed (its fds 1 and 2), ``folder`` the
+    child's work folder (``workdir``, never opened from here), ``pidfd`` the
+    child's process, to see it gone.
     """
 
     pid: int
@@ -113,6 +200,10 @@ class Child:
     limits: Limits
     deadline: float
     closed: bool = False
+    capture: int | None = None
+    folder: Folder | None = None
+    pidfd: int | None = None
+    _printed: str | None = None
 
     def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
         try:
@@ -155,12 +246,19 @@ class Child:
             raise ChildGone(f"the process sent something unreadable ({type(exc).__name__}: {exc})") from None
 
     def output(self) -> str:
-        """The first 64 KiB of what the child printed, and how much more there was."""
-        path = self.workdir / "output.txt"
+        """The first 64 KiB of what the child printed, and how much more there was: this ends the child first.
+
+        Read through this process's own descriptor, from offset 0, once the
+        child's process is gone (or :data:`END_SECONDS` after it was killed).
+        """
+        if self._printed is not None:
+            return self._printed
+        self._end()
+        if self.capture is None:
+            return ""
         try:
-            size = path.stat().st_size
-            with path.open("rb") as fh:
-                head = fh.read(OUTPUT_KEPT)
+            size = os.fstat(self.capture).st_size
+            head = os.pread(self.capture, OUTPUT_KEPT, 0)
         except OSError:
             return ""
         text = head.decode("utf-8", "replace")
@@ -168,7 +266,26 @@ class Child:
             text += f"\n[... {size - OUTPUT_KEPT} more bytes not kept]"
         return text
 
+    def _end(self) -> None:
+        """Kill the process group, and wait (up to :data:`END_SECONDS`) until the child and its whole group are gone.
+
+        A learner's process that left the group lives in the child's PID
+        namespace, where there is one: that ends with its PID 1, in the group.
+        """
+        kill_group(self.pid)
+        deadline = time.monotonic() + END_SECONDS
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self.pidfd], [], [], END_SECONDS)
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)  # signal 0 would do, but kill what joined it meanwhile
+            except OSError:  # no process is left in the group (ESRCH)
+                return
+            time.sleep(0.005)
+
     def close(self) -> None:
+        """End the child, keep what it printed (``output()`` still answers), reclaim its folder."""
         if self.closed:
             return
         self.closed = True
@@ -177,8 +294,13 @@ class Child:
         except OSError:
             pass
         self.sock.close()
-        kill_group(self.pid)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._printed = self.output()
+        for fd in (self.capture, self.pidfd):
+            if fd is not None:
+                os.close(fd)
+        self.capture = self.pidfd = None
+        if self.folder is not None:
+            self.folder.release()
 
     def abort(self) -> None:
         """Kill the process group and wake a thread blocked reading from it (it gets ChildGone); ``close()`` still.
@@ -192,6 +314,14 @@ class Child:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor of process ``pid``, readable once it has ended (None where the platform has none, or it is gone)."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
 
 
 def kill_group(pid: int) -> None:
@@ -226,28 +356,36 @@ class Template:
         """
         self.sandbox_uid = sandbox_uid
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._home = tempfile.mkdtemp(prefix="attnkit-template-")
+        self._home_folder = Folder("attnkit-template-", -1)  # the template's: it runs no learner code
+        self._home = str(self._home_folder.path)
         source = Path(child_runtime.__file__).read_text(encoding="utf-8")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                "-c",
-                source,
-                "template",
-                str(theirs.fileno()),
-                str(os.getpid()),
-                "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
-                str(KIT_ROOT),
-            ],
-            pass_fds=[theirs.fileno()],
-            env=child_environment(self._home),
-            cwd=self._home,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # a terminal's Ctrl-C is the grader's to handle (see stop())
-        )
+        try:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-I",
+                    "-c",
+                    source,
+                    "template",
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                    "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
+                    str(KIT_ROOT),
+                ],
+                pass_fds=[theirs.fileno()],
+                env=child_environment(self._home),
+                cwd=self._home,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # a terminal's Ctrl-C is the grader's to handle (see stop())
+            )
+        except BaseException:
+            theirs.close()
+            ours.close()
+            self._home_folder.release()
+            raise
+        self._home_folder.watch(self.process.pid)
         theirs.close()
         self._control = ours
         self._lock = threading.Lock()
@@ -285,7 +423,8 @@ class Template:
         ``keyring``, ``landlock``, ``seccomp``; ``libseccomp``: as if it were
         missing): for tests that check one layer alone, never for grading.
         """
-        workdir = Path(tempfile.mkdtemp(prefix="attnkit-child-"))
+        folder = Folder("attnkit-child-", self.sandbox_uid if os.geteuid() == 0 else -1)
+        workdir = folder.path
         use_cuda = gpu is not None
         env = dict(child_environment(str(workdir)), CUDA_VISIBLE_DEVICES=gpu if use_cuda else "")
         config = {
@@ -301,23 +440,27 @@ class Template:
         if deadline is None:
             deadline = time.monotonic() + limits.submission_seconds
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        capture = capture_file()  # the child's fds 1 and 2: its output.txt, with no name
         try:
             with self._lock:
                 if self._stopped:
                     raise RuntimeError("the sandbox template has stopped")
                 self._wait_ready()
-                socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno()])
+                socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno(), capture])
                 reply = self._control.recv(4096)
                 if not reply:
                     raise RuntimeError("the sandbox template has stopped")
-                child = Child(int(json.loads(reply)["pid"]), ours, workdir, limits, deadline)
+                pid = int(json.loads(reply)["pid"])
+                folder.watch(pid)
+                child = Child(pid, ours, workdir, limits, deadline, capture=capture, folder=folder, pidfd=_pidfd(pid))
                 self._live = {pid: c for pid, c in self._live.items() if not c.closed}
                 self._live[child.pid] = child
                 if self._stopped:  # stop() came while the template forked it
                     child.abort()
         except BaseException:
             ours.close()
-            shutil.rmtree(workdir, ignore_errors=True)
+            os.close(capture)
+            folder.release()
             raise
         finally:
             theirs.close()
@@ -355,14 +498,17 @@ class Template:
             pass
 
     def close(self) -> None:
+        """Close the template and every child still open (each reclaims its folder), then the template's folder."""
         try:
             self._control.close()
         finally:
+            for child in list(self._live.values()):
+                child.close()
             self.process.kill()
             self.process.wait(timeout=10)
             if self.process.stderr:
                 self.process.stderr.close()
-            shutil.rmtree(self._home, ignore_errors=True)
+            self._home_folder.release()
 
     def __enter__(self) -> Template:
         return self

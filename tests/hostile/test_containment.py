@@ -850,16 +850,7 @@ def probe(total, chunk):
         error = errno.errorcode.get(exc.errno)
     os.chmod("box/deep", 0)  # a folder the grader could not enter, or empty, without being root
     os.chmod("box", 0)
-    replaced = {}
-    for name, attempt in (("unlink", lambda: os.unlink("output.txt")),
-                          ("rename", lambda: os.rename("output.txt", "moved.txt")),
-                          ("symlink", lambda: os.symlink("/etc/passwd", "output.txt"))):
-        try:
-            attempt()
-            replaced[name] = "ok"
-        except OSError as exc:
-            replaced[name] = errno.errorcode.get(exc.errno)
-    return send({"written": written, "error": error, "replaced": replaced})
+    return send({"written": written, "error": error})
 """
 
 
@@ -875,10 +866,7 @@ def test_a_hundred_megabytes_in_small_files_stop_at_the_cap_and_leave_nothing_on
     seen = run(child, timeout=60, total=100 << 20, chunk=64 << 10)
     assert seen["error"] == "ENOSPC", seen
     assert limits.work_bytes - (2 << 20) <= seen["written"] <= limits.work_bytes, seen
-    # output.txt, the one file the trusted side reads there, is a mount point: written, never replaced
-    assert seen["replaced"] == {"unlink": "EBUSY", "rename": "EBUSY", "symlink": "EEXIST"}, seen
-    assert sorted(os.listdir(child.workdir)) == ["output.txt"] and _used_bytes(child.workdir) < 4096
-    assert stat.S_ISREG((child.workdir / "output.txt").lstat().st_mode)
+    assert os.listdir(child.workdir) == [], "the learner's files reached the grader's disk"
     pid = learner_pid(child)
     child.close()
     assert gone(pid) and not child.workdir.exists(), "the learner's folder outlived its child"
@@ -896,7 +884,7 @@ def test_without_the_work_tmpfs_the_learner_would_fill_the_grader_disk(spawn, la
     needs(layers, "tmpfs-work")
     child = spawn(FILL_PROBE, without=["tmpfs-work"])
     seen = run(child, total=1 << 20, chunk=64 << 10)
-    assert seen["error"] is None and seen["replaced"]["unlink"] == "ok", seen
+    assert seen["error"] is None, seen
     os.chmod(child.workdir / "box", 0o700)
     os.chmod(child.workdir / "box" / "deep", 0o700)
     assert _used_bytes(child.workdir / "box") >= 1 << 20
@@ -960,7 +948,8 @@ def test_torch_numpy_matplotlib_and_safetensors_run_inside(spawn, layers):
     assert seen["meta"] == [2, 3, 5]
     # the learner's folder, or the warm template's where it imported pyplot before the fork (matplotlib keeps
     # the folder it found first): a folder of the grader's, never a home folder
-    assert Path(seen["mplconfig"]).name.startswith(("attnkit-child-", "attnkit-template-")), seen["mplconfig"]
+    folders = Path(seen["mplconfig"]).parts
+    assert any(part.startswith(("attnkit-child-", "attnkit-template-")) for part in folders), seen["mplconfig"]
     png = in_workdir(child, "weights.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
