@@ -575,3 +575,87 @@ def test_a_folder_is_made_in_a_folder_of_the_graders(grader_files, monkeypatch):
     finally:
         assert folder.release()
     assert not folder.outer.exists()
+
+
+# --- the grader as an unprivileged user ---------------------------------------------------------------------
+
+UNPRIVILEGED_RUN = r"""
+import json, os, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import test_learner_files as t
+from grader.instructor.sandbox import Template
+
+files = json.loads(sys.argv[2])
+tempfile.tempdir = files["tmp"]
+report = {}
+with Template(warm_meta=False, warm_figures=False) as template:
+    report["isolation"] = template.isolation()
+    for attack in sorted(t.ATTACKS):
+        done, printed, seconds = t.run_attack(template, {k: Path(v) for k, v in files.items()}, attack)
+        report[attack] = {"printed": printed, "seconds": seconds, "done": done}
+print(json.dumps({"uid": os.getuid(), **report}))
+"""
+
+
+def _searchable_by(path: Path, uid: int) -> bool:
+    """Whether ``uid`` (not root, no groups) may reach and read ``path``: every folder on the way o+x, it o+r."""
+    try:
+        return all(f.stat().st_mode & stat.S_IXOTH for f in path.parents) and bool(path.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root to start a grader as another, unprivileged user (setpriv)")
+def test_an_unprivileged_graders_learners_gain_nothing_from_their_folder(tmp_path):
+    """The grader as uid 65534: its secret (0600, its own) stays its own; a 000 folder of the learner's is reclaimed."""
+    import sysconfig
+
+    setpriv = shutil.which("setpriv")
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [Path(os.path.realpath(sys.executable))]
+    candidates += [Path(p) for p in (shutil.which(version, path="/usr/bin:/usr/local/bin:/bin"),) if p]
+    python = next((c for c in candidates if _searchable_by(c, SANDBOX_UID)), None)
+    packages = Path(sysconfig.get_paths()["purelib"])
+    if setpriv is None or python is None:
+        pytest.skip(f"no setpriv, or no {version} that uid {SANDBOX_UID} may run")
+    if not (_searchable_by(packages / "torch" / "__init__.py", SANDBOX_UID) and _searchable_by(Path(__file__), 65534)):
+        pytest.skip(f"the kit or its packages are not readable by uid {SANDBOX_UID}")
+    home = Path(tempfile.mkdtemp(prefix="attnkit-unprivileged-"))
+    try:
+        home.chmod(0o755)
+        subprocess.run([str(python), "-m", "venv", "--without-pip", str(home / "venv")], check=True, timeout=120)
+        site = next((home / "venv").glob("lib/python3*/site-packages"))
+        (site / "attnkit-packages.pth").write_text(f"{packages}\n{KIT_ROOT}\n{KIT_ROOT / 'tests'}\n")
+        files = {"tmp": home / "tmp", "decoy": home / "decoy", "secret": home / "secret" / "grader-secret.txt"}
+        token = f"attnkit-secret-{uuid.uuid4().hex}"
+        files["tmp"].mkdir(mode=0o711)
+        files["decoy"].mkdir(mode=0o777)
+        (files["decoy"] / "keep.txt").write_text("the grader's\n")
+        files["secret"].parent.mkdir(mode=0o700)
+        files["secret"].write_text(token + "\n")
+        files["secret"].chmod(0o600)
+        for path in [files["tmp"], files["decoy"], files["decoy"] / "keep.txt", *files["secret"].parents[:1]]:
+            os.chown(path, SANDBOX_UID, SANDBOX_UID)
+        os.chown(files["secret"], SANDBOX_UID, SANDBOX_UID)
+        (files["decoy"] / "keep.txt").chmod(0o666)
+        user = [setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(files["tmp"]), "LANG": "C.UTF-8"}
+        done = subprocess.run(
+            [*user, str(home / "venv" / "bin" / "python"), "-c", UNPRIVILEGED_RUN, str(HERE),
+             json.dumps({k: str(v) for k, v in files.items()})],
+            capture_output=True, text=True, timeout=400, env=env, cwd=home,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        assert report["uid"] == SANDBOX_UID
+        for attack in ATTACKS:
+            assert "learner was here" in report[attack]["printed"], report[attack]
+            assert token not in report[attack]["printed"], attack
+            assert report[attack]["seconds"] < 5, report[attack]
+        assert files["secret"].read_text() == token + "\n"
+        assert sorted(os.listdir(files["decoy"])) == ["keep.txt"]
+        assert os.listdir(files["tmp"]) == [], "an unprivileged grader left a learner's folder behind"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

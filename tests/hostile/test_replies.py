@@ -144,7 +144,7 @@ class ScriptedTemplate:
         thread.start()
         self.threads.append(thread)
         self.spawned += 1
-        workdir = Path(tempfile.mkdtemp(prefix="attnkit-test-"))
+        workdir = Path(tempfile.gettempdir()) / "attnkit-test-no-folder"  # a scripted child writes none
         deadline = deadline if deadline is not None else time.monotonic() + limits.submission_seconds
         return Child(pid=sleeper.pid, sock=ours, workdir=workdir, limits=limits, deadline=deadline)
 
