@@ -450,7 +450,7 @@ def grade_under_audit(tmp_path: Path, files, class_dir: Path, extra_env=None, si
     out = tmp_path / "out"
     env = {**os.environ, "ATTNKIT_AUDIT_LOG": str(log), "TMPDIR": str(tmp), **(extra_env or {})}
     command = [sys.executable, str(runner), "grade", str(class_dir), "--out", str(out), "--seed", "3",
-               "--devices", "cpu", "--jobs", "1", "--timeout", "5"]  # fmt: skip
+               "--devices", "cpu", "--jobs", "1", "--timeout", "30"]  # fmt: skip
     began = time.monotonic()
     printed = tmp_path / "printed.txt"
     with printed.open("w") as sink:
