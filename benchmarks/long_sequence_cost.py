@@ -22,7 +22,7 @@ sys.path.insert(0, str(KIT))
 
 import torch  # noqa: E402
 
-from grader.child_runtime import _largest_tensor_mode  # noqa: E402
+from grader.child.call import _largest_tensor_mode  # noqa: E402
 from grader.instructor.cases import make_cases  # noqa: E402
 from grader.instructor.sandbox import Limits  # noqa: E402
 from solutions import reference  # noqa: E402

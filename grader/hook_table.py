@@ -54,7 +54,7 @@ OUTPUT_KINDS: tuple[str, ...] = ("tensor", "weights", "mask", "module", "figure"
 - ``module``: an ``nn.Module``, graded through its forward outputs;
 - ``figure``: a matplotlib ``Figure``, graded as data: the learner's process sends the image's
   array (as a float64 tensor), its axis labels, tick labels and whether it has a colorbar, never
-  the figure (:func:`grader.child_runtime.figure_facts`); a failing case gets no heatmap (the
+  the figure (:func:`grader.child.figures.figure_facts`); a failing case gets no heatmap (the
   learner's own plot is the picture).
 """
 

@@ -35,7 +35,7 @@ from typing import Any
 import pluggy
 
 from grader import hookspecs
-from grader.child_runtime import (
+from grader.child.load import (
     Broken,
     LoadError,
     describe_parameters,
@@ -200,7 +200,7 @@ def adopt(name: str, origin: str, namespaces: list[Any], broken: list[Broken] | 
     The first namespace holding a hook (or its class alias) wins.  Callables
     marked with ``@hookimpl`` and plain functions are treated alike.  A hook
     missing because the module defining it did not import (``broken``, from
-    :func:`~grader.child_runtime.import_submission_parts`) gets that module's
+    :func:`~grader.child.load.import_submission_parts`) gets that module's
     error as its problem.
     """
     chosen: dict[str, Callable[..., Any]] = {}

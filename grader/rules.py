@@ -98,7 +98,7 @@ SPAWN_KINDS = {
     "process-running": "a process (still running)",
     "process-ended": "a process (already ended)",
 }
-"""What the learner's process reports it started (``grader.child_runtime.SPAWN_EVENTS`` and the measured facts),
+"""What the learner's process reports it started (``grader.child.spawns.SPAWN_EVENTS`` and the measured facts),
 worded; anything else it sends is "a thread or a process"."""
 
 
@@ -224,7 +224,7 @@ def subclass_message(kind: str) -> str:
     return f"returned a {kind}, expected exactly a torch.Tensor (not a subclass)"
 
 
-# --- figures: what a plot must show, read as data (grader.child_runtime.figure_facts) -----------------
+# --- figures: what a plot must show, read as data (grader.child.figures.figure_facts) -----------------
 
 KEY_AXIS_LABEL = "Key positions"
 QUERY_AXIS_LABEL = "Query positions"
@@ -419,7 +419,8 @@ class RuledSolution:
     def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
         import torch
 
-        from grader.child_runtime import _largest_tensor_mode, _recording_mode, recording_show
+        from grader.child.call import _largest_tensor_mode, _recording_mode
+        from grader.child.figures import recording_show
         from grader.registry import hook_signature
 
         bound = hook_signature(hook).bind(*args, **kwargs)
@@ -472,10 +473,10 @@ class RuledSolution:
 
     @staticmethod
     def _figure_problem(result: Any, arguments: dict[str, Any]) -> str | None:
-        """The figure read as the grader reads it (:func:`grader.child_runtime.figure_facts`), judged alike."""
+        """The figure read as the grader reads it (:func:`grader.child.figures.figure_facts`), judged alike."""
         import torch
 
-        from grader.child_runtime import figure_facts
+        from grader.child.figures import figure_facts
 
         read = figure_facts(result)
         if read is None:
@@ -500,7 +501,7 @@ class RuledSolution:
 
         @functools.wraps(forward)
         def ruled_forward(*args: Any, **kwargs: Any) -> Any:
-            from grader.child_runtime import _recording_mode
+            from grader.child.call import _recording_mode
 
             recorder = _recording_mode(banned)
             with recorder:

@@ -382,7 +382,7 @@ def problems(kind: str, contents: Mapping[str, bytes], notebook_source: str | No
 LOAD_SECONDS = 60.0
 """How long submit waits for the hand-in to import in a child Python; past it the hand-in is packed, warned."""
 
-_COULD_NOT_LOAD = re.compile(r"exercise \w+: could not load (.+)")  # grader.child_runtime.load_error_of's line
+_COULD_NOT_LOAD = re.compile(r"exercise \w+: could not load (.+)")  # grader.child.load.load_error_of's line
 _CHILD = "import sys; from grader.submit import _load_in_child; _load_in_child(*sys.argv[1:])"
 
 
@@ -402,7 +402,7 @@ def load_errors(entry: Path) -> list[str]:
 
 def _load_in_child(entry: str, result: str, kit_root: str) -> None:
     """The child of :func:`load_problem`: hide the kit as the grader's sandbox does, load, write the errors as JSON."""
-    from grader.child_runtime import _drop_kit_from_path
+    from grader.child.serve import _drop_kit_from_path
 
     Path(result + ".started").touch()
     _drop_kit_from_path([kit_root])

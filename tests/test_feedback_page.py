@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 import torch
 
-from grader import child_runtime
+from grader.child import call as child_call
 from grader.instructor import heatmaps
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.heatmaps import Figure
@@ -308,15 +308,15 @@ def test_the_child_keeps_what_each_call_printed_capped(capfd):
         return x
 
     calls = {"noisy": noisy, "quiet": quiet}
-    reply, _ = child_runtime.call_hook(calls, {"id": 0, "hook": "noisy", "args": {"x": {"value": 3}}}, {})
+    reply, _ = child_call.call_hook(calls, {"id": 0, "hook": "noisy", "args": {"x": {"value": 3}}}, {})
     assert reply["printed"].startswith("inside the call 3\n")
     assert len(reply["printed"]) < PRINTED_CHARS + 100 and "more characters not kept" in reply["printed"]
     assert "inside the call 3" in capfd.readouterr().out, "the print still reaches the process's output"
-    reply, _ = child_runtime.call_hook(calls, {"id": 1, "hook": "quiet", "args": {"x": {"value": 3}}}, {})
+    reply, _ = child_call.call_hook(calls, {"id": 1, "hook": "quiet", "args": {"x": {"value": 3}}}, {})
     assert "printed" not in reply
     import sys
 
-    assert not isinstance(sys.stdout, child_runtime._Tee), "stdout is given back after the call"
+    assert not isinstance(sys.stdout, child_call._Tee), "stdout is given back after the call"
 
 
 def test_the_reply_schema_cuts_what_a_call_printed():

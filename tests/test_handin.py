@@ -22,7 +22,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grader import child_runtime, handin
+from grader import handin
+from grader.child import load as child_load
 from grader.handin import (
     CHECK_TAG,
     MAX_ENTRIES,
@@ -91,7 +92,7 @@ def test_the_test_file_rule_is_pytests_default_patterns(name, test_file, skipped
 @pytest.mark.parametrize("name, test_file, skipped", FILE_NAMES, ids=FILE_IDS)
 def test_the_child_runtimes_copy_agrees_with_handin(name, test_file, skipped):
     """The runtime imports nothing of the kit, so it keeps a one-line copy: this table holds the two equal."""
-    assert child_runtime._is_test_file(Path("submission") / name) is is_skipped_file(name) is skipped
+    assert child_load._is_test_file(Path("submission") / name) is is_skipped_file(name) is skipped
 
 
 @pytest.mark.parametrize(
@@ -311,7 +312,7 @@ POLICY_NAMES = frozenset(handin.__all__) | {
     "PACKAGE", "MAX_FILES", "MAX_ID_LENGTH", "sanitize_student_id", "_safe_name", "_is_test_file", "_cell_tags",
     "_tags", "_hidden_or_cache", "_skipped_dir", "_wanted", "_too_big",
 }  # fmt: skip
-ALLOWED = {("grader/child_runtime.py", "_is_test_file")}
+ALLOWED = {("grader/child/load.py", "_is_test_file")}
 """The child runtime's copy of the test-file rule, held equal by test_the_child_runtimes_copy_agrees_with_handin."""
 POLICY_STRINGS = {SOLUTION_TAG, CHECK_TAG, UNKNOWN_VERSION}
 

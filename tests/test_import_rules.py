@@ -1,6 +1,7 @@
 """The layout's import rules, read from the source with :mod:`ast` (nothing here imports or runs a module).
 
-- the child runtime imports nothing of the kit: the sandbox sends it to the template as source text;
+- the learner's side (``grader/child/``) imports nothing of the kit but its own modules: the template runs it
+  with nothing else of the kit importable, and ``grader/__init__.py``, which importing it runs, imports nothing;
 - the hook table (``grader/hook_table.py``) imports nothing of the kit: it is data every side reads;
 - the top level of ``grader/`` is what a learner's kit holds, so it never needs ``grader.instructor``
   (nor ``solutions``) at import; inside a function it may try one and treat ImportError as "not in this kit";
@@ -39,6 +40,7 @@ class Rule:
     forbidden: tuple[str, ...]  # dotted names; their submodules are forbidden too
     module_level_only: bool  # True: imports inside functions are allowed
     why: str
+    allowed: tuple[str, ...] = ()  # dotted names under a forbidden one that stay allowed (and their submodules)
 
 
 OUTPUT_MODULES = tuple(f"grader/instructor/{m}.py" for m in ("gradebook", "reports", "rubric", "heatmaps"))
@@ -47,10 +49,18 @@ RUNNERS = tuple(f"grader.instructor.{m}" for m in ("sandbox", "submission_gradin
 RULES = (
     Rule(
         "child-runtime-stands-alone",
-        ("grader/child_runtime.py",),
+        ("grader/child/*.py",),
         ("grader", "solutions", "exercises"),
         module_level_only=False,
-        why="the template runs the runtime from its source text, with nothing of the kit importable",
+        why="the template runs grader.child with nothing else of the kit importable",
+        allowed=("grader.child",),
+    ),
+    Rule(
+        "grader-package-door-is-light",
+        ("grader/__init__.py",),
+        ("grader", "solutions", "exercises"),
+        module_level_only=True,
+        why="importing grader.child, the learner's side, runs grader/__init__.py first",
     ),
     Rule(
         "hook-table-is-data",
@@ -155,6 +165,8 @@ def violations(rule: Rule, root: Path = KIT) -> list[str]:
         for imp in imports_of(path, root):
             if rule.module_level_only and not imp.module_level:
                 continue
+            if any(_is_under(imp.module, name) for name in rule.allowed):
+                continue
             hit = next((name for name in rule.forbidden if _is_under(imp.module, name)), None)
             if hit is None or (imp.line, hit) in seen:  # `from m import n` is m and m.n: one line for both
                 continue
@@ -193,7 +205,7 @@ def test_the_rules_see_the_imports_that_are_there():
 
 WRONG = {
     "child-runtime-stands-alone": (
-        "grader/child_runtime.py",
+        "grader/child/call.py",
         "import os\n\n\ndef run():\n    from grader.registry import HOOK_NAMES\n    return HOOK_NAMES\n",
         5,
         "grader.registry",

@@ -100,7 +100,7 @@ def test_learners_whole_kit_grades_its_exercises_package(tmp_path):
 
 def test_kit_layout_imports_with_absolute_imports_as_the_child_would(tmp_path):
     """The files and entry, written out as the child does, import with ``from exercises.x import y``."""
-    from grader.child_runtime import import_submission
+    from grader.child.load import import_submission
 
     kit = tmp_path / "erin"
     write(kit / "exercises" / "__init__.py", "")

@@ -20,7 +20,7 @@ import learner_code
 import pytest
 import torch
 
-from grader.child_runtime import _largest_tensor_mode, call_hook
+from grader.child.call import _largest_tensor_mode, call_hook
 from grader.instructor.cases import LONG, make_cases, memory_rule
 from grader.instructor.intake import read_submission
 from grader.instructor.replies import CALL_REPLY, MalformedReply, validate

@@ -28,7 +28,8 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the chapter's and the prose's name
 
 from grader import hook_table, hookspecs
-from grader.child_runtime import call_hook, find_callable
+from grader.child.call import call_hook
+from grader.child.load import find_callable
 from grader.hook_table import GROUPS, HELPERS_OF_MODULES, ROWS, TABLE
 from grader.instructor.cases import Maker, cases_by_hook, make_cases
 from grader.instructor.suite import build_suite

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from grader.child_runtime import describe_parameters
+from grader.child.load import describe_parameters
 from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, judge_in_process, trial_id
 from grader.registry import HOOK_NAMES, signature_problem

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grader.child_runtime import map_parameters
+from grader.child.modules import map_parameters
 from grader.instructor.cases import observable_state, one_hot_tokens
 from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, PASSED, judge_in_process

@@ -42,7 +42,6 @@ LEARNER_GRADER = {
     "__init__.py",
     "hookspecs.py",
     "registry.py",
-    "child_runtime.py",
     "hook_table.py",
     "check.py",
     "notebook_check.py",
@@ -178,7 +177,9 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
     ours_top = {p.name for p in (KIT / "grader").iterdir() if p.is_file() and p.suffix not in (".pyc", ".pyo")}
     assert ours_top == LEARNER_GRADER  # the top level of grader/ is exactly what a learner's kit holds
     # and instructor/ stays out; the release adds the hints file
-    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER | {"hints.json"}
+    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER | {"hints.json", "child"}
+    ours_child = sorted(p.name for p in (KIT / "grader" / "child").glob("*.py"))
+    assert sorted(p.name for p in (kit / "grader" / "child").iterdir()) == ours_child  # the learner's side, whole
     for name in LEARNER_GRADER:
         assert (kit / "grader" / name).read_bytes() == (KIT / "grader" / name).read_bytes(), name
     top = {p.name for p in kit.iterdir()}
@@ -206,7 +207,8 @@ def test_the_kit_gets_all_of_grader_but_instructor_with_no_list_to_keep(tmp_path
     dest = tmp_path / "kit"
     release(dest)
     shipped = {p.relative_to(dest / "grader").as_posix() for p in (dest / "grader").rglob("*") if p.is_file()}
-    assert shipped == LEARNER_GRADER | {"progress.py", "hints.json"}
+    child = {f"child/{p.name}" for p in (KIT / "grader" / "child").glob("*.py")}
+    assert shipped == LEARNER_GRADER | child | {"progress.py", "hints.json"}
 
 
 def load_conftest(path: Path, monkeypatch) -> types.ModuleType:

@@ -66,7 +66,7 @@ FLAGGED = {
     "builtins-name": ("__builtins__['x'] = 1\n", "__builtins__"),
     "settrace": ("import sys\nsys.settrace(None)\n", "sys.settrace"),
     "setprofile-threading": ("import threading\nthreading.setprofile(None)\n", "threading.setprofile"),
-    "grader-runtime": ("import grader.child_runtime\n", "grader.child_runtime"),
+    "grader-runtime": ("import grader.child.call\n", "grader.child"),
     "grader-sandbox": ("from grader.instructor import sandbox\n", "grader.instructor.sandbox"),
     # patching
     "assign-torch": ("import torch\ntorch.softmax = len\n", "assignment of torch.softmax"),

@@ -585,7 +585,7 @@ def test_recv_message_stops_at_the_deadline_however_the_bytes_drip():
     """One byte every 0.3 s: each recv alone would be in time; the whole message must not be."""
     import threading
 
-    from grader.child_runtime import recv_message
+    from grader.child.wire import recv_message
 
     ours, theirs = socket.socketpair()
     stop = threading.Event()
@@ -617,7 +617,7 @@ def test_recv_message_stops_at_the_deadline_however_the_bytes_drip():
     ids=["deep-nesting", "bad-utf8", "not-an-object", "not-json"],
 )
 def test_recv_message_refuses_a_malformed_header_as_protocol_error(raw, why):
-    from grader.child_runtime import ProtocolError, recv_message
+    from grader.child.wire import ProtocolError, recv_message
 
     ours, theirs = socket.socketpair()
     try:
@@ -631,7 +631,7 @@ def test_recv_message_refuses_a_malformed_header_as_protocol_error(raw, why):
 
 @pytest.mark.parametrize("which", ["header", "blob"], ids=["header", "blob"])
 def test_recv_message_refuses_oversized_parts_from_the_length_alone(which):
-    from grader.child_runtime import ProtocolError, recv_message
+    from grader.child.wire import ProtocolError, recv_message
 
     ours, theirs = socket.socketpair()
     try:

@@ -1,7 +1,7 @@
 """Threads and processes of the learner's code: heard or measured in the child, and every call after them fails.
 
 * the invariant, in a fresh interpreter of each Python found (3.10 to 3.13): once the child watches
-  (:func:`grader.child_runtime._watch_spawns`, an audit hook that cannot be removed), every route to a
+  (:func:`grader.child.spawns._watch_spawns`, an audit hook that cannot be removed), every route to a
   thread or a process is noted (``threading``, ``_thread``, ``concurrent.futures``, ``os.fork``,
   ``subprocess``, ``multiprocessing``), and what is measured sees a thread or a child process started
   before the watch (a Python thread besides the caller, a child not reaped, a child reaped);
@@ -77,9 +77,8 @@ def fork_exec_directly():
 def main():
     threading.Thread(target=sleeper, daemon=True).start()  # started before the watch: only measuring sees it
     child = subprocess.Popen(["sleep", "30"])
-    spec = importlib.util.spec_from_file_location("child_runtime", "grader/child_runtime.py")
-    runtime = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(runtime)  # the child imports nothing of the kit: it loads alone
+    sys.path.insert(0, ".")
+    from grader.child import spawns as runtime  # the child imports nothing else of the kit: it loads alone
     runtime._watch_spawns()
     out = {"measured": runtime._spawn_facts()}
     child.kill(); child.wait()

@@ -15,7 +15,7 @@ very values each dtype's inputs hold, once per case for the whole class.
 
 A case is one call of one hook.  A module hook's case builds the learner's module with the case's config,
 loads the reference's *parameters* into it (never its buffers: the learner's own mask is the learner's
-work), by name or else by creation order and shape (:func:`grader.child_runtime.map_parameters`), and runs
+work), by name or else by creation order and shape (:func:`grader.child.modules.map_parameters`), and runs
 forwards; separate structural cases check what behaviour cannot show (the contract's parameter names, the
 ``mask`` buffer, the creation order under ``torch.manual_seed``).  :func:`build_suite` expands cases over
 dtypes and devices into :class:`Trial` s (one case on one device in one dtype), grouped into one batch per
@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from grader.child_runtime import map_parameters
+from grader.child.modules import map_parameters
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
 from grader.rules import (

@@ -2,7 +2,7 @@
 
 A submission reaches the learner's sandboxed process as ``{relpath: source
 text}`` plus an *entry* (the file or folder inside those files to import), see
-:mod:`grader.child_runtime`.  This module turns what an instructor points the
+:mod:`grader.child`.  This module turns what an instructor points the
 grader at into exactly that, on the trusted side, without importing or running
 anything:
 
@@ -140,7 +140,7 @@ class Submission:
             self.error = inert_line(self.error)
 
     def load_message(self) -> dict[str, object]:
-        """The ``load`` request for :mod:`grader.child_runtime` (the caller adds ``hooks``)."""
+        """The ``load`` request for :mod:`grader.child.serve` (the caller adds ``hooks``)."""
         return {"op": "load", "files": dict(self.files), "entry": self.entry}
 
 

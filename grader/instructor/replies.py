@@ -36,7 +36,7 @@ MESSAGE_CHARS = 2000
 """The longest error message kept from a child (the rest is cut here, on the trusted side)."""
 
 PRINTED_CHARS = 4000
-"""The most of what one call printed that is kept from its reply (``grader.child_runtime`` sends no more)."""
+"""The most of what one call printed that is kept from its reply (``grader.child.call`` sends no more)."""
 
 HEADER_BYTES = 256 << 10
 """The largest JSON header of a call reply."""
@@ -178,7 +178,7 @@ ERROR = Record(
     defaults={"mro": [], "message": "", "where": None},
 )
 FIGURE_TEXT = 200
-"""The longest axis or tick label kept from a child (``grader.child_runtime`` sends no more)."""
+"""The longest axis or tick label kept from a child (``grader.child.figures`` sends no more)."""
 
 FIGURE_TICKS = 1024
 """The most ticks of one axis kept from a child."""
@@ -196,7 +196,7 @@ FIGURE_FACTS = Record(
     },
     required=("images",),
 )
-"""What a figure hook's call reports of the returned ``Figure`` (``grader.child_runtime.figure_facts``): how many
+"""What a figure hook's call reports of the returned ``Figure`` (``grader.child.figures.figure_facts``): how many
 images, and of the first one its axis labels, its ticks (position and text), whether a colorbar is drawn for it,
 and why its array could not be read; the array itself travels as the tensor ``out0``."""
 
@@ -225,10 +225,10 @@ MODULE_FACTS = Record(
         "mask_device": Maybe(Text(100)),
     }
 )
-"""What a module case reports of the learner's module (``grader.child_runtime._run_module``): its parameters
+"""What a module case reports of the learner's module (``grader.child.modules._run_module``): its parameters
 (name and shape, in creation order), buffers, ``state_dict`` keys, the mask buffer's device after
 ``.to(device)``, and how the reference's parameters were loaded: ``name``, ``order`` or ``none``
-(``grader.child_runtime.map_parameters``), absent where the case loads nothing."""
+(``grader.child.modules.map_parameters``), absent where the case loads nothing."""
 MEMORY_FACTS = Record(
     {
         "largest": Maybe(Items(Number(maximum=2**48, whole=True), MAX_DIMS)),
@@ -239,7 +239,7 @@ MEMORY_FACTS = Record(
     }
 )
 """What a call that asks for it (``measure_memory``) reports of the memory it used
-(``grader.child_runtime._measured``): the shape of the largest tensor an op created (``None``: no op ran),
+(``grader.child.call._measured``): the shape of the largest tensor an op created (``None``: no op ran),
 the op that made it, the same for the floating tensor with the widest last two dims (``matrix``), and on CUDA
 the peak of allocated bytes above what the call started with."""
 CALL_REPLY = Record(
@@ -259,7 +259,7 @@ CALL_REPLY = Record(
     },
     required=("id",),
 )
-"""One call's answer (``grader.child_runtime.call_hook``, plus ``peak_rss_kib``)."""
+"""One call's answer (``grader.child.call.call_hook``, plus ``peak_rss_kib``)."""
 
 PARAMETER = Record({"name": Text(200), "kind": Text(40), "default": Flag()}, required=("name", "kind", "default"))
 HOOK_FOUND = Record({"params": Items(PARAMETER, 256), "where": Text(500)}, required=("params",), defaults={"where": ""})
@@ -356,7 +356,7 @@ class CallReply(_CallReplyId, total=False):
     error: ErrorInfo | None
     seconds: float
     banned: list[str]
-    spawned: list[str]  # threads and processes the learner's code started (grader.child_runtime._spawn_facts)
+    spawned: list[str]  # threads and processes the learner's code started (grader.child.spawns._spawn_facts)
     inputs_unchanged: bool
     results: list[ResultInfo]
     module: ModuleFacts | None

@@ -28,7 +28,7 @@ to ``exec``/``eval``/``compile`` are all followed):
   ``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``, ``gi_frame``…),
   ``__subclasses__``, ``__globals__``, ``__code__``, ``__closure__``, ``__builtins__``,
   ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
-  attribute of ``sys``, the grader's own ``grader.child_runtime``/``grader.instructor.sandbox``;
+  attribute of ``sys``, the grader's own ``grader.child`` (and its modules)/``grader.instructor.sandbox``;
 - patching: assignment, ``del``, ``setattr``/``delattr`` (and
   ``object.__setattr__``…) on anything of torch (``torch.*``, ``F.*``, ``nn.*``,
   ``torch.Tensor.*``; ``torch.backends.*`` settings excepted) or of ``builtins``,
@@ -131,7 +131,7 @@ THREADING_HOOKS = frozenset({"settrace", "setprofile", "settrace_all_threads", "
 GC_WALKERS = frozenset({"get_objects", "get_referrers", "get_referents"})
 INSPECT_FRAMES = frozenset({"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo"})
 NATIVE_CODE = frozenset({"ctypes", "_ctypes", "cffi"})
-GRADER_INTERNALS = frozenset({"grader.child_runtime", "grader.instructor.sandbox"})
+GRADER_INTERNALS = frozenset({"grader.child", "grader.instructor.sandbox"})
 
 FRAME_ATTRIBUTES = frozenset(
     {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace"}

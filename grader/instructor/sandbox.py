@@ -1,10 +1,10 @@
 """The trusted side of the sandbox: a warm template process and one child per submission.
 
-The template is ``python -I`` running :mod:`grader.child_runtime`: it imports
+The template is ``python -I`` running :mod:`grader.child`: it imports
 torch (and nothing of the kit) once, then forks a child per request.  Each
 child gets its own session and process group, its own temporary folder, a
 scrubbed environment, resource limits and its containment (``contain()`` in
-:mod:`grader.child_runtime`), and talks to this process over a socket pair in
+:mod:`grader.child.contain`), and talks to this process over a socket pair in
 the data-only wire format, every read bounded by an absolute deadline.
 
 :meth:`Template.stop` is how a stopped run ends what is in flight: it kills
@@ -33,10 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader import child_runtime, reclaim
-from grader.child_runtime import MAX_HEADER, SANDBOX_UID, WORK_BYTES, recv_message, send_message
+from grader.child.contain import SANDBOX_UID
+from grader.child.policy import WORK_BYTES
+from grader.child.wire import MAX_HEADER, recv_message, send_message
+from grader.instructor import reclaim
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_BOOT = (
+    "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('grader.child', run_name='__main__')"
+)
+"""``python -I -c TEMPLATE_BOOT KIT_ROOT template ...``: :mod:`grader.child` run as ``python -I -m`` would, found
+in this kit's own folder (never the working directory's nor an environment variable's), which the learner
+cannot write; the child drops it from ``sys.path`` before learner code loads."""
 OUTPUT_KEPT = 64 * 1024
 END_SECONDS = 5.0  # how long a killed child may take to be gone before what it printed is read anyway
 RECLAIM_SECONDS = 60.0  # the most a guardian spends emptying one folder
@@ -101,7 +109,7 @@ class Folder:
     The outer folder is the grader's (``0711``: a learner may pass through it,
     not list it, write it or rename ``work`` in it).  The trusted side makes both
     and never opens, lists, stats or removes a name under ``work``: the
-    guardian (:mod:`grader.reclaim`, started here with descriptors of both)
+    guardian (:mod:`grader.instructor.reclaim`, started here with descriptors of both)
     empties ``work`` with ``learner_uid``'s credentials (``-1``: this process's
     own), through descriptors only, once :meth:`release` says every learner
     process is dead, or once this process has died; then removes both folders.
@@ -109,7 +117,7 @@ class Folder:
 
     def __init__(self, prefix: str, learner_uid: int, seconds: float = RECLAIM_SECONDS) -> None:
         self.outer = Path(tempfile.mkdtemp(prefix=prefix))
-        self.path = self.outer / "work"
+        self.path = self.outer / reclaim.WORK
         try:
             os.chmod(self.outer, 0o711)
             os.mkdir(self.path, 0o700)
@@ -121,7 +129,7 @@ class Folder:
             os.rmdir(self.outer)
             raise
         try:
-            command = [sys.executable, "-I", "-S", "-c", _reclaim_source(), *map(str, fds), "work", str(self.outer)]
+            command = [sys.executable, "-I", "-S", "-c", _reclaim_source(), *map(str, fds), str(self.outer)]
             self._guardian = subprocess.Popen(
                 [*command, str(learner_uid), str(seconds)],
                 pass_fds=fds,
@@ -359,14 +367,14 @@ class Template:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._home_folder = Folder("attnkit-template-", -1)  # the template's: it runs no learner code
         self._home = str(self._home_folder.path)
-        source = Path(child_runtime.__file__).read_text(encoding="utf-8")
         try:
             self.process = subprocess.Popen(
                 [
                     sys.executable,
                     "-I",
                     "-c",
-                    source,
+                    TEMPLATE_BOOT,
+                    str(KIT_ROOT),
                     "template",
                     str(theirs.fileno()),
                     str(os.getpid()),

@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import save as save_tensors
 
 from grader import hook_table
-from grader.child_runtime import figure_facts, headless_pyplot
+from grader.child.figures import figure_facts, headless_pyplot
 from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases, observable_state
 from grader.registry import HOOK_NAMES, Solution, load_solution
 

@@ -10,7 +10,8 @@ import hashlib
 import inspect
 import types
 
-from grader import child_runtime, hook_table, hookspecs, registry, rules
+from grader import hook_table, hookspecs, registry, rules
+from grader.child import call, figures, load, modules, spawns
 from grader.instructor import cases, diagnosis, replies, submission_grading, suite, verdict
 
 
@@ -19,7 +20,7 @@ def verdict_modules() -> list[types.ModuleType]:
 
     The contract and the table of hooks (``hookspecs``, ``hook_table``), what
     makes a hook usable (``registry``), what runs in the learner's process
-    (``child_runtime``: loading, calling, recording banned calls), the gold
+    (``grader.child``: loading, calling, recording banned calls and spawns, figures, modules' weights), the gold
     answers (``solutions.reference``), the cases and this suite, the verdict, the
     rules it words and judges a figure by, and the reply checks (``verdict``,
     ``rules``, ``replies``), the loop that turns replies into
@@ -34,7 +35,11 @@ def verdict_modules() -> list[types.ModuleType]:
         hookspecs,
         hook_table,
         registry,
-        child_runtime,
+        load,
+        call,
+        spawns,
+        figures,
+        modules,
         reference,
         cases,
         suite,

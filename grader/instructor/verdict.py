@@ -358,7 +358,7 @@ def judge_in_process(solution: Any, trial: Any) -> InProcessVerdict:
     """
     import torch
 
-    from grader.child_runtime import call_hook
+    from grader.child.call import call_hook
 
     with torch.random.fork_rng(devices=[]):
         raw, outputs = call_hook(solution.functions, dict(trial.call, id=0), own_inputs(trial))

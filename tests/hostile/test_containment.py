@@ -11,7 +11,7 @@ Some tests leave layers out (``spawn(..., without=[...])``): to show that one
 layer alone holds (the fresh session keyring without seccomp, Landlock without any
 namespace), or as a control, to show that the attack is real where the layers
 are missing.  The policy each layer applies is declared once, as data, in
-``grader/child_runtime.py`` (FILESYSTEM, DEVICES, SYSCALLS, the work folder's
+``grader/child/policy.py`` (FILESYSTEM, DEVICES, SYSCALLS, the work folder's
 tmpfs); tests here check that what a child meets is what is declared.  The
 containment runs again under uids 1001 and 2345 (and 65534) as an unprivileged
 grader.  ``tests/hostile/README.md`` has the table.
@@ -39,16 +39,8 @@ import pytest
 import torch
 from safetensors.torch import load as load_tensors
 
-from grader.child_runtime import (
-    _KIT_PACKAGES,
-    DEVICES,
-    FILESYSTEM,
-    SANDBOX_UID,
-    SYSCALLS,
-    filesystem_policy,
-    seccomp_filter,
-    syscall_number,
-)
+from grader.child.contain import SANDBOX_UID, seccomp_filter, syscall_number
+from grader.child.policy import _KIT_PACKAGES, DEVICES, FILESYSTEM, SYSCALLS, filesystem_policy
 from grader.instructor.class_grading import FULL_ISOLATION
 from grader.instructor.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template
 
@@ -558,6 +550,11 @@ def probe(nr):
     out["clone_newuser"] = pid
     out["socket_unix"] = sc(nr["socket"], 1, 1, 0)  # AF_UNIX, SOCK_STREAM
     out["socket_unix_high_bits"] = sc(nr["socket"], 1 | (1 << 32), 1, 0)  # the kernel reads an int: still AF_UNIX
+    out["socket_vsock"] = sc(nr["socket"], 40, 1, 0)  # AF_VSOCK: the host, past the network namespace
+    out["socket_netlink"] = sc(nr["socket"], 16, 3, 0)  # AF_NETLINK, SOCK_RAW
+    out["memfd_create"] = sc(nr["memfd_create"], b"x", 0)  # memory that no cap counts
+    inet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # allowed: an empty network namespace
+    inet.close()
     a, b = socket.socketpair()  # reaches nothing outside: allowed
     a.sendall(b"x")
     out["socketpair"] = b.recv(1).decode()
@@ -565,7 +562,7 @@ def probe(nr):
 """
 
 SYSCALL_NAMES = ["io_uring_setup", "bpf", "perf_event_open", "userfaultfd", "ptrace", "process_vm_readv"]
-SYSCALL_NAMES += ["unshare", "setns", "mount", "clone3", "clone", "socket"]
+SYSCALL_NAMES += ["unshare", "setns", "mount", "clone3", "clone", "socket", "memfd_create"]
 
 DENIED = {
     "io_uring_setup": "ENOSYS",
@@ -581,6 +578,9 @@ DENIED = {
     "clone_newuser": "EPERM",
     "socket_unix": "EACCES",
     "socket_unix_high_bits": "EACCES",
+    "socket_vsock": "EACCES",
+    "socket_netlink": "EACCES",
+    "memfd_create": "EPERM",
 }
 
 
@@ -725,7 +725,7 @@ def test_what_the_learner_may_read_is_what_the_filesystem_policy_grants(spawn, l
         if path and os.access(path, os.R_OK) and not path.startswith("/proc/"):
             paths.append(path)
     paths += ["/proc/self/status", "/proc/cpuinfo", "/etc/hostname", "/etc/passwd", "/etc/os-release"]
-    paths += [str(KIT_ROOT / "grader" / "child_runtime.py"), str(KIT_ROOT / "solutions" / "__init__.py")]
+    paths += [str(KIT_ROOT / "grader" / "child" / "call.py"), str(KIT_ROOT / "solutions" / "__init__.py")]
     purelib = sysconfig.get_paths()["purelib"]
     kit_entries = [os.path.join(purelib, n) for n in sorted(os.listdir(purelib)) if n.startswith(_KIT_PACKAGES)]
     paths += [_one_file_in(p) if os.path.isdir(p) else p for p in kit_entries][:4]
@@ -740,7 +740,7 @@ def test_what_the_learner_may_read_is_what_the_filesystem_policy_grants(spawn, l
 
 def test_the_policy_tree_cuts_the_kit_out_of_every_grant(tmp_path):
     """A folder holding the kit is granted entry by entry: everything else in it, not the kit, nor what is inside it."""
-    from grader.child_runtime import ACCESS, FilesystemPolicy, Grant
+    from grader.child.policy import ACCESS, FilesystemPolicy, Grant
 
     (tmp_path / "packages" / "torch").mkdir(parents=True)
     (tmp_path / "packages" / "grader").mkdir()
@@ -978,7 +978,7 @@ UNPRIVILEGED_GRADER = """
 import ctypes, json, os, select, sys
 sys.path.insert(0, sys.argv[1])
 from safetensors.torch import load
-from grader.child_runtime import syscall_number
+from grader.child.contain import syscall_number
 from grader.instructor.sandbox import Limits, Template
 
 nr = {name: syscall_number(name) for name in ("keyctl", "add_key", "shmget", "socket")}

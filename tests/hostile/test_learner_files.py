@@ -4,7 +4,7 @@ The learner's process owns its work folder (``<tmp>/attnkit-child-XXXX/work``)
 and everything in it.  What the grader reads of it comes through descriptors
 it made itself (the capture file of fds 1 and 2, a memfd), and the folder is
 reclaimed by a guardian whose walker has the learner's credentials
-(``grader/reclaim.py``).  The attacks, written as a learner would:
+(``grader/instructor/reclaim.py``).  The attacks, written as a learner would:
 
 - ``output.txt`` (and every other name) a symbolic link to a 0600 file of the
   grader's; a hard link to it; a FIFO named ``output.txt``;
@@ -41,9 +41,9 @@ from pathlib import Path
 import pytest
 from learner_code import alice_with
 
-from grader import child_runtime, reclaim
-from grader.child_runtime import SANDBOX_UID
-from grader.instructor import sandbox
+from grader.child import serve as child_serve
+from grader.child.contain import SANDBOX_UID
+from grader.instructor import reclaim, sandbox
 from grader.instructor.sandbox import Folder, Limits, Template
 
 pytestmark = [
@@ -267,7 +267,7 @@ def test_a_failure_before_the_learner_runs_is_noted_in_the_capture_file():
         try:
             raise RuntimeError("the sandbox could not be set up")
         except RuntimeError:
-            child_runtime._note_failure(fd)
+            child_serve._note_failure(fd)
         assert b"RuntimeError: the sandbox could not be set up" in os.pread(fd, 1 << 16, 0)
     finally:
         os.close(fd)
@@ -446,7 +446,8 @@ def grade_under_audit(tmp_path: Path, files, class_dir: Path, extra_env=None, si
     )
     log = tmp_path / "events.jsonl"
     log.touch()
-    tmp = files["tmp"]
+    tmp = files["base"] / f"run-{uuid.uuid4().hex[:8]}"  # this run's own: the module's template lives in files["tmp"]
+    tmp.mkdir(mode=0o711)
     out = tmp_path / "out"
     env = {**os.environ, "ATTNKIT_AUDIT_LOG": str(log), "TMPDIR": str(tmp), **(extra_env or {})}
     command = [sys.executable, str(runner), "grade", str(class_dir), "--out", str(out), "--seed", "3",
@@ -457,7 +458,7 @@ def grade_under_audit(tmp_path: Path, files, class_dir: Path, extra_env=None, si
         proc = subprocess.Popen(command, cwd=KIT_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
         if signal_after is not None:
-            signal_after(proc)
+            signal_after(proc, tmp)
         proc.wait(timeout=300)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the run stalled (300 s): {printed.read_text(errors='replace')[-2000:]}")
@@ -468,7 +469,7 @@ def grade_under_audit(tmp_path: Path, files, class_dir: Path, extra_env=None, si
     seconds = time.monotonic() - began
     text = printed.read_text(errors="replace")
     events = [json.loads(line) for line in log.read_text().splitlines()]
-    return proc, text, events, out, seconds
+    return proc, text, events, out, seconds, tmp
 
 
 def _everything_under(folder: Path) -> bytes:
@@ -484,7 +485,7 @@ def test_a_class_of_attacks_is_graded_without_the_grader_touching_a_learners_nam
     class_dir = tmp_path / "class"
     class_dir.mkdir()
     students = write_class(class_dir, grader_files)
-    proc, text, events, out, _ = grade_under_audit(tmp_path, grader_files, class_dir)
+    proc, text, events, out, _, tmp = grade_under_audit(tmp_path, grader_files, class_dir)
     assert proc.returncode == 0, text[-3000:]
     assert events == [], f"the trusted process touched names inside a learner's folder: {events[:10]}"
     grades = (out / "grades.csv").read_text()
@@ -497,7 +498,7 @@ def test_a_class_of_attacks_is_graded_without_the_grader_touching_a_learners_nam
     assert grader_files["token"].encode() not in _everything_under(out), "a secret byte reached the out folder"
     assert grader_files["token"] not in text
     intact(grader_files)
-    assert os.listdir(grader_files["tmp"]) == [], "a run left something in its temporary folder"
+    assert os.listdir(tmp) == [], "a run left something in its temporary folder"
 
 
 @pytest.mark.slow
@@ -508,17 +509,17 @@ def test_sigterm_ends_a_run_whose_learner_left_a_fifo_promptly(tmp_path, grader_
     (class_dir / "fifo_then_sleep.py").write_text(alice_with(None) + "\n\n" + code, encoding="utf-8")
     timing = {}
 
-    def terminate_once_in_flight(proc):
+    def terminate_once_in_flight(proc, tmp):
         deadline = time.monotonic() + 200
         while time.monotonic() < deadline and proc.poll() is None:
-            if any(name.startswith("attnkit-child-") for name in os.listdir(grader_files["tmp"])):
+            if any(name.startswith("attnkit-child-") for name in os.listdir(tmp)):
                 break
             time.sleep(0.05)
         time.sleep(2.0)  # the learner has made its FIFO and sleeps
         timing["sent"] = time.monotonic()
         proc.send_signal(signal.SIGTERM)
 
-    proc, text, events, out, _ = grade_under_audit(
+    proc, text, events, out, _, tmp = grade_under_audit(
         tmp_path, grader_files, class_dir, signal_after=terminate_once_in_flight
     )
     seconds = time.monotonic() - timing["sent"]
@@ -526,9 +527,9 @@ def test_sigterm_ends_a_run_whose_learner_left_a_fifo_promptly(tmp_path, grader_
     assert seconds < 5, f"the run took {seconds:.1f} s to end after SIGTERM"
     assert events == [], events[:10]
     deadline = time.monotonic() + 5
-    while os.listdir(grader_files["tmp"]) and time.monotonic() < deadline:
+    while os.listdir(tmp) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert os.listdir(grader_files["tmp"]) == [], "a stopped run left something in its temporary folder"
+    assert os.listdir(tmp) == [], "a stopped run left something in its temporary folder"
 
 
 # --- the code path, where the audit hook is blind (os.stat is no audit event) ---------------------------------
@@ -560,7 +561,7 @@ def test_no_trusted_module_builds_a_path_from_a_work_folder():
 
 
 def test_the_template_touches_no_childs_folder():
-    source = inspect.getsource(child_runtime.serve_template)
+    source = inspect.getsource(child_serve.serve_template)
     for word in ("workdir", "rmtree", "output.txt", "getcwd"):
         assert word not in source, word
 

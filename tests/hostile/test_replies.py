@@ -44,7 +44,9 @@ from hypothesis import strategies as st
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from grader.child_runtime import ProtocolError, call_hook, describe_parameters, recv_message, send_message
+from grader.child.call import call_hook
+from grader.child.load import describe_parameters
+from grader.child.wire import ProtocolError, recv_message, send_message
 from grader.cli import main as cli_main
 from grader.instructor import class_grading
 from grader.instructor.diagnosis import Fingerprints

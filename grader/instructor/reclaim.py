@@ -33,6 +33,7 @@ import sys
 import time
 
 MAX_DEPTH = 32
+WORK = "work"  # the learner's folder's name inside the grader's
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MOVED = itertools.count(1)  # names for the folders moved to the top, unique in this walk
 
@@ -142,8 +143,8 @@ def _wait_for_word(go: int) -> int | None:
     return pidfd
 
 
-def guard(go: int, folder: int, outer: int, name: str, outer_path: str, uid: int, seconds: float) -> int:
-    """Wait for the word, then empty ``folder`` as ``uid`` and remove it (``outer``'s ``name``) and ``outer_path``."""
+def guard(go: int, folder: int, outer: int, outer_path: str, uid: int, seconds: float) -> int:
+    """Wait for the word, then empty ``folder`` as ``uid``; remove it (:data:`WORK` in ``outer``) and ``outer_path``."""
     pidfd = _wait_for_word(go)
     if pidfd is not None:
         select.select([pidfd], [], [], min(seconds, 10.0))  # readable once the process is gone
@@ -160,13 +161,13 @@ def guard(go: int, folder: int, outer: int, name: str, outer_path: str, uid: int
     os.close(folder)
     _, status = os.waitpid(walker, 0)
     try:
-        os.rmdir(name, dir_fd=outer)
+        os.rmdir(WORK, dir_fd=outer)
         os.rmdir(outer_path)  # the grader's own folder: no learner can write it, or rename it in a sticky /tmp
     except OSError:
         return 1
     return 0 if status == 0 else 1
 
 
-if __name__ == "__main__" and len(sys.argv) == 8:
+if __name__ == "__main__" and len(sys.argv) == 7:
     go_fd, folder_fd, outer_fd = (int(a) for a in sys.argv[1:4])
-    sys.exit(guard(go_fd, folder_fd, outer_fd, sys.argv[4], sys.argv[5], int(sys.argv[6]), float(sys.argv[7])))
+    sys.exit(guard(go_fd, folder_fd, outer_fd, sys.argv[4], int(sys.argv[5]), float(sys.argv[6])))

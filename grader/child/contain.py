@@ -1,0 +1,704 @@
+"""Putting a freshly forked child in its sandbox before any learner code runs, one step after another
+(nsjail's ``containProc`` is the model), each returning the names of the layers that took.
+
+A step the kernel refuses is left out and the isolation line says so, with one exception: a child that
+cannot stop being root exits rather than run learner code.  What each step allows is declared in :mod:`.policy`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+from typing import Any
+
+from .policy import (
+    _SANDBOX_NAMESPACES,
+    CLONE_NEWUSER,
+    DEVICES,
+    FILESYSTEM,
+    FOREIGN_ARCHITECTURE,
+    SYSCALLS,
+    TEMPORARY_FOLDERS,
+    WORK_BYTES,
+    FilesystemPolicy,
+    Grant,
+    filesystem_policy,
+)
+
+# --- containment: what the learner's process may touch ------------------------------------------
+#
+# contain() puts a freshly forked child in its sandbox before any learner code
+# runs: one small step after another (nsjail's containProc is the model), each
+# returning the names of the layers that took.  A step the kernel refuses is
+# left out and the isolation line says so, with one exception: a child that
+# cannot stop being root exits rather than run learner code.
+#
+# What the child may touch is declared once, as data, and the steps only apply it:
+# FILESYSTEM (what it may read, list and write: Landlock, through a FilesystemPolicy
+# tree), TEMPORARY_FOLDERS and the work folder's tmpfs (its mount namespace), DEVICES
+# (its /dev) and SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
+#
+# This block stands alone, to move into a module of its own as it is: of the imports at
+# the top of the file it uses contextlib, os, socket, sys and typing's Any and NamedTuple;
+# everything else it imports where it is used.
+
+SANDBOX_UID = 65534
+"""The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root."""
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+# --- applying it --------------------------------------------------------------------------------------
+
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    """The C library, loaded once (in the template: ``find_library`` runs ``ldconfig``, which a child may not)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _LIBC
+
+
+def _libseccomp() -> Any:
+    """The libseccomp binding (pyseccomp), or None where it or the system's ``libseccomp.so.2`` is missing."""
+    try:
+        import pyseccomp
+    except (ImportError, RuntimeError, OSError):
+        return None
+    return pyseccomp
+
+
+def syscall_number(name: str) -> int | None:
+    """This machine's number for syscall ``name``, from libseccomp; None where it has none (or no libseccomp)."""
+    scmp = _libseccomp()
+    if scmp is None:
+        return None
+    try:
+        number = int(scmp.resolve_syscall(scmp.Arch.NATIVE, name))
+    except (RuntimeError, OSError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+def _syscall(number: int, *args: int | None) -> int:
+    """``syscall(2)`` with every argument passed as a C long (None: a NULL pointer)."""
+    import ctypes
+
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    return int(libc.syscall(ctypes.c_long(number), *[None if a is None else ctypes.c_long(a) for a in args]))
+
+
+class _Plan:
+    """What :func:`contain` works from: the child's config, and what it learns on the way."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.workdir = os.path.realpath(config["workdir"])
+        self.without = set(config.get("without") or ())  # layers left out on purpose (tests)
+        self.cuda = bool(config.get("cuda"))
+        # read before any namespace: inside a new user namespace our own ids read as the overflow id until mapped
+        self.root = os.geteuid() == 0
+        self.uid = int(config.get("sandbox_uid", SANDBOX_UID)) if self.root else os.geteuid()
+        self.gid = self.uid if self.root else os.getegid()
+        self.work_bytes = int(config.get("work_bytes") or WORK_BYTES)
+        self.filesystem: FilesystemPolicy = config.get("filesystem") or filesystem_policy([])
+        self.parent_pid = os.getppid()
+        self.map_fd: int | None = config.get("map_fd")  # root: where the template maps this child's ids
+        self.parent_fd: int | None = None  # reads end-of-file once the parent is gone
+        self.namespaces = ""  # "user": with a user namespace; "plain": root's, without one; "": none
+        self.ids_dropped = False
+        self.processes_before: int | None = None  # processes of the sandbox uid outside any namespace of ours
+        self.seccomp = ""  # which filter is in place: "libseccomp", or "" for none
+        self.closed = _closed_folders(_needed_folders(self), self.uid, self.gid) if self.root else []
+
+
+def contain(config: dict[str, Any]) -> list[str]:
+    """Put this process (a fresh fork of the template) in its sandbox; return the layers that took, in order.
+
+    The steps: leave the grader's uid behind when it is root; new user, PID,
+    network, IPC and mount namespaces (forking once: the caller goes on as PID 1
+    of the new PID namespace); a ``/proc``, empty temporary folders, a
+    size-capped work folder and a minimal ``/dev`` of its own; a fresh session
+    keyring; no capabilities; resource limits; Landlock; seccomp.
+    ``config["contained"]`` gets what the hello reply reports (the seccomp
+    backend, the uid outside).
+    """
+    plan = _Plan(config)
+    took: list[str] = []
+    prepare_sandbox_user(plan)
+    took += enter_namespaces(plan)
+    sources = open_mount_sources(plan) if plan.namespaces else None
+    took += take_mapped_ids(plan)
+    took += private_mounts(plan, sources)
+    took += join_fresh_session_keyring(plan)
+    took += drop_privileges(plan)
+    set_limits(config.get("limits") or {}, plan)
+    took += restrict_filesystem(plan)
+    took += filter_syscalls(plan)
+    config["contained"] = {"seccomp": plan.seccomp or None, "uid": _outside_uid()}
+    if plan.parent_fd is not None:
+        os.close(plan.parent_fd)  # no id changes any more: nothing left to learn from it
+    return took
+
+
+def prepare_sandbox_user(plan: _Plan) -> None:
+    """As root, the workdir handed to the sandbox uid, and no supplementary group of root's follows."""
+    if plan.root:
+        os.chown(plan.workdir, plan.uid, plan.gid)
+        os.setgroups([])
+
+
+def enter_namespaces(plan: _Plan) -> list[str]:
+    """New user, PID, network, mount and IPC namespaces; then fork, and go on as PID 1 of the new PID namespace.
+
+    As root, the template (in the parent namespace) maps the new namespace's
+    root to the sandbox uid; unprivileged, the child maps its root to the
+    grader's own uid and gid (read before ``unshare``).  Where a user namespace
+    is refused, root makes the other namespaces without one.  When PID 1 ends
+    the kernel kills everything left in its namespace, ``setsid`` escapees
+    included; the new network namespace has no interface up, loopback
+    included; the new IPC namespace has no SysV object or POSIX queue of anyone
+    else's, and takes its own with it when it ends.
+    """
+    if "namespaces" in plan.without or not sys.platform.startswith("linux"):
+        if plan.root:
+            plan.processes_before = _processes_of(plan.uid)
+        return []
+    libc = _libc()
+    took = []
+    wants_user_ns = "user-ns" not in plan.without and (plan.map_fd is not None or not plan.root)
+    if wants_user_ns and libc.unshare(CLONE_NEWUSER | _SANDBOX_NAMESPACES) == 0:
+        if not (_parent_maps_ids(plan) if plan.root else _map_own_ids(plan.uid, plan.gid)):
+            raise OSError("the new user namespace got no uid map")
+        plan.namespaces = "user"
+        took.append("user-ns")
+    elif plan.root and libc.unshare(_SANDBOX_NAMESPACES) == 0:
+        plan.namespaces = "plain"
+        plan.processes_before = _processes_of(plan.uid)  # /proc is still the machine's here
+    elif plan.root:
+        plan.processes_before = _processes_of(plan.uid)
+    if plan.map_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(plan.map_fd)  # tells the template there is nothing to map, when it was not used
+        plan.map_fd = None
+    if not plan.namespaces:
+        return []
+    _become_pid_one(plan)
+    return took + ["pid-ns", "net-ns", "ipc-ns"]
+
+
+def _parent_maps_ids(plan: _Plan) -> bool:
+    """Ask the template, root in the parent user namespace, to map our namespace's root to the sandbox uid."""
+    if plan.map_fd is None:
+        raise RuntimeError("no channel to the template to ask for the id maps")
+    channel = socket.socket(fileno=plan.map_fd)
+    plan.map_fd = None
+    try:
+        channel.sendall(b"u")
+        return channel.recv(1) == b"y"
+    except OSError:
+        return False
+    finally:
+        channel.close()
+
+
+def _map_own_ids(uid: int, gid: int) -> bool:
+    """Map our own ``uid`` and ``gid`` (read before ``unshare``) to root of the new user namespace.
+
+    Files made inside then belong to us outside.
+    """
+    try:
+        for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
+    except OSError:
+        return False
+    return True
+
+
+def map_child_ids(pid: int, channel: socket.socket, uid: int, gid: int) -> None:
+    """The template's half of a root child's user namespace: map its root to ``uid``/``gid`` when asked.
+
+    Only a process with CAP_SETUID in the parent namespace may map another uid
+    than its own, so the parent writes the child's maps (as nsjail does).
+    """
+    try:
+        channel.settimeout(10.0)
+        if channel.recv(1) != b"u":
+            return  # the child made no user namespace
+        try:
+            for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
+                with open(f"/proc/{pid}/{name}", "w") as fh:
+                    fh.write(text)
+            answer = b"y"
+        except OSError:
+            answer = b"n"
+        channel.sendall(answer)
+    except OSError:
+        pass
+    finally:
+        channel.close()
+
+
+def _become_pid_one(plan: _Plan) -> None:
+    """Fork: the parent waits and exits, holding a pipe whose end-of-file tells the child it has gone."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid != 0:
+        os.close(read_end)
+        os.closerange(3, write_end)  # the learner's socket among them: only the child holds it
+        os.closerange(write_end + 1, 1 << 16)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os._exit(0)
+    os.close(write_end)
+    plan.parent_fd = read_end
+    die_with_parent(0, read_end)
+
+
+def _after_id_change(plan: _Plan) -> None:
+    """A change of uid clears the parent-death signal and makes /proc/self root's: put both back."""
+    _libc().prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    die_with_parent(0 if plan.namespaces else plan.parent_pid, plan.parent_fd)
+
+
+def take_mapped_ids(plan: _Plan) -> list[str]:
+    """Root with a user namespace: become its root, which is the sandbox uid outside, before mounting anything."""
+    if plan.namespaces != "user" or not plan.root:
+        return []
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    plan.ids_dropped = True
+    _after_id_change(plan)
+    return [f"uid-{plan.uid}"] if _outside_uid() == plan.uid else []
+
+
+def _outside_uid() -> int:
+    """The uid this process has outside every user namespace (from ``/proc/self/uid_map``)."""
+    uid = os.geteuid()
+    try:
+        with open("/proc/self/uid_map", "rb") as fh:  # bytes: no codec to import while no longer root
+            for line in fh:
+                inside, outside, count = (int(x) for x in line.split())
+                if inside <= uid < inside + count:
+                    return outside + uid - inside
+    except (OSError, ValueError):
+        pass
+    return uid
+
+
+def _processes_of(uid: int) -> int:
+    """Processes of ``uid`` this process can see in ``/proc``."""
+    count = 0
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+    return count
+
+
+def _can_search(path: str, uid: int, gid: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o100)
+    if st.st_gid == gid:
+        return bool(st.st_mode & 0o010)
+    return bool(st.st_mode & 0o001)
+
+
+def _topmost(paths: list[str]) -> list[str]:
+    """``paths`` without those inside another one of them."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not any(path == k or path.startswith(k + os.sep) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f + os.sep) for f in folders)
+
+
+def _needed_folders(plan: _Plan) -> list[str]:
+    """The folders the child needs from the filesystem: its workdir, and those its filesystem policy grants."""
+    return [plan.workdir] + [
+        p if os.path.isdir(p) else os.path.dirname(p)
+        for p, _ in plan.filesystem.rules()
+        if not p.startswith(("/proc/", "/sys/", "/dev/")) and os.path.exists(p)
+    ]
+
+
+def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
+    """The topmost folders on the way to ``folders`` that ``uid`` may not enter (a 0700 ``/root`` holding pyenv).
+
+    Asked before any namespace: inside a user namespace, root's files look as
+    if they belonged to the overflow uid (which is the sandbox uid).
+    """
+    searchable: dict[str, bool] = {}
+    closed: list[str] = []
+    for path in folders:
+        parts = path.split(os.sep)[1:-1]
+        for i in range(1, len(parts) + 1):
+            ancestor = os.sep + os.path.join(*parts[:i])
+            if ancestor not in searchable:
+                searchable[ancestor] = _can_search(ancestor, uid, gid)
+            if not searchable[ancestor]:
+                closed.append(ancestor)
+                break
+    return _topmost(closed)
+
+
+def open_mount_sources(plan: _Plan) -> dict[str, Any]:
+    """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
+
+    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`,
+    and any folder on the way to Python or the workdir that the sandbox uid may
+    not enter); what the child needs from under them (its workdir, Python and
+    its packages), bound back in place; and the device files of its own ``/dev``.
+    """
+    import glob
+
+    temporary = [p for p in _topmost([os.path.realpath(f) for f in TEMPORARY_FOLDERS]) if os.path.isdir(p)]
+    if "dev" in plan.without and os.path.isdir("/dev/shm"):
+        temporary.append(os.path.realpath("/dev/shm"))
+    closed = [f for f in plan.closed if not _inside(f, temporary)]
+    shadowed = [(f, "1777", "64m") for f in temporary] + [(f, "0755", "1m") for f in closed]
+    folders = [f for f, _, _ in shadowed]
+    keep = _topmost([p for p in _needed_folders(plan) if _inside(p, folders) and p not in folders])
+    devices = [f"/dev/{name}" for name in DEVICES]
+    if plan.cuda:
+        devices += sorted(glob.glob("/dev/nvidia*"))
+    return {
+        "shadowed": shadowed,
+        "keep": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep},
+        "devices": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in devices if os.path.exists(path)},
+    }
+
+
+def _mount_tmpfs(libc: Any, folder: str, mode: str, size: str, flags: int = _MS_NOSUID | _MS_NODEV) -> bool:
+    return libc.mount(b"tmpfs", folder.encode(), b"tmpfs", flags, f"size={size},mode={mode}".encode()) == 0
+
+
+def _bind(libc: Any, fd: int, target: str, recursive: bool = True) -> bool:
+    """Bind what ``fd`` (``O_PATH``) names onto ``target``, making the mount point first."""
+    import stat
+
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    flags = _MS_BIND | (_MS_REC if recursive else 0)
+    return libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None, flags, None) == 0
+
+
+def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
+    """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, work folder and ``/dev``.
+
+    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process
+    outside the sandbox: not the grader's command line, not its environment.
+    Empty temporary folders hide other processes' files and unix sockets; what
+    the child needs from under them is bound back (see
+    :func:`open_mount_sources`).  ``mount-ns`` takes when all of that did;
+    ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes``
+    (:func:`_work_tmpfs`); ``dev`` when the child's ``/dev`` holds only
+    :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no
+    ``/dev/kmsg``, no console, no disk, no loop device.
+    """
+    if sources is None:
+        return []
+    libc = _libc()
+    try:
+        if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+            return []
+        if libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
+            return []
+        for folder, mode, size in sources["shadowed"]:
+            if not _mount_tmpfs(libc, folder, mode, size):
+                return []
+        for path, fd in sources["keep"].items():
+            if not _bind(libc, fd, path):
+                return []
+        took = ["mount-ns"]
+        if "tmpfs-work" not in plan.without and _work_tmpfs(libc, plan):
+            took.append("tmpfs-work")
+        if "dev" not in plan.without and _minimal_dev(libc, sources["devices"]):
+            took.append("dev")
+        return took
+    finally:
+        for fds in ("keep", "devices"):
+            for fd in sources[fds].values():
+                os.close(fd)
+
+
+def _work_tmpfs(libc: Any, plan: _Plan) -> bool:
+    """A tmpfs of ``plan.work_bytes`` (and an inode count to match) over the work folder, before learner code runs.
+
+    Nothing the learner writes lands on the grader's filesystem; past the cap a
+    write fails with ENOSPC; all of it goes when the namespace's last process
+    ends, whatever its permissions.  The trusted side reads nothing from it: the child's output goes to a
+    descriptor the grader made (:mod:`grader.instructor.reclaim`'s guardian reclaims the folder where no tmpfs took).
+    """
+    size = max(plan.work_bytes, 1 << 20)
+    options = f"size={size},nr_inodes={max(size >> 12, 1024)},mode=0700".encode()
+    if libc.mount(b"tmpfs", plan.workdir.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) != 0:
+        return False
+    if plan.namespaces == "plain":  # mounted by the real root, which drops to the sandbox uid later
+        os.chown(plan.workdir, plan.uid, plan.gid)
+    return True
+
+
+def _minimal_dev(libc: Any, devices: dict[str, int]) -> bool:
+    """A tmpfs on ``/dev`` holding binds of ``devices``, ``/dev/shm`` and the ``fd``/``std*`` links."""
+    if not _mount_tmpfs(libc, "/dev", "0755", "1m", _MS_NOSUID | _MS_NOEXEC):
+        return False
+    for path, fd in devices.items():
+        if not _bind(libc, fd, path, recursive=False):
+            return False
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "0"), ("stdout", "1"), ("stderr", "2")):
+        os.symlink(target if name == "fd" else f"/proc/self/fd/{target}", f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    return _mount_tmpfs(libc, "/dev/shm", "1777", "64m")
+
+
+def join_fresh_session_keyring(plan: _Plan) -> list[str]:
+    """A new, empty, anonymous session keyring: the keys of the grader's session are no longer this process's."""
+    number = syscall_number("keyctl")
+    if "keyring" in plan.without or number is None:
+        return []
+    keyctl_get_keyring_id, keyctl_join_session_keyring, key_spec_session_keyring = 0, 1, -3
+    serial = _syscall(number, keyctl_join_session_keyring, None)  # no name: a fresh anonymous keyring
+    if serial < 0:
+        return []
+    return ["keyring"] if _syscall(number, keyctl_get_keyring_id, key_spec_session_keyring, 0) == serial else []
+
+
+def drop_privileges(plan: _Plan) -> list[str]:
+    """Root: become the sandbox uid (where no user namespace did it); then no capability at all.
+
+    The bounding set goes first (dropping it needs CAP_SETPCAP, which a
+    setresuid away from root takes), then the uid, then every capability
+    left (a user namespace's root has them all inside it).  A root child that
+    is still root afterwards raises: it never runs learner code.
+    """
+    import ctypes
+
+    libc = _libc()
+    took = []
+    last_cap = 63
+    with contextlib.suppress(OSError, ValueError), open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
+        last_cap = int(fh.read())
+    for cap in range(last_cap + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if plan.root and not plan.ids_dropped:
+        os.setgroups([])
+        os.setresgid(plan.gid, plan.gid, plan.gid)
+        os.setresuid(plan.uid, plan.uid, plan.uid)
+        plan.ids_dropped = True
+        _after_id_change(plan)
+        if _outside_uid() == plan.uid:
+            took.append(f"uid-{plan.uid}")
+    if plan.root and _outside_uid() == 0:
+        raise PermissionError("the learner's process would run as root")
+    libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    nothing = (Data * 2)()
+    libc.capset(ctypes.byref(Header(0x20080522, 0)), nothing)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if _capabilities_left() == 0:
+        took.append("no-caps")
+    return took
+
+
+def _capabilities_left() -> int:
+    """The capabilities this process could still use (effective, permitted, inheritable, ambient), or -1."""
+    left = 0
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:")):
+                    left |= int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return -1
+    return left
+
+
+def _limit(resource_name: str, value: int) -> None:
+    import resource
+
+    kind = getattr(resource, resource_name)
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(kind)
+        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (min(value, new_hard), new_hard))
+
+
+def _address_space_bytes() -> int:
+    """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
+    """``setrlimit`` for each of ``limits``; the process and address-space counts are relative to now."""
+    limits = dict(limits)
+    if "RLIMIT_NPROC" in limits:  # counted per user (per user namespace): allow this many more than exist now
+        before = plan.processes_before if plan.processes_before is not None else _processes_of(os.getuid())
+        limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + before
+    if "RLIMIT_AS" in limits:  # torch's libraries already map GBs (far more in a CUDA build): allow this much more
+        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + _address_space_bytes()
+    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
+        if name in limits:
+            _limit(name, int(limits[name]))
+
+
+def _landlock_abi(libc: Any) -> int:
+    try:
+        return max(0, int(libc.syscall(_LANDLOCK_CREATE_RULESET, None, 0, 1)))  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        return 0
+
+
+def restrict_filesystem(plan: _Plan) -> list[str]:
+    """Landlock: the child's filesystem policy (:func:`filesystem_policy`), its work folder writable.
+
+    No TCP; no signal to, and no abstract unix socket of, a process outside its
+    sandbox (Landlock ABI 6).  This is the only fence for files where there is
+    no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out
+    of reach either way.
+    """
+    import ctypes
+
+    if "landlock" in plan.without:
+        return []
+    libc = _libc()
+    abi = _landlock_abi(libc)
+    if abi < 1:
+        return []
+    truncate = 1 << 14 if abi >= 3 else 0
+    ioctl_dev = 1 << 15 if abi >= 5 else 0
+    handled_fs = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    handled_fs |= (1 << 13 if abi >= 2 else 0) | truncate | ioctl_dev  # REFER, TRUNCATE, IOCTL_DEV
+    file_rights = 1 | 2 | 4 | truncate | ioctl_dev  # what a rule on a single file may carry
+    handled_net = 0b11 if abi >= 4 else 0  # BIND_TCP | CONNECT_TCP, with no rule allowing any
+    scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals
+    attr = (ctypes.c_uint64 * 3)(handled_fs, handled_net, scoped)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        return []
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    policy = plan.filesystem
+    policy.grant(Grant(plan.workdir, "write"))
+    for grant in FILESYSTEM:
+        if grant.cuda and plan.cuda:
+            policy.grant(grant)
+    try:
+        for path, access in policy.rules():
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not os.path.isdir(path):
+                    access &= file_rights
+                rule = PathBeneath(access & handled_fs, fd)
+                libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0)  # LANDLOCK_RULE_PATH_BENEATH
+            finally:
+                os.close(fd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # required by landlock_restrict_self
+            return []
+        return ["landlock"] if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0 else []
+    finally:
+        os.close(ruleset)
+
+
+def filter_syscalls(plan: _Plan) -> list[str]:
+    """seccomp: :data:`SYSCALLS`, by name through libseccomp, which knows every architecture's numbers.
+
+    Without libseccomp there is no filter, and the isolation line says
+    ``seccomp-missing``: never a weaker filter in silence.
+    """
+    if "seccomp" in plan.without:
+        return []
+    scmp = None if "libseccomp" in plan.without else _libseccomp()  # "libseccomp": as if it were missing (tests)
+    if scmp is None:
+        return ["seccomp-missing"]
+    try:
+        seccomp_filter(scmp).load()
+    except OSError:
+        return []
+    plan.seccomp = "libseccomp"
+    return ["seccomp"]
+
+
+def seccomp_filter(scmp: Any) -> Any:
+    """:data:`SYSCALLS` as a libseccomp filter (not loaded); a name this architecture lacks is no rule."""
+    import errno
+
+    def action(name: str) -> int:
+        return {"allow": scmp.ALLOW, "kill": scmp.KILL_PROCESS}.get(name) or scmp.ERRNO(getattr(errno, name))
+
+    policy = scmp.SyscallFilter(scmp.ALLOW)
+    policy.set_attr(scmp.Attr.ACT_BADARCH, action(FOREIGN_ARCHITECTURE))  # i386, x32 and every other one
+    for name, rule in SYSCALLS.items():
+        if scmp.resolve_syscall(scmp.Arch.NATIVE, name) < 0:  # iopl on aarch64, say
+            continue
+        if not rule.when:
+            policy.add_rule(action(rule.action), name)
+        for when in rule.when:  # any one: a rule each
+            policy.add_rule(action(rule.action), name, scmp.Arg(when.arg, scmp.MASKED_EQ, when.mask, when.value))
+    return policy
+
+
+def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
+
+    Each child dies with the template, and the template kills its children's
+    process groups when the grader's end of the control socket closes, so a
+    grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0
+    is a parent outside our PID namespace, whose pid we cannot see; then
+    ``parent_fd``, a pipe the parent holds open, tells whether it is still there.
+    """
+    import select
+    import signal
+
+    try:
+        _libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() not in (parent_pid, 0):  # the parent died before prctl took effect
+        os._exit(1)
+    if parent_fd is not None and select.select([parent_fd], [], [], 0)[0]:  # end-of-file: the parent is gone
+        os._exit(1)

@@ -1,0 +1,132 @@
+"""A matplotlib Figure read as data in the learner's process (headless): its image's array, axis and tick
+labels, colorbar; ``pyplot.show`` recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .load import _torch
+
+# --- figures: a plot is read as data, never shown, never pickled ----------------------------------
+
+FIGURE_TEXT = 200
+"""At most this many characters of an axis label or a tick label travel (the trusted side cuts there too)."""
+
+FIGURE_TICKS = 1024
+"""At most this many ticks of one axis travel."""
+
+
+def headless_pyplot() -> Any:
+    """``matplotlib.pyplot``, imported headless (the Agg backend unless one is chosen already); None without matplotlib.
+
+    The sandbox's environment sets ``MPLBACKEND=Agg`` and a writable ``MPLCONFIGDIR`` (the child's folder); a
+    process that has not chosen a backend gets Agg here, before pyplot is imported.
+    """
+    if "matplotlib.pyplot" not in sys.modules:
+        try:
+            import matplotlib
+        except ImportError:
+            return None
+        if not os.environ.get("MPLBACKEND"):
+            matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
+@contextlib.contextmanager
+def recording_show(seen: list[str]) -> Iterator[None]:
+    """For the block's duration, ``pyplot.show`` and ``Figure.show`` do nothing but note their name in ``seen``.
+
+    The torch recorder sees torch calls only; this one sees the two ways to show a figure (a learner who
+    kept ``show`` under another name before the block is not caught: a learning aid, like the recorder).
+    """
+    plt = headless_pyplot()
+    if plt is None:
+        yield
+        return
+    import matplotlib.figure
+
+    def recorder(name: str) -> Callable[..., None]:
+        def show(*args: Any, **kwargs: Any) -> None:
+            if name not in seen:
+                seen.append(name)
+
+        return show
+
+    saved = [(plt, plt.show), (matplotlib.figure.Figure, matplotlib.figure.Figure.show)]
+    plt.show = recorder("pyplot.show")
+    matplotlib.figure.Figure.show = recorder("Figure.show")  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for owner, show in saved:
+            owner.show = show  # type: ignore[method-assign]
+
+
+def _ticks(axis: Any) -> list[dict[str, Any]]:
+    """The major ticks of one axis inside its view, at non-negative positions: ``[{"at", "text"}]``, without drawing."""
+    low, high = sorted(float(v) for v in axis.get_view_interval())
+    locs = [float(v) for v in axis.get_majorticklocs()]
+    texts = axis.get_major_formatter().format_ticks(locs) if locs else []
+    return [
+        {"at": at, "text": str(text)[:FIGURE_TEXT]}
+        for at, text in zip(locs, texts)
+        if at == at and 0 <= at and low - 1e-9 <= at <= high + 1e-9
+    ][:FIGURE_TICKS]
+
+
+def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
+    """What the grader reads of a returned figure: ``(facts, the image's array as a float64 tensor or None)``.
+
+    None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images its
+    axes hold) and, for the first one, its axes' ``xlabel`` and ``ylabel``, the ``xticks`` and ``yticks``
+    (:func:`_ticks`), ``colorbar`` (a colorbar is drawn for that image) and ``array_problem`` (why its array
+    could not be read as numbers).  Nothing is drawn; the figure is left open (the caller closes it).
+    """
+    figure_module = sys.modules.get("matplotlib.figure")
+    if figure_module is None or not isinstance(value, figure_module.Figure):
+        return None
+    images = [(ax, image) for ax in value.axes for image in ax.images]
+    facts: dict[str, Any] = {"images": len(images)}
+    if not images:
+        return facts, None
+    ax, image = images[0]
+    facts.update(
+        xlabel=str(ax.get_xlabel())[:FIGURE_TEXT],
+        ylabel=str(ax.get_ylabel())[:FIGURE_TEXT],
+        xticks=_ticks(ax.xaxis),
+        yticks=_ticks(ax.yaxis),
+        colorbar=getattr(image, "colorbar", None) is not None,
+    )
+    try:
+        import numpy as np
+
+        data = np.ma.asarray(image.get_array())
+        array = _torch().from_numpy(np.ascontiguousarray(np.ma.filled(data.astype(np.float64), np.nan)))
+    except Exception as exc:  # noqa: BLE001 - an image of strings, of objects …: a fact, not a crash
+        facts["array_problem"] = f"{type(exc).__name__}: {exc}"[:FIGURE_TEXT]
+        return facts, None
+    return facts, array
+
+
+def _open_figures() -> set[int]:
+    plt = sys.modules.get("matplotlib.pyplot")
+    return set(plt.get_fignums()) if plt is not None else set()
+
+
+def _close_figures(value: Any, before: set[int]) -> None:
+    """Close ``value`` if it is a figure, and every pyplot figure opened since ``before`` (none outlives its call)."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    with contextlib.suppress(Exception):
+        if isinstance(value, sys.modules["matplotlib.figure"].Figure):
+            plt.close(value)
+        for number in _open_figures() - before:
+            plt.close(number)

@@ -1,0 +1,241 @@
+"""The containment as data: the filesystem grants (compiled into a tree), the temporary folders, the
+device list and the syscall table (name -> action), in the spirit of DMOJ's cptbox policies.
+
+:mod:`.contain` applies them; nothing here does anything.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+WORK_BYTES = 64 << 20
+"""The default size of a child's work folder, a tmpfs of its own mount namespace (``Limits.work_bytes``)."""
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_SANDBOX_NAMESPACES = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC
+_ANY_NAMESPACE = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+)
+_KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
+
+
+# --- the policy, as data -------------------------------------------------------------------------
+
+
+class Grant(NamedTuple):
+    """One filesystem rule: ``access`` to ``path`` (a glob), a file or a folder with everything beneath it."""
+
+    path: str
+    access: str  # a key of ACCESS
+    cuda: bool = False  # only for a child given a GPU
+
+
+ACCESS = {
+    "list": 8,  # READ_DIR: list folders, read no file
+    "read": 1 | 4 | 8,  # EXECUTE | READ_FILE | READ_DIR
+    "device": 2 | 4 | 1 << 14,  # WRITE_FILE | READ_FILE | TRUNCATE
+    "gpu": 2 | 4 | 1 << 14 | 1 << 15,  # a device, and its ioctls (IOCTL_DEV)
+    "write": (1 << 16) - 1,  # everything: make, remove, rename, truncate, ... (its work folder)
+}
+"""What each access of a :class:`Grant` allows, as Landlock's filesystem access bits (ABI 1 to 5)."""
+
+DEVICES = ("null", "zero", "full", "random", "urandom")
+"""The device files of a child's own ``/dev``; a CUDA child also gets ``/dev/nvidia*``."""
+
+FILESYSTEM: tuple[Grant, ...] = (
+    # shared libraries and programs (a learner may start `sleep`), time zones, locale aliases, fonts
+    *(Grant(p, "read") for p in ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib")),
+    *(Grant(p, "read") for p in ("/lib", "/lib32", "/lib64", "/libx32", "/usr/bin", "/bin")),
+    *(Grant(p, "read") for p in ("/usr/share/zoneinfo", "/usr/share/locale/locale.alias")),
+    *(Grant(p, "read") for p in ("/usr/share/fonts", "/usr/local/share/fonts", "/usr/share/fontconfig")),
+    # of /etc only the loader's cache, the time zone, NSS and fontconfig (plots)
+    *(Grant(p, "read") for p in ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf", "/etc/fonts")),
+    # the CPU facts; of /proc a listing (in a PID namespace of its own: its own processes), its own
+    # folder, and the files torch and the standard library read
+    *(Grant(p, "read") for p in ("/sys/devices/system/cpu", "/sys/devices/system/node")),
+    Grant("/proc", "list"),
+    *(Grant(p, "read") for p in ("/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg")),
+    *(Grant(f"/dev/{name}", "device") for name in DEVICES),
+    # a CUDA child: the driver's parameters, the PCI devices, the GPUs
+    *(Grant(p, "read", cuda=True) for p in ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices")),
+    Grant("/sys/module/nvidia", "read", cuda=True),
+    Grant("/dev/nvidia*", "gpu", cuda=True),
+)
+"""Everything a learner's process may touch on the filesystem, besides Python itself (the standard
+library, every folder of packages on ``sys.path``, the interpreter: :func:`filesystem_policy`, less
+the kit) and its own work folder, which it may ``write``.  Nothing else: not ``/etc`` or ``/dev``
+whole, not ``/home``, not ``/root``, not the kit."""
+
+TEMPORARY_FOLDERS = ("/tmp", "/run", "/var/run")
+"""Each an empty tmpfs (mode 1777, 64 MiB) in the child's mount namespace: no other process's files or
+unix sockets; what the child needs from under one (its work folder, Python) is bound back in place."""
+
+class When(NamedTuple):
+    """A condition on a syscall's argument: ``args[arg] & mask == value``."""
+
+    arg: int
+    mask: int
+    value: int
+
+
+class Action(NamedTuple):
+    """What a syscall gets: ``allow``, ``kill`` (the process), or an errno name (``EPERM``); ``when`` any holds."""
+
+    action: str
+    when: tuple[When, ...] = ()  # none: always
+
+
+def _fails(name: str, *when: When) -> Action:
+    return Action(name, when)
+
+
+_AF_UNIX = 1
+_SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 16, 17, 21, 29, 30, 31, 38, 40, 41, 44)
+"""AF_UNIX, NETLINK, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: INET and INET6 stay (an empty
+network namespace), and socketpair (which reaches nothing)."""
+SYSCALLS: dict[str, Action] = {
+    **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
+    **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
+    # memory no cap counts: a memfd is neither the work folder's tmpfs nor address space until mapped
+    **dict.fromkeys(("memfd_create", "memfd_secret"), _fails("EPERM")),
+    # other processes' memory and files
+    **dict.fromkeys(("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"), _fails("EPERM")),
+    **dict.fromkeys(("shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl"), _fails("EPERM")),
+    **dict.fromkeys(("semget", "semop", "semctl", "semtimedop"), _fails("EPERM")),  # SysV IPC
+    **dict.fromkeys(
+        ("mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr"), _fails("EPERM")
+    ),  # POSIX message queues
+    # no namespace and no mount after setup, old mount API or new
+    **dict.fromkeys(("unshare", "setns", "mount", "umount2", "pivot_root", "chroot"), _fails("EPERM")),
+    **dict.fromkeys(
+        ("fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr"), _fails("EPERM")
+    ),
+    **dict.fromkeys(("open_by_handle_at", "name_to_handle_at"), _fails("EPERM")),  # files by handle, past path checks
+    **dict.fromkeys(("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"), _fails("EPERM")),
+    **dict.fromkeys(("swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup"), _fails("EPERM")),
+    **dict.fromkeys(("lookup_dcookie", "iopl", "ioperm", "modify_ldt"), _fails("EPERM")),  # the last three: x86
+    # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
+    **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
+    # no unix socket of the machine's is reached by path (socketpair reaches nothing, and is allowed);
+    # the kernel reads the family as an int: the low 32 bits
+    # and no family a network namespace does not wall off (vsock reaches the host), nor the kernel's own
+    # (netlink, packet, crypto, XDP) or rare ones with a history of exploits
+    "socket": _fails("EACCES", *(When(0, 0xFFFFFFFF, family) for family in _SOCKET_FAMILIES_REFUSED)),
+    # clone with any namespace flag
+    "clone": _fails("EPERM", *(When(0, 1 << b, 1 << b) for b in range(32) if _ANY_NAMESPACE & (1 << b))),
+}
+"""The syscall policy: name -> :class:`Action`.  Every other syscall is allowed; one of another
+architecture (i386 through ``int 0x80``, x32 on x86-64) gets :data:`FOREIGN_ARCHITECTURE`."""
+
+FOREIGN_ARCHITECTURE = "kill"
+
+
+# --- the filesystem policy, compiled ------------------------------------------------------------------
+
+
+class _Node:
+    __slots__ = ("rights", "children")
+
+    def __init__(self) -> None:
+        self.rights = 0
+        self.children: dict[str, _Node] = {}
+
+
+class FilesystemPolicy:
+    """Grants compiled into a tree of path components; a node's rights hold beneath it, as Landlock's do.
+
+    Paths are resolved (``/proc/self`` is kept as it is, for the process that
+    applies the rules); a path that does not exist is no rule.  ``holes`` are
+    cut out of every grant: a folder holding one is granted entry by entry, and
+    only listed itself (Python's importer lists the folders it imports from).
+    A grant inside a hole still holds (a virtual environment in the kit's checkout).
+    """
+
+    def __init__(self, grants: tuple[Grant, ...] | list[Grant] = (), holes: list[str] | None = None) -> None:
+        self.root = _Node()
+        self.holes = [os.path.realpath(h) for h in holes or []]
+        for grant in grants:
+            self.grant(grant)
+
+    def grant(self, grant: Grant) -> None:
+        import glob
+
+        for path in sorted(glob.glob(grant.path)):
+            self._grant(path if path.startswith("/proc/self") else os.path.realpath(path), ACCESS[grant.access])
+
+    def _grant(self, path: str, rights: int) -> None:
+        if not os.path.exists(path) or path in self.holes:
+            return
+        inner = [h for h in self.holes if h.startswith(path + os.sep)]
+        if not inner or not os.path.isdir(path):
+            self._node(path).rights |= rights
+            return
+        self._node(path).rights |= ACCESS["list"]
+        for name in sorted(os.listdir(path)):
+            self._grant(os.path.join(path, name), rights)
+
+    def _node(self, path: str) -> _Node:
+        node = self.root
+        for part in path.strip(os.sep).split(os.sep):
+            node = node.children.setdefault(part, _Node())
+        return node
+
+    def rights(self, path: str) -> int:
+        """What Landlock would allow on ``path``: the rights of its node and of every folder above it."""
+        real = path if path.startswith("/proc/self") else os.path.realpath(path)
+        node, rights = self.root, self.root.rights
+        for part in real.strip(os.sep).split(os.sep):
+            next_node = node.children.get(part)
+            if next_node is None:
+                break
+            node = next_node
+            rights |= node.rights
+        return rights
+
+    def allows(self, path: str, access: str) -> bool:
+        return self.rights(path) & ACCESS[access] == ACCESS[access]
+
+    def rules(self) -> list[tuple[str, int]]:
+        """(path, rights) for Landlock, one per node that adds rights to what the folders above it have."""
+        found: list[tuple[str, int]] = []
+
+        def walk(node: _Node, path: str, above: int) -> None:
+            if node.rights & ~above:
+                found.append((path or os.sep, node.rights))
+            for name, child in node.children.items():
+                walk(child, f"{path}{os.sep}{name}", above | node.rights)
+
+        walk(self.root, "", 0)
+        return found
+
+
+def filesystem_policy(kit_roots: list[str]) -> FilesystemPolicy:
+    """:data:`FILESYSTEM` (less its CUDA grants) and Python itself, less the kit: computed once, in the template.
+
+    Python: the standard library and every folder of packages on ``sys.path``,
+    the interpreter and its ``pyvenv.cfg``.  A folder that holds any of the kit
+    (its checkout, an installed attnkit, an editable install's finder) is
+    granted entry by entry, leaving the kit out.
+    """
+    import sysconfig
+
+    paths = [sysconfig.get_paths().get(key) or "" for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    paths += [sysconfig.get_config_var("LIBDIR") or "", sys.executable, os.path.realpath(sys.executable)]
+    paths += [os.path.dirname(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")]
+    paths += [p for p in sys.path if p]
+    grants = [g for g in FILESYSTEM if not g.cuda] + [Grant(p, "read") for p in paths if p]
+    return FilesystemPolicy(grants, holes=_kit_holes(kit_roots))
+
+
+def _kit_holes(kit_roots: list[str]) -> list[str]:
+    """The kit's folders, and the kit's entries in every folder of packages on ``sys.path``."""
+    holes = [os.path.realpath(r) for r in kit_roots]
+    for entry in sys.path:
+        if entry and os.path.isdir(entry):
+            holes += [
+                os.path.realpath(os.path.join(entry, n)) for n in os.listdir(entry) if n.startswith(_KIT_PACKAGES)
+            ]
+    return holes

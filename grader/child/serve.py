@@ -1,0 +1,292 @@
+"""The template (import torch once, fork a contained child per request) and a child's loop (``load`` once,
+then ``call`` batches, until ``bye``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .call import call_hook
+from .contain import _PR_SET_CHILD_SUBREAPER, SANDBOX_UID, _libc, contain, die_with_parent, map_child_ids
+from .figures import headless_pyplot
+from .load import (
+    LoadError,
+    _torch,
+    describe_parameters,
+    find_callable,
+    import_submission_parts,
+    load_error_of,
+    where_defined,
+)
+from .policy import filesystem_policy
+from .spawns import _watch_spawns
+from .wire import MAX_HEADER, ProtocolError, recv_message, send_message
+
+
+def _peak_rss_kib() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+
+
+def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]) -> None:
+    """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``call`` batches.
+
+    Until ``bye`` or end-of-file.  ``isolation`` names the layers that took; the
+    ``hello`` reply says them, the seccomp backend and the uid outside.
+    """
+    workdir = Path(config["workdir"])
+    os.chdir(workdir)
+    out = config.get("output_fd")  # the grader's capture file (a memfd): what is printed lands where it reads
+    if out is None:
+        out = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    if out not in (1, 2):
+        os.close(out)
+    config["output_fd"] = 2
+    os.environ.clear()
+    os.environ.update(config.get("env", {}))
+    isolation_name = "+".join(isolation) or "none"
+    torch = _torch()
+    torch.set_num_threads(1)
+    cuda_init_seconds = None
+    if config.get("cuda_memory_fraction") and torch.cuda.is_available():
+        started = time.perf_counter()  # CUDA start-up, paid once per submission per GPU
+        torch.cuda.set_per_process_memory_fraction(float(config["cuda_memory_fraction"]))
+        torch.zeros(1, device="cuda").sum().item()
+        cuda_init_seconds = time.perf_counter() - started
+    from safetensors.torch import load as load_tensors
+    from safetensors.torch import save as save_tensors
+
+    hooks: dict[str, Callable[..., Any]] = {}
+    _watch_spawns()  # before any learner code loads
+    while True:
+        try:
+            header, blob = recv_message(sock)
+        except (EOFError, ProtocolError):
+            return
+        op = header.get("op")
+        if op == "bye":
+            return
+        if op == "load":
+            reply = _load(header, workdir, hooks)
+            reply["isolation"] = isolation_name
+            reply["cuda_init_seconds"] = cuda_init_seconds
+            send_message(sock, reply)
+        elif op == "hello":
+            send_message(sock, {"isolation": isolation_name, "pid": os.getpid(), **config.get("contained", {})})
+        elif op == "call":
+            tensors = load_tensors(blob) if blob else {}
+            for call in header["calls"]:
+                reply, outputs = call_hook(hooks, call, tensors)
+                reply["peak_rss_kib"] = _peak_rss_kib()
+                with contextlib.suppress(Exception):  # keep what the learner printed, even on os._exit later
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                send_message(sock, reply, save_tensors(outputs) if outputs else b"")
+        else:
+            send_message(sock, {"error": f"unknown op {op!r}"})
+
+
+def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``)."""
+    root = workdir / "submission"
+    for rel, text in header["files"].items():
+        target = (root / rel).resolve()
+        if root.resolve() not in target.parents:
+            return {"import_error": f"{rel}: path outside the submission"}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    entry = root / header["entry"]
+    try:
+        namespaces, broken = import_submission_parts(entry)
+    except LoadError as exc:
+        return {"import_error": str(exc)}
+    found: dict[str, Any] = {}
+    load_errors: dict[str, str] = {}
+    aliases = header.get("aliases") or {}
+    for hook in header["hooks"]:
+        fn = find_callable(namespaces, hook, aliases.get(hook))
+        if fn is None:
+            why = load_error_of(hook, aliases.get(hook), broken)
+            if why:
+                load_errors[hook] = why
+            continue
+        hooks[hook] = fn
+        try:
+            params = describe_parameters(fn)
+        except (TypeError, ValueError):
+            params = []
+        found[hook] = {"params": params, "where": where_defined(fn, header["entry"], str(root))}
+    return {"hooks": found, "load_errors": load_errors}
+
+
+# --- the template: a warm process that forks children -----------------------------------
+
+
+def _drop_kit_from_path(kit_roots: list[str]) -> None:
+    """Forget the kit's own folders and editable-install finders."""
+    roots = [os.path.realpath(r) for r in kit_roots]
+    environments = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
+
+    def kit_folder(entry: str) -> bool:
+        real = os.path.realpath(entry or ".")
+        inside_kit = any(real == r or real.startswith(r + os.sep) for r in roots)
+        inside_environment = any(real == e or real.startswith(e + os.sep) for e in environments)
+        installed = os.path.basename(real) in ("site-packages", "dist-packages")  # Landlock leaves the kit out of it
+        return inside_kit and not inside_environment and not installed
+
+    def editable_install(obj: Any) -> bool:  # setuptools' finders for `pip install -e`
+        owner = getattr(obj, "__self__", obj)
+        return "__editable__" in (getattr(owner, "__module__", None) or type(owner).__module__ or "")
+
+    sys.path[:] = [p for p in sys.path if not kit_folder(p) and "__editable__" not in p]
+    sys.meta_path[:] = [f for f in sys.meta_path if not editable_install(f)]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not editable_install(h)]
+    for name in [n for n in sys.modules if n.startswith("__editable__")]:
+        del sys.modules[name]
+    sys.path_importer_cache.clear()
+
+
+def _release_free_memory() -> None:
+    """Hand freed heap back to the OS before forking: every child starts with the template's RSS."""
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().malloc_trim(0)
+
+
+def _warm_meta() -> None:
+    """Pay the meta device's one-off start-up (lazy imports) once, here, not in every child.
+
+    Meta tensors carry shapes only and run no kernels, so this starts no
+    OpenMP thread pool and forked children stay safe.
+    """
+    import torch
+
+    a = torch.empty(2, 3, 4, device="meta")
+    b = torch.empty(2, 5, 4, device="meta")
+    scores = (a @ b.transpose(-2, -1)) / 2.0
+    mask = torch.ones(3, 5, dtype=torch.bool, device="meta").triu(1)
+    scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def serve_template(
+    control_fd: int, grader_pid: int, kit_roots: list[str], warm_meta: bool = True, warm_figures: bool = True
+) -> None:
+    """Import torch once, then fork a child for each request on the control socket.
+
+    The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
+    A request is a child's config with two file descriptors attached (the
+    child's end of a socket pair, and the grader's capture file for its fds 1
+    and 2); the reply is the child's pid.  The template never runs a torch op,
+    so forked children start with a clean OpenMP state.  It never touches a
+    child's folder: the grader's guardians (``grader/instructor/reclaim.py``) reclaim
+    each, and the template's own, once the grader has gone.
+    """
+    # what containment imports, imported here: a child may not be able to read the standard library
+    # before its mounts are in place (a pyenv Python under a 0700 /root, say)
+    import glob  # noqa: F401
+    import resource  # noqa: F401
+    import select  # noqa: F401
+    import signal
+    import stat  # noqa: F401
+    import sysconfig  # noqa: F401
+
+    import safetensors.torch  # noqa: F401 - warm the import for the children
+    import torch  # noqa: F401
+
+    with contextlib.suppress(Exception):  # libseccomp's binding, where installed (its import runs ldconfig)
+        import pyseccomp  # noqa: F401
+
+    if warm_figures:
+        with contextlib.suppress(Exception):  # matplotlib, where installed: a plot then pays no import, no font scan
+            headless_pyplot()
+            import matplotlib.figure  # noqa: F401
+
+    if warm_meta:
+        _warm_meta()
+    _drop_kit_from_path(kit_roots)
+    for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
+        del sys.modules[name]  # this package's code runs on; a learner's `import grader` finds nothing of the kit
+    filesystem = filesystem_policy(kit_roots)  # what Landlock allows, the same for every child
+    _libc()
+    _release_free_memory()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    with contextlib.suppress(OSError, AttributeError):  # and so are their orphans: a dead child's group empties at once
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    control = socket.socket(fileno=control_fd)
+    template_pid = os.getpid()
+    children: list[int] = []  # the pid of each child still alive
+    control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 2)
+        except OSError:
+            data, fds = b"", []
+        if not data:  # the grader closed the socket or died: nothing of its children may outlive it
+            for pid in children:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+            return
+        config = json.loads(data)
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        config["filesystem"] = filesystem
+        config["output_fd"] = fds[1]
+        without = set(config.get("without") or ())
+        mapping = None  # root: the socket on which this child asks for its user namespace's uid map
+        if os.geteuid() == 0 and not without & {"namespaces", "user-ns"}:
+            mapping = socket.socketpair()
+            config["map_fd"] = mapping[1].fileno()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                control.close()
+                if mapping is not None:
+                    mapping[0].close()
+                die_with_parent(template_pid)
+                os.setsid()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                isolation = contain(config)
+                child_main(socket.socket(fileno=fds[0]), config, isolation)
+            except BaseException:
+                code = 1
+                _note_failure(config["output_fd"])
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        if mapping is not None:
+            mapping[1].close()
+            map_child_ids(pid, mapping[0], *(int(config.get("sandbox_uid", SANDBOX_UID)),) * 2)
+        children[:] = [c for c in children if _alive(c)] + [pid]
+        control.sendall(json.dumps({"pid": pid}).encode())
+
+
+def _note_failure(output_fd: int) -> None:
+    """Write the traceback of what stopped a child to its output (best effort): the grader's capture file, no name."""
+    with contextlib.suppress(BaseException):
+        os.write(output_fd, traceback.format_exc().encode("utf-8", "replace"))

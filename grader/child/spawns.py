@@ -1,0 +1,119 @@
+"""Threads and processes the learner's code starts: heard by an audit hook installed before it loads
+(hooks cannot be removed), and measured at the start and end of every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# --- the child: threads and processes of the learner's code ----------------------------------------
+
+SPAWN_EVENTS = frozenset(
+    {
+        "_thread.start_new_thread",
+        "_thread.start_joinable_thread",
+        "_posixsubprocess.fork_exec",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.exec",
+        "os.system",
+        "subprocess.Popen",
+        "pty.spawn",
+    }
+)
+"""The audit events of starting a thread, a process or a program (``grader.rules.SPAWN_KINDS`` words them)."""
+
+_SPAWNS: list[str] | None = None
+"""What the learner's code started since :func:`_watch_spawns` (None: not watched, as in the trusted process)."""
+
+
+def _watch_spawns() -> None:
+    """From now on, in this process, note every thread and process started (child side, before learner code loads).
+
+    An audit hook (``sys.addaudithook``: it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python
+    before 3.12 raises no event for a new thread, nor any Python for ``_posixsubprocess.fork_exec``
+    (``multiprocessing``'s spawn): ``_thread``'s and ``threading``'s entry points and ``fork_exec`` are
+    replaced by ones that raise the event first.  A call notes too (:func:`_spawn_facts`) a Python thread
+    other than its own, a child process still there, a child process reaped: whatever started them.
+    """
+    global _SPAWNS
+    seen: list[str] = []
+
+    def hear(event: str, args: tuple[Any, ...]) -> None:
+        if event in SPAWN_EVENTS and (event not in seen or event in _THREAD_EVENTS) and len(seen) < 1 << 16:
+            seen.append(event)
+
+    sys.addaudithook(hear)
+    import _thread
+    import threading
+
+    def announcing(event: str, start: Callable[..., Any]) -> Callable[..., Any]:
+        def started(*args: Any, **kwargs: Any) -> Any:
+            sys.audit(event)
+            return start(*args, **kwargs)
+
+        return started
+
+    if sys.version_info < (3, 12):
+        original = _thread.start_new_thread
+        wrapped = announcing("_thread.start_new_thread", original)
+        for module in (_thread, threading):
+            for name, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, name, wrapped)
+    with contextlib.suppress(ImportError):
+        import _posixsubprocess
+
+        _posixsubprocess.fork_exec = announcing(  # type: ignore[attr-defined]
+            "_posixsubprocess.fork_exec", _posixsubprocess.fork_exec
+        )
+    _SPAWNS = seen
+    _spawn_facts()  # the baseline of reaped children
+
+
+def spawns_heard() -> int:
+    """How many starts the audit hook has heard so far (0 before the watch began)."""
+    return len(_SPAWNS or ())
+
+
+_REAPED: list[tuple[float, ...]] = []
+
+
+_THREAD_EVENTS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+
+
+def _spawn_facts(since: int = 0) -> list[str]:
+    """What the learner's process started, for a reply: the events heard, and what is measured now.
+
+    Every process heard since the watch began (one may escape measurement: a double fork without a
+    PID namespace of its own), the threads heard from event ``since`` on (a thread still running is
+    measured).  Measured where the learner's code cannot hide it: a Python thread other than this
+    one (``sys._current_frames``, the interpreter's own list), a child process not yet reaped
+    (``waitid`` without reaping it), a child process reaped since the watch began (the kernel's
+    ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
+    """
+    if _SPAWNS is None:
+        return []
+    import resource
+
+    facts = [e for i, e in enumerate(_SPAWNS) if e not in _THREAD_EVENTS or i >= since]
+    if len(sys._current_frames()) > 1:
+        facts.append("thread-running")
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        facts.append("process-running")
+    except ChildProcessError:
+        pass
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reaped = (usage.ru_utime, usage.ru_stime, usage.ru_minflt, usage.ru_majflt, usage.ru_nvcsw, usage.ru_nivcsw)
+    if not _REAPED:
+        _REAPED.append(reaped)
+    elif reaped != _REAPED[0]:
+        facts.append("process-ended")
+    return list(dict.fromkeys(facts))[:16]
