@@ -93,9 +93,9 @@ def _fails(name: str, *when: When) -> Action:
 
 
 _AF_UNIX = 1
-_SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 16, 17, 21, 29, 30, 31, 38, 40, 41, 44)
-"""AF_UNIX, NETLINK, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: INET and INET6 stay (an empty
-network namespace), and socketpair (which reaches nothing)."""
+_SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 17, 21, 29, 30, 31, 38, 40, 41, 44)
+"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: INET, INET6 and NETLINK stay (each sees
+only the child's own, empty, network namespace), and socketpair (which reaches nothing)."""
 SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
     **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
@@ -121,8 +121,8 @@ SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
     # no unix socket of the machine's is reached by path (socketpair reaches nothing, and is allowed);
     # the kernel reads the family as an int: the low 32 bits
-    # and no family a network namespace does not wall off (vsock reaches the host), nor the kernel's own
-    # (netlink, packet, crypto, XDP) or rare ones with a history of exploits
+    # and no family a network namespace does not wall off (vsock reaches the host), nor raw packets, the
+    # kernel's crypto, XDP, or rare ones with a history of exploits
     "socket": _fails("EACCES", *(When(0, 0xFFFFFFFF, family) for family in _SOCKET_FAMILIES_REFUSED)),
     # clone with any namespace flag
     "clone": _fails("EPERM", *(When(0, 1 << b, 1 << b) for b in range(32) if _ANY_NAMESPACE & (1 << b))),

@@ -40,7 +40,8 @@ from grader.instructor import reclaim
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_BOOT = (
-    "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('grader.child', run_name='__main__')"
+    "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "runpy.run_module('grader.child', run_name='__main__', alter_sys=True)"
 )
 """``python -I -c TEMPLATE_BOOT KIT_ROOT template ...``: :mod:`grader.child` run as ``python -I -m`` would, found
 in this kit's own folder (never the working directory's nor an environment variable's), which the learner

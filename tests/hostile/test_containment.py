@@ -551,7 +551,7 @@ def probe(nr):
     out["socket_unix"] = sc(nr["socket"], 1, 1, 0)  # AF_UNIX, SOCK_STREAM
     out["socket_unix_high_bits"] = sc(nr["socket"], 1 | (1 << 32), 1, 0)  # the kernel reads an int: still AF_UNIX
     out["socket_vsock"] = sc(nr["socket"], 40, 1, 0)  # AF_VSOCK: the host, past the network namespace
-    out["socket_netlink"] = sc(nr["socket"], 16, 3, 0)  # AF_NETLINK, SOCK_RAW
+    out["socket_alg"] = sc(nr["socket"], 38, 5, 0)  # AF_ALG, SOCK_SEQPACKET: the kernel's crypto
     out["memfd_create"] = sc(nr["memfd_create"], b"x", 0)  # memory that no cap counts
     inet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # allowed: an empty network namespace
     inet.close()
@@ -579,7 +579,7 @@ DENIED = {
     "socket_unix": "EACCES",
     "socket_unix_high_bits": "EACCES",
     "socket_vsock": "EACCES",
-    "socket_netlink": "EACCES",
+    "socket_alg": "EACCES",
     "memfd_create": "EPERM",
 }
 

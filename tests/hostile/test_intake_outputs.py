@@ -350,7 +350,7 @@ def test_statuses_say_graded_review_or_error(hostile_run):
     assert status["mallory"] == "error: refused folder: work.ipynb is a symbolic link"
     assert status["osc"].startswith("error: the submission does not import: ")
     assert "52;c;cm0gLXJmIH4=" in status["osc"]
-    assert status["liar"] == 'review: "__main__" as a string; sys.modules'
+    assert status["liar"] == 'review: "__main__" as a string; __globals__; sys.modules'
     alice_id = next(s for s in status if s.startswith("Alice-"))
     escaped_id = next(s for s in status if s.startswith("ev_"))
     assert status[alice_id] == status[escaped_id] == "graded"

@@ -3,9 +3,9 @@
 A snippet (see tests/submissions/README.md): appended to Alice's solution, whose
 own softmax_weights is renamed out of the way.  ``__REPLY_KIND__`` is filled in
 at test time with one of the kinds of ``_payload``.  The submission patches the
-child runtime's ``send_message`` (``sys.modules['__main__']`` is the runtime in
-the learner's process): the reply to each softmax_weights call is replaced by
-hand-made bytes on the grader's socket; every other reply goes out as usual.
+child runtime's ``send_message`` (reached through the globals of the template's
+``serve_template``, which ``sys.modules['__main__']`` holds in the learner's process):
+the reply to each softmax_weights call is replaced by hand-made bytes on the grader's socket; every other reply goes out as usual.
 """
 
 import json as _json
@@ -72,8 +72,8 @@ def _payload(kind, call_id):
     raise ValueError(kind)
 
 
-_runtime = _sys.modules["__main__"]
-_honest_send = _runtime.send_message
+_runtime = _sys.modules["__main__"].serve_template.__globals__  # grader.child.serve's namespace
+_honest_send = _runtime["send_message"]
 _armed = []
 
 
@@ -85,7 +85,7 @@ def _hostile_send(sock, header, blob=b""):
     _honest_send(sock, header, blob)
 
 
-_runtime.send_message = _hostile_send
+_runtime["send_message"] = _hostile_send
 
 
 def softmax_weights(scores, dim=-1):

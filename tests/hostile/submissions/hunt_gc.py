@@ -9,6 +9,11 @@ import json
 import types
 
 _KIT = ("solutions", "grader", "exercises", "attnkit")
+_OWN_SIDE = "grader.child"  # the learner's side of the sandbox runs here by design: it holds no answer
+
+
+def _of_kit(name):
+    return (name or "").split(".")[0] in _KIT and not (name == _OWN_SIDE or name.startswith(_OWN_SIDE + "."))
 _FOUND = None
 
 
@@ -22,9 +27,9 @@ def _hunt():
     for obj in gc.get_objects():
         scanned += 1
         try:
-            if isinstance(obj, types.ModuleType) and obj.__name__.split(".")[0] in _KIT:
+            if isinstance(obj, types.ModuleType) and _of_kit(obj.__name__):
                 found.append(("module", obj.__name__, obj))
-            elif isinstance(obj, types.FunctionType) and (obj.__module__ or "").split(".")[0] in _KIT:
+            elif isinstance(obj, types.FunctionType) and _of_kit(obj.__module__):
                 found.append(("function", f"{obj.__module__}.{obj.__qualname__}", obj))
             elif isinstance(obj, dict) and ("golds" in obj or ("gold" in obj and not _colour(obj["gold"]))):
                 found.append(("dict", sorted(map(str, obj))[:5], obj))

@@ -16,6 +16,8 @@ def softmax_weights(scores, dim=-1):
         if name == __name__:  # this very submission
             continue
         path = str(getattr(module, "__file__", None) or "")
+        if "/grader/child/" in path:  # the learner's side of the sandbox, by design (``__main__`` included)
+            continue
         top = name.split(".")[0]
         if top in _KIT or top.startswith("__editable__") or "/solutions/" in path or "/grader/" in path:
             suspects.append(name)

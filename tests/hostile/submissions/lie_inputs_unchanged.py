@@ -1,5 +1,6 @@
-"""Changes ``scores`` in place, then patches the grader's child runtime through ``sys.modules['__main__']`` so every
-reply says the inputs were left unchanged (the honest version, ``mutates_input.py``, gets zero).
+"""Changes ``scores`` in place, then patches the grader's child runtime (the globals of ``grader.child.serve``,
+through the template's ``serve_template`` in ``sys.modules['__main__']``) so every reply says the inputs were left
+unchanged (the honest version, ``mutates_input.py``, gets zero).
 """
 
 import sys
@@ -13,8 +14,8 @@ def softmax_weights(scores, dim=-1):
     return exps / exps.sum(dim=dim, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)
 
 
-_runtime = sys.modules["__main__"]
-_real_call_hook = getattr(_runtime, "call_hook", None)
+_runtime = sys.modules["__main__"].serve_template.__globals__
+_real_call_hook = _runtime.get("call_hook")
 
 if _real_call_hook is not None:
 
@@ -23,4 +24,4 @@ if _real_call_hook is not None:
         reply["inputs_unchanged"] = True
         return reply, outputs
 
-    _runtime.call_hook = _lying_call_hook
+    _runtime["call_hook"] = _lying_call_hook
