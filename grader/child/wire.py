@@ -223,12 +223,12 @@ def fit(value: Any, kind: Any) -> Any:
     meta = [m for m in getattr(kind, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
     limit = meta[0].max_length if meta else None
     base = get_args(kind)[0] if meta else kind
+    if get_origin(base) in (types.UnionType, Union):
+        inner = [a for a in get_args(base) if a is not type(None)]
+        return value if value is None else fit(value, inner[0])
     if isinstance(value, str):
         return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
     origin = get_origin(base)
-    if origin in (types.UnionType, Union):
-        inner = [a for a in get_args(base) if a is not type(None)]
-        return value if value is None else fit(value, inner[0])
     if isinstance(value, list) and origin is list:
         return [fit(item, get_args(base)[0]) for item in value[:limit]]
     if isinstance(value, dict) and origin is dict:

@@ -802,11 +802,12 @@ def test_a_figure_reply_that_breaks_its_schema_is_refused(facts):
         validate_call_reply(_with_figure(**facts), Caps(1 << 18, 1 << 20, ("out0",), 1))
 
 
-def test_a_figure_reply_keeps_its_declared_fields_only_and_cuts_its_text():
-    reply = validate_call_reply(
-        _with_figure(xlabel="K" * 10_000, secret="dropped", xticks=[{"at": 1.0, "text": "x" * 10_000, "more": 1}]),
-        Caps(1 << 18, 1 << 20, ("out0",), 1),
-    )
+def test_a_figure_reply_keeps_its_declared_fields_only_and_refuses_long_text():
+    caps = Caps(1 << 18, 1 << 20, ("out0",), 1)
+    lying = _with_figure(xlabel="K" * 10_000, secret="dropped", xticks=[{"at": 1.0, "text": "x" * 10_000, "more": 1}])
+    with pytest.raises(MalformedReply, match="figure.xlabel: expected `str` of length <= 200"):
+        validate_call_reply(lying, caps)
+    reply = validate_call_reply(fit(lying, CallReply), caps)  # what the honest child sends: cut to the declaration
     facts = reply["results"][0]["figure"]
     assert "secret" not in facts and len(facts["xlabel"]) == FIGURE_TEXT
     assert facts["xticks"] == [{"at": 1.0, "text": "x" * (FIGURE_TEXT - 1) + "…"}]
