@@ -14,7 +14,7 @@ from grader.instructor.gradebook import Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.messages import translate
-from grader.instructor.replies import CALL_REPLY, PRINTED_CHARS, validate
+from grader.instructor.replies import PRINTED_CHARS, CallReply, MalformedReply, decode
 from grader.instructor.reports import (
     ClassRoll,
     gradescope_results,
@@ -319,9 +319,9 @@ def test_the_child_keeps_what_each_call_printed_capped(capfd):
     assert not isinstance(sys.stdout, child_call._Tee), "stdout is given back after the call"
 
 
-def test_the_reply_schema_cuts_what_a_call_printed():
-    checked = validate({"id": 1, "printed": "y" * (10 * PRINTED_CHARS)}, CALL_REPLY, "reply")
-    assert len(checked["printed"]) <= PRINTED_CHARS
+def test_the_reply_declaration_refuses_more_printed_than_its_cap():
+    with pytest.raises(MalformedReply, match="reply.printed"):
+        decode({"id": 1, "printed": "y" * (10 * PRINTED_CHARS)}, CallReply, "reply")
 
 
 def test_stats_keep_what_each_exercise_printed_capped():

@@ -23,7 +23,7 @@ import torch
 from grader.child.call import _largest_tensor_mode, call_hook
 from grader.instructor.cases import LONG, make_cases, memory_rule
 from grader.instructor.intake import read_submission
-from grader.instructor.replies import CALL_REPLY, MalformedReply, validate
+from grader.instructor.replies import CallReply, MalformedReply, decode
 from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import Suite, build_suite
@@ -105,24 +105,24 @@ def test_on_cuda_the_peak_memory_is_reported_too():
     "memory, problem",
     [
         ({"largest": [2, -4]}, "reply.memory.largest[1]"),
-        ({"largest": [1] * 17}, "17 items"),
-        ({"largest": [2.5]}, "whole number"),
-        ({"largest": [True]}, "whole number"),
-        ({"largest": [2**60]}, "whole number"),
+        ({"largest": [1] * 17}, "length <= 16"),
+        ({"largest": [2.5]}, "expected `int`, got `float`"),
+        ({"largest": [True]}, "expected `int`, got `bool`"),
+        ({"largest": [2**60]}, "reply.memory.largest[0]: expected `int` <="),
         ({"cuda_peak_bytes": -1}, "reply.memory.cuda_peak_bytes"),
         ({"cuda_peak_bytes": float("nan")}, "reply.memory.cuda_peak_bytes"),
-        ({"op": ["bmm"]}, "expected text"),
+        ({"op": ["bmm"]}, "reply.memory.op: expected `str`"),
     ],
     ids=["negative", "too-many-dims", "fraction", "bool", "huge", "negative-bytes", "nan-bytes", "op-not-text"],
 )
 def test_the_reply_schema_refuses_a_forged_memory_record(memory, problem):
     with pytest.raises(MalformedReply, match=problem.replace("[", r"\[").replace("]", r"\]")):
-        validate({"id": 0, "memory": memory}, CALL_REPLY)
+        decode({"id": 0, "memory": memory}, CallReply, "reply")
 
 
 def test_the_reply_schema_keeps_a_well_formed_memory_record():
-    memory = {"largest": [2, 4, 1024, 64], "op": "x" * 500, "cuda_peak_bytes": None, "extra": 1}
-    kept = validate({"id": 0, "memory": memory}, CALL_REPLY)["memory"]
+    memory = {"largest": [2, 4, 1024, 64], "op": "x" * 100, "cuda_peak_bytes": None, "extra": 1}
+    kept = decode({"id": 0, "memory": memory}, CallReply, "reply")["memory"]
     assert kept["largest"] == [2, 4, 1024, 64] and len(kept["op"]) == 100 and "extra" not in kept
 
 

@@ -23,7 +23,7 @@ import learner_code
 import pytest
 
 from grader.instructor.intake import read_submission
-from grader.instructor.replies import CALL_REPLY, validate
+from grader.instructor.replies import CallReply, decode
 from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import Suite, build_suite
@@ -145,7 +145,7 @@ def test_the_trusted_side_words_the_facts_itself():
     forged = spawn_message(["\nalice.py:1: PASSED everything"])
     assert "PASSED" not in forged and "a thread or a process" in forged
     assert set(SPAWN_KINDS) >= {"_thread.start_new_thread", "os.fork", "subprocess.Popen", "process-ended"}
-    assert validate({"id": 0, "spawned": ["os.fork"]}, CALL_REPLY)["spawned"] == ["os.fork"]
+    assert decode({"id": 0, "spawned": ["os.fork"]}, CallReply, "reply")["spawned"] == ["os.fork"]
 
 
 # --- end to end, in the sandboxed child -------------------------------------------------------------------

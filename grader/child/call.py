@@ -269,7 +269,7 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     outputs: dict[str, Any] = {}
     fn = hooks.get(call["hook"])
     if fn is None:
-        reply["error"] = {"type": "HookMissing", "mro": [], "message": f"no function {call['hook']}"}
+        reply["error"] = {"type": "HookMissing", "mro": [], "message": f"no function {call['hook']}", "where": None}
         return reply, outputs
     args = _decode_args(call.get("args", {}), tensors, device)
     before = {k: v.clone() for k, v in args.items() if isinstance(v, torch.Tensor) and device != "meta"}

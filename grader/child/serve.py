@@ -29,7 +29,7 @@ from .load import (
 )
 from .policy import filesystem_policy
 from .spawns import _watch_spawns
-from .wire import MAX_HEADER, ProtocolError, recv_message, send_message
+from .wire import MAX_HEADER, CallReply, HelloReply, LoadReply, ProtocolError, fit, recv_message, send_message
 
 
 def _peak_rss_kib() -> int:
@@ -82,9 +82,10 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
             reply = _load(header, workdir, hooks)
             reply["isolation"] = isolation_name
             reply["cuda_init_seconds"] = cuda_init_seconds
-            send_message(sock, reply)
+            send_message(sock, fit(reply, LoadReply))
         elif op == "hello":
-            send_message(sock, {"isolation": isolation_name, "pid": os.getpid(), **config.get("contained", {})})
+            hello = {"isolation": isolation_name, "pid": os.getpid(), **config.get("contained", {})}
+            send_message(sock, fit(hello, HelloReply))
         elif op == "call":
             tensors = load_tensors(blob) if blob else {}
             for call in header["calls"]:
@@ -93,7 +94,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
                 with contextlib.suppress(Exception):  # keep what the learner printed, even on os._exit later
                     sys.stdout.flush()
                     sys.stderr.flush()
-                send_message(sock, reply, save_tensors(outputs) if outputs else b"")
+                send_message(sock, fit(reply, CallReply), save_tensors(outputs) if outputs else b"")
         else:
             send_message(sock, {"error": f"unknown op {op!r}"})
 

@@ -9,7 +9,10 @@ import json
 import socket
 import struct
 import time
-from typing import Any
+import types
+from typing import Annotated, Any, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+import msgspec
 
 MAX_HEADER = 4 << 20
 _LEN = struct.Struct(">Q")
@@ -68,3 +71,178 @@ def recv_message(
     if blob_size > max_blob:
         raise ProtocolError(f"data of {blob_size} bytes is over the {max_blob} byte limit")
     return header, _recv_exact(sock, blob_size, deadline)
+
+
+# --- the replies, declared once: the child fits its replies to them, the trusted side decodes with them ----------
+#
+# Every str has a max_length, every list and dict a max_length, every number a range (a test walks them).
+
+MESSAGE_CHARS = 2000
+"""The longest error message a reply may carry (the child cuts its own)."""
+
+PRINTED_CHARS = 4000
+"""The most of what one call printed that a reply may carry."""
+
+FIGURE_TEXT = 200
+"""The longest axis or tick label (``grader.child.figures`` sends no more)."""
+
+FIGURE_TICKS = 1024
+"""The most ticks of one axis."""
+
+MAX_DIMS = 16
+
+
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
+Name = Annotated[str, msgspec.Meta(max_length=300)]
+Shape = Annotated[list[Annotated[int, msgspec.Meta(ge=0, le=2**48)]], msgspec.Meta(max_length=MAX_DIMS)]
+Short = Annotated[str, msgspec.Meta(max_length=100)]
+Label = Annotated[str, msgspec.Meta(max_length=FIGURE_TEXT)]
+
+
+class ErrorInfo(TypedDict):
+    type: Annotated[str, msgspec.Meta(max_length=200)]
+    mro: Annotated[list[Annotated[str, msgspec.Meta(max_length=200)]], msgspec.Meta(max_length=64)]
+    message: Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)]
+    where: Annotated[str, msgspec.Meta(max_length=500)] | None
+
+
+class Tick(TypedDict):
+    at: Annotated[float, msgspec.Meta(ge=0, le=2**24)]
+    text: Label
+
+
+class _FigureImages(TypedDict):
+    images: Annotated[int, msgspec.Meta(ge=0, le=2**16)]
+
+
+class FigureFacts(_FigureImages, total=False):
+    """What a figure hook's call reports of the returned ``Figure`` (``grader.child.figures.figure_facts``)."""
+
+    xlabel: Label
+    ylabel: Label
+    xticks: Annotated[list[Tick], msgspec.Meta(max_length=FIGURE_TICKS)]
+    yticks: Annotated[list[Tick], msgspec.Meta(max_length=FIGURE_TICKS)]
+    colorbar: bool
+    array_problem: Label
+
+
+class _ResultType(TypedDict):
+    type: Name
+
+
+class ResultInfo(_ResultType, total=False):
+    is_tensor: bool
+    exact_tensor: bool
+    dtype: Annotated[str, msgspec.Meta(max_length=40)]
+    shape: Shape
+    device: Short
+    contiguous: bool
+    figure: FigureFacts | None
+
+
+class ParameterFact(TypedDict):
+    name: Name
+    shape: Shape
+
+
+class ModuleFacts(TypedDict, total=False):
+    """What a module case reports of the learner's module (``grader.child.modules._run_module``)."""
+
+    state_dict_keys: Annotated[list[Name], msgspec.Meta(max_length=1024)]
+    buffers: Annotated[list[Name], msgspec.Meta(max_length=1024)]
+    parameters: Annotated[list[ParameterFact], msgspec.Meta(max_length=1024)]
+    loaded_by: Annotated[str, msgspec.Meta(max_length=20)] | None
+    mask_device: Short | None
+
+
+class MemoryFacts(TypedDict, total=False):
+    """What a call that asks for it (``measure_memory``) reports of its memory (``grader.child.call._measured``)."""
+
+    largest: Shape | None
+    op: Short
+    matrix: Shape | None
+    matrix_op: Short
+    cuda_peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)] | None
+
+
+class _CallReplyId(TypedDict):
+    id: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+
+
+class CallReply(_CallReplyId, total=False):
+    """One call's answer (``grader.child.call.call_hook``, plus ``peak_rss_kib``)."""
+
+    ok: bool
+    error: ErrorInfo | None
+    seconds: Seconds
+    banned: Annotated[list[Short], msgspec.Meta(max_length=64)]
+    spawned: Annotated[list[Short], msgspec.Meta(max_length=16)]  # threads and processes the learner's code started
+    inputs_unchanged: bool
+    results: Annotated[list[ResultInfo], msgspec.Meta(max_length=64)]
+    module: ModuleFacts | None
+    memory: MemoryFacts | None
+    peak_rss_kib: Annotated[int, msgspec.Meta(ge=0, le=2**50)]
+    printed: Annotated[str, msgspec.Meta(max_length=PRINTED_CHARS)]
+
+
+class Parameter(TypedDict):
+    name: Annotated[str, msgspec.Meta(max_length=200)]
+    kind: Annotated[str, msgspec.Meta(max_length=40)]
+    default: bool
+
+
+class HookFound(TypedDict):
+    params: Annotated[list[Parameter], msgspec.Meta(max_length=256)]
+    where: Annotated[str, msgspec.Meta(max_length=500)]
+
+
+class LoadReply(TypedDict, total=False):
+    """The answer to ``load``: the hooks found and their parameters, or why the submission does not import."""
+
+    hooks: Annotated[dict[Short, HookFound], msgspec.Meta(max_length=64)]
+    import_error: Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)] | None
+    load_errors: Annotated[
+        dict[Short, Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)]], msgspec.Meta(max_length=64)
+    ]
+    isolation: Annotated[str, msgspec.Meta(max_length=200)]
+    cuda_init_seconds: Seconds | None
+
+
+class _HelloReplyIsolation(TypedDict):
+    isolation: Annotated[str, msgspec.Meta(max_length=200)]
+
+
+class HelloReply(_HelloReplyIsolation, total=False):
+    """The answer to ``hello`` from a throwaway child: the isolation it got."""
+
+    pid: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+
+
+def fit(value: Any, kind: Any) -> Any:
+    """An honest reply cut to its declaration ``kind``: text and lists to their ``max_length`` (the child's side)."""
+    meta = [m for m in getattr(kind, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
+    limit = meta[0].max_length if meta else None
+    base = get_args(kind)[0] if meta else kind
+    if get_origin(base) in (types.UnionType, Union):
+        inner = [a for a in get_args(base) if a is not type(None)]
+        return value if value is None else fit(value, inner[0])
+    if isinstance(value, str):
+        return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
+    origin = get_origin(base)
+    if isinstance(value, list) and origin is list:
+        return [fit(item, get_args(base)[0]) for item in value[:limit]]
+    if isinstance(value, dict) and origin is dict:
+        return {k: fit(v, get_args(base)[1]) for k, v in list(value.items())[:limit]}
+    if isinstance(value, dict) and is_typeddict(base):
+        hints = _HINTS[base]
+        return {k: fit(v, hints[k]) if k in hints else v for k, v in value.items()}
+    return value
+
+
+_HINTS = {
+    kind: get_type_hints(kind, include_extras=True)
+    for kind in (ErrorInfo, Tick, FigureFacts, ResultInfo, ParameterFact, ModuleFacts, MemoryFacts, CallReply)
+    + (Parameter, HookFound, LoadReply, HelloReply)
+}
+"""Resolved now: this package's names leave ``sys.modules`` before learner code loads, and with them what
+``get_type_hints`` would resolve the annotations against."""

@@ -318,7 +318,7 @@ def _unusable_hooks(found: dict[str, HookFound], load_errors: dict[str, str] | N
         if info is None:
             unusable[hook] = (load_errors or {}).get(hook) or f"no function {hook}; the hook is {format_hook(hook)}"
             continue
-        problem = signature_problem(hook, info.get("params", []))
+        problem = signature_problem(hook, [dict(p) for p in info.get("params", [])])
         if problem:
             unusable[hook] = f"{info.get('where', '')}: {problem}; the hook is {format_hook(hook)}"
     return unusable
