@@ -34,6 +34,20 @@ def _func_name(func: Any) -> str:
     return f"torch.{name}"
 
 
+def _aten_name(func: Any, banned: list[str]) -> str | None:
+    """``torch.ops.aten.<op>`` where ``func`` is an aten operator (an overload such as ``softmax.int``, or a
+    private kernel such as ``_safe_softmax`` or ``_scaled_dot_product_flash_attention_for_cpu``) whose name
+    holds every word of a banned name; None for anything else."""
+    schema = getattr(func, "_schema", None)
+    if schema is None:  # torch.ops.aten.softmax (the packet) resolves to an overload, which comes here too
+        return None
+    op = str(getattr(schema, "name", "")).split("::")[-1]
+    words = set(op.split("_"))
+    if any(set(b.split("_")) <= words for b in banned):
+        return f"torch.ops.aten.{op}"
+    return None
+
+
 def _recording_mode(banned: list[str]):
     """A TorchFunctionMode that notes every banned torch call made inside it.
 
@@ -52,10 +66,9 @@ def _recording_mode(banned: list[str]):
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             base = getattr(func, "__name__", "")
-            if base in banned:
-                name = _func_name(func)
-                if name not in self.seen:
-                    self.seen.append(name)
+            name = _func_name(func) if base in banned else _aten_name(func, banned)
+            if name and name not in self.seen:
+                self.seen.append(name)
             return func(*args, **(kwargs or {}))
 
     return CallRecorder()

@@ -5,7 +5,8 @@ own softmax_weights is renamed out of the way.  ``__REPLY_KIND__`` is filled in
 at test time with one of the kinds of ``_payload``.  The submission patches the
 child runtime's ``send_message`` (reached through the globals of the template's
 ``serve_template``, which ``sys.modules['__main__']`` holds in the learner's process):
-the reply to each softmax_weights call is replaced by hand-made bytes on the grader's socket; every other reply goes out as usual.
+the reply to each softmax_weights call is replaced by hand-made bytes on the grader's socket; every other
+reply goes out as usual.
 """
 
 import json as _json

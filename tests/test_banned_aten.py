@@ -1,0 +1,42 @@
+"""The banned-call recorder hears an aten operator reached directly (an overload, a private kernel), not only
+the Python names: a red team's ``torch.ops.aten._safe_softmax.default`` and ``softmax.int`` scored full marks."""
+
+import pytest
+import torch
+
+from grader.child.call import _recording_mode
+
+BANNED = ["softmax", "log_softmax", "scaled_dot_product_attention"]
+X = torch.randn(2, 3, 4)
+Q = torch.randn(1, 2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    "call, heard",
+    [
+        (lambda: torch.ops.aten._safe_softmax.default(X, -1), "torch.ops.aten._safe_softmax"),
+        (lambda: torch.ops.aten.softmax.int(X, -1), "torch.ops.aten.softmax"),
+        (lambda: torch.ops.aten._log_softmax.default(X, -1, False), "torch.ops.aten._log_softmax"),
+        (
+            lambda: torch.ops.aten.scaled_dot_product_attention.default(Q, Q, Q),
+            "torch.ops.aten.scaled_dot_product_attention",
+        ),
+        (
+            lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(Q, Q, Q),
+            "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+        ),
+        (lambda: torch.softmax(X, -1), "torch.softmax"),
+    ],
+)
+def test_a_banned_operator_is_heard_by_any_name(call, heard):
+    with _recording_mode(BANNED) as mode:
+        call()
+    assert mode.seen == [heard]
+
+
+def test_the_ops_a_hand_written_softmax_uses_are_not_banned():
+    with _recording_mode(BANNED) as mode:
+        shifted = X - X.amax(dim=-1, keepdim=True)
+        torch.ops.aten.exp.default(shifted).div(shifted.exp().sum(-1, keepdim=True))
+        torch.ops.aten.mm.default(X[0], X[0].T)
+    assert mode.seen == []
