@@ -181,7 +181,7 @@ def _load_parameters(module, state, tensors, device, facts):
 def _run_module(fn, args, spec, tensors, device):
     """Build a learner's module, load the reference's parameters into it, run forwards; return outputs and facts.
 
-    The facts (:data:`grader.instructor.replies.MODULE_FACTS`): the learner's parameters (name and shape, in
+    The facts (:class:`grader.child.wire.ModuleFacts`): the learner's parameters (name and shape, in
     creation order), its buffers and ``state_dict`` keys, the mask buffer's device after ``.to(device)``, and
     how the reference's parameters were loaded (``loaded_by``: name, order or none).  Where they cannot be
     loaded, no forward runs: every behaviour case says why from the facts.
