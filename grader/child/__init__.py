@@ -8,9 +8,9 @@ sandbox.  This package imports only the standard library, torch, safetensors, ms
 and its own modules (relative imports): ``tests/test_import_rules.py`` holds it to that.  Trusted code imports
 the loading helpers from here too, so the sandbox and in-process loading find hooks the same way.
 
-One idea a module: :mod:`.wire` (the framing and the declaration of every reply, both ways), :mod:`.load` (a submission's modules and hooks),
-:mod:`.call` (one hook call: arguments, recording banned calls and memory, the reply), :mod:`.spawns`
-(threads and processes a call starts), :mod:`.figures` (a Figure read as data), :mod:`.modules` (the
-reference's weights in a learner's module), :mod:`.policy` (the containment, declared as data),
-:mod:`.contain` (applying it, step by step), :mod:`.serve` (the template and a child's loop).
+One idea a module: :mod:`.wire` (the framing and the declaration of every reply, both ways), :mod:`.load`
+(a submission's modules and hooks), :mod:`.call` (one hook call: arguments, recording banned calls and
+memory, the reply), :mod:`.spawns` (threads and processes a call starts), :mod:`.figures` (a Figure read
+as data), :mod:`.modules` (the reference's weights in a learner's module), :mod:`.policy` (the containment,
+declared as data), :mod:`.contain` (applying it, step by step), :mod:`.serve` (the template and a child's loop).
 """
