@@ -98,3 +98,12 @@ def test_a_bom_with_another_declared_coding_is_refused(tmp_path):
     assert "declares the coding 'latin-1'" in (read_submission(path).error or "")
     path.write_bytes(b"\xef\xbb\xbf# -*- coding: utf-8 -*-\nx = 1\n")
     assert read_submission(path).error is None
+
+
+@pytest.mark.parametrize("separator", ["\x1c", "\x1d", "\x1e", "\x0b", "\x0c"])  # ASCII: utf-7 decodes the line
+def test_lines_are_counted_as_the_tokenizer_counts_them(separator):
+    """A red team's route: ``str.splitlines`` breaks at these, Python's tokenizer does not, so the real line 2
+    (the cookie) was read as line 3 and let through."""
+    text = f"#{separator}x\n# -*- coding: utf-7 -*-\nprint(1)\n"
+    assert coding_problem(text) is not None
+    assert compile(text.encode("utf-8"), "t.py", "exec")  # to Python, the cookie is on line 2 (utf-7 is applied)

@@ -285,7 +285,7 @@ def coding_problem(text: str) -> str | None:
     coding (``# -*- coding: utf-7 -*-`` makes a comment of the scan's code of the importer's), so the
     text scanned would not be the text run.
     """
-    for number, line in enumerate(text.splitlines()[:2], 1):
+    for number, line in enumerate(re.split(r"\r\n|\r|\n", text)[:2], 1):  # lines as Python's tokenizer splits them
         found = _CODING.match(line)
         if found is None:
             continue
