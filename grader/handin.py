@@ -249,10 +249,10 @@ def manifest_time(manifest: Any) -> datetime | None:
     if not isinstance(created, str):
         return None
     try:
-        when = datetime.fromisoformat(created)
-    except ValueError:
+        when = datetime.fromisoformat(created[:64])
+        return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # not a time, or one past year 9999 once made UTC: no claim at all
         return None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
 
 
 # --- the kit's version -----------------------------------------------------------------------------

@@ -535,3 +535,19 @@ def test_a_zip_over_its_cap_on_disk_is_never_written(tmp_path, monkeypatch):
     with pytest.raises(SubmitError, match="zip is over the 100 bytes limit"):
         submit([tmp_path / "mine.py"], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
     assert list(tmp_path.glob("*.zip")) == [] and list(tmp_path.glob(".*partial")) == []
+
+
+@pytest.mark.parametrize(
+    "created", ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", "2026-13-01", "x" * 10_000, 12, None]
+)
+def test_a_manifest_time_that_is_no_time_is_no_claim(created):
+    """A red team's zip dated 9999-12-31T23:59:59-23:59 overflowed on the way to UTC and stopped the class."""
+    from grader.handin import manifest_time
+
+    assert manifest_time({"created": created}) is None
+
+
+def test_a_manifest_time_is_read_as_utc():
+    from grader.handin import manifest_time
+
+    assert manifest_time({"created": "2026-12-01T10:00:00+01:00"}).isoformat() == "2026-12-01T09:00:00+00:00"
