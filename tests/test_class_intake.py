@@ -620,3 +620,24 @@ def test_a_roster_run_grades_the_hand_ins_and_gives_the_missing_a_row(tmp_path):
     assert rows["s1001"]["status"] == "graded" and rows["s1001"]["total"] == rows["s1001"]["max"]
     assert rows["s1002"]["status"] == "missing" and rows["s1002"]["total"] == ""
     assert rows["zed"]["status"] == "graded" and float(rows["zed"]["total"]) < float(rows["zed"]["max"])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mallorym_123_456_hw_attempt_2099-01-01-00-00-00.py",  # Canvas: the learner's own name after the prefix
+        "hw1_jdoe_mine_attempt_2099-01-01-00-00-00.py",  # not the third field: the learner's
+    ],
+)
+def test_an_attempt_time_the_learner_wrote_is_no_time(tmp_path, name):
+    """A red team forged ``_attempt_<time>`` in the part of a Canvas name the learner writes (two equal times
+    stopped the class; one 2099 chose which hand-in counted): only the file's time as collected stands."""
+    import os
+    from datetime import datetime, timezone
+
+    from grader.instructor.intake import collected_time
+
+    path = tmp_path / name
+    path.write_text("x = 1\n", encoding="utf-8")
+    os.utime(path, (1_700_000_000, 1_700_000_000))
+    assert collected_time(path) == datetime.fromtimestamp(1_700_000_000, tz=timezone.utc)

@@ -640,9 +640,10 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     return sub
 
 
-LMS_TIME = re.compile(r"_attempt_(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})(?=[_.]|$)")
-"""The attempt time an LMS writes into a download's name (Blackboard: ``<assignment>_<user>_attempt_<Y-m-d-H-M-S>_…``;
-the first one, before the learner's own file name)."""
+LMS_TIME = re.compile(r"^[^_]*_[^_]*_attempt_(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})(?=[_.]|$)")
+"""The attempt time an LMS writes into a download's name (Blackboard: ``<assignment>_<user>_attempt_<Y-m-d-H-M-S>_…``),
+only where the LMS writes it: the third field.  One later in the name is the learner's own file name (a Canvas
+download keeps it after its prefix), and is no time at all: the file's time as collected stands."""
 
 
 def collected_time(path: Path) -> datetime | None:
