@@ -30,6 +30,7 @@ from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, CaseResult
+from grader.instructor.witnessed import WHERE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,6 +82,13 @@ def test_every_submission_was_graded(corpus):
     assert sorted(corpus) == sorted(student(name) for name in EXPECTED)
     errors = {s: r[0].message for s, r in corpus.items() if r and all(x.status == FAILED for x in r)}
     assert errors == {}, errors
+
+
+def test_no_learner_is_heard_doing_what_only_a_lie_needs(graded_corpus):
+    """The witness (``grader.child.witness``) hears nothing of fifty learners' honest code, right or wrong."""
+    outcomes = graded_corpus.outcomes
+    heard = {o.submission.student: f for o in outcomes for f in o.submission.review if f.startswith(WHERE)}
+    assert heard == {}
 
 
 @pytest.mark.parametrize(

@@ -278,7 +278,7 @@ def test_the_reference_dropout_differs_between_generator_seeds(suite):
     for trial in train:
         verdict = judge_in_process(reference, trial)
         outputs = verdict.outputs
-        assert sorted(outputs) == ["out0", "out1", "out2"]
+        assert sorted(outputs) == ["in.weights", "out0", "out1", "out2"]  # and the input, back as it was left
         assert torch.equal(outputs["out0"], outputs["out1"]) and not torch.equal(outputs["out0"], outputs["out2"])
         assert (verdict.status, verdict.message) == (PASSED, "")
 

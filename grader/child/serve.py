@@ -30,6 +30,7 @@ from .load import (
 from .policy import filesystem_policy
 from .spawns import _watch_spawns
 from .wire import MAX_HEADER, CallReply, HelloReply, LoadReply, ProtocolError, fit, recv_message, send_message
+from .witness import witness
 
 
 def _peak_rss_kib() -> int:
@@ -79,7 +80,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
         if op == "bye":
             return
         if op == "load":
-            reply = _load(header, workdir, hooks)
+            reply = _load(header, workdir, hooks, config.get("witness_fd"))
             reply["isolation"] = isolation_name
             reply["cuda_init_seconds"] = cuda_init_seconds
             send_message(sock, fit(reply, LoadReply))
@@ -99,15 +100,24 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
             send_message(sock, {"error": f"unknown op {op!r}"})
 
 
-def _load(header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., Any]]) -> dict[str, Any]:
-    """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``)."""
+def _load(
+    header: dict[str, Any], workdir: Path, hooks: dict[str, Callable[..., Any]], witness_fd: int | None = None
+) -> dict[str, Any]:
+    """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``).
+
+    The witness (:func:`.witness.witness`) starts once the files are written, before the first of them loads.
+    """
     root = workdir / "submission"
+    written = []
     for rel, text in header["files"].items():
         target = (root / rel).resolve()
         if root.resolve() not in target.parents:
             return {"import_error": f"{rel}: path outside the submission"}
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
+        written.append(str(target))
+    if witness_fd is not None:
+        witness(witness_fd, str(root), written)
     entry = root / header["entry"]
     try:
         namespaces, broken = import_submission_parts(entry)
@@ -197,12 +207,13 @@ def serve_template(
     """Import torch once, then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
-    A request is a child's config with two file descriptors attached (the
-    child's end of a socket pair, and the grader's capture file for its fds 1
-    and 2); the reply is the child's pid.  The template never runs a torch op,
-    so forked children start with a clean OpenMP state.  It never touches a
-    child's folder: the grader's guardians (``grader/instructor/reclaim.py``) reclaim
-    each, and the template's own, once the grader has gone.
+    A request is a child's config with three file descriptors attached (the
+    child's end of a socket pair, the grader's capture file for its fds 1
+    and 2, the writing end of the grader's witness pipe: :mod:`.witness`); the
+    reply is the child's pid.  The template never runs a torch op, so forked
+    children start with a clean OpenMP state.  It never touches a child's folder:
+    the grader's guardians (``grader/instructor/reclaim.py``) reclaim each, and
+    the template's own, once the grader has gone.
     """
     # what containment imports, imported here: a child may not be able to read the standard library
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
@@ -241,7 +252,7 @@ def serve_template(
     control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
     while True:
         try:
-            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 2)
+            data, fds, _flags, _addr = socket.recv_fds(control, MAX_HEADER, 3)
         except OSError:
             data, fds = b"", []
         if not data:  # the grader closed the socket or died: nothing of its children may outlive it
@@ -250,12 +261,12 @@ def serve_template(
                     os.killpg(pid, signal.SIGKILL)
             return
         config = json.loads(data)
-        if len(fds) != 2:
+        if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             continue
         config["filesystem"] = filesystem
-        config["output_fd"] = fds[1]
+        config["output_fd"], config["witness_fd"] = fds[1], fds[2]
         without = set(config.get("without") or ())
         mapping = None  # root: the socket on which this child asks for its user namespace's uid map
         if os.geteuid() == 0 and not without & {"namespaces", "user-ns"}:

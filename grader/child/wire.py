@@ -177,7 +177,6 @@ class CallReply(_CallReplyId, total=False):
     seconds: Seconds
     banned: Annotated[list[Short], msgspec.Meta(max_length=64)]
     spawned: Annotated[list[Short], msgspec.Meta(max_length=16)]  # threads and processes the learner's code started
-    inputs_unchanged: bool
     results: Annotated[list[ResultInfo], msgspec.Meta(max_length=64)]
     module: ModuleFacts | None
     memory: MemoryFacts | None

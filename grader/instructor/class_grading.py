@@ -85,6 +85,7 @@ from grader.instructor.submission_grading import (
 from grader.instructor.suite import Suite, build_suite
 from grader.instructor.suite_version import suite_version
 from grader.instructor.verdict import FAILED, CaseResult
+from grader.instructor.witnessed import WHERE
 
 __all__ = [
     "FULL_ISOLATION",
@@ -499,13 +500,21 @@ def _reusable(
 ) -> Outcome | None:
     """The outcome ``sub`` already has: ``recorded`` in this run unchanged, or an identical earlier grading."""
     if recorded is not None and recorded[0].sha256 == sub.sha256 and not recorded[0].error:
-        return Outcome(sub, recorded[1], book.figures(planned.run_id, sub.student))
+        return Outcome(_heard_again(sub, recorded[0].review), recorded[1], book.figures(planned.run_id, sub.student))
     found = book.find_graded_with_figures(sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
     if found is None:
         return None
     results, figures = found
+    review = book.review_of_grading(sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
+    sub = _heard_again(sub, review)
     book.record(planned.run_id, sub, results, figures)
     return Outcome(sub, results, figures)
+
+
+def _heard_again(sub: Submission, review: list[str]) -> Submission:
+    """``sub`` with what was heard while its earlier grading ran (:mod:`grader.instructor.witnessed`)."""
+    heard = [f for f in review if f.startswith(WHERE + ":")]
+    return dataclasses.replace(sub, review=list(dict.fromkeys(sub.review + heard))) if heard else sub
 
 
 @dataclass

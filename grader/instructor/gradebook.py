@@ -401,6 +401,19 @@ class Gradebook:
             results = self._results(found[0], student)
         return results, self.figures(found[0], student)
 
+    def review_of_grading(
+        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
+    ) -> list[str]:
+        """The review findings recorded with :meth:`find_graded`'s grading (what was heard while it ran included)."""
+        found = self._latest_grading(student, sha256, suite_version, seed, devices)
+        if found is None:
+            return []
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT review FROM submissions WHERE run_id = ? AND student = ?", (found[0], student)
+            ).fetchone()
+        return _strings(row[0]) if row is not None else []
+
     # --- the class: its conditions, its roster, its latest gradings ----------------------------
 
     def _setting(self, key: str) -> str | None:

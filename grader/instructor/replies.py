@@ -106,12 +106,16 @@ def caps_for(trial: Any) -> Caps:
 
     Tensor data may be ``BLOB_MULTIPLE`` times the gold answers' size at 8 bytes
     an element (the widest dtype), and never less than ``MIN_BLOB_BYTES``;
-    tensors come back only from a trial not on the meta device, named ``out0`` ... in order.
+    tensors come back only from a trial not on the meta device, named ``out0`` ... in order, and each tensor
+    argument as the call left it (``in.<name>``, its own size more).
     """
     count = output_count(trial.call)
     expected = sum(int(gold.numel()) for gold in trial.golds) * 8
-    names = () if trial.device == "meta" else tuple(f"out{i}" for i in range(count))
-    return Caps(HEADER_BYTES, max(BLOB_MULTIPLE * expected, MIN_BLOB_BYTES) + BLOB_HEADER_BYTES, names, count)
+    inputs = [name for name, arg in trial.call.get("args", {}).items() if "tensor" in arg]
+    sent = sum(int(trial.tensors[trial.call["args"][name]["tensor"]].nbytes) for name in inputs)
+    names = () if trial.device == "meta" else (*(f"out{i}" for i in range(count)), *(f"in.{n}" for n in inputs))
+    blob = max(BLOB_MULTIPLE * expected, MIN_BLOB_BYTES) + sent + BLOB_HEADER_BYTES
+    return Caps(HEADER_BYTES, blob, names, count)
 
 
 # --- checking replies -----------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ in this kit's own folder (never the working directory's nor an environment varia
 cannot write; the child drops it from ``sys.path`` before learner code loads."""
 OUTPUT_KEPT = 64 * 1024
 END_SECONDS = 5.0  # how long a killed child may take to be gone before what it printed is read anyway
+WITNESS_KEPT = 16 * 1024  # of the witness pipe: its lines are few and short (grader.child.witness)
 RECLAIM_SECONDS = 60.0  # the most a guardian spends emptying one folder
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -212,7 +213,9 @@ class Child:
     capture: int | None = None
     folder: Folder | None = None
     pidfd: int | None = None
+    heard: int | None = None
     _printed: str | None = None
+    _witnessed: list[str] | None = None
 
     def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
         try:
@@ -275,6 +278,23 @@ class Child:
             text += f"\n[... {size - OUTPUT_KEPT} more bytes not kept]"
         return text
 
+    def witnessed(self) -> list[str]:
+        """The witness's lines (:mod:`grader.child.witness`), each once: this ends the child first.
+
+        Read from this process's end of the pipe once every writer is gone, at most
+        :data:`WITNESS_KEPT` bytes; a line the witness would not write is kept as it came, for the flag.
+        """
+        if self._witnessed is not None:
+            return self._witnessed
+        self._end()
+        if self.heard is None:
+            return []
+        data = b""
+        with contextlib.suppress(OSError):  # BlockingIOError: a writer the kill left (none should)
+            while len(data) < WITNESS_KEPT and (part := os.read(self.heard, WITNESS_KEPT - len(data))):
+                data += part
+        return list(dict.fromkeys(data.decode("utf-8", "replace").splitlines()))[:64]
+
     def _end(self) -> None:
         """Kill the process group, and wait (up to :data:`END_SECONDS`) until the child and its whole group are gone.
 
@@ -305,10 +325,11 @@ class Child:
             pass
         self.sock.close()
         self._printed = self.output()
-        for fd in (self.capture, self.pidfd):
+        self._witnessed = self.witnessed()
+        for fd in (self.capture, self.pidfd, self.heard):
             if fd is not None:
                 os.close(fd)
-        self.capture = self.pidfd = None
+        self.capture = self.pidfd = self.heard = None
         if self.folder is not None:
             self.folder.release()
 
@@ -451,18 +472,21 @@ class Template:
             deadline = time.monotonic() + limits.submission_seconds
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         capture = capture_file()  # the child's fds 1 and 2: its output.txt, with no name
+        heard, telling = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # the witness's lines (grader.child.witness)
         try:
             with self._lock:
                 if self._stopped:
                     raise RuntimeError("the sandbox template has stopped")
                 self._wait_ready()
-                socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno(), capture])
+                socket.send_fds(self._control, [json.dumps(config).encode()], [theirs.fileno(), capture, telling])
                 reply = self._control.recv(4096)
                 if not reply:
                     raise RuntimeError("the sandbox template has stopped")
                 pid = int(json.loads(reply)["pid"])
                 folder.watch(pid)
-                child = Child(pid, ours, workdir, limits, deadline, capture=capture, folder=folder, pidfd=_pidfd(pid))
+                child = Child(
+                    pid, ours, workdir, limits, deadline, capture=capture, folder=folder, pidfd=_pidfd(pid), heard=heard
+                )
                 self._live = {pid: c for pid, c in self._live.items() if not c.closed}
                 self._live[child.pid] = child
                 if self._stopped:  # stop() came while the template forked it
@@ -470,10 +494,12 @@ class Template:
         except BaseException:
             ours.close()
             os.close(capture)
+            os.close(heard)
             folder.release()
             raise
         finally:
             theirs.close()
+            os.close(telling)
         return child
 
     def isolation(self) -> str:

@@ -44,6 +44,7 @@ from grader.instructor.replies import (
 from grader.instructor.sandbox import OUTPUT_KEPT, Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
+from grader.instructor.witnessed import witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
 
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
@@ -75,6 +76,7 @@ class Stats:
     cuda_init_seconds: float | None = None  # CUDA start-up in the GPU child, where one ran
     output: str = ""  # what its learner processes printed, each in turn (the first OUTPUT_KEPT characters)
     printed: dict[str, str] = field(default_factory=dict)  # hook -> what its calls printed (PRINTED_PER_HOOK)
+    witnessed: list[str] = field(default_factory=list)  # the witness's lines of every learner process, each once
 
     def keep_printed(self, hook: str, text: str) -> None:
         """Add what one call of ``hook`` printed, up to :data:`PRINTED_PER_HOOK` characters per hook."""
@@ -92,6 +94,7 @@ class Stats:
         """Add what ``child`` printed (read before it is closed: closing removes its folder)."""
         if len(self.output) < OUTPUT_KEPT:
             self.output = (self.output + child.output())[:OUTPUT_KEPT]
+        self.witnessed = list(dict.fromkeys(self.witnessed + child.witnessed()))[:64]
 
 
 @dataclass
@@ -268,6 +271,9 @@ def grade_submission(
     finally:
         session.close()
     results = [result for i in sorted(done) for result in done[i]]
+    if stats.witnessed:  # heard while it ran: flagged beside what the scan read
+        review = list(dict.fromkeys([*submission.review, *witnessed_findings(stats.witnessed)]))
+        submission = dataclasses.replace(submission, review=review)
     source = LearnerSource.of(submission.files, (session.load_reply or {}).get("hooks"))
     return Outcome(submission, verdicts.named(results, source), verdicts.figures, stats)
 

@@ -316,9 +316,22 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
             problem = holds(trial, received, facts)
             if problem:
                 return FAILED, problem
-    if reply.get("inputs_unchanged") is False:
-        return FAILED, IN_PLACE
-    return PASSED, ""
+    return (FAILED, IN_PLACE) if trial.device != "meta" and _inputs_changed(trial, outputs) else (PASSED, "")
+
+
+def _inputs_changed(trial: Any, outputs: dict[str, Any]) -> bool:
+    """Whether a tensor argument came back (``in.<name>``) other than it was sent, byte for byte (or not at all)."""
+    import torch
+
+    for name, arg in trial.call.get("args", {}).items():
+        if "tensor" not in arg:
+            continue
+        sent, back = trial.tensors[arg["tensor"]], outputs.get(f"in.{name}")
+        if back is None or back.dtype != sent.dtype or back.shape != sent.shape:
+            return True
+        if not torch.equal(back.reshape(-1).view(torch.uint8), sent.reshape(-1).view(torch.uint8)):
+            return True
+    return False
 
 
 def case_note(trial: Any, reply: CallReply) -> str:

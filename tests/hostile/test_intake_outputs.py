@@ -260,6 +260,8 @@ def test_a_lie_gets_its_honest_points_or_is_flagged(lie_grades, lie):
     assert honest_review == [], "the honest version must not be flagged"
     assert lied <= truth or review, f"{lie}: {lied} points against {truth} honest, and not flagged"
     assert review, f"{lie} is not flagged"
+    if honest == "mutates_input":  # the inputs come back and are compared by the grader: the lie gains nothing
+        assert lied <= truth, f"{lie}: {lied} points against {truth} honest"
 
 
 # --- one run of `attnkit grade` on a hostile class: console, files, statuses ---------------------------------
@@ -356,7 +358,8 @@ def test_statuses_say_graded_review_or_error(hostile_run):
     assert status[alice_id] == status[escaped_id] == "graded"
     rubric = load_rubric()
     assert float(rows["alice"][-2]) == float(rows[alice_id][-2]) == rubric.max_total
-    assert float(rows["liar"][-2]) == rubric.max_total  # a flag never changes points
+    # the lie gains nothing (the grader compares the inputs sent back), and the flag takes nothing more
+    assert float(rows["liar"][-2]) == rubric.max_total - rubric.points["softmax_weights"]
     console = done.stdout.decode("utf-8")
     assert "flagged for review" in console and "liar: liar.py:" in console
     assert f"'Alice.py' was given the id '{alice_id}'" in console

@@ -74,6 +74,7 @@ from grader.instructor.submission_grading import grade_submission, limit_stored_
 from grader.instructor.suite import Suite, build_suite
 from grader.instructor.verdict import FAILED, PASSED, CaseResult
 from grader.registry import HOOK_NAMES, load_solution
+from grader.rules import IN_PLACE
 
 HERE = Path(__file__).resolve().parent
 KIT_ROOT = HERE.parents[1]
@@ -403,7 +404,7 @@ json_values = st.recursive(
     max_leaves=25,
 )  # fmt: skip
 reply_fields = st.sampled_from(
-    ["id", "ok", "error", "seconds", "banned", "inputs_unchanged", "results", "module", "peak_rss_kib"]
+    ["id", "ok", "error", "seconds", "banned", "spawned", "results", "module", "peak_rss_kib"]
 )
 nested_depth = st.integers(min_value=1, max_value=300_000)
 
@@ -533,7 +534,7 @@ def test_an_honest_reply_fit_to_its_declaration_always_decodes():
 @settings(max_examples=300, deadline=None)
 @given(field_name=reply_fields, value=json_values)
 def test_a_call_reply_with_any_field_replaced_fits_or_is_refused(field_name, value):
-    honest = {"id": 0, "ok": True, "seconds": 0.1, "banned": [], "inputs_unchanged": True, "peak_rss_kib": 5,
+    honest = {"id": 0, "ok": True, "seconds": 0.1, "banned": [], "spawned": [], "peak_rss_kib": 5,
               "results": [{"type": "torch.Tensor", "is_tensor": True, "exact_tensor": True, "dtype": "float32",
                            "shape": [2, 3], "device": "cpu", "contiguous": True}]}  # fmt: skip
     caps = Caps(1 << 18, 1 << 20, ("out0",), 1)
@@ -579,7 +580,8 @@ def test_caps_follow_what_the_call_returns(small_suite):
     runs = {(r.hook, r.device, r.case.name, r.dtype): r for r in small_suite.trials}
     train = runs[("attention_dropout", "cpu", "train-p=0.2", "float32")]
     caps = caps_for(train)
-    assert caps.outputs == ("out0", "out1", "out2") and caps.results == 3  # twice the same state, once another
+    assert caps.outputs == ("out0", "out1", "out2", "in.weights") and caps.results == 3  # twice one state, once another
+    # and the input back, as the call left it (the grader compares it with what it sent)
     assert caps.max_blob >= 4 * sum(g.numel() * 8 for g in train.golds)
     assert caps.max_header == 256 << 10
     meta = next(r for r in small_suite.trials if r.device == "meta")
@@ -825,7 +827,9 @@ def test_a_figure_whose_facts_claim_everything_still_fails_on_its_array():
     wrong = {"out0": torch.zeros_like(trial.golds[0])}
     status, message = judge(trial, reply, wrong)
     assert status == FAILED and message.startswith("the image's array: values differ"), message
-    assert judge(trial, reply, {"out0": trial.golds[0].clone()}) == (PASSED, "")
+    inputs = {f"in.{n}": trial.tensors[a["tensor"]].clone() for n, a in trial.call["args"].items() if "tensor" in a}
+    assert judge(trial, reply, {"out0": trial.golds[0].clone(), **inputs}) == (PASSED, "")
+    assert judge(trial, reply, {"out0": trial.golds[0].clone()}) == (FAILED, IN_PLACE)  # the inputs did not come back
     no_colorbar = validate_call_reply(_with_figure(colorbar=False), caps_for(trial))
     assert judge(trial, no_colorbar, {"out0": trial.golds[0].clone()})[1].startswith("the figure has no colorbar")
     not_a_figure = validate_call_reply({"id": 0, "ok": True, "results": [{"type": "builtins.dict"}]}, caps_for(trial))

@@ -31,7 +31,6 @@ def _payload(kind, call_id):
         "ok": True,
         "seconds": 0.01,
         "banned": [],
-        "inputs_unchanged": True,
         "peak_rss_kib": 1,
         "results": [
             {

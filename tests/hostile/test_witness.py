@@ -1,0 +1,239 @@
+"""The witness (``grader.child.witness``): what a learner's code does to its own process, heard where no reply can
+take it back.
+
+The invariant: code that reaches the child runtime by a route the review scan cannot read (a code runner, an
+unpickled payload, a module written at run time) is flagged ``(while graded)``; honest code never is (the
+corpus, in ``tests/test_learner_grading.py``, and the controls here).  And a process that silences the witness
+first (closes its pipe, puts another there, fills it) has the event refused, not unheard.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from grader.instructor.witnessed import FORGED, WHERE, witnessed_findings
+
+PAYLOAD = """
+import sys
+g = sys.modules["__main__"].serve_template.__globals__
+real = g["call_hook"]
+def lying(hooks, call, tensors):
+    reply, outputs = real(hooks, call, tensors)
+    reply["banned"] = []
+    return reply, outputs
+g["call_hook"] = lying
+"""
+"""Clears the banned-call list of every reply: ``torch.softmax`` in ``softmax_weights`` would go unseen."""
+
+HIDDEN = base64.b64encode(PAYLOAD.encode()).decode()
+BANNED = f"""
+import base64
+import torch
+
+TEXT = base64.b64decode("{HIDDEN}").decode()
+
+
+def softmax_weights(scores, dim=-1):
+    return torch.softmax(scores, dim=dim)
+
+"""
+
+RUNNERS = {
+    # runner -> (how the hand-in runs TEXT, the construct the witness must report)
+    "timeit": ("import timeit\ntimeit.timeit(TEXT, number=1)\n", "code made from text at run time (compile)"),
+    "interactive": (
+        "import code\ncode.InteractiveInterpreter().runsource(TEXT, symbol='exec')\n",
+        "code made from text at run time (compile)",
+    ),
+    "cprofile": ("import cProfile\ncProfile.run(TEXT)\n", "code made from text at run time (compile)"),
+    "numpy-pickle": (
+        textwrap.dedent(
+            """
+            import numpy as np
+
+
+            class Payload:
+                def __reduce__(self):
+                    return (__builtins__["ex" "ec"] if isinstance(__builtins__, dict) else __builtins__.exec, (TEXT,))
+
+
+            np.save("weights.npy", np.array([Payload()], dtype=object), allow_pickle=True)
+            np.load("weights.npy", allow_pickle=True)
+            """
+        ),
+        "unpickling at run time (pickle.find_class)",
+    ),
+    "written-module": (
+        "import pathlib\npathlib.Path(__file__).with_name('helpers_mod.py').write_text(TEXT)\nimport helpers_mod\n",
+        "code made from text at run time (compile)",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def graded_runners(tmp_path_factory):
+    """Each runner's hand-in and the honest banned one, graded for real (the cpu cases) in sandboxed children."""
+    from grader.instructor.intake import Submission, files_sha256
+    from grader.instructor.review_flags import scan_files
+    from grader.instructor.sandbox import Limits, Template
+    from grader.instructor.submission_grading import grade_submission
+    from grader.instructor.suite import build_suite
+
+    suite = build_suite(11, ("cpu",))
+    graded = {}
+    with Template() as template:
+        for name, source in {"honest": BANNED, **{r: BANNED + run for r, (run, _) in RUNNERS.items()}}.items():
+            files = {f"{name}.py": source}
+            sub = Submission(name, f"{name}.py", "py", files, f"{name}.py", files_sha256(files),
+                             review=scan_files(files))  # fmt: skip
+            outcome = grade_submission(sub, suite, template, Limits(call_seconds=10))
+            softmax = [r for r in outcome.results if r.hook == "softmax_weights"]
+            graded[name] = (outcome.submission.review, sum(r.status == "passed" for r in softmax), len(softmax))
+    return graded
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_lie_run_by_a_runner_the_scan_cannot_read_is_heard(graded_runners, runner):
+    review, _, _ = graded_runners[runner]
+    heard = [f for f in review if f.startswith(WHERE)]
+    assert f"{WHERE}:0: {RUNNERS[runner][1]}" in heard, review
+
+
+def test_the_honest_banned_call_is_caught_and_not_heard(graded_runners):
+    review, passed, cases = graded_runners["honest"]
+    assert passed == 0 < cases  # the recorder sees torch.softmax: the rule the payload would lift
+    assert not [f for f in review if f.startswith(WHERE)], review
+
+
+# --- the witness alone, in a fresh interpreter (an audit hook is for the life of its process) -----------------
+
+
+def run_witnessed(tmp_path, body: str) -> tuple[list[str], subprocess.CompletedProcess]:
+    """Run ``body`` as a submission's file under a witness on a pipe; the lines it wrote, and the process."""
+    submission = tmp_path / "work" / "submission"
+    submission.mkdir(parents=True)
+    learner = submission / "hand_in.py"
+    learner.write_text(textwrap.dedent(body), encoding="utf-8")
+    driver = textwrap.dedent(
+        f"""
+        import importlib.util, os, sys
+        from grader.child.witness import witness
+        fd = int(sys.argv[1])
+        witness(fd, {str(submission)!r}, [{str(learner)!r}])
+        spec = importlib.util.spec_from_file_location("hand_in", {str(learner)!r})
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        print("survived", getattr(module, "RESULT", None))
+        """
+    )
+    read, write = os.pipe()
+    done = subprocess.run([sys.executable, "-c", driver, str(write)], pass_fds=(write,), capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    os.close(write)
+    data = b""
+    while part := os.read(read, 65536):
+        data += part
+    os.close(read)
+    return data.decode().splitlines(), done
+
+
+HONEST = """
+import collections, dataclasses, enum, logging, traceback, typing, warnings, inspect
+import torch
+
+Pair = collections.namedtuple("Pair", "a b")
+class Shape(typing.NamedTuple):
+    rows: int
+T = typing.TypeVar("T")
+Colour = enum.Enum("Colour", "RED GREEN")
+@dataclasses.dataclass(frozen=True)
+class Config:
+    heads: int = 2
+logging.getLogger("attn").warning("a note")
+warnings.warn("careful")
+try:
+    raise ValueError("x")
+except ValueError:
+    traceback.format_exc()
+inspect.signature(torch.nn.Linear.__init__)
+import fractions, decimal, statistics  # libraries imported now, at the hand-in's top level
+torch.nn.MultiheadAttention(4, 2)(torch.ones(1, 3, 4), torch.ones(1, 3, 4), torch.ones(1, 3, 4))
+RESULT = "ok"
+"""
+
+
+def test_honest_code_writes_nothing(tmp_path):
+    lines, done = run_witnessed(tmp_path, HONEST)
+    assert done.returncode == 0 and "survived ok" in done.stdout, done.stderr
+    assert lines == []
+
+
+REACHES = {
+    "import sys\nsys._getframe(0)\n": "reaches-frames sys._getframe",
+    "import inspect\ninspect.currentframe()\n": "reaches-frames sys._getframe",
+    "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    e.__traceback__.tb_frame\n": (
+        "reaches-frames object.__getattr__"
+    ),
+    "import gc\ngc.get_objects()\n": "reaches-objects gc.get_objects",
+    "import sys\nsys.settrace(None)\n": "traces sys.settrace",
+    "import ctypes\nctypes.string_at(id(1), 8)\n": "ctypes ctypes.string_at",
+    "def f():\n    pass\nf.__code__ = (lambda: None).__code__\n": "replaces-code object.__setattr__",
+    "exec('RESULT = 1')\n": "runs-code compile",
+    "import marshal\nmarshal.loads(marshal.dumps(compile('1', 'x', 'eval')))\n": "runs-code marshal.loads",
+}
+
+
+@pytest.mark.parametrize("body", list(REACHES), ids=[v.replace(" ", "-") for v in REACHES.values()])
+def test_each_way_in_is_heard(tmp_path, body):
+    lines, done = run_witnessed(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert REACHES[body] in lines, lines
+
+
+SILENCED = {
+    "closed": "import os\nos.close(FD)\n",
+    "replaced": "import os\nr, w = os.pipe()\nos.dup2(w, FD)\n",
+    "filled": "import os\nos.set_blocking(FD, False)\ntry:\n    while True:\n        os.write(FD, b'x' * 4096)\n"
+              "except BlockingIOError:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("how", list(SILENCED))
+def test_a_silenced_witness_refuses_the_event(tmp_path, how):
+    body = "import sys\nFD = int(sys.argv[1])\n" + SILENCED[how] + "exec('RESULT = \"unheard\"')\n"
+    lines, done = run_witnessed(tmp_path, body)
+    assert done.returncode != 0 and "refused: the grader's witness of this process is gone" in done.stderr
+    assert "survived" not in done.stdout
+
+
+def test_lines_the_witness_does_not_write_are_a_finding_of_their_own():
+    assert witnessed_findings(["runs-code compile", "runs-code compile"]) == [
+        f"{WHERE}:0: code made from text at run time (compile)"
+    ]
+    forged = witnessed_findings(["graded fine", "reaches-frames compile", "ctypes ctypes.\u202e", "x" * 5000])
+    assert forged == [f"{WHERE}:0: {FORGED}"]
+
+
+def test_what_was_heard_stays_flagged_when_the_grading_is_reused(tmp_path):
+    """A second run into the same out folder reuses the recorded grading: the heard finding comes with it."""
+    from click.testing import CliRunner
+
+    from grader.cli import main
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "mallory.py").write_text(BANNED + RUNNERS["timeit"][0], encoding="utf-8")
+    out = tmp_path / "out"
+    statuses = []
+    for _ in range(2):
+        args = ["grade", str(klass), "--out", str(out), "--seed", "11", "--devices", "cpu", "--timeout", "10"]
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output[-2000:]
+        statuses.append((out / "grades.csv").read_text(encoding="utf-8").splitlines()[1].split(",")[1])
+    assert statuses == ["review: code made from text at run time (compile)"] * 2
