@@ -1,11 +1,11 @@
-"""What chunked_attention's long hidden case costs: Tq = Tk = 1024, d = 32, on the CPU.
+"""What chunked_attention's long hidden case costs: Tq = Tk = 1024, d = 16, on the CPU.
 
     python benchmarks/long_sequence_cost.py              # the reference and full attention sliced, 5 runs each
     python benchmarks/long_sequence_cost.py --runs 10
 
 Times one call of the case's inputs in this process, plainly and under the child runtime's measuring mode
-(the largest tensor created, what the long case asks the learner's process for), and prints the largest
-shape each one made.  The grader's limit for one call is ``Limits.call_seconds``.  A benchmark, not a test:
+(the peak memory held, what the long case asks the learner's process for), and prints the peak of elements
+each one held at once.  The grader's limit for one call is ``Limits.call_seconds``.  A benchmark, not a test:
 nothing here asserts a time.
 """
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(KIT))
 
 import torch  # noqa: E402
 
-from grader.child.call import _largest_tensor_mode  # noqa: E402
+from grader.child.call import _MemoryMeter  # noqa: E402
 from grader.instructor.cases import make_cases  # noqa: E402
 from grader.instructor.sandbox import Limits  # noqa: E402
 from solutions import reference  # noqa: E402
@@ -41,20 +41,20 @@ def main() -> None:
     solutions = {"reference": reference.chunked_attention, "full-attention-sliced": by_id("full-attention-sliced")}
     solutions["full-attention-sliced"] = solutions["full-attention-sliced"].overrides["chunked_attention"]
     for name, fn in solutions.items():
-        plain, measured, largest = [], [], ()
+        plain, measured, peak = [], [], 0
         for _ in range(runs):
             started = time.perf_counter()
             fn(**args)
             plain.append(time.perf_counter() - started)
-            mode = _largest_tensor_mode()
+            meter = _MemoryMeter()
             started = time.perf_counter()
-            with mode:
+            with meter:
                 fn(**args)
             measured.append(time.perf_counter() - started)
-            largest = tuple(mode.shape)
+            peak = meter.peak_elements
         print(
             f"{name:>22}: median {statistics.median(plain):.3f} s plain, {statistics.median(measured):.3f} s measured"
-            f" (max {max(measured):.3f} s); largest tensor {largest}"
+            f" (max {max(measured):.3f} s); held at its peak {peak:,} elements"
         )
 
 

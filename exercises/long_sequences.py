@@ -49,7 +49,8 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
     causal=True, query i is at position i + (Tk - Tq) among the keys and sees
     keys up to there: compare positions in the whole sequence, not inside a
     block.  A query that sees no key gives zeros, never NaN.  The grader
-    measures the largest tensor you create: nothing as large as (..., Tq, Tk).
+    measures the memory your tensors hold at once: never as much as one
+    (Tq, Tk) matrix of scores, even split up; and compute with torch only.
 
     Not allowed: F.scaled_dot_product_attention, nn.MultiheadAttention.
     """

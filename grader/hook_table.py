@@ -88,9 +88,8 @@ class HookRow:
     contiguous_result: bool = False
     """Its result must be a contiguous tensor (the hidden cases and the local check both hold it to that)."""
     bounded_memory: bool = False
-    """It must never hold a ``(..., Tq, Tk)`` tensor of its queries' and keys' scores, nor one batch-head's
-    ``(Tq, Tk)``: the hidden suite's long case and the local check measure the largest tensors it creates
-    (:func:`grader.rules.memory_problem`)."""
+    """It must never hold as much memory at once as one batch-head's ``(Tq, Tk)`` scores: the hidden suite's long
+    case and the local check measure the peak its tensors hold (:func:`grader.rules.memory_problem`)."""
 
     def __post_init__(self) -> None:
         where = f"grader/hook_table.py: the row of {self.hook!r}"

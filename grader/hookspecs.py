@@ -303,8 +303,9 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
     ``exp(score - max)`` and a running weighted sum of values; when the max
     grows, rescale both sums by ``exp(old_max - new_max)``.  Never hold a
     ``(..., Tq, Tk)`` tensor, not even one ``(Tq, Tk)`` batch-head at a time:
-    the grader measures the largest tensors created, in the calling thread
-    (long sequences: ``Tq = Tk = 1024``, ``d = 32``).  A query row with every
+    the grader measures the memory the call's tensors hold at once, in the
+    calling thread, and no value may leave torch (``Tensor.numpy``, ``tolist``)
+    (long sequences: ``Tq = Tk = 1024``, ``d = 16``).  A query row with every
     key masked gives zeros, never NaN.  Not allowed inside:
     ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
     """

@@ -5,10 +5,10 @@ hook table's list, recorded in the learner's process by the child runtime's
 recorder), a tensor built on the CPU whatever the input's device (found by a
 pass on the meta device: "will fail on a GPU"), an input changed in place, a
 dtype not kept, a result that is not exactly a ``torch.Tensor``, a
-non-contiguous result where the hook table asks for a contiguous one, a
-tensor as large as the full scores, or as one batch-head's ``(Tq, Tk)`` scores,
-where the table asks for bounded memory (the largest tensors created, recorded
-like the banned calls), a thread or a process started by the learner's code.  The
+non-contiguous result where the hook table asks for a contiguous one, as
+much memory held at once as one batch-head's whole ``(Tq, Tk)`` scores where the
+table asks for bounded memory (the peak of the tensors held, recorded like the
+banned calls), a thread or a process started by the learner's code.  The
 verdict (:mod:`grader.instructor.verdict`) and the hidden cases word those
 failures with the messages here.
 
@@ -50,7 +50,6 @@ __all__ = [
     "gpu_error_message",
     "is_device_error",
     "is_transpose",
-    "matrix_size",
     "memory_bound",
     "memory_problem",
     "not_a_figure_message",
@@ -132,23 +131,20 @@ def contiguous_message(hook: str) -> str:
 
 
 class MemoryRule(NamedTuple):
-    """The memory rule of one chunked call (:func:`memory_bound`): what no tensor the call creates may hold."""
+    """The memory rule of one chunked call (:func:`memory_bound`): how much the call may hold at once."""
 
-    bound: int | None
-    """The elements of the whole ``(..., Tq, Tk)`` scores: no tensor may hold as many (None: the rule cannot tell)."""
-    matrix: int | None
-    """``Tq * Tk``: no floating tensor's last two dims may hold as many, a whole score matrix of one batch-head."""
-    needed: tuple[int, ...]
-    """What a chunked version needs at most: ``(..., Tq, max(chunk, d, dv))``."""
+    bound: int
+    """``Tq * Tk``, one batch-head's whole score matrix: the elements (of any dtype) no call may hold at once."""
+    needed: int
+    """What a chunked version holds at its peak, in elements, for the message."""
+    block: tuple[int, ...]
+    """``(..., Tq, chunk)``: a block of scores, for the message."""
+    sums: tuple[int, ...]
+    """``(..., Tq, dv)``: the running mix of values, for the message."""
     scores: tuple[int, int]
     """``(Tq, Tk)``, for the message."""
-
-
-def matrix_size(shape: Any) -> int:
-    """What a tensor of ``shape`` holds of one matrix: the product of its last two dims (a 1-D tensor: its length)."""
-    import math
-
-    return math.prod(int(s) for s in list(shape)[-2:]) if len(shape) else 0
+    whole: int
+    """The elements of the whole ``(..., Tq, Tk)`` scores: what the GPU's peak is held to."""
 
 
 def memory_bound(
@@ -156,56 +152,76 @@ def memory_bound(
 ) -> MemoryRule | None:
     """The memory rule of a chunked exercise for these shapes, or None where it cannot tell a chunked version apart.
 
-    Two bounds, each where a chunked version stays below it.  The whole scores: no tensor the call
-    creates may hold ``prod(batch dims) * Tq * Tk`` elements (where the inputs, the output and the blocks
-    stay below that, and there are batch dims worth two or more: a ``(Tq, Tk)`` bool mask shared by every
-    batch-head then stays below it).  One batch-head's scores: no floating tensor the call creates may hold
-    ``Tq * Tk`` elements in its last two dims (:func:`matrix_size`): full attention computed one batch-head
-    at a time makes ``(Tq, Tk)`` scores, an online softmax ``(..., Tq, chunk)`` blocks, ``(..., Tq, dv)``
-    sums.  That one applies where every tensor a chunked version needs has last two dims below ``Tq * Tk``:
-    the queries and the output ``(Tq, d or dv)``, the keys and values ``(Tk, d or dv)``, a block ``(Tq, chunk)``.
-    Masks are not scores: bool and integer tensors count for the first bound only.
+    What is measured: the peak of the elements the call's tensors hold at once, beyond its inputs
+    (``grader.child.call._MemoryMeter``): every dtype counts, however the tensors are shaped or split.
+
+    The bound.  Full attention one batch-head at a time holds, at some step, the whole ``(Tq, Tk)`` scores of
+    one batch-head: ``Tq * Tk`` elements, whether in one tensor, renamed ``(Tq, 1, Tk)``, in two halves
+    held together or cast to integers.  So the bound is ``Tq * Tk``: a call that holds that many at once
+    had room for a whole score matrix of one batch-head, and fails.
+
+    What a chunked version needs.  It walks the keys in blocks of ``c = min(chunk_size, Tk)`` and holds at
+    its peak, for each of the ``n = prod(batch dims) * Tq`` query rows: a few blocks of scores (the scores,
+    masked, shifted, exponentiated: ``4c``), the running mix of values, the block's share of it, their sum
+    and the output (``4 dv``), the scaled queries and one more of their size (``2 d``):
+    ``needed = n * (4c + 4 dv + 2 d)`` (the reference, measured, holds 0.8 of that).
+
+    The rule applies where twice ``needed`` stays within the bound: room for a version that keeps twice
+    the temporaries.  Elsewhere (short sequences, one block, many batch-heads sharing short keys) a chunked
+    version and one batch-head's full scores cannot be told apart by memory, and the rule stands aside.
     """
     import math
 
     *batch, num_queries, dim = queries
     num_keys, value_dim = keys[-2], values[-1]
-    bound: int | None = math.prod(batch) * num_queries * num_keys
-    widest = max(min(max(chunk_size, 1), num_keys), dim, value_dim)
-    needed = (*batch, num_queries, widest)
-    sizes = [math.prod(queries), math.prod(keys), math.prod(values), math.prod(needed)]
-    if math.prod(batch) < 2 or max(sizes) >= bound:  # type: ignore[operator]
-        bound = None
-    matrix: int | None = num_queries * num_keys
-    if max(num_queries * widest, num_keys * max(dim, value_dim)) >= matrix:  # type: ignore[operator]
-        matrix = None
-    if bound is None and matrix is None:
+    block = min(max(chunk_size, 1), num_keys)
+    bound = num_queries * num_keys
+    needed = math.prod(batch) * num_queries * (4 * block + 4 * value_dim + 2 * dim)
+    if 2 * needed > bound:
         return None
-    return MemoryRule(bound, matrix, needed, (num_queries, num_keys))
+    whole = math.prod(batch) * bound
+    return MemoryRule(bound, needed, (*batch, num_queries, block), (*batch, num_queries, value_dim),
+                      (num_queries, num_keys), whole)  # fmt: skip
 
 
-def memory_problem(
-    largest: list[int] | None, op: str, rule: MemoryRule, matrix: list[int] | None = None, matrix_op: str = ""
-) -> str | None:
-    """The failure when what a chunked call created breaks :func:`memory_bound`'s rule, or None.
+def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) -> str | None:
+    """The failure when what a chunked call held breaks :func:`memory_bound`'s rule, or None.
 
-    ``largest``: the shape of the tensor with the most elements the call created (made by ``op``);
-    ``matrix``: the shape of the floating tensor with the widest last two dims (made by ``matrix_op``).
+    ``memory``: the call's record (``grader.child.wire.MemoryFacts``): the peak of elements and of bytes
+    held at once, the largest tensor at that peak (``largest``, made by ``op``), the calls that took values
+    out of torch (``converted``).  ``itemsize``: the bytes of one element of the queries' dtype, so that a
+    whole score matrix packed into wider elements (two float32 in one int64) breaks the rule too.
     """
     import math
 
-    advice = "walk the keys block by block, keeping a running max and sum"
-    if rule.bound is not None and largest is not None and math.prod(largest) >= rule.bound:
-        made = f", made by {op}" if op else ""
-        needed = _shape(rule.needed)
-        return f"your largest tensor: {_shape(largest)}{made}; a chunked version needs at most {needed}: {advice}"
-    if rule.matrix is not None and matrix is not None and matrix_size(matrix) >= rule.matrix:
-        made = f", made by {matrix_op}," if matrix_op else ""
-        tq, tk = rule.scores
+    converted = [str(c) for c in memory.get("converted") or []]
+    if converted:
         return (
-            f"your tensor {_shape(matrix)}{made} holds a whole ({tq}, {tk}) matrix of scores of one batch-head "
-            f"(even one batch-head at a time is too much); a chunked version needs at most {_shape(rule.needed)}: "
-            f"{advice}"
+            f"your call used {', '.join(converted)}: the grader measures the memory torch's tensors hold, and a "
+            "numpy array, a Python list or raw storage escapes it; compute with torch"
+        )
+    tq, tk = rule.scores
+    matrix = f"a whole ({tq}, {tk}) matrix of scores of one batch-head"
+    needs = f"a chunked version holds about {rule.needed:,} (blocks {_shape(rule.block)} and sums {_shape(rule.sums)})"
+    advice = "Walk the keys block by block, keeping a running max and sum"
+    peak, largest, op = int(memory.get("peak_elements") or 0), memory.get("largest"), str(memory.get("op") or "")
+    if peak >= rule.bound:
+        held = f"your call held at once as many elements as {matrix} or more: {peak:,} at its peak"
+        held += f" (the bound: {rule.bound:,})"
+        if largest is None:
+            return f"{held}; {needs}. {advice}"
+        made = f", made by {op}" if op else ""
+        if math.prod(largest) >= rule.bound:
+            alone = f"your tensor {_shape(largest)}{made}{',' if op else ''} holds that many alone"
+            return f"{held}; {alone}; {needs}. Which step needs all of it at once? {advice}"
+        some = f"though none of its tensors is that large (the largest: {_shape(largest)}{made})"
+        ask = "What do you still hold from earlier blocks when you make the next one?"
+        return f"{held}, {some}; {needs}. {ask} {advice}"
+    held_bytes = int(memory.get("peak_bytes") or 0)
+    if held_bytes >= rule.bound * itemsize:
+        return (
+            f"your call held at once as many bytes as {matrix} in the queries' dtype or more: {held_bytes:,} at its "
+            f"peak (the bound: {rule.bound * itemsize:,}), in elements wider than the queries'; {needs}. {advice}"
         )
     return None
 
@@ -419,7 +435,7 @@ class RuledSolution:
     def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
         import torch
 
-        from grader.child.call import _largest_tensor_mode, _recording_mode
+        from grader.child.call import _MemoryMeter, _recording_mode
         from grader.child.figures import recording_show
         from grader.registry import hook_signature
 
@@ -429,21 +445,19 @@ class RuledSolution:
         before = {k: v.clone() for k, v in arguments.items() if isinstance(v, torch.Tensor)}
         recorder = _recording_mode(list(row(hook).banned))
         rule = _memory_rule(hook, arguments)
-        largest: Any = _largest_tensor_mode() if rule else None
+        meter = _MemoryMeter() if rule else None
         figures = row(hook).output == "figure"
         shown: list[str] = []
         with (
             recorder,
-            largest if largest is not None else contextlib.nullcontext(),
+            meter if meter is not None else contextlib.nullcontext(),
             recording_show(shown) if figures else contextlib.nullcontext(),
         ):
             result = self.solution.call(hook, **arguments)
         if recorder.seen or shown:
             raise RuleBroken(banned_message(hook, recorder.seen + shown))
-        if rule and largest is not None:
-            largest.settle()
-            shape = largest.shape if largest.elements >= 0 else None
-            self._note(memory_problem(shape, largest.op, rule, largest.matrix or None, largest.matrix_op))
+        if rule and meter is not None:
+            self._note(memory_problem(meter.facts(), rule, arguments["queries"].element_size()))
         if figures:
             self._note(self._figure_problem(result, arguments))
         elif isinstance(result, torch.nn.Module):

@@ -149,7 +149,7 @@ RULE_BREAKERS = {
         "    w = w / w.sum(-1, keepdim=True).clamp_min(1e-30)\n"
         "    return sum(w[..., i : i + chunk_size] @ values[..., i : i + chunk_size, :]\n"
         "               for i in range(0, keys.shape[-2], chunk_size))\n",
-        "your largest tensor: ",
+        "your call held at once as many elements as a whole ",
     ),
     "plot-shows": (
         "plot_attention",

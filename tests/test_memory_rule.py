@@ -1,13 +1,16 @@
 """The memory rule of chunked_attention: measured in the learner's process, judged on the trusted side.
 
-* the child runtime's mode records the largest tensor any op creates (views and in-place results hold no
-  new memory; a view of the largest renames its shape), only for calls that ask (``measure_memory``);
+* the child runtime's meter records the peak of the elements (and bytes) the call's tensors hold at once,
+  beyond its inputs: every dtype, new storages only (views and in-place results hold no new memory), each
+  until it is freed; and the calls that take values out of torch (``Tensor.numpy``, ``tolist`` …); only for
+  calls that ask (``measure_memory``);
 * the reply's ``memory`` field is declared and checked like every other field;
-* :func:`grader.rules.memory_bound` applies only where a chunked version stays below the bound, inputs
-  and output included;
-* end to end, in the sandboxed child: full attention sliced after the fact keeps every value case and
-  fails the long case naming its largest tensor; Alice's online softmax passes every case, on the CPU,
-  within the grader's own call time limit (a slower call times out and fails);
+* :func:`grader.rules.memory_bound`: one batch-head's whole ``(Tq, Tk)`` scores never fit under the bound,
+  and the rule applies only where a chunked version, with room to spare, stays below it;
+* the red team's evasions, each once full marks while holding a whole ``(Tq, Tk)`` of one batch-head, fail
+  the long case: the scores renamed ``(Tq, 1, Tk)`` by matmul (m1), computed in numpy (m2), held as two
+  halves (m3), held as integers (m9); honest chunked versions pass (Alice's, the exercise's sketch, two
+  passes, a loop over the batch-heads), on the CPU, within the grader's own call time limit;
 * ``attnkit check``'s rules hold a local run to the same rule.
 """
 
@@ -17,10 +20,11 @@ import sys
 import types
 
 import learner_code
+import numpy as np
 import pytest
 import torch
 
-from grader.child.call import _largest_tensor_mode, call_hook
+from grader.child.call import _MemoryMeter, call_hook
 from grader.instructor.cases import LONG, make_cases, memory_rule
 from grader.instructor.intake import read_submission
 from grader.instructor.replies import CallReply, MalformedReply, decode
@@ -29,46 +33,119 @@ from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import Suite, build_suite
 from grader.instructor.verdict import FAILED, PASSED
 from grader.registry import adopt
-from grader.rules import RuledSolution, memory_bound, memory_problem
+from grader.rules import MemoryRule, RuledSolution, memory_bound, memory_problem
 from solutions import reference
 from solutions.mistakes import by_id, mistake_solution
 
 HOOK = "chunked_attention"
 LIMITS = Limits()  # the grader's own limits: the long cases must fit the default call time
 BATCH, HEADS, TOKENS, D, DV, CHUNK = LONG
+SHAPES = ((BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, DV))
+MATRIX = TOKENS * TOKENS  # one batch-head's scores
+EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and scored full marks
+    "m1": "scores_renamed",
+    "m2": "scores_in_numpy",
+    "m3": "scores_in_halves",
+    "m9": "scores_as_integers",
+}
+HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head"]  # and Alice's own (None)
 
 
-def largest(fn, *args):
-    mode = _largest_tensor_mode()
-    with mode:
+def measured(fn, *args):
+    meter = _MemoryMeter()
+    with meter:
         fn(*args)
-    return tuple(mode.shape), mode.op
+    return meter
 
 
-def long_inputs(tokens=256):
+def long_inputs(tokens=TOKENS):
     gen = torch.Generator().manual_seed(0)
     q, k = (torch.randn(BATCH, HEADS, tokens, D, generator=gen) for _ in range(2))
     return q, k, torch.randn(BATCH, HEADS, tokens, DV, generator=gen)
 
 
-# --- the measuring mode --------------------------------------------------------------------------------
+def snippet_hook(snippet):
+    """The snippet's chunked_attention, run in this process (Alice's own is the reference here)."""
+    namespace: dict = {"_alice_chunked_attention": reference.chunked_attention}
+    exec(compile((learner_code.SNIPPETS / f"{snippet}.py").read_text(), snippet, "exec"), namespace)
+    return namespace[HOOK]
+
+
+# --- the meter --------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
-def test_the_mode_sees_the_full_scores_and_the_blocks(causal):
+def test_the_meter_sees_the_full_scores_and_the_blocks(causal):
     q, k, v = long_inputs()
-    full = by_id("full-attention-sliced").overrides[HOOK]
-    assert largest(full, q, k, v, CHUNK, causal)[0] == (BATCH, HEADS, 256, 256)  # the shape matmul returns
-    shape, op = largest(reference.chunked_attention, q, k, v, CHUNK, causal)
-    assert shape == (BATCH, HEADS, 256, CHUNK) and op
+    sliced = measured(by_id("full-attention-sliced").overrides[HOOK], q, k, v, CHUNK, causal)
+    assert sliced.peak_elements >= BATCH * HEADS * MATRIX and sliced.largest == [BATCH, HEADS, TOKENS, TOKENS]
+    online = measured(reference.chunked_attention, q, k, v, CHUNK, causal)
+    assert BATCH * HEADS * TOKENS * DV <= online.peak_elements < MATRIX // 2  # the output, at least; far below
+    assert online.peak_bytes == pytest.approx(4 * online.peak_elements, rel=0.01)  # float32, bar a few masks
 
 
 def test_views_and_in_place_results_hold_no_new_memory():
     x = torch.randn(4, 8)
-    assert largest(lambda t: t.expand(100, 4, 8).transpose(0, 1), x) == ((), "")  # views only: nothing created
-    assert largest(lambda t: t.clone().mul_(2).add_(1), x) == ((4, 8), "clone")  # in place: the clone, still
-    assert largest(lambda t: (t @ t.T).view(2, 8), x)[0] == (4, 4)  # a view of the learner's own: no new name
-    assert largest(lambda t: t.expand(3, 4, 8) @ t.T, x)[0] == (3, 4, 4)  # matmul's (12, 4) result, as returned
+    assert measured(lambda t: t.expand(100, 4, 8).transpose(0, 1)[0].unsqueeze(0), x).peak_elements == 0
+    assert measured(lambda t: t.clone().mul_(2).add_(1).T.contiguous().T, x).peak_elements == 2 * 32  # 2 copies
+    assert measured(lambda t: (t @ t.T).view(2, 8), x).peak_elements == 16
+    meter = measured(lambda a, b: a @ b.T, torch.randn(2, 3, 4, 8), x)  # one (24, 4) mm, handed back (2, 3, 4, 4)
+    assert (meter.peak_elements, meter.largest, meter.op) == (96, [2, 3, 4, 4], "mm")
+
+
+def test_a_tensor_counts_until_its_storage_is_freed():
+    x = torch.randn(64, 64)
+
+    def one_at_a_time(t):
+        for _ in range(10):
+            t * 2  # made and dropped: one (64, 64) at a time
+
+    def all_kept(t):
+        return [t * 2 for _ in range(10)]
+
+    def a_view_keeps_it(t):
+        rows = [(t * 2)[:1] for _ in range(10)]  # each a (1, 64) view of a whole (64, 64)
+        return rows
+
+    assert measured(one_at_a_time, x).peak_elements == 64 * 64
+    assert measured(all_kept, x).peak_elements == 10 * 64 * 64
+    assert measured(a_view_keeps_it, x).peak_elements == 10 * 64 * 64
+    meter = measured(lambda t: (t * 2, t * 3), x)
+    assert meter.elements == 0 and meter.peak_elements == 2 * 64 * 64  # nothing left once the results go
+
+
+def test_every_dtype_counts_and_a_narrower_view_counts_its_elements():
+    x = torch.randn(32, 32)
+    assert measured(lambda t: (t * 1e6).to(torch.int64), x).peak_elements == 2 * 32 * 32  # the float, the int
+    assert measured(lambda t: t > 0, x).peak_elements == 32 * 32  # a bool mask: 1024 elements, 1024 bytes
+    assert measured(lambda t: t > 0, x).peak_bytes == 32 * 32
+    wide = measured(lambda t: torch.zeros(32, 16, dtype=torch.float64).view(torch.float32), x)
+    assert (wide.peak_elements, wide.peak_bytes) == (32 * 32, 4 * 32 * 32)  # 512 float64 seen as 1024 float32
+
+
+def test_what_a_storage_grows_by_counts_even_one_made_before_the_call():
+    a, b = torch.randn(64, 8), torch.randn(8, 64)
+    early = torch.empty(0)  # made before the call: its growth is the call's
+    assert measured(lambda: torch.mm(a, b, out=early)).peak_elements == 64 * 64
+    assert measured(lambda: torch.empty(0).resize_(64, 64).copy_(a @ b)).peak_elements == 2 * 64 * 64
+    assert measured(lambda: a.add_(1)).peak_elements == 0  # an input changed in place holds nothing new
+
+
+@pytest.mark.parametrize(
+    "convert, name",
+    [
+        (lambda t: t.numpy(), "Tensor.numpy"),
+        (lambda t: np.asarray(t), "Tensor.__array__"),
+        (lambda t: t.tolist(), "Tensor.tolist"),
+        (lambda t: np.from_dlpack(t), "Tensor.__dlpack__"),
+        (lambda t: bytes(t.untyped_storage()), "Tensor.untyped_storage"),
+    ],
+    ids=["numpy", "asarray", "tolist", "dlpack", "storage"],
+)
+def test_the_meter_notes_every_value_taken_out_of_torch(convert, name):
+    meter = measured(convert, torch.randn(3, 4))
+    assert meter.converted == [name]
+    assert measured(lambda t: (t.sum().item(), repr(t), t.shape), torch.randn(3, 4)).converted == []
 
 
 def test_only_calls_that_ask_are_measured():
@@ -79,23 +156,26 @@ def test_only_calls_that_ask_are_measured():
     call = {"id": 0, "hook": HOOK, "args": args, "banned": []}
     plain, _ = call_hook({HOOK: reference.chunked_attention}, call, tensors)
     assert plain["ok"] and "memory" not in plain
-    measured, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True), tensors)
-    assert measured["memory"]["largest"] == [BATCH, HEADS, 16, DV]  # the running mix of values: wider than a block
+    reply, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True), tensors)
+    memory = decode(reply, CallReply, "reply")["memory"]  # as the trusted side reads it
+    assert memory["largest"] == [BATCH, HEADS, 16, DV] and memory["converted"] == []  # the running mix of values
+    assert memory["peak_elements"] >= BATCH * HEADS * 16 * DV and memory["peak_bytes"] >= 4 * memory["peak_elements"]
     meta, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True, device="meta"), tensors)
     assert meta["ok"] and "memory" not in meta  # nothing is allocated on the meta device
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: the peak of GPU memory is not read")
 def test_on_cuda_the_peak_memory_is_reported_too():
-    q, k, v = (t.cuda() for t in long_inputs(TOKENS))
+    q, k, v = (t.cuda() for t in long_inputs())
     tensors = {"q": q, "k": k, "v": v}
     args = {"queries": {"tensor": "q"}, "keys": {"tensor": "k"}, "values": {"tensor": "v"},
             "chunk_size": {"value": CHUNK}, "causal": {"value": True}}  # fmt: skip
     call = {"id": 0, "hook": HOOK, "args": args, "banned": [], "measure_memory": True, "device": "cuda"}
-    full_bytes = BATCH * HEADS * TOKENS * TOKENS * 4
+    full_bytes = BATCH * HEADS * MATRIX * 4
     chunked, _ = call_hook({HOOK: reference.chunked_attention}, call, tensors)
     sliced, _ = call_hook({HOOK: by_id("full-attention-sliced").overrides[HOOK]}, call, tensors)
     assert 0 < chunked["memory"]["cuda_peak_bytes"] < full_bytes <= sliced["memory"]["cuda_peak_bytes"]
+    assert chunked["memory"]["peak_elements"] < MATRIX <= sliced["memory"]["peak_elements"]  # the meter, on CUDA
 
 
 # --- the reply's field -----------------------------------------------------------------------------------
@@ -109,92 +189,139 @@ def test_on_cuda_the_peak_memory_is_reported_too():
         ({"largest": [2.5]}, "expected `int`, got `float`"),
         ({"largest": [True]}, "expected `int`, got `bool`"),
         ({"largest": [2**60]}, "reply.memory.largest[0]: expected `int` <="),
+        ({"peak_elements": -1}, "reply.memory.peak_elements"),
+        ({"peak_elements": True}, "reply.memory.peak_elements"),
+        ({"peak_bytes": 2**60}, "reply.memory.peak_bytes"),
+        ({"converted": ["Tensor.numpy"] * 17}, "reply.memory.converted"),
+        ({"converted": "Tensor.numpy"}, "reply.memory.converted"),
         ({"cuda_peak_bytes": -1}, "reply.memory.cuda_peak_bytes"),
         ({"cuda_peak_bytes": float("nan")}, "reply.memory.cuda_peak_bytes"),
         ({"op": ["bmm"]}, "reply.memory.op: expected `str`"),
     ],
-    ids=["negative", "too-many-dims", "fraction", "bool", "huge", "negative-bytes", "nan-bytes", "op-not-text"],
-)
+    ids=["negative", "too-many-dims", "fraction", "bool", "huge", "negative-peak", "bool-peak", "huge-bytes",
+         "many-conversions", "conversions-not-a-list", "negative-bytes", "nan-bytes", "op-not-text"],
+)  # fmt: skip
 def test_the_reply_schema_refuses_a_forged_memory_record(memory, problem):
     with pytest.raises(MalformedReply, match=problem.replace("[", r"\[").replace("]", r"\]")):
         decode({"id": 0, "memory": memory}, CallReply, "reply")
 
 
 def test_the_reply_schema_keeps_a_well_formed_memory_record():
-    memory = {"largest": [2, 4, 1024, 64], "op": "x" * 100, "cuda_peak_bytes": None, "extra": 1}
+    memory = {"peak_elements": 3, "peak_bytes": 12, "largest": [2, 4, 1024, 64], "op": "x" * 100,
+              "converted": ["Tensor.numpy"], "cuda_peak_bytes": None, "extra": 1}  # fmt: skip
     kept = decode({"id": 0, "memory": memory}, CallReply, "reply")["memory"]
     assert kept["largest"] == [2, 4, 1024, 64] and len(kept["op"]) == 100 and "extra" not in kept
+    assert (kept["peak_elements"], kept["peak_bytes"], kept["converted"]) == (3, 12, ["Tensor.numpy"])
 
 
 # --- the bound ---------------------------------------------------------------------------------------------
 
 
-def test_the_bound_of_the_long_case_and_its_message():
-    rule = memory_bound((BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, DV), CHUNK)
-    assert rule == (BATCH * HEADS * TOKENS * TOKENS, TOKENS * TOKENS, (BATCH, HEADS, TOKENS, CHUNK), (TOKENS, TOKENS))
-    message = memory_problem([BATCH, HEADS, TOKENS, TOKENS], "bmm", rule)
-    assert message.startswith(f"your largest tensor: ({BATCH}, {HEADS}, {TOKENS}, {TOKENS}), made by bmm; a chunked "
-                              f"version needs at most ({BATCH}, {HEADS}, {TOKENS}, {CHUNK})")  # fmt: skip
-    issue = memory_bound((2, 4, 1024, 32), (2, 4, 1024, 32), (2, 4, 1024, 32), 64)
-    assert memory_problem([2, 4, 1024, 1024], "", issue).startswith(
-        "your largest tensor: (2, 4, 1024, 1024); a chunked version needs at most (2, 4, 1024, 64)"
-    )  # the issue's example, worded as the issue words it
-    assert memory_problem([BATCH * HEADS, TOKENS, TOKENS - 1], "bmm", rule) is None  # just below the bound
-    assert memory_problem([BATCH * HEADS, TOKENS, TOKENS], "", rule) is not None  # the bound itself fails
+def facts(peak, largest=None, op="", peak_bytes=0, converted=()):
+    return {"peak_elements": peak, "peak_bytes": peak_bytes, "largest": largest, "op": op, "converted": list(converted)}
 
 
-def test_one_batch_heads_scores_break_the_rule_whatever_the_batch():
-    rule = memory_bound((BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, DV), CHUNK)
-    small = [BATCH, HEADS, TOKENS, DV]  # the largest by elements: the running sums, well below the whole scores
-    message = memory_problem(small, "mul", rule, [TOKENS, TOKENS], "mm")
-    assert message.startswith(f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds a whole ({TOKENS}, {TOKENS}) ")
-    assert f"needs at most ({BATCH}, {HEADS}, {TOKENS}, {CHUNK})" in message
-    assert memory_problem(small, "mul", rule, [TOKENS * TOKENS], "mm") is not None  # flattened: the same matrix
-    # the rule reads dims: one head's scores split over a batch dim look like the blocks of many heads
-    assert memory_problem(small, "mul", rule, [2, TOKENS, TOKENS // 2], "bmm") is None
-    assert memory_problem(small, "mul", rule, [TOKENS, TOKENS - 1], "mm") is None  # one key short of a whole matrix
-    assert memory_problem(small, "mul", rule, [BATCH, HEADS, TOKENS, CHUNK], "bmm") is None  # the blocks
-    assert memory_problem(small, "mul", rule, None, "") is None
+def test_the_bound_of_the_long_case_and_its_messages():
+    rule = memory_bound(*SHAPES, CHUNK)
+    needed = BATCH * HEADS * TOKENS * (4 * CHUNK + 4 * DV + 2 * D)  # worked out by hand: memory_bound's docstring
+    block, sums = (BATCH, HEADS, TOKENS, CHUNK), (BATCH, HEADS, TOKENS, DV)
+    assert rule == MemoryRule(MATRIX, needed, block, sums, (TOKENS, TOKENS), BATCH * HEADS * MATRIX)
+    assert 2 * needed <= MATRIX  # the long case leaves a chunked version room for twice its temporaries
+    one = memory_problem(facts(MATRIX + 5, [TOKENS, 1, TOKENS], "mm"), rule)
+    assert one == (
+        f"your call held at once as many elements as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head "
+        f"or more: {MATRIX + 5:,} at its peak (the bound: {MATRIX:,}); your tensor ({TOKENS}, 1, {TOKENS}), made by "
+        f"mm, holds that many alone; a chunked version holds about {needed:,} (blocks {block} and sums {sums}). "
+        "Which step needs all of it at once? Walk the keys block by block, keeping a running max and sum"
+    )
+    two = memory_problem(facts(MATRIX, [TOKENS, TOKENS // 2], "mm"), rule)  # the bound itself fails
+    assert f"though none of its tensors is that large (the largest: ({TOKENS}, {TOKENS // 2}), made by mm)" in two
+    assert "What do you still hold from earlier blocks when you make the next one?" in two
+    assert memory_problem(facts(MATRIX - 1, [TOKENS, TOKENS - 1], "mm", 4 * (MATRIX - 1)), rule) is None  # just below
+    packed = memory_problem(facts(MATRIX // 2, [TOKENS, TOKENS // 2], "bitwise_or", 4 * MATRIX), rule)
+    assert packed.startswith("your call held at once as many bytes as a whole") and "(the bound: 4,194,304)" in packed
+    assert memory_problem(facts(MATRIX // 2, None, "", 4 * MATRIX), rule, itemsize=8) is None  # float64 queries
+    numpy = memory_problem(facts(0, converted=["Tensor.numpy", "Tensor.__array__"]), rule)
+    assert numpy == (
+        "your call used Tensor.numpy, Tensor.__array__: the grader measures the memory torch's tensors hold, and a "
+        "numpy array, a Python list or raw storage escapes it; compute with torch"
+    )
 
 
 @pytest.mark.parametrize(
     "shapes",
     [
-        ((2, 5, 4), (2, 4, 4), (2, 4, 2), 2),
-        ((2, 8, 4), (2, 8, 4), (2, 8, 3), 8),
-        ((2, 8, 16), (2, 64, 16), (2, 64, 4), 4),
+        ((2, 5, 4), (2, 8, 4), (2, 8, 3), 3),  # the public cases' small shapes
+        ((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 1024),  # one block: the whole row at once
+        ((8, 2, 1024, 16), (8, 2, 1024, 16), (8, 2, 1024, 24), 8),  # sixteen batch-heads of blocks outweigh one matrix
+        ((1024, 16), (1024, 16), (1024, 200), 8),  # values so wide their sums outweigh the scores
     ],
-    ids=["d-as-wide-as-Tk", "one-block", "keys-as-large-as-the-scores"],
+    ids=["small", "one-block", "many-batch-heads", "wide-values"],
 )
-def test_the_rule_stands_aside_where_a_chunked_version_cannot_stay_below(shapes):
+def test_the_rule_stands_aside_where_a_chunked_version_has_no_room_below_it(shapes):
     assert memory_bound(*shapes) is None
 
 
-@pytest.mark.parametrize(
-    "shapes, whole, matrix",
-    [
-        (((1, 16, 8), (1, 64, 8), (1, 64, 4), 4), False, True),  # one batch-head: the whole scores are its own
-        (((64, 16), (64, 16), (64, 8), 4), False, True),  # no batch: the whole scores are one batch-head's
-        (((4, 8, 2), (4, 8, 2), (4, 8, 2), 2), True, True),  # wherever the whole scores tell, one head's do too
-    ],
-    ids=["one-batch-head", "unbatched", "both"],
-)
-def test_each_bound_applies_where_a_chunked_version_stays_below_it(shapes, whole, matrix):
-    rule = memory_bound(*shapes)
-    assert rule is not None and (rule.bound is not None, rule.matrix is not None) == (whole, matrix)
+def test_the_rule_applies_unbatched_and_for_the_public_long_test():
+    unbatched = memory_bound((1024, 16), (1024, 16), (1024, 24), 8)
+    assert unbatched is not None and unbatched.bound == MATRIX and unbatched.whole == MATRIX
+    public = memory_bound((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 8)  # exercises/test_long_sequences.py
+    assert public is not None and public.bound == MATRIX and public.needed == memory_bound(*SHAPES, CHUNK).needed
 
 
 def test_only_the_long_cases_measure_and_their_inputs_stay_below_the_bound():
     cases = [c for c in make_cases(0) if c.hook == HOOK]
-    measured = [c for c in cases if c.measure_memory]
-    assert [(c.name, c.args["causal"], c.dtypes) for c in measured] == [("long", True, ("float32",))]
-    for case in measured:
+    measured_cases = [c for c in cases if c.measure_memory]
+    assert [(c.name, c.args["causal"], c.dtypes) for c in measured_cases] == [("long", True, ("float32",))]
+    for case in measured_cases:
         rule = memory_rule(case)
-        sizes = [case.args[n].numel() for n in ("queries", "keys", "values")] + [BATCH * HEADS * TOKENS * DV]
-        assert max(sizes) < rule.bound, case.name  # the inputs and the output are never the tensor to blame
-        assert max(TOKENS * D, TOKENS * DV, TOKENS * CHUNK) < rule.matrix, case.name  # nor one head of them
-        assert case.args["queries"].shape[-2:] == (TOKENS, D) and case.args["keys"].shape[-2] == TOKENS
-    assert all(not c.measure_memory for c in cases if c not in measured)
+        assert tuple(case.args["queries"].shape) == SHAPES[0] and case.args["chunk_size"] == CHUNK
+        assert rule is not None and rule.bound == MATRIX
+        assert BATCH * HEADS * TOKENS * DV < rule.needed < rule.bound  # the output alone never breaks it
+    assert all(not c.measure_memory for c in cases if c not in measured_cases)
+
+
+# --- the evasions and honest versions, in this process --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_case():
+    q, k, v = long_inputs()
+    gold = reference.chunked_attention(q.double(), k.double(), v.double(), CHUNK, True)
+    return q, k, v, gold
+
+
+@pytest.mark.parametrize("evasion", list(EVASIONS), ids=list(EVASIONS))
+def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
+    q, k, v, gold = long_case
+    meter = _MemoryMeter()
+    with meter:
+        out = snippet_hook(EVASIONS[evasion])(q, k, v, CHUNK, True)
+    torch.testing.assert_close(out.double(), gold, rtol=1e-5, atol=1e-5)  # right values: the memory is the catch
+    problem = memory_problem(meter.facts(), memory_bound(*SHAPES, CHUNK))
+    if evasion == "m2":
+        assert problem.startswith("your call used Tensor.numpy, Tensor.__array__: "), problem
+    else:
+        assert meter.peak_elements >= MATRIX, evasion
+        assert problem.startswith("your call held at once as many elements as a whole"), problem
+
+
+@pytest.mark.parametrize("snippet", [None, *HONEST], ids=["alice", *HONEST])
+def test_honest_chunked_versions_stay_well_below_the_bound(snippet, long_case):
+    q, k, v, gold = long_case
+    hook = snippet_hook(snippet) if snippet else learner_hook_of_alice()
+    meter = _MemoryMeter()
+    with meter:
+        out = hook(q, k, v, CHUNK, True)
+    torch.testing.assert_close(out.double(), gold, rtol=1e-5, atol=1e-5)
+    assert meter.converted == [] and meter.peak_elements < MATRIX // 2, meter.facts()  # room to spare
+    assert memory_problem(meter.facts(), memory_bound(*SHAPES, CHUNK)) is None
+
+
+def learner_hook_of_alice():
+    namespace: dict = {}
+    exec(compile(learner_code.alice_with(None), "alice", "exec"), namespace)
+    return namespace[HOOK]
 
 
 # --- end to end, in the sandboxed child -------------------------------------------------------------------
@@ -223,60 +350,55 @@ def graded(tmp_path, snippet, suite, template):
     return grade_submission(submission, suite, template, LIMITS).results
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
+def failed_cases(results):
+    return {(r.case, r.dtype): r.message for r in results if r.status != PASSED}
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
+
+
+@linux_only
 def test_full_attention_sliced_keeps_the_values_and_fails_the_memory_cases(tmp_path, chunked_suite, template):
     results = graded(tmp_path, "full_attention_sliced", chunked_suite, template)
-    failed = {(r.case, r.dtype): r.message for r in results if r.status != PASSED}
+    failed = failed_cases(results)
     assert set(failed) == {("long", "float32")}
-    for message in failed.values():
-        assert f"your largest tensor: ({BATCH}, {HEADS}, {TOKENS}, {TOKENS}), made by " in message, message
-        assert f"a chunked version needs at most ({BATCH}, {HEADS}, {TOKENS}, {CHUNK})" in message
+    message = failed["long", "float32"]
+    assert "your call held at once as many elements as a whole (1024, 1024) matrix" in message, message
+    assert f"your tensor ({BATCH}, {HEADS}, {TOKENS}, {TOKENS}), made by " in message
     assert [r for r in results if r.status == FAILED and not r.case.startswith("long")] == []
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
-def test_an_online_softmax_passes_the_long_cases_within_the_call_limit(tmp_path, chunked_suite, template):
-    results = graded(tmp_path, None, chunked_suite, template)
+@linux_only
+def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path, chunked_suite, template):
+    failed = failed_cases(graded(tmp_path, "full_attention_per_head", chunked_suite, template))
+    assert set(failed) == {("long", "float32")}, failed  # right values everywhere else
+    assert f"your tensor ({TOKENS}, {TOKENS}), made by " in failed["long", "float32"]
+
+
+@linux_only
+@pytest.mark.parametrize(
+    "evasion, phrase",
+    [
+        ("m1", f"your tensor ({TOKENS}, 1, {TOKENS}), made by "),
+        ("m2", "your call used Tensor.numpy, Tensor.__array__: the grader measures the memory torch's tensors hold"),
+        ("m3", f"though none of its tensors is that large (the largest: ({TOKENS}, {TOKENS // 2}), made by mm)"),
+        ("m9", f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds that many alone"),
+    ],
+    ids=list(EVASIONS),
+)
+def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suite, template, evasion, phrase):
+    failed = failed_cases(graded(tmp_path, EVASIONS[evasion], chunked_suite, template))
+    assert set(failed) == {("long", "float32")}, failed  # full marks but for the memory rule
+    assert phrase in failed["long", "float32"], failed["long", "float32"]
+
+
+@linux_only
+@pytest.mark.parametrize("snippet", [None, *HONEST], ids=["alice", *HONEST])
+def test_honest_chunked_versions_pass_the_long_case_within_the_call_limit(tmp_path, chunked_suite, template, snippet):
+    results = graded(tmp_path, snippet, chunked_suite, template)
     assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
     assert [r.case for r in results if r.case.startswith("long")] == ["long"]  # passed: inside the call's time limit
     # its time: python benchmarks/long_sequence_cost.py (a benchmark, never a timed assertion)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
-def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path, chunked_suite, template):
-    results = graded(tmp_path, "full_attention_per_head", chunked_suite, template)
-    failed = {(r.case, r.dtype): r.message for r in results if r.status != PASSED}
-    assert set(failed) == {("long", "float32")}, failed  # right values everywhere else
-    assert f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds a whole " in failed["long", "float32"]
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
-def test_an_online_softmax_looping_over_the_heads_passes(tmp_path, chunked_suite, template):
-    results = graded(tmp_path, "chunked_per_head", chunked_suite, template)
-    assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
-
-
-def test_the_mode_sees_one_heads_matrix_and_the_blocks():
-    q, k, v = long_inputs()
-    for snippet, matrix in (("full_attention_per_head", (256, 256)), ("chunked_per_head", (256, CHUNK))):
-        namespace: dict = {}
-        exec(compile((learner_code.SNIPPETS / f"{snippet}.py").read_text(), snippet, "exec"), namespace)
-        mode = _largest_tensor_mode()
-        with mode:
-            namespace[HOOK](q, k, v, CHUNK, True)
-        mode.settle()
-        assert tuple(mode.matrix) == matrix, snippet
-    mode = _largest_tensor_mode()
-    with mode:
-        reference.chunked_attention(q, k, v, CHUNK, True)
-    mode.settle()
-    assert tuple(mode.matrix) == (BATCH, HEADS, 256, CHUNK)  # matmul's (B*H, T, c), named as the learner sees it
-    mode = _largest_tensor_mode()
-    with mode:
-        torch.ones(256, 256, dtype=torch.bool).triu(1)  # a mask is no score matrix
-        q @ k[0, 0, :CHUNK].T  # (B, H, T, d) @ (d, c): one (B*H*T, c) product, handed back as (B, H, T, c)
-    mode.settle()
-    assert tuple(mode.matrix) == (BATCH, HEADS, 256, CHUNK)
 
 
 # --- the local check ----------------------------------------------------------------------------------------
@@ -286,27 +408,38 @@ def ruled(name):
     return RuledSolution(mistake_solution(by_id(name)) if name else adopt("ref", "reference", [reference]))
 
 
+def ruled_snippet(snippet):
+    return RuledSolution(adopt(snippet, snippet, [types.SimpleNamespace(**{HOOK: snippet_hook(snippet)})]))
+
+
 def test_the_local_check_holds_a_long_call_to_the_same_rule():
     q, k, v = long_inputs()
     sliced = ruled("full-attention-sliced")
-    sliced.chunked_attention(q, k, v, 32, causal=True)  # right values: the problem waits for the test's checks
-    assert sliced.pending and sliced.pending[0].startswith(f"your largest tensor: ({BATCH}, {HEADS}, 256, 256)")
+    sliced.chunked_attention(q, k, v, CHUNK, causal=True)  # right values: the problem waits for the test's checks
+    assert sliced.pending and sliced.pending[0].startswith("your call held at once as many elements as a whole")
     online = ruled(None)
-    online.chunked_attention(q, k, v, 32, causal=True)
+    online.chunked_attention(q, k, v, CHUNK, causal=True)
     assert online.pending == []
 
 
-def test_the_local_check_holds_one_batch_head_at_a_time_to_the_rule_too():
+@pytest.mark.parametrize("snippet", ["full_attention_per_head", *EVASIONS.values()], ids=["per-head", *EVASIONS])
+def test_the_local_check_fails_one_batch_head_at_a_time_however_it_is_held(snippet):
     q, k, v = long_inputs()
-    namespace: dict = {}
-    exec((learner_code.SNIPPETS / "full_attention_per_head.py").read_text(), namespace)
-    local = RuledSolution(adopt("per-head", "per-head", [types.SimpleNamespace(**{HOOK: namespace[HOOK]})]))
-    local.chunked_attention(q, k, v, 32, causal=True)
-    assert local.pending and local.pending[0].startswith("your tensor (256, 256), made by mm, holds a whole")
+    local = ruled_snippet(snippet)
+    local.chunked_attention(q, k, v, CHUNK, causal=True)
+    assert local.pending and local.pending[0].startswith(("your call held at once", "your call used Tensor.numpy"))
+
+
+@pytest.mark.parametrize("snippet", HONEST)
+def test_the_local_check_passes_honest_chunked_versions(snippet):
+    q, k, v = long_inputs()
+    local = ruled_snippet(snippet)
+    local.chunked_attention(q, k, v, CHUNK, causal=True)
+    assert local.pending == []
 
 
 def test_the_local_check_leaves_small_calls_alone():
     sliced = ruled("full-attention-sliced")
     q = torch.randn(3, 5)
-    sliced.chunked_attention(q, torch.randn(4, 5), torch.randn(4, 2), 2)  # d > Tq: no chunked version fits below
+    sliced.chunked_attention(q, torch.randn(4, 5), torch.randn(4, 2), 2)  # no chunked version fits below
     assert sliced.pending == []

@@ -1,11 +1,11 @@
 """One hook call in the learner's process: arguments decoded, the call run under the recording modes
-(banned calls, the largest tensor), the results described and returned as plain data and tensors.
+(banned calls, the peak memory), the results described and returned as plain data and tensors.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
+import heapq
 import os
 import sys
 import time
@@ -74,96 +74,166 @@ def _recording_mode(banned: list[str]):
     return CallRecorder()
 
 
-def _largest_tensor_mode():
-    """A TorchDispatchMode that notes the largest tensors any op creates inside it: their shapes and the ops.
+CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", "storage", "data_ptr")
+"""Tensor methods that carry a tensor's values out of torch (a numpy array, a Python list, raw memory): memory
+the measuring mode cannot see, so a measured call may not call them (:func:`grader.rules.memory_problem`)."""
 
-    Two records: the tensor with the most elements (``shape``, ``op``), and the floating tensor with the
-    widest last two dims (``matrix``, ``matrix_op``: one batch-head's ``(Tq, Tk)`` scores, however many
-    batch-heads it holds; :func:`grader.rules.matrix_size`).  Every output of every op counts, but a view
-    or an in-place result (its schema says it aliases an input): those hold no new memory.  ``matmul``
-    computes on ``(8, T, T)`` and returns the learner a ``(2, 4, T, T)`` view of it (``_unsafe_view``),
-    and folds ``(B, H, T, d) @ (d, c)`` into one ``(B*H*T, c)`` product: that view renames the tensor it
-    views, so the shapes reported are the ones the learner's code saw.  Call ``settle()`` before reading
-    ``matrix``.  For the calls that ask for it (``measure_memory``: the memory rule of a chunked exercise);
-    it sees the calling thread only, which is why a call may start no thread (:func:`_watch_spawns`).
+
+class _MemoryMeter:
+    """Around a measured call: the peak of the memory its tensors hold at once, and the conversions it made.
+
+    A ``TorchDispatchMode`` weighs the storage under every tensor an op returns, and under those an op writes
+    into before it runs.  A storage first seen as the output of an op that aliases nothing is new: it counts
+    whole.  One first seen otherwise (an input, a view of one, a tensor made before the call) counts only for
+    what it grows by (``resize_``, an ``out=``).  A storage counts until it is freed (a weak reference to it:
+    views keep it alive, as they keep its memory), in bytes and in elements of the narrowest dtype that views
+    it (a float64 storage viewed as float32 holds twice its elements).  After each op the live totals are
+    compared with their peaks; the largest storage live at the peak of elements is kept, with the shape and
+    op that made it (``matmul``'s result under the shape it hands back, ``_unsafe_view``).  A
+    ``TorchFunctionMode`` notes the calls of :data:`CONVERSIONS`.  Both see the calling thread only, which is
+    why a call may start no thread (:func:`_watch_spawns`).  A learning aid, like the banned-call recorder:
+    code can leave the modes.
     """
-    torch = _torch()
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    mode_base: Any = TorchDispatchMode
-    unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
+    def __init__(self) -> None:
+        torch = _torch()
+        from torch.utils._python_dispatch import TorchDispatchMode
 
-    def matrix_size(shape: list[int]) -> int:  # grader.rules.matrix_size, here so that the child imports no kit
-        return math.prod(shape[-2:]) if shape else 0
+        self.elements = self.bytes = 0  # live now, beyond what was there before the call
+        self.peak_elements = self.peak_bytes = 0
+        self.largest: list[int] | None = None  # the largest storage live at the peak of elements, and its op
+        self.op = ""
+        self._largest_key = 0
+        self.converted: list[str] = []
+        self._live: dict[int, list[Any]] = {}  # id(storage) -> [ref, base bytes, bytes, itemsize, elements, shape, op]
+        self._heap: list[tuple[int, int, int]] = []  # (-elements, order, id): the largest live, lazily
+        self._order = 0
+        meter, dispatch_base, function_base = self, TorchDispatchMode, torch.overrides.TorchFunctionMode
+        unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
+        disabled = torch._C.DisableTorchFunction  # the meter's own storage reads are no learner's conversion
 
-    class LargestTensor(mode_base):
-        def __init__(self) -> None:
-            super().__init__()
-            self.elements = -1
-            self.shape: list[int] = []
-            self.op = ""
-            self._largest: Any = None  # a weak reference: the mode keeps nothing alive
-            self.matrix: list[int] = []
-            self.matrix_op = ""
-            self._pending: tuple[Any, list[int], str] | None = None  # the last floating tensor: a view may rename it
+        kinds: dict[Any, tuple[str, bool, tuple[bool, ...]]] = {}  # op -> (its name, mutates, which returns are new)
 
-        def settle(self) -> None:
-            """The last floating tensor created can no longer be renamed: weigh it for ``matrix``."""
-            if self._pending is not None:
-                _, shape, op = self._pending
-                self._pending = None
-                if matrix_size(shape) > matrix_size(self.matrix):
-                    self.matrix, self.matrix_op = shape, op
+        class Weigh(dispatch_base):  # type: ignore[misc, valid-type]
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                kind = kinds.get(func)
+                if kind is None:
+                    schema, name = func._schema, str(getattr(func, "__name__", func)).split(".")[0]
+                    new = tuple(r.alias_info is None and func is not unsafe_view for r in schema.returns)
+                    kind = kinds[func] = (name, schema.is_mutable, new or (True,))
+                op, mutates, new = kind
+                if mutates:  # in place or out=: what it grows counts from the size it has now
+                    with disabled():
+                        for arg in (*args, *kwargs.values()):
+                            for value in arg if isinstance(arg, (list, tuple)) else (arg,):
+                                if isinstance(value, torch.Tensor):
+                                    meter._weigh(value, "", new=False)
+                out = func(*args, **kwargs)
+                with disabled():
+                    for i, value in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
+                        if isinstance(value, torch.Tensor):
+                            meter._weigh(value, op, new[min(i, len(new) - 1)], renamed=func is unsafe_view)
+                meter._note_peak()
+                return out
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            returns = func._schema.returns
-            values = out if isinstance(out, (tuple, list)) else (out,)
-            op = str(getattr(func, "__name__", func)).split(".")[0]
-            for i, value in enumerate(values):
-                if not isinstance(value, torch.Tensor):
-                    continue
-                declared = returns[min(i, len(returns) - 1)] if returns else None
-                if func is unsafe_view:  # matmul's result, handed back in the learner's shape
-                    if args and self._largest is not None and args[0] is self._largest():
-                        self.shape, self._largest = list(value.shape), weakref.ref(value)
-                    if args and self._pending is not None and args[0] is self._pending[0]():
-                        self._pending = (weakref.ref(value), list(value.shape), self._pending[2])
-                    continue
-                if declared is not None and declared.alias_info is not None:
-                    continue  # a view or an in-place result: no new memory
-                if value.numel() > self.elements:
-                    self.elements, self.shape, self._largest = value.numel(), list(value.shape), weakref.ref(value)
-                    self.op = op
-                if value.is_floating_point() or value.is_complex():
-                    self.settle()
-                    self._pending = (weakref.ref(value), list(value.shape), op)
-            return out
+        class Converted(function_base):  # type: ignore[misc, valid-type]
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                name = getattr(func, "__name__", "")
+                if name in CONVERSIONS and f"Tensor.{name}" not in meter.converted:
+                    meter.converted.append(f"Tensor.{name}")
+                return func(*args, **(kwargs or {}))
 
-    return LargestTensor()
+        self._modes = (Converted(), Weigh())
+
+    def _weigh(self, tensor: Any, op: str, new: bool, renamed: bool = False) -> None:
+        try:
+            storage = tensor.untyped_storage()
+            nbytes = storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # a sparse tensor, say: no storage of its own, weighed itself
+            storage, nbytes = tensor, tensor.numel() * tensor.element_size()
+        key, itemsize = id(storage), tensor.element_size()
+        entry = self._live.get(key)
+        if entry is None:
+            ref = weakref.ref(storage, lambda _: self._free(key))
+            entry = self._live[key] = [ref, 0 if new else nbytes, 0, itemsize, 0, list(tensor.shape), op]
+        elif renamed and entry[6]:
+            entry[5] = list(tensor.shape)
+            if key == self._largest_key:  # the peak's largest, named as the learner's code sees it
+                self.largest = list(entry[5])
+        counted = max(0, nbytes - entry[1])
+        entry[3] = min(entry[3], itemsize)
+        elements = counted // max(entry[3], 1)
+        if counted != entry[2] or elements != entry[4]:
+            self.bytes += counted - entry[2]
+            self.elements += elements - entry[4]
+            entry[2], entry[4] = counted, elements
+            if elements:
+                self._order += 1
+                heapq.heappush(self._heap, (-elements, self._order, key))
+            if len(self._heap) > 2 * len(self._live) + 1024:  # mostly stale: built again from what lives
+                live = self._live.copy()  # a weak reference's callback may free one meanwhile
+                self._heap = [(-e[4], i, k) for i, (k, e) in enumerate(live.items()) if e[4]]
+                heapq.heapify(self._heap)
+
+    def _free(self, key: int) -> None:
+        if key == self._largest_key:
+            self._largest_key = 0  # its id may name another storage from now on
+        entry = self._live.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry[2]
+            self.elements -= entry[4]
+
+    def _note_peak(self) -> None:
+        self.peak_bytes = max(self.peak_bytes, self.bytes)
+        if self.elements <= self.peak_elements:
+            return
+        self.peak_elements = self.elements
+        heap, live = self._heap, self._live
+        while heap and (heap[0][2] not in live or live[heap[0][2]][4] != -heap[0][0]):
+            heapq.heappop(heap)  # freed, or weighed again since: a stale entry
+        if heap:
+            self._largest_key = heap[0][2]
+            entry = live[self._largest_key]
+            self.largest, self.op = list(entry[5]), entry[6]
+
+    def facts(self) -> dict[str, Any]:
+        """The reply's ``memory`` record (``grader.child.wire.MemoryFacts``)."""
+        return {
+            "peak_elements": self.peak_elements,
+            "peak_bytes": self.peak_bytes,
+            "largest": self.largest,
+            "op": self.op[:100],
+            "converted": self.converted[:16],
+        }
+
+    def __enter__(self) -> _MemoryMeter:
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for mode in reversed(self._modes):
+            mode.__exit__(*exc)
+        self._live.clear()  # the peaks are kept; the weak references (and their callbacks) go
+        self._heap.clear()
 
 
 @contextlib.contextmanager
 def _measured(reply: dict[str, Any], device: str) -> Iterator[None]:
-    """Around a call that asks for it: the largest tensor created (and on CUDA the peak memory) into ``reply``."""
+    """Around a call that asks for it: the peak memory its tensors held (and on CUDA the allocator's) into ``reply``."""
     torch = _torch()
     on_cuda = device.startswith("cuda") and torch.cuda.is_available()
     if on_cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
-    mode = _largest_tensor_mode()
+    meter = _MemoryMeter()
     try:
-        with mode:
+        with meter:
             yield
     finally:
-        mode.settle()
-        reply["memory"] = {
-            "largest": mode.shape if mode.elements >= 0 else None,
-            "op": mode.op[:100],
-            "matrix": mode.matrix or None,
-            "matrix_op": mode.matrix_op[:100],
-        }
+        reply["memory"] = meter.facts()
         if on_cuda:
             torch.cuda.synchronize(device)
             reply["memory"]["cuda_peak_bytes"] = max(0, torch.cuda.max_memory_allocated(device) - before)

@@ -158,10 +158,11 @@ class ModuleFacts(TypedDict, total=False):
 class MemoryFacts(TypedDict, total=False):
     """What a call that asks for it (``measure_memory``) reports of its memory (``grader.child.call._measured``)."""
 
-    largest: Shape | None
+    peak_elements: Annotated[int, msgspec.Meta(ge=0, le=2**50)]  # the call's tensors at once, beyond its inputs
+    peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)]
+    largest: Shape | None  # the largest of them at the peak of elements, and the op that made it
     op: Short
-    matrix: Shape | None
-    matrix_op: Short
+    converted: Annotated[list[Short], msgspec.Meta(max_length=16)]  # Tensor.numpy and the like, called
     cuda_peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)] | None
 
 

@@ -177,7 +177,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
         "repeat": case.repeat,
         "module": module_wire,
     }
-    if case.measure_memory:  # the child records the largest tensor the call creates
+    if case.measure_memory:  # the child records the peak memory the call holds
         call["measure_memory"] = True
     if case.reseeds:  # the same call once more per seed, its generators seeded with it
         call["also"] = [
