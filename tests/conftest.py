@@ -3,7 +3,8 @@
 - ``kit``: a learner's kit made by ``attnkit release`` into a temporary folder, one per
   test module (tests run the learner's tools in it, which leave caches behind);
 - ``rubric``: the kit's default rubric;
-- ``graded_corpus``: the learners' corpus graded once for the whole session.
+- ``graded_corpus``: the learners' corpus graded once for the whole session;
+- ``template``: a warm sandbox template for the test module (``learner_code.graded_snippet`` grades with it).
 
 Plain helpers live in modules beside this file: :mod:`learner_code` (the one library
 that builds learner code: the reference as a learner pastes it, Alice with a snippet) and
@@ -30,6 +31,15 @@ def graded_corpus(tmp_path_factory: pytest.TempPathFactory):
     options = GradeOptions(seed=1, devices=["cpu", "meta"], executor=LocalExecutor(jobs=2))
     corpus = Path(__file__).resolve().parent / "learners"
     return grade_class([str(corpus)], tmp_path_factory.mktemp("corpus"), options)
+
+
+@pytest.fixture(scope="module")
+def template():
+    """One warm sandbox template (``grader.instructor.sandbox.Template``) for the test module."""
+    from grader.instructor.sandbox import Template
+
+    with Template() as tpl:
+        yield tpl
 
 
 @pytest.fixture(scope="module")

@@ -26,10 +26,8 @@ import torch
 
 from grader.child.call import _MemoryMeter, call_hook
 from grader.instructor.cases import LONG, make_cases, memory_rule
-from grader.instructor.intake import read_submission
 from grader.instructor.replies import CallReply, MalformedReply, decode
-from grader.instructor.sandbox import Limits, Template
-from grader.instructor.submission_grading import grade_submission
+from grader.instructor.sandbox import Limits
 from grader.instructor.suite import Suite, build_suite
 from grader.instructor.verdict import FAILED, PASSED
 from grader.registry import adopt
@@ -333,21 +331,8 @@ def chunked_suite():
     return Suite(suite.seed, suite.devices, [b for b in suite.batches if b.hook == HOOK])
 
 
-@pytest.fixture(scope="module")
-def template():
-    tpl = Template()
-    try:
-        yield tpl
-    finally:
-        tpl.close()
-
-
 def graded(tmp_path, snippet, suite, template):
-    path = tmp_path / "learner.py"
-    path.write_text(learner_code.alice_with(snippet), encoding="utf-8")
-    submission = read_submission(path)
-    assert submission.error is None, submission.error
-    return grade_submission(submission, suite, template, LIMITS).results
+    return learner_code.graded_snippet(tmp_path, snippet, suite, template, LIMITS)
 
 
 def failed_cases(results):

@@ -20,7 +20,7 @@ from grader import notebooks
 from grader.handin import CHECK_TAG, SOLUTION_TAG
 from grader.hook_table import CLASS_ALIASES
 from grader.instructor.intake import read_submission
-from grader.instructor.sandbox import Limits, Template
+from grader.instructor.sandbox import Limits
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, PASSED
@@ -637,12 +637,6 @@ def alice_notebook(path: Path, tags: bool = False) -> Path:
 @pytest.fixture(scope="module")
 def suite():
     return build_suite(SEED, ("cpu",))
-
-
-@pytest.fixture(scope="module")
-def template():
-    with Template() as tpl:
-        yield tpl
 
 
 def grade(path: Path, suite, template):

@@ -22,10 +22,8 @@ from pathlib import Path
 import learner_code
 import pytest
 
-from grader.instructor.intake import read_submission
 from grader.instructor.replies import CallReply, decode
-from grader.instructor.sandbox import Limits, Template
-from grader.instructor.submission_grading import grade_submission
+from grader.instructor.sandbox import Limits
 from grader.instructor.suite import Suite, build_suite
 from grader.instructor.verdict import PASSED
 from grader.rules import SPAWN_KINDS, spawn_message
@@ -158,21 +156,8 @@ def suite():
     return Suite(full.seed, full.devices, [b for b in full.batches if b.hook in hooks])
 
 
-@pytest.fixture(scope="module")
-def template():
-    tpl = Template()
-    try:
-        yield tpl
-    finally:
-        tpl.close()
-
-
 def graded(tmp_path, snippet, suite, template):
-    path = tmp_path / "learner.py"
-    path.write_text(learner_code.alice_with(snippet), encoding="utf-8")
-    submission = read_submission(path)
-    assert submission.error is None, submission.error
-    return grade_submission(submission, suite, template, LIMITS).results
+    return learner_code.graded_snippet(tmp_path, snippet, suite, template, LIMITS)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
