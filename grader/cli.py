@@ -416,9 +416,10 @@ def grade(
     PATHS are .py files, folders (a learner's exercises/ package or any folder
     of hook functions), .zip files of either, or a class folder holding many of
     them.  With no PATHS, grades the bundled sample class (examples/submissions).
-    A folder holding two or more hand-ins of any kind is a class; a folder
-    that is one learner's modules is one submission; where it cannot be told,
-    nothing is graded until --class or --one says.  What was found, and every
+    A folder holding two or more hand-ins of any kind is a class; a package,
+    a learner's kit and a folder holding one .py file or notebook are one
+    submission, and --one reads a folder of one learner's loose modules as one
+    (the folder's shape decides, never its code).  What was found, and every
     file skipped with why, is printed before grading.
 
     A student's id is, in this order: the roster's (--roster) student whose

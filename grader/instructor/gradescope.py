@@ -217,7 +217,9 @@ def _nothing_graded(rubric: Rubric, why: str) -> dict[str, Any]:
 
 def _take_in(folder: Path):
     """The hand-in in Gradescope's submission folder: its one member (a .py, .zip, notebook, folder), else the
-    folder itself as one learner's modules or kit; :class:`~grader.instructor.intake.Intake`, or IntakeError."""
+    folder as :func:`~grader.instructor.intake.folder_reading` reads it by its shape (a kit or package is one;
+    several loose .py files are several hand-ins, refused by :func:`results_for` with what to upload);
+    :class:`~grader.instructor.intake.Intake`, or IntakeError."""
     from grader.instructor.intake import IntakeError, collect, sort_out
 
     if not folder.is_dir():

@@ -39,8 +39,8 @@ Every submission read is scanned for known evasion constructs
 :func:`collect` is what ``attnkit grade`` calls: it never drops and never
 invents.  A path that does not exist or yields nothing is an
 :class:`IntakeError` (a usage error; nothing is written); a folder is a class or
-one submission as :func:`folder_reading` decides (or ``--class`` / ``--one``
-force), and is refused where that is ambiguous; what a class folder holds that
+one submission as :func:`folder_reading` decides from its shape, never from the
+code in it (or ``--class`` / ``--one`` force); what a class folder holds that
 is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
 strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
 ids from what the instructor collected, never from what a learner wrote: a
@@ -57,7 +57,6 @@ The result is an :class:`Intake`.
 
 from __future__ import annotations
 
-import ast
 import codecs
 import errno
 import hashlib
@@ -95,13 +94,11 @@ from grader.handin import (
     text_problem,
     too_big,
 )
-from grader.hook_table import CLASS_NAMES
 from grader.instructor.inert import inert_line
 from grader.instructor.out_folder import CLASS_FILES, GRADEBOOK
 from grader.instructor.review_flags import scan_files
 from grader.instructor.roster import Roster, RosterEntry
 from grader.notebooks import notebook_to_source
-from grader.registry import HOOK_NAMES
 
 MAX_HASHED_BYTES = 256 << 20
 """An error row's input is hashed only up to this size (a multi-gigabyte file gets no hash)."""
@@ -695,24 +692,6 @@ def _read_submission(p: Path, source: str) -> Submission:
         return Submission(student, source, fmt, error=f"{p.name}: cannot read it ({reason})")
 
 
-def _hooks_defined(path: Path) -> set[str]:
-    """Hook names (or the chapter's class names) defined at the top of a .py file, read with ``ast``, never run."""
-    try:
-        tree = ast.parse(_read_file(path, MAX_PY_BYTES, path.name, ".py file"), filename=path.name)
-    except Exception:  # a link, unreadable, not Python, too deeply nested: not evidence either way
-        return set()
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names & _HOOKISH
-
-
-_HOOKISH = frozenset(HOOK_NAMES) | frozenset(n for names in CLASS_NAMES.values() for n in names)
-
-
 # --- what a folder is: a class, or one submission ----------------------------------------------
 
 HAND_IN_SUFFIXES = (".py", ".ipynb", ".zip")
@@ -809,70 +788,25 @@ def _top_py(path: Path) -> list[Path]:
         return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
 
 
-def _a_hand_in_of_its_own(folder: Path, hooks: set[str]) -> bool:
-    """Whether a sub-folder beside a learner's loose ``.py`` files is someone's hand-in rather than their module.
-
-    It is when it is a kit, holds a notebook or a zip at its top, or its top-level
-    ``.py`` files define an exercise the loose files define too.
-    """
-    try:
-        if (folder / KIT_PACKAGE / "__init__.py").exists():
-            return True
-        with os.scandir(folder) as found:
-            if any(e.name.lower().endswith((".ipynb", ".zip")) and not is_hidden(e.name) for e in found):
-                return True
-        return any(_hooks_defined(f) & hooks for f in _top_py(folder)[:MAX_ENTRIES])
-    except OSError:
-        return True
-
-
 def folder_reading(path: Path) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
+    Decided by the folder's shape alone, never by the code in it: a hand-in's code is the learner's, and a
+    learner can write it to look like anything (hooks under ``if True:``, decoys of every hook name), while the
+    folder a class is collected into is the instructor's.
+
     - A package (``__init__.py``) or a learner's kit (``exercises/__init__.py``) is one.
-    - With no ``.py`` file at its top, it is a class, unless its one member is a
-      notebook (then the folder is that learner's, as ``attnkit submit`` reads it).
-    - Top-level ``.py`` files of which two define the same exercise are separate
-      learners: a class (like ``examples/submissions/``).  Files parsed with
-      :mod:`ast`, never imported.
-    - Otherwise the ``.py`` files look like one learner's modules.  With nothing
-      beside them but sub-folders that are their modules, the folder is one
-      submission; beside notebooks, zips, links or sub-folders that are hand-ins
-      of their own (:func:`_a_hand_in_of_its_own`), one ``.py`` file is one more
-      member of a class, and several are :class:`IntakeError`: ambiguous, say
-      ``--class`` or ``--one``.
+    - A folder whose only hand-in is one ``.py`` file or one notebook is that learner's folder: one (graded
+      under the folder's name, as ``attnkit grade bob/`` means).
+    - Any other folder is a class: each ``.py``, ``.ipynb`` and ``.zip`` file and each folder in it is one
+      submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
+      ``masking.py``) is told from a class of two only by the instructor: ``--one``.
     """
     if _is_kit_or_package(path):
         return "one"
     members, _ = sort_out(path)
-    py = [m for m in members if m.suffix.lower() == ".py" and _regular(m)]
-    if not py:
-        lone_notebook = len(members) == 1 and members[0].suffix.lower() == ".ipynb" and _regular(members[0])
-        return "one" if lone_notebook else "class"
-    defined = [_hooks_defined(f) for f in py[:MAX_ENTRIES]]
-    seen: set[str] = set()
-    for hooks in defined:
-        if hooks & seen:
-            return "class"
-        seen |= hooks
-    beside = [
-        m for m in members if m not in py and (m.is_symlink() or not m.is_dir() or _a_hand_in_of_its_own(m, seen))
-    ]
-    if not beside:
-        return "one"
-    if len(py) == 1:
-        return "class"
-    raise IntakeError(
-        f"{path}: cannot tell whether this folder is one submission or a class: its .py files "
-        f"({_names(py)}) look like one learner's modules (no two define the same exercise), and beside them "
-        f"it holds {_names(beside)}; pass --class to grade each file and folder in it as its own submission, "
-        "or --one to grade it as one submission (its .py files)"
-    )
-
-
-def _names(paths: list[Path], limit: int = 4) -> str:
-    shown = ", ".join(p.name for p in paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+    lone = len(members) == 1 and members[0].suffix.lower() in (".py", ".ipynb") and _regular(members[0])
+    return "one" if lone else "class"
 
 
 def _not_in_one(path: Path) -> list[Skipped]:
@@ -940,9 +874,9 @@ def collect(
 ) -> Intake:
     """Read every submission named by ``paths``, or :class:`IntakeError` (nothing is graded then).
 
-    A path that does not exist, a folder that yields no submission, an ambiguous
-    folder (:func:`folder_reading`) and nothing at all to grade are errors.  A
-    folder is read as :func:`folder_reading` says, or as ``reading`` forces
+    A path that does not exist, a folder that yields no submission and nothing at
+    all to grade are errors.  A folder is read as :func:`folder_reading` says (by
+    its shape, never by its code), or as ``reading`` forces
     (``"class"``: every member its own submission; ``"one"``: the folder is one).
     A file that is not a hand-in is skipped (silently when a stray, such as a
     README a shell glob picked up).  Ids are given by :func:`identify`.
