@@ -424,8 +424,10 @@ def grade(
 
     A student's id is, in this order: the roster's (--roster) student whose
     file pattern matches the hand-in's name; the roster's student its file
-    name names (id or email); else its file or folder name.  The id in an
-    attnkit submit manifest only confirms it (another is a note on that row).
+    name names (id or email); else its file or folder name.  The <id> of
+    attnkit submit's submission-<id>-<date>.zip is the learner's claim: it
+    takes no id another hand-in has, nor one another such name claims.  The id
+    in an attnkit submit manifest only confirms it (another is a note on that row).
     Two hand-ins for one student are refused unless --latest, which grades the
     one collected last (its file's time, or an LMS's attempt time in its name).
 

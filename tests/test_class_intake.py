@@ -328,7 +328,7 @@ def test_a_roster_maps_hand_ins_and_lists_the_missing_and_the_unknown(tmp_path):
     klass = tmp_path / "class"
     write(klass / "doejane_12345_6789_submission.py")  # by pattern (a Canvas download's name)
     write(klass / "li.wei" / "answers.py")  # by the email's local part
-    hand_in(klass / "submission-ana-2026-03-01.zip", None)  # no id in its manifest; the <id> of its name
+    hand_in(klass / "submission-ana-2026-03-01.zip", None)  # no id in its manifest; the <id> its name claims
     write(klass / "carol.py")  # on no roster
     intake = collect([str(klass)], roster=roster)
     assert ids(intake) == {
@@ -337,7 +337,11 @@ def test_a_roster_maps_hand_ins_and_lists_the_missing_and_the_unknown(tmp_path):
     }  # fmt: skip
     assert [e.id for e in intake.missing] == ["s1004"]
     assert intake.unmatched == ["carol"]
-    assert intake.notes == ["'carol.py' matches no one on the roster: graded as 'carol'"]
+    assert intake.notes == [
+        "'carol.py' matches no one on the roster: graded as 'carol'",
+        "'submission-ana-2026-03-01.zip': graded as 's1003', whom its name claims (attnkit submit's name, from the "
+        "learner's own --student); no roster pattern confirms it",
+    ]
     assert intake.roster is roster
 
 
@@ -544,7 +548,9 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     write(klass / "essay.docx", "x")
     write(klass / "README.md", "x")
     roster = write(tmp_path / "roster.csv", "id,name,email\nalice,A,\nbob,B,\ndan,D,\n")
-    result = grade([str(klass), "--roster", str(roster), "--out", str(tmp_path / "out")])
+    args = ["grade", str(klass), "--roster", str(roster), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(main, args, env={"COLUMNS": "300"}, catch_exceptions=False)  # lines are cut, never
+    # wrapped, at the console's width where they carry a learner's text
     assert result.exit_code == 1 and "stopped here by the test" in result.output
     text = " ".join(result.output.split())
     assert "3 submissions found: 1 py, 1 zip, 1 ipynb; roster of 3: 1 with no hand-in, 1 not on it" in text

@@ -45,7 +45,9 @@ is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
 strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
 ids from what the instructor collected, never from what a learner wrote: a
 roster's file pattern, then the student the file or folder name names, then the
-name itself, made unique by :func:`deduplicate_ids`.  The id a zip's
+name itself, made unique by :func:`deduplicate_ids`; the ``<id>`` of
+``submission-<id>-<date>`` (``attnkit submit``'s name, from the learner's own
+``--student``) is a claim that takes no other hand-in's id.  The id a zip's
 ``manifest.json`` claims (read as JSON data, never code) only confirms it: a
 claim of another id is a note on that row.  Two hand-ins for one student are
 refused unless ``latest``, which orders them by the time they were collected
@@ -167,10 +169,15 @@ def _name_of(path: Path) -> str:
     return path.name if path.name not in ("", ".", "..") else path.resolve().name
 
 
-def _id_from_path(path: Path) -> str:
+def _stem(path: Path) -> str:
+    """A hand-in's file name without its suffix, or its folder's name, as given (not sanitised)."""
     name = _name_of(path)
-    stem = name[: -len(path.suffix)] if path.suffix and not path.is_dir() else name
-    return safe_name(stem)
+    suffix = Path(name).suffix
+    return name[: -len(suffix)] if suffix and not path.is_dir() else name
+
+
+def _id_from_path(path: Path) -> str:
+    return safe_name(_stem(path))
 
 
 RESERVED_IDS = frozenset(name.lower() for name in CLASS_FILES)
@@ -824,7 +831,8 @@ READINGS = ("auto", "class", "one")
 """How a folder given to :func:`collect` is read: decided by :func:`folder_reading`, or forced."""
 
 ATTNKIT_NAME = re.compile(r"submission-(.+)-\d{4}-\d{2}-\d{2}(?:-\d+)?")
-"""The name ``attnkit submit`` gives a hand-in (its stem): ``submission-<id>-<date>[-n]``."""
+"""The name ``attnkit submit`` gives a hand-in (its stem): ``submission-<id>-<date>[-n]``.  Its ``<id>`` is the
+learner's own ``--student`` (or login): a claim, like the manifest's (:func:`identify`)."""
 
 
 @dataclass(frozen=True)
@@ -927,27 +935,77 @@ def collect_submissions(paths: list[str]) -> list[Submission]:
     return collect(paths).submissions
 
 
-def _named_id(sub: Submission) -> str:
-    """The id a hand-in's file or folder name gives: the ``<id>`` of ``submission-<id>-<date>``, else its stem."""
-    stem = _id_from_path(Path(sub.source))
-    made = ATTNKIT_NAME.fullmatch(stem)
-    return safe_name(made.group(1)) if made is not None else stem
-
-
 def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
-    """The student a hand-in's file or folder name names: its stem, or the id in ``submission-<id>-<date>``.
+    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.
 
     Only a name that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be
     sanitised (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one.
     """
-    name = _name_of(Path(sub.source))
-    path = Path(name)
-    stem = name[: -len(path.suffix)] if path.suffix and not Path(sub.source).is_dir() else name
-    if safe_name(stem, "") != stem:
+    stem = _stem(Path(sub.source))
+    return roster.by_name(stem) if safe_name(stem, "") == stem else None
+
+
+def _name_claim(sub: Submission, roster: Roster | None) -> tuple[str, RosterEntry | None] | None:
+    """The id a name in ``attnkit submit``'s form claims (:data:`ATTNKIT_NAME`) and the roster student it names
+    (only where the name is already a safe id, as :func:`_by_file_name`), or None for any other name."""
+    stem = _stem(Path(sub.source))
+    made = ATTNKIT_NAME.fullmatch(safe_name(stem))
+    if made is None:
         return None
-    found = roster.by_name(stem)
-    made = ATTNKIT_NAME.fullmatch(stem)
-    return found if found is not None or made is None else roster.by_name(made.group(1))
+    entry = roster.by_name(made.group(1)) if roster is not None and safe_name(stem, "") == stem else None
+    return safe_name(made.group(1)), entry
+
+
+CLAIMED = "attnkit submit's name, from the learner's own --student"
+
+
+def _listed(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(repr(name) for name in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _settle_name_claims(
+    claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]],
+    owned: dict[str, list[Submission]],
+    named: list[Submission],
+    with_roster: bool,
+) -> tuple[list[tuple[Submission, RosterEntry | None]], list[Submission]]:
+    """Which names in attnkit submit's form (``claims``, by the id they claim, lower case) get that id, with the
+    roster student it names (granted), and which take no one's and are graded under their whole stem (disowned):
+    a claim is granted only where no hand-in holds the id by a name the instructor collected (``owned`` by a
+    roster, or ``named``), the id is no file attnkit grade writes, and no other name claims it.  Each disowned
+    claim gets a note saying why; a granted one, with a roster, a note that no roster pattern confirms it."""
+    held: dict[str, list[str]] = {}
+    for key, subs in owned.items():
+        held.setdefault(key, []).extend(_name_of(Path(sub.source)) for sub in subs)
+    for sub in named:
+        held.setdefault(sub.student.lower(), []).append(_name_of(Path(sub.source)))
+    granted: list[tuple[Submission, RosterEntry | None]] = []
+    disowned: list[Submission] = []
+    for key, group in sorted(claims.items()):
+        for sub, claimed, entry in group:
+            source = _name_of(Path(sub.source))
+            wanted = entry.id if entry is not None else claimed
+            others = sorted(_name_of(Path(other.source)) for other, _, _ in group if other is not sub)
+            if key in held:
+                why = f"which {_listed(sorted(held[key]))} has"
+            elif key in RESERVED_IDS:
+                why = "the name of a file attnkit grade writes"
+            elif others:
+                theirs = wanted + (Path(source).suffix if not Path(sub.source).is_dir() else "")
+                why = f"as {_listed(others)} does too: no one of them takes it (rename the one that is theirs "
+                why += f"{theirs!r})"
+            else:
+                sub.student = wanted
+                granted.append((sub, entry))
+                if with_roster and entry is not None:
+                    _note(sub, f"{source!r}: graded as {wanted!r}, whom its name claims ({CLAIMED}); no roster pattern "
+                               "confirms it")  # fmt: skip
+                continue
+            sub.student = _id_from_path(Path(sub.source))
+            _note(sub, f"{source!r}: its name claims the id {wanted!r} ({CLAIMED}), {why}: graded as {sub.student!r}")
+            disowned.append(sub)
+    return granted, disowned
 
 
 def identify(
@@ -961,11 +1019,27 @@ def identify(
        a name that two patterns match is an error row for that hand-in (graded
        under its name, 3), never a refusal of the class;
     2. with a roster, the student its file or folder stem names (id, email or
-       email's local part, or the ``<id>`` of ``submission-<id>-<date>``), when
-       that stem is already a safe id (:func:`_by_file_name`);
-    3. its name: the ``<id>`` of ``submission-<id>-<date>``, else its stem,
-       sanitised (:func:`_named_id`), made unique by :func:`deduplicate_ids`
-       (a name never takes an id a roster student's hand-in has).
+       email's local part), when that stem is already a safe id
+       (:func:`_by_file_name`);
+    3. its name's stem, sanitised, made unique by :func:`deduplicate_ids` (a
+       name never takes an id a roster student's hand-in has).
+
+    **A name in attnkit submit's form is a claim.**  A file name is the
+    instructor's where the instructor or the LMS named it: a roster pattern
+    matches the prefix an LMS writes (Canvas ``<lastfirst>_<user id>_…``,
+    Blackboard ``<assignment>_<user>_attempt_…``, a Moodle folder ``<full
+    name>_<id>_assignsubmission_file_``), and a file the instructor named
+    (``alice.py``) is one per name in a folder.  ``submission-<id>-<date>.zip``
+    is the name ``attnkit submit`` writes from the learner's own ``--student``
+    (:data:`ATTNKIT_NAME`), and where collection keeps learner file names (a
+    shared folder, an upload kept as named) its ``<id>`` is as much the
+    learner's as the manifest's.  So that ``<id>`` (the roster student it
+    names, or itself) is the hand-in's id only when no other hand-in has that
+    id by 1-3 and no other name claims it too; then, with a roster, its row
+    gets a note that no roster pattern confirms it.  Otherwise it takes
+    nobody's id and no row: it is graded under its whole stem
+    (``submission-alice-2026-01-01``), with a note saying why, and never enters
+    a ``--latest`` contest (two such names for one id take it from no one).
 
     The id its manifest claims (``Submission.claimed``) only confirms this one:
     a claim of another id is a note on that row, whatever it claims (another
@@ -975,7 +1049,7 @@ def identify(
     an LMS's attempt time in the name, else the file's time on disk; never a
     manifest's date), lists the others as ``skipped`` (superseded) and refuses
     when that cannot be told.  A hand-in that matches no one on the roster is
-    graded under its own id (3) and listed in ``unmatched`` and ``notes``: an
+    graded under its own id and listed in ``unmatched`` and ``notes``: an
     instructor expects a stray hand-in graded and shown, not dropped (fix the
     roster, and the next run files it).  The roster's students without a
     hand-in are ``missing``.
@@ -989,55 +1063,75 @@ def identify(
     named: list[Submission] = []
     off_roster: list[Submission] = []
     entries: dict[int, RosterEntry] = {}
+    claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]] = {}
+
+    def own(sub: Submission, entry: RosterEntry) -> None:
+        sub.student, entries[id(sub)] = entry.id, entry
+        owned.setdefault(entry.id.lower(), []).append(sub)
+
     for sub in subs:
         name = _name_of(Path(sub.source))
-        entry = None
-        if roster is not None:
-            hits = roster.by_pattern(name)
-            if len(hits) > 1:
-                why = f"{name!r} matches the file patterns of {', '.join(e.id for e in hits)}"
-                if sub.error is None:
-                    sub.error = f"{why}: not graded until the roster's patterns tell them apart"
-                else:
-                    _note(sub, f"{why}: make the roster's patterns tell them apart")
+        hits = roster.by_pattern(name) if roster is not None else []
+        claim = _name_claim(sub, roster)
+        if len(hits) > 1:
+            why = f"{name!r} matches the file patterns of {', '.join(e.id for e in hits)}"
+            if sub.error is None:
+                sub.error = f"{why}: not graded until the roster's patterns tell them apart"
             else:
-                entry = hits[0] if hits else _by_file_name(roster, sub)
-                if entry is None:
-                    off_roster.append(sub)
+                _note(sub, f"{why}: make the roster's patterns tell them apart")
+        elif hits:
+            own(sub, hits[0])
+            continue
+        elif roster is not None and (entry := _by_file_name(roster, sub)) is not None:
+            own(sub, entry)
+            continue
+        elif claim is not None:
+            claimed, entry = claim
+            claims.setdefault((entry.id if entry is not None else claimed).lower(), []).append((sub, claimed, entry))
+            continue
+        elif roster is not None:
+            off_roster.append(sub)
+        sub.student = _id_from_path(Path(sub.source))
+        named.append(sub)
+    granted, disowned = _settle_name_claims(claims, owned, named, roster is not None)
+    for sub, entry in granted:
         if entry is not None:
-            sub.student, entries[id(sub)] = entry.id, entry
-            owned.setdefault(entry.id.lower(), []).append(sub)
+            own(sub, entry)
         else:
-            sub.student = _named_id(sub)
             named.append(sub)
+            off_roster += [sub] if roster is not None else []
+    named += disowned
     losers = _latest_of_each(owned, latest)
     skipped += [Skipped(sub.source, why) for sub, why in losers]
     dropped = {id(sub) for sub, _ in losers}
     kept = [sub for sub in subs if id(sub) not in dropped]
     deduplicate_ids(named, owned=owned)
+    name_claims = {id(sub): claimed for group in claims.values() for sub, claimed, _ in group}
     for sub in kept:
-        _check_claim(sub, entries.get(id(sub)), roster)
+        _check_claim(sub, entries.get(id(sub)), roster, name_claims.get(id(sub)))
     for sub in off_roster:
         if id(sub) not in dropped:
             _note(sub, f"{_name_of(Path(sub.source))!r} matches no one on the roster: graded as {sub.student!r}")
     found = {sub.student.lower() for sub in kept}
+    unmatched = [sub for sub in [*off_roster, *(disowned if roster is not None else [])] if id(sub) not in dropped]
     return Intake(
         submissions=kept,
         skipped=skipped,
         missing=[e for e in roster.entries if e.id.lower() not in found] if roster is not None else [],
         notes=[note for sub in kept for note in sub.notes],
         roster=roster,
-        unmatched=sorted({sub.student for sub in off_roster if id(sub) not in dropped}),
+        unmatched=sorted({sub.student for sub in unmatched}),
     )
 
 
-def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | None) -> None:
-    """A note on ``sub`` when its manifest claims another id than the one it was given (a claim only confirms)."""
+def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | None, named: str | None) -> None:
+    """A note on ``sub`` when its manifest claims another id than the one it was given (a claim only confirms),
+    unless its name claims the same (``named``, attnkit submit's ``<id>``: its note says it already)."""
     claim = sub.claimed
     if claim is None:
         return
     own = entry.names if entry is not None else {sub.student.lower()}
-    if claim.lower() in own:
+    if claim.lower() in own or (named is not None and safe_name(claim).lower() == named.lower()):
         return
     name = _name_of(Path(sub.source))
     whose = roster.by_name(claim) if roster is not None else None
