@@ -71,6 +71,7 @@ from typing import Any
 import jinja2
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from grader.handin import safe_name
 from grader.instructor import heatmaps
@@ -1033,7 +1034,7 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
     table.add_column("student", no_wrap=True)
     table.add_column("total", justify="right", no_wrap=True)
     table.add_column("points lost in", overflow="fold")
-    table.add_column("error / review", no_wrap=True, overflow="ellipsis", max_width=48)  # never a learner's line
+    table.add_column("error / review", max_width=64)
     for sub, results in _sorted(graded):
         scores = score(results, rubric)
         earned, possible = total(scores)
@@ -1055,9 +1056,16 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
             console_text(sub.student),
             f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",
             shown if lost else "",
-            note,
+            _unwrapped(note),
         )
     return table
+
+
+def _unwrapped(markup: str) -> Text:
+    """A table cell holding a learner's text: cut with "…" at the column's width, never wrapped (:func:`print_line`)."""
+    cell = Text.from_markup(markup, overflow="ellipsis")
+    cell.no_wrap = True
+    return cell
 
 
 def review_lines(graded: Graded) -> list[str]:
