@@ -416,15 +416,18 @@ def grade(
     PATHS are .py files, folders (a learner's exercises/ package or any folder
     of hook functions), .zip files of either, or a class folder holding many of
     them.  With no PATHS, grades the bundled sample class (examples/submissions).
-    A folder holding two or more hand-ins of any kind is a class; a folder
-    that is one learner's modules is one submission; where it cannot be told,
-    nothing is graded until --class or --one says.  What was found, and every
+    A folder holding two or more hand-ins of any kind is a class; a package,
+    a learner's kit and a folder holding one .py file or notebook are one
+    submission, and --one reads a folder of one learner's loose modules as one
+    (the folder's shape decides, never its code).  What was found, and every
     file skipped with why, is printed before grading.
 
     A student's id is, in this order: the roster's (--roster) student whose
     file pattern matches the hand-in's name; the roster's student its file
-    name names (id or email); else its file or folder name.  The id in an
-    attnkit submit manifest only confirms it (another is a note on that row).
+    name names (id or email); else its file or folder name.  The <id> of
+    attnkit submit's submission-<id>-<date>.zip is the learner's claim: it
+    takes no id another hand-in has, nor one another such name claims.  The id
+    in an attnkit submit manifest only confirms it (another is a note on that row).
     Two hand-ins for one student are refused unless --latest, which grades the
     one collected last (its file's time, or an LMS's attempt time in its name).
 
@@ -440,7 +443,7 @@ def grade(
 
     from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, GradingStopped, grade_class
     from grader.instructor.progress import grading_progress
-    from grader.instructor.reports import console_text, review_lines, summary_table, write_reports
+    from grader.instructor.reports import console_text, print_line, summary_table, write_reports
     from grader.instructor.rubric import load_rubric
     from grader.instructor.sandbox import Limits
     from grader.instructor.stopping import EXIT_INTERRUPTED, resume_command, stop_on_signals
@@ -495,17 +498,9 @@ def grade(
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
     # console_text: control characters escaped, rich markup escaped, so nothing reaches the terminal raw.
     console.print(summary_table(run.graded, rubric_data))
-    flagged = review_lines(run.graded)
-    if flagged:
-        console.print(
-            f"[yellow]{len({line.split(':', 1)[0] for line in flagged})} submission(s) flagged for review[/] "
-            "(points unchanged; status 'review' in grades.csv): constructs that can fake what the learner's "
-            "process reports"
-        )
-        for line in flagged:
-            console.print(f"  {console_text(line)}")
+    _print_flagged(console, run.graded)
     for line in problems:
-        console.print(f"[red]report:[/] {console_text(line)}")
+        print_line(console, f"[red]report:[/] {console_text(line)}")
     ran = ", ".join(run.devices)
     skipped = "; ".join(f"{d}: {why}" for d, why in run.skipped_devices.items())
     console.print(
@@ -524,6 +519,21 @@ def grade(
             "(--force regrades)."
         )
     _print_class(console, run, out_dir, lms)
+
+
+def _print_flagged(console: Console, graded) -> None:
+    """The review findings after the grades table: a header, then one line each, never wrapped (``print_line``)."""
+    from grader.instructor.reports import console_text, print_line, review_lines
+
+    flagged = review_lines(graded)
+    if flagged:
+        console.print(
+            f"[yellow]{len({line.split(':', 1)[0] for line in flagged})} submission(s) flagged for review[/] "
+            "(points unchanged; status 'review' in grades.csv): constructs that can fake what the learner's "
+            "process reports"
+        )
+    for line in flagged:
+        print_line(console, f"  {console_text(line)}")
 
 
 def _executor(kind: str, ray_address: str | None, jobs: int | None):
@@ -563,7 +573,7 @@ def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool,
     ``roster_from`` is the ``--roster`` file, else the out folder (whose gradebook may keep the class's roster).
     """
     from grader.instructor.intake import IntakeError, collect
-    from grader.instructor.reports import console_text
+    from grader.instructor.reports import console_text, print_line
     from grader.instructor.roster import RosterError
 
     if as_class and as_one:
@@ -580,9 +590,9 @@ def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool,
         line += f", {len(intake.unmatched)} not on it" if intake.unmatched else ""
     console.print(console_text(line))
     for item in intake.skipped:
-        console.print(f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}", soft_wrap=True)
+        print_line(console, f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}")
     for note in intake.notes:
-        console.print(f"[yellow]id:[/] {console_text(note)}")
+        print_line(console, f"[yellow]id:[/] {console_text(note)}")
     if intake.missing:
         shown = ", ".join(e.id for e in intake.missing[:20])
         more = f" and {len(intake.missing) - 20} more" if len(intake.missing) > 20 else ""
@@ -592,13 +602,13 @@ def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool,
 
 def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> None:
     """What the out folder's class holds after this run, and the files written from it."""
-    from grader.instructor.reports import console_text
+    from grader.instructor.reports import console_text, print_line
 
     roll = run.roll
     graded_now = {o.submission.student for o in run.outcomes}
     earlier = [sub.student for sub, _ in roll.graded if sub.student not in graded_now]
     for note in run.notes:
-        console.print(f"[yellow]class:[/] {console_text(note)}")
+        print_line(console, f"[yellow]class:[/] {console_text(note)}")
     if run.regraded_from_gradebook:
         console.print(
             f"Regraded {len(run.regraded_from_gradebook)} student(s) of the class from the hand-ins the gradebook "

@@ -238,10 +238,23 @@ def test_empty_submission_gets_a_results_json_saying_so(root):
 
 
 def test_two_hand_ins_in_one_submission_are_refused(root):
-    for name in ("alice.py", "dave.py"):
+    """A .py file beside a zip is two hand-ins (by the folder's shape; two .py files are one learner's modules)."""
+    for name in ("alice.py", "carol.zip"):
         shutil.copy(SAMPLE_CLASS / name, root / "submission" / name)
     data = valid(gradescope.autograde(root))
-    assert data["score"] == 0 and "2 hand-ins (alice.py, dave.py)" in data["output"]
+    assert data["score"] == 0 and "2 hand-ins (alice.py, carol.zip)" in data["output"]
+
+
+def test_a_learners_loose_modules_are_one_hand_in_by_the_uploads_shape(tmp_path):
+    """A Gradescope upload is one learner's: loose modules at its top, or in its one folder, are one hand-in."""
+    top = tmp_path / "top"
+    for name in ("part1_scores.py", "part2_masking.py"):
+        top.mkdir(exist_ok=True)
+        shutil.copy(SAMPLE_CLASS / "erin" / name, top / name)
+    shutil.copytree(SAMPLE_CLASS / "erin", tmp_path / "inner" / "erin")
+    for folder, student in ((top, "top"), (tmp_path / "inner", "erin")):
+        (sub,) = gradescope._take_in(folder).submissions
+        assert (sub.student, sub.format, sub.error) == (student, "folder", None)
 
 
 def test_a_broken_bundle_still_writes_results_and_fails(root):

@@ -406,19 +406,19 @@ def test_class_folder_members_are_submissions(tmp_path):
     assert found[1].entry == "exercises"
 
 
-def test_a_kit_or_a_folder_with_python_is_one_submission(tmp_path):
+def test_a_kit_or_a_folder_with_one_python_file_is_one_submission(tmp_path):
     kit = tmp_path / "erin"
     write(kit / "exercises" / "__init__.py", "")
     write(kit / "exercises" / "scores.py")
-    loose = tmp_path / "fay"
-    write(loose / "scores.py")
-    write(loose / "extra" / "more.py", "X = 1\n")
-    found = collect_submissions([str(kit), str(loose)])
+    lone = tmp_path / "fay"
+    write(lone / "scores.py")
+    found = collect_submissions([str(kit), str(lone)])
     assert [s.student for s in found] == ["erin", "fay"]
 
 
-def test_class_folder_of_py_files_is_told_from_a_folder_of_modules(tmp_path):
-    """Files defining the same hook are separate learners; files splitting the hooks are one learner."""
+def test_a_folder_of_py_files_is_a_class_whatever_they_define_and_one_only_when_told(tmp_path):
+    """Once told apart by the hooks each file defines (the same hook: two learners); that is code a learner writes
+    (hooks under ``if True:`` hid them), so a folder of .py files is a class and ``--one`` makes it one."""
     klass = tmp_path / "class"
     write(klass / "alice.py")
     write(klass / "bob.py", GOOD.replace("keys.transpose(-2, -1)", "keys.T"))
@@ -427,10 +427,16 @@ def test_class_folder_of_py_files_is_told_from_a_folder_of_modules(tmp_path):
     modules = tmp_path / "dave"
     write(modules / "scores.py")
     write(modules / "masking.py", "def causal_mask(num_tokens, device=None):\n    return None\n")
-    found = collect_submissions([str(klass), str(modules)])
+    write(modules / "extra" / "more.py", "X = 1\n")
+    found = collect_submissions([str(klass)])
     assert [(s.student, s.format) for s in found] == [
-        ("alice", "py"), ("bob", "py"), ("broken", "py"), ("carol", "folder"), ("dave", "folder")
+        ("alice", "py"), ("bob", "py"), ("broken", "py"), ("carol", "folder")
     ]
+    assert [s.student for s in collect_submissions([str(modules)])] == ["extra", "masking", "scores"]
+    (one,) = subs.collect([str(modules)], reading="one").submissions
+    assert (one.student, one.format, sorted(one.files)) == (
+        "dave", "folder", ["dave/extra/more.py", "dave/masking.py", "dave/scores.py"]
+    )
 
 
 def test_a_folder_holding_a_zip_is_a_class_folder(tmp_path):

@@ -216,16 +216,20 @@ def _nothing_graded(rubric: Rubric, why: str) -> dict[str, Any]:
 
 
 def _take_in(folder: Path):
-    """The hand-in in Gradescope's submission folder: its one member (a .py, .zip, notebook, folder), else the
-    folder itself as one learner's modules or kit; :class:`~grader.instructor.intake.Intake`, or IntakeError."""
+    """The hand-in in Gradescope's submission folder, which is one learner's upload: its one member (a .py, .zip,
+    notebook, folder: a folder read as one, ``--one``), else the folder itself: one learner's modules, kit or
+    package when it holds no zip or notebook beside them, else the hand-ins it holds (:func:`results_for` then
+    refuses them with what to upload), and IntakeError when it holds nothing.  By the upload's shape, never the
+    code in it; :class:`~grader.instructor.intake.Intake`."""
     from grader.instructor.intake import IntakeError, collect, sort_out
 
     if not folder.is_dir():
         raise IntakeError(f"{folder}: no such folder")
     members, _ = sort_out(folder)
     if len(members) == 1 and not (folder / "__init__.py").exists():
-        return collect([members[0]])
-    return collect([folder])
+        return collect([members[0]], reading="one")
+    containers = [m for m in members if m.suffix.lower() in (".zip", ".ipynb") and not m.is_dir()]
+    return collect([folder], reading="one" if members and not containers else "auto")
 
 
 def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, Any]:

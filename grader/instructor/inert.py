@@ -8,10 +8,19 @@ that a finding quotes, what its process printed or raised.  Two forms:
   kept, every other control character written as a visible escape;
 - :func:`inert_line`: **one** line (an id, a file name, a note, a finding, a
   status, a console line): newlines, tabs and every other control escaped too,
-  cut to a length.  Every learner-derived text that becomes a line is made one
+  every run of spaces (any Unicode space) folded to one, every character that
+  shows as nothing or as blank escaped too, cut to a length.  Every
+  learner-derived text that becomes a line is made one
   where it is created (a :class:`~grader.instructor.intake.Submission`'s error and
   notes, a review finding), so no later join, split or print can turn it into
   two lines or another row's.
+
+Blank space is where a line can be made to look like two: a terminal or rich
+wraps a long line at its spaces, and a run of fillers (U+2800 braille blanks,
+Hangul fillers) pads a line to the width with nothing visible, so that what
+follows seems to start a line of its own.  In a line no space is ever more
+than one, and a filler is written as its escape.  (The console also never wraps
+a learner's line: ``reports.print_line``.)
 
 Markup (rich's ``[red]``, HTML, Markdown) is escaped by each renderer at its
 sink (``console_text``, the templates' autoescape and ``md`` filter), not here:
@@ -21,6 +30,7 @@ the text itself stays what the learner wrote, made visible.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["MAX_LINE_CHARS", "inert", "inert_line"]
 
@@ -36,9 +46,30 @@ _CONTROL = re.compile(f"[\x00-\x08{_UNSAFE}]")
 _LINE_CONTROL = re.compile(f"[\x00-\x0a{_UNSAFE}]")
 
 
+BLANKS = "\u115f\u1160\u2800\u3164\uffa0"
+"""Letters and symbols that show as blank: the Hangul choseong and jungseong fillers, the braille blank, the Hangul
+filler and its halfwidth form."""
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+_SPACES = re.compile(" {2,}")
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return _escape(ord(match.group()))
+
+
+def _shown(match: re.Match[str]) -> str:
+    """Characters outside ASCII as a line shows them: a Unicode space (Zs) a plain one; a format character (Cf:
+    zero width spaces and joiners, the soft hyphen, tags …) or a blank (:data:`BLANKS`) its escape."""
+    out = []
+    for ch in match.group():
+        kind = unicodedata.category(ch)
+        out.append(" " if kind == "Zs" else _escape(ord(ch)) if kind == "Cf" or ch in BLANKS else ch)
+    return "".join(out)
 
 
 def inert(text: object) -> str:
@@ -55,6 +86,8 @@ def inert(text: object) -> str:
 
 
 def inert_line(text: object, limit: int = MAX_LINE_CHARS) -> str:
-    """``text`` as one inert line: :func:`inert`, and newlines and tabs escaped too (``\\x0a``), cut to ``limit``."""
+    """``text`` as one inert line, cut to ``limit``: :func:`inert`, newlines and tabs escaped too (``\\x0a``), every
+    run of spaces one plain space, and every invisible or blank-looking character escaped (``\\u2800``)."""
     line = _LINE_CONTROL.sub(_escaped, str(text))
+    line = _SPACES.sub(" ", _NOT_ASCII.sub(_shown, line))
     return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -39,13 +39,15 @@ Every submission read is scanned for known evasion constructs
 :func:`collect` is what ``attnkit grade`` calls: it never drops and never
 invents.  A path that does not exist or yields nothing is an
 :class:`IntakeError` (a usage error; nothing is written); a folder is a class or
-one submission as :func:`folder_reading` decides (or ``--class`` / ``--one``
-force), and is refused where that is ambiguous; what a class folder holds that
+one submission as :func:`folder_reading` decides from its shape, never from the
+code in it (or ``--class`` / ``--one`` force); what a class folder holds that
 is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
 strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
 ids from what the instructor collected, never from what a learner wrote: a
 roster's file pattern, then the student the file or folder name names, then the
-name itself, made unique by :func:`deduplicate_ids`.  The id a zip's
+name itself, made unique by :func:`deduplicate_ids`; the ``<id>`` of
+``submission-<id>-<date>`` (``attnkit submit``'s name, from the learner's own
+``--student``) is a claim that takes no other hand-in's id.  The id a zip's
 ``manifest.json`` claims (read as JSON data, never code) only confirms it: a
 claim of another id is a note on that row.  Two hand-ins for one student are
 refused unless ``latest``, which orders them by the time they were collected
@@ -57,7 +59,6 @@ The result is an :class:`Intake`.
 
 from __future__ import annotations
 
-import ast
 import codecs
 import errno
 import hashlib
@@ -95,13 +96,11 @@ from grader.handin import (
     text_problem,
     too_big,
 )
-from grader.hook_table import CLASS_NAMES
 from grader.instructor.inert import inert_line
 from grader.instructor.out_folder import CLASS_FILES, GRADEBOOK
 from grader.instructor.review_flags import scan_files
 from grader.instructor.roster import Roster, RosterEntry
 from grader.notebooks import notebook_to_source
-from grader.registry import HOOK_NAMES
 
 MAX_HASHED_BYTES = 256 << 20
 """An error row's input is hashed only up to this size (a multi-gigabyte file gets no hash)."""
@@ -170,10 +169,15 @@ def _name_of(path: Path) -> str:
     return path.name if path.name not in ("", ".", "..") else path.resolve().name
 
 
-def _id_from_path(path: Path) -> str:
+def _stem(path: Path) -> str:
+    """A hand-in's file name without its suffix, or its folder's name, as given (not sanitised)."""
     name = _name_of(path)
-    stem = name[: -len(path.suffix)] if path.suffix and not path.is_dir() else name
-    return safe_name(stem)
+    suffix = Path(name).suffix
+    return name[: -len(suffix)] if suffix and not path.is_dir() else name
+
+
+def _id_from_path(path: Path) -> str:
+    return safe_name(_stem(path))
 
 
 RESERVED_IDS = frozenset(name.lower() for name in CLASS_FILES)
@@ -695,24 +699,6 @@ def _read_submission(p: Path, source: str) -> Submission:
         return Submission(student, source, fmt, error=f"{p.name}: cannot read it ({reason})")
 
 
-def _hooks_defined(path: Path) -> set[str]:
-    """Hook names (or the chapter's class names) defined at the top of a .py file, read with ``ast``, never run."""
-    try:
-        tree = ast.parse(_read_file(path, MAX_PY_BYTES, path.name, ".py file"), filename=path.name)
-    except Exception:  # a link, unreadable, not Python, too deeply nested: not evidence either way
-        return set()
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names & _HOOKISH
-
-
-_HOOKISH = frozenset(HOOK_NAMES) | frozenset(n for names in CLASS_NAMES.values() for n in names)
-
-
 # --- what a folder is: a class, or one submission ----------------------------------------------
 
 HAND_IN_SUFFIXES = (".py", ".ipynb", ".zip")
@@ -809,70 +795,25 @@ def _top_py(path: Path) -> list[Path]:
         return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
 
 
-def _a_hand_in_of_its_own(folder: Path, hooks: set[str]) -> bool:
-    """Whether a sub-folder beside a learner's loose ``.py`` files is someone's hand-in rather than their module.
-
-    It is when it is a kit, holds a notebook or a zip at its top, or its top-level
-    ``.py`` files define an exercise the loose files define too.
-    """
-    try:
-        if (folder / KIT_PACKAGE / "__init__.py").exists():
-            return True
-        with os.scandir(folder) as found:
-            if any(e.name.lower().endswith((".ipynb", ".zip")) and not is_hidden(e.name) for e in found):
-                return True
-        return any(_hooks_defined(f) & hooks for f in _top_py(folder)[:MAX_ENTRIES])
-    except OSError:
-        return True
-
-
 def folder_reading(path: Path) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
+    Decided by the folder's shape alone, never by the code in it: a hand-in's code is the learner's, and a
+    learner can write it to look like anything (hooks under ``if True:``, decoys of every hook name), while the
+    folder a class is collected into is the instructor's.
+
     - A package (``__init__.py``) or a learner's kit (``exercises/__init__.py``) is one.
-    - With no ``.py`` file at its top, it is a class, unless its one member is a
-      notebook (then the folder is that learner's, as ``attnkit submit`` reads it).
-    - Top-level ``.py`` files of which two define the same exercise are separate
-      learners: a class (like ``examples/submissions/``).  Files parsed with
-      :mod:`ast`, never imported.
-    - Otherwise the ``.py`` files look like one learner's modules.  With nothing
-      beside them but sub-folders that are their modules, the folder is one
-      submission; beside notebooks, zips, links or sub-folders that are hand-ins
-      of their own (:func:`_a_hand_in_of_its_own`), one ``.py`` file is one more
-      member of a class, and several are :class:`IntakeError`: ambiguous, say
-      ``--class`` or ``--one``.
+    - A folder whose only hand-in is one ``.py`` file or one notebook is that learner's folder: one (graded
+      under the folder's name, as ``attnkit grade bob/`` means).
+    - Any other folder is a class: each ``.py``, ``.ipynb`` and ``.zip`` file and each folder in it is one
+      submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
+      ``masking.py``) is told from a class of two only by the instructor: ``--one``.
     """
     if _is_kit_or_package(path):
         return "one"
     members, _ = sort_out(path)
-    py = [m for m in members if m.suffix.lower() == ".py" and _regular(m)]
-    if not py:
-        lone_notebook = len(members) == 1 and members[0].suffix.lower() == ".ipynb" and _regular(members[0])
-        return "one" if lone_notebook else "class"
-    defined = [_hooks_defined(f) for f in py[:MAX_ENTRIES]]
-    seen: set[str] = set()
-    for hooks in defined:
-        if hooks & seen:
-            return "class"
-        seen |= hooks
-    beside = [
-        m for m in members if m not in py and (m.is_symlink() or not m.is_dir() or _a_hand_in_of_its_own(m, seen))
-    ]
-    if not beside:
-        return "one"
-    if len(py) == 1:
-        return "class"
-    raise IntakeError(
-        f"{path}: cannot tell whether this folder is one submission or a class: its .py files "
-        f"({_names(py)}) look like one learner's modules (no two define the same exercise), and beside them "
-        f"it holds {_names(beside)}; pass --class to grade each file and folder in it as its own submission, "
-        "or --one to grade it as one submission (its .py files)"
-    )
-
-
-def _names(paths: list[Path], limit: int = 4) -> str:
-    shown = ", ".join(p.name for p in paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+    lone = len(members) == 1 and members[0].suffix.lower() in (".py", ".ipynb") and _regular(members[0])
+    return "one" if lone else "class"
 
 
 def _not_in_one(path: Path) -> list[Skipped]:
@@ -890,7 +831,8 @@ READINGS = ("auto", "class", "one")
 """How a folder given to :func:`collect` is read: decided by :func:`folder_reading`, or forced."""
 
 ATTNKIT_NAME = re.compile(r"submission-(.+)-\d{4}-\d{2}-\d{2}(?:-\d+)?")
-"""The name ``attnkit submit`` gives a hand-in (its stem): ``submission-<id>-<date>[-n]``."""
+"""The name ``attnkit submit`` gives a hand-in (its stem): ``submission-<id>-<date>[-n]``.  Its ``<id>`` is the
+learner's own ``--student`` (or login): a claim, like the manifest's (:func:`identify`)."""
 
 
 @dataclass(frozen=True)
@@ -940,9 +882,9 @@ def collect(
 ) -> Intake:
     """Read every submission named by ``paths``, or :class:`IntakeError` (nothing is graded then).
 
-    A path that does not exist, a folder that yields no submission, an ambiguous
-    folder (:func:`folder_reading`) and nothing at all to grade are errors.  A
-    folder is read as :func:`folder_reading` says, or as ``reading`` forces
+    A path that does not exist, a folder that yields no submission and nothing at
+    all to grade are errors.  A folder is read as :func:`folder_reading` says (by
+    its shape, never by its code), or as ``reading`` forces
     (``"class"``: every member its own submission; ``"one"``: the folder is one).
     A file that is not a hand-in is skipped (silently when a stray, such as a
     README a shell glob picked up).  Ids are given by :func:`identify`.
@@ -993,27 +935,77 @@ def collect_submissions(paths: list[str]) -> list[Submission]:
     return collect(paths).submissions
 
 
-def _named_id(sub: Submission) -> str:
-    """The id a hand-in's file or folder name gives: the ``<id>`` of ``submission-<id>-<date>``, else its stem."""
-    stem = _id_from_path(Path(sub.source))
-    made = ATTNKIT_NAME.fullmatch(stem)
-    return safe_name(made.group(1)) if made is not None else stem
-
-
 def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
-    """The student a hand-in's file or folder name names: its stem, or the id in ``submission-<id>-<date>``.
+    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.
 
     Only a name that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be
     sanitised (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one.
     """
-    name = _name_of(Path(sub.source))
-    path = Path(name)
-    stem = name[: -len(path.suffix)] if path.suffix and not Path(sub.source).is_dir() else name
-    if safe_name(stem, "") != stem:
+    stem = _stem(Path(sub.source))
+    return roster.by_name(stem) if safe_name(stem, "") == stem else None
+
+
+def _name_claim(sub: Submission, roster: Roster | None) -> tuple[str, RosterEntry | None] | None:
+    """The id a name in ``attnkit submit``'s form claims (:data:`ATTNKIT_NAME`) and the roster student it names
+    (only where the name is already a safe id, as :func:`_by_file_name`), or None for any other name."""
+    stem = _stem(Path(sub.source))
+    made = ATTNKIT_NAME.fullmatch(safe_name(stem))
+    if made is None:
         return None
-    found = roster.by_name(stem)
-    made = ATTNKIT_NAME.fullmatch(stem)
-    return found if found is not None or made is None else roster.by_name(made.group(1))
+    entry = roster.by_name(made.group(1)) if roster is not None and safe_name(stem, "") == stem else None
+    return safe_name(made.group(1)), entry
+
+
+CLAIMED = "attnkit submit's name, from the learner's own --student"
+
+
+def _listed(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(repr(name) for name in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _settle_name_claims(
+    claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]],
+    owned: dict[str, list[Submission]],
+    named: list[Submission],
+    with_roster: bool,
+) -> tuple[list[tuple[Submission, RosterEntry | None]], list[Submission]]:
+    """Which names in attnkit submit's form (``claims``, by the id they claim, lower case) get that id, with the
+    roster student it names (granted), and which take no one's and are graded under their whole stem (disowned):
+    a claim is granted only where no hand-in holds the id by a name the instructor collected (``owned`` by a
+    roster, or ``named``), the id is no file attnkit grade writes, and no other name claims it.  Each disowned
+    claim gets a note saying why; a granted one, with a roster, a note that no roster pattern confirms it."""
+    held: dict[str, list[str]] = {}
+    for key, subs in owned.items():
+        held.setdefault(key, []).extend(_name_of(Path(sub.source)) for sub in subs)
+    for sub in named:
+        held.setdefault(sub.student.lower(), []).append(_name_of(Path(sub.source)))
+    granted: list[tuple[Submission, RosterEntry | None]] = []
+    disowned: list[Submission] = []
+    for key, group in sorted(claims.items()):
+        for sub, claimed, entry in group:
+            source = _name_of(Path(sub.source))
+            wanted = entry.id if entry is not None else claimed
+            others = sorted(_name_of(Path(other.source)) for other, _, _ in group if other is not sub)
+            if key in held:
+                why = f"which {_listed(sorted(held[key]))} has"
+            elif key in RESERVED_IDS:
+                why = "the name of a file attnkit grade writes"
+            elif others:
+                theirs = wanted + (Path(source).suffix if not Path(sub.source).is_dir() else "")
+                why = f"as {_listed(others)} does too: no one of them takes it (rename the one that is theirs "
+                why += f"{theirs!r})"
+            else:
+                sub.student = wanted
+                granted.append((sub, entry))
+                if with_roster and entry is not None:
+                    _note(sub, f"{source!r}: graded as {wanted!r}, whom its name claims ({CLAIMED}); no roster pattern "
+                               "confirms it")  # fmt: skip
+                continue
+            sub.student = _id_from_path(Path(sub.source))
+            _note(sub, f"{source!r}: its name claims the id {wanted!r} ({CLAIMED}), {why}: graded as {sub.student!r}")
+            disowned.append(sub)
+    return granted, disowned
 
 
 def identify(
@@ -1027,11 +1019,27 @@ def identify(
        a name that two patterns match is an error row for that hand-in (graded
        under its name, 3), never a refusal of the class;
     2. with a roster, the student its file or folder stem names (id, email or
-       email's local part, or the ``<id>`` of ``submission-<id>-<date>``), when
-       that stem is already a safe id (:func:`_by_file_name`);
-    3. its name: the ``<id>`` of ``submission-<id>-<date>``, else its stem,
-       sanitised (:func:`_named_id`), made unique by :func:`deduplicate_ids`
-       (a name never takes an id a roster student's hand-in has).
+       email's local part), when that stem is already a safe id
+       (:func:`_by_file_name`);
+    3. its name's stem, sanitised, made unique by :func:`deduplicate_ids` (a
+       name never takes an id a roster student's hand-in has).
+
+    **A name in attnkit submit's form is a claim.**  A file name is the
+    instructor's where the instructor or the LMS named it: a roster pattern
+    matches the prefix an LMS writes (Canvas ``<lastfirst>_<user id>_…``,
+    Blackboard ``<assignment>_<user>_attempt_…``, a Moodle folder ``<full
+    name>_<id>_assignsubmission_file_``), and a file the instructor named
+    (``alice.py``) is one per name in a folder.  ``submission-<id>-<date>.zip``
+    is the name ``attnkit submit`` writes from the learner's own ``--student``
+    (:data:`ATTNKIT_NAME`), and where collection keeps learner file names (a
+    shared folder, an upload kept as named) its ``<id>`` is as much the
+    learner's as the manifest's.  So that ``<id>`` (the roster student it
+    names, or itself) is the hand-in's id only when no other hand-in has that
+    id by 1-3 and no other name claims it too; then, with a roster, its row
+    gets a note that no roster pattern confirms it.  Otherwise it takes
+    nobody's id and no row: it is graded under its whole stem
+    (``submission-alice-2026-01-01``), with a note saying why, and never enters
+    a ``--latest`` contest (two such names for one id take it from no one).
 
     The id its manifest claims (``Submission.claimed``) only confirms this one:
     a claim of another id is a note on that row, whatever it claims (another
@@ -1041,7 +1049,7 @@ def identify(
     an LMS's attempt time in the name, else the file's time on disk; never a
     manifest's date), lists the others as ``skipped`` (superseded) and refuses
     when that cannot be told.  A hand-in that matches no one on the roster is
-    graded under its own id (3) and listed in ``unmatched`` and ``notes``: an
+    graded under its own id and listed in ``unmatched`` and ``notes``: an
     instructor expects a stray hand-in graded and shown, not dropped (fix the
     roster, and the next run files it).  The roster's students without a
     hand-in are ``missing``.
@@ -1055,55 +1063,75 @@ def identify(
     named: list[Submission] = []
     off_roster: list[Submission] = []
     entries: dict[int, RosterEntry] = {}
+    claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]] = {}
+
+    def own(sub: Submission, entry: RosterEntry) -> None:
+        sub.student, entries[id(sub)] = entry.id, entry
+        owned.setdefault(entry.id.lower(), []).append(sub)
+
     for sub in subs:
         name = _name_of(Path(sub.source))
-        entry = None
-        if roster is not None:
-            hits = roster.by_pattern(name)
-            if len(hits) > 1:
-                why = f"{name!r} matches the file patterns of {', '.join(e.id for e in hits)}"
-                if sub.error is None:
-                    sub.error = f"{why}: not graded until the roster's patterns tell them apart"
-                else:
-                    _note(sub, f"{why}: make the roster's patterns tell them apart")
+        hits = roster.by_pattern(name) if roster is not None else []
+        claim = _name_claim(sub, roster)
+        if len(hits) > 1:
+            why = f"{name!r} matches the file patterns of {', '.join(e.id for e in hits)}"
+            if sub.error is None:
+                sub.error = f"{why}: not graded until the roster's patterns tell them apart"
             else:
-                entry = hits[0] if hits else _by_file_name(roster, sub)
-                if entry is None:
-                    off_roster.append(sub)
+                _note(sub, f"{why}: make the roster's patterns tell them apart")
+        elif hits:
+            own(sub, hits[0])
+            continue
+        elif roster is not None and (entry := _by_file_name(roster, sub)) is not None:
+            own(sub, entry)
+            continue
+        elif claim is not None:
+            claimed, entry = claim
+            claims.setdefault((entry.id if entry is not None else claimed).lower(), []).append((sub, claimed, entry))
+            continue
+        elif roster is not None:
+            off_roster.append(sub)
+        sub.student = _id_from_path(Path(sub.source))
+        named.append(sub)
+    granted, disowned = _settle_name_claims(claims, owned, named, roster is not None)
+    for sub, entry in granted:
         if entry is not None:
-            sub.student, entries[id(sub)] = entry.id, entry
-            owned.setdefault(entry.id.lower(), []).append(sub)
+            own(sub, entry)
         else:
-            sub.student = _named_id(sub)
             named.append(sub)
+            off_roster += [sub] if roster is not None else []
+    named += disowned
     losers = _latest_of_each(owned, latest)
     skipped += [Skipped(sub.source, why) for sub, why in losers]
     dropped = {id(sub) for sub, _ in losers}
     kept = [sub for sub in subs if id(sub) not in dropped]
     deduplicate_ids(named, owned=owned)
+    name_claims = {id(sub): claimed for group in claims.values() for sub, claimed, _ in group}
     for sub in kept:
-        _check_claim(sub, entries.get(id(sub)), roster)
+        _check_claim(sub, entries.get(id(sub)), roster, name_claims.get(id(sub)))
     for sub in off_roster:
         if id(sub) not in dropped:
             _note(sub, f"{_name_of(Path(sub.source))!r} matches no one on the roster: graded as {sub.student!r}")
     found = {sub.student.lower() for sub in kept}
+    unmatched = [sub for sub in [*off_roster, *(disowned if roster is not None else [])] if id(sub) not in dropped]
     return Intake(
         submissions=kept,
         skipped=skipped,
         missing=[e for e in roster.entries if e.id.lower() not in found] if roster is not None else [],
         notes=[note for sub in kept for note in sub.notes],
         roster=roster,
-        unmatched=sorted({sub.student for sub in off_roster if id(sub) not in dropped}),
+        unmatched=sorted({sub.student for sub in unmatched}),
     )
 
 
-def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | None) -> None:
-    """A note on ``sub`` when its manifest claims another id than the one it was given (a claim only confirms)."""
+def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | None, named: str | None) -> None:
+    """A note on ``sub`` when its manifest claims another id than the one it was given (a claim only confirms),
+    unless its name claims the same (``named``, attnkit submit's ``<id>``: its note says it already)."""
     claim = sub.claimed
     if claim is None:
         return
     own = entry.names if entry is not None else {sub.student.lower()}
-    if claim.lower() in own:
+    if claim.lower() in own or (named is not None and safe_name(claim).lower() == named.lower()):
         return
     name = _name_of(Path(sub.source))
     whose = roster.by_name(claim) if roster is not None else None

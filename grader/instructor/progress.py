@@ -17,6 +17,7 @@ from typing import Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 __all__ = ["GradingProgress", "grading_progress", "log_step"]
 
@@ -70,7 +71,7 @@ class _Lines:
             return
         elapsed = timedelta(seconds=round(time.monotonic() - self._started))
         line = f"graded {self._done} of {self._total} ({elapsed}), last: {student}"
-        self._console.print(line, highlight=False, soft_wrap=True)
+        self._console.print(line, highlight=False, no_wrap=True, overflow="ellipsis")  # a student's id: never wrapped
 
 
 @contextmanager
@@ -87,7 +88,7 @@ def grading_progress(console: Console) -> Iterator[GradingProgress]:
         TextColumn("[bold]grading"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")),
         TimeElapsedColumn(),
         console=console,
         transient=True,

@@ -69,7 +69,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from grader.handin import safe_name
 from grader.instructor import heatmaps
@@ -89,6 +91,7 @@ __all__ = [
     "Person",
     "is_error",
     "console_text",
+    "print_line",
     "grades_csv",
     "gradescope_results",
     "id_notes",
@@ -1014,13 +1017,24 @@ def console_text(text: object) -> str:
     return escape(inert_line(text, MAX_MESSAGE_CHARS))
 
 
+def print_line(console: Console, markup: str) -> None:
+    """Print one console line that carries learner-derived text (its learner parts through :func:`console_text`):
+    never wrapped, cut with "…" at the console's width.
+
+    A line wrapped at the width (by rich, or by the terminal) lets a learner's text start the next line: padding
+    of spaces, blank fillers or visible dots up to the width made a finding's tail show as a review line of its
+    own (``alice: alice.py:1: copied from mallory``).  The whole text is in the reports.
+    """
+    console.print(markup, no_wrap=True, overflow="ellipsis", soft_wrap=False)
+
+
 def summary_table(graded: Graded, rubric: Rubric) -> Table:
     """The table printed after grading: student, total/max, where points were lost, error or review."""
     table = Table(title="attnkit grades", show_lines=False, header_style="bold")
     table.add_column("student", no_wrap=True)
     table.add_column("total", justify="right", no_wrap=True)
     table.add_column("points lost in", overflow="fold")
-    table.add_column("error / review", overflow="fold", max_width=48)
+    table.add_column("error / review", max_width=64)
     for sub, results in _sorted(graded):
         scores = score(results, rubric)
         earned, possible = total(scores)
@@ -1042,9 +1056,16 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
             console_text(sub.student),
             f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",
             shown if lost else "",
-            note,
+            _unwrapped(note),
         )
     return table
+
+
+def _unwrapped(markup: str) -> Text:
+    """A table cell holding a learner's text: cut with "…" at the column's width, never wrapped (:func:`print_line`)."""
+    cell = Text.from_markup(markup, overflow="ellipsis")
+    cell.no_wrap = True
+    return cell
 
 
 def review_lines(graded: Graded) -> list[str]:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from learner_code import alice_with
+from rich.cells import cell_len
 from rich.console import Console
 
 from grader.cli import main
@@ -329,3 +330,175 @@ def test_attnkit_grade_with_every_metadata_attack_grades_everyone_under_their_ow
     assert not [line for line in console.splitlines() if line.lstrip().startswith(("alice: alice.py", "copied"))]
     assert "'mallory.zip': its manifest claims the id 'alice'" in " ".join(console.split())
     assert not [hex(ord(c)) for c in console if dangerous(c) and c != "\n"]
+
+
+# --- what a folder is: never decided by a hand-in's code (rt-meta A01/A04) ---------------------------------------
+
+NOTEBOOK = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+    {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [], "source": SCORES}]})
+MALLORY_CODE = {
+    "hooks-under-if": "if True:\n" + "".join(f"    def {hook}(*args):\n        return None\n" for hook in HOOK_NAMES),
+    "every-hook-a-decoy": " = ".join(HOOK_NAMES) + " = None\n",
+    "no-hook": "x = 1\n",
+    "not-python": "def (:\n",
+}
+
+
+@pytest.mark.parametrize("code", list(MALLORY_CODE.values()), ids=list(MALLORY_CODE))
+def test_a_hand_ins_code_never_decides_whether_a_folder_is_a_class(tmp_path, code):
+    """The red team's mallory.py with its hooks under ``if True:`` made a class of folders one 0/30 submission
+    named after the class folder, and made a class of mixed hand-ins refused as ambiguous; decoys of every hook
+    name could do the opposite.  What a folder is rests on its shape: each member is one row, whatever the code."""
+    folders = tmp_path / "folders"
+    for name in ("alice", "bob"):
+        (folders / name).mkdir(parents=True)
+        (folders / name / "answers.py").write_text(SCORES, encoding="utf-8")
+    (folders / "mallory.py").write_text(code, encoding="utf-8")
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "alice.py").write_text(SCORES, encoding="utf-8")
+    (mixed / "mallory.py").write_text(code, encoding="utf-8")
+    zip_of(mixed / "bob.zip", {"bob.py": SCORES})
+    (mixed / "carol.ipynb").write_text(NOTEBOOK, encoding="utf-8")
+    for klass, expected in ((folders, ["alice", "bob", "mallory"]), (mixed, ["alice", "bob", "carol", "mallory"])):
+        intake = collect([str(klass)])
+        assert sorted(s.student for s in intake.submissions) == expected
+        assert intake.skipped == []
+
+
+# --- the console: a learner's text never starts a line (rt-meta A05) ---------------------------------------------
+
+BLANKS = "\u115f\u1160\u2800\u3164\uffa0"
+"""Characters that are no control and no space but show as blank: the Hangul fillers and the braille blank."""
+
+
+def invisible(ch: str) -> bool:
+    """From Unicode's own categories: a format character (zero width joiners, soft hyphen, tags …), a space other
+    than the plain one, or a filler that shows as blank."""
+    return unicodedata.category(ch) == "Cf" or (unicodedata.category(ch) == "Zs" and ch != " ") or ch in BLANKS
+
+
+def test_inert_line_folds_every_run_of_spaces_and_shows_every_invisible_character():
+    everything = "".join(map(chr, range(0x110000)))
+    line = inert_line(everything, len(everything) * 6)
+    assert not [hex(ord(c)) for c in line if invisible(c)]
+    assert "  " not in line
+    assert "\\u2800" in line and "\\u3164" in line and "\\u200b" in line and "\\xad" in line
+    assert inert_line("a \u00a0\u3000 \u2003b") == "a b"
+    assert inert_line(f"x{chr(0x2800) * 3}y") == "x\\u2800\\u2800\\u2800y"
+    assert inert_line(line, len(line)) == line  # idempotent
+
+
+PADDINGS = {
+    "spaces": " " * 100,
+    "braille-blanks": "\u2800" * 100,
+    "hangul-fillers": "\u3164\u115f\u1160\uffa0" * 25,
+    "leader-dots": "\u2024" * 100,
+    "no-break-spaces": "\u00a0\u3000" * 50,
+}
+"""Padding up to a console's width, inside the 200 characters a finding shows of a construct."""
+LOOK_ALIKE = FORGED.replace(".", "\u2024")  # alice\u2024py: dots that are no dots
+
+
+@pytest.mark.parametrize("padding", list(PADDINGS.values()), ids=list(PADDINGS))
+def test_a_padded_finding_or_file_name_cannot_print_a_console_line_of_its_own(tmp_path, padding):
+    """The red team's finding ``torch.x<300 blanks>alice: alice.py:1: copied from mallory`` (braille blanks, one dot
+    leaders, long runs of spaces: no control among them) was wrapped by rich so that its tail printed as a review
+    line of its own.  At a narrow and a wide console, every line the learner's text is on starts with what the
+    grader wrote, and no blank-looking character reaches the terminal."""
+    from grader.cli import _print_flagged, _take_in
+    from grader.instructor.reports import summary_table
+
+    forged = f"x{padding}{FORGED}{padding}{LOOK_ALIKE}"
+    source = f"import torch\n\ndef never_called():\n    setattr(torch, {forged!r}, 1)\n"
+    klass = tmp_path / "class"
+    (klass / "alice.py").parent.mkdir()
+    (klass / "alice.py").write_text(SCORES, encoding="utf-8")
+    (klass / f"eve{padding[:50]}{FORGED}.py").write_text(SCORES, encoding="utf-8")  # a name holds 255 bytes
+    (klass / f"essay{padding[:50]}{FORGED}.docx").write_text("x", encoding="utf-8")
+    zip_of(klass / "mallory.zip", {"a.py": source}, claiming(f"bob{padding}{FORGED}"))
+    mallory = Submission("mallory", "mallory.py", "py", {"mallory.py": source}, "mallory.py", "sha",
+                         review=scan_files({"mallory.py": source}))  # fmt: skip
+    raised = [CaseResult("mallory", hook, "c", "cpu", "float32", FAILED, forged, 0.0) for hook in HOOK_NAMES]
+    graded = [(mallory, raised), (Submission("alice", "alice.py", "py"), _perfect("alice"))]
+    assert any("assignment of torch.x" in f for f in mallory.review)
+    for width in (40, 80, 123, 200, 1000):
+        printed = io.StringIO()
+        console = Console(file=printed, width=width, color_system=None)
+        _take_in(console, [str(klass)], False, False, tmp_path / "out", False)
+        console.print(summary_table(graded, load_rubric()))
+        _print_flagged(console, graded)
+        shown = printed.getvalue().splitlines()
+        starts = [line.strip(" │┃┡━╇┩┏┓┗┛┳┻╋─┼╭╮╰╯|") for line in shown]
+        assert not [s for s in starts if s.startswith(("alice: alice", "copied", "(plagiarism", "mallory (p"))], shown
+        assert not [s for s in starts if "copied from" in s and not s.startswith(("id: ", "skipped: ", "mallory"))]
+        assert not [hex(ord(c)) for c in printed.getvalue() if invisible(c)]
+        assert len(shown) <= 30, shown  # one line an item: nothing wrapped onto a line of its own
+        assert all(cell_len(line) <= width for line in shown), shown  # nor left for the terminal to wrap
+
+
+# --- ids: the name attnkit submit gives is the learner's claim (rt-meta A07) -------------------------------------
+
+
+def test_a_submit_name_claiming_another_hand_ins_id_takes_neither_its_id_nor_its_row(tmp_path):
+    """``submission-<id>-<date>.zip`` is the name ``attnkit submit`` writes from the learner's own ``--student``.
+    The red team's ``submission-alice-2026-01-01.zip`` from mallory beside alice's own ``alice.py`` was given alice's
+    roster row: the class was refused (two hand-ins for alice), and with ``--latest``, collected later, it displaced
+    hers.  It is graded under its own file name, with a note on its row."""
+    from grader.instructor.roster import Roster
+
+    roster = Roster.load(roster_at(tmp_path))
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "alice.py").write_text(SCORES, encoding="utf-8")
+    collected_at(klass / "alice.py", "2026-03-01T10:00:00+00:00")
+    forged = zip_of(klass / "submission-alice-2026-01-01.zip", {"a.py": SCORES}, claiming("alice"))
+    collected_at(forged, "2026-03-02T10:00:00+00:00")
+    for given, latest in ((None, False), (None, True), (roster, False), (roster, True)):
+        intake = collect([str(klass)], roster=given, latest=latest)
+        got = {Path(s.source).name: s.student for s in intake.submissions}
+        assert got == {"alice.py": "alice", forged.name: "submission-alice-2026-01-01"}
+        assert intake.skipped == []
+        (note,) = [n for n in intake.notes if n.startswith(f"{forged.name!r}")]
+        assert "its name claims the id 'alice'" in note and "'alice.py'" in note
+        if given is not None:
+            assert intake.unmatched == ["submission-alice-2026-01-01"]
+            assert [e.id for e in intake.missing] == ["mallory", "bob"]  # a claim hands in for no one
+
+
+def test_submit_names_claiming_one_id_take_it_from_no_one_and_never_stop_the_class(tmp_path):
+    """Two hand-ins whose names claim bob (his own and a classmate's, or two of his: no one can tell which) are
+    both graded under their own names, bob is missing, and neither supersedes the other."""
+    from grader.instructor.roster import Roster
+
+    roster = Roster.load(roster_at(tmp_path))
+    klass = tmp_path / "class"
+    early = collected_at(zip_of(klass / "submission-bob-2026-01-01.zip", {"a.py": SCORES}), "2026-03-01T10:00:00")
+    late = collected_at(zip_of(klass / "submission-bob-2026-01-02.zip", {"a.py": SCORES}), "2026-03-02T10:00:00")
+    for given in (None, roster):
+        intake = collect([str(klass)], roster=given, latest=True)
+        got = {Path(s.source).name: s.student for s in intake.submissions}
+        assert got == {early.name: early.name.removesuffix(".zip"), late.name: late.name.removesuffix(".zip")}
+        assert intake.skipped == []
+        assert sum("its name claims the id 'bob'" in n for n in intake.notes) == 2
+        if given is not None:
+            assert "bob" in [e.id for e in intake.missing]
+
+
+def test_with_a_roster_a_submit_names_id_is_a_claim_noted_on_its_row(tmp_path):
+    """Unopposed, the id a submit name claims is graded (the usual hand-in), and its row says that no roster pattern
+    confirms it; a roster pattern (the LMS's name) confirms an id and needs no note."""
+    from grader.instructor.roster import Roster
+
+    klass = tmp_path / "class"
+    own = zip_of(klass / "submission-alice-2026-01-01.zip", {"a.py": SCORES}, claiming("alice"))
+    lms_named = zip_of(klass / "bobby_42_7_submission-bob-2026-01-01.zip", {"a.py": SCORES}, claiming("bob"))
+    rows = "id,name,email,pattern\nalice,Alice,alice@uni.example,\nbob,Bob,bob@uni.example,bobby_42_*\n"
+    (tmp_path / "r.csv").write_text(rows, encoding="utf-8")
+    intake = collect([str(klass)], roster=Roster.load(tmp_path / "r.csv"))
+    assert {Path(s.source).name: s.student for s in intake.submissions} == {own.name: "alice", lms_named.name: "bob"}
+    assert intake.missing == [] and intake.unmatched == []
+    (note,) = intake.notes
+    assert note.startswith(f"{own.name!r}: graded as 'alice', whom its name claims") and "no roster pattern" in note
+    alone = collect([str(own)])
+    assert [s.student for s in alone.submissions] == ["alice"] and alone.notes == []  # no roster: no one to confirm
