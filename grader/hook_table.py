@@ -112,7 +112,15 @@ class HookRow:
 
 
 _MODULE_BANS = ("scaled_dot_product_attention", "multi_head_attention_forward")
-_SOFTMAX_BANS = ("softmax", "log_softmax", "_softmax", "special_softmax", "special_log_softmax")
+_SOFTMAX_BANS = (
+    "softmax",
+    "log_softmax",
+    "_softmax",
+    "special_softmax",
+    "special_log_softmax",
+    "softmin",
+    "scaled_dot_product_attention",  # its kernels hold a softmax of their own
+)
 
 TABLE: tuple[HookRow, ...] = (
     # --- scores and softmax
@@ -147,7 +155,10 @@ TABLE: tuple[HookRow, ...] = (
         "dropout",
         "weights",
         points=2,
-        banned=("dropout", "native_dropout", "feature_dropout", "alpha_dropout", "bernoulli_"),
+        banned=(
+            *("dropout", "native_dropout", "feature_dropout", "alpha_dropout", "bernoulli_"),
+            *("dropout1d", "dropout2d", "dropout3d"),
+        ),
         why_banned="this exercise is to write inverted dropout yourself (draw a keep mask, scale by 1/(1-p))",
         reused_by_modules=True,
     ),

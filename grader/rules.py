@@ -445,7 +445,7 @@ class RuledSolution:
         before = {k: v.clone() for k, v in arguments.items() if isinstance(v, torch.Tensor)}
         recorder = _recording_mode(list(row(hook).banned))
         rule = _memory_rule(hook, arguments)
-        meter = _MemoryMeter() if rule else None
+        meter = _MemoryMeter(arguments.values()) if rule else None
         figures = row(hook).output == "figure"
         shown: list[str] = []
         with (

@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, recording_show
@@ -48,18 +48,24 @@ def _aten_name(func: Any, banned: list[str]) -> str | None:
     return None
 
 
-def _recording_mode(banned: list[str]):
-    """A TorchFunctionMode that notes every banned torch call made inside it.
+def _recording_mode(banned: list[str]) -> Any:
+    """A recorder of every banned torch call made inside it (``seen``), both ways in.
 
-    ``banned`` holds base names (``softmax``); what is recorded says where the
-    call came from (``torch.softmax``, ``Tensor.softmax``, ``F.softmax``).
-    A learning aid, not a security boundary: code can leave the mode.
+    A TorchFunctionMode names the call as the learner wrote it (``torch.softmax``, ``Tensor.softmax``,
+    ``F.softmax``); ``banned`` holds base names (``softmax``).  It cannot see what runs while it handles a
+    call (``F.softmin`` calls ``Tensor.softmax`` inside its own handler, a backward hook runs inside
+    ``Tensor.backward``'s): a TorchDispatchMode sees every aten op under it, whatever called it, and names
+    the kernel (``torch.ops.aten._softmax``) where the function mode saw nothing.
+    A learning aid, not a security boundary: code can leave the modes (the review scan and the witness
+    flag what that takes).
     """
     torch = _torch()
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    mode_base: Any = torch.overrides.TorchFunctionMode
+    function_base: Any = torch.overrides.TorchFunctionMode
+    dispatch_base: Any = TorchDispatchMode
 
-    class CallRecorder(mode_base):
+    class CallRecorder(function_base):
         def __init__(self) -> None:
             super().__init__()
             self.seen: list[str] = []
@@ -71,7 +77,34 @@ def _recording_mode(banned: list[str]):
                 self.seen.append(name)
             return func(*args, **(kwargs or {}))
 
-    return CallRecorder()
+    class KernelRecorder(dispatch_base):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = _aten_name(func, banned)
+            if name and name not in self.seen:
+                self.seen.append(name)
+            return func(*args, **(kwargs or {}))
+
+    class Recorder(contextlib.ExitStack):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls, self.kernels = CallRecorder(), KernelRecorder()
+
+        @property
+        def seen(self) -> list[str]:
+            return self.calls.seen or self.kernels.seen
+
+        def __enter__(self) -> Recorder:
+            super().__enter__()
+            self.enter_context(self.calls)
+            if banned:
+                self.enter_context(self.kernels)
+            return self
+
+    return Recorder()
 
 
 CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", "storage", "data_ptr")
@@ -84,8 +117,10 @@ class _MemoryMeter:
 
     A ``TorchDispatchMode`` weighs the storage under every tensor an op returns, and under those an op writes
     into before it runs.  A storage first seen as the output of an op that aliases nothing is new: it counts
-    whole.  One first seen otherwise (an input, a view of one, a tensor made before the call) counts only for
-    what it grows by (``resize_``, an ``out=``).  A storage counts until it is freed (a weak reference to it:
+    whole; so does one an op first writes into that is not the inputs' (a tensor made before the call, or by
+    no op: ``torch.frombuffer``, ``from_numpy``, an ``UntypedStorage`` and ``set_``).  The inputs' storages
+    (``inputs``, and views of them) count only for what they grow by (``resize_``, an ``out=``).  A storage
+    counts until it is freed (a weak reference to it:
     views keep it alive, as they keep its memory), in bytes and in elements of the narrowest dtype that views
     it (a float64 storage viewed as float32 holds twice its elements).  After each op the live totals are
     compared with their peaks; the largest storage live at the peak of elements is kept, with the shape and
@@ -95,9 +130,12 @@ class _MemoryMeter:
     code can leave the modes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, inputs: Iterable[Any] = ()) -> None:
         torch = _torch()
         from torch.utils._python_dispatch import TorchDispatchMode
+
+        self._inputs = [t.untyped_storage() for t in inputs if isinstance(t, torch.Tensor) and t.device.type != "meta"]
+        self._input_keys = {id(s) for s in self._inputs}  # the storages are held: their ids stay theirs
 
         self.elements = self.bytes = 0  # live now, beyond what was there before the call
         self.peak_elements = self.peak_bytes = 0
@@ -128,7 +166,7 @@ class _MemoryMeter:
                         for arg in (*args, *kwargs.values()):
                             for value in arg if isinstance(arg, (list, tuple)) else (arg,):
                                 if isinstance(value, torch.Tensor):
-                                    meter._weigh(value, "", new=False)
+                                    meter._weigh(value, op, new=None)
                 out = func(*args, **kwargs)
                 with disabled():
                     for i, value in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
@@ -146,7 +184,9 @@ class _MemoryMeter:
 
         self._modes = (Converted(), Weigh())
 
-    def _weigh(self, tensor: Any, op: str, new: bool, renamed: bool = False) -> None:
+    def _weigh(self, tensor: Any, op: str, new: bool | None, renamed: bool = False) -> None:
+        """Weigh ``tensor``'s storage: ``new`` from an op that made it, False under one that views it, None
+        under one that writes into it.  A storage seen first counts whole unless it is the inputs'."""
         try:
             storage = tensor.untyped_storage()
             nbytes = storage.nbytes()
@@ -155,6 +195,7 @@ class _MemoryMeter:
         key, itemsize = id(storage), tensor.element_size()
         entry = self._live.get(key)
         if entry is None:
+            new = bool(new) or key not in self._input_keys  # what the call holds and is not its inputs
             ref = weakref.ref(storage, lambda _: self._free(key))
             entry = self._live[key] = [ref, 0 if new else nbytes, 0, itemsize, 0, list(tensor.shape), op]
         elif renamed and entry[6]:
@@ -220,7 +261,7 @@ class _MemoryMeter:
 
 
 @contextlib.contextmanager
-def _measured(reply: dict[str, Any], device: str) -> Iterator[None]:
+def _measured(reply: dict[str, Any], device: str, inputs: Iterable[Any] = ()) -> Iterator[None]:
     """Around a call that asks for it: the peak memory its tensors held (and on CUDA the allocator's) into ``reply``."""
     torch = _torch()
     on_cuda = device.startswith("cuda") and torch.cuda.is_available()
@@ -228,7 +269,7 @@ def _measured(reply: dict[str, Any], device: str) -> Iterator[None]:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
-    meter = _MemoryMeter()
+    meter = _MemoryMeter(inputs)
     try:
         with meter:
             yield
@@ -367,7 +408,8 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
     args = _decode_args(call.get("args", {}), tensors, device)
     recorder = _recording_mode(call.get("banned", []))
     printed = _Printed()
-    measured = _measured(reply, device) if call.get("measure_memory") and device != "meta" else contextlib.nullcontext()
+    measuring = call.get("measure_memory") and device != "meta"
+    measured = _measured(reply, device, args.values()) if measuring else contextlib.nullcontext()
     figures = call.get("output") == "figure"
     shown: list[str] = []
     showing = recording_show(shown) if figures else contextlib.nullcontext()

@@ -17,6 +17,7 @@ raises hundreds of these), and the caller is not one of the standard library's o
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import sys
 from typing import Any
@@ -46,6 +47,7 @@ _STDLIB_CALLERS: dict[tuple[str, str], frozenset[str] | None] = {
     ("collections/__init__.py", "namedtuple"): None,
     ("dataclasses.py", "_create_fn"): None,
     ("typing.py", "_caller"): None,
+    ("typing_extensions.py", "_caller"): None,
     ("typing.py", "__init__"): None,  # ForwardRef compiles its annotation
     ("enum.py", "_create_"): None,
     ("ast.py", "parse"): None,  # parsing runs nothing
@@ -64,6 +66,7 @@ and where it hands what it reached to another function, the functions it must be
 caller: a generator's consumer) for the event not to count."""
 
 _IMPORT_COMPILERS = frozenset({"source_to_code", "_compile_bytecode"})
+CODE_EVENTS = frozenset({"compile", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
 
 
 def witness(fd: int, submission: str, files: list[str]) -> None:
@@ -82,10 +85,26 @@ def witness(fd: int, submission: str, files: list[str]) -> None:
     told: set[str] = set()
     busy = [False]
 
-    def learners(filename: str) -> bool:
-        if filename.startswith("<"):
-            return not filename.startswith("<frozen")  # code compiled from text
-        return filename.startswith(root)
+    standard_loaders = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader)
+
+    def imported_file(frame: Any) -> str | None:
+        """The file a standard loader loads in this frame of importlib's (``self``), or None: a loader of the
+        learner's (a subclass, an attribute of its own, a path that is not a plain string)."""
+        loader = None if frame is None else frame.f_locals.get("self")
+        if type(loader) not in standard_loaders or set(vars(loader)) - {"name", "path"}:
+            return None
+        path = vars(loader).get("path")
+        return os.path.realpath(path) if type(path) is str else None
+
+    def library_top_level(frame: Any) -> bool:
+        """A library module's top level, imported now by a standard loader from outside the work folder."""
+        if frame.f_code.co_name != "<module>" or frame.f_back is None:
+            return False
+        back = frame.f_back
+        if back.f_code.co_name != "_call_with_frames_removed":
+            return False
+        path = imported_file(back.f_back)
+        return path is not None and not path.startswith(work)
 
     def caller_is_stdlib(frame: Any) -> bool:
         code = frame.f_code
@@ -93,29 +112,33 @@ def witness(fd: int, submission: str, files: list[str]) -> None:
         for (file, function), consumers in _STDLIB_CALLERS.items():
             if code.co_name == function and tail.endswith("/" + file):
                 back = frame.f_back
-                return consumers is None or (back is not None and back.f_code.co_name in consumers)
+                if consumers is None:
+                    return True
+                return back is not None and back.f_code.co_filename == code.co_filename and (
+                    back.f_code.co_name in consumers
+                )
         return False
 
-    def theirs(event: str, args: tuple[Any, ...], frame: Any) -> bool:
+    def theirs(event: str, frame: Any) -> bool:
         if frame is None:
             return False
         if frame.f_code.co_name == "_call_with_frames_removed" and frame.f_back is not None:
             frame = frame.f_back  # importlib calls compile and exec through it
         name = frame.f_code.co_name
         if frame.f_code.co_filename.startswith("<frozen importlib") and name in _IMPORT_COMPILERS:
-            path = args[1] if event == "compile" and len(args) > 1 else frame.f_locals.get("bytecode_path")
-            real = os.path.realpath(str(path or ""))
-            return real.startswith(work) and real not in written  # a file the learner's process wrote
+            path = imported_file(frame if name == "source_to_code" else frame.f_back)
+            return path is None or (path.startswith(work) and path not in written)  # the learner's loader, or file
         if caller_is_stdlib(frame) or frame.f_code.co_filename.startswith(ours):
             return False  # the runtime's own doing (a lie that wraps it is heard where it runs)
         while frame is not None:
-            filename = frame.f_code.co_filename
-            if learners(filename):
+            if frame.f_code.co_filename.startswith(root):
                 return True
-            if frame.f_code.co_name == "<module>" and not filename.startswith("<"):
-                return False  # a library's top level, imported now
+            if library_top_level(frame):
+                return False  # a library imported now raises hundreds of these for its own use
             frame = frame.f_back
-        return False
+        # No file of the hand-in on the stack, and no library's import: the runtime never makes code from
+        # text itself, so a callback the learner's code left behind did (weakref.finalize, a stream's flush ...)
+        return event in CODE_EVENTS
 
     def hear(event: str, args: tuple[Any, ...]) -> None:
         kind = KINDS.get(event) or ("ctypes" if is_ctypes(event) else None)
@@ -130,7 +153,7 @@ def witness(fd: int, submission: str, files: list[str]) -> None:
             return
         busy[0] = True
         try:
-            if not theirs(event, args, getframe(1)):
+            if not theirs(event, getframe(1)):
                 return
             if _identity(fd, fstat) != identity or write(fd, (line + "\n").encode()) != len(line) + 1:
                 raise RuntimeError("refused: the grader's witness of this process is gone")
