@@ -45,12 +45,14 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "m2": "scores_in_numpy",
     "m3": "scores_in_halves",
     "m9": "scores_as_integers",
+    "a4": "scores_in_a_buffer",  # round 3: memory no op of the call returns, filled in place
+    "a6": "scores_in_foreign_memory",
 }
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head"]  # and Alice's own (None)
 
 
 def measured(fn, *args):
-    meter = _MemoryMeter()
+    meter = _MemoryMeter(args)
     with meter:
         fn(*args)
     return meter
@@ -126,7 +128,17 @@ def test_what_a_storage_grows_by_counts_even_one_made_before_the_call():
     early = torch.empty(0)  # made before the call: its growth is the call's
     assert measured(lambda: torch.mm(a, b, out=early)).peak_elements == 64 * 64
     assert measured(lambda: torch.empty(0).resize_(64, 64).copy_(a @ b)).peak_elements == 2 * 64 * 64
-    assert measured(lambda: a.add_(1)).peak_elements == 0  # an input changed in place holds nothing new
+    assert measured(lambda t: t.add_(1), a).peak_elements == 0  # an input changed in place holds nothing new
+
+
+def test_memory_the_call_writes_into_counts_whole_unless_it_is_the_inputs():
+    """A buffer made before the call, or by no op (``frombuffer``), holds what the call writes into it."""
+    a, b = torch.randn(64, 8), torch.randn(8, 64)
+    made_before = torch.empty(64, 64)
+    assert measured(lambda: torch.mm(a, b, out=made_before)).peak_elements == 64 * 64
+    foreign = torch.frombuffer(bytearray(64 * 64 * 4), dtype=torch.float32).view(64, 64)
+    assert measured(lambda: foreign[:32].copy_((a @ b)[:32])).peak_elements >= 64 * 64
+    assert measured(lambda t: t[:4].mul_(2), made_before).peak_elements == 0  # an input's view: nothing new
 
 
 @pytest.mark.parametrize(
@@ -292,7 +304,7 @@ def long_case():
 @pytest.mark.parametrize("evasion", list(EVASIONS), ids=list(EVASIONS))
 def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
     q, k, v, gold = long_case
-    meter = _MemoryMeter()
+    meter = _MemoryMeter((q, k, v))
     with meter:
         out = snippet_hook(EVASIONS[evasion])(q, k, v, CHUNK, True)
     torch.testing.assert_close(out.double(), gold, rtol=1e-5, atol=1e-5)  # right values: the memory is the catch
@@ -308,7 +320,7 @@ def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
 def test_honest_chunked_versions_stay_well_below_the_bound(snippet, long_case):
     q, k, v, gold = long_case
     hook = snippet_hook(snippet) if snippet else learner_hook_of_alice()
-    meter = _MemoryMeter()
+    meter = _MemoryMeter((q, k, v))
     with meter:
         out = hook(q, k, v, CHUNK, True)
     torch.testing.assert_close(out.double(), gold, rtol=1e-5, atol=1e-5)
@@ -368,6 +380,8 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("m2", "your call used Tensor.numpy, Tensor.__array__: the grader measures the memory torch's tensors hold"),
         ("m3", f"though none of its tensors is that large (the largest: ({TOKENS}, {TOKENS // 2}), made by mm)"),
         ("m9", f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds that many alone"),
+        ("a4", "your call held at once as many elements as a whole"),
+        ("a6", "your call held at once as many elements as a whole"),
     ],
     ids=list(EVASIONS),
 )

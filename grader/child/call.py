@@ -150,7 +150,8 @@ class _MemoryMeter:
         unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
         disabled = torch._C.DisableTorchFunction  # the meter's own storage reads are no learner's conversion
 
-        kinds: dict[Any, tuple[str, bool, tuple[bool, ...]]] = {}  # op -> (its name, mutates, which returns are new)
+        kinds: dict[Any, tuple[str, tuple[tuple[int, str], ...], tuple[bool, ...]]] = {}
+        # op -> (its name, the arguments it writes into (position, name), which of its returns are new)
 
         class Weigh(dispatch_base):  # type: ignore[misc, valid-type]
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -159,11 +160,15 @@ class _MemoryMeter:
                 if kind is None:
                     schema, name = func._schema, str(getattr(func, "__name__", func)).split(".")[0]
                     new = tuple(r.alias_info is None and func is not unsafe_view for r in schema.returns)
-                    kind = kinds[func] = (name, schema.is_mutable, new or (True,))
-                op, mutates, new = kind
-                if mutates:  # in place or out=: what it grows counts from the size it has now
+                    written = tuple(
+                        (i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info and a.alias_info.is_write
+                    )
+                    kind = kinds[func] = (name, written, new or (True,))
+                op, written, new = kind
+                if written:  # in place or out=: what it writes into is weighed before it runs
                     with disabled():
-                        for arg in (*args, *kwargs.values()):
+                        for i, name in written:
+                            arg = args[i] if i < len(args) else kwargs.get(name)
                             for value in arg if isinstance(arg, (list, tuple)) else (arg,):
                                 if isinstance(value, torch.Tensor):
                                     meter._weigh(value, op, new=None)

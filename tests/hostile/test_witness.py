@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 
+import learner_code
 import pytest
 
 from grader.instructor.witnessed import FORGED, WHERE, witnessed_findings
@@ -88,7 +89,8 @@ def graded_runners(tmp_path_factory):
     suite = build_suite(11, ("cpu",))
     graded = {}
     with Template() as template:
-        for name, source in {"honest": BANNED, **{r: BANNED + run for r, (run, _) in RUNNERS.items()}}.items():
+        hand_ins = {"honest": BANNED, "reference": learner_code.reference_source()}
+        for name, source in {**hand_ins, **{r: BANNED + run for r, (run, _) in RUNNERS.items()}}.items():
             files = {f"{name}.py": source}
             sub = Submission(name, f"{name}.py", "py", files, f"{name}.py", files_sha256(files),
                              review=scan_files(files))  # fmt: skip
@@ -103,6 +105,12 @@ def test_a_lie_run_by_a_runner_the_scan_cannot_read_is_heard(graded_runners, run
     review, _, _ = graded_runners[runner]
     heard = [f for f in review if f.startswith(WHERE)]
     assert f"{WHERE}:0: {RUNNERS[runner][1]}" in heard, review
+
+
+def test_the_reference_is_heard_doing_nothing(graded_runners):
+    """Its chunked_attention makes torch import modules it generates from text (``<_remote_module_...>``)."""
+    review, passed, cases = graded_runners["reference"]
+    assert review == [] and passed == cases > 0
 
 
 def test_the_honest_banned_call_is_caught_and_not_heard(graded_runners):
@@ -130,6 +138,8 @@ def run_witnessed(tmp_path, body: str) -> tuple[list[str], subprocess.CompletedP
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         print("survived", getattr(module, "RESULT", None))
+        module.__dict__.clear()  # what the hand-in left behind runs now, with none of its frames on the stack
+        import gc; gc.collect()
         """
     )
     read, write = os.pipe()
@@ -186,6 +196,26 @@ REACHES = {
     "def f():\n    pass\nf.__code__ = (lambda: None).__code__\n": "replaces-code object.__setattr__",
     "exec('RESULT = 1')\n": "runs-code compile",
     "import marshal\nmarshal.loads(marshal.dumps(compile('1', 'x', 'eval')))\n": "runs-code marshal.loads",
+    # round 3: a loader of the hand-in's own under a library's path, a function of its own named findCaller,
+    # code run by a callback once the hand-in's frames are gone
+    textwrap.dedent(
+        """
+        import importlib.abc, importlib.util
+        class Loader(importlib.abc.SourceLoader):
+            def get_filename(self, name):
+                return "/usr/lib/python3/dist-packages/helper.py"
+            def get_data(self, path):
+                return b"RESULT = 3"
+        spec = importlib.util.spec_from_loader("helper", Loader())
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        """
+    ): "runs-code compile",
+    "import logging\ndef findCaller():\n    return logging.currentframe()\nfindCaller()\n": (
+        "reaches-frames sys._getframe"
+    ),
+    "import weakref\nclass Holder:\n    pass\nHOLDER = Holder()\nweakref.finalize(HOLDER, exec, 'X = 1')\n": (
+        "runs-code compile"
+    ),
 }
 
 
