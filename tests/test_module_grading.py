@@ -561,3 +561,20 @@ def test_the_dropout_is_judged_on_the_modules_own_weights_behind_another_mistake
     else:
         assert all(v.status == FAILED and phrase in v.message for v in train), [v.message for v in train]
         assert not any("fix those first" in v.message for v in train)
+
+
+def test_a_module_that_changes_its_input_in_place_fails_for_it(suite):
+    """Its forwards' inputs come back and are compared, as a function's arguments are (red team facts3 I1)."""
+    from grader.rules import IN_PLACE
+
+    class Mutating(CausalAttention):
+        def forward(self, x):
+            out = super().forward(x)
+            x.mul_(1.5)  # the right output, and the caller's tensor changed
+            return out
+
+    found = verdicts(suite, solution_with(make_causal_attention=maker(Mutating)), CAUSAL)
+    on_cpu = {case: v.message for (case, device, _), v in found.items() if device == "cpu" and v.status == FAILED}
+    assert on_cpu and set(on_cpu.values()) == {IN_PLACE}, on_cpu
+    honest = verdicts(suite, solution_with(make_causal_attention=maker(CausalAttention)), CAUSAL)
+    assert failing(honest) == set()

@@ -450,6 +450,8 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
         reply["printed"] = printed.text
     if reply["ok"] and device != "meta":  # the inputs as they are now, sent back: the grader compares (sent_back)
         outputs.update(sent_back(call.get("args", {}), args))
+        for i, key in enumerate((call.get("module") or {}).get("forwards", [])):
+            outputs[f"in.x{i}"] = _plain(tensors[key])  # a module's inputs (on the CPU, what its forwards got)
     described = []
     for i, value in enumerate(results):
         info = _describe_result(value)

@@ -111,11 +111,19 @@ def caps_for(trial: Any) -> Caps:
     """
     count = output_count(trial.call)
     expected = sum(int(gold.numel()) for gold in trial.golds) * 8
-    inputs = [name for name, arg in trial.call.get("args", {}).items() if "tensor" in arg]
-    sent = sum(int(trial.tensors[trial.call["args"][name]["tensor"]].nbytes) for name in inputs)
-    names = () if trial.device == "meta" else (*(f"out{i}" for i in range(count)), *(f"in.{n}" for n in inputs))
+    back = sent_back(trial)
+    sent = sum(int(trial.tensors[key].nbytes) for key in back.values())
+    names = () if trial.device == "meta" else (*(f"out{i}" for i in range(count)), *back)
     blob = max(BLOB_MULTIPLE * expected, MIN_BLOB_BYTES) + sent + BLOB_HEADER_BYTES
     return Caps(HEADER_BYTES, blob, names, count)
+
+
+def sent_back(trial: Any) -> dict[str, str]:
+    """The inputs a call sends back as the call left them: ``in.<name>`` (a tensor argument) or ``in.x<i>`` (a
+    module's forward), each with the name of the tensor the grader sent."""
+    back = {f"in.{name}": arg["tensor"] for name, arg in trial.call.get("args", {}).items() if "tensor" in arg}
+    forwards = (trial.call.get("module") or {}).get("forwards", [])
+    return {**back, **{f"in.x{i}": key for i, key in enumerate(forwards)}}
 
 
 # --- checking replies -----------------------------------------------------------------------------------

@@ -320,13 +320,14 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
 
 
 def _inputs_changed(trial: Any, outputs: dict[str, Any]) -> bool:
-    """Whether a tensor argument came back (``in.<name>``) other than it was sent, byte for byte (or not at all)."""
+    """Whether an input came back (:func:`~grader.instructor.replies.sent_back`) other than it was sent, byte for
+    byte (or not at all)."""
     import torch
 
-    for name, arg in trial.call.get("args", {}).items():
-        if "tensor" not in arg:
-            continue
-        sent, back = trial.tensors[arg["tensor"]], outputs.get(f"in.{name}")
+    from grader.instructor.replies import sent_back
+
+    for name, key in sent_back(trial).items():
+        sent, back = trial.tensors[key], outputs.get(name)
         if back is None or back.dtype != sent.dtype or back.shape != sent.shape:
             return True
         if not torch.equal(back.reshape(-1).view(torch.uint8), sent.reshape(-1).view(torch.uint8)):
