@@ -448,7 +448,7 @@ def grade(
     from grader.instructor.sandbox import Limits
     from grader.instructor.stopping import EXIT_INTERRUPTED, resume_command, stop_on_signals
 
-    console = Console()
+    console = Console(emoji=False)  # learner names in its lines and tables: ":white_check_mark:" stays text
     grader_pool = _executor(executor, ray_address, jobs)
     targets = list(paths)
     if not targets:

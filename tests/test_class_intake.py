@@ -417,12 +417,16 @@ def twice(tmp_path) -> tuple[Path, Roster]:
     return klass, roster
 
 
-def test_two_hand_ins_for_one_student_are_refused(twice):
+def test_two_hand_ins_for_one_student_make_an_error_row_and_the_class_is_graded(twice):
     klass, roster = twice
-    with pytest.raises(IntakeError) as caught:
-        collect([str(klass)], roster=roster)
-    assert "two or more hand-ins for one student (s1001: 'jane.zip', 's1001.zip')" in str(caught.value)
-    assert "--latest" in str(caught.value)
+    intake = collect([str(klass)], roster=roster)
+    assert ids(intake) == {"jane.zip": "s1001", "li.zip": "s1002"}
+    row, other = (next(s for s in intake.submissions if s.student == sid) for sid in ("s1001", "s1002"))
+    assert row.error is not None and other.error is None
+    assert "two or more hand-ins for s1001 ('jane.zip', 's1001.zip')" in row.error and "--latest" in row.error
+    assert [(Path(s.path).name, s.reason) for s in intake.skipped] == [
+        ("s1001.zip", "one of s1001's 2 hand-ins: see that row")
+    ]
     assert len(collect([str(klass)]).submissions) == 3  # without a roster, the names are three ids
 
 
@@ -451,17 +455,19 @@ def test_latest_takes_an_lms_attempt_time_in_the_name_over_the_files_time(tmp_pa
 
 
 @pytest.mark.parametrize("case", ["untimed", "same-time"], ids=["untimed", "same-time"])
-def test_latest_refuses_when_it_cannot_tell_which_is_last(twice, case):
+def test_latest_makes_an_error_row_when_it_cannot_tell_which_is_last(twice, case):
     klass, roster = twice
     if case == "untimed":
         subs = [read_submission(klass / "s1001.zip"), read_submission(klass / "jane.zip")]
         subs[0].collected = None  # a time that could not be read
-        with pytest.raises(IntakeError, match="--latest cannot choose: 's1001.zip' of s1001: no time known"):
-            identify(subs, roster=roster, latest=True)
+        (row,) = identify(subs, roster=roster, latest=True).submissions
+        assert row.error is not None and "--latest cannot choose: 's1001.zip': no time known" in row.error
         return
-    collected_at(hand_in(klass / "S1001.py", "s1001"), "2026-03-02T09:00:00+01:00")  # jane.zip's time, in UTC
-    with pytest.raises(IntakeError, match="'S1001.py', 'jane.zip' of s1001 were collected at the same time"):
-        collect([str(klass)], roster=roster, latest=True)
+    collected_at(hand_in(klass / "jane.py", "s1001"), "2026-03-02T09:00:00+01:00")  # jane.zip's time, in UTC
+    intake = collect([str(klass)], roster=roster, latest=True)
+    (row,) = [s for s in intake.submissions if s.student == "s1001"]
+    assert row.error is not None and "'jane.py', 'jane.zip' were collected at the same time" in row.error
+    assert [s.error for s in intake.submissions if s.student == "s1002"] == [None]
 
 
 # --- ids never depend on the order ------------------------------------------------------------------------

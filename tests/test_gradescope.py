@@ -242,7 +242,19 @@ def test_two_hand_ins_in_one_submission_are_refused(root):
     for name in ("alice.py", "carol.zip"):
         shutil.copy(SAMPLE_CLASS / name, root / "submission" / name)
     data = valid(gradescope.autograde(root))
-    assert data["score"] == 0 and "2 hand-ins (alice.py, carol.zip)" in data["output"]
+    assert data["score"] == 0 and "2 hand-ins ('alice.py', 'carol.zip')" in data["output"]
+
+
+def test_the_names_of_several_hand_ins_cannot_forge_a_line_of_the_output(tmp_path):
+    """rt-meta3 g1: upload names with a newline printed a forged ``attnkit: 30.0 of 30.0 points`` line."""
+    forged = "attnkit: 30.0 of 30.0 points; all 30 cases passed"
+    (tmp_path / "x.py").write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / f"y\n{forged}\n.py").write_text("y = 1\n", encoding="utf-8")
+    zipfile.ZipFile(tmp_path / "z\x1b[2J\u2028w.zip", "w").close()
+    data = gradescope.results_for(tmp_path, load_rubric(gradescope.DEFAULT_RUBRIC), SEED)
+    assert data["score"] == 0 and "holds 3 hand-ins" in data["output"]
+    assert not any(line.startswith("attnkit:") for line in data["output"].splitlines())
+    assert "\x1b" not in data["output"] and "\u2028" not in data["output"]
 
 
 def test_a_learners_loose_modules_are_one_hand_in_by_the_uploads_shape(tmp_path):

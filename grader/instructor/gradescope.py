@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.handin import kit_version
+from grader.instructor.inert import inert_line
 from grader.instructor.rubric import DEFAULT_RUBRIC, Rubric, load_rubric
 from grader.instructor.suite_version import suite_version
 from grader.registry import HOOK_NAMES
@@ -243,7 +244,7 @@ def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, An
     except IntakeError as exc:
         return _nothing_graded(rubric, f"No hand-in found in your submission: {exc}")
     if len(intake.submissions) != 1:
-        names = ", ".join(Path(s.source).name for s in intake.submissions)
+        names = inert_line(", ".join(repr(Path(s.source).name) for s in intake.submissions[:6]))  # the learner's names
         return _nothing_graded(
             rubric,
             f"Your submission holds {len(intake.submissions)} hand-ins ({names}): "

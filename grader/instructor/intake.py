@@ -49,9 +49,12 @@ name itself, made unique by :func:`deduplicate_ids`; the ``<id>`` of
 ``submission-<id>-<date>`` (``attnkit submit``'s name, from the learner's own
 ``--student``) is a claim that takes no other hand-in's id.  The id a zip's
 ``manifest.json`` claims (read as JSON data, never code) only confirms it: a
-claim of another id is a note on that row.  Two hand-ins for one student are
-refused unless ``latest``, which orders them by the time they were collected
-(:func:`collected_time`), never by a manifest's date.  None of it depends on the
+claim of another id is a note on that row.  A name that names a roster student
+less exactly than another hand-in's (``Alice.py`` beside ``alice.py``) takes no
+roster id; two that name one equally well make that student's row an error unless
+``latest``, which orders them by the time they were collected
+(:func:`collected_time`), never by a manifest's date.  A name that had to be
+sanitised never takes a roster student's id.  None of it depends on the
 order the files come in.  Every text made here from a learner's input (an error,
 a note, a skipped reason) is one inert line (:func:`~grader.instructor.inert.inert_line`).
 The result is an :class:`Intake`.
@@ -205,7 +208,9 @@ def _hashed_id(base: str, seed: str, length: int) -> str:
     return f"{base[: MAX_NAME_LENGTH - length - 1]}-{digest}"
 
 
-def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) -> list[Submission]:
+def deduplicate_ids(
+    submissions: list[Submission], owned: Iterable[str] = (), roster_ids: Iterable[str] = ()
+) -> list[Submission]:
     """Make student ids unique (ignoring case, for macOS and Windows), whatever order the submissions come in.
 
     An id claimed by one submission only is kept.  Among several claimants of
@@ -215,14 +220,17 @@ def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) ->
     ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the
     names are the same too).  An id equal to one of the grader's own output
     files (``grades.csv`` …) is never kept, nor one in ``owned`` (ids other
-    hand-ins own: a roster's).  Each changed id gets one line in
+    hand-ins own: a roster's), nor a roster student's id (``roster_ids``: these submissions'
+    names do not name the student, so the id is not theirs, whether or not the student handed in).  Each changed
+    id gets one line in
     ``Submission.notes`` saying why.
     """
     claims: dict[str, list[Submission]] = {}
     for sub in submissions:
         claims.setdefault(sub.student.lower(), []).append(sub)
     owned = {name.lower() for name in owned}
-    taken = {name.lower() for name in RESERVED_IDS} | owned
+    listed = {name.lower() for name in roster_ids} - owned
+    taken = {name.lower() for name in RESERVED_IDS} | owned | listed
     renamed: list[tuple[Submission, str]] = []  # (submission, why)
     for key, subs in claims.items():
         if key in RESERVED_IDS:
@@ -230,6 +238,10 @@ def deduplicate_ids(submissions: list[Submission], owned: Iterable[str] = ()) ->
             continue
         if key in owned:
             renamed += [(sub, f"{sub.student!r} is the roster's id of another hand-in") for sub in subs]
+            continue
+        if key in listed:
+            why = f"{subs[0].student!r} is a roster student's id, which this name names only once sanitised"
+            renamed += [(sub, why) for sub in subs]
             continue
         ranks = [_claim_rank(sub) for sub in subs]
         best = [sub for sub, rank in zip(subs, ranks) if rank == min(ranks)]
@@ -639,9 +651,27 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
     path that is a symbolic link is refused, whatever it points to.  Its time
     as collected is :func:`collected_time`'s.
     """
-    sub = _read_submission(Path(path), str(path))
+    source = str(path)
+    if shown_path(source) != source:  # a name not valid UTF-8: every report, note and the gradebook would fail on it
+        p = Path(path)
+        sub = Submission(
+            _id_from_path(p), shown_path(source), _format_of(p), sha256=_file_sha256(p),
+            error=f"{shown_path(p.name)}: its name is not valid UTF-8: not graded (rename it)",
+        )  # fmt: skip
+    else:
+        sub = _read_submission(Path(path), source)
     sub.collected = collected_time(Path(path))
     return sub
+
+
+def shown_path(path: str) -> str:
+    """``path`` as text every report can hold: a name that is not valid UTF-8 (``b'mall\\xffory.py'``, read as
+    surrogates) with its bad bytes written ``\\xff``; any other name as it is."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
 
 
 LMS_TIME = re.compile(r"^[^_]*_[^_]*_attempt_(\d{4})-(\d{2})-(\d{2})-(\d{2})-(\d{2})-(\d{2})(?=[_.]|$)")
@@ -727,6 +757,7 @@ class Skipped:
     reason: str
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "path", shown_path(self.path))
         object.__setattr__(self, "reason", inert_line(self.reason))
 
 
@@ -945,6 +976,21 @@ def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
     return roster.by_name(stem) if safe_name(stem, "") == stem else None
 
 
+PATTERN_RANK, EXACT_RANK, VARIANT_RANK = 0, 1, 2
+"""How well a hand-in claims the roster student it is given: by the student's file pattern (the LMS's name), by a
+name that is exactly one of the student's (:func:`_name_rank`), by one that names them only up to case."""
+
+
+def _name_rank(sub: Submission, entry: RosterEntry) -> int:
+    """:data:`EXACT_RANK` for a name that is exactly one of ``entry``'s names (id, email, email's local part, as
+    the roster spells them or in lower case) with a lower-case suffix; else :data:`VARIANT_RANK` (``Alice.py``,
+    ``ALICE.py``, ``alice.PY``)."""
+    name, stem = _name_of(Path(sub.source)), _stem(Path(sub.source))
+    spelled = {entry.id, *((safe_name(entry.email), safe_name(entry.email.split("@", 1)[0])) if entry.email else ())}
+    spelled |= {n.lower() for n in spelled}
+    return EXACT_RANK if stem in spelled and name[len(stem) :] in CANONICAL_SUFFIXES else VARIANT_RANK
+
+
 def _name_claim(sub: Submission, roster: Roster | None) -> tuple[str, RosterEntry | None] | None:
     """The id a name in ``attnkit submit``'s form claims (:data:`ATTNKIT_NAME`) and the roster student it names
     (only where the name is already a safe id, as :func:`_by_file_name`), or None for any other name."""
@@ -1044,11 +1090,15 @@ def identify(
     The id its manifest claims (``Submission.claimed``) only confirms this one:
     a claim of another id is a note on that row, whatever it claims (another
     hand-in's id, a reserved name, a path).  Ids from 1-2 are the student's own:
-    two hand-ins with one of them are the same student's, an :class:`IntakeError`
-    unless ``latest``, which keeps the one collected last (:func:`collected_time`:
-    an LMS's attempt time in the name, else the file's time on disk; never a
-    manifest's date), lists the others as ``skipped`` (superseded) and refuses
-    when that cannot be told.  A hand-in that matches no one on the roster is
+    a hand-in that names its student less exactly than another of theirs (a
+    pattern beats a name, an exact name beats a case variant) takes no roster id
+    and is graded under its own (:func:`_demote_weaker_claims`).  Two equally good
+    are the same student's: that row is an error naming them, unless ``latest``,
+    which keeps the one collected last (:func:`collected_time`: an LMS's attempt
+    time in the name, else the file's time on disk; never a manifest's date) and
+    lists the others as ``skipped`` (superseded); an error row again when that
+    cannot be told.  No other name (one sanitised to a roster id) takes a roster
+    student's id.  A hand-in that matches no one on the roster is
     graded under its own id and listed in ``unmatched`` and ``notes``: an
     instructor expects a stray hand-in graded and shown, not dropped (fix the
     roster, and the next run files it).  The roster's students without a
@@ -1065,8 +1115,10 @@ def identify(
     entries: dict[int, RosterEntry] = {}
     claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]] = {}
 
-    def own(sub: Submission, entry: RosterEntry) -> None:
-        sub.student, entries[id(sub)] = entry.id, entry
+    ranks: dict[int, int] = {}
+
+    def own(sub: Submission, entry: RosterEntry, rank: int) -> None:
+        sub.student, entries[id(sub)], ranks[id(sub)] = entry.id, entry, rank
         owned.setdefault(entry.id.lower(), []).append(sub)
 
     for sub in subs:
@@ -1080,10 +1132,10 @@ def identify(
             else:
                 _note(sub, f"{why}: make the roster's patterns tell them apart")
         elif hits:
-            own(sub, hits[0])
+            own(sub, hits[0], PATTERN_RANK)
             continue
         elif roster is not None and (entry := _by_file_name(roster, sub)) is not None:
-            own(sub, entry)
+            own(sub, entry, _name_rank(sub, entry))
             continue
         elif claim is not None:
             claimed, entry = claim
@@ -1096,16 +1148,21 @@ def identify(
     granted, disowned = _settle_name_claims(claims, owned, named, roster is not None)
     for sub, entry in granted:
         if entry is not None:
-            own(sub, entry)
+            own(sub, entry, VARIANT_RANK)
         else:
             named.append(sub)
             off_roster += [sub] if roster is not None else []
     named += disowned
+    demoted = _demote_weaker_claims(owned, ranks)
+    for sub in demoted:
+        entries.pop(id(sub))
+        sub.student = _id_from_path(Path(sub.source))
+    named += demoted
     losers = _latest_of_each(owned, latest)
     skipped += [Skipped(sub.source, why) for sub, why in losers]
     dropped = {id(sub) for sub, _ in losers}
     kept = [sub for sub in subs if id(sub) not in dropped]
-    deduplicate_ids(named, owned=owned)
+    deduplicate_ids(named, owned=owned, roster_ids=[e.id for e in roster.entries] if roster is not None else ())
     name_claims = {id(sub): claimed for group in claims.values() for sub, claimed, _ in group}
     for sub in kept:
         _check_claim(sub, entries.get(id(sub)), roster, name_claims.get(id(sub)))
@@ -1113,7 +1170,9 @@ def identify(
         if id(sub) not in dropped:
             _note(sub, f"{_name_of(Path(sub.source))!r} matches no one on the roster: graded as {sub.student!r}")
     found = {sub.student.lower() for sub in kept}
-    unmatched = [sub for sub in [*off_roster, *(disowned if roster is not None else [])] if id(sub) not in dropped]
+    unmatched = [
+        sub for sub in [*off_roster, *demoted, *(disowned if roster is not None else [])] if id(sub) not in dropped
+    ]
     return Intake(
         submissions=kept,
         skipped=skipped,
@@ -1147,41 +1206,55 @@ def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | No
     )
 
 
+def _demote_weaker_claims(owned: dict[str, list[Submission]], ranks: dict[int, int]) -> list[Submission]:
+    """The hand-ins that claim their roster student less well than another of the student's (a case variant beside
+    an exact name, any name beside the student's file pattern): removed from ``owned``, each with a note; they take
+    no roster id and are graded under their own (``--latest`` orders only the claims that are equally good)."""
+    demoted: list[Submission] = []
+    for subs in owned.values():
+        best = min(ranks[id(sub)] for sub in subs)
+        strong = sorted(_name_of(Path(sub.source)) for sub in subs if ranks[id(sub)] == best)
+        for sub in [sub for sub in subs if ranks[id(sub)] > best]:
+            how = "its file pattern" if best == PATTERN_RANK else "an exact name"
+            _note(sub, f"{_name_of(Path(sub.source))!r} names {sub.student} less exactly than {_listed(strong)} "
+                       f"({how}): it takes no roster id")  # fmt: skip
+            demoted.append(sub)
+            subs.remove(sub)
+    return demoted
+
+
 def _latest_of_each(owned: dict[str, list[Submission]], latest: bool) -> list[tuple[Submission, str]]:
-    """The hand-ins that another hand-in of the same student supersedes, with why; :class:`IntakeError` when
-    there are several and not ``latest``, or ``latest`` cannot tell which one is the last (by ``collected``)."""
-    doubles = {key: subs for key, subs in owned.items() if len(subs) > 1}
-
-    def shown(subs: list[Submission]) -> str:
-        return ", ".join(sorted(repr(_name_of(Path(s.source))) for s in subs))
-
-    if doubles and not latest:
-        listed = "; ".join(f"{subs[0].student}: {shown(subs)}" for _, subs in sorted(doubles.items()))
-        raise IntakeError(
-            f"two or more hand-ins for one student ({listed}); pass --latest to grade each student's latest "
-            "hand-in by the time it was collected (the others are listed as skipped), or remove the ones not to grade"
-        )
-    problems: list[str] = []
+    """The hand-ins that another hand-in of the same student supersedes, with why.  Where there are several and
+    not ``latest``, or ``latest`` cannot tell which one is the last (by ``collected``), the student's row is an
+    error naming them (the first by name), the others are listed as skipped: the rest of the class is graded."""
     losers: list[tuple[Submission, str]] = []
-    for _, subs in sorted(doubles.items()):
+    for _, subs in sorted(owned.items()):
+        if len(subs) < 2:
+            continue
+        subs = sorted(subs, key=lambda s: _name_of(Path(s.source)))
+        names = [_name_of(Path(s.source)) for s in subs]
         untimed = [s for s in subs if s.collected is None]
-        if untimed:
-            problems.append(f"{shown(untimed)} of {subs[0].student}: no time known")
-            continue
-        newest = max(s.collected for s in subs if s.collected is not None)
+        newest = max((s.collected for s in subs if s.collected is not None), default=None)
         best = [s for s in subs if s.collected == newest]
-        if len(best) > 1:
-            problems.append(f"{shown(best)} of {subs[0].student} were collected at the same time")
+        if not latest:
+            why = "pass --latest to grade the one collected last, or remove the ones not to grade"
+        elif untimed:
+            why = f"--latest cannot choose: {_listed([_name_of(Path(s.source)) for s in untimed])}: no time known"
+        elif len(best) > 1:
+            why = f"--latest cannot choose: {_listed([_name_of(Path(s.source)) for s in best])} were collected at " \
+                  "the same time"  # fmt: skip
+        else:
+            winner = _name_of(Path(best[0].source))
+            for sub in subs:
+                if sub is not best[0]:
+                    then = sub.collected.isoformat() if sub.collected else "?"
+                    losers.append((sub, inert_line(
+                        f"superseded by {winner!r} ({sub.student}'s latest hand-in, collected "
+                        f"{newest.isoformat() if newest else '?'}; this one {then})")))  # fmt: skip
             continue
-        winner = _name_of(Path(best[0].source))
-        for sub in subs:
-            if sub is not best[0]:
-                then = sub.collected.isoformat() if sub.collected else "?"
-                why = (
-                    f"superseded by {winner!r} ({sub.student}'s latest hand-in, collected {newest.isoformat()}; "
-                    f"this one {then})"
-                )
-                losers.append((sub, inert_line(why)))
-    if problems:
-        raise IntakeError(inert_line(f"--latest cannot choose: {'; '.join(problems)}; remove the ones not to grade"))
+        row = subs[0]
+        row.error = inert_line(
+            f"two or more hand-ins for {row.student} ({_listed(names, 6)}): not graded; {why}, then grade again"
+        )
+        losers += [(sub, inert_line(f"one of {row.student}'s {len(subs)} hand-ins: see that row")) for sub in subs[1:]]
     return losers

@@ -1023,9 +1023,10 @@ def print_line(console: Console, markup: str) -> None:
 
     A line wrapped at the width (by rich, or by the terminal) lets a learner's text start the next line: padding
     of spaces, blank fillers or visible dots up to the width made a finding's tail show as a review line of its
-    own (``alice: alice.py:1: copied from mallory``).  The whole text is in the reports.
+    own (``alice: alice.py:1: copied from mallory``).  The whole text is in the reports.  Emoji codes stay text (a
+    name ``:white_check_mark:.py`` printed a ✅).
     """
-    console.print(markup, no_wrap=True, overflow="ellipsis", soft_wrap=False)
+    console.print(markup, no_wrap=True, overflow="ellipsis", soft_wrap=False, emoji=False)
 
 
 def summary_table(graded: Graded, rubric: Rubric) -> Table:

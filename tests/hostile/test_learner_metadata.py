@@ -41,6 +41,7 @@ from grader.instructor.reports import (
     ClassRoll,
     Person,
     console_text,
+    print_line,
     review_constructs,
     review_lines,
     status,
@@ -236,10 +237,10 @@ def test_latest_orders_by_the_time_collected_never_the_manifest(tmp_path):
     roster = Roster.load(roster_at(tmp_path))
     folder = tmp_path / "two"
     early = collected_at(zip_of(folder / "alice.zip", {"a.py": SCORES}, claiming("alice")), "2026-03-01T00:00:00")
-    (folder / "Alice.py").write_text(SCORES, encoding="utf-8")
-    collected_at(folder / "Alice.py", "2026-03-03T00:00:00")
+    (folder / "alice.py").write_text(SCORES, encoding="utf-8")
+    collected_at(folder / "alice.py", "2026-03-03T00:00:00")
     intake = collect([str(folder)], roster=roster, latest=True)
-    assert [Path(s.source).name for s in intake.submissions] == ["Alice.py"]
+    assert [Path(s.source).name for s in intake.submissions] == ["alice.py"]
     assert [s.path for s in intake.skipped] == [str(early)]
 
 
@@ -502,3 +503,90 @@ def test_with_a_roster_a_submit_names_id_is_a_claim_noted_on_its_row(tmp_path):
     assert note.startswith(f"{own.name!r}: graded as 'alice', whom its name claims") and "no roster pattern" in note
     alone = collect([str(own)])
     assert [s.student for s in alone.submissions] == ["alice"] and alone.notes == []  # no roster: no one to confirm
+
+
+# --- names that name a roster student less than exactly (rt-meta3 c02, c03, c06, c12, p2) -------------------------
+
+
+@pytest.mark.parametrize("variant", ["Alice.py", "ALICE.py", "alicé.py", "alice .py", "ａｌｉｃｅ.py"])
+def test_a_variant_of_an_exact_name_never_takes_its_id_nor_stops_the_class(tmp_path, variant):
+    """c02/c03/p2: ``Alice.py`` beside alice's ``alice.py`` refused the whole class with a roster, and with --latest,
+    collected later, superseded hers: mallory's code was graded as alice.  A variant takes no roster id."""
+    from grader.instructor.roster import Roster
+
+    roster = Roster.load(roster_at(tmp_path))
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "alice.py").write_text(SCORES, encoding="utf-8")
+    collected_at(klass / "alice.py", "2026-03-01T10:00:00+00:00")
+    (klass / variant).write_text(SCORES, encoding="utf-8")
+    collected_at(klass / variant, "2026-03-02T10:00:00+00:00")  # the variant is newer
+    (klass / "bob.py").write_text(SCORES, encoding="utf-8")
+    for latest in (False, True):
+        intake = collect([str(klass)], roster=roster, latest=latest)
+        got = {Path(s.source).name: s.student for s in intake.submissions}
+        assert got["alice.py"] == "alice" and got["bob.py"] == "bob" and len(got) == 3
+        assert got[variant].lower() not in {"alice", "bob", "mallory"}
+        assert intake.skipped == [] and all(s.error is None for s in intake.submissions)
+        assert got[variant] in intake.unmatched
+        assert any(n.startswith(repr(variant)) for n in intake.notes)
+
+
+def test_two_exact_names_for_one_student_make_that_row_an_error(tmp_path):
+    """Two hand-ins naming alice exactly (``alice.py``, ``alice.zip``): without --latest her row is an error naming
+    both; bob is graded."""
+    from grader.instructor.roster import Roster
+
+    klass = tmp_path / "class"
+    zip_of(klass / "alice.zip", {"a.py": SCORES})
+    (klass / "alice.py").write_text(SCORES, encoding="utf-8")
+    (klass / "bob.py").write_text(SCORES, encoding="utf-8")
+    intake = collect([str(klass)], roster=Roster.load(roster_at(tmp_path)))
+    rows = {s.student: s for s in intake.submissions}
+    assert sorted(rows) == ["alice", "bob"] and rows["bob"].error is None
+    assert "'alice.py', 'alice.zip'" in (rows["alice"].error or "") and "--latest" in (rows["alice"].error or "")
+
+
+def test_a_sanitised_name_never_takes_the_id_of_a_student_who_handed_nothing_in(tmp_path):
+    """c06: ``ａｌｉｃｅ.py`` (fullwidth) with alice absent was graded as ``alice`` and posted to her LMS row."""
+    from grader.instructor.roster import Roster
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "ａｌｉｃｅ.py").write_text(SCORES, encoding="utf-8")
+    (klass / "bob.py").write_text(SCORES, encoding="utf-8")
+    intake = collect([str(klass)], roster=Roster.load(roster_at(tmp_path)))
+    got = {Path(s.source).name: s.student for s in intake.submissions}
+    assert got["bob.py"] == "bob" and got["ａｌｉｃｅ.py"].lower() not in {"alice", "bob", "mallory"}
+    assert "alice" in [e.id for e in intake.missing] and intake.unmatched == [got["ａｌｉｃｅ.py"]]
+    assert any("roster student's id" in n for n in intake.notes if n.startswith("'ａｌｉｃｅ.py'"))
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses file names that are not UTF-8")
+def test_a_name_that_is_not_utf8_is_an_error_row_and_the_class_is_graded(tmp_path):
+    """c12: ``b'mall\\xffory.py'`` (and a folder so named) crashed attnkit grade in files_sha256: nothing graded."""
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "alice.py").write_text(SCORES, encoding="utf-8")
+    bad = os.fsencode(klass) + b"/mall\xffory.py"
+    with open(bad, "wb") as f:
+        f.write(SCORES.encode())
+    os.mkdir(os.fsencode(klass) + b"/eve\xfe")
+    with open(os.fsencode(klass) + b"/eve\xfe/a.py", "wb") as f:
+        f.write(SCORES.encode())
+    intake = collect([str(klass)])
+    rows = {s.student: s for s in intake.submissions}
+    assert rows["alice"].error is None and len(rows) == 3
+    errors = sorted(s.error or "" for s in intake.submissions if s.student != "alice")
+    assert errors == [
+        f"{n}: its name is not valid UTF-8: not graded (rename it)" for n in ("eve\\xfe", "mall\\xffory.py")
+    ]
+    for sub in intake.submissions:
+        sub.source.encode("utf-8"), sub.student.encode("ascii"), [n.encode("utf-8") for n in sub.notes]
+
+
+def test_an_emoji_code_in_a_name_prints_as_text_on_the_console():
+    """c11: ``:white_check_mark:.py`` printed a ✅ beside a skipped file's name."""
+    out = io.StringIO()
+    print_line(Console(file=out, width=200), f"skipped {console_text(':white_check_mark: :cross_mark:.py')}")
+    assert out.getvalue() == "skipped :white_check_mark: :cross_mark:.py\n"
