@@ -238,7 +238,8 @@ EXPECTED_FLAGS = {
                                                "assignment of torch.Tensor.equal",
                                                "assignment of torch.testing.assert_close"},
     "tests/submissions/tensor_subclass.py": {"defines __torch_function__"},
-    "tests/learner_code.py": {"a code file named in a string"},  # reads reference.py, as a thief would
+    # reads reference.py, as a thief would; grades in the grader's sandbox (graded_snippet)
+    "tests/learner_code.py": {"a code file named in a string", "grader.instructor.sandbox"},
 }
 """The only learner-style files of the repository that use a construct: each is a cheat on purpose."""
 

@@ -114,7 +114,7 @@ def observe(trial: Any, status: str, message: str, reply: CallReply | Mapping | 
     if status != FAILED or reply is None:
         return OTHER
     error = dict(reply.get("error") or {})
-    outs = tuple(outputs[k] for k in sorted(outputs) if isinstance(outputs[k], torch.Tensor))
+    outs = tuple(outputs[k] for k in sorted(outputs) if k.startswith("out") and isinstance(outputs[k], torch.Tensor))
     if (trial.call.get("module") or {}).get("eval_too"):
         outs = outs[:-1]  # the training forwards; the last is the module's own eval-mode answer
     if trial.case.expect_error:

@@ -826,7 +826,7 @@ def _top_py(path: Path) -> list[Path]:
         return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
 
 
-def folder_reading(path: Path) -> str:
+def folder_reading(path: Path, listed: bool = False) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
     Decided by the folder's shape alone, never by the code in it: a hand-in's code is the learner's, and a
@@ -838,13 +838,16 @@ def folder_reading(path: Path) -> str:
       under the folder's name, as ``attnkit grade bob/`` means).
     - Any other folder is a class: each ``.py``, ``.ipynb`` and ``.zip`` file and each folder in it is one
       submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
-      ``masking.py``) is told from a class of two only by the instructor: ``--one``.
+      ``masking.py``) is told from a class of two only by the instructor: ``--one``, or by naming it beside
+      other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where a folder
+      of ``.py`` files only is that learner's modules: one.
     """
     if _is_kit_or_package(path):
         return "one"
     members, _ = sort_out(path)
     lone = len(members) == 1 and members[0].suffix.lower() in (".py", ".ipynb") and _regular(members[0])
-    return "one" if lone else "class"
+    modules = listed and bool(members) and all(m.suffix.lower() == ".py" and _regular(m) for m in members)
+    return "one" if lone or modules else "class"
 
 
 def _not_in_one(path: Path) -> list[Skipped]:
@@ -931,7 +934,7 @@ def collect(
             raise IntakeError(f"{raw}: no such file or folder")
         if p.is_dir() and not p.is_symlink():
             try:
-                how = reading if reading != "auto" else folder_reading(p)
+                how = reading if reading != "auto" else folder_reading(p, listed=len(paths) > 1)
                 if how == "class":
                     members, left = sort_out(p)
                 else:

@@ -271,11 +271,16 @@ def grade_submission(
     finally:
         session.close()
     results = [result for i in sorted(done) for result in done[i]]
-    if stats.witnessed:  # heard while it ran: flagged beside what the scan read
-        review = list(dict.fromkeys([*submission.review, *witnessed_findings(stats.witnessed)]))
-        submission = dataclasses.replace(submission, review=review)
     source = LearnerSource.of(submission.files, (session.load_reply or {}).get("hooks"))
-    return Outcome(submission, verdicts.named(results, source), verdicts.figures, stats)
+    return Outcome(_with_heard(submission, stats.witnessed), verdicts.named(results, source), verdicts.figures, stats)
+
+
+def _with_heard(submission: Submission, witnessed: list[str]) -> Submission:
+    """``submission`` with what its witness heard while it ran flagged beside what the scan read."""
+    if not witnessed:
+        return submission
+    review = list(dict.fromkeys([*submission.review, *witnessed_findings(witnessed)]))
+    return dataclasses.replace(submission, review=review)
 
 
 def _load(session: _Session) -> str:
