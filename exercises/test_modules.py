@@ -23,7 +23,7 @@ def built(module, case, dtype, device):
 
 def projection(module, name, case):
     """Apply the module's nn.Linear `name` in float64: a function x -> x W^T + b."""
-    layer = getattr(module, name, None)
+    layer = dict(module.named_children()).get(name)
     expect(isinstance(layer, nn.Linear), case, f"the module needs an nn.Linear attribute {name}, got {layer!r}")
     weight = f64(layer.weight)
     bias = None if layer.bias is None else f64(layer.bias)

@@ -109,6 +109,22 @@ FLAGGED = {
     "compile-computed": ("compile(src, 'x', 'exec')\n", "compile of a computed string"),
     "attrgetter": ("import operator\noperator.attrgetter('f_back')\n", '"f_back" as a string'),
     "string-path": ("import importlib\nNAME = 'torch._C'\n", "torch._C (named in a string)"),
+    # a computed name on any object (red team facts3 W1, W2, W5: "__%s__" % "globals" on the runtime's functions)
+    "getattr-formatted-dunder": ("def f(fn):\n    return getattr(fn, '__%s__' % 'globals')\n",
+                                 "getattr with a computed name that may be private"),
+    "getattr-name-variable": ("G = '_' * 2 + 'globals' + '_' * 2\ndef f(fn):\n    return getattr(fn, G)\n",
+                              "getattr with a computed name that may be private"),
+    "getattr-parameter": ("def f(obj, name):\n    return getattr(obj, name)\n",
+                          "getattr with a computed name that may be private"),
+    "setattr-format": ("def f(o, v):\n    setattr(o, '{}x'.format('_'), v)\n",
+                       "setattr with a computed name that may be private"),
+    "getattr-as-value": ("import functools\nfunctools.reduce(getattr, names, obj)\n",
+                         "getattr handed on as a value (its name computed elsewhere)"),
+    "attrgetter-computed": ("import operator\noperator.attrgetter('_' + x)\n",
+                            "operator.attrgetter with a computed name that may be private"),
+    "private-stdlib-module": ("import _thread\n", "private module _thread"),
+    "through-torch-sys": ("import torch\ntorch.sys.modules['__ma' + 'in__']\n", "sys.modules"),
+    "through-os-sys": ("import os\nm = os.sys\nm.modules\n", "sys.modules"),
 }
 
 
@@ -197,6 +213,8 @@ class Attention(nn.Module):
         self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
         for i in range(2):
             setattr(self, f"extra{i}", nn.Linear(d_out, d_out))
+        for part in ("query", "key"):
+            setattr(self, "W_" + part, getattr(self, f"extra{0}"))
         object.__setattr__(self, "note", "fine")
 
     def forward(self, x):

@@ -48,7 +48,7 @@ def _aten_name(func: Any, banned: list[str]) -> str | None:
     return None
 
 
-def _recording_mode(banned: list[str]) -> Any:
+def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None) -> Any:
     """A recorder of every banned torch call made inside it (``seen``), both ways in.
 
     A TorchFunctionMode names the call as the learner wrote it (``torch.softmax``, ``Tensor.softmax``,
@@ -56,6 +56,8 @@ def _recording_mode(banned: list[str]) -> Any:
     call (``F.softmin`` calls ``Tensor.softmax`` inside its own handler, a backward hook runs inside
     ``Tensor.backward``'s): a TorchDispatchMode sees every aten op under it, whatever called it, and names
     the kernel (``torch.ops.aten._softmax``) where the function mode saw nothing.
+    Each name recorded is also told to the witness (``tell``) as it is recorded: a reply that leaves it out
+    (its list cleared by code that reached it) is caught on the grader's side.
     A learning aid, not a security boundary: code can leave the modes (the review scan and the witness
     flag what that takes).
     """
@@ -75,6 +77,8 @@ def _recording_mode(banned: list[str]) -> Any:
             name = _func_name(func) if base in banned else _aten_name(func, banned)
             if name and name not in self.seen:
                 self.seen.append(name)
+                if tell is not None:
+                    tell(name)
             return func(*args, **(kwargs or {}))
 
     class KernelRecorder(dispatch_base):
@@ -86,6 +90,8 @@ def _recording_mode(banned: list[str]) -> Any:
             name = _aten_name(func, banned)
             if name and name not in self.seen:
                 self.seen.append(name)
+                if tell is not None:
+                    tell(name)
             return func(*args, **(kwargs or {}))
 
     class Recorder(contextlib.ExitStack):
@@ -401,8 +407,13 @@ class _Tee:
         return getattr(self._stream, name)
 
 
-def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict, dict]:
-    """Run one call; return (reply header, output tensors)."""
+def call_hook(
+    hooks: dict[str, Callable[..., Any]],
+    call: dict[str, Any],
+    tensors: dict[str, Any],
+    tell: Callable[[str], None] | None = None,
+) -> tuple[dict, dict]:
+    """Run one call; return (reply header, output tensors).  ``tell`` writes to the witness (``banned <id> <name>``)."""
     device = call.get("device", "cpu")
     reply: dict[str, Any] = {"id": call["id"], "ok": False}
     outputs: dict[str, Any] = {}
@@ -411,7 +422,15 @@ def call_hook(hooks: dict[str, Callable[..., Any]], call: dict[str, Any], tensor
         reply["error"] = {"type": "HookMissing", "mro": [], "message": f"no function {call['hook']}", "where": None}
         return reply, outputs
     args = _decode_args(call.get("args", {}), tensors, device)
-    recorder = _recording_mode(call.get("banned", []))
+    call_id = call["id"]
+    told: list[str] = []
+
+    def first_told(name: str) -> None:  # one line per call: the grader needs to know there was one
+        if tell is not None and not told:
+            told.append(name)
+            tell(f"banned {call_id} {name}")
+
+    recorder = _recording_mode(call.get("banned", []), first_told)
     printed = _Printed()
     measuring = call.get("measure_memory") and device != "meta"
     measured = _measured(reply, device, args.values()) if measuring else contextlib.nullcontext()

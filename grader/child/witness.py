@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 KINDS: dict[str, str] = {
@@ -73,12 +74,13 @@ _IMPORT_COMPILERS = frozenset({"source_to_code", "_compile_bytecode"})
 CODE_EVENTS = frozenset({"compile", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
 
 
-def witness(fd: int, submission: str, files: list[str]) -> None:
+def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]:
     """From now on, write the learner's events to ``fd`` (child side, once its files are written, before they load).
 
     ``submission`` is the folder of the submission's files, ``files`` the paths the grader wrote
     there: any other file of the work folder imported is code the learner's process wrote.
     Everything the hook needs is bound here, none of it reachable from a module's globals.
+    Returns ``tell``, which writes one line of the runtime's own (a banned call as it is recorded) the same way.
     """
     identity = _identity(fd)
     fstat, write, getframe = os.fstat, os.write, sys._getframe
@@ -144,6 +146,13 @@ def witness(fd: int, submission: str, files: list[str]) -> None:
         # text itself, so a callback the learner's code left behind did (weakref.finalize, a stream's flush ...)
         return event in CODE_EVENTS
 
+    def tell(line: str) -> None:
+        try:
+            if _identity(fd, fstat) != identity or write(fd, (line + "\n").encode()) != len(line) + 1:
+                raise RuntimeError("refused: the grader's witness of this process is gone")
+        except OSError:
+            raise RuntimeError("refused: the grader's witness of this process is gone") from None
+
     def hear(event: str, args: tuple[Any, ...]) -> None:
         kind = KINDS.get(event) or ("ctypes" if is_ctypes(event) else None)
         if kind is None or busy[0]:
@@ -159,15 +168,13 @@ def witness(fd: int, submission: str, files: list[str]) -> None:
         try:
             if not theirs(event, getframe(1)):
                 return
-            if _identity(fd, fstat) != identity or write(fd, (line + "\n").encode()) != len(line) + 1:
-                raise RuntimeError("refused: the grader's witness of this process is gone")
+            tell(line)
             told.add(line)
-        except OSError:
-            raise RuntimeError("refused: the grader's witness of this process is gone") from None
         finally:
             busy[0] = False
 
     sys.addaudithook(hear)
+    return tell
 
 
 def is_ctypes(event: str) -> bool:

@@ -65,7 +65,10 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import importlib
 import re
+import sys
+import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -221,6 +224,9 @@ SETATTR_LIKE = frozenset(
     }
 )
 GETATTR_LIKE = frozenset({"builtins.getattr", "builtins.hasattr", "builtins.object.__getattribute__"})
+HANDED_ON = (GETATTR_LIKE | SETATTR_LIKE) - {"builtins.hasattr"}
+"""Handed to ``functools.reduce``, ``map`` … a ``getattr`` reads a name the scan never sees at its call."""
+ATTRGETTERS = frozenset({"operator.attrgetter", "operator.methodcaller", "inspect.getattr_static"})
 IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
 RUNNERS = frozenset({"builtins.exec", "builtins.eval", "builtins.compile"})
 
@@ -391,7 +397,10 @@ _PATH_ROOTS = SENSITIVE_ROOTS | NATIVE_CODE | LOADING_MODULES | {"__main__", "gr
 @functools.lru_cache(maxsize=65536)
 def path_constructs(path: str) -> tuple[str, ...]:
     """The constructs a dotted path reaches (``torch._C.DisableTorchFunction`` → ``torch._C``, …)."""
+    path = _through_modules(path)
     root, _, tail = path.partition(".")
+    if _private(root) and root in sys.stdlib_module_names and root not in _PATH_ROOTS:
+        return (f"private module {root}",)  # _thread, _io, _weakref …: the runtime's plumbing, never an exercise's
     if root not in _PATH_ROOTS:
         return ()
     rest = tail.split(".") if tail else []
@@ -444,6 +453,33 @@ def path_constructs(path: str) -> tuple[str, ...]:
     elif root == "grader":
         found += [name for name in sorted(GRADER_INTERNALS) if path == name or path.startswith(name + ".")]
     return tuple(found)
+
+
+LIBRARY_ROOTS = frozenset({"torch", "numpy", "os", "math", "functools", "typing", "collections", "warnings"})
+"""Modules whose own imports the scan follows: ``torch.sys.modules`` is ``sys.modules``, ``os.sys`` is ``sys``."""
+
+
+def _through_modules(path: str) -> str:
+    """``path`` named from the module it reaches: each part that is a module another module imported
+    (``torch.sys`` → ``sys``), read from the module's own dict (nothing of a learner's is run or imported)."""
+    parts = path.split(".")
+    if parts[0] not in LIBRARY_ROOTS:
+        return path
+    try:
+        module = importlib.import_module(parts[0])
+    except Exception:
+        return path
+    for i in range(1, len(parts)):
+        attribute = vars(module).get(parts[i])
+        if not isinstance(attribute, types.ModuleType):
+            break
+        name = getattr(attribute, "__name__", None)
+        if isinstance(name, str) and name != ".".join(parts[: i + 1]):
+            return _through_modules(".".join([name, *parts[i + 1 :]])) if name.split(".")[0] != parts[0] else (
+                ".".join([name, *parts[i + 1 :]])
+            )
+        module = attribute
+    return path
 
 
 def _name_constructs(name: str) -> Iterator[str]:
@@ -519,6 +555,7 @@ class _Scanner:
         self.tangled: dict[str, ast.AST] = {}  # names bound to too many paths, with their first binding too many
         self.findings: set[Finding] = set()
         self.run_texts: set[int] = set()
+        self.values: dict[str, list[ast.expr | None]] = {}  # name -> what is assigned to it (_collect_values)
 
     # --- names -----------------------------------------------------------------------------
 
@@ -581,6 +618,7 @@ class _Scanner:
                 self.defined.add(node.name)
             elif isinstance(node, ast.arg):
                 self.defined.add(node.arg)
+        self._collect_values(nodes)
         assignments = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
         for node in assignments:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -601,6 +639,39 @@ class _Scanner:
             if not changed:
                 break
 
+    def _collect_values(self, nodes: list[ast.AST]) -> None:
+        """Each name's assigned values, for :meth:`_may_be_hidden`; None where the scan cannot say (a parameter)."""
+
+        def bind(target: ast.AST, value: ast.expr | None) -> None:
+            for t in _targets(target) if isinstance(target, ast.expr) else ():
+                if isinstance(t, ast.Name):
+                    self.values.setdefault(t.id, []).append(value)
+
+        for node in nodes:
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    bind(target, node.value if isinstance(target, ast.Name) else None)
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                bind(node.target, node.value)
+            elif isinstance(node, (ast.AugAssign, ast.withitem)):
+                bound = node.target if isinstance(node, ast.AugAssign) else node.optional_vars
+                if bound is not None:
+                    bind(bound, None)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                items = node.iter.elts if isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)) else None
+                if isinstance(node.target, ast.Name) and items is not None:
+                    for item in items:
+                        bind(node.target, item)
+                else:
+                    bind(node.target, None)
+            elif isinstance(node, ast.arg):
+                self.values.setdefault(node.arg, []).append(None)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    self.values.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                self.values.setdefault(node.name, []).append(None)
+
     # --- constructs ----------------------------------------------------------------------------
 
     def add(self, node: ast.AST, construct: str) -> None:
@@ -614,6 +685,7 @@ class _Scanner:
         for name, where in self.tangled.items():
             self.add(where, f"aliases too tangled to follow ({name})")
         idiom = self._main_idiom_constants(nodes)
+        called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
         self.run_texts = {  # exec's, eval's and compile's own text: scanned as theirs
             id(n.args[0]) for n in nodes if isinstance(n, ast.Call) and n.args and self.resolve(n.func) & RUNNERS
         }
@@ -636,6 +708,8 @@ class _Scanner:
             elif isinstance(node, ast.Name):
                 if node.id == "__builtins__":
                     self.add(node, "__builtins__")
+                elif id(node) not in called and self.resolve(node) & HANDED_ON:
+                    self.add(node, f"{node.id} handed on as a value (its name computed elsewhere)")
             elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
                 text = _constant_str(node)
                 if text is None or (isinstance(node, ast.Constant) and not isinstance(node.value, str)):
@@ -690,6 +764,28 @@ class _Scanner:
                     allowed.add(id(b))
         return allowed
 
+    def _may_be_hidden(self, node: ast.expr, depth: int = 0) -> bool:
+        """Whether a computed attribute name may be a private or dunder one (``"__%s__" % "globals"``).
+
+        Not when it provably begins with a letter: ``f"w_{i}"``, ``"layer" + str(i)``, a name only ever bound
+        to such values (``for part in ("q", "k")``).  What the scan cannot follow may be anything.
+        """
+        text = _constant_str(node)
+        if text is not None:
+            return not text[:1].isalpha()
+        if depth > 8:
+            return True
+        if isinstance(node, ast.JoinedStr):
+            return not node.values or self._may_be_hidden(node.values[0], depth + 1)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+            return self._may_be_hidden(node.left, depth + 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            return self._may_be_hidden(node.func.value, depth + 1)
+        if isinstance(node, ast.Name):
+            bound = self.values.get(node.id)
+            return not bound or any(v is None or self._may_be_hidden(v, depth + 1) for v in bound)
+        return True
+
     def _roots(self, node: ast.expr) -> set[str]:
         return {p.split(".")[0] for p in self.resolve(node)}
 
@@ -706,6 +802,8 @@ class _Scanner:
                     self.add(node, f"{verb} with a computed name on {_chain_root(target) or 'torch'}")
                 elif sensitive:
                     self.add(node, f"{verb} with a computed name on {sorted(sensitive)[0]}")
+                elif verb != "hasattr" and self._may_be_hidden(args[1]):
+                    self.add(node, f"{verb} with a computed name that may be private")
                 return
             for path in self.resolve(target):
                 self._path(node, f"{path}.{name}")
@@ -713,6 +811,8 @@ class _Scanner:
                     self.add(node, f"{'deletion' if 'del' in verb else 'assignment'} of {path}.{name}")
             if patching and not self.resolve(target) and _chain_root(target) in PATCHABLE_BY_NAME:
                 self.add(node, f"assignment of {ast.unparse(target)}.{name}")
+        elif funcs & ATTRGETTERS and any(_constant_str(a) is None and self._may_be_hidden(a) for a in args):
+            self.add(node, f"{sorted(funcs & ATTRGETTERS)[0]} with a computed name that may be private")
         elif funcs & IMPORTERS:
             module = _constant_str(args[0]) if args else None
             if module is None:

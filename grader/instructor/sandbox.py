@@ -18,6 +18,7 @@ socket and kills its children (each also dies with the template).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -48,7 +49,10 @@ in this kit's own folder (never the working directory's nor an environment varia
 cannot write; the child drops it from ``sys.path`` before learner code loads."""
 OUTPUT_KEPT = 64 * 1024
 END_SECONDS = 5.0  # how long a killed child may take to be gone before what it printed is read anyway
-WITNESS_KEPT = 16 * 1024  # of the witness pipe: its lines are few and short (grader.child.witness)
+WITNESS_KEPT = 256 * 1024
+"""Bytes kept of the witness pipe (``grader.child.witness``), which is made this big: its lines are short,
+one per kind of event and one per call that made a banned call (``banned <id> <name>``)."""
+WITNESS_LINES = 4096
 RECLAIM_SECONDS = 60.0  # the most a guardian spends emptying one folder
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -293,7 +297,7 @@ class Child:
         with contextlib.suppress(OSError):  # BlockingIOError: a writer the kill left (none should)
             while len(data) < WITNESS_KEPT and (part := os.read(self.heard, WITNESS_KEPT - len(data))):
                 data += part
-        return list(dict.fromkeys(data.decode("utf-8", "replace").splitlines()))[:64]
+        return list(dict.fromkeys(data.decode("utf-8", "replace").splitlines()))[:WITNESS_LINES]
 
     def _end(self) -> None:
         """Kill the process group, and wait (up to :data:`END_SECONDS`) until the child and its whole group are gone.
@@ -473,6 +477,8 @@ class Template:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         capture = capture_file()  # the child's fds 1 and 2: its output.txt, with no name
         heard, telling = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # the witness's lines (grader.child.witness)
+        with contextlib.suppress(OSError):  # a full pipe refuses the event: room for every call's line
+            fcntl.fcntl(heard, fcntl.F_SETPIPE_SZ, WITNESS_KEPT)
         try:
             with self._lock:
                 if self._stopped:

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import os
 import queue
+import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -41,11 +42,13 @@ from grader.instructor.replies import (
     validate_call_reply,
     validate_load_reply,
 )
+from grader.instructor.review_flags import Finding
 from grader.instructor.sandbox import OUTPUT_KEPT, Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
-from grader.instructor.witnessed import witnessed_findings
+from grader.instructor.witnessed import WHERE, witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
+from grader.rules import banned_message
 
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
 
@@ -67,6 +70,11 @@ def available_devices() -> dict[str, str | None]:
     return devices
 
 
+BANNED_LINE = re.compile(r"banned (\d{1,9}) ([A-Za-z_][A-Za-z0-9_.]{0,99})")
+"""A banned call as the recorder told the witness of it, with the id of the call it was made in
+(:func:`grader.child.call._recording_mode`)."""
+
+
 @dataclass
 class Stats:
     """How one submission's learner processes fared (their own reports: a hostile one may lie)."""
@@ -77,6 +85,7 @@ class Stats:
     output: str = ""  # what its learner processes printed, each in turn (the first OUTPUT_KEPT characters)
     printed: dict[str, str] = field(default_factory=dict)  # hook -> what its calls printed (PRINTED_PER_HOOK)
     witnessed: list[str] = field(default_factory=list)  # the witness's lines of every learner process, each once
+    heard_banned: dict[int, list[str]] = field(default_factory=dict)  # call id -> banned calls the witness heard
 
     def keep_printed(self, hook: str, text: str) -> None:
         """Add what one call of ``hook`` printed, up to :data:`PRINTED_PER_HOOK` characters per hook."""
@@ -94,7 +103,14 @@ class Stats:
         """Add what ``child`` printed (read before it is closed: closing removes its folder)."""
         if len(self.output) < OUTPUT_KEPT:
             self.output = (self.output + child.output())[:OUTPUT_KEPT]
-        self.witnessed = list(dict.fromkeys(self.witnessed + child.witnessed()))[:64]
+        other = []
+        for line in child.witnessed():
+            heard = BANNED_LINE.fullmatch(line)
+            if heard:
+                self.heard_banned.setdefault(int(heard[1]), []).append(heard[2])
+            else:
+                other.append(line)  # a malformed "banned" line too: witnessed_findings calls it forged
+        self.witnessed = list(dict.fromkeys(self.witnessed + other))[:64]
 
 
 @dataclass
@@ -270,16 +286,17 @@ def grade_submission(
                 done.update(_grade_on_gpu(session, gpu, {i: suite.batches[i] for i in on_gpu}, verdicts))
     finally:
         session.close()
-    results = [result for i in sorted(done) for result in done[i]]
+    results, hidden = verdicts.unhidden([result for i in sorted(done) for result in done[i]], stats.heard_banned)
     source = LearnerSource.of(submission.files, (session.load_reply or {}).get("hooks"))
-    return Outcome(_with_heard(submission, stats.witnessed), verdicts.named(results, source), verdicts.figures, stats)
+    submission = _with_heard(submission, stats.witnessed, hidden)
+    return Outcome(submission, verdicts.named(results, source), verdicts.figures, stats)
 
 
-def _with_heard(submission: Submission, witnessed: list[str]) -> Submission:
+def _with_heard(submission: Submission, witnessed: list[str], hidden: list[str] | None = None) -> Submission:
     """``submission`` with what its witness heard while it ran flagged beside what the scan read."""
-    if not witnessed:
+    if not witnessed and not hidden:
         return submission
-    review = list(dict.fromkeys([*submission.review, *witnessed_findings(witnessed)]))
+    review = list(dict.fromkeys([*submission.review, *witnessed_findings(witnessed), *(hidden or [])]))
     return dataclasses.replace(submission, review=review)
 
 
@@ -359,7 +376,7 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
         else:
             session.stats.peak_rss_kib = max(session.stats.peak_rss_kib, int(reply.get("peak_rss_kib", 0)))
             session.stats.keep_printed(trial.hook, reply.get("printed", ""))
-            results.append(verdicts.judge(trial, reply, outputs))
+            results.append(verdicts.judge(trial, reply, outputs, first + i))
             continue
         session.drop()
         results.append(_result(student, trial, FAILED, reason))
@@ -390,9 +407,11 @@ class _Verdicts:
     fingerprints: Any  # a diagnosis.Fingerprints, or None
     figures: dict[str, Figure] = field(default_factory=dict)
     rows: dict[str, list[tuple[str, HookRow]]] = field(default_factory=dict)  # hook -> (test name, row)
+    reported: dict[int, tuple[Any, bool]] = field(default_factory=dict)  # call id -> (trial, reply named a ban)
 
-    def judge(self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor]) -> CaseResult:
+    def judge(self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor], call_id: int = -1) -> CaseResult:
         """The case's result; a failure of the judging itself fails the case with the reason."""
+        self.reported[call_id] = (trial, bool(reply.get("banned")))
         try:
             status, message = judge(trial, reply, outputs, reveal=self.reveal)
             note = case_note(trial, reply) if status != SKIPPED else ""
@@ -415,6 +434,32 @@ class _Verdicts:
         row = HookRow(trial, seen, dict(reply.get("module") or {}))
         name = _result(self.student, trial, status, message).test_name
         self.rows.setdefault(trial.hook, []).append((name, row))
+
+    def unhidden(self, results: list[CaseResult], heard: dict[int, list[str]]) -> tuple[list[CaseResult], list[str]]:
+        """``results`` with each case whose reply named no banned call the witness heard it make failed for it,
+        and the review findings that say so: only a reply rewritten in the learner's process leaves one out."""
+        failed: dict[str, str] = {}
+        every: dict[str, None] = {}
+        for call_id, names in sorted(heard.items()):
+            trial, named = self.reported.get(call_id, (None, True))
+            if trial is None or named:
+                continue  # a call never answered failed anyway; a reply that named a ban failed for it
+            calls = list(dict.fromkeys(names))[:8]
+            every.update(dict.fromkeys(calls))
+            why = banned_message(trial.hook, calls)
+            name = _result(self.student, trial, FAILED, "").test_name
+            failed[name] = f"{trial.case.what}: {why}" if trial.case.what else why
+        if not failed:
+            return results, []
+        heard_calls = ", ".join(list(every)[:8])
+        hidden = [str(Finding(WHERE, 0, f"a reply that hid the banned calls the witness heard ({heard_calls})"))]
+        kept = [
+            dataclasses.replace(r, status=FAILED, message=failed[r.test_name], mistake="")
+            if r.test_name in failed
+            else r
+            for r in results
+        ]
+        return kept, hidden
 
     def named(self, results: list[CaseResult], source: LearnerSource) -> list[CaseResult]:
         """``results`` with the known mistakes each exercise shows named on the failing cases that show them."""

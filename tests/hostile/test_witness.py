@@ -45,6 +45,22 @@ def softmax_weights(scores, dim=-1):
 
 """
 
+CLEARS_RECORDERS = """
+import torch
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+
+def softmax_weights(scores, dim=-1):
+    out = torch.softmax(scores, dim=dim)
+    for mode in [*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack()]:
+        seen = vars(mode).get("seen")
+        if isinstance(seen, list):
+            seen.clear()  # every reply would say: no banned call
+    return out
+"""
+"""Clears what both recorders saw after the call: the witness was told of ``torch.softmax`` as it was recorded."""
+
 RUNNERS = {
     # runner -> (how the hand-in runs TEXT, the construct the witness must report)
     "timeit": ("import timeit\ntimeit.timeit(TEXT, number=1)\n", "code made from text at run time (compile)"),
@@ -89,7 +105,7 @@ def graded_runners(tmp_path_factory):
     suite = build_suite(11, ("cpu",))
     graded = {}
     with Template() as template:
-        hand_ins = {"honest": BANNED, "reference": learner_code.reference_source()}
+        hand_ins = {"honest": BANNED, "reference": learner_code.reference_source(), "clears": CLEARS_RECORDERS}
         for name, source in {**hand_ins, **{r: BANNED + run for r, (run, _) in RUNNERS.items()}}.items():
             files = {f"{name}.py": source}
             sub = Submission(name, f"{name}.py", "py", files, f"{name}.py", files_sha256(files),
@@ -97,7 +113,17 @@ def graded_runners(tmp_path_factory):
             outcome = grade_submission(sub, suite, template, Limits(call_seconds=10))
             softmax = [r for r in outcome.results if r.hook == "softmax_weights"]
             graded[name] = (outcome.submission.review, sum(r.status == "passed" for r in softmax), len(softmax))
+            graded[f"{name} messages"] = {r.message for r in softmax}
     return graded
+
+
+def test_a_reply_that_hides_a_banned_call_fails_for_it_and_is_flagged(graded_runners):
+    """Whatever clears the recorders' lists (here torch's private stacks; facts3 W1/W2 reached them through
+    ``__globals__``), the witness heard each banned call as it was recorded, with its call's id."""
+    review, passed, cases = graded_runners["clears"]
+    assert passed == 0 < cases
+    assert f"{WHERE}:0: a reply that hid the banned calls the witness heard (torch.softmax)" in review, review
+    assert all("uses torch.softmax" in m for m in graded_runners["clears messages"])
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
@@ -267,3 +293,26 @@ def test_what_was_heard_stays_flagged_when_the_grading_is_reused(tmp_path):
         assert result.exit_code == 0, result.output[-2000:]
         statuses.append((out / "grades.csv").read_text(encoding="utf-8").splitlines()[1].split(",")[1])
     assert statuses == ["review: code made from text at run time (compile)"] * 2
+
+
+# --- the serve loop holds what it calls (facts3 W1, W5 replaced serve.call_hook in the module's globals) ----------
+
+
+def test_the_serve_loop_reads_no_global_once_learner_code_may_run():
+    """Invariant, by the bytecode: from the line that starts the spawn watch (before the hand-in loads) on,
+    ``child_main`` loads no name from its module's globals, only builtins; what it calls was bound before."""
+    import builtins
+    import dis
+    import inspect
+
+    from grader.child import serve
+
+    source, first = inspect.getsourcelines(serve.child_main)
+    start = first + next(i for i, line in enumerate(source) if "_watch_spawns()" in line)
+    read = {
+        ins.argval
+        for ins in dis.get_instructions(serve.child_main)
+        if ins.opname == "LOAD_GLOBAL" and ins.positions and (ins.positions.lineno or 0) > start
+    }
+    assert read, "no global read at all: the bytecode walk found nothing to check"  # the walk itself works ...
+    assert read <= set(dir(builtins)), sorted(read - set(dir(builtins)))  # ... and sees builtins only

@@ -2,11 +2,11 @@
 
 A snippet (see tests/submissions/README.md): appended to Alice's solution, whose
 own softmax_weights is renamed out of the way.  ``__REPLY_KIND__`` is filled in
-at test time with one of the kinds of ``_payload``.  The submission patches the
-child runtime's ``send_message`` (reached through the globals of the template's
-``serve_template``, which ``sys.modules['__main__']`` holds in the learner's process):
-the reply to each softmax_weights call is replaced by hand-made bytes on the grader's socket; every other
-reply goes out as usual.
+at test time with one of the kinds of ``_payload``.  Its softmax_weights writes hand-made bytes as the reply
+to its own call straight to the grader's socket (the one socket among its descriptors, the call's id read
+from the runtime's frames), where another call of the batch follows: the runtime's serve loop holds what it
+calls, so no reply of its own can be swapped in, and the runtime's reply that follows answers nothing the
+grader asked (it ends the process).  Every other call is answered as usual.
 """
 
 import json as _json
@@ -72,23 +72,35 @@ def _payload(kind, call_id):
     raise ValueError(kind)
 
 
-_runtime = _sys.modules["__main__"].serve_template.__globals__  # grader.child.serve's namespace
-_honest_send = _runtime["send_message"]
-_armed = []
+def _grader_socket():
+    import os
+    import stat
+
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+        except OSError:
+            continue
+    raise RuntimeError("no socket")
 
 
-def _hostile_send(sock, header, blob=b""):
-    if _armed and "id" in header:
-        _armed.clear()
-        sock.sendall(_payload(KIND, header["id"]))
-        return
-    _honest_send(sock, header, blob)
-
-
-_runtime["send_message"] = _hostile_send
+def _serving():
+    """The call being served and whether another of its batch follows (from the runtime's frames)."""
+    frame = _sys._getframe(1)
+    while frame is not None and not ("request" in frame.f_locals and "header" in frame.f_locals):
+        frame = frame.f_back
+    calls, request = frame.f_locals["header"]["calls"], frame.f_locals["request"]
+    return request["id"], request is not calls[-1]
 
 
 def softmax_weights(scores, dim=-1):
-    _armed.append(True)
+    import os
+    import socket
+
+    call_id, more = _serving()
+    if more:  # the runtime's own reply follows and answers the next call: the grader ends this process then
+        with socket.socket(fileno=os.dup(_grader_socket())) as sock:
+            sock.sendall(_payload(KIND, call_id))
     exp = (scores - scores.amax(dim=dim, keepdim=True)).exp()
     return exp / exp.sum(dim=dim, keepdim=True)
