@@ -129,11 +129,16 @@ def test_modules_beside_a_notebook_are_a_class_unless_one_says(tmp_path):
         ({"work.ipynb": NOTEBOOK}, "one"),  # a learner's folder holding their notebook
         ({"a.ipynb": NOTEBOOK, "b.ipynb": NOTEBOOK}, "class"),
         ({"alice/answers.py": SCORES}, "class"),  # the first hand-in of a class
-        ({"__init__.py": "", "scores.py": SCORES, "b.ipynb": NOTEBOOK}, "one"),  # a package
+        ({"__init__.py": "", "scores.py": SCORES, "b.ipynb": NOTEBOOK}, "class"),  # an __init__.py: --one says
+        ({"__init__.py": SCORES}, "one"),  # a package of its __init__.py alone
+        ({"__init__.py": "", "scores.py": SCORES}, "one"),  # a package of one module
         ({"exercises/__init__.py": "", "notebooks/a.ipynb": NOTEBOOK}, "one"),  # a learner's kit
+        ({"exercises/__init__.py": "", "alice.py": SCORES}, "class"),  # an exercises/ beside a hand-in
+        ({"exercises/__init__.py": "", "bob/answers.py": SCORES}, "class"),  # beside a learner's folder
     ],
     ids=["modules", "sub-module", "lone-py", "sub-hand-in", "sub-notebook", "py-and-zip", "same-hook", "lone-notebook",
-         "notebooks", "one-folder", "package", "kit"],  # fmt: skip
+         "notebooks", "one-folder", "package", "lone-init", "package-of-one", "kit", "kit-beside-py",
+         "kit-beside-folder"],  # fmt: skip
 )
 def test_what_a_folder_is(tmp_path, layout, expected):
     for rel, text in layout.items():
@@ -463,10 +468,11 @@ def test_latest_makes_an_error_row_when_it_cannot_tell_which_is_last(twice, case
         (row,) = identify(subs, roster=roster, latest=True).submissions
         assert row.error is not None and "--latest cannot choose: 's1001.zip': no time known" in row.error
         return
-    collected_at(hand_in(klass / "jane.py", "s1001"), "2026-03-02T09:00:00+01:00")  # jane.zip's time, in UTC
+    write(klass / "jane" / "answers.py", SCORES)
+    collected_at(klass / "jane", "2026-03-02T09:00:00+01:00")  # jane.zip's time, in UTC; a folder: a container too
     intake = collect([str(klass)], roster=roster, latest=True)
     (row,) = [s for s in intake.submissions if s.student == "s1001"]
-    assert row.error is not None and "'jane.py', 'jane.zip' were collected at the same time" in row.error
+    assert row.error is not None and "'jane', 'jane.zip' were collected at the same time" in row.error
     assert [s.error for s in intake.submissions if s.student == "s1002"] == [None]
 
 

@@ -143,7 +143,8 @@ def test_one_mistake_loses_points_only_in_its_column(graded, rubric, student, ho
 
 
 def test_a_package_with_one_broken_module_loses_only_that_modules_hooks(tmp_path, rubric):
-    """dee/: Alice's answers in one module, merge_heads in another with a SyntaxError (the __init__ imports both)."""
+    """dee/: Alice's answers in one module, merge_heads in another with a SyntaxError (the __init__ imports both);
+    given alone, a package is one with ``--one`` (its ``__init__.py`` could be a learner's file in a class folder)."""
     package = tmp_path / "hand-ins" / "dee"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("from .answers import *\nfrom .heads import *\n", encoding="utf-8")
@@ -151,7 +152,7 @@ def test_a_package_with_one_broken_module_loses_only_that_modules_hooks(tmp_path
     (package / "answers.py").write_text(answers, encoding="utf-8")
     (package / "heads.py").write_text("import torch\n\n\ndef merge_heads(x)\n    return x\n", encoding="utf-8")
     out = tmp_path / "D"
-    result = invoke([str(package), "--out", str(out), "--seed", SEED, "--timeout", "5"])
+    result = invoke([str(package), "--one", "--out", str(out), "--seed", SEED, "--timeout", "5"])
     assert result.exit_code == 0, result.output
     row = row_of(read_csv(out / "grades.csv"), "dee")
     assert row["merge_heads"] == 0

@@ -447,17 +447,18 @@ def test_a_folder_holding_a_zip_is_a_class_folder(tmp_path):
 
 
 def test_collect_deduplicates_whatever_the_order(tmp_path):
-    """Three exact claims of ``alice`` (a folder, a zip, a .py): none keeps it, each gets its own hash."""
+    """Three exact claims of ``alice`` (a folder, a zip, a .py): the one file of code keeps it, the two containers
+    each get their own hash."""
     klass = tmp_path / "class"
     write(klass / "alice" / "scores.py")
     make_zip(klass / "alice.zip", {"scores.py": GOOD})
     write(tmp_path / "other" / "alice.py")
     found = collect_submissions([str(klass), str(tmp_path / "other" / "alice.py")])
     assert [s.student for s in found] == [
-        f"alice-{_hash8('alice')}", f"alice-{_hash8('alice.zip')}", f"alice-{_hash8('alice.py')}"
+        f"alice-{_hash8('alice')}", f"alice-{_hash8('alice.zip')}", "alice"
     ]
     assert [s.error is None for s in found] == [True, True, True]
-    assert [len(s.notes) for s in found] == [1, 1, 1]
+    assert [len(s.notes) for s in found] == [1, 1, 0]
     again = collect_submissions([str(tmp_path / "other" / "alice.py"), str(klass)])
     assert sorted((s.student, s.sha256) for s in again) == sorted((s.student, s.sha256) for s in found)
 

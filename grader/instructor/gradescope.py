@@ -222,7 +222,7 @@ def _take_in(folder: Path):
     package when it holds no zip or notebook beside them, else the hand-ins it holds (:func:`results_for` then
     refuses them with what to upload), and IntakeError when it holds nothing.  By the upload's shape, never the
     code in it; :class:`~grader.instructor.intake.Intake`."""
-    from grader.instructor.intake import IntakeError, collect, sort_out
+    from grader.instructor.intake import IntakeError, collect, is_kit_or_package, sort_out
 
     if not folder.is_dir():
         raise IntakeError(f"{folder}: no such folder")
@@ -230,7 +230,8 @@ def _take_in(folder: Path):
     if len(members) == 1 and not (folder / "__init__.py").exists():
         return collect([members[0]], reading="one")
     containers = [m for m in members if m.suffix.lower() in (".zip", ".ipynb") and not m.is_dir()]
-    return collect([folder], reading="one" if members and not containers else "auto")
+    one = members and (not containers or is_kit_or_package(folder))  # an upload is one learner's: its markers too
+    return collect([folder], reading="one" if one else "auto")
 
 
 def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, Any]:

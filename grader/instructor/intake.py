@@ -40,7 +40,8 @@ Every submission read is scanned for known evasion constructs
 invents.  A path that does not exist or yields nothing is an
 :class:`IntakeError` (a usage error; nothing is written); a folder is a class or
 one submission as :func:`folder_reading` decides from its shape, never from the
-code in it (or ``--class`` / ``--one`` force); what a class folder holds that
+code in it nor from a marker one learner can drop into a class folder (an
+``__init__.py``, an ``exercises/``), or ``--class`` / ``--one`` force; what a class folder holds that
 is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
 strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
 ids from what the instructor collected, never from what a learner wrote: a
@@ -50,8 +51,9 @@ name itself, made unique by :func:`deduplicate_ids`; the ``<id>`` of
 ``--student``) is a claim that takes no other hand-in's id.  The id a zip's
 ``manifest.json`` claims (read as JSON data, never code) only confirms it: a
 claim of another id is a note on that row.  A name that names a roster student
-less exactly than another hand-in's (``Alice.py`` beside ``alice.py``) takes no
-roster id; two that name one equally well make that student's row an error unless
+less exactly than another hand-in's (``Alice.py`` beside ``alice.py``; ``alice.zip``,
+a container whoever packed it named, beside ``alice.py``) takes no roster id;
+two that name one equally well make that student's row an error unless
 ``latest``, which orders them by the time they were collected
 (:func:`collected_time`), never by a manifest's date.  A name that had to be
 sanitised never takes a roster student's id.  None of it depends on the
@@ -189,18 +191,22 @@ RESERVED_IDS = frozenset(name.lower() for name in CLASS_FILES)
 
 CANONICAL_SUFFIXES = ("", ".py", ".zip", ".ipynb")
 """A file whose name is ``<id><suffix>`` with one of these (lower case) suffixes names its id exactly."""
+ONE_FILE_SUFFIXES = (".py", ".ipynb")
+"""The hand-ins collected as one file of code; a ``.zip`` or a folder is a container, packed and named by whoever
+packed it: a container named exactly as an id claims it less well than one file so named (:func:`_claim_rank`)."""
 
 ID_HASH_CHARS = 8
 """Hex digits of sha256 added to an id that collides: ``a_b-1c2d3e4f``."""
 
 
 def _claim_rank(sub: Submission) -> int:
-    """How strongly a submission claims its id: 0 its name is exactly the id, 1 the same up to case, 2 sanitised."""
+    """How strongly a submission claims its id: 0 its name is exactly the id and it is one file (``alice.py``,
+    ``alice.ipynb``), 1 a container so named (``alice.zip``, ``alice/``), 2 the same up to case, 3 sanitised."""
     name = _name_of(Path(sub.source))
     for suffix in CANONICAL_SUFFIXES:
         if name == sub.student + suffix:
-            return 0 if sub.student == sub.student.lower() else 1
-    return 2
+            return 2 if sub.student != sub.student.lower() else 0 if suffix in ONE_FILE_SUFFIXES else 1
+    return 3
 
 
 def _hashed_id(base: str, seed: str, length: int) -> str:
@@ -215,7 +221,9 @@ def deduplicate_ids(
 
     An id claimed by one submission only is kept.  Among several claimants of
     one id, the one whose file name is exactly that id (``a_b.py`` for ``a_b``,
-    ``alice.py`` rather than ``Alice.py`` or ``alice.PY``) keeps it; every other
+    ``alice.py`` rather than ``Alice.py`` or ``alice.PY``), and of those the one
+    file of code rather than a container (``alice.py`` rather than ``alice.zip``
+    or ``alice/``: :func:`_claim_rank`), keeps it; every other
     claimant, and every claimant when no single one is exact, gets
     ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the
     names are the same too).  An id equal to one of the grader's own output
@@ -254,6 +262,7 @@ def deduplicate_ids(
         for sub in subs:
             if sub is not keeper:
                 kept = f", kept by {_name_of(Path(keeper.source))!r}" if keeper is not None else ""
+                kept += f" ({PACKED_LOSES})" if keeper is not None and min(ranks) == 0 and _claim_rank(sub) == 1 else ""
                 renamed.append((sub, f"{sub.student!r} is claimed by {len(subs)} submissions ({shown}){kept}"))
     # The hash of the file name, or of the whole path where two names are the same; identical paths
     # (the same file given twice) are told apart by a counter, which cannot depend on anything else.
@@ -740,6 +749,11 @@ NOT_A_HAND_IN = "not a hand-in (expected a .py, .ipynb or .zip file, or a folder
 TEST_FILE = "a test file (test_*.py, *_test.py, conftest.py): never graded"
 RESULTS_FOLDER = "an attnkit grade results folder (it holds gradebook.sqlite)"
 NOT_REGULAR = "not a regular file"
+PACKAGE_INIT = "an __init__.py at the top of a class folder is no one's hand-in: not graded (--one: the folder is one)"
+KIT_IN_CLASS = "a kit's package beside other hand-ins: graded as one hand-in of the class (--one: the folder is a kit)"
+KIT_FOLDERS = frozenset({KIT_PACKAGE, "notebooks", "grader"})
+"""The folders a released kit holds (:mod:`grader.instructor.release`): with ``exercises/__init__.py`` and no other
+hand-in beside them, the folder is a learner's kit (:func:`folder_reading`)."""
 
 
 class IntakeError(Exception):
@@ -773,7 +787,7 @@ def is_stray(name: str) -> bool:
 def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
     """A class folder's members (each one submission), sorted by name, and what is skipped there, with why.
 
-    Members are the ``.py`` (not test files), ``.ipynb`` and ``.zip`` files, the
+    Members are the ``.py`` (not test files, not ``__init__.py``), ``.ipynb`` and ``.zip`` files, the
     folders, and the symbolic links (each link becomes an error row naming it,
     never read).  Strays (:func:`is_stray`) are left out without a word;
     anything else is a :class:`Skipped`: other files, test files, a folder
@@ -799,6 +813,8 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
                 members.append(child)
         elif suffix == ".py" and is_test_file(e.name):
             skipped.append(Skipped(str(child), TEST_FILE))
+        elif e.name == "__init__.py" and e.is_file(follow_symlinks=False):
+            skipped.append(Skipped(str(child), PACKAGE_INIT))
         elif suffix in HAND_IN_SUFFIXES:
             members.append(child)  # a FIFO named like a hand-in is its error row
         elif not e.is_file(follow_symlinks=False):
@@ -817,8 +833,16 @@ def _regular(path: Path) -> bool:
     return stat.S_ISREG(os.lstat(path).st_mode)
 
 
-def _is_kit_or_package(path: Path) -> bool:
+def is_kit_or_package(path: Path) -> bool:
+    """``path`` holds a package's ``__init__.py`` or a kit's ``exercises/__init__.py``: one learner's, where the
+    folder is known to be one learner's (named beside other hand-ins, a Gradescope upload), never otherwise."""
     return (path / "__init__.py").exists() or (path / KIT_PACKAGE / "__init__.py").exists()
+
+
+def _is_kit(path: Path, members: list[Path]) -> bool:
+    """A learner's whole kit: ``exercises/__init__.py`` and, beside it, no hand-in but the kit's own folders."""
+    kit = (path / KIT_PACKAGE / "__init__.py").is_file() and not (path / "__init__.py").exists()
+    return kit and all(m.name in KIT_FOLDERS and m.is_dir() and not m.is_symlink() for m in members)
 
 
 def _top_py(path: Path) -> list[Path]:
@@ -833,19 +857,25 @@ def folder_reading(path: Path, listed: bool = False) -> str:
     learner can write it to look like anything (hooks under ``if True:``, decoys of every hook name), while the
     folder a class is collected into is the instructor's.
 
-    - A package (``__init__.py``) or a learner's kit (``exercises/__init__.py``) is one.
-    - A folder whose only hand-in is one ``.py`` file or one notebook is that learner's folder: one (graded
-      under the folder's name, as ``attnkit grade bob/`` means).
+    - A learner's kit is one: ``exercises/__init__.py`` with nothing beside it but the kit's own folders
+      (:data:`KIT_FOLDERS`) and files that are no hand-in (``README.md``, ``conftest.py``).  Beside other
+      hand-ins (``alice.py``, ``bob/``) an ``exercises/`` is one more member, with a note (:data:`KIT_IN_CLASS`).
+    - A folder whose only hand-in is one ``.py`` file or one notebook, or a package's ``__init__.py`` alone, is
+      that learner's folder: one (graded under the folder's name, as ``attnkit grade bob/`` means).
+    - An ``__init__.py`` makes no other folder one: in a class folder it is a file a learner put there, not
+      the instructor's word that the folder is one package; it is skipped, with :data:`PACKAGE_INIT`.
     - Any other folder is a class: each ``.py``, ``.ipynb`` and ``.zip`` file and each folder in it is one
       submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
       ``masking.py``) is told from a class of two only by the instructor: ``--one``, or by naming it beside
       other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where a folder
-      of ``.py`` files only is that learner's modules: one.
+      of ``.py`` files only, a package or a kit is that learner's: one.
     """
-    if _is_kit_or_package(path):
-        return "one"
     members, _ = sort_out(path)
+    if (listed and is_kit_or_package(path)) or _is_kit(path, members):
+        return "one"
+    init = path / "__init__.py"
     lone = len(members) == 1 and members[0].suffix.lower() in (".py", ".ipynb") and _regular(members[0])
+    lone = lone or (not members and init.is_file() and not init.is_symlink())
     modules = listed and bool(members) and all(m.suffix.lower() == ".py" and _regular(m) for m in members)
     return "one" if lone or modules else "class"
 
@@ -946,7 +976,11 @@ def collect(
                 said = f" ({len(left)} skipped, listed)" if left else " (only hidden files, READMEs or OS debris)"
                 said = said if left or any(p.iterdir()) else " (it is empty)"
                 raise IntakeError(f"{raw}: no submissions in it{said}: {_skipped_text(left)}".rstrip(": "))
-            subs += [read_submission(m) for m in members]
+            read = [read_submission(m) for m in members]
+            for sub in read if how == "class" else []:
+                if sub.format == "folder" and Path(sub.source).name == KIT_PACKAGE:
+                    _note(sub, f"{KIT_PACKAGE!r}: {KIT_IN_CLASS}")
+            subs += read
         elif is_stray(p.name) and not p.is_symlink() and p.suffix.lower() not in HAND_IN_SUFFIXES:
             continue  # a hand-in named on the command line is graded, hidden or not
         elif p.suffix.lower() not in HAND_IN_SUFFIXES and not p.is_symlink() and p.is_file():
@@ -979,19 +1013,25 @@ def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
     return roster.by_name(stem) if safe_name(stem, "") == stem else None
 
 
-PATTERN_RANK, EXACT_RANK, VARIANT_RANK = 0, 1, 2
-"""How well a hand-in claims the roster student it is given: by the student's file pattern (the LMS's name), by a
-name that is exactly one of the student's (:func:`_name_rank`), by one that names them only up to case."""
+PATTERN_RANK, EXACT_RANK, PACKED_RANK, VARIANT_RANK = 0, 1, 2, 3
+"""How well a hand-in claims the roster student it is given: by the student's file pattern (the LMS's name), by one
+file of code named exactly as one of the student's names (:func:`_name_rank`), by a container so named, by a name
+that names them only up to case."""
+
+PACKED_LOSES = "one file named as the id outranks a .zip or folder of that name: whoever packs a container names it"
 
 
 def _name_rank(sub: Submission, entry: RosterEntry) -> int:
-    """:data:`EXACT_RANK` for a name that is exactly one of ``entry``'s names (id, email, email's local part, as
-    the roster spells them or in lower case) with a lower-case suffix; else :data:`VARIANT_RANK` (``Alice.py``,
-    ``ALICE.py``, ``alice.PY``)."""
+    """:data:`EXACT_RANK` for a ``.py`` or ``.ipynb`` whose name is exactly one of ``entry``'s names (id, email,
+    email's local part, as the roster spells them or in lower case) with a lower-case suffix, :data:`PACKED_RANK`
+    for a ``.zip`` or folder so named; else :data:`VARIANT_RANK` (``Alice.py``, ``ALICE.py``, ``alice.PY``)."""
     name, stem = _name_of(Path(sub.source)), _stem(Path(sub.source))
     spelled = {entry.id, *((safe_name(entry.email), safe_name(entry.email.split("@", 1)[0])) if entry.email else ())}
     spelled |= {n.lower() for n in spelled}
-    return EXACT_RANK if stem in spelled and name[len(stem) :] in CANONICAL_SUFFIXES else VARIANT_RANK
+    suffix = name[len(stem) :]
+    if stem not in spelled or suffix not in CANONICAL_SUFFIXES:
+        return VARIANT_RANK
+    return EXACT_RANK if suffix in ONE_FILE_SUFFIXES else PACKED_RANK
 
 
 def _name_claim(sub: Submission, roster: Roster | None) -> tuple[str, RosterEntry | None] | None:
@@ -1094,8 +1134,10 @@ def identify(
     a claim of another id is a note on that row, whatever it claims (another
     hand-in's id, a reserved name, a path).  Ids from 1-2 are the student's own:
     a hand-in that names its student less exactly than another of theirs (a
-    pattern beats a name, an exact name beats a case variant) takes no roster id
-    and is graded under its own (:func:`_demote_weaker_claims`).  Two equally good
+    pattern beats a name; one file of code named exactly, ``alice.py``, beats
+    a ``.zip`` or folder so named, a container whoever packed it named; that
+    beats a case variant) takes no roster id and is graded under its own
+    (:func:`_demote_weaker_claims`).  Two equally good
     are the same student's: that row is an error naming them, unless ``latest``,
     which keeps the one collected last (:func:`collected_time`: an LMS's attempt
     time in the name, else the file's time on disk; never a manifest's date) and
@@ -1219,6 +1261,7 @@ def _demote_weaker_claims(owned: dict[str, list[Submission]], ranks: dict[int, i
         strong = sorted(_name_of(Path(sub.source)) for sub in subs if ranks[id(sub)] == best)
         for sub in [sub for sub in subs if ranks[id(sub)] > best]:
             how = "its file pattern" if best == PATTERN_RANK else "an exact name"
+            how = PACKED_LOSES if best == EXACT_RANK and ranks[id(sub)] == PACKED_RANK else how
             _note(sub, f"{_name_of(Path(sub.source))!r} names {sub.student} less exactly than {_listed(strong)} "
                        f"({how}): it takes no roster id")  # fmt: skip
             demoted.append(sub)

@@ -237,10 +237,11 @@ def test_latest_orders_by_the_time_collected_never_the_manifest(tmp_path):
     roster = Roster.load(roster_at(tmp_path))
     folder = tmp_path / "two"
     early = collected_at(zip_of(folder / "alice.zip", {"a.py": SCORES}, claiming("alice")), "2026-03-01T00:00:00")
-    (folder / "alice.py").write_text(SCORES, encoding="utf-8")
-    collected_at(folder / "alice.py", "2026-03-03T00:00:00")
+    (folder / "alice").mkdir()
+    (folder / "alice" / "a.py").write_text(SCORES, encoding="utf-8")
+    collected_at(folder / "alice", "2026-03-03T00:00:00")  # a folder and a zip: two containers, equally good
     intake = collect([str(folder)], roster=roster, latest=True)
-    assert [Path(s.source).name for s in intake.submissions] == ["alice.py"]
+    assert [Path(s.source).name for s in intake.submissions] == ["alice"]
     assert [s.path for s in intake.skipped] == [str(early)]
 
 
@@ -533,18 +534,19 @@ def test_a_variant_of_an_exact_name_never_takes_its_id_nor_stops_the_class(tmp_p
 
 
 def test_two_exact_names_for_one_student_make_that_row_an_error(tmp_path):
-    """Two hand-ins naming alice exactly (``alice.py``, ``alice.zip``): without --latest her row is an error naming
-    both; bob is graded."""
+    """Two files of code naming alice exactly (``alice.py``, ``alice.ipynb``): without --latest her row is an error
+    naming both; bob is graded."""
     from grader.instructor.roster import Roster
 
     klass = tmp_path / "class"
-    zip_of(klass / "alice.zip", {"a.py": SCORES})
+    klass.mkdir()
+    (klass / "alice.ipynb").write_text(NOTEBOOK, encoding="utf-8")
     (klass / "alice.py").write_text(SCORES, encoding="utf-8")
     (klass / "bob.py").write_text(SCORES, encoding="utf-8")
     intake = collect([str(klass)], roster=Roster.load(roster_at(tmp_path)))
     rows = {s.student: s for s in intake.submissions}
     assert sorted(rows) == ["alice", "bob"] and rows["bob"].error is None
-    assert "'alice.py', 'alice.zip'" in (rows["alice"].error or "") and "--latest" in (rows["alice"].error or "")
+    assert "'alice.ipynb', 'alice.py'" in (rows["alice"].error or "") and "--latest" in (rows["alice"].error or "")
 
 
 def test_a_sanitised_name_never_takes_the_id_of_a_student_who_handed_nothing_in(tmp_path):
@@ -590,3 +592,98 @@ def test_an_emoji_code_in_a_name_prints_as_text_on_the_console():
     out = io.StringIO()
     print_line(Console(file=out, width=200), f"skipped {console_text(':white_check_mark: :cross_mark:.py')}")
     assert out.getvalue() == "skipped :white_check_mark: :cross_mark:.py\n"
+
+
+# --- a container named like a hand-in, a marker dropped into the class folder (rt-meta3 c04, c05, c07, c08) ---------
+
+
+def _own(klass: Path, name: str, when: str) -> Path:
+    path = klass / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(NOTEBOOK if name.endswith(".ipynb") else SCORES, encoding="utf-8")
+    return collected_at(path, when)
+
+
+@pytest.mark.parametrize("hers", ["alice.py", "alice.ipynb"])
+def test_an_archive_named_like_a_hand_in_takes_neither_its_id_nor_its_row(tmp_path, hers):
+    """c04/c05: mallory's ``alice.zip`` (holding ``mallory.py``) beside alice's ``alice.py``: without a roster both
+    were pushed aside (``alice-394af743``, ``alice-62dca8ff``), no row ``alice``; with ``--roster --latest``, collected
+    later, it took row ``alice`` and hers was skipped as superseded.  One file named as the id outranks a zip so
+    named: the zip gets its own id and a note, alice keeps her row, and nothing is superseded or refused."""
+    from grader.instructor.roster import Roster
+
+    roster = Roster.load(roster_at(tmp_path))
+    klass = tmp_path / "class"
+    _own(klass, hers, "2026-03-01T10:00:00+00:00")
+    _own(klass, "bob.py", "2026-03-01T10:00:00+00:00")
+    forged = collected_at(zip_of(klass / "alice.zip", {"mallory.py": SCORES}, claiming("alice", "2027-01-01T00:00:00")),
+                          "2026-03-02T10:00:00+00:00")  # fmt: skip
+    for given, latest in ((None, False), (None, True), (roster, False), (roster, True)):
+        intake = collect([str(klass)], roster=given, latest=latest)
+        got = {Path(s.source).name: s.student for s in intake.submissions}
+        assert got[hers] == "alice" and got["bob.py"] == "bob" and len(got) == 3
+        assert got[forged.name].startswith("alice-") and got[forged.name] != "alice"
+        assert intake.skipped == [] and all(s.error is None for s in intake.submissions)
+        mine = [n for n in intake.notes if n.startswith(repr(forged.name))]
+        assert mine and any(repr(hers) in n for n in mine) and not any(n.startswith(repr(hers)) for n in intake.notes)
+        if given is not None:
+            assert intake.unmatched == [got[forged.name]] and [e.id for e in intake.missing] == ["mallory"]
+
+
+def test_two_containers_named_as_one_id_are_still_two_hand_ins_and_stop_no_one(tmp_path):
+    """A zip and a folder both named ``alice`` are equally good claims: with a roster her row is an error naming both
+    (no --latest), bob is graded; without one, neither takes ``alice``."""
+    from grader.instructor.roster import Roster
+
+    klass = tmp_path / "class"
+    zip_of(klass / "alice.zip", {"a.py": SCORES})
+    _own(klass, "alice/a.py", "2026-03-01T10:00:00+00:00")
+    _own(klass, "bob.py", "2026-03-01T10:00:00+00:00")
+    rows = {s.student: s for s in collect([str(klass)], roster=Roster.load(roster_at(tmp_path))).submissions}
+    assert sorted(rows) == ["alice", "bob"] and rows["bob"].error is None
+    assert "two or more hand-ins for alice ('alice', 'alice.zip')" in (rows["alice"].error or "")
+    alone = sorted(s.student for s in collect([str(klass)]).submissions)
+    assert alone[2] == "bob" and all(sid.startswith("alice-") for sid in alone[:2])
+
+
+@pytest.mark.parametrize("layout", ["files", "folders"])
+def test_an_init_file_in_a_class_folder_is_a_skipped_file_and_the_class_stays_a_class(tmp_path, layout):
+    """c07: mallory's ``__init__.py`` at the top of a class folder made it one package named after the folder:
+    alice and bob were its modules, with no rows.  It is skipped with a reason; named beside another hand-in (the
+    instructor's word that it is one learner's), the same folder is one package."""
+    klass = tmp_path / "class"
+    for name in ("alice", "bob"):
+        _own(klass, f"{name}.py" if layout == "files" else f"{name}/answers.py", "2026-03-01T10:00:00+00:00")
+    (klass / "__init__.py").write_text(SCORES, encoding="utf-8")
+    intake = collect([str(klass)])
+    assert sorted(s.student for s in intake.submissions) == ["alice", "bob"]
+    assert all(s.error is None for s in intake.submissions)
+    (skip,) = intake.skipped
+    assert Path(skip.path).name == "__init__.py" and "no one's hand-in" in skip.reason and "--one" in skip.reason
+    other = _own(tmp_path / "other", "carol.py", "2026-03-01T10:00:00+00:00")
+    listed = {s.student: s for s in collect([str(klass), str(other)]).submissions}
+    assert sorted(listed) == ["carol", "class"] and "class/__init__.py" in listed["class"].files
+
+
+def test_a_kit_folder_in_a_class_folder_is_one_more_hand_in_and_nothing_is_dropped(tmp_path):
+    """c08: mallory's ``exercises/__init__.py`` at the top of a class folder made it one learner's kit: one row
+    ``class`` 0/30, alice.py and bob.py silently not graded.  Beside other hand-ins ``exercises/`` is one member with
+    a note; with a roster it matches no one.  A kit (``exercises/`` with the kit's own folders) is still one."""
+    from grader.instructor.roster import Roster
+
+    klass = tmp_path / "class"
+    for name in ("alice.py", "bob.py", "exercises/__init__.py"):
+        _own(klass, name, "2026-03-01T10:00:00+00:00")
+    for given in (None, Roster.load(roster_at(tmp_path))):
+        intake = collect([str(klass)], roster=given)
+        got = {Path(s.source).name: s.student for s in intake.submissions}
+        assert got == {"alice.py": "alice", "bob.py": "bob", "exercises": "exercises"} and intake.skipped == []
+        assert any(n.startswith("'exercises': a kit's package beside other hand-ins") for n in intake.notes)
+        if given is not None:
+            assert intake.unmatched == ["exercises"] and [e.id for e in intake.missing] == ["mallory"]
+    kit = tmp_path / "kit"
+    _own(kit, "exercises/__init__.py", "2026-03-01T10:00:00+00:00")
+    _own(kit, "notebooks/scores.ipynb", "2026-03-01T10:00:00+00:00")
+    (kit / "README.md").write_text("the kit\n", encoding="utf-8")
+    (sub,) = collect([str(kit)]).submissions
+    assert (sub.student, sub.entry, sorted(sub.files)) == ("kit", "exercises", ["exercises/__init__.py"])
