@@ -1,4 +1,4 @@
-"""What chunked_attention's long hidden case costs: Tq = Tk = 1024, d = 16, on the CPU.
+"""What chunked_attention's long hidden case costs: Tq = Tk = 2048, d = 16, on the CPU.
 
     python benchmarks/long_sequence_cost.py              # the reference and full attention sliced, 5 runs each
     python benchmarks/long_sequence_cost.py --runs 10

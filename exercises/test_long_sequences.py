@@ -130,10 +130,10 @@ def test_chunked_attention_very_negative_scores(solution, dtype, device):
 
 @pytest.mark.exercise("chunked_attention")
 def test_chunked_attention_long_sequence(solution, dtype, device):
-    # T = 1024: `attnkit check` also measures the memory your call holds at once (never a whole (Tq, Tk) of scores)
-    case = "Tq = Tk = 1024, d = 16, chunk_size 8, causal"
-    queries = rand(2, 1024, 16, seed=30, dtype=dtype, device=device)
-    keys = rand(2, 1024, 16, seed=31, dtype=dtype, device=device)
-    values = rand(2, 1024, 24, seed=32, dtype=dtype, device=device)
+    # T = 2048: `attnkit check` also measures the memory your call holds at once (never a whole (Tq, Tk) of scores)
+    case = "Tq = Tk = 2048, d = 16, chunk_size 8, causal"
+    queries = rand(2, 2048, 16, seed=30, dtype=dtype, device=device)
+    keys = rand(2, 2048, 16, seed=31, dtype=dtype, device=device)
+    values = rand(2, 2048, 24, seed=32, dtype=dtype, device=device)
     got = solution.chunked_attention(queries, keys, values, 8, causal=True)
     expect_close(got, like(attention_oracle(queries, keys, values, True), queries), case)

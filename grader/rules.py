@@ -148,27 +148,35 @@ class MemoryRule(NamedTuple):
 
 
 def memory_bound(
-    queries: tuple[int, ...], keys: tuple[int, ...], values: tuple[int, ...], chunk_size: int
+    queries: tuple[int, ...], keys: tuple[int, ...], values: tuple[int, ...], chunk_size: int, itemsize: int = 4
 ) -> MemoryRule | None:
     """The memory rule of a chunked exercise for these shapes, or None where it cannot tell a chunked version apart.
 
     What is measured: the peak of the elements the call's tensors hold at once, beyond its inputs
-    (``grader.child.call._MemoryMeter``): every dtype counts, however the tensors are shaped or split.
+    (``grader.child.call._MemoryMeter``): every dtype counts, however the tensors are shaped or split; and the
+    peak of their bytes.
 
-    The bound.  Full attention one batch-head at a time holds, at some step, the whole ``(Tq, Tk)`` scores of
+    The bounds.  Full attention one batch-head at a time holds, at some step, the whole ``(Tq, Tk)`` scores of
     one batch-head: ``Tq * Tk`` elements, whether in one tensor, renamed ``(Tq, 1, Tk)``, in two halves
-    held together or cast to integers.  So the bound is ``Tq * Tk``: a call that holds that many at once
-    had room for a whole score matrix of one batch-head, and fails.
+    held together or cast to integers.  So the bound is ``Tq * Tk`` elements: a call that holds that many at
+    once had room for a whole score matrix of one batch-head, and fails.  Packed into wider elements (two
+    float32 in one int64, or two float32-precise scores in one float64) the same matrix holds fewer elements
+    but as many bytes: ``Tq * Tk * itemsize``, ``itemsize`` the bytes of one element of the queries' dtype,
+    is the byte bound (:func:`memory_problem`).
 
     What a chunked version needs.  It walks the keys in blocks of ``c = min(chunk_size, Tk)`` and holds at
     its peak, for each of the ``n = prod(batch dims) * Tq`` query rows: a few blocks of scores (the scores,
     masked, shifted, exponentiated: ``4c``), the running mix of values, the block's share of it, their sum
     and the output (``4 dv``), the scaled queries and one more of their size (``2 d``):
-    ``needed = n * (4c + 4 dv + 2 d)`` (the reference, measured, holds 0.8 of that).
+    ``needed = n * (4c + 4 dv + 2 d)`` elements (the reference, measured, holds 0.8 of that).  A chunked
+    version may compute in float64 whatever dtype it is given (for accuracy: the kit's own gold answers
+    do), so its temporaries are ``needed`` elements of :data:`WIDEST_ITEMSIZE` bytes.
 
-    The rule applies where twice ``needed`` stays within the bound: room for a version that keeps twice
-    the temporaries.  Elsewhere (short sequences, one block, many batch-heads sharing short keys) a chunked
-    version and one batch-head's full scores cannot be told apart by memory, and the rule stands aside.
+    The rule applies where twice ``needed`` stays within both bounds, its bytes counted in float64: room for
+    a version that keeps twice the temporaries, in the widest dtype it may choose.  Elsewhere (short
+    sequences, one block, many batch-heads sharing short keys, float32 queries whose float64 temporaries
+    would outweigh the float32 matrix) a chunked version and one batch-head's full scores cannot be told
+    apart by memory, and the rule stands aside: no bound on the peaks could pass the one and fail the other.
     """
     import math
 
@@ -177,11 +185,15 @@ def memory_bound(
     block = min(max(chunk_size, 1), num_keys)
     bound = num_queries * num_keys
     needed = math.prod(batch) * num_queries * (4 * block + 4 * value_dim + 2 * dim)
-    if 2 * needed > bound:
+    if 2 * needed > bound or 2 * needed * WIDEST_ITEMSIZE > bound * itemsize:
         return None
     whole = math.prod(batch) * bound
     return MemoryRule(bound, needed, (*batch, num_queries, block), (*batch, num_queries, value_dim),
                       (num_queries, num_keys), whole)  # fmt: skip
+
+
+WIDEST_ITEMSIZE = 8
+"""The bytes of one float64 element: the widest dtype a chunked version may compute in, whatever it is given."""
 
 
 def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) -> str | None:
@@ -190,7 +202,8 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) 
     ``memory``: the call's record (``grader.child.wire.MemoryFacts``): the peak of elements and of bytes
     held at once, the largest tensor at that peak (``largest``, made by ``op``), the calls that took values
     out of torch (``converted``).  ``itemsize``: the bytes of one element of the queries' dtype, so that a
-    whole score matrix packed into wider elements (two float32 in one int64) breaks the rule too.
+    whole score matrix packed into wider elements (two float32 in one int64) breaks the rule too; the rule
+    (:func:`memory_bound` given the same ``itemsize``) leaves room under it for float64 temporaries.
     """
     import math
 
@@ -403,7 +416,8 @@ def _memory_rule(hook: str, arguments: dict[str, Any]) -> MemoryRule | None:
         return None
     if queries.device.type == "meta":  # type: ignore[union-attr]
         return None
-    return memory_bound(tuple(queries.shape), tuple(keys.shape), tuple(values.shape), chunk)  # type: ignore[union-attr]
+    q, k, v = (tuple(t.shape) for t in tensors)  # type: ignore[union-attr]
+    return memory_bound(q, k, v, chunk, queries.element_size())  # type: ignore[union-attr]
 
 
 class RuledSolution:

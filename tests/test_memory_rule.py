@@ -10,7 +10,8 @@
 * the red team's evasions, each once full marks while holding a whole ``(Tq, Tk)`` of one batch-head, fail
   the long case: the scores renamed ``(Tq, 1, Tk)`` by matmul (m1), computed in numpy (m2), held as two
   halves (m3), held as integers (m9); honest chunked versions pass (Alice's, the exercise's sketch, two
-  passes, a loop over the batch-heads), on the CPU, within the grader's own call time limit;
+  passes, a loop over the batch-heads, one in float64 that broadcasts its blocks: its float64 temporaries
+  once outweighed the float32 matrix's bytes), on the CPU, within the grader's own call time limit;
 * ``attnkit check``'s rules hold a local run to the same rule.
 """
 
@@ -48,7 +49,7 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "a4": "scores_in_a_buffer",  # round 3: memory no op of the call returns, filled in place
     "a6": "scores_in_foreign_memory",
 }
-HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head"]  # and Alice's own (None)
+HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
 
 def measured(fn, *args):
@@ -249,7 +250,8 @@ def test_the_bound_of_the_long_case_and_its_messages():
     assert "What do you still hold from earlier blocks when you make the next one?" in two
     assert memory_problem(facts(MATRIX - 1, [TOKENS, TOKENS - 1], "mm", 4 * (MATRIX - 1)), rule) is None  # just below
     packed = memory_problem(facts(MATRIX // 2, [TOKENS, TOKENS // 2], "bitwise_or", 4 * MATRIX), rule)
-    assert packed.startswith("your call held at once as many bytes as a whole") and "(the bound: 4,194,304)" in packed
+    assert packed.startswith("your call held at once as many bytes as a whole"), packed
+    assert f"(the bound: {4 * MATRIX:,})" in packed
     assert memory_problem(facts(MATRIX // 2, None, "", 4 * MATRIX), rule, itemsize=8) is None  # float64 queries
     numpy = memory_problem(facts(0, converted=["Tensor.numpy", "Tensor.__array__"]), rule)
     assert numpy == (
@@ -265,18 +267,30 @@ def test_the_bound_of_the_long_case_and_its_messages():
         ((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 1024),  # one block: the whole row at once
         ((8, 2, 1024, 16), (8, 2, 1024, 16), (8, 2, 1024, 24), 8),  # sixteen batch-heads of blocks outweigh one matrix
         ((1024, 16), (1024, 16), (1024, 200), 8),  # values so wide their sums outweigh the scores
+        ((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 8),  # the old long case: float64 blocks outweigh float32 bytes
     ],
-    ids=["small", "one-block", "many-batch-heads", "wide-values"],
+    ids=["small", "one-block", "many-batch-heads", "wide-values", "float64-blocks"],
 )
 def test_the_rule_stands_aside_where_a_chunked_version_has_no_room_below_it(shapes):
     assert memory_bound(*shapes) is None
 
 
 def test_the_rule_applies_unbatched_and_for_the_public_long_test():
-    unbatched = memory_bound((1024, 16), (1024, 16), (1024, 24), 8)
+    unbatched = memory_bound((TOKENS, 16), (TOKENS, 16), (TOKENS, 24), 8)
     assert unbatched is not None and unbatched.bound == MATRIX and unbatched.whole == MATRIX
-    public = memory_bound((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 8)  # exercises/test_long_sequences.py
+    public = memory_bound((2, TOKENS, 16), (2, TOKENS, 16), (2, TOKENS, 24), 8)  # exercises/test_long_sequences.py
     assert public is not None and public.bound == MATRIX and public.needed == memory_bound(*SHAPES, CHUNK).needed
+    # the old long case's shapes: in float64 queries a float64 version has room, in float32 it has not
+    assert memory_bound((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 8, itemsize=8) is not None
+
+
+def test_a_float64_version_with_twice_its_temporaries_passes_and_a_packed_matrix_still_fails():
+    rule = memory_bound(*SHAPES, CHUNK)  # float32 queries
+    twice = 2 * rule.needed  # a chunked version that keeps twice the temporaries, every one float64
+    assert memory_problem(facts(twice, [BATCH, HEADS, TOKENS, CHUNK, DV], "mul", 8 * twice), rule) is None
+    # the same matrix of float32 scores, two to an int64 or a float64: half the elements, as many bytes
+    packed = memory_problem(facts(MATRIX // 2, [TOKENS, TOKENS // 2], "add", 8 * (MATRIX // 2)), rule)
+    assert packed is not None and packed.startswith("your call held at once as many bytes as a whole"), packed
 
 
 def test_only_the_long_cases_measure_and_their_inputs_stay_below_the_bound():
@@ -284,7 +298,7 @@ def test_only_the_long_cases_measure_and_their_inputs_stay_below_the_bound():
     measured_cases = [c for c in cases if c.measure_memory]
     assert [(c.name, c.args["causal"], c.dtypes) for c in measured_cases] == [("long", True, ("float32",))]
     for case in measured_cases:
-        rule = memory_rule(case)
+        rule = memory_rule(case, 4)
         assert tuple(case.args["queries"].shape) == SHAPES[0] and case.args["chunk_size"] == CHUNK
         assert rule is not None and rule.bound == MATRIX
         assert BATCH * HEADS * TOKENS * DV < rule.needed < rule.bound  # the output alone never breaks it
@@ -328,6 +342,39 @@ def test_honest_chunked_versions_stay_well_below_the_bound(snippet, long_case):
     assert memory_problem(meter.facts(), memory_bound(*SHAPES, CHUNK)) is None
 
 
+def pack_scores_in_int64(q, k, block=16):
+    """Every float16 score of ``q @ k.T``, four to an int64 (their bits): (Tq, Tk / 4), a quarter of the elements."""
+    shifts = torch.tensor([0, 16, 32, 48])
+    packed = torch.zeros(q.shape[0], k.shape[0] // 4, dtype=torch.int64)
+    for start in range(0, k.shape[0], block):
+        bits = (q @ k[start : start + block].T).view(torch.int16).to(torch.int64) & 0xFFFF  # (Tq, block)
+        packed[:, start // 4 : (start + block) // 4] = (bits.view(q.shape[0], -1, 4) << shifts).sum(-1)
+    return packed
+
+
+def test_float16_given_computed_in_float64_passes_and_float16_scores_packed_in_int64_fail():
+    q, k, v = (t[0, 0].half() for t in long_inputs())  # unbatched: (Tq, d), (Tk, d), (Tk, dv) float16
+    rule = memory_bound(tuple(q.shape), tuple(k.shape), tuple(v.shape), CHUNK, itemsize=2)
+    assert rule is not None and rule.bound == MATRIX  # room for float64 temporaries under the float16 matrix
+    assert memory_bound(*SHAPES, CHUNK, itemsize=2) is None  # two batch-heads: not under the float16 bytes
+    wide = _MemoryMeter((q, k, v))
+    with wide:
+        out = snippet_hook("chunked_float64_broadcast")(q, k, v, CHUNK, True)
+    assert out.dtype == torch.float16 and wide.peak_bytes > 2 * MATRIX // 2  # float64: over half the float16 bytes
+    gold = reference.chunked_attention(q.double(), k.double(), v.double(), CHUNK, True)
+    torch.testing.assert_close(out.double(), gold, rtol=1e-3, atol=1e-3)
+    assert memory_problem(wide.facts(), rule, q.element_size()) is None
+    packer = _MemoryMeter((q, k, v))
+    with packer:
+        packed = pack_scores_in_int64(q, k)
+    unpacked = (packed.unsqueeze(-1) >> torch.tensor([0, 16, 32, 48])) & 0xFFFF
+    unpacked = (unpacked - (unpacked >= 2**15).long() * 2**16).to(torch.int16).view(torch.float16).view(MATRIX)
+    assert torch.equal(unpacked, torch.cat([q @ k[s : s + 16].T for s in range(0, TOKENS, 16)], -1).view(MATRIX))
+    assert packer.peak_elements < MATRIX // 2  # a quarter of the elements: the element bound alone misses it
+    problem = memory_problem(packer.facts(), rule, q.element_size())
+    assert problem is not None and problem.startswith("your call held at once as many bytes as a whole"), problem
+
+
 def learner_hook_of_alice():
     namespace: dict = {}
     exec(compile(learner_code.alice_with(None), "alice", "exec"), namespace)
@@ -360,7 +407,7 @@ def test_full_attention_sliced_keeps_the_values_and_fails_the_memory_cases(tmp_p
     failed = failed_cases(results)
     assert set(failed) == {("long", "float32")}
     message = failed["long", "float32"]
-    assert "your call held at once as many elements as a whole (1024, 1024) matrix" in message, message
+    assert f"your call held at once as many elements as a whole ({TOKENS}, {TOKENS}) matrix" in message, message
     assert f"your tensor ({BATCH}, {HEADS}, {TOKENS}, {TOKENS}), made by " in message
     assert [r for r in results if r.status == FAILED and not r.case.startswith("long")] == []
 

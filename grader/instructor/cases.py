@@ -272,29 +272,28 @@ def _causal_prefix(t: int) -> Property:
     return holds
 
 
-def memory_rule(case: Case) -> MemoryRule | None:
-    """The memory rule of a chunked case (:func:`grader.rules.memory_bound`), from its arguments' shapes."""
+def memory_rule(case: Case, itemsize: int) -> MemoryRule | None:
+    """The memory rule of a chunked case given in a dtype of ``itemsize`` bytes (:func:`grader.rules.memory_bound`)."""
     args = case.args
-    return memory_bound(
-        tuple(args["queries"].shape), tuple(args["keys"].shape), tuple(args["values"].shape), args["chunk_size"]
-    )
+    q, k, v = (tuple(args[name].shape) for name in ("queries", "keys", "values"))
+    return memory_bound(q, k, v, args["chunk_size"], itemsize)
 
 
 def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    """The call never held as many elements at once as one batch-head's whole ``(Tq, Tk)`` scores, nor as many bytes,
-    and took no values out of torch (:func:`grader.rules.memory_bound`, :func:`grader.rules.memory_problem`; the child
-    measures, in the calling thread: a call may start no other).
+    """The call never held as many elements at once as one batch-head's whole ``(Tq, Tk)`` scores, nor as many bytes
+    in the trial's dtype, and took no values out of torch (:func:`grader.rules.memory_bound`,
+    :func:`grader.rules.memory_problem`; the child measures, in the calling thread: a call may start no other).
 
     On CUDA the peak of allocated memory is held to the whole ``(..., Tq, Tk)`` scores, in bytes of the trial's dtype
     (the allocator's peak counts its rounding and the kernels' workspaces too: the looser bound).
     """
-    rule = memory_rule(trial.case)
+    itemsize = torch.empty((), dtype=getattr(torch, trial.dtype)).element_size()
+    rule = memory_rule(trial.case, itemsize)
     if rule is None:
         raise ValueError(f"{trial.hook}[{trial.case.name}]: its shapes cannot tell a chunked version apart")
     memory = facts.get("memory")
     if not memory or memory.get("peak_elements") is None:
         return "the grader could not measure the memory your call used (no record of it came back)"
-    itemsize = torch.empty((), dtype=getattr(torch, trial.dtype)).element_size()
     problem = memory_problem(memory, rule, itemsize)
     if problem:
         return problem
@@ -954,10 +953,12 @@ def _sliding_window_cases(m: Maker) -> list[Case]:
     return cases
 
 
-LONG = (1, 2, 1024, 16, 24, 8)
-"""The long case's batch dims (1, 2), Tq = Tk = 1024, d = 16, dv = 24 and chunk_size = 8: one batch-head's scores
-are (1024, 1024), a million elements, the memory rule's bound; a chunked version holds about a third of that
-(:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it)."""
+LONG = (1, 2, 2048, 16, 24, 8)
+"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 24 and chunk_size = 8: one batch-head's scores
+are (2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a sixth of that
+(:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it even in
+float64 bytes, under the bytes of the float32 matrix; at Tq = Tk = 1024 they did not, and a float64 version
+failed)."""
 
 
 def _chunked_cases(m: Maker) -> list[Case]:
