@@ -18,6 +18,7 @@ from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, r
 from .load import _relative, _torch
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
+from .wire import sent_back_keys
 
 
 def _func_name(func: Any) -> str:
@@ -317,14 +318,22 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
     return out
 
 
-def sent_back(spec: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    """``in.<name>``: each tensor argument as the call left it, laid out as it came (the grader compares the bytes)."""
+def sent_back(
+    call: dict[str, Any], args: dict[str, Any], tensors: dict[str, Any], forwarded: list[Any]
+) -> dict[str, Any]:
+    """Each input as the call left it, laid out as it came (:func:`.wire.sent_back_keys`; the grader compares the
+    bytes): a tensor argument as the hook got it, a module's forward input as its forwards got it (on any device:
+    ``forwarded``, what :func:`.modules._run_module` handed them)."""
     torch = _torch()
+    spec = call.get("args", {})
     back = {}
-    for name, arg in spec.items():
-        value = args.get(name)
-        if "tensor" in arg and isinstance(value, torch.Tensor):
-            back[f"in.{name}"] = _plain(value.transpose(-2, -1) if arg.get("transposed") else value)
+    for key, sent in sent_back_keys(call).items():
+        name = key.removeprefix("in.")
+        if name not in spec:  # x<i>: a module's i-th forward
+            i = int(name[1:])
+            back[key] = _plain(forwarded[i] if i < len(forwarded) else tensors[sent])
+        elif isinstance(value := args.get(name), torch.Tensor):
+            back[key] = _plain(value.transpose(-2, -1) if spec[name].get("transposed") else value)
     return back
 
 
@@ -440,11 +449,12 @@ def call_hook(
     figures_before = _open_figures() if figures else set()
     spawned = _spawn_facts(since := spawns_heard())
     started = time.perf_counter()
+    forwarded: list[Any] = []  # what a module's forwards got
     try:
         with recorder, printed, measured, showing:
             module_spec = call.get("module")
             if module_spec is not None:
-                results, reply["module"] = _run_module(fn, args, module_spec, tensors, device)
+                results, reply["module"], forwarded = _run_module(fn, args, module_spec, tensors, device)
             else:
                 results = [fn(**args)]
                 for _ in range(int(call.get("repeat", 1)) - 1):  # fresh arguments: a generator restarts
@@ -468,9 +478,7 @@ def call_hook(
     if printed.text:
         reply["printed"] = printed.text
     if reply["ok"] and device != "meta":  # the inputs as they are now, sent back: the grader compares (sent_back)
-        outputs.update(sent_back(call.get("args", {}), args))
-        for i, key in enumerate((call.get("module") or {}).get("forwards", [])):
-            outputs[f"in.x{i}"] = _plain(tensors[key])  # a module's inputs (on the CPU, what its forwards got)
+        outputs.update(sent_back(call, args, tensors, forwarded))
     described = []
     for i, value in enumerate(results):
         info = _describe_result(value)

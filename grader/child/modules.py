@@ -203,7 +203,7 @@ def _run_module(fn, args, spec, tensors, device):
     facts["mask_device"] = str(mask.device) if mask is not None else None
     state = spec.get("state")
     if state and not _load_parameters(module, state, tensors, device, facts):
-        return [], facts
+        return [], facts, []
     module.train(bool(spec.get("train", False)))
     inputs = []
     for key in spec.get("forwards", []):
@@ -213,4 +213,4 @@ def _run_module(fn, args, spec, tensors, device):
     if spec.get("eval_too") and inputs:  # then the first input once more in eval mode: the module's own weights
         module.eval()
         outputs.append(module(inputs[0]))
-    return outputs, facts
+    return outputs, facts, inputs

@@ -20,6 +20,16 @@ _LEN = struct.Struct(">Q")
 # --- the wire format -------------------------------------------------------------
 
 
+def sent_back_keys(call: dict[str, Any]) -> dict[str, str]:
+    """The inputs a call sends back as it left them, for the grader to compare (both sides read this):
+    ``in.<name>`` for each tensor argument and ``in.x<i>`` for its module's i-th forward, each with the name of
+    the tensor the grader sent."""
+    back = {f"in.{name}": arg["tensor"] for name, arg in call.get("args", {}).items() if "tensor" in arg}
+    forwards = (call.get("module") or {}).get("forwards", [])
+    return {**back, **{f"in.x{i}": key for i, key in enumerate(forwards)}}
+
+
+
 class ProtocolError(Exception):
     """The other side sent something that is not a well-formed message."""
 

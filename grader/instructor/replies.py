@@ -42,6 +42,7 @@ from grader.child.wire import (
     MemoryFacts,
     ModuleFacts,
     ResultInfo,
+    sent_back_keys,
 )
 from grader.registry import HOOK_NAMES
 
@@ -119,11 +120,8 @@ def caps_for(trial: Any) -> Caps:
 
 
 def sent_back(trial: Any) -> dict[str, str]:
-    """The inputs a call sends back as the call left them: ``in.<name>`` (a tensor argument) or ``in.x<i>`` (a
-    module's forward), each with the name of the tensor the grader sent."""
-    back = {f"in.{name}": arg["tensor"] for name, arg in trial.call.get("args", {}).items() if "tensor" in arg}
-    forwards = (trial.call.get("module") or {}).get("forwards", [])
-    return {**back, **{f"in.x{i}": key for i, key in enumerate(forwards)}}
+    """The inputs ``trial``'s call sends back (:func:`grader.child.wire.sent_back_keys`)."""
+    return sent_back_keys(trial.call)
 
 
 # --- checking replies -----------------------------------------------------------------------------------
