@@ -286,9 +286,16 @@ def grade_submission(
                 done.update(_grade_on_gpu(session, gpu, {i: suite.batches[i] for i in on_gpu}, verdicts))
     finally:
         session.close()
-    results, hidden = verdicts.unhidden([result for i in sorted(done) for result in done[i]], stats.heard_banned)
-    source = LearnerSource.of(submission.files, (session.load_reply or {}).get("hooks"))
-    submission = _with_heard(submission, stats.witnessed, hidden)
+    return _outcome(session, verdicts, [result for i in sorted(done) for result in done[i]])
+
+
+def _outcome(session: _Session, verdicts: _Verdicts, results: list[CaseResult]) -> Outcome:
+    """The submission's outcome once every child is gone: what the witness heard checked against the replies,
+    flagged, and each exercise's mistakes named."""
+    stats = session.stats
+    results, hidden = verdicts.unhidden(results, stats.heard_banned)
+    source = LearnerSource.of(session.submission.files, (session.load_reply or {}).get("hooks"))
+    submission = _with_heard(session.submission, stats.witnessed, hidden)
     return Outcome(submission, verdicts.named(results, source), verdicts.figures, stats)
 
 
