@@ -125,6 +125,24 @@ FLAGGED = {
     "private-stdlib-module": ("import _thread\n", "private module _thread"),
     "through-torch-sys": ("import torch\ntorch.sys.modules['__ma' + 'in__']\n", "sys.modules"),
     "through-os-sys": ("import os\nm = os.sys\nm.modules\n", "sys.modules"),
+    "getattr-parameter-passed-a-dunder": ("def f(o, n):\n    return getattr(o, n)\nf(1, '__' + x)\n",
+                                          "getattr with a computed name that may be private"),
+    "getattr-parameter-default": ("def f(o, n='_c'):\n    return getattr(o, n)\nf(1)\n",
+                                  "getattr with a computed name that may be private"),
+    "getattribute-method": ("def f(o, n):\n    return o.__getattribute__(n)\n",
+                            "__getattribute__ with a computed name that may be private"),
+    # red team facts4: module facts set after the class body, names resolved from one string
+    "module-fact-assigned-later": ("class P:\n    pass\nP.state_dict = lambda self: {}\n",
+                                   "overrides Module.state_dict"),
+    "module-fact-setattr": ("class P:\n    pass\nsetattr(P, 'named_buffers', len)\n",
+                            "overrides Module.named_buffers"),
+    "module-fact-by-type": ("P = type('P', (object,), {'state_dict': len})\n", "overrides Module.state_dict"),
+    "class-by-type-computed": ("P = type('P', (object,), members)\n",
+                               "a class made by type() with members the scan cannot read"),
+    "resolve-name-computed": ("import pkgutil\npkgutil.resolve_name('torch:' + chr(95) + 'C')\n",
+                              "pkgutil.resolve_name with a computed name"),
+    "resolve-name-constant": ("import pkgutil\npkgutil.resolve_name('torch:_C.DisableTorchFunction')\n",
+                              "torch._C"),
 }
 
 
@@ -197,6 +215,7 @@ from torch import nn
 torch.manual_seed(0)
 torch.backends.cudnn.deterministic = True
 DEBUG = "__main__" == __name__
+PROJECTIONS = ("W_query", "W_key", "W_value")
 
 
 def softmax_weights(scores, dim=-1):
@@ -215,6 +234,11 @@ class Attention(nn.Module):
             setattr(self, f"extra{i}", nn.Linear(d_out, d_out))
         for part in ("query", "key"):
             setattr(self, "W_" + part, getattr(self, f"extra{0}"))
+        for name in PROJECTIONS:  # red team facts4 A10: names from a tuple of the module's
+            setattr(self, name, nn.Linear(d_in, d_out))
+
+    def _heads(self, projection, x):  # red team facts4 A11: the name from the file's own calls
+        return getattr(self, projection)(x)
         object.__setattr__(self, "note", "fine")
 
     def forward(self, x):
@@ -222,6 +246,7 @@ class Attention(nn.Module):
         w = getattr(self, "extra0")
         name = "extra" + str(1)
         layer = getattr(self, name)
+        x = self._heads("W_query", x) + self._heads(projection="W_key", x=x)
         return layer(w(F.softmax(self.W(x), dim=-1)))
 
     def extra_repr(self):

@@ -365,3 +365,16 @@ def test_what_each_exercise_printed_comes_back_per_hook(tmp_path, suite, templat
     assert all("merge sees (" in text for text in printed.values()), "only calls that reach merge_heads print"
     assert outcome.stats.printed["merge_heads"].startswith("merge sees (")
     assert "at import" in outcome.stats.output and "at import" not in outcome.stats.printed["merge_heads"]
+
+
+def test_the_gpu_child_goes_on_numbering_the_submissions_calls(monkeypatch):
+    """Call ids are the submission's, across its CPU and GPU children: the witness's ``banned <id>`` lines name
+    them, and a GPU call numbered from 0 again would pin a CPU call's line on it (red team facts4 A9)."""
+    from grader.instructor import submission_grading as sg
+
+    seen = []
+    monkeypatch.setattr(sg, "_grade_batch", lambda session, batch, verdicts: seen.append(session.calls_sent) or [])
+    cpu = sg._Session(None, None, None, 0.0, sg.Stats())
+    cpu.calls_sent = 41
+    sg._grade_on_gpu(cpu, "0", {3: object()}, None)
+    assert seen == [41]

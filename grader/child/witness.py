@@ -29,6 +29,7 @@ from typing import Any
 
 KINDS: dict[str, str] = {
     "compile": "runs-code",
+    "exec": "runs-code",  # exec and eval of a code object: one made from text elsewhere (typing's ForwardRef)
     "marshal.loads": "runs-code",
     "code.__new__": "runs-code",
     "function.__new__": "runs-code",
@@ -71,7 +72,7 @@ and where it hands what it reached to another function, the functions it must be
 caller: a generator's consumer) for the event not to count."""
 
 _IMPORT_COMPILERS = frozenset({"source_to_code", "_compile_bytecode"})
-CODE_EVENTS = frozenset({"compile", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
+CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
 
 
 def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]:
@@ -129,6 +130,8 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
         if frame is None:
             return False
         if frame.f_code.co_name == "_call_with_frames_removed" and frame.f_back is not None:
+            if event == "exec":
+                return False  # a module's code run by its loader: judged when it was compiled (or unmarshalled)
             frame = frame.f_back  # importlib calls compile and exec through it
         name = frame.f_code.co_name
         if frame.f_code.co_filename.startswith("<frozen importlib") and name in _IMPORT_COMPILERS:

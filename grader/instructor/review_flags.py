@@ -71,6 +71,7 @@ import sys
 import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from grader.instructor.inert import inert_line
 
@@ -227,7 +228,11 @@ GETATTR_LIKE = frozenset({"builtins.getattr", "builtins.hasattr", "builtins.obje
 HANDED_ON = (GETATTR_LIKE | SETATTR_LIKE) - {"builtins.hasattr"}
 """Handed to ``functools.reduce``, ``map`` … a ``getattr`` reads a name the scan never sees at its call."""
 ATTRGETTERS = frozenset({"operator.attrgetter", "operator.methodcaller", "inspect.getattr_static"})
+ATTRIBUTE_DUNDERS = frozenset({"__getattribute__", "__getattr__", "__setattr__", "__delattr__"})
+"""Called as methods (``x.__getattribute__(name)``), the same as ``getattr``/``setattr`` on ``x``."""
 IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
+RESOLVERS = frozenset({"pkgutil.resolve_name", "pydoc.locate", "importlib.util.resolve_name"})
+"""Functions that import a module and walk attributes named in one string (``"torch:_C.DisableTorchFunction"``)."""
 RUNNERS = frozenset({"builtins.exec", "builtins.eval", "builtins.compile"})
 
 MAX_SHOWN_CHARS = 200
@@ -555,7 +560,8 @@ class _Scanner:
         self.tangled: dict[str, ast.AST] = {}  # names bound to too many paths, with their first binding too many
         self.findings: set[Finding] = set()
         self.run_texts: set[int] = set()
-        self.values: dict[str, list[ast.expr | None]] = {}  # name -> what is assigned to it (_collect_values)
+        self.values: dict[str, list[Any]] = {}  # name -> what is bound to it (_collect_values)
+        self.calls: dict[str, list[tuple[ast.Call, bool]]] = {}  # function name -> its calls (by attribute?)
 
     # --- names -----------------------------------------------------------------------------
 
@@ -662,10 +668,25 @@ class _Scanner:
                 if isinstance(node.target, ast.Name) and items is not None:
                     for item in items:
                         bind(node.target, item)
+                elif isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Name):
+                    self.values.setdefault(node.target.id, []).append(("items", node.iter.id))
                 else:
                     bind(node.target, None)
-            elif isinstance(node, ast.arg):
-                self.values.setdefault(node.arg, []).append(None)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                params = [*node.args.posonlyargs, *node.args.args]
+                defaults = [None] * (len(params) - len(node.args.defaults)) + list(node.args.defaults)
+                name = getattr(node, "name", None)
+                for index, (arg, default) in enumerate(zip(params, defaults)):
+                    marker = None if name is None else ("param", name, index, arg.arg, default)
+                    self.values.setdefault(arg.arg, []).append(marker)
+                for other in [node.args.vararg, node.args.kwarg, *node.args.kwonlyargs]:
+                    if other is not None:
+                        self.values.setdefault(other.arg, []).append(None)
+            elif isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Name):
+                    self.calls.setdefault(node.func.id, []).append((node, False))
+                elif isinstance(node.func, ast.Attribute):
+                    self.calls.setdefault(node.func.attr, []).append((node, True))
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     self.values.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
@@ -783,8 +804,37 @@ class _Scanner:
             return self._may_be_hidden(node.func.value, depth + 1)
         if isinstance(node, ast.Name):
             bound = self.values.get(node.id)
-            return not bound or any(v is None or self._may_be_hidden(v, depth + 1) for v in bound)
+            return not bound or any(self._value_may_be_hidden(v, depth + 1) for v in bound)
         return True
+
+    def _value_may_be_hidden(self, value: Any, depth: int) -> bool:
+        """One value a name is bound to (:meth:`_collect_values`): an expression, the items of a sequence a loop
+        walks, a parameter (what the file's calls of its function pass), or None (the scan cannot say)."""
+        if value is None or depth > 8:
+            return True
+        if isinstance(value, ast.expr):
+            return self._may_be_hidden(value, depth)
+        if value[0] == "items":  # for name in SEQUENCE: each item of each sequence SEQUENCE is bound to
+            sequences = self.values.get(value[1]) or [None]
+            return any(
+                not isinstance(seq, (ast.Tuple, ast.List, ast.Set))
+                or any(self._may_be_hidden(item, depth + 1) for item in seq.elts)
+                for seq in sequences
+            )
+        _, function, index, name, default = value  # a parameter
+        passed = []
+        for call, by_attribute in self.calls.get(function, []):
+            position = index - 1 if by_attribute and index > 0 else index
+            keyword = [k.value for k in call.keywords if k.arg == name]
+            if keyword:
+                passed.append(keyword[0])
+            elif position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+                passed.append(call.args[position])
+            elif any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return True
+            elif default is not None:
+                passed.append(default)
+        return not passed or any(self._may_be_hidden(v, depth + 1) for v in passed)
 
     def _roots(self, node: ast.expr) -> set[str]:
         return {p.split(".")[0] for p in self.resolve(node)}
@@ -805,6 +855,8 @@ class _Scanner:
                 elif verb != "hasattr" and self._may_be_hidden(args[1]):
                     self.add(node, f"{verb} with a computed name that may be private")
                 return
+            if patching and name in MODULE_FACT_METHODS:
+                self.add(node, f"overrides Module.{name}")
             for path in self.resolve(target):
                 self._path(node, f"{path}.{name}")
                 if patching and path.split(".")[0] in PATCHED_ROOTS and not path.startswith(TORCH_SETTINGS):
@@ -813,6 +865,18 @@ class _Scanner:
                 self.add(node, f"assignment of {ast.unparse(target)}.{name}")
         elif funcs & ATTRGETTERS and any(_constant_str(a) is None and self._may_be_hidden(a) for a in args):
             self.add(node, f"{sorted(funcs & ATTRGETTERS)[0]} with a computed name that may be private")
+        elif funcs & RESOLVERS:
+            named = _constant_str(args[0]) if args else None
+            if named is None:
+                self.add(node, f"{sorted(funcs & RESOLVERS)[0]} with a computed name")
+            else:
+                self._path(node, named.replace(":", "."))
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in ATTRIBUTE_DUNDERS and args and (
+            self._may_be_hidden(args[0])
+        ):
+            self.add(node, f"{node.func.attr} with a computed name that may be private")
+        elif "builtins.type" in funcs and len(args) == 3:
+            self._made_class(node, args[2])
         elif funcs & IMPORTERS:
             module = _constant_str(args[0]) if args else None
             if module is None:
@@ -847,6 +911,10 @@ class _Scanner:
             targets = [node.target]
         verb = "deletion" if isinstance(node, ast.Delete) else "assignment"
         for target in (t for top in targets for t in _targets(top)):
+            if isinstance(target, ast.Attribute) and target.attr in MODULE_FACT_METHODS and not (
+                isinstance(target.value, ast.Name) and target.value.id == "self"
+            ):
+                self.add(node, f"overrides Module.{target.attr}")  # on the class, after its body (Cls.to = …)
             if not isinstance(target, (ast.Attribute, ast.Subscript)):
                 continue
             where = target.value if isinstance(target, ast.Subscript) else target
@@ -857,6 +925,20 @@ class _Scanner:
                 self.add(node, f"{verb} of {path}{suffix}")
             if not paths and _chain_root(target) in PATCHABLE_BY_NAME:
                 self.add(node, f"{verb} of {ast.unparse(where)}{suffix}")
+
+    def _made_class(self, node: ast.Call, members: ast.expr) -> None:
+        """``type(name, bases, members)``: a class body by other means."""
+        if not isinstance(members, ast.Dict):
+            self.add(node, "a class made by type() with members the scan cannot read")
+            return
+        for key in members.keys:
+            name = _constant_str(key) if key is not None else None
+            if name is None:
+                self.add(node, "a class made by type() with members the scan cannot read")
+            elif name in MODULE_FACT_METHODS:
+                self.add(node, f"overrides Module.{name}")
+            elif name in TORCH_HOOK_DEFINITIONS:
+                self.add(node, f"defines {name}")
 
     def _class(self, node: ast.ClassDef) -> None:
         bases = [b for b in node.bases if not (isinstance(b, ast.Name) and b.id == "object")]

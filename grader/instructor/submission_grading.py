@@ -43,7 +43,7 @@ from grader.instructor.replies import (
     validate_load_reply,
 )
 from grader.instructor.review_flags import Finding
-from grader.instructor.sandbox import OUTPUT_KEPT, Child, ChildGone, Limits, Template
+from grader.instructor.sandbox import OUTPUT_KEPT, WITNESS_LINES, Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
 from grader.instructor.witnessed import WHERE, witnessed_findings
@@ -99,17 +99,21 @@ class Stats:
             joined = joined[:PRINTED_PER_HOOK] + "\n[... more not kept]\n"
         self.printed[hook] = joined
 
-    def keep_output(self, child: Child) -> None:
-        """Add what ``child`` printed (read before it is closed: closing removes its folder)."""
+    def keep_output(self, child: Child, calls: range) -> None:
+        """Add what ``child`` printed (read before it is closed: closing removes its folder), and what its witness
+        heard; ``calls`` are the ids of the calls it was sent."""
         if len(self.output) < OUTPUT_KEPT:
             self.output = (self.output + child.output())[:OUTPUT_KEPT]
         other = []
-        for line in child.witnessed():
+        lines = child.witnessed()
+        if len(lines) >= WITNESS_LINES:  # the witness writes one line per kind and per call: the rest is forged
+            other.append("overflowed")
+        for line in lines:
             heard = BANNED_LINE.fullmatch(line)
-            if heard:
+            if heard and int(heard[1]) in calls:
                 self.heard_banned.setdefault(int(heard[1]), []).append(heard[2])
             else:
-                other.append(line)  # a malformed "banned" line too: witnessed_findings calls it forged
+                other.append(line)  # a malformed line, or one for a call this child was not sent: forged
         self.witnessed = list(dict.fromkeys(self.witnessed + other))[:64]
 
 
@@ -137,12 +141,14 @@ class _Session:
     restarts: int = 0
     calls_sent: int = 0  # call ids run on across batches and children, so a stale reply never answers a later call
     load_reply: LoadReply | None = None
+    child_calls_from: int = 0  # the first call id the current child was sent
 
     def ensure(self) -> Child:
         if self.child is None:
             if self.restarts > MAX_RESTARTS:
                 raise ChildGone(f"stopped after {MAX_RESTARTS} restarts of the learner's process")
             self.child = self.template.spawn(self.limits, self.gpu, deadline=self.deadline)
+            self.child_calls_from = self.calls_sent
             sub = self.submission
             hooks = {"hooks": list(HOOK_NAMES), "aliases": CLASS_NAMES}  # the runtime imports nothing of the kit
             self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, **hooks})
@@ -158,7 +164,7 @@ class _Session:
 
     def drop(self) -> None:
         if self.child is not None:
-            self.stats.keep_output(self.child)
+            self.stats.keep_output(self.child, range(self.child_calls_from, self.calls_sent))
             self.child.close()
             self.child = None
             self.restarts += 1
@@ -166,7 +172,7 @@ class _Session:
 
     def close(self) -> None:
         if self.child is not None:
-            self.stats.keep_output(self.child)
+            self.stats.keep_output(self.child, range(self.child_calls_from, self.calls_sent))
             self.child.close()
             self.child = None
 
@@ -339,6 +345,7 @@ def _grade_on_gpu(
 ) -> dict[int, list[CaseResult]]:
     """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline."""
     session = _Session(cpu.template, cpu.submission, cpu.limits, cpu.deadline, cpu.stats, gpu=gpu)
+    session.calls_sent = cpu.calls_sent  # call ids are the submission's: the witness's lines name them
     try:
         return {i: _grade_batch(session, batch, verdicts) for i, batch in batches.items()}
     finally:

@@ -28,12 +28,19 @@ CONSTRUCTS = {
 """How each kind of line reads in a finding (the event follows in brackets)."""
 
 FORGED = "lines the witness did not write, in the grader's witness pipe"
+OVERFLOWED = "more lines in the grader's witness pipe than the witness writes (what it heard may be cut)"
 
 
 def witnessed_findings(lines: Iterable[str]) -> list[str]:
     """``(while graded):0: <construct> (<event>)`` for each line the witness wrote; one finding for any other line."""
     found: dict[str, None] = {}
+    lines = list(lines)
+    if "runs-code compile" in lines:  # the code it then ran was made from text: said once
+        lines = [line for line in lines if line != "runs-code exec"]
     for line in lines:
+        if line == "overflowed":
+            found[str(Finding(WHERE, 0, OVERFLOWED))] = None
+            continue
         kind, _, event = line.partition(" ")
         known = KINDS.get(event) == kind or (kind == "ctypes" and is_ctypes(event))
         if kind in CONSTRUCTS and known:

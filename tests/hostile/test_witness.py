@@ -18,7 +18,7 @@ import textwrap
 import learner_code
 import pytest
 
-from grader.instructor.witnessed import FORGED, WHERE, witnessed_findings
+from grader.instructor.witnessed import FORGED, OVERFLOWED, WHERE, witnessed_findings
 
 PAYLOAD = """
 import sys
@@ -60,6 +60,18 @@ def softmax_weights(scores, dim=-1):
     return out
 """
 """Clears what both recorders saw after the call: the witness was told of ``torch.softmax`` as it was recorded."""
+
+WITNESS_PIPE = """
+import os
+import stat
+
+PIPE = next(fd for fd in range(3, 64) if _is_fifo(fd)) if (_is_fifo := lambda fd: (
+    os.path.exists(f"/proc/self/fd/{fd}") and stat.S_ISFIFO(os.fstat(fd).st_mode))) else None
+"""
+FORGES = WITNESS_PIPE + "os.write(PIPE, b'banned 900000000 torch.softmax\\n')\n"
+"""A line for a call no child was sent (red team facts4 A8)."""
+FLOODS = WITNESS_PIPE + "os.write(PIPE, b''.join(b'banned %d a\\n' % (900000000 + i) for i in range(5000)))\n"
+"""More lines than the witness ever writes, so that what it writes next would be cut (facts4 A1)."""
 
 RUNNERS = {
     # runner -> (how the hand-in runs TEXT, the construct the witness must report)
@@ -105,7 +117,8 @@ def graded_runners(tmp_path_factory):
     suite = build_suite(11, ("cpu",))
     graded = {}
     with Template() as template:
-        hand_ins = {"honest": BANNED, "reference": learner_code.reference_source(), "clears": CLEARS_RECORDERS}
+        hand_ins = {"honest": BANNED, "reference": learner_code.reference_source(), "clears": CLEARS_RECORDERS,
+                    "forges": BANNED + FORGES, "floods": BANNED + FLOODS}  # fmt: skip
         for name, source in {**hand_ins, **{r: BANNED + run for r, (run, _) in RUNNERS.items()}}.items():
             files = {f"{name}.py": source}
             sub = Submission(name, f"{name}.py", "py", files, f"{name}.py", files_sha256(files),
@@ -115,6 +128,13 @@ def graded_runners(tmp_path_factory):
             graded[name] = (outcome.submission.review, sum(r.status == "passed" for r in softmax), len(softmax))
             graded[f"{name} messages"] = {r.message for r in softmax}
     return graded
+
+
+@pytest.mark.parametrize(("hand_in", "finding"), [("forges", FORGED), ("floods", OVERFLOWED)])
+def test_lines_written_into_the_witness_pipe_are_flagged(graded_runners, hand_in, finding):
+    review, passed, _ = graded_runners[hand_in]
+    assert f"{WHERE}:0: {finding}" in review, review
+    assert passed == 0  # and the banned calls are still caught
 
 
 def test_a_reply_that_hides_a_banned_call_fails_for_it_and_is_flagged(graded_runners):
@@ -241,6 +261,10 @@ REACHES = {
     ),
     "import weakref\nclass Holder:\n    pass\nHOLDER = Holder()\nweakref.finalize(HOLDER, exec, 'X = 1')\n": (
         "runs-code compile"
+    ),
+    # red team facts4 A6: typing compiles a string annotation (its own use) and evaluates it (the hand-in's)
+    "import typing\ndef holder(f: \"print('run') or int\"):\n    pass\ntyping.get_type_hints(holder)\n": (
+        "runs-code exec"
     ),
 }
 
