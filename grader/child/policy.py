@@ -101,6 +101,9 @@ SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
     # memory no cap counts: a memfd is neither the work folder's tmpfs nor address space until mapped
     **dict.fromkeys(("memfd_create", "memfd_secret"), _fails("EPERM")),
+    # nor extended attributes, which the kernel keeps in its own memory past any size or inode cap (red team
+    # files4 x1: 250 MB on each of /tmp, /run, /dev, /dev/shm and the output capture); as on a filesystem without
+    **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr"), _fails("ENOTSUP")),
     # other processes' memory and files
     **dict.fromkeys(("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"), _fails("EPERM")),
     **dict.fromkeys(("shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl"), _fails("EPERM")),

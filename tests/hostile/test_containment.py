@@ -553,6 +553,8 @@ def probe(nr):
     out["socket_vsock"] = sc(nr["socket"], 40, 1, 0)  # AF_VSOCK: the host, past the network namespace
     out["socket_alg"] = sc(nr["socket"], 38, 5, 0)  # AF_ALG, SOCK_SEQPACKET: the kernel's crypto
     out["memfd_create"] = sc(nr["memfd_create"], b"x", 0)  # memory that no cap counts
+    out["fsetxattr"] = sc(nr["fsetxattr"], 1, b"user.x", b"v" * 64, 64, 0)  # kernel memory no cap counts
+    out["setxattr"] = sc(nr["setxattr"], b".", b"user.x", b"v" * 64, 64, 0)
     inet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # allowed: an empty network namespace
     inet.close()
     a, b = socket.socketpair()  # reaches nothing outside: allowed
@@ -562,7 +564,7 @@ def probe(nr):
 """
 
 SYSCALL_NAMES = ["io_uring_setup", "bpf", "perf_event_open", "userfaultfd", "ptrace", "process_vm_readv"]
-SYSCALL_NAMES += ["unshare", "setns", "mount", "clone3", "clone", "socket", "memfd_create"]
+SYSCALL_NAMES += ["unshare", "setns", "mount", "clone3", "clone", "socket", "memfd_create", "fsetxattr", "setxattr"]
 
 DENIED = {
     "io_uring_setup": "ENOSYS",
@@ -581,6 +583,8 @@ DENIED = {
     "socket_vsock": "EACCES",
     "socket_alg": "EACCES",
     "memfd_create": "EPERM",
+    "fsetxattr": "ENOTSUP",
+    "setxattr": "ENOTSUP",
 }
 
 
