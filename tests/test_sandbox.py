@@ -416,6 +416,40 @@ def test_close_kills_a_process_that_left_the_group(spawn):
         kill_if_alive(escaped)
 
 
+def test_a_process_that_left_the_group_dies_with_the_template_where_no_pid_namespace_ends_it(template):
+    """Without a PID namespace (a grader whose user namespaces are refused) a ``setsid`` process outlives its
+    child; the template, its subreaper, kills what it adopted before it forks the next (red team files4 n1)."""
+    token = f"301.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    child = template.spawn(FAST, without=["namespaces"])
+    source = f"""
+        import os
+        import subprocess
+
+        import torch
+
+        def probe():
+            if os.fork() == 0:  # a double fork: the sleeper's parent dies, the template adopts it
+                subprocess.Popen(["sleep", "{token}"], start_new_session=True)
+                os._exit(0)
+            return torch.tensor([1])
+        """
+    try:
+        child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
+                    "hooks": ["probe"]})  # fmt: skip
+        child.receive(FAST.load_seconds)
+        probe(child)
+        deadline = time.monotonic() + 5
+        while not host_pids_with_arg(token) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (escaped,) = host_pids_with_arg(token)
+        child.close()
+        template.spawn(FAST).close()  # the next request
+        assert wait_until_gone([escaped], 3.0) == [], f"pid {escaped} (sleep, in a session of its own) outlived it"
+    finally:
+        for pid in host_pids_with_arg(token):
+            kill_if_alive(pid)
+
+
 def test_memory_blowup_is_a_clean_error(spawn):
     child = spawn(
         """

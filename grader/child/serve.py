@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -273,7 +274,10 @@ def serve_template(
             for pid in children:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
+            _kill_strays(template_pid, [])
             return
+        children[:] = [c for c in children if _alive(c)]
+        _kill_strays(template_pid, children)
         config = json.loads(data)
         if len(fds) != 3:
             for fd in fds:
@@ -308,8 +312,36 @@ def serve_template(
         if mapping is not None:
             mapping[1].close()
             map_child_ids(pid, mapping[0], *(int(config.get("sandbox_uid", SANDBOX_UID)),) * 2)
-        children[:] = [c for c in children if _alive(c)] + [pid]
+        children.append(pid)
         control.sendall(json.dumps({"pid": pid}).encode())
+
+
+def _kill_strays(template_pid: int, children: list[int]) -> None:
+    """Kill every process the template adopted that is none of its children, and what those started.
+
+    The template is their subreaper: a learner's process that left its child's group and outlived the child
+    (``setsid``, a double fork) comes here where no PID namespace ends it (a grader without user namespaces:
+    red team files4 n1).  Its parent field, read after the last ``)`` of ``/proc/<pid>/stat`` (the name before
+    it is the learner's), says so.  Rounds, since what a killed stray started is adopted next.
+    """
+    for _ in range(8):
+        strays = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in children:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    fields = fh.read(4096).rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 1 and fields[1] == str(template_pid).encode() and fields[0] != b"Z":
+                strays.append(int(entry))
+        if not strays:
+            return
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def _note_failure(output_fd: int) -> None:
