@@ -283,7 +283,7 @@ def learner_processes(sandbox_tmp: Path) -> dict[int, str]:
 
 def grade_command(class_dir: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "grader.cli", "grade", str(class_dir), "--out", str(out), "--seed", SEED,
-            "--jobs", "1", "--timeout", "2"]
+            "--jobs", "1", "--timeout", "5"]  # the long chunked case takes ~1 s, two runs side by side
 
 
 def environment(sandbox_tmp: Path) -> dict[str, str]:
@@ -321,7 +321,7 @@ def resume(tmp_path_factory):
             assert time.monotonic() < deadline, "nothing was recorded within 120 s"
             time.sleep(0.05)
         while not any("sleep" in cmd for cmd in learner_processes(killed_tmp).values()):
-            # b_spin starts `sleep 300`, then spins in its first call until --timeout 2 stops it
+            # b_spin starts `sleep 300`, then spins in its first call until --timeout 5 stops it
             if time.monotonic() > deadline or recorded(d1 / "gradebook.sqlite") > 1:
                 break
             time.sleep(0.02)
