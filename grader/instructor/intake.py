@@ -448,6 +448,11 @@ def _read_folder(path: Path, student: str) -> Submission:
             if notebooks[0].is_symlink():
                 raise _NotebookError(f"refused folder: {notebooks[0].name} is a symbolic link")
             return _read_notebook_file(notebooks[0], student, source)
+        zips = [m for m in sort_out(path)[0] if m.suffix.lower() == ".zip"]
+        if len(zips) == 1 and not notebooks:  # an LMS folder holding the learner's one zip: that zip, as this folder
+            sub = _read_zip(zips[0], student)
+            sub.source = source
+            return sub
         raise Refused(f"{path.name}: no .py files to grade")
     files: dict[str, str] = {}
     total = 0
@@ -850,13 +855,23 @@ def _top_py(path: Path) -> list[Path]:
         return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
 
 
-def folder_reading(path: Path, listed: bool = False) -> str:
+LMS_FOLDER = re.compile(r".+_\d+_assign(?:submission|feedback)_[a-z]+_?")
+"""The name an LMS gives one learner's folder of a download (Moodle's "submissions in folders": ``<full name>_<id>_
+assignsubmission_file_``): the instructor's collection, never a class (:func:`folder_reading`)."""
+
+
+def folder_reading(path: Path, listed: bool = False, collected: bool = False) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
-    Decided by the folder's shape alone, never by the code in it: a hand-in's code is the learner's, and a
-    learner can write it to look like anything (hooks under ``if True:``, decoys of every hook name), while the
-    folder a class is collected into is the instructor's.
+    Decided by the folder's shape and its own name alone, never by the code or the names in it: a hand-in's code
+    and file names are the learner's, and a learner can make them look like anything (hooks under ``if True:``,
+    decoys of every hook name, a file named as another student's LMS download), while the folder a class is
+    collected into, and the name an LMS gives one learner's folder, are the instructor's.
 
+    - A folder whose own name is one learner's as collected is one, whatever it holds (modules in subfolders, a
+      notebook beside a ``.py``): an LMS's folder name (:data:`LMS_FOLDER`), or ``collected`` (the caller's word:
+      a roster's file pattern matches it).  No name inside it is read as collected: a file inside named as
+      another student's LMS download, or with an attempt time, claims no one's id or time.
     - A learner's kit is one: ``exercises/__init__.py`` with nothing beside it but the kit's own folders
       (:data:`KIT_FOLDERS`) and files that are no hand-in (``README.md``, ``conftest.py``).  Beside other
       hand-ins (``alice.py``, ``bob/``) an ``exercises/`` is one more member, with a note (:data:`KIT_IN_CLASS`).
@@ -868,8 +883,11 @@ def folder_reading(path: Path, listed: bool = False) -> str:
       submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
       ``masking.py``) is told from a class of two only by the instructor: ``--one``, or by naming it beside
       other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where a folder
-      of ``.py`` files only, a package or a kit is that learner's: one.
+      of ``.py`` files only, a package or a kit is that learner's: one.  (Two class folders named side by side,
+      ``attnkit grade classA classB``, stay two classes.)
     """
+    if collected or LMS_FOLDER.fullmatch(_name_of(path)):
+        return "one"
     members, _ = sort_out(path)
     if (listed and is_kit_or_package(path)) or _is_kit(path, members):
         return "one"
@@ -964,7 +982,8 @@ def collect(
             raise IntakeError(f"{raw}: no such file or folder")
         if p.is_dir() and not p.is_symlink():
             try:
-                how = reading if reading != "auto" else folder_reading(p, listed=len(paths) > 1)
+                collected = roster is not None and bool(roster.by_pattern(_name_of(p)))
+                how = reading if reading != "auto" else folder_reading(p, len(paths) > 1, collected)
                 if how == "class":
                     members, left = sort_out(p)
                 else:

@@ -1,0 +1,101 @@
+"""A folder the instructor collected as one learner's is one hand-in (issue 21 part 3, meta4 h1 h2 a3 a3b).
+
+Moodle's "submissions in folders" names each learner's folder ``<full name>_<id>_assignsubmission_file_``.  Such a
+folder, graded as ``class/*``, was read as a class when it held more than one file: bob's modules in ``utils/``
+or a notebook beside his ``.py`` made him ``missing`` with stray rows (an honest student failed), and mallory's
+file named ``Alice Honest_101_assignsubmission_file_.py`` inside her own folder matched alice's roster pattern,
+took alice's row (or, with an attempt time 2099 in it, won ``--latest``).  What is inside it names no one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from grader.instructor.intake import collect
+from grader.instructor.roster import Roster
+
+SCORES = "def dot_product_scores(queries, keys):\n    return queries @ keys.transpose(-2, -1)\n"
+NOTEBOOK = json.dumps(
+    {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": None, "outputs": [], "source": SCORES}
+        ],
+    }
+)
+FOLDER = "{}_{}_assignsubmission_file_"
+PEOPLE = {"alice": ("Alice Honest", 101), "bob": ("Bob Builder", 102), "mallory": ("Mallory Evil", 103)}
+WHEN = datetime(2026, 2, 1, tzinfo=timezone.utc).timestamp()
+
+
+def _roster(tmp_path: Path) -> Roster:
+    path = tmp_path / "roster.csv"
+    rows = [f"{sid},{name},{sid}@uni.example,{name}_*" for sid, (name, _) in PEOPLE.items()]
+    path.write_text("id,name,email,pattern\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return Roster.load(path)
+
+
+def _folder(klass: Path, sid: str, files: dict[str, str]) -> Path:
+    folder = klass / FOLDER.format(*PEOPLE[sid])
+    folder.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+        os.utime(folder / rel, (WHEN, WHEN))
+    os.utime(folder, (WHEN, WHEN))
+    return folder
+
+
+LAYOUTS = {
+    "modules-in-a-subfolder": ("bob", {"part1.py": SCORES, "part2.py": SCORES, "utils/part4.py": SCORES}),
+    "a-notebook-beside-a-py": ("bob", {"attention.py": SCORES, "attention.ipynb": NOTEBOOK}),
+    "another-students-lms-name": (
+        "mallory",
+        {"Alice Honest_101_assignsubmission_file_.py": "def (:\n", "notes.ipynb": NOTEBOOK},
+    ),
+    "another-students-attempt-time": (
+        "mallory",
+        {"Alice Honest_101_attempt_2099-01-01-00-00-00.py": "def (:\n", "notes.ipynb": NOTEBOOK},
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))
+@pytest.mark.parametrize("with_roster", [True, False])
+def test_an_lms_folder_is_one_hand_in_whatever_it_holds(tmp_path, layout, with_roster):
+    who, files = LAYOUTS[layout]
+    klass = tmp_path / "class"
+    for sid in PEOPLE:
+        _folder(klass, sid, files if sid == who else {"attention.py": SCORES})
+    roster = _roster(tmp_path) if with_roster else None
+    for latest in (False, True):
+        intake = collect(sorted(str(p) for p in klass.iterdir()), roster=roster, latest=latest)
+        got = {Path(s.source).name: s for s in intake.submissions}
+        assert sorted(got) == sorted(FOLDER.format(*PEOPLE[sid]) for sid in PEOPLE)  # one row per folder
+        for sid in PEOPLE:
+            sub = got[FOLDER.format(*PEOPLE[sid])]
+            assert sub.student == (sid if with_roster else FOLDER.format(*PEOPLE[sid]).replace(" ", "_"))
+            assert sub.collected == datetime.fromtimestamp(WHEN, tz=timezone.utc)  # the folder's time, not 2099
+            assert sid == "mallory" or sub.error is None
+        assert not intake.missing and not intake.unmatched
+        assert all(Path(s.path).parent.name == FOLDER.format(*PEOPLE[who]) for s in intake.skipped)
+
+
+def test_an_lms_folder_holding_one_zip_is_that_zip_under_the_folders_id(tmp_path):
+    klass = tmp_path / "class"
+    _folder(klass, "alice", {"attention.py": SCORES})
+    bob = _folder(klass, "bob", {})
+    with zipfile.ZipFile(bob / "Alice Honest_101_assignsubmission_file_.zip", "w") as zf:
+        zf.writestr("attention.py", SCORES)
+    intake = collect(sorted(str(p) for p in klass.iterdir()), roster=_roster(tmp_path))
+    got = {Path(s.source).name: s for s in intake.submissions}
+    assert got[bob.name].student == "bob" and got[bob.name].error is None and got[bob.name].format == "zip"
+    assert [e.id for e in intake.missing] == ["mallory"] and intake.skipped == []
