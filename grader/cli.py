@@ -580,7 +580,7 @@ def _held(out_dir: Path) -> dict:
 
 def _take_in(
     console: Console, targets: list[str], as_class: bool, as_one: bool, roster_from: str | Path, latest: bool,
-    out_dir: Path,
+    out_dir: Path | None = None,
 ):  # fmt: skip
     """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
 
@@ -597,7 +597,8 @@ def _take_in(
     try:
         roster = _class_roster(roster_from)
         reading = "class" if as_class else "one" if as_one else "auto"
-        intake = keep_held_ids(collect(targets, reading=reading, roster=roster, latest=latest), _held(out_dir))
+        intake = collect(targets, reading=reading, roster=roster, latest=latest)
+        intake = keep_held_ids(intake, _held(out_dir) if out_dir else {})
     except (IntakeError, RosterError) as exc:
         raise click.UsageError(str(exc)) from None
     line = intake.found_line()

@@ -89,6 +89,7 @@ from grader.handin import (
     MAX_TOTAL_BYTES,
     MAX_WALKED,
     MAX_ZIP_BYTES,
+    RELEASE_RECORD,
     SKIPPED_DIRS,
     is_graded_source,
     is_hidden,
@@ -756,6 +757,8 @@ RESULTS_FOLDER = "an attnkit grade results folder (it holds gradebook.sqlite)"
 NOT_REGULAR = "not a regular file"
 PACKAGE_INIT = "an __init__.py at the top of a class folder is no one's hand-in: not graded (--one: the folder is one)"
 KIT_IN_CLASS = "a kit's package beside other hand-ins: graded as one hand-in of the class (--one: the folder is a kit)"
+BESIDE_KIT = f"beside a kit's {KIT_PACKAGE}/: not graded (the kit's {KIT_PACKAGE} package is; --class grades each)"
+VENV_NAMES = frozenset({"venv", "env", "virtualenv"})
 KIT_FOLDERS = frozenset({KIT_PACKAGE, "notebooks", "grader"})
 """The folders a released kit holds (:mod:`grader.instructor.release`): with ``exercises/__init__.py`` and no other
 hand-in beside them, the folder is a learner's kit (:func:`folder_reading`)."""
@@ -845,9 +848,28 @@ def is_kit_or_package(path: Path) -> bool:
 
 
 def _is_kit(path: Path, members: list[Path]) -> bool:
-    """A learner's whole kit: ``exercises/__init__.py`` and, beside it, no hand-in but the kit's own folders."""
+    """A learner's whole kit: ``exercises/__init__.py`` and, beside it, no hand-in but the kit's own folders and
+    what the kit grows as it is used (:func:`_kit_by_product`)."""
     kit = (path / KIT_PACKAGE / "__init__.py").is_file() and not (path / "__init__.py").exists()
-    return kit and all(m.name in KIT_FOLDERS and m.is_dir() and not m.is_symlink() for m in members)
+    released = (path / RELEASE_RECORD).is_file() and not (path / RELEASE_RECORD).is_symlink()
+    return kit and all(
+        (m.name in KIT_FOLDERS and m.is_dir() and not m.is_symlink()) or _kit_by_product(m, released) for m in members
+    )
+
+
+def _kit_by_product(member: Path, released: bool) -> bool:
+    """What a learner's kit grows beside its folders: a virtual environment (a folder holding ``pyvenv.cfg``, or
+    named as one, :data:`VENV_NAMES`), an editable install's ``*.egg-info``; and, only where the kit's release
+    record is there (``released``: the kit ``attnkit release`` wrote, never a class folder), ``attnkit submit``'s
+    ``submission-<id>-<date>.zip`` and the learner's notebooks (each listed as skipped, :data:`BESIDE_KIT`).  A
+    ``.py`` file is never one: beside it an ``exercises/`` is one more hand-in of a class."""
+    if member.is_symlink():
+        return False
+    if member.is_dir():
+        return member.name in VENV_NAMES or member.name.endswith(".egg-info") or (member / "pyvenv.cfg").is_file()
+    suffix = member.suffix.lower()
+    submitted = suffix == ".zip" and ATTNKIT_NAME.fullmatch(_stem(member)) is not None
+    return released and _regular(member) and (suffix == ".ipynb" or submitted)
 
 
 def _top_py(path: Path) -> list[Path]:
@@ -899,8 +921,12 @@ def folder_reading(path: Path, listed: bool = False, collected: bool = False) ->
 
 
 def _not_in_one(path: Path) -> list[Skipped]:
-    """What reading ``path`` as one submission leaves out: notebooks and zips beside its top-level ``.py`` files."""
-    if (path / KIT_PACKAGE / "__init__.py").exists() or not _top_py(path):
+    """What reading ``path`` as one submission leaves out: notebooks and zips beside its top-level ``.py`` files,
+    every hand-in file beside a kit's ``exercises/`` (its package is graded)."""
+    if (path / KIT_PACKAGE / "__init__.py").exists() and not (path / "__init__.py").exists():
+        members, _ = sort_out(path)
+        return [Skipped(str(m), BESIDE_KIT) for m in members if m.suffix.lower() in HAND_IN_SUFFIXES and m.is_file()]
+    if not _top_py(path):
         return []
     members, _ = sort_out(path)
     why = "beside the .py files of a folder graded as one submission: not graded (--class grades each)"

@@ -99,3 +99,58 @@ def test_an_lms_folder_holding_one_zip_is_that_zip_under_the_folders_id(tmp_path
     got = {Path(s.source).name: s for s in intake.submissions}
     assert got[bob.name].student == "bob" and got[bob.name].error is None and got[bob.name].format == "zip"
     assert [e.id for e in intake.missing] == ["mallory"] and intake.skipped == []
+
+
+# --- a learner's kit graded alone (meta4 k1) ---------------------------------------------------------------------
+
+KIT_BY_PRODUCTS = {
+    "attnkit-submit-zip": {"submission-alice-2026-01-09.zip": None},
+    "scratch-notebook": {"scratch.ipynb": NOTEBOOK},
+    "venv": {"venv/bin/python": "", ".venv/pyvenv.cfg": "", "myenv/pyvenv.cfg": "", "attnkit_kit.egg-info/x": ""},
+}
+
+
+def _kit(root: Path, extra: dict[str, str | None], released: bool = True) -> Path:
+    files = {"exercises/__init__.py": "", "exercises/scores.py": SCORES, "grader/__init__.py": "",
+             "notebooks/scores.ipynb": NOTEBOOK, "README.md": "the kit\n", "conftest.py": ""}  # fmt: skip
+    files |= {".attnkit-release.json": "{}"} if released else {}
+    for rel, text in {**files, **extra}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        if text is None:
+            with zipfile.ZipFile(root / rel, "w") as zf:
+                zf.writestr("exercises/scores.py", SCORES)
+        else:
+            (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("extra", list(KIT_BY_PRODUCTS), ids=list(KIT_BY_PRODUCTS))
+def test_a_kit_with_its_own_by_products_beside_it_is_one_kit(tmp_path, extra):
+    """After ``attnkit submit`` wrote its zip into the kit (or beside a scratch notebook, a venv), the kit was read
+    as a class: rows ``exercises``, ``grader`` (flagged for review), ``notebooks`` (an error) and the zip."""
+    kit = _kit(tmp_path / "kit", KIT_BY_PRODUCTS[extra])
+    intake = collect([str(kit)])
+    (sub,) = intake.submissions
+    assert (sub.student, sub.entry, sub.error) == ("kit", "exercises", None)
+    assert sorted(sub.files) == ["exercises/__init__.py", "exercises/scores.py"]
+    files = [n for n in KIT_BY_PRODUCTS[extra] if "/" not in n]
+    assert sorted(Path(s.path).name for s in intake.skipped) == files  # named, never silently left out
+
+
+@pytest.mark.parametrize("members", [("alice.py", "bob.py"), ("alice.ipynb", "bob.ipynb"),
+                                     ("submission-alice-2026-01-09.zip", "submission-bob-2026-01-09.zip")])  # fmt: skip
+def test_a_kits_folders_dropped_into_a_class_folder_leave_it_a_class(tmp_path, members):
+    """mallory's ``exercises/`` (with ``grader/`` and ``notebooks/``) among the hand-ins: still a class, every
+    hand-in a row; only the kit's release record would make notebooks or submit zips a kit's by-products, and a
+    ``.py`` never is one."""
+    klass = _kit(tmp_path / "class", dict.fromkeys(members, NOTEBOOK), released=members[0].endswith(".py"))
+    for name in members:
+        if name.endswith(".zip"):
+            (klass / name).unlink()
+            with zipfile.ZipFile(klass / name, "w") as zf:
+                zf.writestr("exercises/scores.py", SCORES)
+        elif name.endswith(".py"):
+            (klass / name).write_text(SCORES, encoding="utf-8")
+    intake = collect([str(klass)])
+    got = sorted(Path(s.source).name for s in intake.submissions)
+    assert got == sorted([*members, "exercises", "grader", "notebooks"])
