@@ -461,7 +461,7 @@ def grade(
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     out_dir = Path(out)
-    intake = _take_in(console, targets, as_class, as_one, roster_path or out_dir, latest)
+    intake = _take_in(console, targets, as_class, as_one, roster_path or out_dir, latest, out_dir)
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
         options = GradeOptions(
@@ -567,11 +567,27 @@ def _class_roster(given: str | Path):
     return Roster.from_rows(rows, source=f"the roster kept in {book}") if rows else None
 
 
-def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool, roster_from: str | Path, latest: bool):
+def _held(out_dir: Path) -> dict:
+    """The hand-in the out folder's gradebook keeps for each id it holds (none for a new out folder)."""
+    from grader.instructor.gradebook import Gradebook
+
+    book = out_dir / "gradebook.sqlite"
+    if not book.is_file():
+        return {}
+    with Gradebook(book) as opened:
+        return opened.stored_submissions()
+
+
+def _take_in(
+    console: Console, targets: list[str], as_class: bool, as_one: bool, roster_from: str | Path, latest: bool,
+    out_dir: Path | None = None,
+):  # fmt: skip
     """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
 
     ``roster_from`` is the ``--roster`` file, else the out folder (whose gradebook may keep the class's roster).
+    No hand-in takes an id the out folder's gradebook holds for another (:mod:`grader.instructor.held_ids`).
     """
+    from grader.instructor.held_ids import keep_held_ids
     from grader.instructor.intake import IntakeError, collect
     from grader.instructor.reports import console_text, print_line
     from grader.instructor.roster import RosterError
@@ -582,6 +598,7 @@ def _take_in(console: Console, targets: list[str], as_class: bool, as_one: bool,
         roster = _class_roster(roster_from)
         reading = "class" if as_class else "one" if as_one else "auto"
         intake = collect(targets, reading=reading, roster=roster, latest=latest)
+        intake = keep_held_ids(intake, _held(out_dir) if out_dir else {})
     except (IntakeError, RosterError) as exc:
         raise click.UsageError(str(exc)) from None
     line = intake.found_line()

@@ -76,6 +76,9 @@ KIT_PACKAGE = "exercises"
 
 # --- which files are code ---------------------------------------------------------------------------
 
+RELEASE_RECORD = ".attnkit-release.json"
+"""What ``attnkit release`` writes at the top of a learner's kit (the files it wrote, with their sha256)."""
+
 SKIPPED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", "__MACOSX"})
 """Folders never read (besides every hidden folder): caches, notebook checkpoints, macOS zip debris."""
 

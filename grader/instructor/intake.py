@@ -89,6 +89,7 @@ from grader.handin import (
     MAX_TOTAL_BYTES,
     MAX_WALKED,
     MAX_ZIP_BYTES,
+    RELEASE_RECORD,
     SKIPPED_DIRS,
     is_graded_source,
     is_hidden,
@@ -448,6 +449,11 @@ def _read_folder(path: Path, student: str) -> Submission:
             if notebooks[0].is_symlink():
                 raise _NotebookError(f"refused folder: {notebooks[0].name} is a symbolic link")
             return _read_notebook_file(notebooks[0], student, source)
+        zips = [m for m in sort_out(path)[0] if m.suffix.lower() == ".zip"]
+        if len(zips) == 1 and not notebooks:  # an LMS folder holding the learner's one zip: that zip, as this folder
+            sub = _read_zip(zips[0], student)
+            sub.source = source
+            return sub
         raise Refused(f"{path.name}: no .py files to grade")
     files: dict[str, str] = {}
     total = 0
@@ -751,6 +757,8 @@ RESULTS_FOLDER = "an attnkit grade results folder (it holds gradebook.sqlite)"
 NOT_REGULAR = "not a regular file"
 PACKAGE_INIT = "an __init__.py at the top of a class folder is no one's hand-in: not graded (--one: the folder is one)"
 KIT_IN_CLASS = "a kit's package beside other hand-ins: graded as one hand-in of the class (--one: the folder is a kit)"
+BESIDE_KIT = f"beside a kit's {KIT_PACKAGE}/: not graded (the kit's {KIT_PACKAGE} package is; --class grades each)"
+VENV_NAMES = frozenset({"venv", "env", "virtualenv"})
 KIT_FOLDERS = frozenset({KIT_PACKAGE, "notebooks", "grader"})
 """The folders a released kit holds (:mod:`grader.instructor.release`): with ``exercises/__init__.py`` and no other
 hand-in beside them, the folder is a learner's kit (:func:`folder_reading`)."""
@@ -840,9 +848,28 @@ def is_kit_or_package(path: Path) -> bool:
 
 
 def _is_kit(path: Path, members: list[Path]) -> bool:
-    """A learner's whole kit: ``exercises/__init__.py`` and, beside it, no hand-in but the kit's own folders."""
+    """A learner's whole kit: ``exercises/__init__.py`` and, beside it, no hand-in but the kit's own folders and
+    what the kit grows as it is used (:func:`_kit_by_product`)."""
     kit = (path / KIT_PACKAGE / "__init__.py").is_file() and not (path / "__init__.py").exists()
-    return kit and all(m.name in KIT_FOLDERS and m.is_dir() and not m.is_symlink() for m in members)
+    released = (path / RELEASE_RECORD).is_file() and not (path / RELEASE_RECORD).is_symlink()
+    return kit and all(
+        (m.name in KIT_FOLDERS and m.is_dir() and not m.is_symlink()) or _kit_by_product(m, released) for m in members
+    )
+
+
+def _kit_by_product(member: Path, released: bool) -> bool:
+    """What a learner's kit grows beside its folders: a virtual environment (a folder holding ``pyvenv.cfg``, or
+    named as one, :data:`VENV_NAMES`), an editable install's ``*.egg-info``; and, only where the kit's release
+    record is there (``released``: the kit ``attnkit release`` wrote, never a class folder), ``attnkit submit``'s
+    ``submission-<id>-<date>.zip`` and the learner's notebooks (each listed as skipped, :data:`BESIDE_KIT`).  A
+    ``.py`` file is never one: beside it an ``exercises/`` is one more hand-in of a class."""
+    if member.is_symlink():
+        return False
+    if member.is_dir():
+        return member.name in VENV_NAMES or member.name.endswith(".egg-info") or (member / "pyvenv.cfg").is_file()
+    suffix = member.suffix.lower()
+    submitted = suffix == ".zip" and ATTNKIT_NAME.fullmatch(_stem(member)) is not None
+    return released and _regular(member) and (suffix == ".ipynb" or submitted)
 
 
 def _top_py(path: Path) -> list[Path]:
@@ -850,13 +877,23 @@ def _top_py(path: Path) -> list[Path]:
         return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
 
 
-def folder_reading(path: Path, listed: bool = False) -> str:
+LMS_FOLDER = re.compile(r".+_\d+_assign(?:submission|feedback)_[a-z]+_?")
+"""The name an LMS gives one learner's folder of a download (Moodle's "submissions in folders": ``<full name>_<id>_
+assignsubmission_file_``): the instructor's collection, never a class (:func:`folder_reading`)."""
+
+
+def folder_reading(path: Path, listed: bool = False, collected: bool = False) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
-    Decided by the folder's shape alone, never by the code in it: a hand-in's code is the learner's, and a
-    learner can write it to look like anything (hooks under ``if True:``, decoys of every hook name), while the
-    folder a class is collected into is the instructor's.
+    Decided by the folder's shape and its own name alone, never by the code or the names in it: a hand-in's code
+    and file names are the learner's, and a learner can make them look like anything (hooks under ``if True:``,
+    decoys of every hook name, a file named as another student's LMS download), while the folder a class is
+    collected into, and the name an LMS gives one learner's folder, are the instructor's.
 
+    - A folder whose own name is one learner's as collected is one, whatever it holds (modules in subfolders, a
+      notebook beside a ``.py``): an LMS's folder name (:data:`LMS_FOLDER`), or ``collected`` (the caller's word:
+      a roster's file pattern matches it).  No name inside it is read as collected: a file inside named as
+      another student's LMS download, or with an attempt time, claims no one's id or time.
     - A learner's kit is one: ``exercises/__init__.py`` with nothing beside it but the kit's own folders
       (:data:`KIT_FOLDERS`) and files that are no hand-in (``README.md``, ``conftest.py``).  Beside other
       hand-ins (``alice.py``, ``bob/``) an ``exercises/`` is one more member, with a note (:data:`KIT_IN_CLASS`).
@@ -868,8 +905,11 @@ def folder_reading(path: Path, listed: bool = False) -> str:
       submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
       ``masking.py``) is told from a class of two only by the instructor: ``--one``, or by naming it beside
       other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where a folder
-      of ``.py`` files only, a package or a kit is that learner's: one.
+      of ``.py`` files only, a package or a kit is that learner's: one.  (Two class folders named side by side,
+      ``attnkit grade classA classB``, stay two classes.)
     """
+    if collected or LMS_FOLDER.fullmatch(_name_of(path)):
+        return "one"
     members, _ = sort_out(path)
     if (listed and is_kit_or_package(path)) or _is_kit(path, members):
         return "one"
@@ -881,8 +921,12 @@ def folder_reading(path: Path, listed: bool = False) -> str:
 
 
 def _not_in_one(path: Path) -> list[Skipped]:
-    """What reading ``path`` as one submission leaves out: notebooks and zips beside its top-level ``.py`` files."""
-    if (path / KIT_PACKAGE / "__init__.py").exists() or not _top_py(path):
+    """What reading ``path`` as one submission leaves out: notebooks and zips beside its top-level ``.py`` files,
+    every hand-in file beside a kit's ``exercises/`` (its package is graded)."""
+    if (path / KIT_PACKAGE / "__init__.py").exists() and not (path / "__init__.py").exists():
+        members, _ = sort_out(path)
+        return [Skipped(str(m), BESIDE_KIT) for m in members if m.suffix.lower() in HAND_IN_SUFFIXES and m.is_file()]
+    if not _top_py(path):
         return []
     members, _ = sort_out(path)
     why = "beside the .py files of a folder graded as one submission: not graded (--class grades each)"
@@ -964,7 +1008,8 @@ def collect(
             raise IntakeError(f"{raw}: no such file or folder")
         if p.is_dir() and not p.is_symlink():
             try:
-                how = reading if reading != "auto" else folder_reading(p, listed=len(paths) > 1)
+                collected = roster is not None and bool(roster.by_pattern(_name_of(p)))
+                how = reading if reading != "auto" else folder_reading(p, len(paths) > 1, collected)
                 if how == "class":
                     members, left = sort_out(p)
                 else:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.handin import kit_version
+from grader.handin import RELEASE_RECORD, kit_version
 from grader.notebooks import write_notebooks
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ INSTRUCTOR_DIR = GRADER_DIR / "instructor"
 EXERCISES_DIR = KIT_ROOT / "exercises"
 TEMPLATES = INSTRUCTOR_DIR / "templates"
 
-RECORD = ".attnkit-release.json"
+RECORD = RELEASE_RECORD
 """The files a release wrote, with the sha256 of each, kept in DEST: ``--force`` removes only those and
 refreshes only those unchanged since."""
 

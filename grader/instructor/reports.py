@@ -474,8 +474,6 @@ def device_summary(results: Iterable[CaseResult], run_info: dict[str, Any]) -> t
     return ran, lines
 
 
-
-
 def student_report(
     submission: Submission,
     results: Sequence[CaseResult],
@@ -779,6 +777,13 @@ def is_error(result: CaseResult) -> bool:
     return result.status not in (PASSED, SKIPPED) and result.message.startswith(ERROR_STARTS)
 
 
+def junit_class(student: str, hook: str | None = None) -> str:
+    """A junit ``classname``: ``attnkit.<student>[.<hook>]``, the student's id with ``%`` and ``.`` escaped
+    (``%25``, ``%2E``), so no id (``bob.causal_mask``) makes the class of another student's hook."""
+    escaped = xml_safe(inert(student)).replace("%", "%25").replace(".", "%2E")
+    return f"attnkit.{escaped}" + (f".{xml_safe(hook)}" if hook is not None else "")
+
+
 def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree:
     """One ``testsuite`` per student, one ``testcase`` per case result (named ``CaseResult.test_name``).
 
@@ -793,7 +798,7 @@ def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree
         suite.set("errors", "1")
         suite.set("skipped", "0")
         suite.set("time", "0.000")
-        case = ET.SubElement(suite, "testcase", classname=f"attnkit.{xml_safe(inert(person.id))}", name="submission")
+        case = ET.SubElement(suite, "testcase", classname=junit_class(person.id), name="submission")
         case.set("time", "0")
         ET.SubElement(case, "error", message="missing: no hand-in from this student of the roster", type="Missing")
         totals["tests"] += 1
@@ -809,7 +814,7 @@ def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree
         if sub.error:
             counts["tests"] += 1
             counts["errors"] += 1
-            case = ET.SubElement(suite, "testcase", classname=f"attnkit.{sub.student}", name="submission", time="0")
+            case = ET.SubElement(suite, "testcase", classname=junit_class(sub.student), name="submission", time="0")
             error_text = inert(sub.error)
             error = ET.SubElement(case, "error", message=xml_safe(one_line(error_text)), type="SubmissionError")
             error.text = xml_safe(error_text)
@@ -818,7 +823,7 @@ def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=f"attnkit.{sub.student}.{xml_safe(r.hook)}",
+                classname=junit_class(sub.student, r.hook),
                 name=xml_safe(r.test_name),
                 time=f"{r.seconds:.3f}",
             )
