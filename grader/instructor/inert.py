@@ -62,13 +62,28 @@ def _escaped(match: re.Match[str]) -> str:
     return _escape(ord(match.group()))
 
 
+def _unmeasured(ch: str, kind: str) -> bool:
+    """A character whose width terminals and rich disagree on, so that a line cut at the width is not: unassigned
+    and private-use code points (Cn, Co), emoji skin-tone modifiers, regional indicators, variation selectors."""
+    code = ord(ch)
+    return (
+        kind in ("Cn", "Co")
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0x1F1E6 <= code <= 0x1F1FF
+        or 0xFE00 <= code <= 0xFE0F
+        or 0xE0100 <= code <= 0xE01EF
+    )
+
+
 def _shown(match: re.Match[str]) -> str:
     """Characters outside ASCII as a line shows them: a Unicode space (Zs) a plain one; a format character (Cf:
-    zero width spaces and joiners, the soft hyphen, tags …) or a blank (:data:`BLANKS`) its escape."""
+    zero width spaces and joiners, the soft hyphen, tags …), a blank (:data:`BLANKS`) or a character of no agreed
+    width (:func:`_unmeasured`; red team meta4 d1) its escape."""
     out = []
     for ch in match.group():
         kind = unicodedata.category(ch)
-        out.append(" " if kind == "Zs" else _escape(ord(ch)) if kind == "Cf" or ch in BLANKS else ch)
+        hidden = kind == "Cf" or ch in BLANKS or _unmeasured(ch, kind)
+        out.append(" " if kind == "Zs" else _escape(ord(ch)) if hidden else ch)
     return "".join(out)
 
 

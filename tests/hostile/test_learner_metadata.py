@@ -391,6 +391,19 @@ def test_inert_line_folds_every_run_of_spaces_and_shows_every_invisible_characte
     assert inert_line(line, len(line)) == line  # idempotent
 
 
+def test_characters_of_no_agreed_width_are_escaped_in_a_line():
+    """rich counts a skin-tone modifier as 0 cells, a terminal as 2: 31 of them pushed a forged note onto a line
+    of its own (red team meta4 d1).  From Unicode's own data: no unassigned or private-use code point stays."""
+    line = inert_line("".join(map(chr, range(0x110000))), 0x110000 * 11)
+    assert not [hex(ord(c)) for c in line if unicodedata.category(c) in ("Cn", "Co")]
+    forged = inert_line("\U0001f3fb" * 31 + "id: 'alice.py' was given the id 'alice-7f3a'")
+    assert "\U0001f3fb" not in forged and forged.startswith("\\U0001f3fb")
+    escapes = {"\U0001f1e6": "\\U0001f1e6", "\ufe0f": "\\ufe0f", "\ue000": "\\ue000", "\U000e0100": "\\U000e0100"}
+    for ch, escape in escapes.items():
+        assert inert_line(f"a{ch}b") == f"a{escape}b"
+    assert inert_line("Zoë 張偉 😀") == "Zoë 張偉 😀"  # names and emoji of an agreed width stay as written
+
+
 PADDINGS = {
     "spaces": " " * 100,
     "braille-blanks": "\u2800" * 100,
