@@ -73,7 +73,7 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -216,7 +216,10 @@ def _hashed_id(base: str, seed: str, length: int) -> str:
 
 
 def deduplicate_ids(
-    submissions: list[Submission], owned: Iterable[str] = (), roster_ids: Iterable[str] = ()
+    submissions: list[Submission],
+    owned: Iterable[str] = (),
+    roster_ids: Iterable[str] = (),
+    given: Collection[str] = (),
 ) -> list[Submission]:
     """Make student ids unique (ignoring case, for macOS and Windows), whatever order the submissions come in.
 
@@ -252,7 +255,7 @@ def deduplicate_ids(
             why = f"{subs[0].student!r} is a roster student's id, which this name names only once sanitised"
             renamed += [(sub, why) for sub in subs]
             continue
-        ranks = [_claim_rank(sub) for sub in subs]
+        ranks = [_claim_rank(sub) - (sub.source in given and _claim_rank(sub) < 2) * 2 for sub in subs]
         best = [sub for sub, rank in zip(subs, ranks) if rank == min(ranks)]
         keeper = best[0] if len(best) == 1 else None
         if keeper is not None:
@@ -1002,6 +1005,7 @@ def collect(
     paths = list(paths)
     subs: list[Submission] = []
     skipped: list[Skipped] = []
+    given: set[str] = set()  # hand-ins named on the command line beside others: their names are the instructor's
     for raw in paths:
         p = Path(raw)
         if not p.is_symlink() and not p.exists():
@@ -1022,6 +1026,8 @@ def collect(
                 said = said if left or any(p.iterdir()) else " (it is empty)"
                 raise IntakeError(f"{raw}: no submissions in it{said}: {_skipped_text(left)}".rstrip(": "))
             read = [read_submission(m) for m in members]
+            if how != "class" and len(paths) > 1:
+                given.update(sub.source for sub in read)
             for sub in read if how == "class" else []:
                 if sub.format == "folder" and Path(sub.source).name == KIT_PACKAGE:
                     _note(sub, f"{KIT_PACKAGE!r}: {KIT_IN_CLASS}")
@@ -1032,10 +1038,12 @@ def collect(
             skipped.append(Skipped(str(raw), NOT_A_HAND_IN))
         else:
             subs.append(read_submission(p))
+            if len(paths) > 1:
+                given.add(subs[-1].source)
     if not subs:
         shown = ", ".join(str(p) for p in paths) or "no paths"
         raise IntakeError(f"nothing to grade in {shown}" + (f": {_skipped_text(skipped)}" if skipped else ""))
-    return identify(subs, skipped, roster=roster, latest=latest)
+    return identify(subs, skipped, roster=roster, latest=latest, given=given)
 
 
 def _skipped_text(skipped: list[Skipped], limit: int = 5) -> str:
@@ -1143,7 +1151,12 @@ def _settle_name_claims(
 
 
 def identify(
-    subs: list[Submission], skipped: list[Skipped] | None = None, *, roster: Roster | None = None, latest: bool = False
+    subs: list[Submission],
+    skipped: list[Skipped] | None = None,
+    *,
+    roster: Roster | None = None,
+    latest: bool = False,
+    given: Collection[str] = (),
 ) -> Intake:
     """Give every submission its student id, whatever order they come in; :class:`IntakeError` when it cannot.
 
@@ -1225,7 +1238,8 @@ def identify(
             own(sub, hits[0], PATTERN_RANK)
             continue
         elif roster is not None and (entry := _by_file_name(roster, sub)) is not None:
-            own(sub, entry, _name_rank(sub, entry))
+            rank = _name_rank(sub, entry)
+            own(sub, entry, PATTERN_RANK if sub.source in given and rank < VARIANT_RANK else rank)
             continue
         elif claim is not None:
             claimed, entry = claim
@@ -1252,7 +1266,8 @@ def identify(
     skipped += [Skipped(sub.source, why) for sub, why in losers]
     dropped = {id(sub) for sub, _ in losers}
     kept = [sub for sub in subs if id(sub) not in dropped]
-    deduplicate_ids(named, owned=owned, roster_ids=[e.id for e in roster.entries] if roster is not None else ())
+    roster_ids = [e.id for e in roster.entries] if roster is not None else ()
+    deduplicate_ids(named, owned=owned, roster_ids=roster_ids, given=given)
     name_claims = {id(sub): claimed for group in claims.values() for sub, claimed, _ in group}
     for sub in kept:
         _check_claim(sub, entries.get(id(sub)), roster, name_claims.get(id(sub)))

@@ -164,3 +164,23 @@ def test_a_student_id_with_dots_never_makes_another_students_junit_class():
     classes = [junit_class(sid) for sid in ids] + [junit_class(sid, "causal_mask") for sid in ids]
     assert len(set(classes)) == len(classes)
     assert junit_class("bob", "causal_mask") == "attnkit.bob.causal_mask" and junit_class("fay") == "attnkit.fay"
+
+
+@pytest.mark.parametrize("with_roster", [False, True], ids=["no-roster", "roster"])
+def test_a_name_inside_a_folder_never_outranks_a_folder_the_instructor_named(tmp_path, with_roster):
+    """Folders named on the command line (``class/*``) without an LMS name: alice's is ``alice/``; mallory's,
+    holding ``alice.py`` beside a notebook, reads as a class, and its ``alice.py`` (one file named exactly as the
+    id) used to outrank alice's folder (a container so named) and take her id."""
+    klass = tmp_path / "class"
+    for sid, files in {"alice": {"attention.py": SCORES}, "bob": {"attention.py": SCORES},
+                       "mallory": {"alice.py": SCORES, "notes.ipynb": NOTEBOOK}}.items():  # fmt: skip
+        (klass / sid).mkdir(parents=True)
+        for name, text in files.items():
+            (klass / sid / name).write_text(text, encoding="utf-8")
+    roster = _roster(tmp_path) if with_roster else None
+    intake = collect([str(p) for p in sorted(klass.iterdir())], roster=roster)
+    by_id = {sub.student: sub for sub in intake.submissions}
+    assert Path(by_id["alice"].source) == klass / "alice", {k: v.source for k, v in by_id.items()}
+    assert by_id["alice"].error is None
+    inner = klass / "mallory" / "alice.py"
+    assert not [s for s in intake.submissions if Path(s.source) == inner and s.student == "alice"]
