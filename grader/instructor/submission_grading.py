@@ -371,11 +371,12 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
     student = session.submission.student
     results: list[CaseResult] = []
     first = session.calls_sent
-    session.calls_sent += len(batch.calls)
     try:
-        child = session.ensure()
+        child = session.ensure()  # a child started now is sent ids from `first` on (child_calls_from)
+        session.calls_sent += len(batch.calls)
         child.send({"op": "call", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
     except ChildGone as exc:
+        session.calls_sent = first + len(batch.calls)
         session.drop()
         return every_trial(student, batch.trials, FAILED, exc.reason)
     for i, trial in enumerate(batch.trials):

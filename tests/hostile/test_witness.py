@@ -73,6 +73,14 @@ FORGES = WITNESS_PIPE + "os.write(PIPE, b'banned 900000000 torch.softmax\\n')\n"
 FLOODS = WITNESS_PIPE + "os.write(PIPE, b''.join(b'banned %d a\\n' % (900000000 + i) for i in range(5000)))\n"
 """More lines than the witness ever writes, so that what it writes next would be cut (facts4 A1)."""
 
+CRASHES_FIRST = """
+import os
+
+
+def dot_product_scores(queries, keys):
+    os._exit(3)  # the grader starts another child for the hooks after this one
+"""
+
 RUNNERS = {
     # runner -> (how the hand-in runs TEXT, the construct the witness must report)
     "timeit": ("import timeit\ntimeit.timeit(TEXT, number=1)\n", "code made from text at run time (compile)"),
@@ -118,7 +126,9 @@ def graded_runners(tmp_path_factory):
     graded = {}
     with Template() as template:
         hand_ins = {"honest": BANNED, "reference": learner_code.reference_source(), "clears": CLEARS_RECORDERS,
-                    "forges": BANNED + FORGES, "floods": BANNED + FLOODS}  # fmt: skip
+                    "forges": BANNED + FORGES, "floods": BANNED + FLOODS,
+                    "crashes": CRASHES_FIRST + BANNED,
+                    "clears-after-crash": CRASHES_FIRST + CLEARS_RECORDERS}  # fmt: skip
         for name, source in {**hand_ins, **{r: BANNED + run for r, (run, _) in RUNNERS.items()}}.items():
             files = {f"{name}.py": source}
             sub = Submission(name, f"{name}.py", "py", files, f"{name}.py", files_sha256(files),
@@ -135,6 +145,16 @@ def test_lines_written_into_the_witness_pipe_are_flagged(graded_runners, hand_in
     review, passed, _ = graded_runners[hand_in]
     assert f"{WHERE}:0: {finding}" in review, review
     assert passed == 0  # and the banned calls are still caught
+
+
+def test_a_child_started_after_a_crash_is_heard_for_its_own_calls(graded_runners):
+    """The calls a restarted child is sent are its own: its banned lines are neither forged nor lost."""
+    review, passed, cases = graded_runners["crashes"]
+    assert passed == 0 < cases and not [f for f in review if f.startswith(WHERE)], review
+    review, passed, _ = graded_runners["clears-after-crash"]
+    assert passed == 0, review
+    assert f"{WHERE}:0: a reply that hid the banned calls the witness heard (torch.softmax)" in review, review
+    assert f"{WHERE}:0: {FORGED}" not in review, review
 
 
 def test_a_reply_that_hides_a_banned_call_fails_for_it_and_is_flagged(graded_runners):
