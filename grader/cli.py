@@ -461,7 +461,7 @@ def grade(
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     out_dir = Path(out)
-    intake = _take_in(console, targets, as_class, as_one, roster_path or out_dir, latest, out_dir)
+    intake = _take_in(console, targets, _reading(as_class, as_one), roster_path or out_dir, latest, out_dir)
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
         options = GradeOptions(
@@ -578,8 +578,15 @@ def _held(out_dir: Path) -> dict:
         return opened.stored_submissions()
 
 
+def _reading(as_class: bool, as_one: bool) -> str:
+    """``--class``/``--one`` as :func:`grader.instructor.intake.collect`'s ``reading``; a usage error for both."""
+    if as_class and as_one:
+        raise click.UsageError("--class and --one contradict each other: give one of them")
+    return "class" if as_class else "one" if as_one else "auto"
+
+
 def _take_in(
-    console: Console, targets: list[str], as_class: bool, as_one: bool, roster_from: str | Path, latest: bool,
+    console: Console, targets: list[str], reading: str, roster_from: str | Path, latest: bool,
     out_dir: Path | None = None,
 ):  # fmt: skip
     """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
@@ -592,11 +599,8 @@ def _take_in(
     from grader.instructor.reports import console_text, print_line
     from grader.instructor.roster import RosterError
 
-    if as_class and as_one:
-        raise click.UsageError("--class and --one contradict each other: give one of them")
     try:
         roster = _class_roster(roster_from)
-        reading = "class" if as_class else "one" if as_one else "auto"
         intake = collect(targets, reading=reading, roster=roster, latest=latest)
         intake = keep_held_ids(intake, _held(out_dir) if out_dir else {})
     except (IntakeError, RosterError) as exc:

@@ -440,7 +440,7 @@ def test_a_padded_finding_or_file_name_cannot_print_a_console_line_of_its_own(tm
     for width in (40, 80, 123, 200, 1000):
         printed = io.StringIO()
         console = Console(file=printed, width=width, color_system=None)
-        _take_in(console, [str(klass)], False, False, tmp_path / "out", False)
+        _take_in(console, [str(klass)], "auto", tmp_path / "out", False)
         console.print(summary_table(graded, load_rubric()))
         _print_flagged(console, graded)
         shown = printed.getvalue().splitlines()
