@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "BANNED_NAMES",
     "CLASS_ALIASES",
     "CLASS_NAMES",
     "GROUPS",
@@ -223,6 +224,9 @@ if len(ROWS) != len(TABLE):
 
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in TABLE))
 """The exercise groups, in the chapter's order: one module in ``exercises/`` and one notebook each."""
+
+BANNED_NAMES: tuple[str, ...] = tuple(sorted({name for r in TABLE for name in r.banned}))
+"""Every name a call may ban: the learner's process watches the kernels of them all before its code loads."""
 
 CLASS_ALIASES: dict[str, str] = {r.hook: r.class_alias for r in TABLE if r.class_alias}
 """``{hook: the chapter's class name}`` for the module hooks."""

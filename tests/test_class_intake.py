@@ -657,3 +657,12 @@ def test_an_attempt_time_the_learner_wrote_is_no_time(tmp_path, name):
     path.write_text("x = 1\n", encoding="utf-8")
     os.utime(path, (1_700_000_000, 1_700_000_000))
     assert collected_time(path) == datetime.fromtimestamp(1_700_000_000, tz=timezone.utc)
+
+
+@pytest.mark.parametrize(("name", "student"), [("ｂｏｂ.py", "bob"), ("=SUM(1).py", "_SUM_1_"), ("аlice.py", "_lice")])
+def test_an_id_a_name_gives_only_once_made_safe_is_said(tmp_path, name, student):
+    """Round 6's I2: a fold or a replaced character changed the id in silence (README: each change is said)."""
+    write(tmp_path / name, "x = 1\n")
+    (sub,) = collect([str(tmp_path / name)]).submissions
+    assert sub.student == student
+    assert [n for n in sub.notes if "made safe" in n and repr(student) in n], sub.notes

@@ -8,6 +8,7 @@ import itertools
 import os
 import stat
 import struct
+import sys
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -113,6 +114,41 @@ def test_kit_layout_imports_with_absolute_imports_as_the_child_would(tmp_path):
         write(root / rel, text)
     modules = import_submission(root / sub.entry)
     assert any(getattr(m, "dot_product_scores", None) and m.dot_product_scores(1, 2) == 2 for m in modules)
+
+
+def test_one_file_with_postponed_annotations_and_a_dataclass_imports(tmp_path):
+    """Honest code: ``from __future__ import annotations`` plus ``@dataclass`` (dataclasses looks the module up
+    in ``sys.modules``), as ``import`` would load it; round 5's h_dc2 was failed as "does not import"."""
+    from grader.child.load import import_submission
+
+    write(tmp_path / "carol.py", "from __future__ import annotations\nfrom dataclasses import dataclass\n\n"
+                                 "@dataclass\nclass Config:\n    d_in: int\n    dropout: float = 0.1\n")
+    (module,) = import_submission(tmp_path / "carol.py")
+    assert module.Config(3).d_in == 3
+    assert module.__name__ not in sys.modules  # gone once loaded, as the submission's modules are
+
+
+@pytest.mark.parametrize("layout", ["file", "package", "folder"])
+def test_kept_modules_let_typing_read_string_annotations_when_calls_run(tmp_path, layout):
+    """Round 6's F1: ``typing.get_type_hints`` inside a hook, on a class whose string annotation names a module
+    global, looks the class's module up in ``sys.modules`` when the call runs; the learner's process keeps it."""
+    from grader.child.load import import_submission_parts
+
+    code = ("from __future__ import annotations\nimport typing\nfrom dataclasses import dataclass\n"
+            "from typing import Optional\n\n@dataclass\nclass Cfg:\n    heads: Optional[int] = None\n\n"
+            "def hints():\n    return typing.get_type_hints(Cfg)\n")  # fmt: skip
+    target = {"file": tmp_path / "dana.py", "package": tmp_path / "pkg" / "__init__.py",
+              "folder": tmp_path / "work" / "attention.py"}[layout]  # fmt: skip
+    write(target, code)
+    entry = target if layout == "file" else target.parent
+    before = set(sys.modules)
+    try:
+        modules, _ = import_submission_parts(entry, keep=True)
+        (module,) = [m for m in modules if hasattr(m, "hints")]
+        assert module.hints() == {"heads": int | None}
+    finally:
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
 
 
 @pytest.mark.parametrize(

@@ -137,6 +137,13 @@ FLAGGED = {
     "module-fact-setattr": ("class P:\n    pass\nsetattr(P, 'named_buffers', len)\n",
                             "overrides Module.named_buffers"),
     "module-fact-by-type": ("P = type('P', (object,), {'state_dict': len})\n", "overrides Module.state_dict"),
+    # round 5's m2: the name an f-string of constants, or one whose parts the scan follows only in part
+    "module-fact-f-string": ("class P:\n    pass\nsetattr(P, f\"named{'_'}buffers\", len)\n",
+                             "overrides Module.named_buffers"),
+    "module-fact-f-string-name": ("class P:\n    pass\nsep = '_'\nsetattr(P, f'named{sep}buffers', len)\n",
+                                  "overrides Module.named_buffers (a computed name that may be it)"),
+    "module-fact-f-string-unknown": ("class P:\n    pass\nsetattr(P, f'{kind}_buffers', len)\n",
+                                     "overrides Module.named_buffers (a computed name that may be it)"),
     "class-by-type-computed": ("P = type('P', (object,), members)\n",
                                "a class made by type() with members the scan cannot read"),
     "resolve-name-computed": ("import pkgutil\npkgutil.resolve_name('torch:' + chr(95) + 'C')\n",

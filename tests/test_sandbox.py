@@ -450,6 +450,90 @@ def test_a_process_that_left_the_group_dies_with_the_template_where_no_pid_names
             kill_if_alive(pid)
 
 
+def test_what_the_last_hand_in_left_dies_when_the_template_closes():
+    """Round 6's P1: the last hand-in of a class has no next request; the grader waits for the template's own
+    last sweep before it kills the template, so what that hand-in left does not pass to init and run on."""
+    token = f"302.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    source = f"""
+        import os
+        import subprocess
+
+        import torch
+
+        def probe():
+            if os.fork() == 0:
+                subprocess.Popen(["sleep", "{token}"], start_new_session=True)
+                os._exit(0)
+            return torch.tensor([1])
+        """
+    try:
+        with Template() as last:
+            child = last.spawn(FAST, without=["namespaces"])
+            child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
+                        "hooks": ["probe"]})  # fmt: skip
+            child.receive(FAST.load_seconds)
+            probe(child)
+            deadline = time.monotonic() + 5
+            while not host_pids_with_arg(token) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            (escaped,) = host_pids_with_arg(token)
+            child.close()  # graded: the class has no next hand-in
+        assert wait_until_gone([escaped], 3.0) == [], f"pid {escaped} (the last hand-in's) outlived the template"
+    finally:
+        for pid in host_pids_with_arg(token):
+            kill_if_alive(pid)
+
+
+def _named(comm: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/comm").read_text().strip() == comm:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_process_that_hops_to_a_fresh_pid_dies_with_the_next_request(template):
+    """Round 5's p1: a daemon in a session of its own that forks and exits in a loop holds a new pid every
+    moment; a kill aimed at pids read a while before misses it, run after run."""
+    comm = f"hop{os.getpid() % 10**6}{time.monotonic_ns() % 10**5}"[:15]
+    child = template.spawn(FAST, without=["namespaces"])
+    source = f"""
+        import ctypes
+        import os
+
+        import torch
+
+        def probe():
+            if os.fork() == 0:
+                os.setsid()
+                ctypes.CDLL(None).prctl(15, b"{comm}", 0, 0, 0)  # PR_SET_NAME: how the test finds it
+                while True:
+                    if os.fork():
+                        os._exit(0)
+            return torch.tensor([1])
+        """
+    try:
+        child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
+                    "hooks": ["probe"]})  # fmt: skip
+        child.receive(FAST.load_seconds)
+        probe(child)
+        deadline = time.monotonic() + 5
+        while not _named(comm) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _named(comm), "the hopper never started"
+        child.close()
+        template.spawn(FAST).close()  # the next request
+        time.sleep(0.3)
+        assert _named(comm) == [], "the hopper lived on through the next request"
+    finally:
+        for _ in range(200):
+            for pid in _named(comm):
+                kill_if_alive(pid)
+
+
 def test_memory_blowup_is_a_clean_error(spawn):
     child = spawn(
         """

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, recording_show
+from .kernels import banned_op
 from .load import _relative, _torch
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
@@ -43,10 +44,7 @@ def _aten_name(func: Any, banned: list[str]) -> str | None:
     if schema is None:  # torch.ops.aten.softmax (the packet) resolves to an overload, which comes here too
         return None
     op = str(getattr(schema, "name", "")).split("::")[-1]
-    words = set(op.split("_"))
-    if any(set(b.split("_")) <= words for b in banned):
-        return f"torch.ops.aten.{op}"
-    return None
+    return f"torch.ops.aten.{op}" if banned_op(op, banned) else None
 
 
 def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None) -> Any:
@@ -421,8 +419,10 @@ def call_hook(
     call: dict[str, Any],
     tensors: dict[str, Any],
     tell: Callable[[str], None] | None = None,
+    kernels: Callable[[list[str], Callable[[str], None] | None], None] | None = None,
 ) -> tuple[dict, dict]:
-    """Run one call; return (reply header, output tensors).  ``tell`` writes to the witness (``banned <id> <name>``)."""
+    """Run one call; return (reply header, output tensors).  ``tell`` writes to the witness (``banned <id> <name>``);
+    ``kernels`` is :func:`.kernels.watch_kernels`' switch, on for the call's bans while it runs."""
     device = call.get("device", "cpu")
     reply: dict[str, Any] = {"id": call["id"], "ok": False}
     outputs: dict[str, Any] = {}
@@ -439,6 +439,13 @@ def call_hook(
             told.append(name)
             tell(f"banned {call_id} {name}")
 
+    heard: list[str] = []  # banned kernels run, on any thread, whatever modes the call stepped out of
+
+    def kernel_ran(name: str) -> None:
+        if name not in heard:
+            heard.append(name)
+        first_told(name)
+
     recorder = _recording_mode(call.get("banned", []), first_told)
     printed = _Printed()
     measuring = call.get("measure_memory") and device != "meta"
@@ -450,6 +457,8 @@ def call_hook(
     spawned = _spawn_facts(since := spawns_heard())
     started = time.perf_counter()
     forwarded: list[Any] = []  # what a module's forwards got
+    if kernels is not None:
+        kernels(call.get("banned", []), kernel_ran)
     try:
         with recorder, printed, measured, showing:
             module_spec = call.get("module")
@@ -470,8 +479,11 @@ def call_hook(
             "where": _learner_frame(exc),
         }
         results = []
+    finally:
+        if kernels is not None:
+            kernels([], None)
     reply["seconds"] = time.perf_counter() - started
-    reply["banned"] = recorder.seen + shown
+    reply["banned"] = (recorder.seen or heard) + shown  # the modes' names, as the learner wrote the call
     spawned = list(dict.fromkeys(spawned + _spawn_facts(since)))
     if spawned:
         reply["spawned"] = spawned[:16]

@@ -89,12 +89,15 @@ def _is_test_file(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
+def _on_path(folder: Path, *module_names: str, keep: bool = False) -> Iterator[None]:
     """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
 
     Like tox's inline plugin loader: stale ``sys.modules`` entries for the names
     are dropped so the file on disk is what gets imported, and the previous
     entries come back afterwards so the kit's own packages are not replaced.
+    With ``keep`` (a learner's process, which holds one submission) the submission's modules stay in
+    ``sys.modules`` where they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and
+    ``dataclasses`` look a class's module up there when its calls run (round 6's F1).
     """
 
     inside = str(folder.resolve()) + os.sep
@@ -118,7 +121,8 @@ def _on_path(folder: Path, *module_names: str) -> Iterator[None]:
         # the submission's own modules and any sibling it imported leave with it,
         # so the next submission's `import helper` finds its own helper
         for key in [k for k, mod in list(sys.modules.items()) if owned(k) or (k not in before and from_folder(mod))]:
-            del sys.modules[key]
+            if not keep or key in saved:
+                del sys.modules[key]
         sys.modules.update(saved)
 
 
@@ -180,14 +184,14 @@ Broken = tuple[str, tuple[str, ...]]
 """A module of a folder that did not import: ``(the one-line error, the names it defines)``."""
 
 
-def import_submission_parts(path: Path) -> tuple[list[Any], list[Broken]]:
+def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], list[Broken]]:
     """Like :func:`import_submission`, but a folder's module that fails to import costs only what it defines.
 
     Returns the namespaces that imported and, for each module that did not,
     its error line and :func:`defined_names`.  A package whose ``__init__``
     fails is imported module by module under a bare package of the same name.
     Raises :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not
-    count), or a single file does not.
+    count), or a single file does not.  ``keep``: the modules stay in ``sys.modules`` (:func:`_on_path`).
     """
     path = path.resolve()
     broken: list[Broken] = []
@@ -198,12 +202,13 @@ def import_submission_parts(path: Path) -> tuple[list[Any], list[Broken]]:
             if spec is None or spec.loader is None:
                 raise LoadError(f"{path.name}: not an importable Python file")
             module = importlib.util.module_from_spec(spec)
-            with _on_path(path.parent, name):
+            with _on_path(path.parent, name, keep=keep):
+                sys.modules[name] = module  # as `import` does: dataclasses and typing look the module up by name
                 spec.loader.exec_module(module)
             return [module], []
         if (path / "__init__.py").exists():
             modules = [p for p in sorted(path.glob("*.py")) if p.stem != "__init__" and not _is_test_file(p)]
-            with _on_path(path.parent, path.name):
+            with _on_path(path.parent, path.name, keep=keep):
                 try:
                     loaded = [importlib.import_module(path.name)]
                 except KeyboardInterrupt:
@@ -222,7 +227,7 @@ def import_submission_parts(path: Path) -> tuple[list[Any], list[Broken]]:
             files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
             if not files:
                 raise LoadError(f"{path.name}: no .py files to load")
-            with _on_path(path, *[p.stem for p in files]):
+            with _on_path(path, *[p.stem for p in files], keep=keep):
                 loaded = _import_each([p.stem for p in files], files, path, broken)
     except LoadError:
         raise

@@ -19,6 +19,7 @@ from typing import Any
 from .call import call_hook
 from .contain import _PR_SET_CHILD_SUBREAPER, SANDBOX_UID, _libc, contain, die_with_parent, map_child_ids
 from .figures import headless_pyplot
+from .kernels import watch_kernels
 from .load import (
     LoadError,
     _torch,
@@ -71,7 +72,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
     from safetensors.torch import save as save_tensors
 
     hooks: dict[str, Callable[..., Any]] = {}
-    tell: list[Callable[[str], None]] = []  # the witness's writer, once the submission loads
+    tell: list[Any] = []  # the witness's writer (or None) and the kernels' switch, once the submission loads
     # Bound here, before any learner code loads: what this loop calls is in its frame, not in a module's
     # globals a hand-in could rewrite (red team facts3 W1 replaced serve.call_hook)
     call, receive, send, checked, peak = call_hook, recv_message, send_message, fit, _peak_rss_kib
@@ -98,7 +99,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
         elif op == "call":
             tensors = decode(blob) if blob else {}
             for request in header["calls"]:
-                reply, outputs = call(hooks, request, tensors, tell[0] if tell else None)
+                reply, outputs = call(hooks, request, tensors, *tell)
                 reply["peak_rss_kib"] = peak()
                 with suppress(Exception):  # keep what the learner printed, even on os._exit later
                     interpreter.stdout.flush()
@@ -113,12 +114,13 @@ def _load(
     workdir: Path,
     hooks: dict[str, Callable[..., Any]],
     witness_fd: int | None = None,
-    tell: list[Callable[[str], None]] | None = None,
+    tell: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``).
 
-    The witness (:func:`.witness.witness`) starts once the files are written, before the first of them loads;
-    its writer goes into ``tell``.
+    The witness (:func:`.witness.witness`) starts once the files are written, and the banned kernels are
+    watched (:func:`.kernels.watch_kernels`, the names the calls may ban: ``banned``), before the first file
+    loads; the witness's writer and the kernels' switch go into ``tell``.
     """
     root = workdir / "submission"
     written = []
@@ -129,13 +131,13 @@ def _load(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         written.append(str(target))
-    if witness_fd is not None:
-        writer = witness(witness_fd, str(root), written)
-        if tell is not None:
-            tell.append(writer)
+    writer = None if witness_fd is None else witness(witness_fd, str(root), written)
+    kernels = watch_kernels(header.get("banned") or ())
+    if tell is not None:
+        tell[:] = [writer, kernels]
     entry = root / header["entry"]
     try:
-        namespaces, broken = import_submission_parts(entry)
+        namespaces, broken = import_submission_parts(entry, keep=True)
     except LoadError as exc:
         return {"import_error": str(exc)}
     found: dict[str, Any] = {}
@@ -274,6 +276,9 @@ def serve_template(
             for pid in children:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
+            gone = time.monotonic() + 1.0  # once they are dead, what they left is the template's to kill
+            while any(_alive(pid) for pid in children) and time.monotonic() < gone:
+                time.sleep(0.005)
             _kill_strays(template_pid, [])
             return
         children[:] = [c for c in children if _alive(c)]
@@ -316,32 +321,40 @@ def serve_template(
         control.sendall(json.dumps({"pid": pid}).encode())
 
 
-def _kill_strays(template_pid: int, children: list[int]) -> None:
+def _kill_strays(template_pid: int, children: list[int], seconds: float = 2.0) -> None:
     """Kill every process the template adopted that is none of its children, and what those started.
 
     The template is their subreaper: a learner's process that left its child's group and outlived the child
     (``setsid``, a double fork) comes here where no PID namespace ends it (a grader without user namespaces:
-    red team files4 n1).  Its parent field, read after the last ``)`` of ``/proc/<pid>/stat`` (the name before
-    it is the learner's), says so.  Rounds, since what a killed stray started is adopted next.
+    red team files4 n1).  The kernel lists a process's children (``/proc/<pid>/task/<tid>/children``: none of
+    it written by the learner).  Each stray is killed the moment it is read, before it can fork again: one that
+    hops to a fresh pid by forking and exiting (round 5's p1) is caught at the pid it holds, and what a killed
+    one forked is killed too (listed under the killed one until it is adopted).  Three rounds; once one is
+    found, rounds until none is found for 50 ms (or ``seconds`` pass).
     """
-    for _ in range(8):
-        strays = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in children:
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    fields = fh.read(4096).rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 1 and fields[1] == str(template_pid).encode() and fields[0] != b"Z":
-                strays.append(int(entry))
-        if not strays:
-            return
-        for pid in strays:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+    killed: list[int] = []
+    rounds, calm, ends = 0, 0.0, time.monotonic() + seconds
+    while rounds < 3 or time.monotonic() < min(calm, ends):  # three rounds, more once one is found
+        rounds += 1
+        for parent in [template_pid, *killed[-64:]]:
+            for pid in _children_of(parent):
+                if parent == template_pid and pid in children:
+                    continue
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                if pid not in killed:
+                    killed.append(pid)
+                calm = time.monotonic() + 0.05  # until none is found for 50 ms
+
+
+def _children_of(pid: int) -> list[int]:
+    """The pids the kernel lists as children of ``pid``'s threads (empty once it is gone)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                found += [int(p) for p in fh.read(1 << 20).split()]
+    return found
 
 
 def _note_failure(output_fd: int) -> None:

@@ -21,9 +21,13 @@ left behind does (``weakref.finalize``, a stream's ``flush``).
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
+import keyword
 import os
 import sys
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -50,11 +54,13 @@ KINDS: dict[str, str] = {
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 
 _STDLIB_CALLERS: dict[tuple[str, str], frozenset[str] | None] = {
-    ("collections/__init__.py", "namedtuple"): None,
-    ("dataclasses.py", "_create_fn"): None,
+    ("collections/__init__.py", "namedtuple"): None,  # its names checked as identifiers before they are pasted
+    ("dataclasses.py", "_create_fn"): None,  # ... these two only on plain field names: _plain_fields
+    ("dataclasses.py", "add_fns_to_class"): None,  # (Python 3.13's)
     ("typing.py", "_caller"): None,
     ("typing_extensions.py", "_caller"): None,
     ("typing.py", "__init__"): None,  # ForwardRef compiles its annotation
+    ("typing.py", "_evaluate"): None,  # ... and evaluates it: only a plain type expression, _plain_annotation
     ("enum.py", "_create_"): None,
     ("ast.py", "parse"): None,  # parsing runs nothing
     ("inspect.py", "_signature_fromstr"): None,
@@ -71,6 +77,71 @@ _STDLIB_CALLERS: dict[tuple[str, str], frozenset[str] | None] = {
 and where it hands what it reached to another function, the functions it must be handing it to (the caller's
 caller: a generator's consumer) for the event not to count."""
 
+_PLAIN_ANNOTATION = (ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Load,
+                     ast.BinOp, ast.BitOr, ast.Constant)  # fmt: skip
+
+
+def _input_checks() -> dict[tuple[str, str], Callable[[Any, tuple[Any, ...]], bool]]:
+    """For a caller of :data:`_STDLIB_CALLERS` that makes code from what it is given, the check that what it was
+    given cannot be code: read from its frames and the event's arguments, never by calling the learner's objects;
+    every name they use bound now, before any learner code runs (none is looked up in a module it could rewrite).
+    """
+    parse, walk, compile_, iskeyword = ast.parse, ast.walk, compile, keyword.iskeyword
+    forward_ref = typing.ForwardRef
+    forward_arg = vars(forward_ref)["__forward_arg__"]  # the slot itself: the class's attribute may be replaced
+    plain_nodes, code_type, kind_of, is_a, length, every, text_type, mapping = (
+        _PLAIN_ANNOTATION, types.CodeType, type, isinstance, len, all, str, dict)  # fmt: skip
+    unreadable = (SyntaxError, ValueError, RecursionError, MemoryError, TypeError)
+
+    def plain_fields(frame: Any, args: tuple[Any, ...]) -> bool:
+        """dataclasses pastes each field's name into the source of ``__init__``, ``__eq__`` …: a name taken from
+        an ``__annotations__`` the learner wrote (``"x=print('run')) or (1"``) is code of the learner's (round 5's
+        f3).  The code must be made for ``_process_class`` through dataclasses' own frames only (no descriptor of
+        the learner's between), and its own ``fields`` (a dict of the names it uses) hold exact ``str`` identifiers.
+        """
+        file = frame.f_code.co_filename
+        while frame is not None and frame.f_code.co_name != "_process_class":
+            if frame.f_code.co_filename != file:
+                return False
+            frame = frame.f_back
+        fields: Any = None if frame is None else frame.f_locals.get("fields")
+        if kind_of(fields) is not mapping:
+            return False
+        return every(kind_of(n) is text_type and n.isidentifier() and not iskeyword(n) for n in fields)
+
+    def plain_annotation(frame: Any, args: tuple[Any, ...]) -> bool:
+        """The code typing evaluates is a plain type expression's (``"torch.Tensor"``, ``"list[int] | None"``: names,
+        attributes, subscripts, ``|``, constants; no call), compiled from a ``ForwardRef``'s own text."""
+        ref = frame.f_locals.get("self")
+        text: Any = forward_arg.__get__(ref) if kind_of(ref) is forward_ref else None
+        code: Any = args[0] if args else None
+        if kind_of(text) is not text_type or length(text) > 500 or not is_a(code, code_type):
+            return False
+        try:
+            tree: Any = parse(text, mode="eval")
+            plain = every(is_a(node, plain_nodes) for node in walk(tree))
+            again: Any = compile_(tree, "<string>", "eval")
+        except unreadable:
+            return False
+        same = (again.co_code, again.co_names, again.co_consts) == (code.co_code, code.co_names, code.co_consts)
+        return plain and same
+
+    return {
+        ("dataclasses.py", "_create_fn"): plain_fields,
+        ("dataclasses.py", "add_fns_to_class"): plain_fields,  # Python 3.13's
+        ("typing.py", "_evaluate"): plain_annotation,
+    }
+
+
+_RUNS_CODE = frozenset({"exec", "eval", "compile", "loads", "load", "Unpickler", "replace", "CodeType", "FunctionType"})
+NAMED_BY: dict[str, frozenset[str]] = {
+    **{event: _RUNS_CODE for event in ("compile", "exec", "marshal.loads", "code.__new__", "function.__new__")},
+    "pickle.find_class": _RUNS_CODE,
+    **{f"gc.{f}": frozenset({f}) for f in ("get_objects", "get_referrers", "get_referents")},
+}
+"""The names a library's own code holds where it raises these events at its import (``exec(code, ns)``,
+``gc.get_objects()``): raised from a frame naming none, the event is not the library's."""
+
 _IMPORT_COMPILERS = frozenset({"source_to_code", "_compile_bytecode"})
 CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
 
@@ -83,11 +154,16 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
     Everything the hook needs is bound here, none of it reachable from a module's globals.
     Returns ``tell``, which writes one line of the runtime's own (a banned call as it is recorded) the same way.
     """
-    identity = _identity(fd)
-    fstat, write, getframe = os.fstat, os.write, sys._getframe
+    identity_of, identity = _identity, _identity(fd)
+    fstat, write, getframe, realpath, sep = os.fstat, os.write, sys._getframe, os.path.realpath, os.sep
+    # What the hook reads, bound here: this module's globals are reachable (a function's __globals__) and
+    # rewritable by code that reaches one of its functions, and so are the builtins
+    kinds, frame_attributes, code_events, compilers = dict(KINDS), FRAME_ATTRIBUTES, CODE_EVENTS, _IMPORT_COMPILERS
+    callers, checks, ctypes_event, named_events = dict(_STDLIB_CALLERS), _input_checks(), is_ctypes, dict(NAMED_BY)
+    kind_of, members, length, names, failure, text_type, os_error = type, vars, len, set, RuntimeError, str, OSError
     root = os.path.realpath(submission) + os.sep
     work = os.path.dirname(os.path.realpath(submission)) + os.sep
-    written = frozenset(os.path.realpath(f) for f in files)
+    written = frozenset(realpath(f) for f in files)
     ours = os.path.dirname(os.path.abspath(__file__)) + os.sep  # this package: the child runtime
     told: set[str] = set()
     busy = [False]
@@ -98,10 +174,10 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
         """The file a standard loader loads in this frame of importlib's (``self``), or None: a loader of the
         learner's (a subclass, an attribute of its own, a path that is not a plain string)."""
         loader = None if frame is None else frame.f_locals.get("self")
-        if type(loader) not in standard_loaders or set(vars(loader)) - {"name", "path"}:
+        if kind_of(loader) not in standard_loaders or names(members(loader)) - {"name", "path"}:
             return None
-        path = vars(loader).get("path")
-        return os.path.realpath(path) if type(path) is str else None
+        path: Any = members(loader).get("path")
+        return realpath(path) if kind_of(path) is text_type else None
 
     def library_top_level(frame: Any) -> bool:
         """A library module's top level, imported now by a standard loader from outside the work folder."""
@@ -113,11 +189,14 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
         path = imported_file(back.f_back)
         return path is not None and not path.startswith(work)
 
-    def caller_is_stdlib(frame: Any) -> bool:
+    def caller_is_stdlib(frame: Any, args: tuple[Any, ...]) -> bool:
         code = frame.f_code
-        tail = code.co_filename.replace(os.sep, "/")
-        for (file, function), consumers in _STDLIB_CALLERS.items():
+        tail = code.co_filename.replace(sep, "/")
+        for (file, function), consumers in callers.items():
             if code.co_name == function and tail.endswith("/" + file):
+                check = checks.get((file, function))
+                if check is not None and not check(frame, args):
+                    return False  # code pasted from the learner's text: theirs
                 back = frame.f_back
                 if consumers is None:
                     return True
@@ -126,7 +205,7 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
                 )
         return False
 
-    def theirs(event: str, frame: Any) -> bool:
+    def theirs(event: str, frame: Any, args: tuple[Any, ...]) -> bool:
         if frame is None:
             return False
         if frame.f_code.co_name == "_call_with_frames_removed" and frame.f_back is not None:
@@ -134,42 +213,46 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
                 return False  # a module's code run by its loader: judged when it was compiled (or unmarshalled)
             frame = frame.f_back  # importlib calls compile and exec through it
         name = frame.f_code.co_name
-        if frame.f_code.co_filename.startswith("<frozen importlib") and name in _IMPORT_COMPILERS:
+        if frame.f_code.co_filename.startswith("<frozen importlib") and name in compilers:
             path = imported_file(frame if name == "source_to_code" else frame.f_back)
             return path is None or (path.startswith(work) and path not in written)  # the learner's loader, or file
-        if caller_is_stdlib(frame) or frame.f_code.co_filename.startswith(ours):
+        if caller_is_stdlib(frame, args) or frame.f_code.co_filename.startswith(ours):
             return False  # the runtime's own doing (a lie that wraps it is heard where it runs)
+        # a library imported now raises hundreds of these for its own use, from code that names what it calls;
+        # code or gc's lists reached from a frame that names no such call were reached by a callable the
+        # learner left where the import runs it (a __del__ that is functools.partial(exec, …): round 6's a2)
+        named = event not in named_events or not named_events[event].isdisjoint(frame.f_code.co_names)
         while frame is not None:
             if frame.f_code.co_filename.startswith(root):
                 return True
-            if library_top_level(frame):
-                return False  # a library imported now raises hundreds of these for its own use
+            if named and library_top_level(frame):
+                return False
             frame = frame.f_back
         # No file of the hand-in on the stack, and no library's import: the runtime never makes code from
         # text itself, so a callback the learner's code left behind did (weakref.finalize, a stream's flush ...)
-        return event in CODE_EVENTS
+        return event in code_events
 
     def tell(line: str) -> None:
         try:
-            if _identity(fd, fstat) != identity or write(fd, (line + "\n").encode()) != len(line) + 1:
-                raise RuntimeError("refused: the grader's witness of this process is gone")
-        except OSError:
-            raise RuntimeError("refused: the grader's witness of this process is gone") from None
+            if identity_of(fd, fstat) != identity or write(fd, (line + "\n").encode()) != length(line) + 1:
+                raise failure("refused: the grader's witness of this process is gone")
+        except os_error:
+            raise failure("refused: the grader's witness of this process is gone") from None
 
     def hear(event: str, args: tuple[Any, ...]) -> None:
-        kind = KINDS.get(event) or ("ctypes" if is_ctypes(event) else None)
+        kind = kinds.get(event) or ("ctypes" if ctypes_event(event) else None)
         if kind is None or busy[0]:
             return
-        if event == "object.__getattr__" and (len(args) < 2 or args[1] not in FRAME_ATTRIBUTES):
+        if event == "object.__getattr__" and (length(args) < 2 or args[1] not in frame_attributes):
             return
-        if event == "object.__setattr__" and (len(args) < 2 or args[1] != "__code__"):
+        if event == "object.__setattr__" and (length(args) < 2 or args[1] != "__code__"):
             return
         line = f"{kind} {event}"
         if line in told:
             return
         busy[0] = True
         try:
-            if not theirs(event, getframe(1)):
+            if not theirs(event, getframe(1), args):
                 return
             tell(line)
             told.add(line)
@@ -183,7 +266,7 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
 def is_ctypes(event: str) -> bool:
     """``ctypes.<name>``: one of ctypes' audit events (``sys.audit`` can raise any name; only these are written)."""
     name = event.removeprefix("ctypes.")
-    return name != event and 0 < len(name) <= 40 and name.isascii() and name.replace("_", "a").isalpha()
+    return name != event and name != "" and name[40:] == "" and name.isascii() and name.replace("_", "a").isalpha()
 
 
 def _identity(fd: int, fstat: Any = os.fstat) -> tuple[int, int]:

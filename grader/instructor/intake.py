@@ -284,6 +284,11 @@ def deduplicate_ids(
         source = _name_of(Path(sub.source))
         _note(sub, f"{source!r} was given the id {candidate!r}: {why}")
         sub.student = candidate
+    for sub in submissions:  # an id its name gives only once made safe (ｂｏｂ → bob, =SUM(1) → _SUM_1_): said too
+        stem = _stem(Path(sub.source))
+        if not sub.notes and sub.student != stem and sub.student == safe_name(stem):
+            _note(sub, f"{_name_of(Path(sub.source))!r} was given the id {sub.student!r}: its name made safe "
+                       "(only letters, digits, '.', '_' and '-' are kept)")  # fmt: skip
     return submissions
 
 

@@ -540,9 +540,26 @@ def _constant_str(node: ast.expr | None, depth: int = 0) -> str | None:
         left, right = _constant_str(node.left, depth + 1), _constant_str(node.right, depth + 1)
         if left is not None and right is not None:
             return left + right
-    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
-        return "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
+    if isinstance(node, ast.JoinedStr) and depth < 50:
+        parts = [_formatted_str(v, depth + 1) for v in node.values]
+        return None if None in parts else "".join(p for p in parts if p is not None)
     return None
+
+
+def _formatted_str(node: ast.expr, depth: int) -> str | None:
+    """One part of an f-string as text, where it is constant (``f"named{'_'}buffers"``: round 5's m2), or None."""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if not isinstance(node, ast.FormattedValue) or (text := _constant_str(node.value, depth)) is None:
+        return None
+    text = {114: repr, 97: ascii}.get(node.conversion, str)(text)  # !r, !a; !s and none: the text itself
+    spec = "" if node.format_spec is None else _constant_str(node.format_spec, depth)
+    if spec is None:
+        return None
+    try:
+        return format(text, spec)
+    except (ValueError, TypeError):
+        return None
 
 
 class _Scanner:
@@ -807,6 +824,29 @@ class _Scanner:
             return not bound or any(self._value_may_be_hidden(v, depth + 1) for v in bound)
         return True
 
+    def _name_pattern(self, node: ast.expr, depth: int = 0) -> str:
+        """A regular expression every text a computed name may take matches, at its widest: its constant parts,
+        ``.*`` for what the scan cannot follow (``f"named{sep}buffers"`` → ``named.*buffers``)."""
+        text = _constant_str(node)
+        if text is not None:
+            return re.escape(text)
+        if depth > 8:
+            return ".*"
+        if isinstance(node, ast.JoinedStr):
+            return "".join(self._part_pattern(v, depth + 1) for v in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self._name_pattern(node.left, depth + 1) + self._name_pattern(node.right, depth + 1)
+        if isinstance(node, ast.Name) and (bound := self.values.get(node.id)):
+            if all(isinstance(v, ast.expr) for v in bound):
+                return "(?:" + "|".join(self._name_pattern(v, depth + 1) for v in bound) + ")"
+        return ".*"
+
+    def _part_pattern(self, part: ast.expr, depth: int) -> str:
+        if isinstance(part, ast.FormattedValue):  # a conversion or a format spec may make it anything
+            plain = part.conversion == -1 and part.format_spec is None
+            return self._name_pattern(part.value, depth) if plain else ".*"
+        return self._name_pattern(part, depth)
+
     def _value_may_be_hidden(self, value: Any, depth: int) -> bool:
         """One value a name is bound to (:meth:`_collect_values`): an expression, the items of a sequence a loop
         walks, a parameter (what the file's calls of its function pass), or None (the scan cannot say)."""
@@ -848,6 +888,10 @@ class _Scanner:
             patching = bool(funcs & SETATTR_LIKE)
             if name is None:
                 sensitive = self._roots(target) & SENSITIVE_ROOTS
+                pattern = self._name_pattern(args[1])  # a name that may be one of them, by four letters it holds
+                facts = sorted(m for m in MODULE_FACT_METHODS if re.fullmatch(pattern, m))
+                if patching and facts and sum(c.isalnum() for c in pattern) >= 4:
+                    self.add(node, f"overrides Module.{' or '.join(facts[:3])} (a computed name that may be it)")
                 if patching and (sensitive & PATCHED_ROOTS or _chain_root(target) in PATCHABLE_BY_NAME):
                     self.add(node, f"{verb} with a computed name on {_chain_root(target) or 'torch'}")
                 elif sensitive:

@@ -54,6 +54,7 @@ WITNESS_KEPT = 256 * 1024
 one per kind of event and one per call that made a banned call (``banned <id> <name>``)."""
 WITNESS_LINES = 4096
 RECLAIM_SECONDS = 60.0  # the most a guardian spends emptying one folder
+TEMPLATE_SWEEP_SECONDS = 4.0  # the template's last sweep of strays (its children's deaths, then two seconds of rounds)
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -546,6 +547,10 @@ class Template:
         finally:
             for child in list(self._live.values()):
                 child.close()
+            try:  # its last sweep (the children's groups, then what they left: serve_template) before it goes
+                self.process.wait(timeout=TEMPLATE_SWEEP_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
             self.process.kill()
             self.process.wait(timeout=10)
             if self.process.stderr:

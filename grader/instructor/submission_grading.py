@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from grader.hook_table import CLASS_NAMES
+from grader.hook_table import BANNED_NAMES, CLASS_NAMES
 from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
 from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
 from grader.instructor.intake import Submission
@@ -150,7 +150,8 @@ class _Session:
             self.child = self.template.spawn(self.limits, self.gpu, deadline=self.deadline)
             self.child_calls_from = self.calls_sent
             sub = self.submission
-            hooks = {"hooks": list(HOOK_NAMES), "aliases": CLASS_NAMES}  # the runtime imports nothing of the kit
+            # the runtime imports nothing of the kit: the hooks, their class names and every ban a call may carry
+            hooks = {"hooks": list(HOOK_NAMES), "aliases": CLASS_NAMES, "banned": BANNED_NAMES}
             self.child.send({"op": "load", "files": sub.files, "entry": sub.entry, **hooks})
             header, _ = receive(self.child, self.limits.load_seconds, LOAD_CAPS)
             try:
@@ -422,11 +423,11 @@ class _Verdicts:
     fingerprints: Any  # a diagnosis.Fingerprints, or None
     figures: dict[str, Figure] = field(default_factory=dict)
     rows: dict[str, list[tuple[str, HookRow]]] = field(default_factory=dict)  # hook -> (test name, row)
-    reported: dict[int, tuple[Any, bool]] = field(default_factory=dict)  # call id -> (trial, reply named a ban)
+    reported: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)  # call id -> (trial, bans its reply named)
 
     def judge(self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor], call_id: int = -1) -> CaseResult:
         """The case's result; a failure of the judging itself fails the case with the reason."""
-        self.reported[call_id] = (trial, bool(reply.get("banned")))
+        self.reported[call_id] = (trial, {str(name) for name in reply.get("banned") or ()})
         try:
             status, message = judge(trial, reply, outputs, reveal=self.reveal)
             note = case_note(trial, reply) if status != SKIPPED else ""
@@ -451,14 +452,15 @@ class _Verdicts:
         self.rows.setdefault(trial.hook, []).append((name, row))
 
     def unhidden(self, results: list[CaseResult], heard: dict[int, list[str]]) -> tuple[list[CaseResult], list[str]]:
-        """``results`` with each case whose reply named no banned call the witness heard it make failed for it,
-        and the review findings that say so: only a reply rewritten in the learner's process leaves one out."""
+        """``results`` with each case whose reply left out a banned call the witness heard it make failed for it,
+        and the review findings that say so: the runtime names in the reply what it tells the witness, so only
+        a reply rewritten in the learner's process (or recorders cleared behind it) leaves one out."""
         failed: dict[str, str] = {}
         every: dict[str, None] = {}
         for call_id, names in sorted(heard.items()):
-            trial, named = self.reported.get(call_id, (None, True))
-            if trial is None or named:
-                continue  # a call never answered failed anyway; a reply that named a ban failed for it
+            trial, named = self.reported.get(call_id, (None, set()))
+            if trial is None or set(names) <= named:
+                continue  # a call never answered failed anyway; a reply that named the ban failed for it
             calls = list(dict.fromkeys(names))[:8]
             every.update(dict.fromkeys(calls))
             why = banned_message(trial.hook, calls)

@@ -213,6 +213,16 @@ LIES = {
 }
 
 
+UNGAINFUL_LIES = {
+    # snippet -> the honest version: a banned kernel run with the recording modes switched off, by routes the
+    # review scan need not see (round 5's f1, f2); the kernel itself is heard, so each gains nothing
+    "lie_switches_by_formatter": "banned_softmax",
+    "lie_switches_by_configurator": "banned_softmax",
+    "lie_redispatch": "banned_softmax",
+    "lie_python_key_excluded": "banned_softmax",
+}
+
+
 def honest_source(name: str) -> str:
     """The honest version: ``banned_softmax`` lives with the grader's own snippets, the others here."""
     folder = learner_code.SNIPPETS if name == "banned_softmax" else SNIPPETS
@@ -238,7 +248,7 @@ def lie_grades():
     rubric = load_rubric()
     suite = build_suite(int(SEED), ("cpu",))
     points: dict[str, tuple[float, list[str]]] = {}
-    names = list(LIES) + sorted({honest for honest, _ in LIES.values()})
+    names = [*LIES, *UNGAINFUL_LIES] + sorted({honest for honest, _ in LIES.values()})
     with Template() as template:
         for name in names:
             source = assemble(name) if name.startswith("lie_") else honest_source(name)
@@ -262,6 +272,15 @@ def test_a_lie_gets_its_honest_points_or_is_flagged(lie_grades, lie):
     assert review, f"{lie} is not flagged"
     if honest == "mutates_input":  # the inputs come back and are compared by the grader: the lie gains nothing
         assert lied <= truth, f"{lie}: {lied} points against {truth} honest"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("lie", list(UNGAINFUL_LIES), ids=list(UNGAINFUL_LIES))
+def test_a_banned_kernel_run_with_the_modes_switched_off_gains_nothing(lie_grades, lie):
+    lied, _ = lie_grades[lie]
+    truth, _ = lie_grades[UNGAINFUL_LIES[lie]]
+    assert lied <= truth, f"{lie}: {lied} points against {truth} honest"
 
 
 # --- one run of `attnkit grade` on a hostile class: console, files, statuses ---------------------------------

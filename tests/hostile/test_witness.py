@@ -201,7 +201,7 @@ def run_witnessed(tmp_path, body: str) -> tuple[list[str], subprocess.CompletedP
         fd = int(sys.argv[1])
         witness(fd, {str(submission)!r}, [{str(learner)!r}])
         spec = importlib.util.spec_from_file_location("hand_in", {str(learner)!r})
-        module = importlib.util.module_from_spec(spec)
+        module = sys.modules["hand_in"] = importlib.util.module_from_spec(spec)  # as the child loads it
         spec.loader.exec_module(module)
         print("survived", getattr(module, "RESULT", None))
         module.__dict__.clear()  # what the hand-in left behind runs now, with none of its frames on the stack
@@ -238,6 +238,19 @@ try:
 except ValueError:
     traceback.format_exc()
 inspect.signature(torch.nn.Linear.__init__)
+@dataclasses.dataclass
+class Layer:  # round 5's h_dc2 and h_sd: honest dataclasses and string annotations evaluated by typing
+    d_in: "int"
+    dropout: "float | None" = None
+typing.get_type_hints(Layer)
+import functools
+@functools.singledispatch
+def describe(x):
+    return "thing"
+@describe.register
+def _(x: "torch.Tensor"):
+    return "tensor"
+describe(torch.ones(1))
 import fractions, decimal, statistics  # libraries imported now, at the hand-in's top level
 torch.nn.MultiheadAttention(4, 2)(torch.ones(1, 3, 4), torch.ones(1, 3, 4), torch.ones(1, 3, 4))
 RESULT = "ok"
@@ -287,6 +300,39 @@ REACHES = {
         "runs-code exec"
     ),
 }
+
+
+REACHES.update({
+    # round 5's f3: code in a dataclass field's name, which dataclasses pastes into __eq__'s source
+    textwrap.dedent(
+        """
+        import dataclasses
+        class Sneaky:
+            __annotations__ = {"x or print('run') or self.x": int}
+        dataclasses.dataclass(Sneaky, init=False, repr=False)
+        """
+    ): "runs-code compile",
+    # round 6's a2: code run by a callable the hand-in left where a library's import runs it (no frame of its own)
+    textwrap.dedent(
+        """
+        import email.mime, functools
+        BOX = {}
+        class Gone:
+            __del__ = functools.partial(exec, "X = 1", BOX)
+        email.mime.nonmultipart = Gone()  # importlib replaces it inside email.mime.text's top level
+        import email.mime.text
+        """
+    ): "runs-code compile",
+    textwrap.dedent(
+        """
+        import email.mime, functools, gc
+        class Gone:
+            __del__ = functools.partial(gc.get_objects)
+        email.mime.nonmultipart = Gone()
+        import email.mime.text
+        """
+    ): "reaches-objects gc.get_objects",
+})
 
 
 @pytest.mark.parametrize("body", list(REACHES), ids=[v.replace(" ", "-") for v in REACHES.values()])
@@ -360,3 +406,28 @@ def test_the_serve_loop_reads_no_global_once_learner_code_may_run():
     }
     assert read, "no global read at all: the bytecode walk found nothing to check"  # the walk itself works ...
     assert read <= set(dir(builtins)), sorted(read - set(dir(builtins)))  # ... and sees builtins only
+
+
+def _globals_read(code) -> set[str]:
+    """The global (and builtin) names ``code`` and the code nested in it read when they run."""
+    import dis
+    import types
+
+    found = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _globals_read(const)
+    return found
+
+
+@pytest.mark.parametrize("maker", ["witness", "_input_checks"])
+def test_the_hook_reads_no_global_once_learner_code_may_run(maker):
+    """The invariant behind "everything the hook needs is bound here": a function of the witness's module is
+    reachable by code in the process (``tell.__globals__``, without an audited step), so a table or builtin the
+    hook looked up at run time (``KINDS``, ``_STDLIB_CALLERS``, ``type``) could be rewritten to silence it."""
+    import types
+
+    from grader.child import witness as module
+
+    nested = [c for c in getattr(module, maker).__code__.co_consts if isinstance(c, types.CodeType)]
+    assert nested and {c.co_name: _globals_read(c) for c in nested} == {c.co_name: set() for c in nested}
