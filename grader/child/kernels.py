@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 Note = Callable[[str], None]
+Switch = Callable[[list[str], "Note | None"], None]
+"""``running(banned, note)``: what :func:`watch_kernels` returns."""
 MARK = "attnkit: a banned kernel, heard"
 """Where the dispatcher says a replaced kernel was registered (``SafeKernelFunction(debug='registered at …')``)."""
 
@@ -32,7 +34,7 @@ def banned_op(op: str, banned: Iterable[str]) -> bool:
     return any(set(b.split("_")) <= words for b in banned)
 
 
-def watch_kernels(universe: Iterable[str]) -> Callable[[list[str], Note | None], None]:
+def watch_kernels(universe: Iterable[str]) -> Switch:
     """Replace the kernels of every aten operator matching a name of ``universe`` (the bans a submission's calls
     may carry); return ``running(banned, note)``: from now on ``note("torch.ops.aten.<op>")`` is called for each
     kernel run of an operator matching ``banned``; ``running([], None)`` when the call ends."""

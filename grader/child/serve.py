@@ -12,14 +12,14 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from .call import call_hook
 from .contain import _PR_SET_CHILD_SUBREAPER, SANDBOX_UID, _libc, contain, die_with_parent, map_child_ids
 from .figures import headless_pyplot
-from .kernels import watch_kernels
+from .kernels import Switch, watch_kernels
 from .load import (
     LoadError,
     _torch,
@@ -34,6 +34,8 @@ from .spawns import _watch_spawns
 from .wire import MAX_HEADER, CallReply, HelloReply, LoadReply, ProtocolError, fit, recv_message, send_message
 from .witness import witness
 
+Watched = tuple[frozenset[str], Switch]  # the names whose kernels a watch replaced, and its switch
+
 
 def _peak_rss_kib() -> int:
     import resource
@@ -41,11 +43,14 @@ def _peak_rss_kib() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
 
 
-def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]) -> None:
+def child_main(
+    sock: socket.socket, config: dict[str, Any], isolation: list[str], kernels: Watched | None = None
+) -> None:
     """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``call`` batches.
 
     Until ``bye`` or end-of-file.  ``isolation`` names the layers that took; the
-    ``hello`` reply says them, the seccomp backend and the uid outside.
+    ``hello`` reply says them, the seccomp backend and the uid outside.  ``kernels``: the names whose kernels
+    the template watched, and the watch's switch.
     """
     workdir = Path(config["workdir"])
     os.chdir(workdir)
@@ -89,7 +94,7 @@ def child_main(sock: socket.socket, config: dict[str, Any], isolation: list[str]
         if op == "bye":
             return
         if op == "load":
-            reply = load(header, workdir, hooks, config.get("witness_fd"), tell)
+            reply = load(header, workdir, hooks, config.get("witness_fd"), tell, kernels)
             reply["isolation"] = isolation_name
             reply["cuda_init_seconds"] = cuda_init_seconds
             send(sock, checked(reply, load_reply))
@@ -115,12 +120,14 @@ def _load(
     hooks: dict[str, Callable[..., Any]],
     witness_fd: int | None = None,
     tell: list[Any] | None = None,
+    watched: Watched | None = None,
 ) -> dict[str, Any]:
     """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``).
 
     The witness (:func:`.witness.witness`) starts once the files are written, and the banned kernels are
     watched (:func:`.kernels.watch_kernels`, the names the calls may ban: ``banned``), before the first file
-    loads; the witness's writer and the kernels' switch go into ``tell``.
+    loads: by the template's watch (``watched``) where it holds every name, else here; the witness's writer and
+    the kernels' switch go into ``tell``.
     """
     root = workdir / "submission"
     written = []
@@ -132,7 +139,11 @@ def _load(
         target.write_text(text, encoding="utf-8")
         written.append(str(target))
     writer = None if witness_fd is None else witness(witness_fd, str(root), written)
-    kernels = watch_kernels(header.get("banned") or ())
+    banned = header.get("banned") or ()
+    if watched is not None and watched[0] >= set(banned):
+        kernels = watched[1]
+    else:  # a name the template did not watch: every name's kernels watched again, switched by this watch alone
+        kernels = watch_kernels(banned)
     if tell is not None:
         tell[:] = [writer, kernels]
     entry = root / header["entry"]
@@ -219,9 +230,15 @@ def _alive(pid: int) -> bool:
 
 
 def serve_template(
-    control_fd: int, grader_pid: int, kit_roots: list[str], warm_meta: bool = True, warm_figures: bool = True
+    control_fd: int,
+    grader_pid: int,
+    kit_roots: list[str],
+    warm_meta: bool = True,
+    warm_figures: bool = True,
+    banned: Collection[str] = (),
 ) -> None:
-    """Import torch once, then fork a child for each request on the control socket.
+    """Import torch once, watch the kernels of ``banned`` (:func:`.kernels.watch_kernels`: every child forked
+    holds its own copy of the watch), then fork a child for each request on the control socket.
 
     The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
     A request is a child's config with three file descriptors attached (the
@@ -254,6 +271,7 @@ def serve_template(
 
     if warm_meta:
         _warm_meta()
+    kernels = (frozenset(banned), watch_kernels(banned))  # once here, not in each child (80 ms each)
     _drop_kit_from_path(kit_roots)
     for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
         del sys.modules[name]  # this package's code runs on; a learner's `import grader` finds nothing of the kit
@@ -306,7 +324,7 @@ def serve_template(
                 os.setsid()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 isolation = contain(config)
-                child_main(socket.socket(fileno=fds[0]), config, isolation)
+                child_main(socket.socket(fileno=fds[0]), config, isolation, kernels)
             except BaseException:
                 code = 1
                 _note_failure(config["output_fd"])

@@ -37,6 +37,7 @@ from typing import Any
 from grader.child.contain import SANDBOX_UID
 from grader.child.policy import WORK_BYTES
 from grader.child.wire import MAX_HEADER, recv_message, send_message
+from grader.hook_table import BANNED_NAMES
 from grader.instructor import reclaim
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
@@ -406,6 +407,7 @@ class Template:
                     str(theirs.fileno()),
                     str(os.getpid()),
                     "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
+                    "+".join(BANNED_NAMES),  # the kernels the template watches once, for every child
                     str(KIT_ROOT),
                 ],
                 pass_fds=[theirs.fileno()],
