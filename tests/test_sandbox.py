@@ -189,6 +189,28 @@ def test_children_are_forked_from_the_template_into_their_own_session(template, 
         assert pgrp == child.pid and session == child.pid, "the child must lead its own session and process group"
 
 
+def test_a_child_holds_no_handle_on_its_siblings(spawn):
+    """The template holds a pidfd of each live child (P2: a pid reused after a child's death is not taken for
+    it); a child forked while others live holds none of theirs: its open files are its socket, its output,
+    its witness pipe and what Python opened."""
+    first = spawn("def probe():\n    return None\n")
+    second = spawn(JSON_HELPER + """
+import os
+
+def probe():
+    opened = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            opened.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own
+            pass
+    return _send(sorted(opened))
+""")
+    opened = as_json(probe(second))
+    assert first.pid != second.pid
+    assert not [f for f in opened if "pidfd" in f], opened
+
+
 @pytest.mark.parametrize("n", [8, 256], ids=["8x8", "256x256"])
 def test_child_matmul_does_not_deadlock_after_trusted_parallel_op(spawn, n):
     a = torch.randn(512, 512)
@@ -416,32 +438,41 @@ def test_close_kills_a_process_that_left_the_group(spawn):
         kill_if_alive(escaped)
 
 
+DOUBLE_FORKED_SLEEPER = """
+    import os
+    import subprocess
+
+    import torch
+
+    def probe():
+        if os.fork() == 0:  # a double fork: the sleeper's parent dies, the template adopts it
+            subprocess.Popen(["sleep", "{token}"], start_new_session=True)
+            os._exit(0)
+        return torch.tensor([1])
+    """
+
+
+def _leave_a_sleeper(child: Child, token: str) -> int:
+    """Have ``child`` (spawned without namespaces) start a ``sleep token`` in a session of its own, adopted by
+    the template; its pid."""
+    child.send({"op": "load", "files": {"probe.py": textwrap.dedent(DOUBLE_FORKED_SLEEPER.format(token=token))},
+                "entry": "probe.py", "hooks": ["probe"]})  # fmt: skip
+    child.receive(FAST.load_seconds)
+    probe(child)
+    deadline = time.monotonic() + 5
+    while not host_pids_with_arg(token) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (escaped,) = host_pids_with_arg(token)
+    return escaped
+
+
 def test_a_process_that_left_the_group_dies_with_the_template_where_no_pid_namespace_ends_it(template):
     """Without a PID namespace (a grader whose user namespaces are refused) a ``setsid`` process outlives its
     child; the template, its subreaper, kills what it adopted before it forks the next (red team files4 n1)."""
     token = f"301.{os.getpid()}{time.monotonic_ns() % 10**6}"
-    child = template.spawn(FAST, without=["namespaces"])
-    source = f"""
-        import os
-        import subprocess
-
-        import torch
-
-        def probe():
-            if os.fork() == 0:  # a double fork: the sleeper's parent dies, the template adopts it
-                subprocess.Popen(["sleep", "{token}"], start_new_session=True)
-                os._exit(0)
-            return torch.tensor([1])
-        """
     try:
-        child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
-                    "hooks": ["probe"]})  # fmt: skip
-        child.receive(FAST.load_seconds)
-        probe(child)
-        deadline = time.monotonic() + 5
-        while not host_pids_with_arg(token) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        (escaped,) = host_pids_with_arg(token)
+        child = template.spawn(FAST, without=["namespaces"])
+        escaped = _leave_a_sleeper(child, token)
         child.close()
         template.spawn(FAST).close()  # the next request
         assert wait_until_gone([escaped], 3.0) == [], f"pid {escaped} (sleep, in a session of its own) outlived it"
@@ -454,29 +485,10 @@ def test_what_the_last_hand_in_left_dies_when_the_template_closes():
     """Round 6's P1: the last hand-in of a class has no next request; the grader waits for the template's own
     last sweep before it kills the template, so what that hand-in left does not pass to init and run on."""
     token = f"302.{os.getpid()}{time.monotonic_ns() % 10**6}"
-    source = f"""
-        import os
-        import subprocess
-
-        import torch
-
-        def probe():
-            if os.fork() == 0:
-                subprocess.Popen(["sleep", "{token}"], start_new_session=True)
-                os._exit(0)
-            return torch.tensor([1])
-        """
     try:
         with Template() as last:
             child = last.spawn(FAST, without=["namespaces"])
-            child.send({"op": "load", "files": {"probe.py": textwrap.dedent(source)}, "entry": "probe.py",
-                        "hooks": ["probe"]})  # fmt: skip
-            child.receive(FAST.load_seconds)
-            probe(child)
-            deadline = time.monotonic() + 5
-            while not host_pids_with_arg(token) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            (escaped,) = host_pids_with_arg(token)
+            escaped = _leave_a_sleeper(child, token)
             child.close()  # graded: the class has no next hand-in
         assert wait_until_gone([escaped], 3.0) == [], f"pid {escaped} (the last hand-in's) outlived the template"
     finally:
@@ -811,3 +823,63 @@ def test_a_child_draws_a_figure_headless_and_sends_it_as_data(template, spawn):
     assert [t["text"] for t in facts["xticks"]] == tokens[1] and [t["at"] for t in facts["xticks"]] == [0, 1, 2, 3, 4]
     assert [t["text"] for t in facts["yticks"]] == tokens[0]
     assert torch.equal(load_tensors(blob)["out0"], weights)
+
+
+# --- banned kernels: watched once by the template, or by the child for a name the template did not watch ------
+
+BOTH_MODES_OFF = """
+import torch
+
+def probe():
+    x = torch.arange(6.0).reshape(2, 3)
+    with torch._C.DisableTorchFunction(), torch.utils._python_dispatch._disable_current_modes():
+        torch.softmax(x, -1), torch.cumsum(x, -1)  # below both recording modes: only a kernel hears them
+    return x
+"""
+
+
+@pytest.mark.parametrize(
+    "load_bans, call_bans, heard",
+    [
+        (None, ["softmax"], ["torch.ops.aten._softmax", "torch.ops.aten.softmax"]),  # the template's watch
+        (["cumsum"], ["cumsum"], ["torch.ops.aten.cumsum"]),  # a name it did not watch: the child's own
+        (None, [], []),  # a call that bans nothing hears nothing
+    ],
+    ids=["template-watch", "child-watch", "no-ban"],
+)
+def test_a_banned_kernel_is_heard_in_a_child_whoever_watched_it(template, load_bans, call_bans, heard):
+    from grader.hook_table import BANNED_NAMES
+
+    child = template.spawn(FAST)
+    try:
+        child.send({"op": "load", "files": {"probe.py": BOTH_MODES_OFF}, "entry": "probe.py", "hooks": ["probe"],
+                    "banned": list(BANNED_NAMES if load_bans is None else load_bans)})  # fmt: skip
+        child.receive(FAST.load_seconds)
+        child.send({"op": "call", "calls": [{"id": 0, "hook": "probe", "args": {}, "banned": call_bans}]})
+        header, _ = child.receive(5.0)
+    finally:
+        child.close()
+    assert header.get("ok"), header.get("error")
+    assert sorted(header["banned"]) == heard
+
+
+def test_a_child_is_alive_by_its_pidfd_not_by_a_pid_another_process_may_hold():
+    """P2: a child's pid, once it has ended, may be a stray's; the template asks the pidfd it took at the fork."""
+    from grader.child.serve import _alive, _hold
+
+    ended = subprocess.Popen(["true"])
+    held = _hold(ended.pid)
+    if held is None:
+        pytest.skip("no pidfd_open here (Linux before 5.3): the template asks the pid itself")
+    ended.wait()
+    stranger = subprocess.Popen(["sleep", "30"])  # a live process at a pid the child's ended life held, as it were
+    its_own = _hold(stranger.pid)
+    try:
+        assert _alive(stranger.pid) and not _alive(stranger.pid, held)
+        assert _alive(stranger.pid, its_own)
+    finally:
+        stranger.kill()
+        stranger.wait()
+        os.close(held)
+        if its_own is not None:
+            os.close(its_own)

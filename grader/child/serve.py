@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -221,7 +222,18 @@ def _warm_meta() -> None:
     scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
 
 
-def _alive(pid: int) -> bool:
+def _hold(pid: int) -> int | None:
+    """A pidfd of the child ``pid``: it says the child ended even once its pid is another process's (P2)."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):  # before Linux 5.3: the pid alone
+        return None
+
+
+def _alive(pid: int, held: int | None = None) -> bool:
+    """Whether the child ``pid`` (held by the pidfd ``held``, where there is one) has not ended."""
+    if held is not None:
+        return not select.select([held], [], [], 0)[0]  # a pidfd reads ready once its process has ended
     try:
         os.kill(pid, 0)
     except OSError:
@@ -253,7 +265,6 @@ def serve_template(
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
     import glob  # noqa: F401
     import resource  # noqa: F401
-    import select  # noqa: F401
     import signal
     import stat  # noqa: F401
     import sysconfig  # noqa: F401
@@ -283,7 +294,7 @@ def serve_template(
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     control = socket.socket(fileno=control_fd)
     template_pid = os.getpid()
-    children: list[int] = []  # the pid of each child still alive
+    children: dict[int, int | None] = {}  # each child still alive: its pid, and a pidfd that holds it
     control.sendall(json.dumps({"ready": True, "pid": template_pid}).encode())
     while True:
         try:
@@ -295,12 +306,15 @@ def serve_template(
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
             gone = time.monotonic() + 1.0  # once they are dead, what they left is the template's to kill
-            while any(_alive(pid) for pid in children) and time.monotonic() < gone:
+            while any(_alive(*child) for child in children.items()) and time.monotonic() < gone:
                 time.sleep(0.005)
             _kill_strays(template_pid, [])
             return
-        children[:] = [c for c in children if _alive(c)]
-        _kill_strays(template_pid, children)
+        for pid, held in [(pid, held) for pid, held in children.items() if not _alive(pid, held)]:
+            del children[pid]
+            if held is not None:
+                os.close(held)
+        _kill_strays(template_pid, list(children))
         config = json.loads(data)
         if len(fds) != 3:
             for fd in fds:
@@ -320,6 +334,9 @@ def serve_template(
                 control.close()
                 if mapping is not None:
                     mapping[0].close()
+                for held in children.values():  # the other children's pidfds are none of this one's
+                    if held is not None:
+                        os.close(held)
                 die_with_parent(template_pid)
                 os.setsid()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -335,7 +352,7 @@ def serve_template(
         if mapping is not None:
             mapping[1].close()
             map_child_ids(pid, mapping[0], *(int(config.get("sandbox_uid", SANDBOX_UID)),) * 2)
-        children.append(pid)
+        children[pid] = _hold(pid)
         control.sendall(json.dumps({"pid": pid}).encode())
 
 
