@@ -112,7 +112,14 @@ class HookRow:
         return {"mask": "bool", "figure": "float64"}.get(self.output)
 
 
-_MODULE_BANS = ("scaled_dot_product_attention", "multi_head_attention_forward")
+_MODULE_BANS = (
+    "scaled_dot_product_attention",
+    "multi_head_attention_forward",
+    "attention",
+    "transformer_encoder_layer_fwd",
+)
+"""``attention``: every aten kernel whose name holds the word (``_native_multi_head_attention``, the flash,
+efficient and cuDNN kernels: red team 7's 1), and the fused encoder layer, which holds one."""
 _SOFTMAX_BANS = (
     "softmax",
     "log_softmax",

@@ -150,6 +150,14 @@ FLAGGED = {
                               "pkgutil.resolve_name with a computed name"),
     "resolve-name-constant": ("import pkgutil\npkgutil.resolve_name('torch:_C.DisableTorchFunction')\n",
                               "torch._C"),
+    # red team 7: members set by computed names in a class body; torch's members listed, one taken by name
+    "module-fact-class-vars": ("class P(nn.Module):\n    for k in ('state_' + 'dict',):\n        vars()[k] = len\n",
+                               "vars() in a class body (members set by names the scan cannot read)"),
+    "module-fact-class-locals": ("class P(nn.Module):\n    locals().update(members)\n",
+                                 "locals() in a class body (members set by names the scan cannot read)"),
+    "torch-getmembers": ("import inspect\nimport torch\nfound = dict(inspect.getmembers(torch))[name]\n",
+                         "getmembers(torch)"),
+    "torch-dir": ("import torch\nnames = [n for n in dir(torch) if n.endswith('attention')]\n", "dir(torch)"),
 }
 
 
@@ -258,6 +266,8 @@ class Attention(nn.Module):
 
     def extra_repr(self):
         return "attention"
+
+    print(vars(nn.Linear(2, 2))["in_features"], dir(math)[:1])  # bare in a class body reads; of a module it lists
 
 
 def helper(fn):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -883,3 +884,27 @@ def test_a_child_is_alive_by_its_pidfd_not_by_a_pid_another_process_may_hold():
         os.close(held)
         if its_own is not None:
             os.close(its_own)
+
+
+def _closed_python() -> str | None:
+    """The first folder on the way to this Python's standard library that others may not enter, or None."""
+    import sysconfig
+
+    parts = Path(sysconfig.get_paths()["stdlib"]).parts
+    closed = [Path(*parts[:i]) for i in range(2, len(parts) + 1) if not Path(*parts[:i]).stat().st_mode & 0o001]
+    return str(closed[0]) if closed else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or _closed_python() is None,
+                    reason="needs a root grader whose Python lies under a folder closed to others (pyenv in /root)")
+def test_a_python_the_learner_uid_cannot_read_is_refused_before_anything_is_graded():
+    """F1': as root without a mount namespace, the learner's uid cannot read a Python under a 0700 /root: every
+    hand-in importing a module the template had not imported would fail; the grader says so and grades nothing."""
+    import functools
+
+    with Template() as tpl:
+        assert "mount-ns" in tpl.isolation() or pytest.skip("no mount namespace here: the refusal is the default")
+    with Template() as tpl:
+        tpl.spawn = functools.partial(tpl.spawn, without=["namespaces"])  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match=re.escape(repr(_closed_python())) + ".*nothing was graded"):
+            tpl.isolation()

@@ -100,7 +100,8 @@ def child_main(
             reply["cuda_init_seconds"] = cuda_init_seconds
             send(sock, checked(reply, load_reply))
         elif op == "hello":
-            hello = {"isolation": isolation_name, "pid": pid, **config.get("contained", {})}
+            hello = {"isolation": isolation_name, "pid": pid, "unreadable": _unreadable_python(),
+                     **config.get("contained", {})}  # fmt: skip
             send(sock, checked(hello, hello_reply))
         elif op == "call":
             tensors = decode(blob) if blob else {}
@@ -220,6 +221,24 @@ def _warm_meta() -> None:
     scores = (a @ b.transpose(-2, -1)) / 2.0
     mask = torch.ones(3, 5, dtype=torch.bool, device="meta").triu(1)
     scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
+
+
+def _unreadable_python() -> str | None:
+    """The first folder of this Python (its standard library, its packages) this process may not read and enter:
+    a root grader's learner uid, where no mount namespace binds a 0700 ``/root`` holding pyenv back (F1')."""
+    import sysconfig
+
+    for path in dict.fromkeys(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")):
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:  # a folder on the way it may not enter
+            pass
+        if not os.access(path, os.R_OK | os.X_OK):
+            on_the_way = [*reversed(Path(path).parents), Path(path)][1:]  # "/root", "/root/.pyenv", …, the folder
+            return str(next((p for p in on_the_way if not os.access(p, os.X_OK)), path))
+    return None
 
 
 def _hold(pid: int) -> int | None:

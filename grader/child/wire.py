@@ -223,9 +223,11 @@ class _HelloReplyIsolation(TypedDict):
 
 
 class HelloReply(_HelloReplyIsolation, total=False):
-    """The answer to ``hello`` from a throwaway child: the isolation it got."""
+    """The answer to ``hello`` from a throwaway child: the isolation it got, and the first folder of this Python
+    its uid cannot read (or None)."""
 
     pid: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+    unreadable: Annotated[str, msgspec.Meta(max_length=4096)] | None
 
 
 def fit(value: Any, kind: Any) -> Any:

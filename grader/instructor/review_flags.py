@@ -32,10 +32,12 @@ to ``exec``/``eval``/``compile`` are all followed):
 - patching: assignment, ``del``, ``setattr``/``delattr`` (and
   ``object.__setattr__``…) on anything of torch (``torch.*``, ``F.*``, ``nn.*``,
   ``torch.Tensor.*``; ``torch.backends.*`` settings excepted) or of ``builtins``,
-  ``vars(torch)``;
+  ``vars(torch)``; ``vars``, ``dir``, ``inspect.getmembers`` of torch, ``sys`` … (every member, by a name read
+  at run time);
 - module facts: a class that overrides what the grader asks a module about
   (``state_dict``, ``named_buffers``, ``load_state_dict``, ``to``, ``__getattr__`` …),
-  or touches ``nn.Module`` internals (``_buffers``, ``_parameters``, state-dict hooks);
+  or touches ``nn.Module`` internals (``_buffers``, ``_parameters``, state-dict hooks), or sets members
+  by computed names in its body (``vars()[name] = …``, ``locals()``);
 - hidden access: ``getattr``/``setattr``/``delattr``/``hasattr`` with a computed
   name on torch, ``sys``, ``gc``, ``inspect``, ``builtins``, ``importlib`` or
   ``ctypes``; ``__import__``/``import_module`` of a computed name; ``exec``,
@@ -228,6 +230,11 @@ GETATTR_LIKE = frozenset({"builtins.getattr", "builtins.hasattr", "builtins.obje
 HANDED_ON = (GETATTR_LIKE | SETATTR_LIKE) - {"builtins.hasattr"}
 """Handed to ``functools.reduce``, ``map`` … a ``getattr`` reads a name the scan never sees at its call."""
 ATTRGETTERS = frozenset({"operator.attrgetter", "operator.methodcaller", "inspect.getattr_static"})
+MEMBER_LISTINGS = frozenset({"builtins.vars", "inspect.getmembers", "inspect.getmembers_static", "builtins.dir"})
+"""Of torch, ``sys`` …: every member, reached by a name read at run time (red team 7's 1b found torch's private
+fused kernel by ``inspect.getmembers``)."""
+CLASS_NAMESPACES = frozenset({"builtins.vars", "builtins.locals"})
+"""Called bare in a class body: the body's own namespace, where a key set by a computed name is a member."""
 ATTRIBUTE_DUNDERS = frozenset({"__getattribute__", "__getattr__", "__setattr__", "__delattr__"})
 """Called as methods (``x.__getattribute__(name)``), the same as ``getattr``/``setattr`` on ``x``."""
 IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
@@ -943,8 +950,9 @@ class _Scanner:
             for k in node.keywords
         ):
             self.add(node, "unpickling (torch.load without weights_only=True)")
-        elif "builtins.vars" in funcs and args and self._roots(args[0]) & SENSITIVE_ROOTS:
-            self.add(node, f"vars({sorted(self._roots(args[0]) & SENSITIVE_ROOTS)[0]})")
+        elif funcs & MEMBER_LISTINGS and args and self._roots(args[0]) & SENSITIVE_ROOTS:
+            listing = sorted(funcs & MEMBER_LISTINGS)[0].split(".", 1)[1]
+            self.add(node, f"{listing}({sorted(self._roots(args[0]) & SENSITIVE_ROOTS)[0]})")
 
     def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
         if isinstance(node, ast.Assign):
@@ -988,6 +996,9 @@ class _Scanner:
         bases = [b for b in node.bases if not (isinstance(b, ast.Name) and b.id == "object")]
         if not bases:
             return
+        for call in _class_scope_calls(node):  # ``vars()[name] = f`` in the body: members by computed names
+            if self.resolve(call.func) & CLASS_NAMESPACES and not call.args:
+                self.add(call, f"{ast.unparse(call)} in a class body (members set by names the scan cannot read)")
         for item in node.body:
             names: list[str] = []
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1000,3 +1011,17 @@ class _Scanner:
                     self.add(item, f"overrides Module.{name}")
                 elif name in TORCH_HOOK_DEFINITIONS and not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.add(item, f"defines {name}")
+
+
+def _class_scope_calls(node: ast.ClassDef) -> list[ast.Call]:
+    """The calls a class body makes in its own scope (not in the functions or classes it defines)."""
+    found: list[ast.Call] = []
+    todo: list[ast.AST] = list(node.body)
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(item, ast.Call):
+            found.append(item)
+        todo.extend(ast.iter_child_nodes(item))
+    return found

@@ -522,9 +522,16 @@ class Template:
             try:
                 child.send({"op": "hello"})
                 header, _ = child.receive(30.0)
-                self._isolation = str(header.get("isolation", "none"))
             finally:
                 child.close()
+            if header.get("unreadable"):  # every hand-in importing a module the template had not would fail
+                raise RuntimeError(
+                    f"learner processes (uid {header.get('uid')}) cannot read this Python's files under "
+                    f"{header['unreadable']!r}, and this machine gives them no mount namespace to bind them back in: "
+                    "run the grader from a Python that uid can read (a virtual environment outside that folder, "
+                    "/usr), or as an unprivileged user; nothing was graded"
+                )
+            self._isolation = str(header.get("isolation", "none"))
         return self._isolation
 
     def stop(self) -> None:

@@ -220,12 +220,14 @@ UNGAINFUL_LIES = {
     "lie_switches_by_configurator": "banned_softmax",
     "lie_redispatch": "banned_softmax",
     "lie_python_key_excluded": "banned_softmax",
+    # red team 7's 1: a fused attention kernel whose name holds neither banned name: banned by its word
+    "lie_fused_attention": "banned_sdpa",
 }
 
 
 def honest_source(name: str) -> str:
-    """The honest version: ``banned_softmax`` lives with the grader's own snippets, the others here."""
-    folder = learner_code.SNIPPETS if name == "banned_softmax" else SNIPPETS
+    """The honest version: ``banned_*`` live with the grader's own snippets, the others here."""
+    folder = learner_code.SNIPPETS if name.startswith("banned_") else SNIPPETS
     return assemble(name, folder)
 
 
@@ -248,7 +250,7 @@ def lie_grades():
     rubric = load_rubric()
     suite = build_suite(int(SEED), ("cpu",))
     points: dict[str, tuple[float, list[str]]] = {}
-    names = [*LIES, *UNGAINFUL_LIES] + sorted({honest for honest, _ in LIES.values()})
+    names = [*LIES, *UNGAINFUL_LIES] + sorted({honest for honest, _ in LIES.values()} | set(UNGAINFUL_LIES.values()))
     with Template() as template:
         for name in names:
             source = assemble(name) if name.startswith("lie_") else honest_source(name)
