@@ -370,15 +370,17 @@ def test_child_cwd_is_a_private_temp_dir_removed_on_close(template, spawn):
         JSON_HELPER
         + """
 import os
+import tempfile
 
 def probe():
     with open("scratch.txt", "w") as fh:
         fh.write("mine")
-    return _send(os.getcwd())
+    return _send([os.getcwd(), tempfile.gettempdir()])
 """
     )
-    cwd = Path(as_json(probe(child)))
+    cwd, temp = map(Path, as_json(probe(child)))
     assert cwd.resolve() == child.workdir.resolve()
+    assert temp.resolve() == cwd.resolve(), "tempfile's folder is not the child's own (the template's, cached?)"
     if "tmpfs-work" in template.isolation():  # its files are on a tmpfs of its mount namespace, not on the disk
         assert not (child.workdir / "scratch.txt").exists()
         cwd = Path(f"/proc/{child.pid}/root") / str(cwd.resolve()).lstrip("/")

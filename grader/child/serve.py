@@ -11,6 +11,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Collection
@@ -65,6 +66,7 @@ def child_main(
     config["output_fd"] = 2
     os.environ.clear()
     os.environ.update(config.get("env", {}))
+    tempfile.tempdir = None  # the template's, cached when torch was imported: a learner's is its TMPDIR
     isolation_name = "+".join(isolation) or "none"
     torch = _torch()
     torch.set_num_threads(1)
@@ -84,7 +86,7 @@ def child_main(
     call, receive, send, checked, peak = call_hook, recv_message, send_message, fit, _peak_rss_kib
     decode, encode, load = load_tensors, save_tensors, _load
     load_reply, hello_reply, call_reply, unreadable = LoadReply, HelloReply, CallReply, ProtocolError
-    interpreter, suppress, pid = sys, contextlib.suppress, os.getpid()
+    interpreter, suppress, pid, closed_python = sys, contextlib.suppress, os.getpid(), _unreadable_python
     _watch_spawns()  # before any learner code loads
     while True:
         try:
@@ -100,7 +102,7 @@ def child_main(
             reply["cuda_init_seconds"] = cuda_init_seconds
             send(sock, checked(reply, load_reply))
         elif op == "hello":
-            hello = {"isolation": isolation_name, "pid": pid, "unreadable": _unreadable_python(),
+            hello = {"isolation": isolation_name, "pid": pid, "unreadable": closed_python(),
                      **config.get("contained", {})}  # fmt: skip
             send(sock, checked(hello, hello_reply))
         elif op == "call":

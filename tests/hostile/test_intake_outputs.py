@@ -222,6 +222,7 @@ UNGAINFUL_LIES = {
     "lie_python_key_excluded": "banned_softmax",
     # red team 7's 1: a fused attention kernel whose name holds neither banned name: banned by its word
     "lie_fused_attention": "banned_sdpa",
+    "lie_compiled_softmax": "banned_softmax",  # traced by torch.compile, run as inductor's code
 }
 
 
