@@ -126,6 +126,8 @@ MAX_ENTRIES = 500
 """A zip may hold at most 500 entries (its manifest included), a folder at most 500 ``.py`` files."""
 MAX_WALKED = 20_000
 """Walking a folder stops (refused) after this many entries: a stray virtualenv, say."""
+MAX_FOLDER_DEPTH = 32
+"""A folder hand-in nests at most this deep (Python 3.11's ``os.walk`` recurses: 1200 levels crashed the class)."""
 MAX_NAME_LENGTH = 64
 """A student id (and a name :func:`safe_name` makes) holds at most 64 characters."""
 

@@ -83,6 +83,7 @@ from grader.handin import (
     KIT_PACKAGE,
     MANIFEST,
     MAX_ENTRIES,
+    MAX_FOLDER_DEPTH,
     MAX_NAME_LENGTH,
     MAX_NOTEBOOK_BYTES,
     MAX_PY_BYTES,
@@ -431,6 +432,8 @@ def _read_folder(path: Path, student: str) -> Submission:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not is_skipped_dir(d))
         here = Path(dirpath)
+        if len(here.relative_to(root).parts) >= MAX_FOLDER_DEPTH:
+            raise Refused(f"refused folder: nested more than {MAX_FOLDER_DEPTH} folders deep")
         walked += len(dirnames) + len(filenames)
         if walked > MAX_WALKED:
             raise Refused(f"refused folder: more than {MAX_WALKED} entries")
@@ -823,7 +826,7 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
         if e.is_symlink():
             members.append(child)
         elif e.is_dir(follow_symlinks=False):
-            if (child / GRADEBOOK).exists():
+            if _holds_gradebook(child):
                 skipped.append(Skipped(str(child), RESULTS_FOLDER))
             else:
                 members.append(child)
@@ -838,6 +841,15 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
         else:
             skipped.append(Skipped(str(child), NOT_A_HAND_IN))
     return members, skipped
+
+
+def _holds_gradebook(folder: Path) -> bool:
+    """``folder`` is one ``attnkit grade`` wrote; a folder its mode closes to this grader is a member, and its
+    error row says it cannot be read (a learner's ``chmod 000`` folder never stops the class: red team 7b)."""
+    try:
+        return (folder / GRADEBOOK).exists()
+    except OSError:
+        return False
 
 
 def class_members(path: Path) -> list[Path]:

@@ -184,3 +184,49 @@ def test_a_name_inside_a_folder_never_outranks_a_folder_the_instructor_named(tmp
     assert by_id["alice"].error is None
     inner = klass / "mallory" / "alice.py"
     assert not [s for s in intake.submissions if Path(s.source) == inner and s.student == "alice"]
+
+
+# --- red team 7b: a folder that cannot be walked or entered is its own error row, never the class's end ---------
+
+
+def test_a_folder_nested_past_the_cap_is_its_error_row_and_the_class_is_read(tmp_path):
+    """1200 folders deep, Python 3.11's ``os.walk`` recursed past its limit and the RecursionError ended the run;
+    the walk now stops at the cap, whatever lies below (40 levels here: a tree pytest's own cleanup can remove)."""
+    klass = tmp_path / "class"
+    (klass / "alice").mkdir(parents=True)
+    (klass / "alice" / "attention.py").write_text(SCORES, encoding="utf-8")
+    deep = klass.joinpath("mallory", *["d"] * 40)
+    deep.mkdir(parents=True)
+    (deep / "attention.py").write_text(SCORES, encoding="utf-8")
+    got = {s.student: s for s in collect([str(klass)]).submissions}
+    assert sorted(got) == ["alice", "mallory"]
+    assert got["alice"].error is None
+    assert "nested more than 32 folders deep" in str(got["mallory"].error), got["mallory"].error
+
+
+def test_a_member_folder_the_grader_may_not_enter_is_its_error_row(tmp_path, monkeypatch):
+    """An unprivileged grader and a learner's ``chmod 000`` folder (unzip restores it): a PermissionError on the
+    folder's contents, as that grader's, stopped the whole class (exit 2); root ignores the mode, so the refusal
+    is made here by the one call that meets it."""
+    klass = tmp_path / "class"
+    for sid in ("alice", "mallory"):
+        (klass / sid).mkdir(parents=True)
+        (klass / sid / "attention.py").write_text(SCORES, encoding="utf-8")
+    closed = klass / "mallory"
+    real_stat, real_scandir = os.stat, os.scandir
+
+    def as_another(real):
+        def call(path=".", *args, **kwargs):
+            name = Path(os.fsdecode(path)) if not isinstance(path, int) else None
+            if name is not None and (name == closed and real is real_scandir or name.parent == closed):
+                raise PermissionError(13, "Permission denied", os.fsdecode(path))
+            return real(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(os, "stat", as_another(real_stat))  # what is in it: stat (3.11's Path.exists), list
+    monkeypatch.setattr(os, "scandir", as_another(real_scandir))
+    got = {s.student: s for s in collect([str(klass)]).submissions}
+    assert sorted(got) == ["alice", "mallory"]
+    assert got["alice"].error is None
+    assert got["mallory"].error, "a folder nothing of which could be read was graded as empty"
