@@ -1036,7 +1036,9 @@ def collect(
                 else:
                     members, left = [p], _not_in_one(p)
             except OSError as exc:
-                raise IntakeError(f"{raw}: cannot list it ({exc.strerror or type(exc).__name__})") from None
+                if len(paths) == 1:  # the instructor's class folder: nothing to grade
+                    raise IntakeError(f"{raw}: cannot list it ({exc.strerror or type(exc).__name__})") from None
+                how, members, left = "one", [p], []  # one hand-in beside others: its own error row
             skipped += left
             if not members:
                 said = f" ({len(left)} skipped, listed)" if left else " (only hidden files, READMEs or OS debris)"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.instructor.intake import collect
+from grader.instructor.intake import IntakeError, collect
 from grader.instructor.roster import Roster
 
 SCORES = "def dot_product_scores(queries, keys):\n    return queries @ keys.transpose(-2, -1)\n"
@@ -204,15 +204,9 @@ def test_a_folder_nested_past_the_cap_is_its_error_row_and_the_class_is_read(tmp
     assert "nested more than 32 folders deep" in str(got["mallory"].error), got["mallory"].error
 
 
-def test_a_member_folder_the_grader_may_not_enter_is_its_error_row(tmp_path, monkeypatch):
-    """An unprivileged grader and a learner's ``chmod 000`` folder (unzip restores it): a PermissionError on the
-    folder's contents, as that grader's, stopped the whole class (exit 2); root ignores the mode, so the refusal
-    is made here by the one call that meets it."""
-    klass = tmp_path / "class"
-    for sid in ("alice", "mallory"):
-        (klass / sid).mkdir(parents=True)
-        (klass / sid / "attention.py").write_text(SCORES, encoding="utf-8")
-    closed = klass / "mallory"
+def close_to_the_grader(monkeypatch, closed: Path) -> None:
+    """``closed`` as a ``chmod 000`` folder is to an unprivileged grader: listing it or stat-ing what is in it
+    raises PermissionError (root ignores the mode, so the refusal is made by the calls that meet it)."""
     real_stat, real_scandir = os.stat, os.scandir
 
     def as_another(real):
@@ -226,7 +220,32 @@ def test_a_member_folder_the_grader_may_not_enter_is_its_error_row(tmp_path, mon
 
     monkeypatch.setattr(os, "stat", as_another(real_stat))  # what is in it: stat (3.11's Path.exists), list
     monkeypatch.setattr(os, "scandir", as_another(real_scandir))
+
+
+def test_a_member_folder_the_grader_may_not_enter_is_its_error_row(tmp_path, monkeypatch):
+    """An unprivileged grader and a learner's ``chmod 000`` folder (unzip restores it): a PermissionError on the
+    folder's contents, as that grader's, stopped the whole class (exit 2)."""
+    klass = tmp_path / "class"
+    for sid in ("alice", "mallory"):
+        (klass / sid).mkdir(parents=True)
+        (klass / sid / "attention.py").write_text(SCORES, encoding="utf-8")
+    close_to_the_grader(monkeypatch, klass / "mallory")
     got = {s.student: s for s in collect([str(klass)]).submissions}
     assert sorted(got) == ["alice", "mallory"]
     assert got["alice"].error is None
     assert got["mallory"].error, "a folder nothing of which could be read was graded as empty"
+
+
+def test_a_closed_folder_named_beside_other_hand_ins_is_its_error_row(tmp_path, monkeypatch):
+    """``attnkit grade alice.py mallory/``: the folder is one hand-in among those named, so it is its own
+    error row; named alone it is the class folder, and the run stops with a usage error naming it."""
+    (tmp_path / "alice.py").write_text(SCORES, encoding="utf-8")
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / "attention.py").write_text(SCORES, encoding="utf-8")
+    close_to_the_grader(monkeypatch, tmp_path / "mallory")
+    got = {s.student: s for s in collect([str(tmp_path / "alice.py"), str(tmp_path / "mallory")]).submissions}
+    assert sorted(got) == ["alice", "mallory"]
+    assert got["alice"].error is None
+    assert "cannot read it (Permission denied)" in str(got["mallory"].error), got["mallory"].error
+    with pytest.raises(IntakeError, match="mallory: cannot list it"):
+        collect([str(tmp_path / "mallory")])
