@@ -49,6 +49,10 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "a4": "scores_in_a_buffer",  # round 3: memory no op of the call returns, filled in place
     "a6": "scores_in_foreign_memory",
 }
+MODES_OFF = {  # the meter (a dispatch mode, also the local check's) sees none of these; the grader's allocator record
+    "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
+    "m1''": "allocator_record_off",  # and the allocator's record (the profiler) closed too
+}
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
 
@@ -429,11 +433,13 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("m9", f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds that many alone"),
         ("a4", "your call held at once as many elements as a whole"),
         ("a6", "your call held at once as many elements as a whole"),
+        ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
+        ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
     ],
-    ids=list(EVASIONS),
+    ids=[*EVASIONS, *MODES_OFF],
 )
 def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suite, template, evasion, phrase):
-    failed = failed_cases(graded(tmp_path, EVASIONS[evasion], chunked_suite, template))
+    failed = failed_cases(graded(tmp_path, {**EVASIONS, **MODES_OFF}[evasion], chunked_suite, template))
     assert set(failed) == {("long", "float32")}, failed  # full marks but for the memory rule
     assert phrase in failed["long", "float32"], failed["long", "float32"]
 
@@ -445,6 +451,19 @@ def test_honest_chunked_versions_pass_the_long_case_within_the_call_limit(tmp_pa
     assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
     assert [r.case for r in results if r.case.startswith("long")] == ["long"]  # passed: inside the call's time limit
     # its time: python benchmarks/long_sequence_cost.py (a benchmark, never a timed assertion)
+
+
+@linux_only
+def test_the_allocator_record_leaves_nothing_in_what_the_learner_printed(tmp_path, chunked_suite, template):
+    """Kineto writes a line to file descriptor 2 as a profiler session starts and stops: none of it is the learner's."""
+    from grader.instructor.intake import read_submission
+    from grader.instructor.submission_grading import grade_submission
+
+    path = tmp_path / "learner.py"
+    path.write_text(learner_code.alice_with(None), encoding="utf-8")
+    outcome = grade_submission(read_submission(path), chunked_suite, template, LIMITS)
+    assert [r.status for r in outcome.results if r.case == "long"] == [PASSED]
+    assert outcome.stats.output == "" and outcome.stats.printed.get(HOOK, "") == "", outcome.stats
 
 
 # --- the local check ----------------------------------------------------------------------------------------

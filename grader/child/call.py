@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .allocations import allocator_record
 from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, recording_show
 from .kernels import banned_op
 from .load import _relative, _torch
@@ -280,11 +281,12 @@ def _measured(reply: dict[str, Any], device: str, inputs: Iterable[Any] = ()) ->
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
     meter = _MemoryMeter(inputs)
+    allocated: dict[str, Any] = {}  # the allocator's record, which no mode switched off can hide
     try:
-        with meter:
+        with allocator_record(allocated) if device == "cpu" else contextlib.nullcontext(), meter:
             yield
     finally:
-        reply["memory"] = meter.facts()
+        reply["memory"] = {**meter.facts(), **allocated}
         if on_cuda:
             torch.cuda.synchronize(device)
             reply["memory"]["cuda_peak_bytes"] = max(0, torch.cuda.max_memory_allocated(device) - before)

@@ -293,6 +293,10 @@ def serve_template(
     import safetensors.torch  # noqa: F401 - warm the import for the children
     import torch  # noqa: F401
 
+    from .allocations import bind
+
+    bind()  # the allocator's record takes the profiler's entry points while no learner code has run
+
     with contextlib.suppress(Exception):  # libseccomp's binding, where installed (its import runs ldconfig)
         import pyseccomp  # noqa: F401
 

@@ -284,6 +284,8 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
     in the trial's dtype, and took no values out of torch (:func:`grader.rules.memory_bound`,
     :func:`grader.rules.memory_problem`; the child measures, in the calling thread: a call may start no other).
 
+    On the CPU the allocator's own peak (``grader.child.allocations``: the profiler's record, which no dispatch mode
+    switched off hides) is held to one batch-head's scores in bytes of the trial's dtype, as the meter's bytes are.
     On CUDA the peak of allocated memory is held to the whole ``(..., Tq, Tk)`` scores, in bytes of the trial's dtype
     (the allocator's peak counts its rounding and the kernels' workspaces too: the looser bound).
     """
@@ -297,6 +299,18 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
     problem = memory_problem(memory, rule, itemsize)
     if problem:
         return problem
+    if memory.get("cpu_record"):
+        return (
+            "torch's profiler, which records what your call allocates, was switched off or restarted during your "
+            "call: the grader cannot tell what it held; leave the profiler alone"
+        )
+    allocated = memory.get("cpu_peak_bytes")
+    if allocated is not None and allocated >= rule.bound * itemsize:
+        return (
+            f"torch's allocator gave your call {allocated:,} bytes at its peak, as many as a whole ({rule.scores[0]}, "
+            f"{rule.scores[1]}) matrix of scores of one batch-head ({rule.bound * itemsize:,} bytes), whatever "
+            "recording it stepped out of: walk the keys block by block"
+        )
     peak = memory.get("cuda_peak_bytes")
     if peak is not None and peak >= rule.whole * itemsize:
         return (
