@@ -3,9 +3,10 @@
     python benchmarks/long_sequence_cost.py              # the reference and full attention sliced, 5 runs each
     python benchmarks/long_sequence_cost.py --runs 10
 
-Times one call of the case's inputs in this process, plainly and under the child runtime's measuring mode
-(the peak memory held, what the long case asks the learner's process for), and prints the peak of elements
-each one held at once.  The grader's limit for one call is ``Limits.call_seconds``.  A benchmark, not a test:
+Times one call of the case's inputs in this process, plainly, under the child runtime's measuring mode
+(the peak memory held, what the long case asks the learner's process for), and under both that mode and the
+allocator's record (``grader.child.allocations``: what a CPU call runs under in the child), and prints the peak
+of elements each one held at once and the allocator's peak of bytes.  The grader's limit for one call is ``Limits.call_seconds``.  A benchmark, not a test:
 nothing here asserts a time.
 """
 
@@ -22,6 +23,7 @@ sys.path.insert(0, str(KIT))
 
 import torch  # noqa: E402
 
+from grader.child.allocations import allocator_record  # noqa: E402
 from grader.child.call import _MemoryMeter  # noqa: E402
 from grader.instructor.cases import make_cases  # noqa: E402
 from grader.instructor.sandbox import Limits  # noqa: E402
@@ -41,7 +43,7 @@ def main() -> None:
     solutions = {"reference": reference.chunked_attention, "full-attention-sliced": by_id("full-attention-sliced")}
     solutions["full-attention-sliced"] = solutions["full-attention-sliced"].overrides["chunked_attention"]
     for name, fn in solutions.items():
-        plain, measured, peak = [], [], 0
+        plain, measured, recorded, peak, record = [], [], [], 0, {}
         for _ in range(runs):
             started = time.perf_counter()
             fn(**args)
@@ -52,9 +54,14 @@ def main() -> None:
                 fn(**args)
             measured.append(time.perf_counter() - started)
             peak = meter.peak_elements
+            started = time.perf_counter()
+            with allocator_record(record), _MemoryMeter():
+                fn(**args)
+            recorded.append(time.perf_counter() - started)
         print(
             f"{name:>22}: median {statistics.median(plain):.3f} s plain, {statistics.median(measured):.3f} s measured"
-            f" (max {max(measured):.3f} s); held at its peak {peak:,} elements"
+            f" (max {max(measured):.3f} s), {statistics.median(recorded):.3f} s measured and recorded;"
+            f" held at its peak {peak:,} elements; the allocator's peak {record.get('cpu_peak_bytes', 0):,} bytes"
         )
 
 
