@@ -52,6 +52,7 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
 MODES_OFF = {  # the meter (a dispatch mode, also the local check's) sees none of these; the grader's allocator record
     "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
     "m1''": "allocator_record_off",  # and the allocator's record (the profiler) closed too
+    "rt8-a4": "allocator_record_forged",  # red team 8: the record closed by a public call, a forged one opened
 }
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
@@ -435,6 +436,7 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("a6", "your call held at once as many elements as a whole"),
         ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
+        ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),
     ],
     ids=[*EVASIONS, *MODES_OFF],
 )

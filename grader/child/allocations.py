@@ -3,9 +3,11 @@
 The memory meter (``call._MemoryMeter``) is a dispatch mode, and code can step out of the modes
 (``_disable_current_modes``, reached by routes the review scan cannot read: round 5's m1).  The
 allocator reports every allocation to the profiler whatever modes are on, so the call runs inside a
-profiler session that records memory only.  The session is checked to be the one opened here: a
-marker allocation of a size drawn per call (the session's first event) must be in it, and closing
-it must succeed.  A session switched off or replaced during the call is reported as such.
+profiler session that records memory only.  The session is checked to be the one opened here:
+closing it must succeed, it must have started before the call did, and a marker allocation of a
+size drawn per call must be its first event.  A session switched off or replaced during the call
+(red team 8's a4: closed with a public ``profile().__exit__()``, which hands its record, marker and
+all, to the call, then opened anew) is reported as such.
 
 :func:`bind` takes what it uses while no learner code has run (the template, before it forks).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +37,7 @@ def bind() -> None:
         _bound.update(
             profile=profiler.profile, disable=_disable_profiler, tree=_ProfilerResult.experimental_event_tree,
             allocation=_EventType.Allocation, empty=torch.empty, uint8=torch.uint8, sorted=sorted,
+            started=_ProfilerResult.trace_start_ns, now=time.time_ns,
         )  # fmt: skip
 
 
@@ -49,6 +53,7 @@ def allocator_record(record: dict[str, Any]) -> Iterator[None]:
     session = _bound["profile"](use_kineto=True, profile_memory=True)
     with _stderr_dropped():
         session.__enter__()
+    opened = _bound["now"]()  # a session the call opens starts after this (its record says when it started)
     marker = _bound["empty"](size, dtype=_bound["uint8"])
     del marker
     try:
@@ -59,6 +64,8 @@ def allocator_record(record: dict[str, Any]) -> Iterator[None]:
                 results = _bound["disable"]()
             except RuntimeError:  # no session open: the call closed it
                 results = None
+        if results is not None and _bound["started"](results) > opened:
+            results = None  # the call closed this session (its record, marker and all, is the call's) and opened one
         record.update(_peak(results, size))
 
 
