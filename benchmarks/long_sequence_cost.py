@@ -6,8 +6,8 @@
 Times one call of the case's inputs in this process, plainly, under the child runtime's measuring mode
 (the peak memory held, what the long case asks the learner's process for), and under both that mode and the
 allocator's record (``grader.child.allocations``: what a CPU call runs under in the child), and prints the peak
-of elements each one held at once and the allocator's peak of bytes.  The grader's limit for one call is ``Limits.call_seconds``.  A benchmark, not a test:
-nothing here asserts a time.
+of elements each one held at once and the allocator's peak of bytes.  The grader's limit for one call is
+``Limits.call_seconds``.  A benchmark, not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations

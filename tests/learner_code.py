@@ -56,15 +56,15 @@ def alice_with(snippet: str | None, folder: Path = SNIPPETS, fills: Mapping[str,
     return source + f"\n\n# --- {path.relative_to(KIT).as_posix()} ---\n{extra}"
 
 
-def graded_snippet(folder: Path, snippet: str, suite, template, limits=None) -> list:
-    """Alice with ``snippet`` (:func:`alice_with`) written to ``folder/learner.py`` and graded in ``template``:
-    the results (``grade_submission``), under ``limits`` (the grader's own by default)."""
+def graded_snippet(folder: Path, snippet: str, suite, template, limits=None, snippets: Path = SNIPPETS) -> list:
+    """Alice with ``snippet`` (:func:`alice_with`, from ``snippets``) written to ``folder/learner.py`` and graded
+    in ``template``: the results (``grade_submission``), under ``limits`` (the grader's own by default)."""
     from grader.instructor.intake import read_submission
     from grader.instructor.sandbox import Limits
     from grader.instructor.submission_grading import grade_submission
 
     path = folder / "learner.py"
-    path.write_text(alice_with(snippet), encoding="utf-8")
+    path.write_text(alice_with(snippet, snippets), encoding="utf-8")
     submission = read_submission(path)
     assert submission.error is None, submission.error
     return grade_submission(submission, suite, template, limits or Limits()).results

@@ -49,7 +49,7 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "a4": "scores_in_a_buffer",  # round 3: memory no op of the call returns, filled in place
     "a6": "scores_in_foreign_memory",
 }
-MODES_OFF = {  # the meter (a dispatch mode, also the local check's) sees none of these; the grader's allocator record
+MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the local check's too) sees none of these
     "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
     "m1''": "allocator_record_off",  # and the allocator's record (the profiler) closed too
     "rt8-a4": "allocator_record_forged",  # red team 8: the record closed by a public call, a forged one opened
@@ -396,7 +396,9 @@ def chunked_suite():
 
 
 def graded(tmp_path, snippet, suite, template):
-    return learner_code.graded_snippet(tmp_path, snippet, suite, template, LIMITS)
+    hostile = snippet in MODES_OFF.values()  # lies: the review scan flags how they reach the switches
+    snippets = learner_code.HOSTILE_SNIPPETS if hostile else learner_code.SNIPPETS
+    return learner_code.graded_snippet(tmp_path, snippet, suite, template, LIMITS, snippets)
 
 
 def failed_cases(results):

@@ -122,6 +122,20 @@ FLAGGED = {
                          "getattr handed on as a value (its name computed elsewhere)"),
     "attrgetter-computed": ("import operator\noperator.attrgetter('_' + x)\n",
                             "operator.attrgetter with a computed name that may be private"),
+    # red team 8: private paths read by a string walker, constant or with a computed part
+    "private-path-in-a-string": (
+        "import operator, torch\noperator.attrgetter('autograd.' + '_disable_profiler')(torch)\n",
+        "a path to a private attribute in a string",
+    ),
+    "get-field-private-path": ("import string, torch\nstring.Formatter().get_field("
+                               "'0.utils._python_dispatch._disable_current_modes', (torch,), {})\n",
+                               "a path to a private attribute in a string"),
+    "get-field-computed": ("import string, torch\nstring.Formatter().get_field(''.join(parts), (torch,), {})\n",
+                           "get_field with a computed field name that may be private"),
+    "attrgetter-dotted-computed": ("import operator, torch\noperator.attrgetter('utils.' + part)(torch)\n",
+                                   "operator.attrgetter with a computed name that may be private"),
+    "format-field-private": ("import torch\n'{0.utils._python_dispatch}'.format(torch)\n",
+                             "a format field that reads a private attribute"),
     "private-stdlib-module": ("import _thread\n", "private module _thread"),
     "through-torch-sys": ("import torch\ntorch.sys.modules['__ma' + 'in__']\n", "sys.modules"),
     "through-os-sys": ("import os\nm = os.sys\nm.modules\n", "sys.modules"),
@@ -251,6 +265,8 @@ class Attention(nn.Module):
             setattr(self, "W_" + part, getattr(self, f"extra{0}"))
         for name in PROJECTIONS:  # red team facts4 A10: names from a tuple of the module's
             setattr(self, name, nn.Linear(d_in, d_out))
+        self.layers = [operator.attrgetter("W_" + part)(self) for part in ("query", "key")]
+        print("{0.shape} {1:.3f} {2[0]}".format(self.W.weight, 1.0, [f"w_{i}" for i in range(2)]))
 
     def _heads(self, projection, x):  # red team facts4 A11: the name from the file's own calls
         return getattr(self, projection)(x)

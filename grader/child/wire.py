@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 import types
-from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Annotated, Any, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 import msgspec
 
@@ -175,7 +175,7 @@ class MemoryFacts(TypedDict, total=False):
     converted: Annotated[list[Short], msgspec.Meta(max_length=16)]  # Tensor.numpy and the like, called
     cuda_peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)] | None
     cpu_peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)]  # the CPU allocator's (``allocations``)
-    cpu_record: Literal["switched off"]  # the allocator's record was closed or replaced during the call
+    cpu_record: Short  # "switched off": the allocator's record was closed or replaced during the call
 
 
 class _CallReplyId(TypedDict):

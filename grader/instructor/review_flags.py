@@ -246,6 +246,10 @@ MAX_SHOWN_CHARS = 200
 """A finding's file and construct are each cut to this many characters (a learner's string can be any length)."""
 
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_ATTRIBUTE_PATH = re.compile(r"\w+(?:\.\w+)+")  # "autograd._disable_profiler", "0.utils._python_dispatch"
+_PRIVATE_FIELD = re.compile(r"\{[^{}!:\s]*\._[^{}]*\}")  # a str.format field: "{0._C}", "{x.utils._internal}"
+FIELD_READERS = frozenset({"get_field", "get_value", "vformat", "format_map"})
+"""``string.Formatter``'s (and ``str.format_map``): each reads attributes named in a string it is handed."""
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
@@ -518,6 +522,10 @@ def _string_constructs(text: str) -> Iterator[str]:
     elif _DOTTED.fullmatch(text) and "." in text and text.split(".")[0] in SENSITIVE_ROOTS:
         for construct in path_constructs(text):
             yield f"{construct} (named in a string)"
+    elif _ATTRIBUTE_PATH.fullmatch(text) and any(part.startswith("_") for part in text.split(".")[1:]):
+        yield "a path to a private attribute in a string"  # for attrgetter, get_field … (red team 8)
+    elif _PRIVATE_FIELD.search(text):
+        yield "a format field that reads a private attribute"  # "{0.utils._python_dispatch…}".format(torch)
 
 
 def _targets(node: ast.expr) -> Iterator[ast.expr]:
@@ -809,6 +817,19 @@ class _Scanner:
                     allowed.add(id(b))
         return allowed
 
+    def _path_may_be_hidden(self, node: ast.expr) -> bool:
+        """Whether a computed dotted name (``attrgetter``'s ``"autograd." + part``) may reach a private attribute:
+        when its start may be private, or a part after a dot is computed."""
+        if self._may_be_hidden(node):
+            return True
+        if isinstance(node, ast.BinOp):
+            known = _constant_str(node.left)
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            known = _constant_str(node.values[0])
+        else:  # a name bound to constants: each is read by the string rules where it is written
+            return False
+        return known is None or "." in known
+
     def _may_be_hidden(self, node: ast.expr, depth: int = 0) -> bool:
         """Whether a computed attribute name may be a private or dunder one (``"__%s__" % "globals"``).
 
@@ -914,8 +935,12 @@ class _Scanner:
                     self.add(node, f"{'deletion' if 'del' in verb else 'assignment'} of {path}.{name}")
             if patching and not self.resolve(target) and _chain_root(target) in PATCHABLE_BY_NAME:
                 self.add(node, f"assignment of {ast.unparse(target)}.{name}")
-        elif funcs & ATTRGETTERS and any(_constant_str(a) is None and self._may_be_hidden(a) for a in args):
+        elif funcs & ATTRGETTERS and any(_constant_str(a) is None and self._path_may_be_hidden(a) for a in args):
             self.add(node, f"{sorted(funcs & ATTRGETTERS)[0]} with a computed name that may be private")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in FIELD_READERS and args and (
+            _constant_str(args[0]) is None and self._path_may_be_hidden(args[0])
+        ):
+            self.add(node, f"{node.func.attr} with a computed field name that may be private")
         elif funcs & RESOLVERS:
             named = _constant_str(args[0]) if args else None
             if named is None:
