@@ -54,6 +54,7 @@ MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the loca
     "m1''": "allocator_record_off",  # and the allocator's record (the profiler) closed too
     "rt8-a4": "allocator_record_forged",  # red team 8: the record closed by a public call, a forged one opened
 }
+FOREIGN = {"rt8-a2": "scores_in_bytearray_slabs"}  # red team 8: memory torch never allocated; the grader's record only
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
 
@@ -439,11 +440,12 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),
+        ("rt8-a2", "your call used torch.frombuffer: a tensor over memory torch did not allocate"),
     ],
-    ids=[*EVASIONS, *MODES_OFF],
+    ids=[*EVASIONS, *MODES_OFF, *FOREIGN],
 )
 def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suite, template, evasion, phrase):
-    failed = failed_cases(graded(tmp_path, {**EVASIONS, **MODES_OFF}[evasion], chunked_suite, template))
+    failed = failed_cases(graded(tmp_path, {**EVASIONS, **MODES_OFF, **FOREIGN}[evasion], chunked_suite, template))
     assert set(failed) == {("long", "float32")}, failed  # full marks but for the memory rule
     assert phrase in failed["long", "float32"], failed["long", "float32"]
 

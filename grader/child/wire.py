@@ -176,6 +176,7 @@ class MemoryFacts(TypedDict, total=False):
     cuda_peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)] | None
     cpu_peak_bytes: Annotated[int, msgspec.Meta(ge=0, le=2**50)]  # the CPU allocator's (``allocations``)
     cpu_record: Short  # "switched off": the allocator's record was closed or replaced during the call
+    foreign: Annotated[list[Short], msgspec.Meta(max_length=16)]  # tensors made over memory torch never allocated
 
 
 class _CallReplyId(TypedDict):

@@ -304,6 +304,11 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
             "torch's profiler, which records what your call allocates, was switched off or restarted during your "
             "call: the grader cannot tell what it held; leave the profiler alone"
         )
+    if memory.get("foreign"):
+        return (
+            f"your call used {', '.join(str(f) for f in memory['foreign'])}: a tensor over memory torch did not "
+            "allocate (a bytearray, an mmap, a numpy array) escapes what the grader measures; compute with torch"
+        )
     allocated = memory.get("cpu_peak_bytes")
     if allocated is not None and allocated >= rule.bound * itemsize:
         return (

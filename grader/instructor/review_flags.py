@@ -43,7 +43,10 @@ to ``exec``/``eval``/``compile`` are all followed):
   ``ctypes``; ``__import__``/``import_module`` of a computed name; ``exec``,
   ``eval`` or ``compile`` of anything but a constant string (which is scanned
   in turn); string constants naming any of the above (``"_C"``, ``"f_back"``,
-  ``"torch._C"``…), as handed to ``operator.attrgetter`` and the like.
+  ``"torch._C"``…), as handed to ``operator.attrgetter`` and the like; a dotted path to a
+  private attribute in a string (``"utils._python_dispatch._disable_current_modes"``, as
+  ``string.Formatter().get_field`` walks it), a format field that reads one (``"{0._C}"``),
+  and ``attrgetter``/``get_field`` of a dotted name with a computed part.
 
 - code that runs what the scan cannot read: unpickling (``pickle``, ``_pickle``, ``marshal``, ``shelve``,
   ``dill``, ``cloudpickle``, ``joblib``; ``torch.load`` without ``weights_only=True``), loading code from a
