@@ -145,10 +145,18 @@ class MemoryRule(NamedTuple):
     """``(Tq, Tk)``, for the message."""
     whole: int
     """The elements of the whole ``(..., Tq, Tk)`` scores: what the GPU's peak is held to."""
+    kept: int
+    """In a causal call, the scores of one batch-head the mask keeps (its triangle, red team 8's a6), where a chunked
+    version stays well below it: no call may hold that many elements at once either; else ``bound``."""
 
 
 def memory_bound(
-    queries: tuple[int, ...], keys: tuple[int, ...], values: tuple[int, ...], chunk_size: int, itemsize: int = 4
+    queries: tuple[int, ...],
+    keys: tuple[int, ...],
+    values: tuple[int, ...],
+    chunk_size: int,
+    itemsize: int = 4,
+    causal: bool = False,
 ) -> MemoryRule | None:
     """The memory rule of a chunked exercise for these shapes, or None where it cannot tell a chunked version apart.
 
@@ -188,8 +196,9 @@ def memory_bound(
     if 2 * needed > bound or 2 * needed * WIDEST_ITEMSIZE > bound * itemsize:
         return None
     whole = math.prod(batch) * bound
+    kept = sum(max(0, min(num_keys, i + 1 + num_keys - num_queries)) for i in range(num_queries)) if causal else bound
     return MemoryRule(bound, needed, (*batch, num_queries, block), (*batch, num_queries, value_dim),
-                      (num_queries, num_keys), whole)  # fmt: skip
+                      (num_queries, num_keys), whole, kept if 2 * needed <= kept else bound)  # fmt: skip
 
 
 WIDEST_ITEMSIZE = 8
@@ -230,6 +239,11 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) 
         some = f"though none of its tensors is that large (the largest: {_shape(largest)}{made})"
         ask = "What do you still hold from earlier blocks when you make the next one?"
         return f"{held}, {some}; {needs}. {ask} {advice}"
+    if peak >= rule.kept:
+        return (
+            f"your call held at once every score a causal call keeps of one batch-head, or more: {peak:,} at its peak "
+            f"(the bound: {rule.kept:,}, the unmasked part of ({tq}, {tk})); {needs}. {advice}"
+        )
     held_bytes = int(memory.get("peak_bytes") or 0)
     if held_bytes >= rule.bound * itemsize:
         return (
@@ -417,7 +431,8 @@ def _memory_rule(hook: str, arguments: dict[str, Any]) -> MemoryRule | None:
     if queries.device.type == "meta":  # type: ignore[union-attr]
         return None
     q, k, v = (tuple(t.shape) for t in tensors)  # type: ignore[union-attr]
-    return memory_bound(q, k, v, chunk, queries.element_size())  # type: ignore[union-attr]
+    causal = arguments.get("causal") is True
+    return memory_bound(q, k, v, chunk, queries.element_size(), causal)  # type: ignore[union-attr]
 
 
 class RuledSolution:

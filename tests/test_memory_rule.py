@@ -48,6 +48,7 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "m9": "scores_as_integers",
     "a4": "scores_in_a_buffer",  # round 3: memory no op of the call returns, filled in place
     "a6": "scores_in_foreign_memory",
+    "rt8-a6": "scores_causal_triangle",  # red team 8: every unmasked score of a causal call, under the whole matrix
 }
 MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the local check's too) sees none of these
     "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
@@ -242,8 +243,20 @@ def test_the_bound_of_the_long_case_and_its_messages():
     rule = memory_bound(*SHAPES, CHUNK)
     needed = BATCH * HEADS * TOKENS * (4 * CHUNK + 4 * DV + 2 * D)  # worked out by hand: memory_bound's docstring
     block, sums = (BATCH, HEADS, TOKENS, CHUNK), (BATCH, HEADS, TOKENS, DV)
-    assert rule == MemoryRule(MATRIX, needed, block, sums, (TOKENS, TOKENS), BATCH * HEADS * MATRIX)
+    assert rule == MemoryRule(MATRIX, needed, block, sums, (TOKENS, TOKENS), BATCH * HEADS * MATRIX, MATRIX)
     assert 2 * needed <= MATRIX  # the long case leaves a chunked version room for twice its temporaries
+    triangle = TOKENS * (TOKENS + 1) // 2  # causal: row i keeps keys 0..i
+    causal = memory_bound(*SHAPES, CHUNK, causal=True)
+    assert causal == rule._replace(kept=triangle) and 2 * needed <= triangle
+    assert memory_problem(facts(triangle - 1, [triangle - 1], "cat"), causal) is None
+    held = memory_problem(facts(triangle, [TOKENS, 64], "mm"), causal)
+    assert held.startswith(
+        f"your call held at once every score a causal call keeps of one batch-head, or more: {triangle:,} at its "
+        f"peak (the bound: {triangle:,}, the unmasked part of ({TOKENS}, {TOKENS})); a chunked version holds about"
+    ), held
+    assert memory_problem(facts(triangle, [TOKENS, 64], "mm"), rule) is None  # not causal: the whole matrix bounds
+    wide = memory_bound((1, 64, 16), (1, 4096, 16), (1, 4096, 24), 8, causal=True)  # Tq < Tk: rows keep Tk - Tq + i + 1
+    assert wide is not None and wide.kept == sum(4096 - 64 + i + 1 for i in range(64))
     one = memory_problem(facts(MATRIX + 5, [TOKENS, 1, TOKENS], "mm"), rule)
     assert one == (
         f"your call held at once as many elements as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head "
@@ -328,9 +341,13 @@ def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
     with meter:
         out = snippet_hook(EVASIONS[evasion])(q, k, v, CHUNK, True)
     torch.testing.assert_close(out.double(), gold, rtol=1e-5, atol=1e-5)  # right values: the memory is the catch
-    problem = memory_problem(meter.facts(), memory_bound(*SHAPES, CHUNK))
+    rule = memory_bound(*SHAPES, CHUNK, causal=True)  # the call is causal: its kept scores are the triangle
+    problem = memory_problem(meter.facts(), rule)
     if evasion == "m2":
         assert problem.startswith("your call used Tensor.numpy, Tensor.__array__: "), problem
+    elif evasion == "rt8-a6":
+        assert rule.kept <= meter.peak_elements < MATRIX, meter.peak_elements
+        assert problem.startswith("your call held at once every score a causal call keeps of one batch-head"), problem
     else:
         assert meter.peak_elements >= MATRIX, evasion
         assert problem.startswith("your call held at once as many elements as a whole"), problem
@@ -437,6 +454,7 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("m9", f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds that many alone"),
         ("a4", "your call held at once as many elements as a whole"),
         ("a6", "your call held at once as many elements as a whole"),
+        ("rt8-a6", "your call held at once every score a causal call keeps of one batch-head, or more: "),
         ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),

@@ -276,7 +276,7 @@ def memory_rule(case: Case, itemsize: int) -> MemoryRule | None:
     """The memory rule of a chunked case given in a dtype of ``itemsize`` bytes (:func:`grader.rules.memory_bound`)."""
     args = case.args
     q, k, v = (tuple(args[name].shape) for name in ("queries", "keys", "values"))
-    return memory_bound(q, k, v, args["chunk_size"], itemsize)
+    return memory_bound(q, k, v, args["chunk_size"], itemsize, args.get("causal") is True)
 
 
 def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
