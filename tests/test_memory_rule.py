@@ -490,6 +490,26 @@ def test_the_allocator_record_leaves_nothing_in_what_the_learner_printed(tmp_pat
     assert outcome.stats.output == "" and outcome.stats.printed.get(HOOK, "") == "", outcome.stats
 
 
+@linux_only
+def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked_suite, template, monkeypatch):
+    """The meter and the allocator's record slow an honest chunked call 6 to 30 times (red team 8b: three honest
+    versions timed out at 10 s): the long case waits MEASURED_CALL_FACTOR times the call limit, the others once."""
+    from grader.instructor import submission_grading
+
+    waited: dict[str, float] = {}
+    read = submission_grading._read_reply
+
+    def timed(child, trial, call_id, timeout):
+        waited[trial.case.name] = timeout
+        return read(child, trial, call_id, timeout)
+
+    monkeypatch.setattr(submission_grading, "_read_reply", timed)
+    graded(tmp_path, None, chunked_suite, template)
+    factor = submission_grading.MEASURED_CALL_FACTOR
+    assert factor > 1 and waited.pop("long") == factor * LIMITS.call_seconds
+    assert waited and set(waited.values()) == {LIMITS.call_seconds}, waited
+
+
 # --- the local check ----------------------------------------------------------------------------------------
 
 

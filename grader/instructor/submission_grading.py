@@ -53,6 +53,10 @@ from grader.rules import banned_message
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
 
 MAX_RESTARTS = 6
+MEASURED_CALL_FACTOR = 4
+"""A call whose memory is measured may take this many times the call limit: the meter (a dispatch mode, Python at
+every op) and the allocator's record run inside it and slow an honest chunked version 6 to 30 times (red team 8b:
+three honest versions timed out at 10 s); the hand-in's own time limit still bounds it."""
 PRINTED_PER_HOOK = 8 * 1024
 """At most this many characters of what one exercise's calls printed are kept (each call's part is capped too)."""
 STORED_MESSAGE_BYTES = 1 << 20
@@ -382,7 +386,8 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
         return every_trial(student, batch.trials, FAILED, exc.reason)
     for i, trial in enumerate(batch.trials):
         try:
-            reply, outputs = _read_reply(child, trial, first + i, session.limits.call_seconds)
+            limit = session.limits.call_seconds * (MEASURED_CALL_FACTOR if trial.case.measure_memory else 1)
+            reply, outputs = _read_reply(child, trial, first + i, limit)
         except ChildGone as exc:
             reason = exc.reason
         except MalformedReply as exc:
