@@ -80,6 +80,19 @@ def host_pids_with_arg(token: str) -> list[int]:
     return found
 
 
+def started_with_arg(token: str, seconds: float = 5.0) -> list[int]:
+    """:func:`host_pids_with_arg`, once it finds one (or ``seconds`` pass).
+
+    ``Popen`` returns once the new program's exec has closed its descriptors,
+    which is before the kernel has set its arguments: on a loaded machine its
+    ``cmdline`` is empty a while longer (a CI run found none at once).
+    """
+    deadline = time.monotonic() + seconds
+    while not (found := host_pids_with_arg(token)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
 def kill_if_alive(pid: int) -> None:
     """Clean up a process one of our probes started (by its pid, nothing broader)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -405,7 +418,7 @@ def test_close_kills_the_whole_process_group(spawn):
         """
     )
     probe(child)
-    (sleeper,) = host_pids_with_arg(token)
+    (sleeper,) = started_with_arg(token)
     try:
         assert proc_stat(sleeper)[2] == child.pid, "the sleeper should be in the child's process group"
         child.close()
@@ -430,7 +443,7 @@ def test_close_kills_a_process_that_left_the_group(spawn):
         """
     )
     probe(child)
-    (escaped,) = host_pids_with_arg(token)
+    (escaped,) = started_with_arg(token)
     try:
         assert proc_stat(escaped)[2] != child.pid  # it did leave the child's process group
         child.close()
@@ -462,10 +475,7 @@ def _leave_a_sleeper(child: Child, token: str) -> int:
                 "entry": "probe.py", "hooks": ["probe"]})  # fmt: skip
     child.receive(FAST.load_seconds)
     probe(child)
-    deadline = time.monotonic() + 5
-    while not host_pids_with_arg(token) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    (escaped,) = host_pids_with_arg(token)
+    (escaped,) = started_with_arg(token)
     return escaped
 
 
