@@ -220,7 +220,7 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) 
     if converted:
         return (
             f"your call used {', '.join(converted)}: the grader measures the memory torch's tensors hold, and a "
-            "numpy array, a Python list or raw storage escapes it; compute with torch"
+            "numpy array, a Python list, raw storage or packed weights escape it; compute with torch"
         )
     tq, tk = rule.scores
     matrix = f"a whole ({tq}, {tk}) matrix of scores of one batch-head"

@@ -56,6 +56,7 @@ MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the loca
     "rt8-a4": "allocator_record_forged",  # red team 8: the record closed by a public call, a forged one opened
 }
 FOREIGN = {"rt8-a2": "scores_in_bytearray_slabs"}  # red team 8: memory torch never allocated; the grader's record only
+PACKED = {"rt8-a10": "scores_in_packed_weights"}  # red team 8: fbgemm's packed weights, which no tensor holds
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
 
@@ -164,6 +165,21 @@ def test_the_meter_notes_every_value_taken_out_of_torch(convert, name):
     meter = measured(convert, torch.randn(3, 4))
     assert meter.converted == [name]
     assert measured(lambda t: (t.sum().item(), repr(t), t.shape), torch.randn(3, 4)).converted == []
+
+
+@pytest.mark.parametrize(
+    "pack, name",
+    [
+        (lambda w: torch.ops.quantized.linear_prepack_fp16(w), "quantized.linear_prepack_fp16.default"),
+        (lambda w: torch.fbgemm_pack_gemm_matrix_fp16(w), "torch.fbgemm_pack_gemm_matrix_fp16"),
+    ],
+    ids=["prepack-op", "fbgemm-function"],
+)
+def test_the_meter_notes_weights_packed_where_no_tensor_holds_them(pack, name):
+    if not torch.backends.quantized.supported_engines or "fbgemm" not in torch.backends.quantized.supported_engines:
+        pytest.skip("this torch has no fbgemm: nothing packs outside its tensors")
+    assert measured(pack, torch.randn(64, 32)).converted == [name]
+    assert measured(lambda w: torch.nn.functional.linear(torch.randn(3, 32), w), torch.randn(64, 32)).converted == []
 
 
 def test_only_calls_that_ask_are_measured():
@@ -275,7 +291,7 @@ def test_the_bound_of_the_long_case_and_its_messages():
     numpy = memory_problem(facts(0, converted=["Tensor.numpy", "Tensor.__array__"]), rule)
     assert numpy == (
         "your call used Tensor.numpy, Tensor.__array__: the grader measures the memory torch's tensors hold, and a "
-        "numpy array, a Python list or raw storage escapes it; compute with torch"
+        "numpy array, a Python list, raw storage or packed weights escape it; compute with torch"
     )
 
 
@@ -459,11 +475,14 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a2", "your call used torch.frombuffer: a tensor over memory torch did not allocate"),
+        ("rt8-a10", "your call used quantized.linear_prepack_fp16.default: the grader measures the memory torch's"),
     ],
-    ids=[*EVASIONS, *MODES_OFF, *FOREIGN],
+    ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED],
 )
 def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suite, template, evasion, phrase):
-    failed = failed_cases(graded(tmp_path, {**EVASIONS, **MODES_OFF, **FOREIGN}[evasion], chunked_suite, template))
+    failed = failed_cases(
+        graded(tmp_path, {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED}[evasion], chunked_suite, template)
+    )
     assert set(failed) == {("long", "float32")}, failed  # full marks but for the memory rule
     assert phrase in failed["long", "float32"], failed["long", "float32"]
 
