@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import torch
 
+from grader.child.call import FOREIGN as NOT_ALLOCATED
 from grader.child.call import _MemoryMeter, call_hook
 from grader.instructor.cases import LONG, make_cases, memory_rule
 from grader.instructor.replies import CallReply, MalformedReply, decode
@@ -54,8 +55,13 @@ MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the loca
     "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
     "m1''": "allocator_record_off",  # and the allocator's record (the profiler) closed too
     "rt8-a4": "allocator_record_forged",  # red team 8: the record closed by a public call, a forged one opened
+    "rt8-a2-off": "scores_in_bytearray_with_modes_off",  # red team 8's a2 below the modes: the allocator's record
 }
 FOREIGN = {"rt8-a2": "scores_in_bytearray_slabs"}  # red team 8: memory torch never allocated; the grader's record only
+UNALLOCATED = {  # memory torch never allocated, reached by a maker the grader does not wrap, or before the call
+    "rt8-a1-before": "scores_in_numpy_made_before_the_call",
+    "rt8-a2-asarray": "scores_in_asarray_slabs",
+}
 PACKED = {"rt8-a10": "scores_in_packed_weights"}  # red team 8: fbgemm's packed weights, which no tensor holds
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
@@ -165,6 +171,26 @@ def test_the_meter_notes_every_value_taken_out_of_torch(convert, name):
     meter = measured(convert, torch.randn(3, 4))
     assert meter.converted == [name]
     assert measured(lambda t: (t.sum().item(), repr(t), t.shape), torch.randn(3, 4)).converted == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.from_numpy(np.ones((4, 4), dtype=np.float32)),
+        lambda: torch.frombuffer(bytearray(64), dtype=torch.float32),
+        lambda: torch.asarray(memoryview(bytearray(64)).cast("f")),
+        lambda: torch.as_tensor(np.ones(16, dtype=np.float32)),
+    ],
+    ids=["from_numpy", "frombuffer", "asarray-buffer", "as_tensor-array"],
+)
+def test_the_meter_notes_memory_torch_did_not_allocate_whenever_it_was_made(make):
+    made_before = make()  # before the call: no maker of it is called while the call is measured
+    assert measured(lambda t: t.clone(), made_before).converted == []  # the call's inputs are its own
+    assert measured(lambda: made_before.sum()).converted == [NOT_ALLOCATED]  # read by an op
+    assert measured(lambda: made_before.copy_(torch.zeros(made_before.shape))).converted == [NOT_ALLOCATED]
+    assert measured(lambda: make() * 2).converted == [NOT_ALLOCATED]  # made in the call
+    honest = measured(lambda: torch.as_tensor([1.0, 2.0]) + torch.asarray(torch.ones(2)) + torch.tensor(np.ones(2)))
+    assert honest.converted == []
 
 
 @pytest.mark.parametrize(
@@ -359,8 +385,11 @@ def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
     torch.testing.assert_close(out.double(), gold, rtol=1e-5, atol=1e-5)  # right values: the memory is the catch
     rule = memory_bound(*SHAPES, CHUNK, causal=True)  # the call is causal: its kept scores are the triangle
     problem = memory_problem(meter.facts(), rule)
-    if evasion == "m2":
-        assert problem.startswith("your call used Tensor.numpy, Tensor.__array__: "), problem
+    if evasion == "m2":  # and the numpy array made a tensor again
+        assert problem.startswith(f"your call used Tensor.numpy, Tensor.__array__, {NOT_ALLOCATED}: "), problem
+    elif evasion == "a6":  # a bytearray: what it held is weighed, and what it is named first
+        assert meter.peak_elements >= MATRIX, evasion
+        assert problem.startswith(f"your call used {NOT_ALLOCATED}: "), problem
     elif evasion == "rt8-a6":
         assert rule.kept <= meter.peak_elements < MATRIX, meter.peak_elements
         assert problem.startswith("your call held at once every score a causal call keeps of one batch-head"), problem
@@ -465,24 +494,26 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
     "evasion, phrase",
     [
         ("m1", f"your tensor ({TOKENS}, 1, {TOKENS}), made by "),
-        ("m2", "your call used Tensor.numpy, Tensor.__array__: the grader measures the memory torch's tensors hold"),
+        ("m2", "your call used Tensor.numpy, Tensor.__array__, memory torch did not allocate (from_numpy, frombuffer"),
         ("m3", f"though none of its tensors is that large (the largest: ({TOKENS}, {TOKENS // 2}), made by mm)"),
         ("m9", f"your tensor ({TOKENS}, {TOKENS}), made by mm, holds that many alone"),
         ("a4", "your call held at once as many elements as a whole"),
-        ("a6", "your call held at once as many elements as a whole"),
+        ("a6", "your call used memory torch did not allocate (from_numpy"),
         ("rt8-a6", "your call held at once every score a causal call keeps of one batch-head, or more: "),
         ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),
-        ("rt8-a2", "your call used torch.frombuffer: a tensor over memory torch did not allocate"),
+        ("rt8-a2-off", "your call used torch.frombuffer: a tensor over memory torch did not allocate"),
+        ("rt8-a2", "your call used memory torch did not allocate (from_numpy"),
         ("rt8-a10", "your call used quantized.linear_prepack_fp16.default: the grader measures the memory torch's"),
+        ("rt8-a1-before", "your call used memory torch did not allocate (from_numpy"),
+        ("rt8-a2-asarray", "your call used memory torch did not allocate (from_numpy"),
     ],
-    ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED],
+    ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED, *UNALLOCATED],
 )
 def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suite, template, evasion, phrase):
-    failed = failed_cases(
-        graded(tmp_path, {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED}[evasion], chunked_suite, template)
-    )
+    snippet = {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED, **UNALLOCATED}[evasion]
+    failed = failed_cases(graded(tmp_path, snippet, chunked_suite, template))
     assert set(failed) == {("long", "float32")}, failed  # full marks but for the memory rule
     assert phrase in failed["long", "float32"], failed["long", "float32"]
 
@@ -555,7 +586,7 @@ def test_the_local_check_fails_one_batch_head_at_a_time_however_it_is_held(snipp
     q, k, v = long_inputs()
     local = ruled_snippet(snippet)
     local.chunked_attention(q, k, v, CHUNK, causal=True)
-    assert local.pending and local.pending[0].startswith(("your call held at once", "your call used Tensor.numpy"))
+    assert local.pending and local.pending[0].startswith(("your call held at once", "your call used "))
 
 
 @pytest.mark.parametrize("snippet", HONEST)

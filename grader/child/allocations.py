@@ -44,11 +44,12 @@ def bind() -> None:
 
 FOREIGN_MAKERS = (
     ("torch", "frombuffer"), ("torch", "from_numpy"), ("torch", "from_file"), ("torch", "from_dlpack"),
-    ("torch.utils.dlpack", "from_dlpack"), ("torch.UntypedStorage", "from_buffer"),
-    ("torch.UntypedStorage", "from_file"),
+    ("torch", "asarray"), ("torch", "as_tensor"), ("torch.utils.dlpack", "from_dlpack"),
+    ("torch.UntypedStorage", "from_buffer"), ("torch.UntypedStorage", "from_file"),
 )  # fmt: skip
-"""Where a tensor or storage is made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, a numpy
-array): the allocator's record cannot weigh it (red team 8's a1, a2, a3, a5), so a measured call may not make one."""
+"""Where a tensor or storage may be made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, a
+numpy array): the allocator's record cannot weigh it (red team 8's a1, a2, a3, a5), so a measured call may not make
+one.  What one of them makes is noted when its storage cannot be resized: memory torch did not allocate."""
 
 _foreign: list[str] = []  # what the measured call now running made over foreign memory
 _recording = [False]
@@ -59,6 +60,7 @@ def _note_foreign_memory(torch: Any) -> None:
     import functools
     import importlib
 
+    disabled, tensor = torch._C.DisableTorchFunction, torch.Tensor  # bound before any learner code runs
     for owner_name, name in FOREIGN_MAKERS:
         owner = importlib.import_module(owner_name) if owner_name != "torch.UntypedStorage" else torch.UntypedStorage
         made = getattr(owner, name, None)
@@ -67,9 +69,13 @@ def _note_foreign_memory(torch: Any) -> None:
         shown = f"{owner_name}.{name}"
 
         def noted(*args: Any, _made: Any = made, _shown: str = shown, **kwargs: Any) -> Any:
+            result = _made(*args, **kwargs)
             if _recording[0] and _shown not in _foreign:
-                _foreign.append(_shown)
-            return _made(*args, **kwargs)
+                with disabled():  # the grader's own look at the storage is no conversion of the learner's
+                    storage = result.untyped_storage() if isinstance(result, tensor) else result
+                    if not storage.resizable():
+                        _foreign.append(_shown)
+            return result
 
         functools.update_wrapper(noted, made)
         setattr(owner, name, staticmethod(noted) if owner_name == "torch.UntypedStorage" else noted)

@@ -117,6 +117,9 @@ CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", 
 """Tensor methods that carry a tensor's values out of torch (a numpy array, a Python list, raw memory): memory
 the measuring mode cannot see, so a measured call may not call them (:func:`grader.rules.memory_problem`)."""
 
+FOREIGN = "memory torch did not allocate (from_numpy, frombuffer, as_tensor of an array or a buffer)"
+"""What the meter notes when an op of a measured call is given a tensor over such memory."""
+
 PACKERS = ("fbgemm_pack_gemm_matrix_fp16", "fbgemm_pack_quantized_matrix", "_wrapped_linear_prepack")
 """torch functions that keep a matrix packed in fbgemm's own memory behind a small handle tensor: memory neither
 the measuring mode nor torch's allocator sees, so a measured call may not call them.  An op that hands back
@@ -154,6 +157,7 @@ class _MemoryMeter:
         self.op = ""
         self._largest_key = 0
         self.converted: list[str] = []
+        self.foreign_seen = False
         self._live: dict[int, list[Any]] = {}  # id(storage) -> [ref, base bytes, bytes, itemsize, elements, shape, op]
         self._heap: list[tuple[int, int, int]] = []  # (-elements, order, id): the largest live, lazily
         self._order = 0
@@ -161,6 +165,7 @@ class _MemoryMeter:
         unsafe_view = torch.ops.aten._unsafe_view.default  # a view whose schema does not say so
         disabled = torch._C.DisableTorchFunction  # the meter's own storage reads are no learner's conversion
         script_object = torch.ScriptObject  # what a packing op hands back
+        copies = {torch.ops.aten.lift_fresh.default, torch.ops.aten._to_copy.default}  # torch.tensor(an array)
 
         kinds: dict[Any, tuple[str, tuple[tuple[int, str], ...], tuple[bool, ...]]] = {}
         # op -> (its name, the arguments it writes into (position, name), which of its returns are new)
@@ -177,6 +182,9 @@ class _MemoryMeter:
                     )
                     kind = kinds[func] = (name, written, new or (True,))
                 op, written, new = kind
+                if not meter.foreign_seen and func not in copies:
+                    with disabled():
+                        meter._note_foreign(args, kwargs)
                 if written:  # in place or out=: what it writes into is weighed before it runs
                     with disabled():
                         for i, name in written:
@@ -204,6 +212,23 @@ class _MemoryMeter:
                 return func(*args, **(kwargs or {}))
 
         self._modes = (Converted(), Weigh())
+
+    def _note_foreign(self, args: tuple, kwargs: dict) -> None:
+        """Note :data:`FOREIGN` once, when an op is given a tensor over memory torch's allocator did not give (its
+        storage cannot be resized: ``from_numpy``, ``frombuffer``, ``as_tensor`` or ``asarray`` of an array, a
+        ``bytearray`` or an ``mmap``, ``from_dlpack``, ``from_file``), made during the call or before it, but for
+        the call's inputs: numpy's memory, or a ``bytearray``'s, is weighed by neither record (red team 8's a1, a3).
+        ``torch.tensor`` of an array copies it into torch's memory (``lift_fresh``, ``_to_copy``): not noted.
+        """
+        torch = _torch()
+        for arg in (*args, *kwargs.values()):
+            for value in arg if isinstance(arg, (list, tuple)) else (arg,):
+                if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.layout == torch.strided:
+                    storage = value.untyped_storage()
+                    if id(storage) not in self._input_keys and not storage.resizable():
+                        self.foreign_seen = True
+                        self.converted.append(FOREIGN)
+                        return
 
     def _weigh(self, tensor: Any, op: str, new: bool | None, renamed: bool = False) -> None:
         """Weigh ``tensor``'s storage: ``new`` from an op that made it, False under one that views it, None
