@@ -378,7 +378,13 @@ def _device_list(value: str | None) -> list[str] | None:
     help="A rubric TOML file of points per exercise over the hook table's defaults "
     "(default: the kit's grader/instructor/rubric.toml).",
 )
-@click.option("--timeout", type=float, default=None, help="Seconds a single call may take (default 10).")
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Seconds a single call may take (default 10); a call whose memory is measured (chunked_attention's long "
+    "case) may take 4 times as long.",
+)
 @click.option(
     "--isolation",
     type=click.Choice(["auto", "strict"]),

@@ -541,6 +541,16 @@ def test_the_allocator_record_leaves_nothing_in_what_the_learner_printed(tmp_pat
 
 
 @linux_only
+def test_grade_help_says_how_long_a_measured_call_may_take():
+    from click.testing import CliRunner
+
+    from grader.cli import main
+    from grader.instructor.submission_grading import MEASURED_CALL_FACTOR
+
+    text = " ".join(CliRunner().invoke(main, ["grade", "--help"]).output.split())
+    assert f"measured (chunked_attention's long case) may take {MEASURED_CALL_FACTOR} times as long" in text
+
+
 def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked_suite, template, monkeypatch):
     """The meter and the allocator's record slow an honest chunked call 6 to 30 times (red team 8b: three honest
     versions timed out at 10 s): the long case waits MEASURED_CALL_FACTOR times the call limit, the others once."""
