@@ -14,6 +14,7 @@ from rich.table import Table
 
 from grader.handin import kit_version
 from grader.registry import HOOK_NAMES, Solution
+from grader.rules import MEASURED_CALL_FACTOR
 
 LANG_OPTION = click.option(
     "--lang",
@@ -383,7 +384,7 @@ def _device_list(value: str | None) -> list[str] | None:
     type=float,
     default=None,
     help="Seconds a single call may take (default 10); a call whose memory is measured (chunked_attention's long "
-    "case) may take 4 times as long.",
+    f"case) may take {MEASURED_CALL_FACTOR} times as long.",
 )
 @click.option(
     "--isolation",

@@ -36,6 +36,7 @@ __all__ = [
     "DEVICE_ERRORS",
     "IN_PLACE",
     "KEY_AXIS_LABEL",
+    "MEASURED_CALL_FACTOR",
     "MemoryRule",
     "QUERY_AXIS_LABEL",
     "RuleBroken",
@@ -201,6 +202,11 @@ def memory_bound(
                       (num_queries, num_keys), whole, kept if 2 * needed <= kept else bound)  # fmt: skip
 
 
+MEASURED_CALL_FACTOR = 4
+"""A call whose memory is measured may take this many times the call limit: the meter (a dispatch mode, Python at
+every op) and the allocator's record run inside it and slow an honest chunked version 6 to 30 times (red team 8b:
+three honest versions timed out at 10 s); the hand-in's own time limit still bounds it."""
+
 WIDEST_ITEMSIZE = 8
 """The bytes of one float64 element: the widest dtype a chunked version may compute in, whatever it is given."""
 
@@ -249,6 +255,40 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) 
         return (
             f"your call held at once as many bytes as {matrix} in the queries' dtype or more: {held_bytes:,} at its "
             f"peak (the bound: {rule.bound * itemsize:,}), in elements wider than the queries'; {needs}. {advice}"
+        )
+    return _allocator_problem(memory, rule, itemsize)
+
+
+def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int) -> str | None:
+    """What the allocators' records (``grader.child.allocations``, where the grader runs them) say against the rule.
+
+    On the CPU the allocator's own peak (the profiler's record, which no dispatch mode switched off hides) is held
+    to one batch-head's scores in bytes of the queries' dtype, as the meter's bytes are.  On CUDA the peak of
+    allocated memory is held to the whole ``(..., Tq, Tk)`` scores (it counts the allocator's rounding and the
+    kernels' workspaces too: the looser bound).
+    """
+    if memory.get("cpu_record"):
+        return (
+            "torch's profiler, which records what your call allocates, was switched off or restarted during your "
+            "call: the grader cannot tell what it held; leave the profiler alone"
+        )
+    if memory.get("foreign"):
+        return (
+            f"your call used {', '.join(str(f) for f in memory['foreign'])}: a tensor over memory torch did not "
+            "allocate (a bytearray, an mmap, a numpy array) escapes what the grader measures; compute with torch"
+        )
+    allocated = memory.get("cpu_peak_bytes")
+    if allocated is not None and allocated >= rule.bound * itemsize:
+        return (
+            f"torch's allocator gave your call {allocated:,} bytes at its peak, as many as a whole ({rule.scores[0]}, "
+            f"{rule.scores[1]}) matrix of scores of one batch-head ({rule.bound * itemsize:,} bytes), whatever "
+            "recording it stepped out of: walk the keys block by block"
+        )
+    peak = memory.get("cuda_peak_bytes")
+    if peak is not None and peak >= rule.whole * itemsize:
+        return (
+            f"your call allocated {peak} bytes on the GPU at its peak, as much as the full (..., Tq, Tk) scores "
+            f"({rule.whole * itemsize} bytes): walk the keys block by block"
         )
     return None
 

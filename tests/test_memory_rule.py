@@ -545,7 +545,7 @@ def test_grade_help_says_how_long_a_measured_call_may_take():
     from click.testing import CliRunner
 
     from grader.cli import main
-    from grader.instructor.submission_grading import MEASURED_CALL_FACTOR
+    from grader.rules import MEASURED_CALL_FACTOR
 
     text = " ".join(CliRunner().invoke(main, ["grade", "--help"]).output.split())
     assert f"measured (chunked_attention's long case) may take {MEASURED_CALL_FACTOR} times as long" in text
@@ -554,6 +554,7 @@ def test_grade_help_says_how_long_a_measured_call_may_take():
 def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked_suite, template, monkeypatch):
     """The meter and the allocator's record slow an honest chunked call 6 to 30 times (red team 8b: three honest
     versions timed out at 10 s): the long case waits MEASURED_CALL_FACTOR times the call limit, the others once."""
+    from grader import rules
     from grader.instructor import submission_grading
 
     waited: dict[str, float] = {}
@@ -565,7 +566,7 @@ def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked
 
     monkeypatch.setattr(submission_grading, "_read_reply", timed)
     graded(tmp_path, None, chunked_suite, template)
-    factor = submission_grading.MEASURED_CALL_FACTOR
+    factor = rules.MEASURED_CALL_FACTOR
     assert factor > 1 and waited.pop("long") == factor * LIMITS.call_seconds
     assert waited and set(waited.values()) == {LIMITS.call_seconds}, waited
 

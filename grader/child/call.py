@@ -157,7 +157,6 @@ class _MemoryMeter:
         self.op = ""
         self._largest_key = 0
         self.converted: list[str] = []
-        self.foreign_seen = False
         self._live: dict[int, list[Any]] = {}  # id(storage) -> [ref, base bytes, bytes, itemsize, elements, shape, op]
         self._heap: list[tuple[int, int, int]] = []  # (-elements, order, id): the largest live, lazily
         self._order = 0
@@ -166,6 +165,23 @@ class _MemoryMeter:
         disabled = torch._C.DisableTorchFunction  # the meter's own storage reads are no learner's conversion
         script_object = torch.ScriptObject  # what a packing op hands back
         copies = {torch.ops.aten.lift_fresh.default, torch.ops.aten._to_copy.default}  # torch.tensor(an array)
+        tensor, strided, inputs, converted = torch.Tensor, torch.strided, self._input_keys, self.converted
+
+        def note_foreign(args: tuple, kwargs: dict) -> None:
+            """Note :data:`FOREIGN` once, when an op is given a tensor over memory torch's allocator did not give
+            (its storage cannot be resized: ``from_numpy``, ``frombuffer``, ``as_tensor`` or ``asarray`` of an
+            array, a ``bytearray`` or an ``mmap``, ``from_dlpack``, ``from_file``), made during the call or before
+            it, but for the call's inputs: numpy's memory, or a ``bytearray``'s, is weighed by neither record (red
+            team 8's a1, a3).  ``torch.tensor`` of an array copies it into torch's memory (``lift_fresh``,
+            ``_to_copy``): not noted.
+            """
+            for arg in (*args, *kwargs.values()):
+                for value in arg if isinstance(arg, (list, tuple)) else (arg,):
+                    if isinstance(value, tensor) and value.device.type == "cpu" and value.layout == strided:
+                        storage = value.untyped_storage()
+                        if id(storage) not in inputs and not storage.resizable():
+                            converted.append(FOREIGN)
+                            return
 
         kinds: dict[Any, tuple[str, tuple[tuple[int, str], ...], tuple[bool, ...]]] = {}
         # op -> (its name, the arguments it writes into (position, name), which of its returns are new)
@@ -182,9 +198,9 @@ class _MemoryMeter:
                     )
                     kind = kinds[func] = (name, written, new or (True,))
                 op, written, new = kind
-                if not meter.foreign_seen and func not in copies:
+                if func not in copies and FOREIGN not in converted:
                     with disabled():
-                        meter._note_foreign(args, kwargs)
+                        note_foreign(args, kwargs)
                 if written:  # in place or out=: what it writes into is weighed before it runs
                     with disabled():
                         for i, name in written:
@@ -212,23 +228,6 @@ class _MemoryMeter:
                 return func(*args, **(kwargs or {}))
 
         self._modes = (Converted(), Weigh())
-
-    def _note_foreign(self, args: tuple, kwargs: dict) -> None:
-        """Note :data:`FOREIGN` once, when an op is given a tensor over memory torch's allocator did not give (its
-        storage cannot be resized: ``from_numpy``, ``frombuffer``, ``as_tensor`` or ``asarray`` of an array, a
-        ``bytearray`` or an ``mmap``, ``from_dlpack``, ``from_file``), made during the call or before it, but for
-        the call's inputs: numpy's memory, or a ``bytearray``'s, is weighed by neither record (red team 8's a1, a3).
-        ``torch.tensor`` of an array copies it into torch's memory (``lift_fresh``, ``_to_copy``): not noted.
-        """
-        torch = _torch()
-        for arg in (*args, *kwargs.values()):
-            for value in arg if isinstance(arg, (list, tuple)) else (arg,):
-                if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.layout == torch.strided:
-                    storage = value.untyped_storage()
-                    if id(storage) not in self._input_keys and not storage.resizable():
-                        self.foreign_seen = True
-                        self.converted.append(FOREIGN)
-                        return
 
     def _weigh(self, tensor: Any, op: str, new: bool | None, renamed: bool = False) -> None:
         """Weigh ``tensor``'s storage: ``new`` from an op that made it, False under one that views it, None

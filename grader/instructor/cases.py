@@ -282,13 +282,8 @@ def memory_rule(case: Case, itemsize: int) -> MemoryRule | None:
 def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
     """The call never held as many elements at once as one batch-head's whole ``(Tq, Tk)`` scores, nor as many bytes
     in the trial's dtype, and took no values out of torch (:func:`grader.rules.memory_bound`,
-    :func:`grader.rules.memory_problem`; the child measures, in the calling thread: a call may start no other).
-
-    On the CPU the allocator's own peak (``grader.child.allocations``: the profiler's record, which no dispatch mode
-    switched off hides) is held to one batch-head's scores in bytes of the trial's dtype, as the meter's bytes are.
-    On CUDA the peak of allocated memory is held to the whole ``(..., Tq, Tk)`` scores, in bytes of the trial's dtype
-    (the allocator's peak counts its rounding and the kernels' workspaces too: the looser bound).
-    """
+    :func:`grader.rules.memory_problem`, the allocators' records among them; the child measures, in the calling
+    thread: a call may start no other)."""
     itemsize = torch.empty((), dtype=getattr(torch, trial.dtype)).element_size()
     rule = memory_rule(trial.case, itemsize)
     if rule is None:
@@ -296,33 +291,7 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
     memory = facts.get("memory")
     if not memory or memory.get("peak_elements") is None:
         return "the grader could not measure the memory your call used (no record of it came back)"
-    problem = memory_problem(memory, rule, itemsize)
-    if problem:
-        return problem
-    if memory.get("cpu_record"):
-        return (
-            "torch's profiler, which records what your call allocates, was switched off or restarted during your "
-            "call: the grader cannot tell what it held; leave the profiler alone"
-        )
-    if memory.get("foreign"):
-        return (
-            f"your call used {', '.join(str(f) for f in memory['foreign'])}: a tensor over memory torch did not "
-            "allocate (a bytearray, an mmap, a numpy array) escapes what the grader measures; compute with torch"
-        )
-    allocated = memory.get("cpu_peak_bytes")
-    if allocated is not None and allocated >= rule.bound * itemsize:
-        return (
-            f"torch's allocator gave your call {allocated:,} bytes at its peak, as many as a whole ({rule.scores[0]}, "
-            f"{rule.scores[1]}) matrix of scores of one batch-head ({rule.bound * itemsize:,} bytes), whatever "
-            "recording it stepped out of: walk the keys block by block"
-        )
-    peak = memory.get("cuda_peak_bytes")
-    if peak is not None and peak >= rule.whole * itemsize:
-        return (
-            f"your call allocated {peak} bytes on the GPU at its peak, as much as the full (..., Tq, Tk) scores "
-            f"({rule.whole * itemsize} bytes): walk the keys block by block"
-        )
-    return None
+    return memory_problem(memory, rule, itemsize)
 
 
 def _zero_rows(rows: slice) -> Property:

@@ -48,15 +48,11 @@ from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
 from grader.instructor.witnessed import WHERE, witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
-from grader.rules import banned_message
+from grader.rules import MEASURED_CALL_FACTOR, banned_message
 
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
 
 MAX_RESTARTS = 6
-MEASURED_CALL_FACTOR = 4
-"""A call whose memory is measured may take this many times the call limit: the meter (a dispatch mode, Python at
-every op) and the allocator's record run inside it and slow an honest chunked version 6 to 30 times (red team 8b:
-three honest versions timed out at 10 s); the hand-in's own time limit still bounds it."""
 PRINTED_PER_HOOK = 8 * 1024
 """At most this many characters of what one exercise's calls printed are kept (each call's part is capped too)."""
 STORED_MESSAGE_BYTES = 1 << 20
