@@ -7,11 +7,16 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import site
 import sys
 import time
 import traceback
+import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from gc import disable as _stop_collecting
+from gc import enable as _collect
+from gc import isenabled as _collecting
 from typing import Any
 
 from .allocations import allocator_record
@@ -113,9 +118,50 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
     return Recorder()
 
 
-CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", "storage", "data_ptr")
-"""Tensor methods that carry a tensor's values out of torch (a numpy array, a Python list, raw memory): memory
-the measuring mode cannot see, so a measured call may not call them (:func:`grader.rules.memory_problem`)."""
+CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", "storage", "data_ptr", "__reduce_ex__",
+               "share_memory_")  # fmt: skip
+"""Tensor methods that carry a tensor's values out of torch (a numpy array, a Python list, raw memory, a pickle's
+bytes: ``torch.save``): memory the measuring mode cannot see, so a measured call may not call them
+(:func:`grader.rules.memory_problem`)."""
+
+_LIBRARIES = tuple(
+    dict.fromkeys(
+        os.path.join(folder, "")
+        for place in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages(),
+                      site.getusersitepackages(), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        for folder in (place, os.path.realpath(place))
+    )
+) + ("<",)  # fmt: skip
+"""Where Python's, the libraries' and the grader's own code lives (taken before any learner code runs), and code
+made from text (``<string>``: a dataclass's ``__init__``, a namedtuple's; what the learner's code makes so is the
+witness's, ``grader.child.witness``); code from any other file is the learner's (:func:`_watch_nested`)."""
+
+
+def _watch_nested(noted: list[str]) -> tuple[list[Any], Callable[..., None]]:
+    """``(handing, watch)``: a profile function that notes ``"<function> (your code ran inside it)"`` in ``noted``
+    when learner code starts while ``handing[-1]`` (a function or an operator a mode hands on) runs.
+
+    A mode steps aside while the function it was handed runs: code that function calls back (``Tensor.apply_``'s
+    callback, a subclass's ``__torch_function__``, an attribute's ``__deepcopy__``, a custom operator's Python
+    kernel) runs unmeasured and unrecorded (round 9's a3 took the whole scores to numpy inside ``apply_``).  So
+    each mode, while the function it hands on runs, notes it in ``handing`` (None while the meter's own code
+    runs) and makes ``watch`` the profile function (``sys.setprofile``), which looks for a frame of code outside
+    :data:`_LIBRARIES`.
+    """
+    libraries, setprofile = _LIBRARIES, sys.setprofile
+    handing: list[Any] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        func = handing[-1] if handing else None
+        if func is not None and event == "call" and not frame.f_code.co_filename.startswith(libraries):
+            name = f"torch.ops.{func}" if hasattr(func, "_schema") else _func_name(func)  # an operator, a function
+            shown = f"{name} (your code ran inside it)"
+            if shown not in noted:
+                noted.append(shown)
+            setprofile(None)  # once is enough: the rest of the call runs unwatched
+
+    return handing, watch
+
 
 FOREIGN = "memory torch did not allocate (from_numpy, frombuffer, as_tensor of an array or a buffer)"
 """What the meter notes when an op of a measured call is given a tensor over such memory."""
@@ -166,6 +212,15 @@ class _MemoryMeter:
         script_object = torch.ScriptObject  # what a packing op hands back
         copies = {torch.ops.aten.lift_fresh.default, torch.ops.aten._to_copy.default}  # torch.tensor(an array)
         tensor, strided, inputs, converted = torch.Tensor, torch.strided, self._input_keys, self.converted
+        (handing, watch), getprofile, setprofile = _watch_nested(converted), sys.getprofile, sys.setprofile
+        builtins = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                    types.MethodWrapperType)  # fmt: skip
+        values = {torch.Tensor, torch.nn.Parameter, int, float, bool, complex, str, type(None), slice, type(...),
+                  torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format}  # fmt: skip
+
+        def plain(items: Iterable[Any]) -> bool:
+            """Only values that call nothing back: tensors, numbers, slices, dtypes … (and tuples, lists of them)."""
+            return all(type(v) in values or (type(v) in (tuple, list) and plain(v)) for v in items)
 
         def note_foreign(args: tuple, kwargs: dict) -> None:
             """Note :data:`FOREIGN` once, when an op is given a tensor over memory torch's allocator did not give
@@ -188,35 +243,41 @@ class _MemoryMeter:
 
         class Weigh(dispatch_base):  # type: ignore[misc, valid-type]
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                kind = kinds.get(func)
-                if kind is None:
-                    schema, name = func._schema, str(getattr(func, "__name__", func)).split(".")[0]
-                    new = tuple(r.alias_info is None and func is not unsafe_view for r in schema.returns)
-                    written = tuple(
-                        (i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info and a.alias_info.is_write
-                    )
-                    kind = kinds[func] = (name, written, new or (True,))
-                op, written, new = kind
-                if func not in copies and FOREIGN not in converted:
-                    with disabled():
-                        note_foreign(args, kwargs)
-                if written:  # in place or out=: what it writes into is weighed before it runs
-                    with disabled():
-                        for i, name in written:
-                            arg = args[i] if i < len(args) else kwargs.get(name)
-                            for value in arg if isinstance(arg, (list, tuple)) else (arg,):
-                                if isinstance(value, torch.Tensor):
-                                    meter._weigh(value, op, new=None)
-                out = func(*args, **kwargs)
+                handing.append(None)  # the meter's own bookkeeping: nothing handed on
+                try:
+                    return weigh(func, args, kwargs or {})
+                finally:
+                    handing.pop()
+
+        def weigh(func: Any, args: tuple, kwargs: dict) -> Any:
+            kind = kinds.get(func)
+            if kind is None:
+                schema, name = func._schema, str(getattr(func, "__name__", func)).split(".")[0]
+                new = tuple(r.alias_info is None and func is not unsafe_view for r in schema.returns)
+                written = tuple(
+                    (i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info and a.alias_info.is_write
+                )
+                kind = kinds[func] = (name, written, new or (True,))
+            op, written, new = kind
+            if func not in copies and FOREIGN not in converted:
                 with disabled():
-                    for i, value in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
-                        if isinstance(value, torch.Tensor):
-                            meter._weigh(value, op, new[min(i, len(new) - 1)], renamed=func is unsafe_view)
-                        elif isinstance(value, script_object) and str(func) not in meter.converted:
-                            meter.converted.append(str(func))  # packed weights: held by no tensor (red team 8's a10)
-                meter._note_peak()
-                return out
+                    note_foreign(args, kwargs)
+            if written:  # in place or out=: what it writes into is weighed before it runs
+                with disabled():
+                    for i, name in written:
+                        arg = args[i] if i < len(args) else kwargs.get(name)
+                        for value in arg if isinstance(arg, (list, tuple)) else (arg,):
+                            if isinstance(value, torch.Tensor):
+                                meter._weigh(value, op, new=None)
+            out = func(*args, **kwargs)  # a kernel of the learner's own is torch.library's: the scan's flag
+            with disabled():
+                for i, value in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
+                    if isinstance(value, torch.Tensor):
+                        meter._weigh(value, op, new[min(i, len(new) - 1)], renamed=func is unsafe_view)
+                    elif isinstance(value, script_object) and str(func) not in meter.converted:
+                        meter.converted.append(str(func))  # packed weights: held by no tensor (red team 8's a10)
+            meter._note_peak()
+            return out
 
         class Converted(function_base):  # type: ignore[misc, valid-type]
             def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -225,7 +286,17 @@ class _MemoryMeter:
                     meter.converted.append(f"Tensor.{name}")
                 elif name in PACKERS and f"torch.{name}" not in meter.converted:
                     meter.converted.append(f"torch.{name}")
-                return func(*args, **(kwargs or {}))
+                kwargs = kwargs or {}
+                if isinstance(func, builtins) and plain(args) and plain(kwargs.values()):
+                    return func(*args, **kwargs)  # torch's own C code, given nothing of the learner's to call
+                previous = getprofile()
+                handing.append(func)
+                setprofile(watch)
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    setprofile(previous)
+                    handing.pop()
 
         self._modes = (Converted(), Weigh())
 
@@ -386,6 +457,24 @@ def _describe_result(value: Any) -> dict[str, Any]:
     return info
 
 
+def _early_copy(value: Any) -> Any:
+    """A call's tensor result copied (:func:`_plain`) as the call returns, while its records are still open, or
+    None where it is no tensor or cannot be copied (the reply then describes it as it is).
+
+    Learner code may run after a call returns: a finaliser (``__del__``, a ``weakref`` callback) that the next
+    collection runs, or a thread started at import.  Round 9's a6 and a8 returned zeros and filled them from a
+    finaliser once the recording modes had closed: full attention unmeasured, a banned softmax unheard.  The
+    collector stays off from the call's return until the reply is built, and the values sent are these copies.
+    """
+    torch = _torch()
+    if not issubclass(type(value), torch.Tensor):
+        return None
+    try:
+        return _plain(value)
+    except Exception:  # noqa: BLE001 - the learner's object: the reply says what it is
+        return None
+
+
 def _plain(value: Any) -> Any:
     """A tensor as a plain ``torch.Tensor`` on the CPU, whatever subclass it claims to be."""
     torch = _torch()
@@ -495,17 +584,27 @@ def call_hook(
     forwarded: list[Any] = []  # what a module's forwards got
     if kernels is not None:
         kernels(call.get("banned", []), kernel_ran)
+    collecting, stop_collecting = _collecting(), _stop_collecting  # bound at import: before any learner code
+    copies: list[Any] = []
     try:
         with recorder, printed, measured, showing:
             module_spec = call.get("module")
             if module_spec is not None:
                 results, reply["module"], forwarded = _run_module(fn, args, module_spec, tensors, device)
             else:
-                results = [fn(**args)]
+                result = fn(**args)
+                stop_collecting()  # no allocation since the return: no collection ran learner code in between
+                results = [result]
                 for _ in range(int(call.get("repeat", 1)) - 1):  # fresh arguments: a generator restarts
-                    results.append(fn(**_decode_args(call.get("args", {}), tensors, device)))
+                    result = fn(**_decode_args(call.get("args", {}), tensors, device))
+                    stop_collecting()
+                    results.append(result)
                 for other in call.get("also", []):  # once more with other arguments (a generator seeded anew)
-                    results.append(fn(**_decode_args(other, tensors, device)))
+                    result = fn(**_decode_args(other, tensors, device))
+                    stop_collecting()
+                    results.append(result)
+            if device != "meta":
+                copies = [_early_copy(value) for value in results]
         reply["ok"] = True
     except Exception as exc:
         reply["error"] = {
@@ -518,6 +617,7 @@ def call_hook(
     finally:
         if kernels is not None:
             kernels([], None)
+        stop_collecting()
     reply["seconds"] = time.perf_counter() - started
     reply["banned"] = (recorder.seen or heard) + shown  # the modes' names, as the learner wrote the call
     spawned = list(dict.fromkeys(spawned + _spawn_facts(since)))
@@ -531,7 +631,7 @@ def call_hook(
     for i, value in enumerate(results):
         info = _describe_result(value)
         if info.get("is_tensor") and device != "meta":
-            outputs[f"out{i}"] = _plain(value)
+            outputs[f"out{i}"] = copies[i] if i < len(copies) and copies[i] is not None else _plain(value)
         elif figures:
             try:
                 read = figure_facts(value)
@@ -547,6 +647,8 @@ def call_hook(
             _close_figures(value, figures_before)
         _close_figures(None, figures_before)
     reply["results"] = described
+    if collecting:
+        _collect()  # the results are copies now: what a finaliser of the learner's does from here on is too late
     return reply, outputs
 
 

@@ -4,6 +4,7 @@ creation order and shape; then run on the call's forwards.
 
 from __future__ import annotations
 
+from gc import disable as _stop_collecting  # bound before any learner code runs
 from typing import Any
 
 from .load import _torch
@@ -209,8 +210,14 @@ def _run_module(fn, args, spec, tensors, device):
     for key in spec.get("forwards", []):
         x = tensors[key]
         inputs.append(torch.empty(x.shape, dtype=x.dtype, device="meta") if device == "meta" else x.to(device))
-    outputs = [module(x) for x in inputs]
+    outputs = []
+    for x in inputs:
+        out = module(x)
+        _stop_collecting()  # from its return on, no collection runs learner code (grader.child.call._early_copy)
+        outputs.append(out)
     if spec.get("eval_too") and inputs:  # then the first input once more in eval mode: the module's own weights
         module.eval()
-        outputs.append(module(inputs[0]))
+        out = module(inputs[0])
+        _stop_collecting()
+        outputs.append(out)
     return outputs, facts, inputs

@@ -216,7 +216,7 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
         if frame.f_code.co_filename.startswith("<frozen importlib") and name in compilers:
             path = imported_file(frame if name == "source_to_code" else frame.f_back)
             return path is None or (path.startswith(work) and path not in written)  # the learner's loader, or file
-        if caller_is_stdlib(frame, args) or frame.f_code.co_filename.startswith(ours):
+        if frame.f_code.co_filename.startswith(ours) or caller_is_stdlib(frame, args):
             return False  # the runtime's own doing (a lie that wraps it is heard where it runs)
         # a library imported now raises hundreds of these for its own use, from code that names what it calls;
         # code or gc's lists reached from a frame that names no such call were reached by a callable the
