@@ -202,10 +202,12 @@ def memory_bound(
                       (num_queries, num_keys), whole, kept if 2 * needed <= kept else bound)  # fmt: skip
 
 
-MEASURED_CALL_FACTOR = 4
+MEASURED_CALL_FACTOR = 6
 """A call whose memory is measured may take this many times the call limit: the meter (a dispatch mode, Python at
 every op) and the allocator's record run inside it and slow an honest chunked version 6 to 30 times (red team 8b:
-three honest versions timed out at 10 s); the hand-in's own time limit still bounds it."""
+three honest versions timed out at 10 s), and the function mode's watch for learner code where it steps aside
+half as much again (the suite's five honest versions, graded in the child: 0.75–1.13 s before it, 1.13–1.81 s with
+it); the hand-in's own time limit still bounds it."""
 
 WIDEST_ITEMSIZE = 8
 """The bytes of one float64 element: the widest dtype a chunked version may compute in, whatever it is given."""
@@ -275,7 +277,8 @@ def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int) 
     if memory.get("foreign"):
         return (
             f"your call used {', '.join(str(f) for f in memory['foreign'])}: a tensor over memory torch did not "
-            "allocate (a bytearray, an mmap, a numpy array) escapes what the grader measures; compute with torch"
+            "allocate (a bytearray, an mmap, a numpy array), or a tensor's memory handed out of torch (a DLPack "
+            "capsule), escapes what the grader measures; compute with torch"
         )
     allocated = memory.get("cpu_peak_bytes")
     if allocated is not None and allocated >= rule.bound * itemsize:

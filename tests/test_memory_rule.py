@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 import sys
 import types
 
@@ -25,8 +27,8 @@ import numpy as np
 import pytest
 import torch
 
+from grader.child.call import CALLS_BACK, _MemoryMeter, call_hook
 from grader.child.call import FOREIGN as NOT_ALLOCATED
-from grader.child.call import _MemoryMeter, call_hook
 from grader.instructor.cases import LONG, make_cases, memory_rule
 from grader.instructor.replies import CallReply, MalformedReply, decode
 from grader.instructor.sandbox import Limits
@@ -67,6 +69,8 @@ NESTED = {  # red team 9: where a mode steps aside, inside a function it hands o
     "rt9-a2": "scores_pickled",  # Tensor.__reduce_ex__ (torch.save) of a tensor with an attribute
     "rt9-a3": "scores_in_numpy_inside_a_callback",  # Tensor.apply_'s callback
     "rt9-a6": "full_attention_after_the_call",  # a finaliser, after the call: the result is copied as it returns
+    "rt10-a1": "scores_in_numpy_through_dlpack",  # torch.utils.dlpack.to_dlpack: a capsule, heard below the modes
+    "rt10-a2": "scores_in_numpy_from_a_saved_tensor_hook",  # autograd calls the learner's hook inside an op
 }
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
 
@@ -254,6 +258,16 @@ class _Twice(torch.autograd.Function):  # a learner's own autograd function: its
         return grad * 2
 
 
+def _with_saved_hooks(q, pack):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved):
+        q.detach().requires_grad_().exp()
+
+
+def _on_cpu(q):
+    with torch.autograd.graph.save_on_cpu():
+        q.detach().requires_grad_().exp()
+
+
 def _pickled(t):
     import io
 
@@ -265,14 +279,19 @@ def _pickled(t):
 @pytest.mark.parametrize(
     "fn, noted",
     [
-        (lambda q: torch.zeros(1).apply_(lambda x: x), ["Tensor.apply_ (your code ran inside it)"]),
+        (lambda q: torch.zeros(1).apply_(lambda x: x), ["Tensor.apply_", "Tensor.apply_ (your code ran inside it)"]),
+        (lambda q: _with_saved_hooks(q, lambda t: t), [CALLS_BACK]),
+        (lambda q: _with_saved_hooks(q, functools.partial(list.append, [])), [CALLS_BACK]),  # no frame to watch
+        (lambda q: gc.enable() or q.exp(), [CALLS_BACK]),  # a finaliser could run inside the op
         (_pickled, ["Tensor.__reduce_ex__"]),
+        (lambda q: _on_cpu(q), []),  # torch's own saved-tensor hooks
         (lambda q: _Twice.apply(q), []),
         (lambda q: repr(q.sum()), []),  # printing: torch's own code, and a dataclass's made from text
         (lambda q: torch.vmap(lambda row: row.exp())(q), []),
         (lambda q: torch.utils.checkpoint.checkpoint(lambda x: x.exp(), q, use_reentrant=False), []),
     ],
-    ids=["apply-callback", "pickled", "autograd-function", "repr", "vmap", "checkpoint"],
+    ids=["apply-callback", "saved-hook", "saved-hook-in-c", "collector-on", "pickled", "save-on-cpu",
+         "autograd-function", "repr", "vmap", "checkpoint"],
 )
 def test_the_meter_notes_learner_code_that_runs_where_a_mode_steps_aside(fn, noted):
     """A mode steps aside while the function it hands on runs: learner code called back from there (round 9's a3)
@@ -581,8 +600,10 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("rt8-a1-before", "your call used memory torch did not allocate (from_numpy"),
         ("rt8-a2-asarray", "your call used memory torch did not allocate (from_numpy"),
         ("rt9-a2", "your call used Tensor.__reduce_ex__: the grader measures the memory torch's tensors hold"),
-        ("rt9-a3", "your call used Tensor.apply_ (your code ran inside it): the grader measures the memory"),
+        ("rt9-a3", "your call used Tensor.apply_, Tensor.apply_ (your code ran inside it): the grader measures"),
         ("rt9-a6", "values differ: max abs diff 3.33 at (0, 0, 0, 10) (got 0, expected 3.326)"),
+        ("rt10-a1", "your call used torch.utils.dlpack.to_dlpack: a tensor over memory torch did not allocate"),
+        ("rt10-a2", f"your call used {CALLS_BACK}: the grader measures the memory torch's tensors hold"),
     ],
     ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED, *UNALLOCATED, *NESTED],
 )

@@ -46,10 +46,13 @@ FOREIGN_MAKERS = (
     ("torch", "frombuffer"), ("torch", "from_numpy"), ("torch", "from_file"), ("torch", "from_dlpack"),
     ("torch", "asarray"), ("torch", "as_tensor"), ("torch.utils.dlpack", "from_dlpack"),
     ("torch.UntypedStorage", "from_buffer"), ("torch.UntypedStorage", "from_file"),
+    ("torch.utils.dlpack", "to_dlpack"), ("torch", "to_dlpack"),
 )  # fmt: skip
 """Where a tensor or storage may be made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, a
-numpy array): the allocator's record cannot weigh it (red team 8's a1, a2, a3, a5), so a measured call may not make
-one.  What one of them makes is noted when its storage cannot be resized: memory torch did not allocate."""
+numpy array), or a tensor's memory handed out of torch (``to_dlpack``'s capsule, which numpy reads: red team 10's
+a1): the allocator's record cannot weigh what is done there (red team 8's a1, a2, a3, a5), so a measured call may
+not do it.  What a maker makes is noted when its storage cannot be resized (memory torch did not allocate); a
+capsule always."""
 
 _foreign: list[str] = []  # what the measured call now running made over foreign memory
 _recording = [False]
@@ -60,7 +63,7 @@ def _note_foreign_memory(torch: Any) -> None:
     import functools
     import importlib
 
-    disabled, tensor = torch._C.DisableTorchFunction, torch.Tensor  # bound before any learner code runs
+    disabled, tensor, storages = torch._C.DisableTorchFunction, torch.Tensor, torch.UntypedStorage  # bound now
     for owner_name, name in FOREIGN_MAKERS:
         owner = importlib.import_module(owner_name) if owner_name != "torch.UntypedStorage" else torch.UntypedStorage
         made = getattr(owner, name, None)
@@ -73,7 +76,7 @@ def _note_foreign_memory(torch: Any) -> None:
             if _recording[0] and _shown not in _foreign:
                 with disabled():  # the grader's own look at the storage is no conversion of the learner's
                     storage = result.untyped_storage() if isinstance(result, tensor) else result
-                    if not storage.resizable():
+                    if not isinstance(storage, storages) or not storage.resizable():  # a capsule, foreign memory
                         _foreign.append(_shown)
             return result
 

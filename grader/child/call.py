@@ -119,10 +119,18 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
 
 
 CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", "storage", "data_ptr", "__reduce_ex__",
-               "share_memory_")  # fmt: skip
+               "share_memory_", "apply_", "map_", "map2_")  # fmt: skip
 """Tensor methods that carry a tensor's values out of torch (a numpy array, a Python list, raw memory, a pickle's
-bytes: ``torch.save``): memory the measuring mode cannot see, so a measured call may not call them
-(:func:`grader.rules.memory_problem`)."""
+bytes: ``torch.save``), or hand them to a Python callable (``apply_``), where the measuring mode cannot see: a
+measured call may not call them (:func:`grader.rules.memory_problem`)."""
+
+COPIES_ATTRIBUTES = ("__deepcopy__", "__reduce_ex__", "__setstate__")
+"""Tensor methods that copy a tensor's own attributes, and so run what those attributes' classes define."""
+
+CALLS_BACK = "gc.enable or saved-tensor hooks of its own (torch runs what either leaves inside its operations)"
+"""What the meter notes when a measured call turns the collector on (the grader turns it off for the call) or sets
+saved-tensor hooks: either runs callables of the learner's (a finaliser, ``pack``) inside torch's own functions,
+where the modes stand aside, and a C callable (``functools.partial``) runs there with no frame to watch."""
 
 _LIBRARIES = tuple(
     dict.fromkeys(
@@ -141,12 +149,13 @@ def _watch_nested(noted: list[str]) -> tuple[list[Any], Callable[..., None]]:
     """``(handing, watch)``: a profile function that notes ``"<function> (your code ran inside it)"`` in ``noted``
     when learner code starts while ``handing[-1]`` (a function or an operator a mode hands on) runs.
 
-    A mode steps aside while the function it was handed runs: code that function calls back (``Tensor.apply_``'s
-    callback, a subclass's ``__torch_function__``, an attribute's ``__deepcopy__``, a custom operator's Python
-    kernel) runs unmeasured and unrecorded (round 9's a3 took the whole scores to numpy inside ``apply_``).  So
-    each mode, while the function it hands on runs, notes it in ``handing`` (None while the meter's own code
-    runs) and makes ``watch`` the profile function (``sys.setprofile``), which looks for a frame of code outside
-    :data:`_LIBRARIES`.
+    The function mode steps aside while the function it was handed runs, and whatever that function is given,
+    learner code may run inside it: a callback (``Tensor.apply_``'s: round 9's a3 took the whole scores to numpy
+    there), a subclass's ``__torch_function__``, an attribute's ``__deepcopy__``, autograd's saved-tensor hooks
+    (round 10's a2), a finaliser a collection runs, a signal's handler.  So while it runs, the mode notes it in
+    ``handing`` and makes ``watch`` the profile function (``sys.setprofile``), which looks for a frame of code
+    outside :data:`_LIBRARIES`.  The dispatch mode marks its own bookkeeping with None there (nothing is handed
+    on); a kernel of the learner's own under it is ``torch.library``'s, which the review scan flags.
     """
     libraries, setprofile = _LIBRARIES, sys.setprofile
     handing: list[Any] = []
@@ -203,6 +212,7 @@ class _MemoryMeter:
         self.op = ""
         self._largest_key = 0
         self.converted: list[str] = []
+        self._collected = False  # whether the collector ran before the call: it runs again after
         self._live: dict[int, list[Any]] = {}  # id(storage) -> [ref, base bytes, bytes, itemsize, elements, shape, op]
         self._heap: list[tuple[int, int, int]] = []  # (-elements, order, id): the largest live, lazily
         self._order = 0
@@ -213,10 +223,19 @@ class _MemoryMeter:
         copies = {torch.ops.aten.lift_fresh.default, torch.ops.aten._to_copy.default}  # torch.tensor(an array)
         tensor, strided, inputs, converted = torch.Tensor, torch.strided, self._input_keys, self.converted
         (handing, watch), getprofile, setprofile = _watch_nested(converted), sys.getprofile, sys.setprofile
-        builtins = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
-                    types.MethodWrapperType)  # fmt: skip
+        collecting, saved_hooks = _collecting, torch._C._autograd._top_saved_tensors_default_hooks
         values = {torch.Tensor, torch.nn.Parameter, int, float, bool, complex, str, type(None), slice, type(...),
                   torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format}  # fmt: skip
+
+        function, libraries, hook_files = types.FunctionType, _LIBRARIES, ("checkpoint.py", "graph.py")
+
+        def torch_hooks(hooks: Any) -> bool:
+            """No saved-tensor hooks, or torch's own (``torch.utils.checkpoint``'s, ``save_on_cpu``'s)."""
+            if hooks is None:
+                return True
+            code = hooks[0].__code__ if type(hooks[0]) is function else None
+            name = "" if code is None else code.co_filename
+            return name.startswith(libraries) and not name.startswith("<") and name.endswith(hook_files)
 
         def plain(items: Iterable[Any]) -> bool:
             """Only values that call nothing back: tensors, numbers, slices, dtypes … (and tuples, lists of them)."""
@@ -286,9 +305,11 @@ class _MemoryMeter:
                     meter.converted.append(f"Tensor.{name}")
                 elif name in PACKERS and f"torch.{name}" not in meter.converted:
                     meter.converted.append(f"torch.{name}")
+                if CALLS_BACK not in converted and (collecting() or not torch_hooks(saved_hooks(False))):
+                    converted.append(CALLS_BACK)  # C code may run the learner's there, with no frame of its own
                 kwargs = kwargs or {}
-                if isinstance(func, builtins) and plain(args) and plain(kwargs.values()):
-                    return func(*args, **kwargs)  # torch's own C code, given nothing of the learner's to call
+                if name not in COPIES_ATTRIBUTES and plain(args) and plain(kwargs.values()):
+                    return func(*args, **kwargs)  # given nothing of the learner's, it calls nothing of the learner's
                 previous = getprofile()
                 handing.append(func)
                 setprofile(watch)
@@ -365,6 +386,8 @@ class _MemoryMeter:
         }
 
     def __enter__(self) -> _MemoryMeter:
+        self._collected = _collecting()
+        _stop_collecting()  # while the call is measured: CALLS_BACK
         for mode in self._modes:
             mode.__enter__()
         return self
@@ -372,6 +395,8 @@ class _MemoryMeter:
     def __exit__(self, *exc: object) -> None:
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
+        if self._collected:
+            _collect()
         self._live.clear()  # the peaks are kept; the weak references (and their callbacks) go
         self._heap.clear()
 
@@ -459,20 +484,21 @@ def _describe_result(value: Any) -> dict[str, Any]:
 
 def _early_copy(value: Any) -> Any:
     """A call's tensor result copied (:func:`_plain`) as the call returns, while its records are still open, or
-    None where it is no tensor or cannot be copied (the reply then describes it as it is).
+    None where it is no tensor (the reply then describes it as it is).  A tensor that cannot be copied raises:
+    the call failed (its value is never read later).
 
     Learner code may run after a call returns: a finaliser (``__del__``, a ``weakref`` callback) that the next
     collection runs, or a thread started at import.  Round 9's a6 and a8 returned zeros and filled them from a
     finaliser once the recording modes had closed: full attention unmeasured, a banned softmax unheard.  The
-    collector stays off from the call's return until the reply is built, and the values sent are these copies.
+    collector stays off from the call's return until the reply is built, and the values sent are these copies
+    (round 10's a4 made the copy raise, from a timer's signal handler, to have the value read later).
     """
-    torch = _torch()
-    if not issubclass(type(value), torch.Tensor):
-        return None
-    try:
+    tensor = _torch().Tensor
+    if issubclass(type(value), tensor):
         return _plain(value)
-    except Exception:  # noqa: BLE001 - the learner's object: the reply says what it is
-        return None
+    if isinstance(value, tensor):  # by its __class__ alone
+        raise TypeError(f"{type(value).__qualname__} claims to be a torch.Tensor and is none")
+    return None
 
 
 def _plain(value: Any) -> Any:
@@ -631,7 +657,7 @@ def call_hook(
     for i, value in enumerate(results):
         info = _describe_result(value)
         if info.get("is_tensor") and device != "meta":
-            outputs[f"out{i}"] = copies[i] if i < len(copies) and copies[i] is not None else _plain(value)
+            outputs[f"out{i}"] = copies[i]
         elif figures:
             try:
                 read = figure_facts(value)

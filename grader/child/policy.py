@@ -120,6 +120,9 @@ SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"), _fails("EPERM")),
     **dict.fromkeys(("swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup"), _fails("EPERM")),
     **dict.fromkeys(("lookup_dcookie", "iopl", "ioperm", "modify_ldt"), _fails("EPERM")),  # the last three: x86
+    # no timer signals: a handler runs wherever the interpreter is when one comes, inside the grader's recording
+    # modes while they stand aside too (red team 10's a3); the grader keeps the time from outside
+    **dict.fromkeys(("setitimer", "alarm", "timer_create"), _fails("EPERM")),
     # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
     # no unix socket of the machine's is reached by path (socketpair reaches nothing, and is allowed);

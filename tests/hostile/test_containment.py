@@ -555,6 +555,8 @@ def probe(nr):
     out["memfd_create"] = sc(nr["memfd_create"], b"x", 0)  # memory that no cap counts
     out["fsetxattr"] = sc(nr["fsetxattr"], 1, b"user.x", b"v" * 64, 64, 0)  # kernel memory no cap counts
     out["setxattr"] = sc(nr["setxattr"], b".", b"user.x", b"v" * 64, 64, 0)
+    out["setitimer"] = sc(nr["setitimer"], 0, None, None)  # a timer signal: its handler runs anywhere
+    out["timer_create"] = sc(nr["timer_create"], 0, None, None)
     inet = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # allowed: an empty network namespace
     inet.close()
     a, b = socket.socketpair()  # reaches nothing outside: allowed
@@ -565,6 +567,7 @@ def probe(nr):
 
 SYSCALL_NAMES = ["io_uring_setup", "bpf", "perf_event_open", "userfaultfd", "ptrace", "process_vm_readv"]
 SYSCALL_NAMES += ["unshare", "setns", "mount", "clone3", "clone", "socket", "memfd_create", "fsetxattr", "setxattr"]
+SYSCALL_NAMES += ["setitimer", "timer_create"]
 
 DENIED = {
     "io_uring_setup": "ENOSYS",
@@ -585,6 +588,8 @@ DENIED = {
     "memfd_create": "EPERM",
     "fsetxattr": "ENOTSUP",
     "setxattr": "ENOTSUP",
+    "setitimer": "EPERM",
+    "timer_create": "EPERM",
 }
 
 
