@@ -72,10 +72,11 @@ _STDLIB_CALLERS: dict[tuple[str, str], frozenset[str] | None] = {
     ("traceback.py", "walk_tb"): frozenset({"_extract_from_extended_frame_gen", "extract"}),
     ("traceback.py", "walk_stack"): frozenset({"_extract_from_extended_frame_gen", "extract"}),
     ("matplotlib/_api/__init__.py", "warn_external"): None,  # a warning's stacklevel, outside matplotlib
+    ("torch/library.py", "__init__"): None,  # where a library of operators is made (torch.vmap's, at first use)
 }
-"""``(file's tail, function)`` of standard-library code that raises these events for its own use, on any input,
-and where it hands what it reached to another function, the functions it must be handing it to (the caller's
-caller: a generator's consumer) for the event not to count."""
+"""``(file's tail, function)`` of standard-library (and torch's) code, outside the work folder, that raises these
+events for its own use, on any input, and where it hands what it reached to another function, the functions it
+must be handing it to (the caller's caller: a generator's consumer) for the event not to count."""
 
 _PLAIN_ANNOTATION = (ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Load,
                      ast.BinOp, ast.BitOr, ast.Constant)  # fmt: skip
@@ -191,6 +192,8 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
 
     def caller_is_stdlib(frame: Any, args: tuple[Any, ...]) -> bool:
         code = frame.f_code
+        if code.co_filename.startswith(work):
+            return False  # a file of the work folder is the learner's, whatever its name
         tail = code.co_filename.replace(sep, "/")
         for (file, function), consumers in callers.items():
             if code.co_name == function and tail.endswith("/" + file):

@@ -188,10 +188,14 @@ def test_the_honest_banned_call_is_caught_and_not_heard(graded_runners):
 # --- the witness alone, in a fresh interpreter (an audit hook is for the life of its process) -----------------
 
 
-def run_witnessed(tmp_path, body: str) -> tuple[list[str], subprocess.CompletedProcess]:
-    """Run ``body`` as a submission's file under a witness on a pipe; the lines it wrote, and the process."""
+def run_witnessed(tmp_path, body: str, others: dict[str, str] | None = None):
+    """Run ``body`` as a submission's file (beside ``others``, path -> text) under a witness on a pipe; the lines it
+    wrote, and the process."""
     submission = tmp_path / "work" / "submission"
     submission.mkdir(parents=True)
+    for rel, text in (others or {}).items():
+        (submission / rel).parent.mkdir(parents=True, exist_ok=True)
+        (submission / rel).write_text(textwrap.dedent(text), encoding="utf-8")
     learner = submission / "hand_in.py"
     learner.write_text(textwrap.dedent(body), encoding="utf-8")
     driver = textwrap.dedent(
@@ -199,7 +203,8 @@ def run_witnessed(tmp_path, body: str) -> tuple[list[str], subprocess.CompletedP
         import importlib.util, os, sys
         from grader.child.witness import witness
         fd = int(sys.argv[1])
-        witness(fd, {str(submission)!r}, [{str(learner)!r}])
+        witness(fd, {str(submission)!r}, {[str(learner), *(str(submission / r) for r in (others or {}))]!r})
+        sys.path.insert(0, {str(submission)!r})
         spec = importlib.util.spec_from_file_location("hand_in", {str(learner)!r})
         module = sys.modules["hand_in"] = importlib.util.module_from_spec(spec)  # as the child loads it
         spec.loader.exec_module(module)
@@ -253,6 +258,7 @@ def _(x: "torch.Tensor"):
 describe(torch.ones(1))
 import fractions, decimal, statistics  # libraries imported now, at the hand-in's top level
 torch.nn.MultiheadAttention(4, 2)(torch.ones(1, 3, 4), torch.ones(1, 3, 4), torch.ones(1, 3, 4))
+torch.vmap(lambda row: row.exp())(torch.ones(2, 3))  # red team 10's h_vmap: torch.library notes where it is made
 RESULT = "ok"
 """
 
@@ -340,6 +346,16 @@ def test_each_way_in_is_heard(tmp_path, body):
     lines, done = run_witnessed(tmp_path, body)
     assert done.returncode == 0, done.stderr
     assert REACHES[body] in lines, lines
+
+
+def test_a_file_of_the_hand_in_named_as_a_library_is_still_the_hand_in(tmp_path):
+    """The callers the witness lets be (``torch/library.py``'s ``__init__`` …) are matched by the file's tail: one of
+    the hand-in's own files under such a name is the hand-in's, whatever its name."""
+    helper = "import sys\n\nclass Library:\n    def __init__(self):\n        self.frame = sys._getframe(1)\n"
+    body = "from torch.library import Library\nLibrary()\n"  # the hand-in's own torch/library.py, first on the path
+    lines, done = run_witnessed(tmp_path, body, {"torch/__init__.py": "", "torch/library.py": helper})
+    assert done.returncode == 0, done.stderr
+    assert "reaches-frames sys._getframe" in lines, lines
 
 
 SILENCED = {
