@@ -305,7 +305,8 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
     ``(..., Tq, Tk)`` tensor, not even one ``(Tq, Tk)`` batch-head at a time:
     the grader measures the memory the call's tensors hold at once, in the
     calling thread, and no value may leave torch (``Tensor.numpy``, ``tolist``)
-    (long sequences: ``Tq = Tk = 2048``, ``d = 16``).  A query row with every
+    (long sequences: ``Tq = Tk = 2048``, ``d = 16``); at ``Tq = 2048, Tk = 16384``
+    it also reads from the kernel what your whole process held.  A query row with every
     key masked gives zeros, never NaN.  Not allowed inside:
     ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``.
     """

@@ -59,6 +59,9 @@ MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the loca
     "rt8-a4": "allocator_record_forged",  # red team 8: the record closed by a public call, a forged one opened
     "rt8-a2-off": "scores_in_bytearray_with_modes_off",  # red team 8's a2 below the modes: the allocator's record
 }
+HELD = {  # tests/hostile/submissions: only the kernel's record of the process, read by the grader, sees these
+    "premade-off": "scores_in_a_buffer_made_at_import_with_modes_off",  # every page resident before the call
+}
 FOREIGN = {"rt8-a2": "scores_in_bytearray_slabs"}  # red team 8: memory torch never allocated; the grader's record only
 UNALLOCATED = {  # memory torch never allocated, reached by a maker the grader does not wrap, or before the call
     "rt8-a1-before": "scores_in_numpy_made_before_the_call",
@@ -449,6 +452,9 @@ def test_only_the_long_cases_measure_and_their_inputs_stay_below_the_bound():
     cases = [c for c in make_cases(0) if c.hook == HOOK]
     measured_cases = [c for c in cases if c.measure_memory]
     assert [(c.name, c.args["causal"], c.dtypes) for c in measured_cases] == [("long", True, ("float32",))]
+    held = [c for c in cases if c.measure_held]  # the kernel's record, read by the grader: one case, alone
+    assert [(c.name, c.args["causal"], c.dtypes) for c in held] == [("longest", False, ("float32",))]
+    assert memory_rule(held[0], 4) is not None and not held[0].measure_memory  # no meter of the child's beside
     for case in measured_cases:
         rule = memory_rule(case, 4)
         assert tuple(case.args["queries"].shape) == SHAPES[0] and case.args["chunk_size"] == CHUNK
@@ -550,7 +556,7 @@ def chunked_suite():
 
 
 def graded(tmp_path, snippet, suite, template):
-    hostile = snippet in MODES_OFF.values()  # lies: the review scan flags how they reach the switches
+    hostile = snippet in (*MODES_OFF.values(), *HELD.values())  # lies: the scan flags how they reach the switches
     snippets = learner_code.HOSTILE_SNIPPETS if hostile else learner_code.SNIPPETS
     return learner_code.graded_snippet(tmp_path, snippet, suite, template, LIMITS, snippets)
 
@@ -566,7 +572,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 def test_full_attention_sliced_keeps_the_values_and_fails_the_memory_cases(tmp_path, chunked_suite, template):
     results = graded(tmp_path, "full_attention_sliced", chunked_suite, template)
     failed = failed_cases(results)
-    assert set(failed) == {("long", "float32")}
+    assert set(failed) == {("long", "float32"), ("longest", "float32")}
     message = failed["long", "float32"]
     assert f"your call held at once as many elements as a whole ({TOKENS}, {TOKENS}) matrix" in message, message
     assert f"your tensor ({BATCH}, {HEADS}, {TOKENS}, {TOKENS}), made by " in message
@@ -576,7 +582,7 @@ def test_full_attention_sliced_keeps_the_values_and_fails_the_memory_cases(tmp_p
 @linux_only
 def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path, chunked_suite, template):
     failed = failed_cases(graded(tmp_path, "full_attention_per_head", chunked_suite, template))
-    assert set(failed) == {("long", "float32")}, failed  # right values everywhere else
+    assert set(failed) == {("long", "float32"), ("longest", "float32")}, failed  # right values everywhere else
     assert f"your tensor ({TOKENS}, {TOKENS}), made by " in failed["long", "float32"]
 
 
@@ -604,14 +610,22 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("rt9-a6", "values differ: max abs diff 3.33 at (0, 0, 0, 10) (got 0, expected 3.326)"),
         ("rt10-a1", "your call used torch.utils.dlpack.to_dlpack: a tensor over memory torch did not allocate"),
         ("rt10-a2", f"your call used {CALLS_BACK}: the grader measures the memory torch's tensors hold"),
+        ("premade-off", "the kernel's record of your process (read by the grader, outside it) says your call held "),
     ],
-    ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED, *UNALLOCATED, *NESTED],
+    ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED, *UNALLOCATED, *NESTED, *HELD],
 )
-def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suite, template, evasion, phrase):
-    snippet = {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED, **UNALLOCATED, **NESTED}[evasion]
+def test_each_evasion_of_the_red_team_fails_the_long_cases(tmp_path, chunked_suite, template, evasion, phrase):
+    """Each fails the long case by the child's meter and the longest by the kernel's record (read by the grader),
+    but for the one only the kernel sees (it passes the long case), the causal triangle (the longest case is not
+    causal) and two whose tricks break at its size first."""
+    snippet = {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED, **UNALLOCATED, **NESTED, **HELD}[evasion]
     failed = failed_cases(graded(tmp_path, snippet, chunked_suite, template))
-    assert set(failed) == {("long", "float32")}, failed  # full marks but for the memory rule
-    assert phrase in failed["long", "float32"], failed["long", "float32"]
+    long, longest = ("long", "float32"), ("longest", "float32")
+    wanted = {longest} if evasion in HELD else {long} if evasion == "rt8-a6" else {long, longest}  # the triangle:
+    assert set(failed) == wanted, failed  # full marks but for memory (the longest case is not causal)
+    assert phrase in failed[longest if evasion in HELD else long], failed
+    if evasion not in ("rt8-a4", "rt9-a6", "rt8-a6"):  # the forged record needs a profiler; zeros came back
+        assert "the kernel's record of your process (read by the grader, outside it)" in failed[longest], failed
 
 
 @linux_only
@@ -619,7 +633,7 @@ def test_each_evasion_of_the_red_team_fails_the_long_case(tmp_path, chunked_suit
 def test_honest_chunked_versions_pass_the_long_case_within_the_call_limit(tmp_path, chunked_suite, template, snippet):
     results = graded(tmp_path, snippet, chunked_suite, template)
     assert [f"{r.test_name}: {r.message}" for r in results if r.status != PASSED] == []
-    assert [r.case for r in results if r.case.startswith("long")] == ["long"]  # passed: inside the call's time limit
+    assert [r.case for r in results if r.case.startswith("long")] == ["long", "longest"]  # passed, within the time
     # its time: python benchmarks/long_sequence_cost.py (a benchmark, never a timed assertion)
 
 
@@ -663,7 +677,7 @@ def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked
     monkeypatch.setattr(submission_grading, "_read_reply", timed)
     graded(tmp_path, None, chunked_suite, template)
     factor = rules.MEASURED_CALL_FACTOR
-    assert factor > 1 and waited.pop("long") == factor * LIMITS.call_seconds
+    assert factor > 1 and waited.pop("long") == waited.pop("longest") == factor * LIMITS.call_seconds
     assert waited and set(waited.values()) == {LIMITS.call_seconds}, waited
 
 

@@ -94,8 +94,8 @@ def _fails(name: str, *when: When) -> Action:
 
 _AF_UNIX = 1
 _SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 17, 21, 29, 30, 31, 38, 40, 41, 44)
-"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: INET, INET6 and NETLINK stay (each sees
-only the child's own, empty, network namespace), and socketpair (which reaches nothing)."""
+"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: INET, INET6 and NETLINK stay (each sees only
+the child's own, empty, network namespace; the C library asks netlink for interfaces and addresses)."""
 SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
     **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
@@ -123,9 +123,18 @@ SYSCALLS: dict[str, Action] = {
     # no timer signals: a handler runs wherever the interpreter is when one comes, inside the grader's recording
     # modes while they stand aside too (red team 10's a3); the grader keeps the time from outside
     **dict.fromkeys(("setitimer", "alarm", "timer_create"), _fails("EPERM")),
+    # nor a way to make the kernel forget which pages a call touched (grader.instructor.held_memory reads their
+    # accessed bits): MADV_FREE, MADV_COLD and MADV_PAGEOUT clear them, MADV_POPULATE_READ and _WRITE map pages no
+    # code touched; as on a kernel without them
+    "madvise": _fails("EINVAL", *(When(2, 0xFFFFFFFF, advice) for advice in (8, 20, 21, 22, 23))),
+    "process_madvise": _fails("EPERM"),
     # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
-    # no unix socket of the machine's is reached by path (socketpair reaches nothing, and is allowed);
+    # nor buffers of the kernel's that hold what a call puts there, out of its process's memory (held_memory reads
+    # that memory): socket pairs' queues, pipes filled by splice (what write puts there is counted)
+    "socketpair": _fails("EACCES"),
+    **dict.fromkeys(("splice", "vmsplice", "tee"), _fails("EPERM")),
+    # no unix socket of the machine's is reached by path;
     # the kernel reads the family as an int: the low 32 bits
     # and no family a network namespace does not wall off (vsock reaches the host), nor raw packets, the
     # kernel's crypto, XDP, or rare ones with a history of exploits

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from grader.child.modules import map_parameters
+from grader.instructor.held_memory import held_problem
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
 from grader.rules import (
@@ -125,6 +126,7 @@ class Case:
     coincide: tuple[str, ...] = ()  # the equal sizes this case needs: "T=context_length", "T=6" (see the docstring)
     structural: bool = False  # checks the module's form (names, buffers, creation order), not what it computes
     measure_memory: bool = False  # the child records the peak memory held (the memory rule of a chunked hook)
+    measure_held: bool = False  # the grader reads what the kernel says the call's process held (alone in its batch)
 
 
 @dataclass
@@ -292,6 +294,18 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
     if not memory or memory.get("peak_elements") is None:
         return "the grader could not measure the memory your call used (no record of it came back)"
     return memory_problem(memory, rule, itemsize)
+
+
+def _held_below(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    """The kernel's record of the call's process, read by the grader from outside it, shows no room for one
+    batch-head's kept scores (:func:`grader.instructor.held_memory.held_problem`; where the grader could not read
+    it, not Linux, it says nothing)."""
+    itemsize = torch.empty((), dtype=getattr(torch, trial.dtype)).element_size()
+    rule = memory_rule(trial.case, itemsize)
+    if rule is None:
+        raise ValueError(f"{trial.hook}[{trial.case.name}]: its shapes cannot tell a chunked version apart")
+    held = facts.get("held")
+    return held_problem(held, rule, itemsize) if held is not None else None
 
 
 def _zero_rows(rows: slice) -> Property:
@@ -948,6 +962,14 @@ are (2048, 2048), four million elements, the memory rule's bound; a chunked vers
 float64 bytes, under the bytes of the float32 matrix; at Tq = Tk = 1024 they did not, and a float64 version
 failed)."""
 
+LONGEST = (1, 1, 2048, 16384, 16, 12, 16)
+"""The case measured from outside the learner's process (:mod:`grader.instructor.held_memory`): batch dims (1, 1),
+Tq = 2048 queries over Tk = 16384 keys, d = 16, dv = 12, chunk_size 16.  Its scores are 33.6 million elements, 128
+MiB in float32, where an honest chunked version touches some 50-70 MiB all told (half of it the library's own
+pages; the meter of the long case, which would weigh 100 MiB of its own, stays off).  Not causal: a causal call
+of as many kept scores computes twice the scores.  Narrow blocks and values keep a version that broadcasts
+(Tq, chunk, dv) in float64 small too; at the long case's size honest versions and the scores weigh the same."""
+
 
 def _chunked_cases(m: Maker) -> list[Case]:
     hook = "chunked_attention"
@@ -1006,6 +1028,18 @@ def _chunked_cases(m: Maker) -> list[Case]:
             coincide=("T=T_k",),
             measure_memory=True,
             properties=(_bounded_memory,),
+        )
+    )
+    batch, heads, tq, tk, d, dv, chunk = LONGEST
+    cases.append(
+        attend(
+            "longest",
+            f"longer sequences, Tq = {tq}, Tk = {tk}, d = {d}, chunk_size {chunk}, measured from outside your "
+            "process: never holding as much as its (Tq, Tk) scores at once",
+            ((batch, heads), tq, tk, d, dv, chunk),
+            dtypes=("float32",),
+            measure_held=True,
+            properties=(_held_below,),
         )
     )
     for i in range(2):

@@ -28,6 +28,7 @@ import torch
 from grader.hook_table import BANNED_NAMES, CLASS_NAMES
 from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
 from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
+from grader.instructor.held_memory import UNREAD, Held, ProcessMeter, open_meter
 from grader.instructor.intake import Submission
 from grader.instructor.learner_source import LearnerSource
 from grader.instructor.replies import (
@@ -284,9 +285,11 @@ def grade_submission(
         settled = _settled_batches(suite, session.load_reply or LoadReply(), gpus, student)
         done.update(settled)
         on_gpu = [i for i, batch in enumerate(suite.batches) if i not in settled and batch.device == "cuda"]
-        for i, batch in enumerate(suite.batches):
+        # a batch the grader measures from outside runs first, in the child as it loaded: no other call's freed
+        # memory for it to reuse unseen (grader.instructor.held_memory)
+        for i in sorted(range(len(suite.batches)), key=lambda i: not suite.batches[i].held):
             if i not in settled and i not in on_gpu:
-                done[i] = _grade_batch(session, batch, verdicts)
+                done[i] = _grade_batch(session, suite.batches[i], verdicts)
         session.close()
         if on_gpu:
             with gpus.lease() as gpu:
@@ -369,20 +372,46 @@ def _unusable_hooks(found: dict[str, HookFound], load_errors: dict[str, str] | N
 
 def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[CaseResult]:
     """Send one batch and judge each reply as it comes; a reply that breaks the protocol ends the batch."""
-    student = session.submission.student
-    results: list[CaseResult] = []
     first = session.calls_sent
+    meter = None
     try:
         child = session.ensure()  # a child started now is sent ids from `first` on (child_calls_from)
         session.calls_sent += len(batch.calls)
+        meter = _held_meter(child, batch)
         child.send({"op": "call", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
     except ChildGone as exc:
         session.calls_sent = first + len(batch.calls)
         session.drop()
-        return every_trial(student, batch.trials, FAILED, exc.reason)
+        if meter is not None:
+            meter.close()
+        return every_trial(session.submission.student, batch.trials, FAILED, exc.reason)
+    try:
+        return _judge_replies(session, batch, verdicts, child, first, meter)
+    finally:
+        if meter is not None:
+            meter.close()
+
+
+def _held_meter(child: Child, batch: Batch) -> ProcessMeter | None:
+    """The kernel's records of the child, reset now, for a batch of one call whose memory is measured on the CPU."""
+    if batch.device != "cpu" or not batch.held:
+        return None
+    meter = open_meter(child.pid, child.pidfd)
+    if meter is not None and not meter.start():
+        meter.close()
+        return None
+    return meter
+
+
+def _judge_replies(
+    session: _Session, batch: Batch, verdicts: _Verdicts, child: Child, first: int, meter: ProcessMeter | None
+) -> list[CaseResult]:
+    student = session.submission.student
+    results: list[CaseResult] = []
     for i, trial in enumerate(batch.trials):
         try:
-            limit = session.limits.call_seconds * (MEASURED_CALL_FACTOR if trial.case.measure_memory else 1)
+            measured = trial.case.measure_memory or trial.case.measure_held  # the longest case is long too
+            limit = session.limits.call_seconds * (MEASURED_CALL_FACTOR if measured else 1)
             reply, outputs = _read_reply(child, trial, first + i, limit)
         except ChildGone as exc:
             reason = exc.reason
@@ -393,7 +422,8 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
         else:
             session.stats.peak_rss_kib = max(session.stats.peak_rss_kib, int(reply.get("peak_rss_kib", 0)))
             session.stats.keep_printed(trial.hook, reply.get("printed", ""))
-            results.append(verdicts.judge(trial, reply, outputs, first + i))
+            held = (meter.finish() or UNREAD) if meter is not None else None  # reset, then unread: it fails
+            results.append(verdicts.judge(trial, reply, outputs, first + i, held))
             continue
         session.drop()
         results.append(_result(student, trial, FAILED, reason))
@@ -426,11 +456,19 @@ class _Verdicts:
     rows: dict[str, list[tuple[str, HookRow]]] = field(default_factory=dict)  # hook -> (test name, row)
     reported: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)  # call id -> (trial, bans its reply named)
 
-    def judge(self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor], call_id: int = -1) -> CaseResult:
-        """The case's result; a failure of the judging itself fails the case with the reason."""
+    def judge(
+        self,
+        trial: Any,
+        reply: CallReply,
+        outputs: dict[str, torch.Tensor],
+        call_id: int = -1,
+        held: Held | None = None,
+    ) -> CaseResult:
+        """The case's result (``held``: what the kernel says the call held); a failure of the judging itself fails
+        the case with the reason."""
         self.reported[call_id] = (trial, {str(name) for name in reply.get("banned") or ()})
         try:
-            status, message = judge(trial, reply, outputs, reveal=self.reveal)
+            status, message = judge(trial, reply, outputs, reveal=self.reveal, held=held)
             note = case_note(trial, reply) if status != SKIPPED else ""
             mistake = ""  # named once the exercise's every case is in (named)
             if status == FAILED:

@@ -35,6 +35,11 @@ class Batch:
     calls: list[dict[str, Any]]
     blob: bytes
 
+    @property
+    def held(self) -> bool:
+        """One call whose memory the grader reads from the kernel (``Case.measure_held``): sent alone, first."""
+        return len(self.trials) == 1 and self.trials[0].case.measure_held
+
 
 @dataclass
 class Suite:
@@ -205,16 +210,22 @@ def build_suite(seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solut
     for hook in HOOK_NAMES:
         for device in devices:
             items = grouped.get((hook, device), [])
-            if not items:
-                continue
-            blob_tensors: dict[str, torch.Tensor] = {}
-            calls = []
-            for i, (trial, tensors) in enumerate(items):
-                blob_tensors.update(tensors)
-                calls.append(dict(trial.call, id=i))
-            blob = save_tensors(blob_tensors) if blob_tensors else b""
-            suite.batches.append(Batch(hook, device, [trial for trial, _ in items], calls, blob))
+            # a call whose memory the grader reads goes alone: what the child held around its batch is the call's
+            measured = [item for item in items if item[0].case.measure_held]
+            rest = [item for item in items if not item[0].case.measure_held]
+            for part in ([rest] if rest else []) + [[item] for item in measured]:
+                suite.batches.append(_batch(hook, device, part))
     return suite
+
+
+def _batch(hook: str, device: str, items: list[tuple[Trial, dict]]) -> Batch:
+    blob_tensors: dict[str, torch.Tensor] = {}
+    calls = []
+    for i, (trial, tensors) in enumerate(items):
+        blob_tensors.update(tensors)
+        calls.append(dict(trial.call, id=i))
+    blob = save_tensors(blob_tensors) if blob_tensors else b""
+    return Batch(hook, device, [trial for trial, _ in items], calls, blob)
 
 
 # --- the version ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import types
 
 from grader import hook_table, hookspecs, registry, rules
 from grader.child import call, figures, load, modules, spawns
-from grader.instructor import cases, diagnosis, replies, submission_grading, suite, verdict
+from grader.instructor import cases, diagnosis, held_memory, replies, submission_grading, suite, verdict
 
 
 def verdict_modules() -> list[types.ModuleType]:
@@ -23,7 +23,7 @@ def verdict_modules() -> list[types.ModuleType]:
     (``grader.child``: loading, calling, recording banned calls and spawns, figures, modules' weights), the gold
     answers (``solutions.reference``), the cases and this suite, the verdict, the
     rules it words and judges a figure by, and the reply checks (``verdict``,
-    ``rules``, ``replies``), the loop that turns replies into
+    ``rules``, ``replies``), what the kernel says a call held (``held_memory``), the loop that turns replies into
     results (``submission_grading``), and the naming of known mistakes stored
     with each failure (``diagnosis`` and its catalogue, ``solutions.mistakes``).
     Not the sandbox (how learners' code is contained never changes a value), nor
@@ -44,6 +44,7 @@ def verdict_modules() -> list[types.ModuleType]:
         cases,
         suite,
         verdict,
+        held_memory,
         rules,
         replies,
         submission_grading,

@@ -238,8 +238,11 @@ def _error_text(kind: str, text: str, whole: bool) -> str:
     return " · ".join(lines) if whole else lines[0]
 
 
-def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = False) -> tuple[Status, str]:
-    """The status and message of one trial, from what the learner's process sent back (a checked reply)."""
+def judge(
+    trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = False, held: Any = None
+) -> tuple[Status, str]:
+    """The status and message of one trial, from what the learner's process sent back (a checked reply), and
+    ``held``: what the kernel says the call's process held (``grader.instructor.held_memory.Held``), where read."""
     case = trial.case
     error: dict[str, Any] = dict(reply.get("error") or {})
     kind, text = str(error.get("type", "an exception")), str(error.get("message", ""))
@@ -311,7 +314,7 @@ def judge(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool = 
                 return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(trial.golds[i].shape)}"
     if trial.device != "meta":
         received = [outputs[f"out{i}"] for i in range(len(trial.golds)) if f"out{i}" in outputs]
-        facts = dict(reply)
+        facts = dict(reply, held=held)  # the reply's keys are the wire's (CallReply): none is "held"
         for holds in case.properties:
             problem = holds(trial, received, facts)
             if problem:

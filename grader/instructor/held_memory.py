@@ -1,0 +1,225 @@
+"""The memory a learner's process held during one call, read by the trusted side from the kernel.
+
+The child's own meter (``grader.child.call._MemoryMeter``) runs in the learner's process, where learner code can
+step around it.  What the kernel keeps of a process cannot be shaped from inside it: before the call the grader
+resets the child's peak of resident memory and the accessed bits of its pages (``/proc/<pid>/clear_refs``), and
+after the reply it reads the rise of that peak, the pages (of memory and of files) the call touched and still
+holds, the resident memory it gave back, the bytes it wrote to files and pipes (``/proc/<pid>/io``), the faults
+of the processes it started and waited for, and those still there.  A whole score matrix shows in one of them
+wherever it was kept: in new memory (the rise), in memory made before the call and filled in it (touched; given
+back before the reply: dropped), in room made by giving back other pages (dropped, or touched when taken again),
+in a file or a pipe (written), or in another process.  seccomp refuses the ``madvise`` advice that would clear
+the accessed bits or map pages untouched (``grader.child.policy``).
+
+Read through a descriptor of the child's ``/proc`` folder opened while the child is known alive (its pidfd), so
+no other process's numbers are read under its pid; Linux only, elsewhere :func:`open_meter` gives None.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import select
+from dataclasses import dataclass
+
+from grader.rules import MemoryRule
+
+PAGE = resource.getpagesize()
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one call held, in bytes (:mod:`grader.instructor.held_memory`)."""
+
+    rise: int  # the peak of resident memory over what it was before the call
+    touched: int  # pages the call read or wrote that it still holds, of memory and of files alike
+    dropped: int  # anonymous memory held before the call and given back by its end
+    written: int  # bytes written through any descriptor but sockets (files, pipes)
+    others: int  # pages the processes it started and waited for touched, in bytes (the kernel's count of their faults)
+    running: int  # processes it started that were still there (running, or never waited for) when it returned
+
+    @property
+    def kept(self) -> int:
+        """The most the call can have held at once in its own memory: what it added, or what it filled in place."""
+        return max(self.rise, self.touched + self.dropped)
+
+
+class ProcessMeter:
+    """Resets a child's memory records (:meth:`start`) and reads what a call did to them (:meth:`finish`)."""
+
+    def __init__(self, folder: int, pidfd: int, own: int | None = None) -> None:
+        self._folder, self._pidfd, self._own = folder, pidfd, own  # own: a pidfd this meter opened, and closes
+        self._base: dict[str, int] = {}
+
+    def start(self) -> bool:
+        """Reset the records; False where the kernel refused (the measure is then not taken)."""
+        try:
+            fd = os.open("clear_refs", os.O_WRONLY | os.O_CLOEXEC, dir_fd=self._folder)
+            try:
+                os.write(fd, b"1")  # every page's accessed bit cleared
+                os.write(fd, b"5")  # the peak of resident memory set to what is resident now
+            finally:
+                os.close(fd)
+            self._base = {**self._status(), **self._io(), **self._faults()}
+        except OSError:
+            return False
+        return self._alive()
+
+    def finish(self) -> Held | None:
+        """What the call held since :meth:`start`, or None where it could not be read (the child is gone)."""
+        try:
+            now, touched, running = {**self._status(), **self._io(), **self._faults()}, self._touched(), self._running()
+        except (OSError, ValueError, StopIteration):
+            return None
+        if not self._alive() or not self._base:
+            return None
+        base = self._base
+        return Held(
+            rise=max(0, now["VmHWM"] - base["VmRSS"]),
+            touched=touched,
+            dropped=max(0, base["VmRSS"] - now["VmRSS"]),
+            written=max(0, now["wchar"] - base["wchar"]),
+            others=max(0, now["faults"] - base["faults"]) * PAGE,
+            running=running,
+        )
+
+    def close(self) -> None:
+        for fd in (self._folder, self._own):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _read(self, name: str) -> str:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=self._folder)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+
+    def _status(self) -> dict[str, int]:
+        fields = (line.split() for line in self._read("status").splitlines())
+        kib = {f[0].rstrip(":"): int(f[1]) for f in fields if len(f) == 3 and f[2] == "kB"}
+        return {name: kib[name] << 10 for name in ("VmHWM", "VmRSS", "RssAnon")}
+
+    def _io(self) -> dict[str, int]:
+        fields = (line.split(":") for line in self._read("io").splitlines())
+        return {"wchar": next(int(v) for k, v in fields if k == "wchar")}
+
+    def _faults(self) -> dict[str, int]:
+        """The page faults of the processes it waited for (``cminflt + cmajflt`` of ``stat``)."""
+        fields = self._read("stat").rpartition(")")[2].split()  # after the name, which may hold anything
+        return {"faults": int(fields[8]) + int(fields[10])}
+
+    def _running(self) -> int:
+        """Its child processes now, of every thread (``task/<tid>/children``; a thread gone meanwhile has none)."""
+        tasks = os.open("task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self._folder)
+        try:
+            count = 0
+            for tid in os.listdir(tasks):
+                with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                    count += len(self._read(f"task/{tid}/children").split())
+            return count
+        finally:
+            os.close(tasks)
+
+    def _touched(self) -> int:
+        """The pages of every mapping the call read or wrote and still holds (``Referenced`` in ``smaps_rollup``):
+        files' pages too, for clean ones given back in the call and read again make room unseen (red team 11's a8)."""
+        fields = (line.split() for line in self._read("smaps_rollup").splitlines())
+        return next(int(f[1]) for f in fields if f and f[0] == "Referenced:") << 10
+
+    def _alive(self) -> bool:
+        return not select.select([self._pidfd], [], [], 0)[0]  # a pidfd reads ready once its process has ended
+
+
+def open_meter(pid: int, pidfd: int | None) -> ProcessMeter | None:
+    """A meter of the process that runs the calls of child ``pid`` (whose pidfd is ``pidfd``), or None where there is
+    none to read.  In a PID namespace of its own that is ``pid``'s one child, PID 1 there (``grader.child.contain``):
+    no process of the learner's can be ``pid``'s child or PID 1 of a namespace (orphans go to that PID 1)."""
+    if pidfd is None:
+        return None
+    target, own = _serving(pid)
+    try:
+        folder = os.open(f"/proc/{target}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        folder = -1
+    if folder < 0 or (own is not None and _children(pid) != [target]):  # gone or reaped since: not the child
+        for fd in (folder, own):
+            if fd is not None and fd >= 0:
+                os.close(fd)
+        return None
+    meter = ProcessMeter(folder, own if own is not None else pidfd, own)
+    if not meter._alive() or not select.select([pidfd], [], [], 0) == ([], [], []):
+        meter.close()  # the pid may name another process now: nothing read under it is the child's
+        return None
+    return meter
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _serving(pid: int) -> tuple[int, int | None]:
+    """The pid that runs the calls and a pidfd of it opened here (None: ``pid`` itself runs them)."""
+    children = _children(pid)
+    if len(children) != 1:
+        return pid, None
+    try:
+        own = os.pidfd_open(children[0])
+    except OSError:
+        return pid, None
+    try:
+        with open(f"/proc/{children[0]}/status", "rb") as f:
+            nspid = next((line.split()[1:] for line in f if line.startswith(b"NSpid:")), [])
+    except OSError:
+        nspid = []
+    if len(nspid) >= 2 and nspid[-1] == b"1" and _children(pid) == children:
+        return children[0], own  # still pid's child after the pidfd was opened: the pidfd is of that process
+    os.close(own)
+    return pid, None
+
+
+UNREAD = Held(rise=-1, touched=-1, dropped=-1, written=-1, others=-1, running=-1)
+"""What a call held where the grader reset the records before it but could not read them after: the case fails."""
+
+
+def held_problem(held: Held, rule: MemoryRule, itemsize: int) -> str | None:
+    """The failure when what the kernel says a call held (``held``) had room for one batch-head's kept scores in the
+    queries' dtype (``itemsize`` bytes each: the least a whole matrix takes in any form that keeps the answers
+    within that dtype's tolerance).  Measured at the longest case's shapes (``grader.instructor.cases.LONGEST``,
+    128 MiB allowed, each the first call of a fresh child; ``benchmarks/held_memory.py``): the suite's honest chunked
+    versions touch 50-52 MiB (some 30 of them the library's own pages) and raise the peak by 34-38 MiB, its
+    evasions 150 MiB or more wherever they keep the scores."""
+    allowed = rule.kept * itemsize
+    if held is UNREAD:
+        return "the grader could not read the kernel's record of your process after your call; nothing was measured"
+    if held.running:
+        return (
+            f"{held.running} process{'es' if held.running > 1 else ''} your call started (or your code started before "
+            "it) still ran as it returned: the grader cannot weigh what they hold. Start no process"
+        )
+    if held.kept >= allowed:
+        where = "in new memory" if held.rise >= held.touched + held.dropped else "in memory made before the call"
+        amount = held.kept
+    elif held.written >= allowed:
+        where, amount = "written out to a file or a pipe", held.written
+    elif held.others >= allowed:
+        where, amount = "in processes it started", held.others
+    else:
+        return None
+    mib = 1 << 20
+    tq, tk = rule.scores
+    scores = f"the ({tq}, {tk}) scores of one batch-head" + (" a causal call keeps" if rule.kept < rule.bound else "")
+    return (
+        f"the kernel's record of your process (read by the grader, outside it) says your call held "
+        f"{amount / mib:,.0f} MiB {where}: room for {scores}, {allowed / mib:,.0f} MiB; a chunked version holds "
+        f"a few blocks of ({tq}, {rule.block[-1]}). Walk the keys block by block, keeping a running max and sum"
+    )
