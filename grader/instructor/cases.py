@@ -962,9 +962,9 @@ are (2048, 2048), four million elements, the memory rule's bound; a chunked vers
 float64 bytes, under the bytes of the float32 matrix; at Tq = Tk = 1024 they did not, and a float64 version
 failed)."""
 
-LONGEST = (1, 1, 2048, 16384, 16, 12, 16)
+LONGEST = (1, 1, 2048, 16384, 16, 12, 32)
 """The case measured from outside the learner's process (:mod:`grader.instructor.held_memory`): batch dims (1, 1),
-Tq = 2048 queries over Tk = 16384 keys, d = 16, dv = 12, chunk_size 16.  Its scores are 33.6 million elements, 128
+Tq = 2048 queries over Tk = 16384 keys, d = 16, dv = 12, chunk_size 32.  Its scores are 33.6 million elements, 128
 MiB in float32, where an honest chunked version touches some 50-70 MiB all told (half of it the library's own
 pages; the meter of the long case, which would weigh 100 MiB of its own, stays off).  Not causal: a causal call
 of as many kept scores computes twice the scores.  Narrow blocks and values keep a version that broadcasts

@@ -3,13 +3,13 @@
 The child's own meter (``grader.child.call._MemoryMeter``) runs in the learner's process, where learner code can
 step around it.  What the kernel keeps of a process cannot be shaped from inside it: before the call the grader
 resets the child's peak of resident memory and the accessed bits of its pages (``/proc/<pid>/clear_refs``), and
-after the reply it reads the rise of that peak, the pages (of memory and of files) the call touched and still
-holds, the resident memory it gave back, the bytes it wrote to files and pipes (``/proc/<pid>/io``), the faults
+after the reply it reads the rise of that peak, the pages the call touched and still holds (but files' clean
+ones), the resident memory it gave back, the bytes it wrote to files and pipes (``/proc/<pid>/io``), the faults
 of the processes it started and waited for, and those still there.  A whole score matrix shows in one of them
 wherever it was kept: in new memory (the rise), in memory made before the call and filled in it (touched; given
-back before the reply: dropped), in room made by giving back other pages (dropped, or touched when taken again),
-in a file or a pipe (written), or in another process.  seccomp refuses the ``madvise`` advice that would clear
-the accessed bits or map pages untouched (``grader.child.policy``).
+back before the reply: dropped), in a file or a pipe (written), or in another process; but not in room made by
+giving back a file's clean pages and reading them again (red team 11's a8, open).  seccomp refuses the
+``madvise`` advice that would clear the accessed bits or map pages untouched (``grader.child.policy``).
 
 Read through a descriptor of the child's ``/proc`` folder opened while the child is known alive (its pidfd), so
 no other process's numbers are read under its pid; Linux only, elsewhere :func:`open_meter` gives None.
@@ -33,7 +33,7 @@ class Held:
     """What one call held, in bytes (:mod:`grader.instructor.held_memory`)."""
 
     rise: int  # the peak of resident memory over what it was before the call
-    touched: int  # pages the call read or wrote that it still holds, of memory and of files alike
+    touched: int  # pages the call read or wrote that it still holds (a file's clean private pages excepted)
     dropped: int  # anonymous memory held before the call and given back by its end
     written: int  # bytes written through any descriptor but sockets (files, pipes)
     others: int  # pages the processes it started and waited for touched, in bytes (the kernel's count of their faults)
@@ -127,10 +127,24 @@ class ProcessMeter:
             os.close(tasks)
 
     def _touched(self) -> int:
-        """The pages of every mapping the call read or wrote and still holds (``Referenced`` in ``smaps_rollup``):
-        files' pages too, for clean ones given back in the call and read again make room unseen (red team 11's a8)."""
-        fields = (line.split() for line in self._read("smaps_rollup").splitlines())
-        return next(int(f[1]) for f in fields if f and f[0] == "Referenced:") << 10
+        """The pages the call read or wrote and still holds, of every mapping but a file's private, unwritten one.
+
+        Those (the libraries' code) are left out because their ``Referenced`` is the page cache's: under memory
+        pressure another process's use of the same file marks them too (CI: honest hand-ins failed).  So clean
+        file pages given back in the call and read again make room unseen (red team 11's a8): still open."""
+        total, counted, referenced, anonymous = 0, True, 0, 0
+        for line in self._read("smaps").splitlines():
+            head, _, rest = line.partition(" ")
+            if not head.endswith(":"):  # a mapping's header: range perms offset dev inode [path]
+                total += referenced if counted or anonymous else 0
+                fields = rest.split()
+                counted = len(fields) < 4 or fields[3] == "0" or "w" in fields[0] or "s" in fields[0]
+                referenced = anonymous = 0
+            elif head == "Referenced:":
+                referenced = int(rest.split()[0]) << 10
+            elif head == "Anonymous:":
+                anonymous = int(rest.split()[0])
+        return total + (referenced if counted or anonymous else 0)
 
     def _alive(self) -> bool:
         return not select.select([self._pidfd], [], [], 0)[0]  # a pidfd reads ready once its process has ended
