@@ -1,12 +1,12 @@
-"""What the kernel says each of the test snippets held in chunked_attention's longest case (Tq = Tk = 8192).
+"""What the kernel says each of the test snippets held in chunked_attention's longest case (Tq = 2048, Tk = 16384).
 
     python benchmarks/held_memory.py                      # every snippet of tests/submissions and tests/hostile
     python benchmarks/held_memory.py chunked_chapter scores_renamed
 
 Grades each snippet (Alice's hand-in with that chunked_attention, ``tests/learner_code.py``) on the longest case
 alone, in the sandbox, as the grader does, and prints what ``grader.instructor.held_memory`` read around the call
-(MiB): the rise of the peak, the pages touched, given back, written, touched by processes it started, and the
-verdict.  The rule allows less than the case's kept scores in float32 (128 MiB).  A benchmark, not a test.
+(MiB): the rise of the peak, the pages touched, given back, the most anonymous memory sampled, written, touched
+by processes it started, and the verdict.  The rule allows less than the case's kept scores in float32 (128 MiB).  A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def main(names: list[str]) -> None:
     full = build_suite(5, ("cpu",))
     suite = Suite(full.seed, full.devices, [b for b in full.batches if b.held])
     folders = (learner_code.SNIPPETS, learner_code.HOSTILE_SNIPPETS)
-    names = names or sorted(p.stem for p in learner_code.SNIPPETS.glob("*.py") if "chunked_attention" in p.read_text())
-    print(f"{'snippet':48s} {'s':>5s} {'rise':>6s} {'touch':>6s} {'drop':>6s} {'write':>6s} {'procs':>6s}  verdict")
+    names = names or sorted(p.stem for f in folders for p in f.glob("*.py") if "def chunked_attention" in p.read_text())
+    columns = ("rise", "touch", "drop", "anon", "write", "procs")
+    print(f"{'snippet':48s} {'s':>5s} " + " ".join(f"{c:>6s}" for c in columns) + "  verdict")
     with Template() as template:
         for name in names:
             folder = next(f for f in folders if (f / f"{name}.py").exists())
@@ -49,7 +50,7 @@ def main(names: list[str]) -> None:
                 results = learner_code.graded_snippet(Path(tmp), name, suite, template, Limits(), folder)
             result = next(r for r in results if r.case == "longest")
             held = seen.get("held")
-            sizes = [held.rise, held.touched, held.dropped, held.written, held.others] if held else []
+            sizes = [held.rise, held.touched, held.dropped, held.sampled, held.written, held.others] if held else []
             print(
                 f"{name:48s} {time.perf_counter() - start:5.1f} "
                 + " ".join(f"{s / 2**20:6.0f}" for s in sizes)
