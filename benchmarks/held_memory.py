@@ -5,9 +5,9 @@
 
 Grades each snippet (Alice's hand-in with that chunked_attention, ``tests/learner_code.py``) on the longest case
 alone, in the sandbox, as the grader does, and prints what ``grader.instructor.held_memory`` read around the call
-(MiB): the rise of the peak, the pages touched, given back, the most anonymous memory sampled, written, touched
-by processes it started, and the verdict.  The rule allows less than the case's kept scores in float32 (128 MiB).  A benchmark, not a test.
-"""
+(MiB): the rise of the peak, the pages touched, given back, the most anonymous memory sampled, written, touched by
+processes it started, and the verdict. The rule allows less than the case's kept scores in float32 (128 MiB). A
+benchmark, not a test."""
 
 from __future__ import annotations
 

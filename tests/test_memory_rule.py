@@ -665,9 +665,11 @@ def test_grade_help_says_how_long_a_measured_call_may_take():
 
 def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked_suite, template, monkeypatch):
     """The meter and the allocator's record slow an honest chunked call 6 to 30 times (red team 8b: three honest
-    versions timed out at 10 s): the long case waits MEASURED_CALL_FACTOR times the call limit, the others once."""
+    versions timed out at 10 s): the long case waits MEASURED_CALL_FACTOR times the call limit, the longest (512
+    blocks, no meter) LONGEST_CALL_FACTOR times, the others once."""
     from grader import rules
     from grader.instructor import submission_grading
+    from grader.instructor.cases import LONGEST_CALL_FACTOR
 
     waited: dict[str, float] = {}
     read = submission_grading._read_reply
@@ -679,7 +681,8 @@ def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked
     monkeypatch.setattr(submission_grading, "_read_reply", timed)
     graded(tmp_path, None, chunked_suite, template)
     factor = rules.MEASURED_CALL_FACTOR
-    assert factor > 1 and waited.pop("long") == waited.pop("longest") == factor * LIMITS.call_seconds
+    assert factor > 1 and waited.pop("long") == factor * LIMITS.call_seconds
+    assert LONGEST_CALL_FACTOR > 1 and waited.pop("longest") == LONGEST_CALL_FACTOR * LIMITS.call_seconds
     assert waited and set(waited.values()) == {LIMITS.call_seconds}, waited
 
 

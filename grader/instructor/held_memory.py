@@ -75,7 +75,7 @@ class ProcessMeter:
         self._highest = self._base["anonymous"]
         self._sampler = threading.Thread(target=self._sample, name="held-memory-sampler", daemon=True)
         self._sampler.start()
-        return self._alive()
+        return alive(self._pidfd)
 
     def _sample(self) -> None:
         """The highest anonymous and shared memory of the child, read every millisecond until :meth:`_stop_sampling`."""
@@ -98,7 +98,7 @@ class ProcessMeter:
             now, touched, running = {**self._status(), **self._io(), **self._faults()}, self._touched(), self._running()
         except (OSError, ValueError, StopIteration):
             return None
-        if not self._alive() or not self._base:
+        if not alive(self._pidfd) or not self._base:
             return None
         base = self._base
         return Held(
@@ -175,8 +175,10 @@ class ProcessMeter:
                 anonymous = int(rest.split()[0])
         return total + (referenced if counted or anonymous else 0)
 
-    def _alive(self) -> bool:
-        return not select.select([self._pidfd], [], [], 0)[0]  # a pidfd reads ready once its process has ended
+
+def alive(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` still lives (a pidfd reads ready once its process has ended)."""
+    return not select.select([pidfd], [], [], 0)[0]
 
 
 def open_meter(pid: int, pidfd: int | None) -> ProcessMeter | None:
@@ -196,7 +198,7 @@ def open_meter(pid: int, pidfd: int | None) -> ProcessMeter | None:
                 os.close(fd)
         return None
     meter = ProcessMeter(folder, own if own is not None else pidfd, own)
-    if not meter._alive() or not select.select([pidfd], [], [], 0) == ([], [], []):
+    if not all(alive(fd) for fd in (pidfd, own) if fd is not None):
         meter.close()  # the pid may name another process now: nothing read under it is the child's
         return None
     return meter

@@ -49,7 +49,7 @@ from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
 from grader.instructor.witnessed import WHERE, witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
-from grader.rules import MEASURED_CALL_FACTOR, banned_message
+from grader.rules import banned_message
 
 __all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
 
@@ -373,23 +373,19 @@ def _unusable_hooks(found: dict[str, HookFound], load_errors: dict[str, str] | N
 def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[CaseResult]:
     """Send one batch and judge each reply as it comes; a reply that breaks the protocol ends the batch."""
     first = session.calls_sent
-    meter = None
-    try:
-        child = session.ensure()  # a child started now is sent ids from `first` on (child_calls_from)
-        session.calls_sent += len(batch.calls)
-        meter = _held_meter(child, batch)
-        child.send({"op": "call", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
-    except ChildGone as exc:
-        session.calls_sent = first + len(batch.calls)
-        session.drop()
-        if meter is not None:
-            meter.close()
-        return every_trial(session.submission.student, batch.trials, FAILED, exc.reason)
-    try:
+    with contextlib.ExitStack() as closing:
+        try:
+            child = session.ensure()  # a child started now is sent ids from `first` on (child_calls_from)
+            session.calls_sent += len(batch.calls)
+            meter = _held_meter(child, batch)
+            if meter is not None:
+                closing.callback(meter.close)
+            child.send({"op": "call", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
+        except ChildGone as exc:
+            session.calls_sent = first + len(batch.calls)
+            session.drop()
+            return every_trial(session.submission.student, batch.trials, FAILED, exc.reason)
         return _judge_replies(session, batch, verdicts, child, first, meter)
-    finally:
-        if meter is not None:
-            meter.close()
 
 
 def _held_meter(child: Child, batch: Batch) -> ProcessMeter | None:
@@ -410,8 +406,7 @@ def _judge_replies(
     results: list[CaseResult] = []
     for i, trial in enumerate(batch.trials):
         try:
-            measured = trial.case.measure_memory or trial.case.measure_held  # the longest case is long too
-            limit = session.limits.call_seconds * (MEASURED_CALL_FACTOR if measured else 1)
+            limit = session.limits.call_seconds * trial.case.call_factor
             reply, outputs = _read_reply(child, trial, first + i, limit)
         except ChildGone as exc:
             reason = exc.reason
