@@ -30,8 +30,11 @@ WORKER = textwrap.dedent(
         f.write(b"\\4" * (2 * SIZE))
         f.flush()
         ballast = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ, flags=mmap.MAP_PRIVATE)
-    read = lambda: sum(ballast[i] for i in range(0, len(ballast), mmap.PAGESIZE))
-    read()
+    read = lambda pages: sum(pages[i] for i in range(0, len(pages), mmap.PAGESIZE))
+    read(ballast)
+    spare = tempfile.TemporaryFile()
+    spare.write(b"\\6" * SIZE)
+    spare.flush()
     left = []
     null = os.open(os.devnull, os.O_WRONLY)
 
@@ -42,7 +45,14 @@ WORKER = textwrap.dedent(
         ballast.madvise(mmap.MADV_DONTNEED)
         room = bytearray(b"\\5") * SIZE
         del room
-        read()
+        read(ballast)
+
+    def in_room_of_anonymous_pages():  # memory made before the call given back, the room refilled with file pages
+        made.clear()
+        room = bytearray(b"\\5") * SIZE
+        del room
+        left.append(mmap.mmap(spare.fileno(), 0, prot=mmap.PROT_READ, flags=mmap.MAP_PRIVATE))
+        read(left[-1])
 
     def forked():
         pid = os.fork()
@@ -59,6 +69,7 @@ WORKER = textwrap.dedent(
         "write": lambda: [os.write(null, b"x" * (1 << 20)) for _ in range(SIZE >> 20)],
         "fork": forked,
         "in-room-of-file-pages": in_room_of_file_pages,
+        "in-room-of-anonymous-pages": in_room_of_anonymous_pages,
         "leave-running": lambda: left.append(subprocess.Popen(["sleep", "30"])),
     }}
     print("ready", flush=True)
@@ -114,12 +125,14 @@ def test_a_call_that_does_nothing_holds_little(worker):
         ("write", "written"),
         ("fork", "others"),
         ("in-room-of-file-pages", "sampled"),
+        ("in-room-of-anonymous-pages", "sampled"),
     ],
 )
 def test_memory_is_seen_wherever_the_call_keeps_it(worker, action, where):
     """New memory raises the peak; memory made before the call and written in it is touched, and dropped once
     given back; bytes written through a descriptor and pages a waited-for process touched are counted; new memory in
-    room made by giving back a file's clean pages (read again before the reply) is seen by the samples alone."""
+    room made by giving back other pages (a file's clean ones read again, or anonymous ones and the room refilled
+    with file pages before the reply) is seen by the samples alone."""
     held = held_by(worker, action)
     assert getattr(held, where) >= SIZE * 0.95, held
     others = {"rise", "touched", "dropped", "written", "others"} - {where, "touched"}  # new pages are touched too

@@ -8,10 +8,10 @@ ones), the resident memory it gave back, the bytes it wrote to files and pipes (
 of the processes it started and waited for, and those still there; while the call runs, it samples the child's
 anonymous and shared memory every millisecond.  A whole score matrix shows in one of them wherever it was kept: in
 new memory (the rise), in memory made before the call and filled in it (touched; given back before the reply:
-dropped), in a file or a pipe (written), in another process, or in room made by giving back a file's clean pages
-and reading them again (the samples: such room hides new memory from the peak, which counts file pages too, but
-not from the anonymous count; red team 11's a8).  Computing a (2048, 16384) score matrix takes far longer than a
-millisecond, so no sample gap hides it.  seccomp refuses the ``madvise`` advice that would clear the accessed bits
+dropped), in a file or a pipe (written), in another process, or in room made by giving back other pages first,
+a file's clean ones or anonymous ones, and filling the room with file pages again (the samples: the anonymous memory
+added at once over the lowest sample before it; red team 11's a8).  Computing a (2048, 16384) score matrix takes far
+longer than a millisecond, so no sample gap hides it.  seccomp refuses the ``madvise`` advice that would clear the accessed bits
 or map pages untouched (``grader.child.policy``).
 
 Read through a descriptor of the child's ``/proc`` folder opened while the child is known alive (its pidfd), so
@@ -40,7 +40,7 @@ class Held:
     rise: int  # the peak of resident memory over what it was before the call
     touched: int  # pages the call read or wrote that it still holds (a file's clean private pages excepted)
     dropped: int  # resident memory held before the call and given back by its end
-    sampled: int  # the most anonymous and shared memory seen while the call ran, over what it was before
+    sampled: int  # the most anonymous and shared memory added at once while the call ran (over its lowest sample before)
     written: int  # bytes written through any descriptor but sockets (files, pipes)
     others: int  # pages the processes it started and waited for touched, in bytes (the kernel's count of their faults)
     running: int  # processes it started that were still there (running, or never waited for) when it returned
@@ -57,7 +57,7 @@ class ProcessMeter:
     def __init__(self, folder: int, pidfd: int, own: int | None = None) -> None:
         self._folder, self._pidfd, self._own = folder, pidfd, own  # own: a pidfd this meter opened, and closes
         self._base: dict[str, int] = {}
-        self._highest, self._stop = 0, threading.Event()
+        self._low, self._added, self._stop = 0, 0, threading.Event()
         self._sampler: threading.Thread | None = None
 
     def start(self) -> bool:
@@ -72,18 +72,24 @@ class ProcessMeter:
             self._base = {**self._status(), **self._io(), **self._faults()}
         except OSError:
             return False
-        self._highest = self._base["anonymous"]
+        self._low, self._added = self._base["anonymous"], 0
         self._sampler = threading.Thread(target=self._sample, name="held-memory-sampler", daemon=True)
         self._sampler.start()
         return alive(self._pidfd)
 
     def _sample(self) -> None:
-        """The highest anonymous and shared memory of the child, read every millisecond until :meth:`_stop_sampling`."""
+        """Read the child's anonymous and shared memory every millisecond until :meth:`_stop_sampling`."""
         while not self._stop.wait(SAMPLE_SECONDS):
             try:
-                self._highest = max(self._highest, self._status()["anonymous"])
+                self._note(self._status()["anonymous"])
             except (OSError, ValueError, KeyError):
                 return  # the child is gone: finish() reads None
+
+    def _note(self, anonymous: int) -> None:
+        """The most added at once is measured from the lowest sample before it: memory given back first (anonymous
+        or a file's) makes no room for new memory unseen."""
+        self._low = min(self._low, anonymous)
+        self._added = max(self._added, anonymous - self._low)
 
     def _stop_sampling(self) -> None:
         self._stop.set()
@@ -98,6 +104,7 @@ class ProcessMeter:
             now, touched, running = {**self._status(), **self._io(), **self._faults()}, self._touched(), self._running()
         except (OSError, ValueError, StopIteration):
             return None
+        self._note(now["anonymous"])
         if not alive(self._pidfd) or not self._base:
             return None
         base = self._base
@@ -105,7 +112,7 @@ class ProcessMeter:
             rise=max(0, now["VmHWM"] - base["VmRSS"]),
             touched=touched,
             dropped=max(0, base["VmRSS"] - now["VmRSS"]),
-            sampled=max(0, max(self._highest, now["anonymous"]) - base["anonymous"]),
+            sampled=self._added,
             written=max(0, now["wchar"] - base["wchar"]),
             others=max(0, now["faults"] - base["faults"]) * PAGE,
             running=running,
