@@ -11,8 +11,8 @@ new memory (the rise), in memory made before the call and filled in it (touched;
 dropped), in a file or a pipe (written), in another process, or in room made by giving back other pages first,
 a file's clean ones or anonymous ones, and filling the room with file pages again (the samples: the anonymous memory
 added at once over the lowest sample before it; red team 11's a8).  Computing a (2048, 16384) score matrix takes far
-longer than a millisecond, so no sample gap hides it.  seccomp refuses the ``madvise`` advice that would clear the accessed bits
-or map pages untouched (``grader.child.policy``).
+longer than a millisecond, so no sample gap hides it.  seccomp refuses the ``madvise`` advice that would clear the
+accessed bits or map pages untouched (``grader.child.policy``).
 
 Read through a descriptor of the child's ``/proc`` folder opened while the child is known alive (its pidfd), so
 no other process's numbers are read under its pid; Linux only, elsewhere :func:`open_meter` gives None.
@@ -40,7 +40,7 @@ class Held:
     rise: int  # the peak of resident memory over what it was before the call
     touched: int  # pages the call read or wrote that it still holds (a file's clean private pages excepted)
     dropped: int  # resident memory held before the call and given back by its end
-    sampled: int  # the most anonymous and shared memory added at once while the call ran (over its lowest sample before)
+    sampled: int  # the most anonymous and shared memory added at once in the call (over its lowest sample before)
     written: int  # bytes written through any descriptor but sockets (files, pipes)
     others: int  # pages the processes it started and waited for touched, in bytes (the kernel's count of their faults)
     running: int  # processes it started that were still there (running, or never waited for) when it returned
