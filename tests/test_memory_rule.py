@@ -62,6 +62,7 @@ MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the loca
 HELD = {  # tests/hostile/submissions: only the kernel's record of the process, read by the grader, sees these
     "premade-off": "scores_in_a_buffer_made_at_import_with_modes_off",  # every page resident before the call
     "rt11-a8": "scores_in_room_of_dropped_file_pages",  # library pages given back, then read again: the samples
+    "a8-anon": "scores_in_room_of_memory_given_back",  # memory made at import given back, file pages read in its place
 }
 FOREIGN = {"rt8-a2": "scores_in_bytearray_slabs"}  # red team 8: memory torch never allocated; the grader's record only
 UNALLOCATED = {  # memory torch never allocated, reached by a maker the grader does not wrap, or before the call
@@ -613,6 +614,7 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("rt10-a2", f"your call used {CALLS_BACK}: the grader measures the memory torch's tensors hold"),
         ("premade-off", "the kernel's record of your process (read by the grader, outside it) says your call held "),
         ("rt11-a8", "in new memory, in room made by giving back other pages (the grader's samples while it ran)"),
+        ("a8-anon", "in new memory, in room made by giving back other pages (the grader's samples while it ran)"),
     ],
     ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED, *UNALLOCATED, *NESTED, *HELD],
 )
