@@ -23,8 +23,9 @@ SIZE = 64 * MIB
 
 WORKER = textwrap.dedent(
     f"""
-    import mmap, os, subprocess, sys, tempfile
+    import mmap, os, subprocess, sys, tempfile, time
     SIZE = {SIZE}
+    HELD = 0.2  # as long as the room is held: a whole score matrix of the longest case is computed for longer
     made = bytearray(b"\\1") * SIZE  # made and written before any call: resident
     with tempfile.TemporaryFile() as f:  # clean file pages, read before any call: resident
         f.write(b"\\4" * (2 * SIZE))
@@ -44,12 +45,14 @@ WORKER = textwrap.dedent(
     def in_room_of_file_pages():  # red team 11's a8: the peak does not rise, nothing new is held after
         ballast.madvise(mmap.MADV_DONTNEED)
         room = bytearray(b"\\5") * SIZE
+        time.sleep(HELD)
         del room
         read(ballast)
 
     def in_room_of_anonymous_pages():  # memory made before the call given back, the room refilled with file pages
         made.clear()
         room = bytearray(b"\\5") * SIZE
+        time.sleep(HELD)
         del room
         left.append(mmap.mmap(spare.fileno(), 0, prot=mmap.PROT_READ, flags=mmap.MAP_PRIVATE))
         read(left[-1])
