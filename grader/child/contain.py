@@ -19,6 +19,7 @@ from .policy import (
     DEVICES,
     FILESYSTEM,
     FOREIGN_ARCHITECTURE,
+    NEWER_SYSCALLS,
     SYSCALLS,
     TEMPORARY_FOLDERS,
     WORK_BYTES,
@@ -656,15 +657,16 @@ def filter_syscalls(plan: _Plan) -> list[str]:
     if scmp is None:
         return ["seccomp-missing"]
     try:
-        seccomp_filter(scmp).load()
+        seccomp_filter(scmp, cuda=plan.cuda).load()
     except OSError:
         return []
     plan.seccomp = "libseccomp"
     return ["seccomp"]
 
 
-def seccomp_filter(scmp: Any) -> Any:
-    """:data:`SYSCALLS` as a libseccomp filter (not loaded); a name this architecture lacks is no rule."""
+def seccomp_filter(scmp: Any, cuda: bool = False) -> Any:
+    """:data:`SYSCALLS` as a libseccomp filter (not loaded) for a child given a GPU or not; a name this architecture
+    lacks is no rule; the :data:`NEWER_SYSCALLS` numbers above the highest libseccomp knows get ENOSYS."""
     import errno
 
     def action(name: str) -> int:
@@ -673,13 +675,27 @@ def seccomp_filter(scmp: Any) -> Any:
     policy = scmp.SyscallFilter(scmp.ALLOW)
     policy.set_attr(scmp.Attr.ACT_BADARCH, action(FOREIGN_ARCHITECTURE))  # i386, x32 and every other one
     for name, rule in SYSCALLS.items():
-        if scmp.resolve_syscall(scmp.Arch.NATIVE, name) < 0:  # iopl on aarch64, say
+        if scmp.resolve_syscall(scmp.Arch.NATIVE, name) < 0 or (rule.cpu_only and cuda):  # iopl on aarch64, say
             continue
         if not rule.when:
             policy.add_rule(action(rule.action), name)
         for when in rule.when:  # any one: a rule each
             policy.add_rule(action(rule.action), name, scmp.Arg(when.arg, scmp.MASKED_EQ, when.mask, when.value))
+    newest = highest_named_syscall(scmp)
+    for number in range(newest + 1, newest + 1 + NEWER_SYSCALLS):
+        policy.add_rule(scmp.ERRNO(errno.ENOSYS), number)
     return policy
+
+
+def highest_named_syscall(scmp: Any) -> int:
+    """The highest syscall number of this architecture that libseccomp can name."""
+    for number in range(1023, -1, -1):
+        try:
+            if scmp.resolve_syscall(scmp.Arch.NATIVE, number):
+                return number
+        except ValueError:
+            continue
+    return -1
 
 
 def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:

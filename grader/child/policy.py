@@ -86,16 +86,15 @@ class Action(NamedTuple):
 
     action: str
     when: tuple[When, ...] = ()  # none: always
+    cpu_only: bool = False  # not for a child given a GPU (whose driver needs what it refuses)
 
 
 def _fails(name: str, *when: When) -> Action:
     return Action(name, when)
 
 
-_AF_UNIX = 1
-_SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 17, 21, 29, 30, 31, 38, 40, 41, 44)
-"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: INET, INET6 and NETLINK stay (each sees only
-the child's own, empty, network namespace; the C library asks netlink for interfaces and addresses)."""
+_MAP_SHARED, _MAP_ANONYMOUS = 0x01, 0x20  # MAP_SHARED_VALIDATE (0x03) holds MAP_SHARED too
+_FS_IOC_SETFLAGS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC_SETFLAGS, its 32-bit form, FS_IOC_FSSETXATTR
 SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
     **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
@@ -104,6 +103,19 @@ SYSCALLS: dict[str, Action] = {
     # nor extended attributes, which the kernel keeps in its own memory past any size or inode cap (red team
     # files4 x1: 250 MB on each of /tmp, /run, /dev, /dev/shm and the output capture); as on a filesystem without
     **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr"), _fails("ENOTSUP")),
+    # nor any file's metadata, which Landlock does not guard: an unprivileged grader's learner has the grader's own
+    # uid outside its namespaces, so it owns the instructor's files (red team 12b: chmod 000 of the Python's folder
+    # stopped the class, of the out folder lost every report, utime forged --latest); extended attributes read
+    # nor removed (another hand-in's could name its LMS link); as on a filesystem without them
+    **dict.fromkeys(
+        ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat"), _fails("EPERM")
+    ),
+    **dict.fromkeys(("utime", "utimes", "futimesat", "utimensat"), _fails("EPERM")),
+    **dict.fromkeys(
+        ("getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr"), _fails("ENOTSUP")
+    ),
+    **dict.fromkeys(("removexattr", "lremovexattr", "fremovexattr"), _fails("ENOTSUP")),
+    "ioctl": _fails("EPERM", *(When(1, 0xFFFFFFFF, request) for request in _FS_IOC_SETFLAGS)),  # chattr's flags
     # other processes' memory and files
     **dict.fromkeys(("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"), _fails("EPERM")),
     **dict.fromkeys(("shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl"), _fails("EPERM")),
@@ -131,14 +143,15 @@ SYSCALLS: dict[str, Action] = {
     # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
     # nor buffers of the kernel's that hold what a call puts there, out of its process's memory (held_memory reads
-    # that memory): socket pairs' queues, pipes filled by splice (what write puts there is counted)
-    "socketpair": _fails("EACCES"),
+    # that memory): sockets' queues (a netlink socket's own, red team 12a: 8 MiB each), pipes filled by splice
+    # (what write puts there is counted); no socket at all, so none of the machine's is reached by path either,
+    # nor a family a network namespace does not wall off (vsock reaches the host)
+    **dict.fromkeys(("socket", "socketpair"), _fails("EACCES")),
     **dict.fromkeys(("splice", "vmsplice", "tee"), _fails("EPERM")),
-    # no unix socket of the machine's is reached by path;
-    # the kernel reads the family as an int: the low 32 bits
-    # and no family a network namespace does not wall off (vsock reaches the host), nor raw packets, the
-    # kernel's crypto, XDP, or rare ones with a history of exploits
-    "socket": _fails("EACCES", *(When(0, 0xFFFFFFFF, family) for family in _SOCKET_FAMILIES_REFUSED)),
+    # nor pages of a file (the work folder's tmpfs) written through a shared mapping and unmapped, out of the
+    # process's memory and its count of bytes written (red team 12a); shared anonymous memory is freed when
+    # unmapped, and the CUDA driver maps its devices shared
+    "mmap": Action("EACCES", (When(3, _MAP_SHARED | _MAP_ANONYMOUS, _MAP_SHARED),), cpu_only=True),
     # clone with any namespace flag
     "clone": _fails("EPERM", *(When(0, 1 << b, 1 << b) for b in range(32) if _ANY_NAMESPACE & (1 << b))),
 }
@@ -146,6 +159,10 @@ SYSCALLS: dict[str, Action] = {
 architecture (i386 through ``int 0x80``, x32 on x86-64) gets :data:`FOREIGN_ARCHITECTURE`."""
 
 FOREIGN_ARCHITECTURE = "kill"
+
+NEWER_SYSCALLS = 128
+"""The syscall numbers just above the highest libseccomp can name get ENOSYS, as on an older kernel: a syscall newer
+than the library (``getxattrat``, ``removexattrat`` of Linux 6.13) is no way around a rule of :data:`SYSCALLS`."""
 
 
 # --- the filesystem policy, compiled ------------------------------------------------------------------

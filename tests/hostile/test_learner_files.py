@@ -92,6 +92,12 @@ ATTACKS = {
         """,
     "chmod_hoard": """
         def attack(secret, decoy):
+            def close(path):  # seccomp refuses chmod; without it the folder is closed to an unprivileged grader
+                try:
+                    os.chmod(path, 0)
+                except PermissionError:
+                    pass
+
             path = "hoard"
             for depth in range(60):  # deeper than the walker keeps open: it flattens
                 path = os.path.join(path, "d")
@@ -102,11 +108,11 @@ ATTACKS = {
             os.symlink(decoy, os.path.join("hoard", "out"))
             os.symlink(decoy, os.path.join(path, "out"))
             os.mkfifo(os.path.join(path, "pipe"))
-            os.chmod(path, 0)
+            close(path)
             for _ in range(30):
                 path = os.path.dirname(path)
-                os.chmod(path, 0)
-            os.chmod("hoard", 0)
+                close(path)
+            close("hoard")
             return ["hoard"]
         """,
     "swap_workdir": """
