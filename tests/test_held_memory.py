@@ -169,6 +169,14 @@ def test_the_rule_fails_room_for_the_kept_scores_wherever_it_was_held():
     ]:
         problem = held_problem(held, rule, 4)
         assert problem is not None and where in problem and "(8192, 8192)" in problem, problem
+    third = allowed // 3 + MIB  # each route below the bound, all told above it (red team 12a: files and sockets)
+    split = held_problem(Held(third, 0, 0, 0, third, third, 0), rule, 4)
+    assert split is not None and "written out to a file or a pipe, " in split and "in processes it started" in split
+    packed = Held(rise=allowed // 2 + 20 * MIB, touched=20 * MIB, dropped=0, sampled=allowed // 2, written=0,
+                  others=0, running=0)  # fmt: skip
+    problem = held_problem(packed, rule, 4)  # a 16-bit copy with a scale per row (red team 12a)
+    assert problem is not None and "2 bytes a score" in problem, problem
+    assert held_problem(Held(allowed // 2 - MIB, allowed // 2 - MIB, 0, 0, 0, 0, 0), rule, 4) is None  # a file's
     running = held_problem(Held(0, 0, 0, 0, 0, 0, 2), rule, 4)
     assert running is not None and running.startswith("2 processes your call started"), running
 

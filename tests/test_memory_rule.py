@@ -63,6 +63,7 @@ HELD = {  # tests/hostile/submissions: only the kernel's record of the process, 
     "premade-off": "scores_in_a_buffer_made_at_import_with_modes_off",  # every page resident before the call
     "rt11-a8": "scores_in_room_of_dropped_file_pages",  # library pages given back, then read again: the samples
     "a8-anon": "scores_in_room_of_memory_given_back",  # memory made at import given back, file pages read in its place
+    "rt12a-int16": "scores_packed_in_int16",  # every score at once, 16 bits with a scale per row: float32's answers
 }
 FOREIGN = {"rt8-a2": "scores_in_bytearray_slabs"}  # red team 8: memory torch never allocated; the grader's record only
 UNALLOCATED = {  # memory torch never allocated, reached by a maker the grader does not wrap, or before the call
@@ -615,6 +616,7 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("premade-off", "the kernel's record of your process (read by the grader, outside it) says your call held "),
         ("rt11-a8", "in new memory, in room made by giving back other pages (the grader's samples while it ran)"),
         ("a8-anon", "in new memory, in room made by giving back other pages (the grader's samples while it ran)"),
+        ("rt12a-int16", "2 bytes a score (a 16-bit copy keeps the answers)"),
     ],
     ids=[*EVASIONS, *MODES_OFF, *FOREIGN, *PACKED, *UNALLOCATED, *NESTED, *HELD],
 )

@@ -244,13 +244,13 @@ UNREAD = Held(rise=-1, touched=-1, dropped=-1, sampled=-1, written=-1, others=-1
 
 
 def held_problem(held: Held, rule: MemoryRule, itemsize: int) -> str | None:
-    """The failure when what the kernel says a call held (``held``) had room for one batch-head's kept scores in the
-    queries' dtype (``itemsize`` bytes each: the least a whole matrix takes in any form that keeps the answers
-    within that dtype's tolerance).  Measured at the longest case's shapes (``grader.instructor.cases.LONGEST``,
-    128 MiB allowed, each the first call of a fresh child; ``benchmarks/held_memory.py``): the suite's honest chunked
-    versions raise the peak by 36-47 MiB, touch 23-39 MiB and add 8-25 MiB of anonymous memory, its evasions 130 MiB
-    or more wherever they keep the scores."""
-    allowed = rule.kept * itemsize
+    """The failure when what the kernel says a call held (``held``), in its own memory, written out and in the
+    processes it started, all told, had room for one batch-head's kept scores: in the queries' dtype (``itemsize``
+    bytes each), or packed into :func:`packed_bytes` each, in the memory that holds no library's pages.  Measured at
+    the longest case's shapes (``grader.instructor.cases.LONGEST``, 128 MiB and 64 MiB, each the first call of a fresh
+    child; ``benchmarks/held_memory.py``): the suite's honest chunked versions raise the peak by 36-47 MiB, touch
+    23-39 MiB and add 8-25 MiB of anonymous memory, its evasions 130 MiB or more wherever they keep the scores, and
+    a 16-bit copy of them with a scale per row 85 MiB of anonymous memory (red team 12a)."""
     if held is UNREAD:
         return "the grader could not read the kernel's record of your process after your call; nothing was measured"
     if held.running:
@@ -258,24 +258,36 @@ def held_problem(held: Held, rule: MemoryRule, itemsize: int) -> str | None:
             f"{held.running} process{'es' if held.running > 1 else ''} your call started (or your code started before "
             "it) still ran as it returned: the grader cannot weigh what they hold. Start no process"
         )
-    if held.kept >= allowed:
-        amount = held.kept
-        where = (
-            "in new memory" if held.rise == amount
-            else "in memory made before the call" if held.touched + held.dropped == amount
-            else "in new memory, in room made by giving back other pages (the grader's samples while it ran)"
-        )
-    elif held.written >= allowed:
-        where, amount = "written out to a file or a pipe", held.written
-    elif held.others >= allowed:
-        where, amount = "in processes it started", held.others
+    whole, packed = rule.kept * itemsize, rule.kept * packed_bytes(itemsize)
+    anonymous = max(held.touched + held.dropped, held.sampled)  # no library's pages: a packed copy shows here
+    if held.kept + held.written + held.others >= whole:
+        allowed, own = whole, held.kept
+    elif anonymous + held.written + held.others >= packed:
+        allowed, own = packed, anonymous
     else:
         return None
+    parts = [
+        (own, "in new memory" if held.rise == own
+         else "in memory made before the call" if held.touched + held.dropped == own
+         else "in new memory, in room made by giving back other pages (the grader's samples while it ran)"),
+        (held.written, "written out to a file or a pipe"),
+        (held.others, "in processes it started"),
+    ]  # fmt: skip
+    amount = own + held.written + held.others
+    where = ", ".join(f"{size / (1 << 20):,.0f} MiB {what}" for size, what in parts if size >= 1 << 20)
+    form = "" if allowed == whole else f", {packed_bytes(itemsize)} bytes a score (a 16-bit copy keeps the answers)"
     mib = 1 << 20
     tq, tk = rule.scores
     scores = f"the ({tq}, {tk}) scores of one batch-head" + (" a causal call keeps" if rule.kept < rule.bound else "")
     return (
         f"the kernel's record of your process (read by the grader, outside it) says your call held "
-        f"{amount / mib:,.0f} MiB {where}: room for {scores}, {allowed / mib:,.0f} MiB; a chunked version holds "
-        f"a few blocks of ({tq}, {rule.block[-1]}). Walk the keys block by block, keeping a running max and sum"
+        f"{amount / mib:,.0f} MiB ({where}): room for {scores}, {allowed / mib:,.0f} MiB{form}; a chunked version "
+        f"holds a few blocks of ({tq}, {rule.block[-1]}). Walk the keys block by block, keeping a running max and sum"
     )
+
+
+def packed_bytes(itemsize: int) -> int:
+    """The fewest bytes a score can be packed into while the answers stay within the tolerance of a dtype of
+    ``itemsize`` bytes: half of them, at least 2 (a 16-bit integer with a scale per row keeps float32's answers
+    over 16384 keys, an 8-bit one does not; red team 12a)."""
+    return max(2, itemsize // 2)
