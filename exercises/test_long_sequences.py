@@ -134,6 +134,6 @@ def test_chunked_attention_long_sequence(solution, dtype, device):
     case = "Tq = Tk = 2048, d = 16, chunk_size 8, causal"
     queries = rand(2, 2048, 16, seed=30, dtype=dtype, device=device)
     keys = rand(2, 2048, 16, seed=31, dtype=dtype, device=device)
-    values = rand(2, 2048, 24, seed=32, dtype=dtype, device=device)
+    values = rand(2, 2048, 12, seed=32, dtype=dtype, device=device)
     got = solution.chunked_attention(queries, keys, values, 8, causal=True)
     expect_close(got, like(attention_oracle(queries, keys, values, True), queries), case)

@@ -213,6 +213,14 @@ WIDEST_ITEMSIZE = 8
 """The bytes of one float64 element: the widest dtype a chunked version may compute in, whatever it is given."""
 
 
+def rule_bytes(rule: MemoryRule, itemsize: int) -> int:
+    """The bytes no call may hold at once: the scores it keeps (a causal call's triangle) in the queries' dtype,
+    where twice a chunked version's temporaries in float64 stay under them; else the whole matrix's."""
+    if rule.kept < rule.bound and 2 * rule.needed * WIDEST_ITEMSIZE <= rule.kept * itemsize:
+        return rule.kept * itemsize
+    return rule.bound * itemsize
+
+
 def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) -> str | None:
     """The failure when what a chunked call held breaks :func:`memory_bound`'s rule, or None.
 
@@ -252,11 +260,12 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) 
             f"your call held at once every score a causal call keeps of one batch-head, or more: {peak:,} at its peak "
             f"(the bound: {rule.kept:,}, the unmasked part of ({tq}, {tk})); {needs}. {advice}"
         )
-    held_bytes = int(memory.get("peak_bytes") or 0)
-    if held_bytes >= rule.bound * itemsize:
+    held_bytes, byte_bound = int(memory.get("peak_bytes") or 0), rule_bytes(rule, itemsize)
+    if held_bytes >= byte_bound:
+        kept = matrix if byte_bound == rule.bound * itemsize else "every score a causal call keeps of one batch-head"
         return (
-            f"your call held at once as many bytes as {matrix} in the queries' dtype or more: {held_bytes:,} at its "
-            f"peak (the bound: {rule.bound * itemsize:,}), in elements wider than the queries'; {needs}. {advice}"
+            f"your call held at once as many bytes as {kept} in the queries' dtype or more: {held_bytes:,} at its "
+            f"peak (the bound: {byte_bound:,}), in elements wider than the queries'; {needs}. {advice}"
         )
     return _allocator_problem(memory, rule, itemsize)
 

@@ -52,6 +52,7 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "a4": "scores_in_a_buffer",  # round 3: memory no op of the call returns, filled in place
     "a6": "scores_in_foreign_memory",
     "rt8-a6": "scores_causal_triangle",  # red team 8: every unmasked score of a causal call, under the whole matrix
+    "rt12a-packed": "scores_causal_triangle_in_float64",  # red team 12a: that triangle, two scores to a float64
 }
 MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the local check's too) sees none of these
     "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
@@ -79,6 +80,7 @@ NESTED = {  # red team 9: where a mode steps aside, inside a function it hands o
     "rt10-a2": "scores_in_numpy_from_a_saved_tensor_hook",  # autograd calls the learner's hook inside an op
 }
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
+HONEST += ["chunked_mask_made_once"]  # red team 12a: a (Tq, Tk) bool mask, made once (a bit of a score an entry)
 
 
 def measured(fn, *args):
@@ -147,8 +149,10 @@ def test_a_tensor_counts_until_its_storage_is_freed():
 def test_every_dtype_counts_and_a_narrower_view_counts_its_elements():
     x = torch.randn(32, 32)
     assert measured(lambda t: (t * 1e6).to(torch.int64), x).peak_elements == 2 * 32 * 32  # the float, the int
-    assert measured(lambda t: t > 0, x).peak_elements == 32 * 32  # a bool mask: 1024 elements, 1024 bytes
-    assert measured(lambda t: t > 0, x).peak_bytes == 32 * 32
+    assert measured(lambda t: t > 0, x).peak_elements == 32 * 32 // 8  # a bool mask: a bit an entry (red team 12a's
+    assert measured(lambda t: t > 0, x).peak_bytes == 32 * 32 // 8  # honest mask made once failed as a matrix)
+    written = measured(lambda t: (t > 0).view(torch.uint8).add_(1), x)  # a bool storage written as bytes: all of them
+    assert written.peak_elements == 32 * 32, written.peak_elements
     wide = measured(lambda t: torch.zeros(32, 16, dtype=torch.float64).view(torch.float32), x)
     assert (wide.peak_elements, wide.peak_bytes) == (32 * 32, 4 * 32 * 32)  # 512 float64 seen as 1024 float32
 
@@ -233,7 +237,7 @@ def test_only_calls_that_ask_are_measured():
     assert plain["ok"] and "memory" not in plain
     reply, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True), tensors)
     memory = decode(reply, CallReply, "reply")["memory"]  # as the trusted side reads it
-    assert memory["largest"] == [BATCH, HEADS, 16, DV] and memory["converted"] == []  # the running mix of values
+    assert memory["largest"] == [BATCH, HEADS, 16, max(D, DV)] and memory["converted"] == []  # queries or values
     assert memory["peak_elements"] >= BATCH * HEADS * 16 * DV and memory["peak_bytes"] >= 4 * memory["peak_elements"]
     meta, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True, device="meta"), tensors)
     assert meta["ok"] and "memory" not in meta  # nothing is allocated on the meta device
@@ -434,9 +438,9 @@ def test_the_rule_stands_aside_where_a_chunked_version_has_no_room_below_it(shap
 
 
 def test_the_rule_applies_unbatched_and_for_the_public_long_test():
-    unbatched = memory_bound((TOKENS, 16), (TOKENS, 16), (TOKENS, 24), 8)
+    unbatched = memory_bound((TOKENS, 16), (TOKENS, 16), (TOKENS, DV), 8)
     assert unbatched is not None and unbatched.bound == MATRIX and unbatched.whole == MATRIX
-    public = memory_bound((2, TOKENS, 16), (2, TOKENS, 16), (2, TOKENS, 24), 8)  # exercises/test_long_sequences.py
+    public = memory_bound((2, TOKENS, 16), (2, TOKENS, 16), (2, TOKENS, DV), 8)  # exercises/test_long_sequences.py
     assert public is not None and public.bound == MATRIX and public.needed == memory_bound(*SHAPES, CHUNK).needed
     # the old long case's shapes: in float64 queries a float64 version has room, in float32 it has not
     assert memory_bound((2, 1024, 16), (2, 1024, 16), (2, 1024, 24), 8, itemsize=8) is not None
@@ -493,6 +497,9 @@ def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
     elif evasion == "rt8-a6":
         assert rule.kept <= meter.peak_elements < MATRIX, meter.peak_elements
         assert problem.startswith("your call held at once every score a causal call keeps of one batch-head"), problem
+    elif evasion == "rt12a-packed":  # half the elements of the triangle, as many bytes
+        assert meter.peak_elements < rule.kept <= meter.peak_bytes // 4, (meter.peak_elements, meter.peak_bytes)
+        assert problem.startswith("your call held at once as many bytes as every score a causal call keeps"), problem
     else:
         assert meter.peak_elements >= MATRIX, evasion
         assert problem.startswith("your call held at once as many elements as a whole"), problem
@@ -524,11 +531,12 @@ def test_float16_given_computed_in_float64_passes_and_float16_scores_packed_in_i
     q, k, v = (t[0, 0].half() for t in long_inputs())  # unbatched: (Tq, d), (Tk, d), (Tk, dv) float16
     rule = memory_bound(tuple(q.shape), tuple(k.shape), tuple(v.shape), CHUNK, itemsize=2)
     assert rule is not None and rule.bound == MATRIX  # room for float64 temporaries under the float16 matrix
-    assert memory_bound(*SHAPES, CHUNK, itemsize=2) is None  # two batch-heads: not under the float16 bytes
+    wide_values = ((BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, D), (BATCH, HEADS, TOKENS, 24))
+    assert memory_bound(*wide_values, CHUNK, itemsize=2) is None  # two batch-heads, dv = 24: over the float16 bytes
     wide = _MemoryMeter((q, k, v))
     with wide:
         out = snippet_hook("chunked_float64_broadcast")(q, k, v, CHUNK, True)
-    assert out.dtype == torch.float16 and wide.peak_bytes > 2 * MATRIX // 2  # float64: over half the float16 bytes
+    assert out.dtype == torch.float16 and wide.peak_bytes >= 4 * wide.peak_elements  # float64 temporaries
     gold = reference.chunked_attention(q.double(), k.double(), v.double(), CHUNK, True)
     torch.testing.assert_close(out.double(), gold, rtol=1e-3, atol=1e-3)
     assert memory_problem(wide.facts(), rule, q.element_size()) is None
@@ -600,6 +608,7 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("a4", "your call held at once as many elements as a whole"),
         ("a6", "your call used memory torch did not allocate (from_numpy"),
         ("rt8-a6", "your call held at once every score a causal call keeps of one batch-head, or more: "),
+        ("rt12a-packed", "your call held at once as many bytes as every score a causal call keeps of one batch-head"),
         ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),
@@ -627,10 +636,11 @@ def test_each_evasion_of_the_red_team_fails_the_long_cases(tmp_path, chunked_sui
     snippet = {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED, **UNALLOCATED, **NESTED, **HELD}[evasion]
     failed = failed_cases(graded(tmp_path, snippet, chunked_suite, template))
     long, longest = ("long", "float32"), ("longest", "float32")
-    wanted = {longest} if evasion in HELD else {long} if evasion == "rt8-a6" else {long, longest}  # the triangle:
+    causal_only = ("rt8-a6", "rt12a-packed")  # the triangle: the longest case is not causal
+    wanted = {longest} if evasion in HELD else {long} if evasion in causal_only else {long, longest}
     assert set(failed) == wanted, failed  # full marks but for memory (the longest case is not causal)
     assert phrase in failed[longest if evasion in HELD else long], failed
-    if evasion not in ("rt8-a4", "rt9-a6", "rt8-a6"):  # the forged record needs a profiler; zeros came back
+    if evasion not in ("rt8-a4", "rt9-a6", *causal_only):  # the forged record needs a profiler; zeros came back
         assert "the kernel's record of your process (read by the grader, outside it)" in failed[longest], failed
 
 

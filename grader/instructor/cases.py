@@ -960,11 +960,12 @@ def _sliding_window_cases(m: Maker) -> list[Case]:
     return cases
 
 
-LONG = (1, 2, 2048, 16, 24, 8)
-"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 24 and chunk_size = 8: one batch-head's scores
-are (2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a sixth of that
+LONG = (1, 2, 2048, 16, 12, 8)
+"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 12 and chunk_size = 8: one batch-head's scores
+are (2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a ninth of that
 (:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it even in
-float64 bytes, under the bytes of the float32 matrix; at Tq = Tk = 1024 they did not, and a float64 version
+float64 bytes, under the bytes of the float32 triangle a causal call keeps, so that triangle packed two scores to a
+float64 fails too (red team 12a: at dv = 24 it did not); at Tq = Tk = 1024 they did not, and a float64 version
 failed)."""
 
 LONGEST = (1, 1, 2048, 16384, 16, 12, 32)
