@@ -20,12 +20,12 @@ from .policy import (
     FILESYSTEM,
     FOREIGN_ARCHITECTURE,
     NEWER_SYSCALLS,
-    SYSCALLS,
     TEMPORARY_FOLDERS,
     WORK_BYTES,
     FilesystemPolicy,
     Grant,
     filesystem_policy,
+    syscall_policy,
 )
 
 # --- containment: what the learner's process may touch ------------------------------------------
@@ -665,7 +665,7 @@ def filter_syscalls(plan: _Plan) -> list[str]:
 
 
 def seccomp_filter(scmp: Any, cuda: bool = False) -> Any:
-    """:data:`SYSCALLS` as a libseccomp filter (not loaded) for a child given a GPU or not; a name this architecture
+    """:func:`syscall_policy` as a libseccomp filter (not loaded) for a child given a GPU or not; a name this arch
     lacks is no rule; the :data:`NEWER_SYSCALLS` numbers above the highest libseccomp knows get ENOSYS."""
     import errno
 
@@ -674,8 +674,8 @@ def seccomp_filter(scmp: Any, cuda: bool = False) -> Any:
 
     policy = scmp.SyscallFilter(scmp.ALLOW)
     policy.set_attr(scmp.Attr.ACT_BADARCH, action(FOREIGN_ARCHITECTURE))  # i386, x32 and every other one
-    for name, rule in SYSCALLS.items():
-        if scmp.resolve_syscall(scmp.Arch.NATIVE, name) < 0 or (rule.cpu_only and cuda):  # iopl on aarch64, say
+    for name, rule in syscall_policy(cuda).items():
+        if scmp.resolve_syscall(scmp.Arch.NATIVE, name) < 0:  # iopl on aarch64, say
             continue
         if not rule.when:
             policy.add_rule(action(rule.action), name)

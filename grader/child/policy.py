@@ -86,7 +86,6 @@ class Action(NamedTuple):
 
     action: str
     when: tuple[When, ...] = ()  # none: always
-    cpu_only: bool = False  # not for a child given a GPU (whose driver needs what it refuses)
 
 
 def _fails(name: str, *when: When) -> Action:
@@ -94,6 +93,11 @@ def _fails(name: str, *when: When) -> Action:
 
 
 _MAP_SHARED, _MAP_ANONYMOUS = 0x01, 0x20  # MAP_SHARED_VALIDATE (0x03) holds MAP_SHARED too
+_AF_UNIX = 1
+_SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 17, 21, 29, 30, 31, 38, 40, 41, 44)
+"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: on a CPU run no family at all
+(:data:`CPU_SYSCALLS`); a GPU run keeps INET, INET6 and NETLINK, which see only the child's own, empty, network
+namespace, for the driver's sake."""
 _FS_IOC_SETFLAGS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC_SETFLAGS, its 32-bit form, FS_IOC_FSSETXATTR
 SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
@@ -143,20 +147,34 @@ SYSCALLS: dict[str, Action] = {
     # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
     # nor buffers of the kernel's that hold what a call puts there, out of its process's memory (held_memory reads
-    # that memory): sockets' queues (a netlink socket's own, red team 12a: 8 MiB each), pipes filled by splice
-    # (what write puts there is counted); no socket at all, so none of the machine's is reached by path either,
-    # nor a family a network namespace does not wall off (vsock reaches the host)
-    **dict.fromkeys(("socket", "socketpair"), _fails("EACCES")),
+    # that memory): socket pairs' queues, pipes filled by splice (what write puts there is counted)
+    "socketpair": _fails("EACCES"),
     **dict.fromkeys(("splice", "vmsplice", "tee"), _fails("EPERM")),
-    # nor pages of a file (the work folder's tmpfs) written through a shared mapping and unmapped, out of the
-    # process's memory and its count of bytes written (red team 12a); shared anonymous memory is freed when
-    # unmapped, and the CUDA driver maps its devices shared
-    "mmap": Action("EACCES", (When(3, _MAP_SHARED | _MAP_ANONYMOUS, _MAP_SHARED),), cpu_only=True),
+    # no unix socket of the machine's is reached by path; the kernel reads the family as an int: the low 32 bits;
+    # and no family a network namespace does not wall off (vsock reaches the host), nor raw packets, the
+    # kernel's crypto, XDP, or rare ones with a history of exploits
+    "socket": _fails("EACCES", *(When(0, 0xFFFFFFFF, family) for family in _SOCKET_FAMILIES_REFUSED)),
     # clone with any namespace flag
     "clone": _fails("EPERM", *(When(0, 1 << b, 1 << b) for b in range(32) if _ANY_NAMESPACE & (1 << b))),
 }
 """The syscall policy: name -> :class:`Action`.  Every other syscall is allowed; one of another
 architecture (i386 through ``int 0x80``, x32 on x86-64) gets :data:`FOREIGN_ARCHITECTURE`."""
+
+CPU_SYSCALLS: dict[str, Action] = {
+    # where the grader reads what a call held from the kernel (held_memory, CPU runs): no socket at all, whose
+    # queue is kernel memory out of the process's (a netlink socket's own, red team 12a: 8 MiB each)
+    "socket": _fails("EACCES"),
+    # nor pages of a file (the work folder's tmpfs) written through a shared mapping and unmapped, out of the
+    # process's memory and its count of bytes written (red team 12a); shared anonymous memory is freed when
+    # unmapped; the CUDA driver maps its devices shared, and its sockets, so a GPU run keeps both
+    "mmap": _fails("EACCES", When(3, _MAP_SHARED | _MAP_ANONYMOUS, _MAP_SHARED)),
+}
+"""What a child given no GPU is refused besides :data:`SYSCALLS` (its entries replace theirs)."""
+
+
+def syscall_policy(cuda: bool) -> dict[str, Action]:
+    """The seccomp policy of a child given a GPU (``cuda``) or not."""
+    return SYSCALLS if cuda else {**SYSCALLS, **CPU_SYSCALLS}
 
 FOREIGN_ARCHITECTURE = "kill"
 

@@ -40,7 +40,16 @@ import torch
 from safetensors.torch import load as load_tensors
 
 from grader.child.contain import SANDBOX_UID, highest_named_syscall, seccomp_filter, syscall_number
-from grader.child.policy import _KIT_PACKAGES, DEVICES, FILESYSTEM, NEWER_SYSCALLS, SYSCALLS, filesystem_policy
+from grader.child.policy import (
+    _KIT_PACKAGES,
+    CPU_SYSCALLS,
+    DEVICES,
+    FILESYSTEM,
+    NEWER_SYSCALLS,
+    SYSCALLS,
+    filesystem_policy,
+    syscall_policy,
+)
 from grader.instructor.class_grading import FULL_ISOLATION
 from grader.instructor.sandbox import KIT_ROOT, Child, ChildGone, Limits, Template
 
@@ -722,32 +731,37 @@ def test_every_syscall_of_the_policy_is_one_libseccomp_knows():
     if not HAVE_LIBSECCOMP:
         pytest.skip("pyseccomp or libseccomp.so.2 missing here")
     arches = (pyseccomp.Arch.X86_64, pyseccomp.Arch.AARCH64)
-    unknown = [name for name in SYSCALLS if all(pyseccomp.resolve_syscall(a, name) < 0 for a in arches)]
+    names = {**SYSCALLS, **CPU_SYSCALLS}
+    unknown = [name for name in names if all(pyseccomp.resolve_syscall(a, name) < 0 for a in arches)]
     assert unknown == []
 
 
-def test_the_filter_holds_exactly_the_declared_rules():
-    """libseccomp's own rendering of the filter (PFC): one block per declared syscall with its action, nothing else."""
+@pytest.mark.parametrize("cuda", [False, True], ids=["cpu", "gpu"])
+def test_the_filter_holds_exactly_the_declared_rules(cuda):
+    """libseccomp's own rendering of the filter (PFC): one block per declared syscall with its action, nothing else;
+    a CPU run's (:data:`CPU_SYSCALLS`: no socket, no shared file mapping) or a GPU run's."""
     import errno
     import re
 
     if not HAVE_LIBSECCOMP:
         pytest.skip("pyseccomp or libseccomp.so.2 missing here")
+    policy = syscall_policy(cuda)
+    assert (policy["socket"].when == ()) is not cuda and ("mmap" in policy) is not cuda
     with tempfile.TemporaryFile("w+") as fh:
-        seccomp_filter(pyseccomp).export_pfc(fh)
+        seccomp_filter(pyseccomp, cuda=cuda).export_pfc(fh)
         fh.seek(0)
         text = fh.read()
     block = r'# filter for syscall "(\w+)" \((\d+)\)[^\n]*\n(.*?)(?=\n\s*# filter for|\n\s*# default)'
     found = re.findall(block, text, re.S)
     blocks = {name: rules for name, _, rules in found if name != "UNKNOWN"}
-    native = {name for name in SYSCALLS if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) >= 0}
+    native = {name for name in policy if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) >= 0}
     assert set(blocks) == native
     newest = highest_named_syscall(pyseccomp)
     newer = {int(number): rules for name, number, rules in found if name == "UNKNOWN"}
     assert sorted(newer) == list(range(newest + 1, newest + 1 + NEWER_SYSCALLS))
     assert all("action ERRNO(38);" in rules for rules in newer.values())  # ENOSYS
     for name in native:
-        rule = SYSCALLS[name]
+        rule = policy[name]
         assert f"action ERRNO({getattr(errno, rule.action)});" in blocks[name], (name, blocks[name])
         assert all(f"$a{when.arg}" in blocks[name] for when in rule.when), (name, blocks[name])
         assert ("$a" in blocks[name]) == bool(rule.when), (name, blocks[name])
