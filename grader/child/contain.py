@@ -670,7 +670,8 @@ def seccomp_filter(scmp: Any, cuda: bool = False) -> Any:
     import errno
 
     def action(name: str) -> int:
-        return {"allow": scmp.ALLOW, "kill": scmp.KILL_PROCESS}.get(name) or scmp.ERRNO(getattr(errno, name))
+        named = {"allow": scmp.ALLOW, "kill": scmp.KILL_PROCESS, "skip": scmp.ERRNO(0)}  # skip: 0, nothing done
+        return named.get(name) or scmp.ERRNO(getattr(errno, name))
 
     policy = scmp.SyscallFilter(scmp.ALLOW)
     policy.set_attr(scmp.Attr.ACT_BADARCH, action(FOREIGN_ARCHITECTURE))  # i386, x32 and every other one

@@ -82,7 +82,8 @@ class When(NamedTuple):
 
 
 class Action(NamedTuple):
-    """What a syscall gets: ``allow``, ``kill`` (the process), or an errno name (``EPERM``); ``when`` any holds."""
+    """What a syscall gets: ``allow``, ``kill`` (the process), ``skip`` (it returns 0 and does nothing), or an errno
+    name (``EPERM``); ``when`` any holds."""
 
     action: str
     when: tuple[When, ...] = ()  # none: always
@@ -92,13 +93,19 @@ def _fails(name: str, *when: When) -> Action:
     return Action(name, when)
 
 
+_skipped = Action("skip")
+
+
 _MAP_SHARED, _MAP_ANONYMOUS = 0x01, 0x20  # MAP_SHARED_VALIDATE (0x03) holds MAP_SHARED too
 _AF_UNIX = 1
 _SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 17, 21, 29, 30, 31, 38, 40, 41, 44)
 """AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: on a CPU run no family at all
 (:data:`CPU_SYSCALLS`); a GPU run keeps INET, INET6 and NETLINK, which see only the child's own, empty, network
 namespace, for the driver's sake."""
-_FS_IOC_SETFLAGS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC_SETFLAGS, its 32-bit form, FS_IOC_FSSETXATTR
+_FILE_IOCTLS = tuple(t << 8 for t in (ord("f"), ord("v"), ord("X"), 0x94))
+"""The ioctl types of files' own attributes (bits 8-15 of the request): ``f`` (FS_IOC_SETFLAGS, EXT4_IOC_SETVERSION,
+FS_IOC_ENABLE_VERITY, FS_IOC_SET_ENCRYPTION_POLICY …), ``v`` (FS_IOC_SETVERSION), ``X`` (FS_IOC_FSSETXATTR) and
+btrfs's; an owner may use several on a file it cannot write (red team 13b: a generation number changed)."""
 SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("keyctl", "add_key", "request_key"), _fails("EPERM")),  # the keyrings: the grader's secrets
     **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), _fails("EPERM")),  # kernel-exploit tools
@@ -109,17 +116,16 @@ SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr"), _fails("ENOTSUP")),
     # nor any file's metadata, which Landlock does not guard: an unprivileged grader's learner has the grader's own
     # uid outside its namespaces, so it owns the instructor's files (red team 12b: chmod 000 of the Python's folder
-    # stopped the class, of the out folder lost every report, utime forged --latest); extended attributes read
-    # nor removed (another hand-in's could name its LMS link); as on a filesystem without them
-    **dict.fromkeys(
-        ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat"), _fails("EPERM")
-    ),
-    **dict.fromkeys(("utime", "utimes", "futimesat", "utimensat"), _fails("EPERM")),
+    # stopped the class, of the out folder lost every report, utime forged --latest); a mode, owner or time set is
+    # skipped, as copying a file sets them (shutil.copy, red team 13b); extended attributes neither read nor
+    # removed (another hand-in's could name its LMS link), as on a filesystem without them
+    **dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat"), _skipped),
+    **dict.fromkeys(("utime", "utimes", "futimesat", "utimensat"), _skipped),
     **dict.fromkeys(
         ("getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr"), _fails("ENOTSUP")
     ),
     **dict.fromkeys(("removexattr", "lremovexattr", "fremovexattr"), _fails("ENOTSUP")),
-    "ioctl": _fails("EPERM", *(When(1, 0xFFFFFFFF, request) for request in _FS_IOC_SETFLAGS)),  # chattr's flags
+    "ioctl": _fails("EPERM", *(When(1, 0xFF00, kind) for kind in _FILE_IOCTLS)),  # chattr's, and the like
     # other processes' memory and files
     **dict.fromkeys(("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"), _fails("EPERM")),
     **dict.fromkeys(("shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl"), _fails("EPERM")),
@@ -146,6 +152,15 @@ SYSCALLS: dict[str, Action] = {
     "process_madvise": _fails("EPERM"),
     # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), _fails("ENOSYS")),
+    # nor the kernel's own asynchronous I/O, whose writes no count of bytes written sees and whose contexts are the
+    # machine's (red team 13b: fs.aio-max-nr used up), nor file watches, counted per user across the machine
+    # (an unprivileged grader's own uid: its inotify instances used up)
+    **dict.fromkeys(
+        ("io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel", "io_destroy"), _fails("ENOSYS")
+    ),
+    **dict.fromkeys(
+        ("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark"), _fails("ENOSYS")
+    ),
     # nor buffers of the kernel's that hold what a call puts there, out of its process's memory (held_memory reads
     # that memory): socket pairs' queues, pipes filled by splice (what write puts there is counted)
     "socketpair": _fails("EACCES"),

@@ -575,17 +575,25 @@ def probe(nr):
     out["process_madvise"] = sc(nr["process_madvise"], 0, None, 0, 20, 0)
     out["socket_inet"] = sc(nr["socket"], 2, 2, 0)  # AF_INET, SOCK_DGRAM: no socket at all
     out["socket_netlink"] = sc(nr["socket"], 16, 3, 0)  # AF_NETLINK: its queue is kernel memory no count reads
-    # metadata, which Landlock does not guard: an unprivileged grader's learner owns the instructor's files
-    out["chmod"] = sc(nr["chmod"], b".", 0o700)
-    out["fchmodat2"] = sc(nr["fchmodat2"], -100, b".", 0o700, 0)  # AT_FDCWD
+    # metadata, which Landlock does not guard: an unprivileged grader's learner owns the instructor's files;
+    # a mode, owner or time set is skipped (it returns 0 and changes nothing)
+    before = os.stat(".")
+    other = (before.st_mode & 0o7777) ^ 0o004  # others' read toggled: harmless, and seen if it took
+    out["chmod"] = sc(nr["chmod"], b".", other)
+    out["fchmodat2"] = sc(nr["fchmodat2"], -100, b".", other, 0)  # AT_FDCWD
     out["utimensat"] = sc(nr["utimensat"], -100, b".", None, 0)
     out["chown"] = sc(nr["chown"], b".", os.getuid(), os.getgid())
+    after = os.stat(".")
+    out["metadata_unchanged"] = (before.st_mode, before.st_mtime_ns) == (after.st_mode, after.st_mtime_ns)
     buffer = ctypes.create_string_buffer(64)
     out["getxattr"] = sc(nr["getxattr"], b".", b"user.x", buffer, 64)
     out["listxattr"] = sc(nr["listxattr"], b".", buffer, 64)
     out["removexattr"] = sc(nr["removexattr"], b".", b"user.x")
     here = os.open(".", os.O_RDONLY)
     out["fs_ioc_setflags"] = sc(nr["ioctl"], here, 0x40086602, ctypes.byref(ctypes.c_long(0)))
+    out["fs_ioc_setversion"] = sc(nr["ioctl"], here, 0x40087602, ctypes.byref(ctypes.c_long(0)))  # an owner's
+    out["io_setup"] = sc(nr["io_setup"], 1, ctypes.byref(ctypes.c_ulong(0)))  # writes no byte count sees
+    out["inotify_init1"] = sc(nr["inotify_init1"], 0)  # watches counted per user, machine-wide
     out["newer"] = sc(nr["newer"])  # a syscall newer than libseccomp: getxattrat, say
     with open("mapped.bin", "w+b") as fh:
         fh.write(bytes(4096))
@@ -607,6 +615,7 @@ SYSCALL_NAMES = ["io_uring_setup", "bpf", "perf_event_open", "userfaultfd", "ptr
 SYSCALL_NAMES += ["unshare", "setns", "mount", "clone3", "clone", "socket", "memfd_create", "fsetxattr", "setxattr"]
 SYSCALL_NAMES += ["setitimer", "timer_create", "madvise", "process_madvise", "socketpair", "vmsplice", "splice"]
 SYSCALL_NAMES += ["chmod", "fchmodat2", "utimensat", "chown", "getxattr", "listxattr", "removexattr", "ioctl"]
+SYSCALL_NAMES += ["io_setup", "inotify_init1"]
 
 DENIED = {
     "io_uring_setup": "ENOSYS",
@@ -626,14 +635,13 @@ DENIED = {
     "socket_alg": "EACCES",
     "socket_inet": "EACCES",
     "socket_netlink": "EACCES",
-    "chmod": "EPERM",
-    "fchmodat2": "EPERM",
-    "utimensat": "EPERM",
-    "chown": "EPERM",
     "getxattr": "ENOTSUP",
     "listxattr": "ENOTSUP",
     "removexattr": "ENOTSUP",
     "fs_ioc_setflags": "EPERM",
+    "fs_ioc_setversion": "EPERM",
+    "io_setup": "ENOSYS",
+    "inotify_init1": "ENOSYS",
     "newer": "ENOSYS",
     "mmap_shared": "EACCES",
     "memfd_create": "EPERM",
@@ -668,6 +676,9 @@ def test_escape_aid_syscalls_are_denied(spawn, layers):
         assert seen[name] == [-1, err], (name, seen[name])
     assert seen["madv_dontneed"] == [0, "ok"], seen  # what the C library's allocator uses stays allowed
     assert seen["mmap_private"] == [0, "ok"], seen  # what loading a library uses
+    for name in ("chmod", "fchmodat2", "utimensat", "chown"):  # skipped: shutil.copy sets a mode (red team 13b)
+        assert seen[name] == [0, "ok"], (name, seen[name])
+    assert seen["metadata_unchanged"] is True, seen
 
 
 def test_without_seccomp_io_uring_would_be_there(spawn):
@@ -762,7 +773,8 @@ def test_the_filter_holds_exactly_the_declared_rules(cuda):
     assert all("action ERRNO(38);" in rules for rules in newer.values())  # ENOSYS
     for name in native:
         rule = policy[name]
-        assert f"action ERRNO({getattr(errno, rule.action)});" in blocks[name], (name, blocks[name])
+        code = 0 if rule.action == "skip" else getattr(errno, rule.action)  # skip: it returns 0, nothing done
+        assert f"action ERRNO({code});" in blocks[name], (name, blocks[name])
         assert all(f"$a{when.arg}" in blocks[name] for when in rule.when), (name, blocks[name])
         assert ("$a" in blocks[name]) == bool(rule.when), (name, blocks[name])
     assert re.search(r"# default action\s*\n\s*action ALLOW;", text), text[-300:]
@@ -1031,14 +1043,17 @@ def test_torch_numpy_matplotlib_and_safetensors_run_inside(spawn, layers):
             ax.imshow(np.asarray(product))
             fig.savefig("weights.png")
             config = matplotlib.get_configdir()
-            return send({"product": product.tolist(), "meta": list(meta.shape), "mplconfig": config})
+            import shutil
+            shutil.copy2("weights.png", "copied.png")  # sets mode and times: skipped (red team 13b's false fail)
+            copied = open("copied.png", "rb").read() == open("weights.png", "rb").read()
+            return send({"product": product.tolist(), "meta": list(meta.shape), "mplconfig": config, "copied": copied})
         """,
         Limits(call_seconds=60, submission_seconds=120),
     )
     values = torch.randn(5, 3, dtype=torch.float64)
     seen = run(child, timeout=60, values=values.tolist())
     assert torch.allclose(torch.tensor(seen["product"], dtype=torch.float64), values @ values.T, atol=1e-12)
-    assert seen["meta"] == [2, 3, 5]
+    assert seen["meta"] == [2, 3, 5] and seen["copied"] is True
     # the learner's folder, or the warm template's where it imported pyplot before the fork (matplotlib keeps
     # the folder it found first): a folder of the grader's, never a home folder
     folder = Path(seen["mplconfig"])  # <tmp>/attnkit-child-XXXX/work: the learner's folder inside one of the grader's
