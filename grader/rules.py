@@ -289,12 +289,15 @@ def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int) 
             "allocate (a bytearray, an mmap, a numpy array), or a tensor's memory handed out of torch (a DLPack "
             "capsule), escapes what the grader measures; compute with torch"
         )
-    allocated = memory.get("cpu_peak_bytes")
-    if allocated is not None and allocated >= rule.bound * itemsize:
+    allocated, byte_bound = memory.get("cpu_peak_bytes"), rule_bytes(rule, itemsize)
+    if allocated is not None and allocated >= byte_bound:
+        tq, tk = rule.scores
+        whole = byte_bound == rule.bound * itemsize
+        held = f"a whole ({tq}, {tk}) matrix of scores" if whole else "every score a causal call keeps"
+        held += " of one batch-head"
         return (
-            f"torch's allocator gave your call {allocated:,} bytes at its peak, as many as a whole ({rule.scores[0]}, "
-            f"{rule.scores[1]}) matrix of scores of one batch-head ({rule.bound * itemsize:,} bytes), whatever "
-            "recording it stepped out of: walk the keys block by block"
+            f"torch's allocator gave your call {allocated:,} bytes at its peak, as many as {held} ({byte_bound:,} "
+            "bytes), whatever recording it stepped out of: walk the keys block by block"
         )
     peak = memory.get("cuda_peak_bytes")
     if peak is not None and peak >= rule.whole * itemsize:

@@ -53,6 +53,7 @@ EVASIONS = {  # the red team's: each held a whole (Tq, Tk) of one batch-head and
     "a6": "scores_in_foreign_memory",
     "rt8-a6": "scores_causal_triangle",  # red team 8: every unmasked score of a causal call, under the whole matrix
     "rt12a-packed": "scores_causal_triangle_in_float64",  # red team 12a: that triangle, two scores to a float64
+    "rt13a-bool": "scores_causal_triangle_in_bool_bytes",  # red team 13a: its bytes in a storage made as bool
 }
 MODES_OFF = {  # tests/hostile/submissions: the meter (a dispatch mode, the local check's too) sees none of these
     "m1'": "scores_with_modes_off",  # round 5's m1: the modes off, by a route the scan cannot read
@@ -80,7 +81,6 @@ NESTED = {  # red team 9: where a mode steps aside, inside a function it hands o
     "rt10-a2": "scores_in_numpy_from_a_saved_tensor_hook",  # autograd calls the learner's hook inside an op
 }
 HONEST = ["chunked_chapter", "chunked_two_pass", "chunked_per_head", "chunked_float64_broadcast"]  # and Alice's
-HONEST += ["chunked_mask_made_once"]  # red team 12a: a (Tq, Tk) bool mask, made once (a bit of a score an entry)
 
 
 def measured(fn, *args):
@@ -149,10 +149,8 @@ def test_a_tensor_counts_until_its_storage_is_freed():
 def test_every_dtype_counts_and_a_narrower_view_counts_its_elements():
     x = torch.randn(32, 32)
     assert measured(lambda t: (t * 1e6).to(torch.int64), x).peak_elements == 2 * 32 * 32  # the float, the int
-    assert measured(lambda t: t > 0, x).peak_elements == 32 * 32 // 8  # a bool mask: a bit an entry (red team 12a's
-    assert measured(lambda t: t > 0, x).peak_bytes == 32 * 32 // 8  # honest mask made once failed as a matrix)
-    written = measured(lambda t: (t > 0).view(torch.uint8).add_(1), x)  # a bool storage written as bytes: all of them
-    assert written.peak_elements == 32 * 32, written.peak_elements
+    assert measured(lambda t: t > 0, x).peak_elements == 32 * 32  # a bool mask: 1024 elements, 1024 bytes (each
+    assert measured(lambda t: t > 0, x).peak_bytes == 32 * 32  # byte may hold any bits: red team 13a's cat of views)
     wide = measured(lambda t: torch.zeros(32, 16, dtype=torch.float64).view(torch.float32), x)
     assert (wide.peak_elements, wide.peak_bytes) == (32 * 32, 4 * 32 * 32)  # 512 float64 seen as 1024 float32
 
@@ -497,6 +495,9 @@ def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
     elif evasion == "rt8-a6":
         assert rule.kept <= meter.peak_elements < MATRIX, meter.peak_elements
         assert problem.startswith("your call held at once every score a causal call keeps of one batch-head"), problem
+    elif evasion == "rt13a-bool":  # every byte of a bool storage counts: the triangle's float32 bytes, as elements
+        assert meter.peak_elements >= 4 * rule.kept, meter.peak_elements
+        assert problem.startswith("your call held at once as many elements as a whole"), problem
     elif evasion == "rt12a-packed":  # half the elements of the triangle, as many bytes
         assert meter.peak_elements < rule.kept <= meter.peak_bytes // 4, (meter.peak_elements, meter.peak_bytes)
         assert problem.startswith("your call held at once as many bytes as every score a causal call keeps"), problem
@@ -609,7 +610,8 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
         ("a6", "your call used memory torch did not allocate (from_numpy"),
         ("rt8-a6", "your call held at once every score a causal call keeps of one batch-head, or more: "),
         ("rt12a-packed", "your call held at once as many bytes as every score a causal call keeps of one batch-head"),
-        ("m1'", f"bytes at its peak, as many as a whole ({TOKENS}, {TOKENS}) matrix of scores of one batch-head"),
+        ("rt13a-bool", "your call held at once as many elements as a whole"),
+        ("m1'", "bytes at its peak, as many as every score a causal call keeps of one batch-head"),
         ("m1''", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a4", "torch's profiler, which records what your call allocates, was switched off or restarted"),
         ("rt8-a2-off", "your call used torch.frombuffer: a tensor over memory torch did not allocate"),
@@ -636,7 +638,7 @@ def test_each_evasion_of_the_red_team_fails_the_long_cases(tmp_path, chunked_sui
     snippet = {**EVASIONS, **MODES_OFF, **FOREIGN, **PACKED, **UNALLOCATED, **NESTED, **HELD}[evasion]
     failed = failed_cases(graded(tmp_path, snippet, chunked_suite, template))
     long, longest = ("long", "float32"), ("longest", "float32")
-    causal_only = ("rt8-a6", "rt12a-packed")  # the triangle: the longest case is not causal
+    causal_only = ("rt8-a6", "rt12a-packed", "rt13a-bool")  # the triangle: the longest case is not causal
     wanted = {longest} if evasion in HELD else {long} if evasion in causal_only else {long, longest}
     assert set(failed) == wanted, failed  # full marks but for memory (the longest case is not causal)
     assert phrase in failed[longest if evasion in HELD else long], failed
@@ -709,6 +711,18 @@ def ruled(name):
 
 def ruled_snippet(snippet):
     return RuledSolution(adopt(snippet, snippet, [types.SimpleNamespace(**{HOOK: snippet_hook(snippet)})]))
+
+
+def test_a_whole_mask_made_once_fails_and_is_named():
+    """A (Tq, Tk) bool mask is a (Tq, Tk) tensor, its bytes as many as a 1-byte copy of the scores (red team 13a's
+    bool storage held the triangle's float32 bytes): the long case fails, naming it."""
+    q, k, v = long_inputs()
+    meter = _MemoryMeter((q, k, v))
+    with meter:
+        out = snippet_hook("full_mask_made_once")(q, k, v, CHUNK, True)
+    torch.testing.assert_close(out, reference.chunked_attention(q, k, v, CHUNK, True))
+    problem = memory_problem(meter.facts(), memory_bound(*SHAPES, CHUNK, causal=True))
+    assert problem is not None and f"your tensor ({TOKENS}, {TOKENS}), made by " in problem, problem
 
 
 def test_the_local_check_holds_a_long_call_to_the_same_rule():

@@ -181,17 +181,6 @@ the measuring mode nor torch's allocator sees, so a measured call may not call t
 packed weights as an object (``torch.ops.quantized.linear_prepack_fp16``) is caught by what it returns."""
 
 
-_BOOL: Any = None
-
-
-def bind_dtypes() -> Any:
-    """Bind ``torch.bool`` for every later meter: the template does so before any hand-in loads (a hand-in that
-    rebinds ``torch.bool`` then changes nothing the meter reads)."""
-    global _BOOL
-    _BOOL = _torch().bool
-    return _BOOL
-
-
 class _MemoryMeter:
     """Around a measured call: the peak of the memory its tensors hold at once, and the conversions it made.
 
@@ -224,8 +213,7 @@ class _MemoryMeter:
         self._largest_key = 0
         self.converted: list[str] = []
         self._collected = False  # whether the collector ran before the call: it runs again after
-        self._live: dict[int, list[Any]] = {}  # id(storage) -> [ref, base bytes, bytes, bits, elements, shape, op]
-        self._bool = _BOOL or bind_dtypes()
+        self._live: dict[int, list[Any]] = {}  # id(storage) -> [ref, base bytes, bytes, itemsize, elements, shape, op]
         self._heap: list[tuple[int, int, int]] = []  # (-elements, order, id): the largest live, lazily
         self._order = 0
         meter, dispatch_base, function_base = self, TorchDispatchMode, torch.overrides.TorchFunctionMode
@@ -341,21 +329,19 @@ class _MemoryMeter:
             nbytes = storage.nbytes()
         except (RuntimeError, NotImplementedError):  # a sparse tensor, say: no storage of its own, weighed itself
             storage, nbytes = tensor, tensor.numel() * tensor.element_size()
-        key = id(storage)
-        bits = 1 if tensor.dtype is self._bool else 8 * tensor.element_size()  # a bool holds one bit of a score
+        key, itemsize = id(storage), tensor.element_size()
         entry = self._live.get(key)
         if entry is None:
             new = bool(new) or key not in self._input_keys  # what the call holds and is not its inputs
             ref = weakref.ref(storage, lambda _: self._free(key))
-            entry = self._live[key] = [ref, 0 if new else nbytes, 0, bits, 0, list(tensor.shape), op]
+            entry = self._live[key] = [ref, 0 if new else nbytes, 0, itemsize, 0, list(tensor.shape), op]
         elif renamed and entry[6]:
             entry[5] = list(tensor.shape)
             if key == self._largest_key:  # the peak's largest, named as the learner's code sees it
                 self.largest = list(entry[5])
-        # the narrowest dtype it is seen as counts its elements; a bool one only while it is seen as nothing else
-        entry[3] = 1 if entry[3] == bits == 1 else min(b for b in (entry[3], bits) if b != 1)
-        counted = max(0, nbytes - entry[1]) // (8 if entry[3] == 1 else 1)  # only ever bool: a bit an entry
-        elements = counted // max(entry[3] // 8, 1)
+        counted = max(0, nbytes - entry[1])
+        entry[3] = min(entry[3], itemsize)
+        elements = counted // max(entry[3], 1)
         if counted != entry[2] or elements != entry[4]:
             self.bytes += counted - entry[2]
             self.elements += elements - entry[4]
