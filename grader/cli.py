@@ -447,6 +447,7 @@ def grade(
     """
     import gc
     import threading
+    from dataclasses import replace
 
     from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, GradingStopped, grade_class
     from grader.instructor.progress import grading_progress
@@ -500,8 +501,8 @@ def grade(
             sys.exit(EXIT_INTERRUPTED)
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    info = dict(run.info, lang=lang, lms=lms, assignment=assignment, show_output=show_output)
-    problems = write_reports(out_dir, run.graded, rubric_data, info, run.figures, run.roll)
+    chosen = replace(run.report_options, lang=lang, lms=lms, assignment=assignment, show_output=show_output)
+    problems = write_reports(out_dir, run.graded, rubric_data, chosen, run.figures, run.roll)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
     # console_text: control characters escaped, rich markup escaped, so nothing reaches the terminal raw.
     console.print(summary_table(run.graded, rubric_data))

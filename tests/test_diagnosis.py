@@ -79,7 +79,7 @@ def graded_en(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("graded-en")
     run = grade_class([str(SUBMISSIONS / p) for p in GRADED], out, GradeOptions(seed=SEED, devices=["cpu", "meta"]))
     assert sorted(sub.student for sub, _ in run.graded) == ["alice", "bob", "carol", "dave", "erin"]
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"), run.figures)
+    write_reports(out, run.graded, load_rubric(), run.report_options, run.figures)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import replace
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from grader.instructor.messages import translate
 from grader.instructor.replies import PRINTED_CHARS, CallReply, MalformedReply, decode
 from grader.instructor.reports import (
     ClassRoll,
+    ReportOptions,
     gradescope_results,
     output_text,
     render_feedback_html,
@@ -29,7 +31,7 @@ from grader.instructor.submission_grading import PRINTED_PER_HOOK, Stats
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
 
-RUN_INFO = {"devices": ["cpu", "meta"], "skipped_devices": {"cuda": "not available"}, "suite_version": "s-1"}
+OPTIONS = ReportOptions(devices=("cpu", "meta"), skipped_devices={"cuda": "not available"}, suite_version="s-1")
 FAILING = "softmax_weights"  # the hook that fails below; it comes third in hook order, after two passing ones
 MISTAKE = "softmax-wrong-dim"
 
@@ -67,7 +69,7 @@ def _headings(html: str) -> list[str]:
 
 
 def test_the_failing_exercise_comes_first_its_mistake_once_and_no_device_tables(rubric):
-    report = student_report(sub(), one_failing(), rubric, RUN_INFO)
+    report = student_report(sub(), one_failing(), rubric, OPTIONS)
     html = render_feedback_html(report)
     sections = _headings(html)
     assert sections[0] == ("failing", FAILING), sections
@@ -96,19 +98,19 @@ def test_the_failing_exercise_comes_first_its_mistake_once_and_no_device_tables(
 def test_a_submission_wide_error_is_the_first_thing_on_the_page(rubric):
     message = "the submission does not import: SyntaxError: invalid syntax (ada.py, line 3)"
     results = [case(h, FAILED, "c0", message=message) for h in HOOK_NAMES]
-    report = student_report(sub(), results, rubric, RUN_INFO)
+    report = student_report(sub(), results, rubric, OPTIONS)
     html = render_feedback_html(report)
     body = html.split("<body>", 1)[1]
     assert body.index('id="submission-error"') < body.index('class="score"') < body.index('class="overview"')
     assert "SyntaxError: invalid syntax (ada.py, line 3)" in body.split('class="score"', 1)[0]
     md = render_feedback_md(report)
     assert md.index("could not be graded") < md.index("**Score:")
-    refused = student_report(sub("refused zip: nothing to grade"), [], rubric, RUN_INFO)
+    refused = student_report(sub("refused zip: nothing to grade"), [], rubric, OPTIONS)
     assert render_feedback_html(refused).split("<body>", 1)[1].index("refused zip") < 400
 
 
 def test_passing_exercises_are_compact_and_failing_ones_stand_out(rubric):
-    html = render_feedback_html(student_report(sub(), one_failing(), rubric, RUN_INFO))
+    html = render_feedback_html(student_report(sub(), one_failing(), rubric, OPTIONS))
     assert "section.failing { border: 2px solid #cf222e" in html
     passing = html.split('id="passing"', 1)[1]
     assert "<table" not in passing and "3 passed, 0 failed." in passing
@@ -118,7 +120,7 @@ def test_passing_exercises_are_compact_and_failing_ones_stand_out(rubric):
 
 
 def test_results_json_has_no_skip_noise(rubric):
-    data = gradescope_results(student_report(sub(), one_failing(), rubric, RUN_INFO))
+    data = gradescope_results(student_report(sub(), one_failing(), rubric, OPTIONS))
     tests = {t["name"]: t for t in data["tests"]}
     assert all("skip" not in t["output"].lower() and "cuda" not in t["output"] for t in data["tests"])
     assert tests[HOOK_NAMES[0]]["output"] == "All 3 cases passed."
@@ -128,12 +130,12 @@ def test_results_json_has_no_skip_noise(rubric):
 
 def test_results_json_honours_the_rubrics_visibility():
     rubric = parse_rubric({"visibility": {"default": "after_due_date", FAILING: "hidden", "merge_heads": "visible"}})
-    data = gradescope_results(student_report(sub(), one_failing(), rubric, RUN_INFO))
+    data = gradescope_results(student_report(sub(), one_failing(), rubric, OPTIONS))
     seen = {t["name"]: t["visibility"] for t in data["tests"]}
     assert seen[FAILING] == "hidden" and seen["merge_heads"] == "visible"
     assert {seen[h] for h in HOOK_NAMES if h not in (FAILING, "merge_heads")} == {"after_due_date"}
     assert data["visibility"] == "after_due_date"
-    plain = gradescope_results(student_report(sub(), one_failing(), parse_rubric({}), RUN_INFO))
+    plain = gradescope_results(student_report(sub(), one_failing(), parse_rubric({}), OPTIONS))
     assert {t["visibility"] for t in plain["tests"]} == {"visible"} and plain["visibility"] == "visible"
 
 
@@ -161,7 +163,7 @@ def test_the_packaged_rubric_documents_visibility():
 
 
 def test_the_zh_page_is_chinese_throughout(rubric):
-    report = student_report(sub(), one_failing(), rubric, dict(RUN_INFO, lang="zh"))
+    report = student_report(sub(), one_failing(), rubric, replace(OPTIONS, lang="zh"))
     html = render_feedback_html(report)
     assert '<html lang="zh">' in html
     assert '"Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", sans-serif' in html
@@ -285,7 +287,7 @@ def test_a_mask_heatmap_says_it_is_a_mask(tmp_path, rubric):
     figures = {
         "ada": {"causal_mask": Figure.of("T6 (cpu, bool)", want, got), FAILING: Figure.of("w3", *torch.rand(2, 5, 5))}
     }
-    assert write_reports(tmp_path, [(sub(), results)], rubric, RUN_INFO, figures) == []
+    assert write_reports(tmp_path, [(sub(), results)], rubric, OPTIONS, figures) == []
     html = (tmp_path / "ada" / "feedback.html").read_text(encoding="utf-8")
     found = re.findall(r'<section class="exercise failing" id="(\w+)">.*?<img class="figure" alt="([^"]+)"', html, re.S)
     alts = dict(found)
@@ -364,7 +366,7 @@ PRINTED = {FAILING: "debug: weights sum to 0.5 \x1b[31m<b>\n", "merge_heads": "m
 
 def test_show_output_puts_a_print_in_its_exercises_section_and_not_without_the_flag(tmp_path, rubric):
     roll = ClassRoll(graded=[(sub(), one_failing())], outputs={"ada": "at import\n"}, printed={"ada": PRINTED})
-    write_reports(tmp_path, roll.graded, rubric, dict(RUN_INFO, show_output=True), roll=roll)
+    write_reports(tmp_path, roll.graded, rubric, replace(OPTIONS, show_output=True), roll=roll)
     html = (tmp_path / "ada" / "feedback.html").read_text(encoding="utf-8")
     failing = html.split(f'id="{FAILING}"', 1)[1].split("</section>", 1)[0]
     merge = html.split('id="merge_heads"', 1)[1].split("</section>", 1)[0]
@@ -379,7 +381,7 @@ def test_show_output_puts_a_print_in_its_exercises_section_and_not_without_the_f
     class_html = (tmp_path / "class.html").read_text(encoding="utf-8")
     assert "<code>softmax_weights</code>, <code>merge_heads</code>" in class_html
 
-    write_reports(tmp_path, roll.graded, rubric, RUN_INFO, roll=roll)  # without --show-output
+    write_reports(tmp_path, roll.graded, rubric, OPTIONS, roll=roll)  # without --show-output
     html = (tmp_path / "ada" / "feedback.html").read_text(encoding="utf-8")
     md = (tmp_path / "ada" / "feedback.md").read_text(encoding="utf-8")
     assert "debug:" not in html and "merge says hi" not in html and "merge says hi" not in md
@@ -414,7 +416,7 @@ def test_chromium_shows_the_failing_exercise_above_the_passing_ones(tmp_path, ru
     import numpy as np
 
     figures = {"ada": {FAILING: Figure.of("w3 (cpu, float32)", torch.softmax(torch.rand(6, 6), -1), torch.rand(6, 6))}}
-    assert write_reports(tmp_path, [(sub(), one_failing())], rubric, RUN_INFO, figures) == []
+    assert write_reports(tmp_path, [(sub(), one_failing())], rubric, OPTIONS, figures) == []
     page = tmp_path / "ada" / "feedback.html"
     shot = PIL_Image.open(screenshot(page, tmp_path / "shot")).convert("RGB")
     pixels = np.asarray(shot)

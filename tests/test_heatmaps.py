@@ -287,7 +287,7 @@ def graded_run(tmp_path_factory) -> tuple[Path, GradeRun, list[str]]:
     out = tmp_path_factory.mktemp("graded")
     run = grade_class(CLASS, out, OPTIONS)
     before_reports = sorted(str(p.relative_to(out)) for p in out.rglob("heatmap-*"))
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"), run.figures)
+    write_reports(out, run.graded, load_rubric(), run.report_options, run.figures)
     return out, run, before_reports
 
 
@@ -341,7 +341,7 @@ def test_regrading_removes_a_heatmap_left_by_an_earlier_grading(graded, tmp_path
     (out / "bob" / "heatmap-causal_mask.png").write_bytes((out / "bob" / "heatmap-softmax_weights.png").read_bytes())
     (out / "alice" / "heatmap-split_heads.png").write_bytes(b"stale")
     run = grade_class(CLASS, out, dataclasses.replace(OPTIONS, force=True))
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lang="en"), run.figures)
+    write_reports(out, run.graded, load_rubric(), run.report_options, run.figures)
     assert sorted(p.name for p in (out / "bob").glob("heatmap-*.png")) == ["heatmap-softmax_weights.png"]
     assert list((out / "alice").glob("heatmap-*")) == []
     assert len(_embedded_pngs((out / "bob" / "feedback.html").read_text(encoding="utf-8"))) == 1
@@ -378,7 +378,7 @@ def test_the_gradebook_keeps_the_figures_so_a_rerun_draws_the_same_heatmaps(grad
         png.unlink()
     again = grade_class(CLASS, again_out, OPTIONS)  # everything reused: no learner process runs
     assert sorted(again.reused) == ["alice", "bob"]
-    write_reports(again_out, again.graded, load_rubric(), dict(again.info, lang="en"), again.figures)
+    write_reports(again_out, again.graded, load_rubric(), again.report_options, again.figures)
     assert (again_out / "bob" / "heatmap-softmax_weights.png").read_bytes() == (
         out / "bob" / "heatmap-softmax_weights.png"
     ).read_bytes()

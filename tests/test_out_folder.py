@@ -16,6 +16,7 @@ import sqlite3
 import sys
 import xml.etree.ElementTree as ET
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -239,7 +240,8 @@ def grade_with_roster(out: Path, paths: list[str], rows: list[dict] | None, forc
     roster = Roster.from_rows(rows) if rows is not None else None
     options = GradeOptions(roster=roster, force=force, executor=class_grading.LocalExecutor(2))
     run = grade_class(paths, out, options)
-    write_reports(out, run.graded, load_rubric(), dict(run.info, lms=["canvas", "moodle"]), run.figures, run.roll)
+    options = replace(run.report_options, lms=("canvas", "moodle"))
+    write_reports(out, run.graded, load_rubric(), options, run.figures, run.roll)
     return run
 
 

@@ -231,7 +231,7 @@ def test_an_actor_killed_mid_submission_is_replaced_and_the_class_completes(ray_
     assert killed, "no actor was busy when a submission came back"
     assert executor.pool.retried >= 1, f"killing the actor grading {killed[0]} sent nothing again"
     assert not any(o.submission.error and "Ray worker" in o.submission.error for o in run.outcomes)
-    write_reports(out, run.graded, load_rubric(), run.info, run.figures, run.roll)
+    write_reports(out, run.graded, load_rubric(), run.report_options, run.figures, run.roll)
     assert (out / "grades.csv").read_bytes() == local_run["grades"]
     db = out / "gradebook.sqlite"
     assert {student: results_of(db, student) for student in recorded(db)} == local_run["results"]

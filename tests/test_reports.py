@@ -23,6 +23,7 @@ from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.reports import (
     MAX_OUTPUT_LINES,
+    ReportOptions,
     device_summary,
     grades_csv,
     gradescope_results,
@@ -38,14 +39,14 @@ from grader.instructor.rubric import DEFAULT_RUBRIC, load_rubric, parse_rubric, 
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
 
-RUN_INFO = {
-    "devices": ["cpu", "meta"],
-    "skipped_devices": {"cuda": "not available"},
-    "suite_version": "suite-1",
-    "kit_version": "0.1.0",
-    "isolation": "namespaces",
-    "seed": 987654321,
-}
+OPTIONS = ReportOptions(
+    devices=("cpu", "meta"),
+    skipped_devices={"cuda": "not available"},
+    suite_version="suite-1",
+    kit_version="0.1.0",
+    isolation="namespaces",
+    seed=987654321,
+)
 
 
 def case(student, hook, status, name="c", device="cpu", dtype="float32", message="", mistake=""):
@@ -194,7 +195,7 @@ def test_grades_csv_is_byte_stable_whatever_the_order(tmp_path, graded, rubric, 
     reference = grades_csv(graded, rubric).encode()
     shuffled = [graded[i] for i in order]
     shuffled = [(s, list(reversed(rs))) for s, rs in shuffled]  # result order inside a student too
-    write_reports(tmp_path, shuffled, rubric, RUN_INFO)
+    write_reports(tmp_path, shuffled, rubric, OPTIONS)
     assert (tmp_path / "grades.csv").read_bytes() == reference
 
 
@@ -202,7 +203,7 @@ def test_grades_csv_is_byte_stable_whatever_the_order(tmp_path, graded, rubric, 
 
 
 def test_results_json_schema(tmp_path, graded, rubric):
-    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    write_reports(tmp_path, graded, rubric, OPTIONS)
     for student in ("alice", "bob", "carol", "dan"):
         data = json.loads((tmp_path / student / "results.json").read_text(encoding="utf-8"))
         assert isinstance(data["score"], float) and isinstance(data["max_score"], float)
@@ -230,7 +231,7 @@ def test_results_json_schema(tmp_path, graded, rubric):
 def test_results_json_output_dedupes_and_stays_short(rubric):
     results = [case("s", "split_heads", FAILED, f"c{i}", message="view without transpose") for i in range(30)]
     results += [case("s", "split_heads", FAILED, f"d{i}", message=f"distinct problem {chr(65 + i)}") for i in range(30)]
-    report = student_report(sub("s"), results, rubric, RUN_INFO)
+    report = student_report(sub("s"), results, rubric, OPTIONS)
     test = next(t for t in gradescope_results(report)["tests"] if t["name"] == "split_heads")
     lines = test["output"].splitlines()
     assert len(lines) <= MAX_OUTPUT_LINES
@@ -241,7 +242,7 @@ def test_results_json_output_dedupes_and_stays_short(rubric):
 
 def test_mistake_and_zero_cases_are_explained(rubric):
     results = [case("s", "apply_causal_mask", FAILED, message="future entries not -inf", mistake="mask-with-zero")]
-    report = student_report(sub("s"), results, rubric, RUN_INFO)
+    report = student_report(sub("s"), results, rubric, OPTIONS)
     tests = {t["name"]: t for t in gradescope_results(report)["tests"]}
     assert "mask-with-zero" in tests["apply_causal_mask"]["output"]
     assert "earns 0 points" in tests["merge_heads"]["output"]
@@ -251,25 +252,25 @@ def test_mistake_and_zero_cases_are_explained(rubric):
 
 
 @pytest.mark.parametrize(
-    "run_info, ran, skipped",
+    "options, ran, skipped",
     [
-        (RUN_INFO, ["cpu", "meta"], ["cuda: not available"]),
-        ({}, ["cpu"], ["cuda: not available"]),
-        ({"devices": ["cpu", "cuda"]}, ["cpu", "cuda"], []),
+        (OPTIONS, ["cpu", "meta"], ["cuda: not available"]),
+        (ReportOptions(), ["cpu"], ["cuda: not available"]),
+        (ReportOptions(devices=("cpu", "cuda")), ["cpu", "cuda"], []),
     ],
-    ids=["from-run-info", "derived-from-results", "cuda-ran"],
+    ids=["from-the-options", "derived-from-results", "cuda-ran"],
 )
-def test_device_summary(run_info, ran, skipped):
+def test_device_summary(options, ran, skipped):
     results = [case("s", "merge_heads", PASSED), case("s", "merge_heads", SKIPPED, device="cuda",
                                                        message="cuda: not available")]
-    assert device_summary(results, run_info) == (ran, skipped)
+    assert device_summary(results, options) == (ran, skipped)
 
 
 # --- feedback -------------------------------------------------------------------------------------
 
 
 def test_feedback_files_say_points_failures_devices(tmp_path, graded, rubric):
-    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    write_reports(tmp_path, graded, rubric, OPTIONS)
     md = (tmp_path / "carol" / "feedback.md").read_text(encoding="utf-8")
     assert "# Feedback for carol" in md
     assert f"{rubric.max_total - 1:g} / {rubric.max_total:g} points" in md
@@ -283,7 +284,7 @@ def test_feedback_files_say_points_failures_devices(tmp_path, graded, rubric):
 
 
 def test_submission_error_is_prominent(tmp_path, graded, rubric):
-    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    write_reports(tmp_path, graded, rubric, OPTIONS)
     md = (tmp_path / "bob" / "feedback.md").read_text()
     assert md.index("could not be graded") < md.index("| exercise |")
     assert "refused zip: entry '../evil.py' points outside the archive" in md
@@ -292,7 +293,7 @@ def test_submission_error_is_prominent(tmp_path, graded, rubric):
 
 
 def test_html_escapes_messages(graded, rubric):
-    report = student_report(*graded[3], rubric, RUN_INFO)
+    report = student_report(*graded[3], rubric, OPTIONS)
     html = render_feedback_html(report)
     assert "<script>" not in html
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more" in html
@@ -300,13 +301,13 @@ def test_html_escapes_messages(graded, rubric):
 
 def test_markdown_message_cannot_escape_its_code_block(rubric):
     message = "```\n# Injected heading\n```"
-    report = student_report(sub("s"), [case("s", "merge_heads", FAILED, message=message)], rubric, RUN_INFO)
+    report = student_report(sub("s"), [case("s", "merge_heads", FAILED, message=message)], rubric, OPTIONS)
     md = render_feedback_md(report)
     assert "````text\n```\n# Injected heading\n```\n````" in md
 
 
 def test_figures_placeholder_renders_images(rubric):
-    report = student_report(sub("s"), one_wrong("s", "dot_product_scores"), rubric, RUN_INFO)
+    report = student_report(sub("s"), one_wrong("s", "dot_product_scores"), rubric, OPTIONS)
     assert all(ex.figures == [] for ex in report.exercises)
     report.exercises[0].figures.append(("heatmap-dot_product_scores.png", "iVBORw0KGgo=", "alt"))
     report.exercises[0].figure_captions.append("caption")
@@ -342,7 +343,7 @@ def test_junit_xml(graded, rubric):
 
 
 def test_write_reports_writes_every_file(tmp_path, graded, rubric):
-    write_reports(tmp_path / "out", graded, rubric, RUN_INFO)
+    write_reports(tmp_path / "out", graded, rubric, OPTIONS)
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == [
         "alice", "bob", "carol", "class.html", "class.md", "dan", "grades.csv", "junit.xml"
@@ -352,8 +353,8 @@ def test_write_reports_writes_every_file(tmp_path, graded, rubric):
 
 
 def test_reports_are_identical_when_written_twice(tmp_path, graded, rubric):
-    write_reports(tmp_path / "a", graded, rubric, RUN_INFO)
-    write_reports(tmp_path / "b", list(reversed(graded)), rubric, RUN_INFO)
+    write_reports(tmp_path / "a", graded, rubric, OPTIONS)
+    write_reports(tmp_path / "b", list(reversed(graded)), rubric, OPTIONS)
     for rel in ("grades.csv", "junit.xml", "carol/results.json", "carol/feedback.md", "carol/feedback.html"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
@@ -442,7 +443,7 @@ RAW = [b"\x1b", b"\x07", b"\r", b"\xc2\x9b", b"\xc2\x85", b"\x7f", "\u202e".enco
 
 def test_no_file_holds_a_raw_control_character(tmp_path, rubric):
     graded = hostile_class()
-    assert reports.write_reports(tmp_path, graded, rubric, RUN_INFO) == []
+    assert reports.write_reports(tmp_path, graded, rubric, OPTIONS) == []
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
     assert {p.name for p in files} >= {"grades.csv", "junit.xml", "results.json", "feedback.md", "feedback.html"}
     for path in files:
@@ -493,7 +494,7 @@ def test_status_says_graded_review_or_error_and_points_do_not_move(rubric):
 
 def test_review_findings_reach_junit_and_the_console_but_not_the_learner(tmp_path, rubric):
     flagged = Submission("zed", "zed.py", "py", review=["zed.py:3: sys.modules"])
-    reports.write_reports(tmp_path, [(flagged, perfect("zed"))], rubric, RUN_INFO)
+    reports.write_reports(tmp_path, [(flagged, perfect("zed"))], rubric, OPTIONS)
     root = ET.fromstring((tmp_path / "junit.xml").read_text(encoding="utf-8"))
     props = root.findall("testsuite/properties/property")
     assert [(p.get("name"), p.get("value")) for p in props] == [("review", "zed.py:3: sys.modules")]
@@ -516,7 +517,7 @@ def test_a_writer_that_raises_for_one_student_stops_nothing_else(tmp_path, grade
         return real(report)
 
     monkeypatch.setattr(reports, "render_feedback_html", flaky)
-    problems = reports.write_reports(tmp_path, graded, rubric, RUN_INFO)
+    problems = reports.write_reports(tmp_path, graded, rubric, OPTIONS)
     assert problems == ["carol/feedback.html not written: RuntimeError: template exploded"]
     assert (tmp_path / "grades.csv").is_file() and (tmp_path / "junit.xml").is_file()
     assert sorted(p.name for p in (tmp_path / "carol").iterdir()) == ["feedback.md", "results.json"]
@@ -534,7 +535,7 @@ def test_a_report_that_cannot_be_built_for_one_student_stops_nothing_else(tmp_pa
         return real(submission, *args, **kwargs)
 
     monkeypatch.setattr(reports, "student_report", flaky)
-    problems = reports.write_reports(tmp_path, graded, rubric, RUN_INFO)
+    problems = reports.write_reports(tmp_path, graded, rubric, OPTIONS)
     assert problems == ["bob: feedback not written: ValueError: bad data"]
     assert not (tmp_path / "bob").exists()
     with (tmp_path / "grades.csv").open(newline="") as fh:
@@ -551,7 +552,7 @@ def test_the_figures_given_are_drawn_beside_the_feedback_and_embedded(tmp_path, 
     pytest.importorskip("matplotlib", reason="heatmaps need matplotlib (the plots extra)")
     figure = _figure()
     graded = [(sub("carol"), one_wrong("carol")), (sub("dan"), perfect("dan"))]
-    assert reports.write_reports(tmp_path, graded, rubric, RUN_INFO, {"carol": {"softmax_weights": figure}}) == []
+    assert reports.write_reports(tmp_path, graded, rubric, OPTIONS, {"carol": {"softmax_weights": figure}}) == []
     png = (tmp_path / "carol" / "heatmap-softmax_weights.png").read_bytes()
     assert png == heatmaps.render(f"softmax_weights: {figure.label}", figure.expected, figure.received)
     html = (tmp_path / "carol" / "feedback.html").read_text(encoding="utf-8")
@@ -568,7 +569,7 @@ def test_a_heatmap_not_drawn_is_said_in_the_feedback(tmp_path, rubric, monkeypat
     monkeypatch.setattr(heatmaps, "render", fails)
     monkeypatch.setattr(heatmaps, "available", lambda: True)
     figures = {"carol": {"softmax_weights": _figure()}}
-    assert reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, RUN_INFO, figures) == []
+    assert reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, OPTIONS, figures) == []
     folder = tmp_path / "carol"
     md = (folder / "feedback.md").read_text(encoding="utf-8")
     html = (folder / "feedback.html").read_text(encoding="utf-8")
@@ -585,7 +586,7 @@ def test_a_heatmap_that_cannot_be_written_is_a_problem_and_stops_nothing(tmp_pat
 
     monkeypatch.setattr(heatmaps, "write", refuses)
     figures = {"carol": {"softmax_weights": _figure()}}
-    problems = reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, RUN_INFO, figures)
+    problems = reports.write_reports(tmp_path, [(sub("carol"), one_wrong("carol"))], rubric, OPTIONS, figures)
     assert problems == ["carol: heatmaps not written: PermissionError: read-only folder"]
     html = (tmp_path / "carol" / "feedback.html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in html, "the feedback still embeds the heatmap drawn in memory"
@@ -603,7 +604,7 @@ def test_a_note_on_a_passed_case_reaches_every_file_and_costs_nothing(tmp_path):
     graded = [(sub("ada"), noted)]
     rubric = load_rubric()
     assert score(noted, rubric) == score(perfect("ada"), rubric), "a note is worth no points"
-    write_reports(tmp_path, graded, rubric, RUN_INFO)
+    write_reports(tmp_path, graded, rubric, OPTIONS)
     folder = tmp_path / "ada"
     md = (folder / "feedback.md").read_text(encoding="utf-8")
     html = (folder / "feedback.html").read_text(encoding="utf-8")

@@ -18,7 +18,7 @@ def grades_csv(tmp_path: Path, jobs: int) -> bytes:
     out = tmp_path / f"jobs{jobs}"
     options = GradeOptions(seed=99, devices=["cpu", "meta"], executor=LocalExecutor(jobs))
     run = grade_class([str(SAMPLE / s) for s in STUDENTS], out, options)
-    write_reports(out, run.graded, load_rubric(), run.info, run.figures)
+    write_reports(out, run.graded, load_rubric(), run.report_options, run.figures)
     return (out / "grades.csv").read_bytes()
 
 

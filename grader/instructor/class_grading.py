@@ -72,7 +72,7 @@ from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Intake, Submission, collect
 from grader.instructor.out_folder import GRADEBOOK, class_file
 from grader.instructor.replies import MESSAGE_CHARS
-from grader.instructor.reports import ClassRoll, Person
+from grader.instructor.reports import ClassRoll, Person, ReportOptions
 from grader.instructor.sandbox import KIT_ROOT, ChildGone, Limits, Template
 from grader.instructor.submission_grading import (
     GpuPool,
@@ -274,16 +274,16 @@ class GradeRun:
         return {o.submission.student: o.figures for o in self.outcomes if o.figures}
 
     @property
-    def info(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "seed": self.seed,
-            "suite_version": self.suite_version,
-            "devices": self.devices,
-            "skipped_devices": self.skipped_devices,
-            "kit_version": kit_version(),
-            "isolation": self.isolation,
-        }
+    def report_options(self) -> ReportOptions:
+        """This run's conditions for the reports; ``dataclasses.replace`` adds the files' own choices (``lang``…)."""
+        return ReportOptions(
+            devices=tuple(self.devices),
+            skipped_devices=dict(self.skipped_devices),
+            suite_version=self.suite_version,
+            kit_version=kit_version(),
+            isolation=self.isolation,
+            seed=self.seed,
+        )
 
 
 def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tuple[list[str], dict[str, str]]:

@@ -31,6 +31,7 @@ from grader.instructor.reports import (
     MISSING,
     ClassRoll,
     Person,
+    ReportOptions,
     inert,
     one_line,
     render,
@@ -208,10 +209,10 @@ def _failed(r: CaseResult) -> bool:
     return r.status not in (PASSED, SKIPPED)
 
 
-def class_report(roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | None = None) -> ClassReport:
+def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None = None) -> ClassReport:
     """Everything ``class.html`` and ``class.md`` say, computed once."""
-    run_info = run_info or {}
-    lang = str(run_info.get("lang", "en"))
+    options = options or ReportOptions()
+    lang = options.lang
     graded = sorted(roll.graded, key=lambda item: item[0].student)
     scored = [(sub, results, score(results, rubric)) for sub, results in graded]
     judged = [(sub, results, scores) for sub, results, scores in scored if not status(sub, results).startswith("error")]
@@ -262,13 +263,11 @@ def class_report(roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | Non
     for person in roll.missing:
         lines.append(Line(inert(person.id), inert(person.name), MISSING, "", short_points(rubric.max_total), ""))
     lines.sort(key=lambda line: line.student)
-    run = {
-        label: str(run_info[key])
-        for key, label in (("suite_version", "hidden suite"), ("seed", "seed"), ("kit_version", "kit"))
-        if run_info.get(key) not in (None, "")
-    }
-    if run_info.get("devices"):
-        run["devices"] = ", ".join(str(d) for d in run_info["devices"])
+    seed = "" if options.seed is None else str(options.seed)
+    said = (("hidden suite", options.suite_version), ("seed", seed), ("kit", options.kit_version))
+    run = {label: value for label, value in said if value}
+    if options.devices:
+        run["devices"] = ", ".join(options.devices)
     return ClassReport(exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total)
 
 
@@ -284,9 +283,9 @@ def _svg_size() -> dict[str, int]:
     return {"width": SVG_WIDTH, "height": SVG_HEIGHT, "bar": SVG_BAR, "baseline": SVG_HEIGHT - SVG_BOTTOM}
 
 
-def write(out: str | Path, roll: ClassRoll, rubric: Rubric, run_info: dict[str, Any] | None = None) -> ClassReport:
+def write(out: str | Path, roll: ClassRoll, rubric: Rubric, options: ReportOptions | None = None) -> ClassReport:
     """Write ``out/class.html`` and ``out/class.md``; returns the report."""
-    report = class_report(roll, rubric, run_info)
+    report = class_report(roll, rubric, options)
     write_text(class_file(out, CLASS_HTML), render_html(report))
     write_text(class_file(out, CLASS_MD), render_md(report))
     return report

@@ -254,7 +254,7 @@ def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, An
     with tempfile.TemporaryDirectory(prefix="attnkit-gradescope-") as out:
         run = grade_class(intake, Path(out), GradeOptions(seed=seed, executor=LocalExecutor(1)))
     ((sub, results),) = run.graded
-    report = student_report(sub, results, rubric, run.info, run.roll.printed.get(sub.student))
+    report = student_report(sub, results, rubric, run.report_options, run.roll.printed.get(sub.student))
     data = gradescope_results(report)
     data["output"] += f"\nisolation: {run.isolation}; hidden suite {run.suite_version}; kit {kit_version()}"
     data["extra_data"] = {

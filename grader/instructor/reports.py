@@ -28,7 +28,7 @@ A student's feedback puts what matters first: a submission-wide error (not
 loaded, timed out, every case failing with one message) at the top, then the
 devices not present here, said once, then the failing exercises (each known
 mistake named once, with its hint), then the passing ones, compact.  Its fixed
-words are in ``run_info["lang"]`` (:mod:`grader.instructor.messages`).
+words are in ``ReportOptions.lang`` (:mod:`grader.instructor.messages`).
 - ``junit.xml``: one ``testsuite`` per student of the class, one ``testcase``
   per case, the review findings as ``review`` properties.  A wrong answer is a
   ``<failure>``; a case that could not be judged (the submission not graded,
@@ -45,12 +45,8 @@ kept from starting a spreadsheet formula (:func:`spreadsheet_cell`).  Writing on
 student's files can never stop another's, nor the class files: a failing writer
 is logged and reported by :func:`write_reports`, and the others go on.
 
-``run_info`` is a plain dict; the keys used are ``devices`` (the devices that
-ran), ``skipped_devices`` (``{device: reason}``), ``suite_version``,
-``kit_version``, ``isolation``, ``lang`` and ``show_output`` (what each exercise's
-calls printed, in its section of the feedback; off by default, since prints can
-reveal hidden inputs).  The seed is never written into learner
-feedback.
+What the files say about the run, and ``attnkit grade``'s choices for them, are
+a :class:`ReportOptions`.  The seed is never written into learner feedback.
 """
 
 from __future__ import annotations
@@ -89,6 +85,7 @@ __all__ = [
     "ClassRoll",
     "Graded",
     "Person",
+    "ReportOptions",
     "is_error",
     "console_text",
     "print_line",
@@ -146,6 +143,22 @@ class ClassRoll:
     def of(cls, graded: Graded) -> ClassRoll:
         """A class of just ``graded`` (no roster)."""
         return cls(graded=list(graded))
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The run's conditions and ``attnkit grade``'s choices, as the files say them (never a verdict's input)."""
+
+    lang: str = "en"  # the language of the files' fixed words
+    devices: tuple[str, ...] = ()  # the devices that ran
+    skipped_devices: Mapping[str, str] = field(default_factory=dict)  # device -> why it did not run
+    suite_version: str = ""
+    kit_version: str = ""
+    isolation: str = ""
+    seed: int | None = None  # in the class report only, never in a learner's feedback
+    show_output: bool = False  # each exercise's prints in its section of the feedback (they can reveal inputs)
+    lms: tuple[str, ...] = ()  # the LMS exports to write (grader.instructor.lms.EXPORTS)
+    assignment: str = "attnkit"  # their assignment column
 
 
 log = logging.getLogger(__name__)
@@ -446,15 +459,15 @@ def _hint(mistake: str, lang: str) -> tuple[str, str]:
         return "", ""
 
 
-def device_summary(results: Iterable[CaseResult], run_info: dict[str, Any]) -> tuple[list[str], list[str]]:
+def device_summary(results: Iterable[CaseResult], options: ReportOptions) -> tuple[list[str], list[str]]:
     """(devices that ran, ``"device: reason"`` for each device skipped).
 
     The run's own lists come first; devices seen in the results add to them
     (a device whose every case was skipped counts as skipped, with the first reason).
     """
     results = list(results)
-    ran = [str(d) for d in (run_info.get("devices") or [])]
-    skipped = {str(d): str(reason) for d, reason in (run_info.get("skipped_devices") or {}).items()}
+    ran = list(options.devices)
+    skipped = dict(options.skipped_devices)
     by_device: dict[str, list[CaseResult]] = {}
     for r in results:
         by_device.setdefault(r.device, []).append(r)
@@ -478,22 +491,22 @@ def student_report(
     submission: Submission,
     results: Sequence[CaseResult],
     rubric: Rubric,
-    run_info: dict[str, Any] | None = None,
+    options: ReportOptions | None = None,
     printed: Mapping[str, str] | None = None,
 ) -> StudentReport:
     """Everything one student's feedback says, computed once for every file.
 
     ``printed`` is what the learner's code printed per exercise (``hook -> text``);
-    it reaches the feedback only where ``run_info["show_output"]`` is set.
+    it reaches the feedback only where ``options.show_output`` is set.
     """
-    run_info = run_info or {}
-    lang = str(run_info.get("lang") or "en")
+    options = options or ReportOptions()
+    lang = options.lang
     t = texts(lang)
-    show_output = bool(run_info.get("show_output"))
+    show_output = options.show_output
     results = _hook_order(results)
     scores = score(results, rubric)
     counts = count_cases(results)
-    ran, skipped = device_summary(results, run_info)
+    ran, skipped = device_summary(results, options)
 
     def absent_device(r: CaseResult) -> bool:
         return r.status == SKIPPED and r.device not in ran
@@ -520,11 +533,8 @@ def student_report(
             )
         )
     earned, possible = total(scores)
-    run = {
-        label: str(run_info[key])
-        for key, label in (("suite_version", "hidden suite"), ("kit_version", "kit"), ("isolation", "isolation"))
-        if run_info.get(key) not in (None, "")
-    }
+    said = (("hidden suite", options.suite_version), ("kit", options.kit_version), ("isolation", options.isolation))
+    run = {label: value for label, value in said if value}
     headline = submission_error(submission, results)
     return StudentReport(
         student=submission.student,
@@ -951,7 +961,7 @@ def write_reports(
     out_dir: str | Path,
     graded: Graded,
     rubric: Rubric,
-    run_info: dict[str, Any],
+    options: ReportOptions,
     figures: Mapping[str, Mapping[str, Figure]] | None = None,
     roll: ClassRoll | None = None,
 ) -> list[str]:
@@ -959,12 +969,12 @@ def write_reports(
 
     ``roll`` is the whole class (default: just ``graded``): ``grades.csv``,
     ``junit.xml``, ``class.html``, ``class.md`` and each LMS export named in
-    ``run_info["lms"]`` (``canvas``, ``moodle``; its assignment column
-    ``run_info["assignment"]``, default ``attnkit``) list all of it.  The
-    students' own files are written for ``graded`` (this run's); every other
-    student's are on disk from the run that graded them.  What each learner's
+    ``options.lms`` (``canvas``, ``moodle``; its assignment column
+    ``options.assignment``) list all of it.  The students' own files are
+    written for ``graded`` (this run's); every other student's are on disk
+    from the run that graded them.  What each learner's
     process printed (the roll's ``outputs``, and per exercise its ``printed``) is
-    written as ``<student>/output.txt``; with ``run_info["show_output"]`` each
+    written as ``<student>/output.txt``; with ``options.show_output`` each
     exercise's part also appears in that exercise's section of the feedback.
     ``figures`` holds each student's heatmap data (``student -> hook -> Figure``,
     as grading returns it); they are drawn here, written beside the feedback
@@ -981,19 +991,19 @@ def write_reports(
     graded = _sorted(graded)
     roll = roll if roll is not None and (roll.graded or roll.missing) else ClassRoll.of(graded)
     printed = roll.outputs
-    assignment = str(run_info.get("assignment") or "attnkit")
+    assignment = options.assignment or "attnkit"
     whole = _sorted(roll.graded)
     problems: list[str] = []
     grades, junit = class_file(out, GRADES_CSV), class_file(out, JUNIT_XML)
     _guarded(problems, GRADES_CSV, write_grades_csv, grades, whole, rubric, roll.missing)
     _guarded(problems, JUNIT_XML, write_junit, junit, whole, roll.missing)
-    _guarded(problems, "class.html / class.md", class_report.write, out, roll, rubric, run_info)
-    for name in run_info.get("lms") or ():
+    _guarded(problems, "class.html / class.md", class_report.write, out, roll, rubric, options)
+    for name in options.lms:
         _guarded(problems, f"{name} export", lms_exports.write, out, name, roll, rubric, assignment)
     for sub, results in graded:
         try:
             folder = student_folder(out, sub.student)
-            report = student_report(sub, results, rubric, run_info, roll.printed.get(sub.student))
+            report = student_report(sub, results, rubric, options, roll.printed.get(sub.student))
         except Exception as exc:
             _note_problem(problems, f"{sub.student}: feedback", exc)
             continue

@@ -40,6 +40,7 @@ from grader.instructor.intake import RESERVED_IDS, Skipped, Submission, collect,
 from grader.instructor.reports import (
     ClassRoll,
     Person,
+    ReportOptions,
     console_text,
     print_line,
     review_constructs,
@@ -260,7 +261,7 @@ def test_every_file_a_writer_produces_for_a_class_is_reserved(tmp_path):
                      people={"bea": Person("bea", "Bea", "bea@uni.example")}, outputs={"ada": "hi"})  # fmt: skip
     with Gradebook(out_folder.class_file(out, out_folder.GRADEBOOK)) as book:
         book.set_roster_rows([{"id": "bea", "name": "Bea", "email": "", "pattern": ""}])
-        problems = write_reports(out, graded, load_rubric(), {"lms": tuple(lms.EXPORTS)}, roll=roll)
+        problems = write_reports(out, graded, load_rubric(), ReportOptions(lms=tuple(lms.EXPORTS)), roll=roll)
         written = {p.name for p in out.iterdir() if not p.is_dir()}
     assert problems == []
     assert {p.name for p in out.iterdir() if p.is_dir()} == {"ada"}
@@ -284,7 +285,7 @@ def test_a_hand_in_named_like_any_class_file_gets_its_own_feedback(tmp_path):
     assert all("is the name of a file attnkit grade writes" in s.notes[0] for s in intake.submissions)
     graded = [(s, _perfect(s.student)) for s in intake.submissions]
     out = tmp_path / "out"
-    problems = write_reports(out, graded, load_rubric(), {"lms": tuple(lms.EXPORTS)})
+    problems = write_reports(out, graded, load_rubric(), ReportOptions(lms=tuple(lms.EXPORTS)))
     assert problems == []
     for sub in intake.submissions:
         assert (out / sub.student / "feedback.html").is_file()
