@@ -450,8 +450,9 @@ def grade(
     from dataclasses import replace
 
     from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, GradingStopped, grade_class
+    from grader.instructor.console_summary import console_text, print_line, summary_table
     from grader.instructor.progress import grading_progress
-    from grader.instructor.reports import console_text, print_line, summary_table, write_reports
+    from grader.instructor.reports import write_reports
     from grader.instructor.rubric import load_rubric
     from grader.instructor.sandbox import Limits
     from grader.instructor.stopping import EXIT_INTERRUPTED, resume_command, stop_on_signals
@@ -531,7 +532,7 @@ def grade(
 
 def _print_flagged(console: Console, graded) -> None:
     """The review findings after the grades table: a header, then one line each, never wrapped (``print_line``)."""
-    from grader.instructor.reports import console_text, print_line, review_lines
+    from grader.instructor.console_summary import console_text, print_line, review_lines
 
     flagged = review_lines(graded)
     if flagged:
@@ -602,9 +603,9 @@ def _take_in(
     ``roster_from`` is the ``--roster`` file, else the out folder (whose gradebook may keep the class's roster).
     No hand-in takes an id the out folder's gradebook holds for another (:mod:`grader.instructor.held_ids`).
     """
+    from grader.instructor.console_summary import console_text, print_line
     from grader.instructor.held_ids import keep_held_ids
     from grader.instructor.intake import IntakeError, collect
-    from grader.instructor.reports import console_text, print_line
     from grader.instructor.roster import RosterError
 
     try:
@@ -631,7 +632,7 @@ def _take_in(
 
 def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> None:
     """What the out folder's class holds after this run, and the files written from it."""
-    from grader.instructor.reports import console_text, print_line
+    from grader.instructor.console_summary import console_text, print_line
 
     roll = run.roll
     graded_now = {o.submission.student for o in run.outcomes}

@@ -11,21 +11,16 @@ import torch
 
 from grader.child import call as child_call
 from grader.instructor import heatmaps
+from grader.instructor.feedback import render_feedback_html, render_feedback_md
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
 from grader.instructor.messages import translate
+from grader.instructor.output_txt import output_text
 from grader.instructor.replies import PRINTED_CHARS, CallReply, MalformedReply, decode
-from grader.instructor.reports import (
-    ClassRoll,
-    ReportOptions,
-    gradescope_results,
-    output_text,
-    render_feedback_html,
-    render_feedback_md,
-    student_report,
-    write_reports,
-)
+from grader.instructor.report_model import ClassRoll, ReportOptions, student_report
+from grader.instructor.reports import write_reports
+from grader.instructor.results_json import gradescope_results
 from grader.instructor.rubric import load_rubric, parse_rubric
 from grader.instructor.submission_grading import PRINTED_PER_HOOK, Stats
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult

@@ -197,8 +197,8 @@ def test_the_rules_see_the_imports_that_are_there():
     assert ("grader.instructor.diagnosis", False) in check  # attnkit check's optional hints
     registry = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "registry.py")}
     assert ("solutions.reference", False) in registry  # the reference loader, inside a function
-    reports = {i.module for i in imports_of(KIT / "grader" / "instructor" / "reports.py")}
-    assert "grader.instructor.verdict" in reports
+    model = {i.module for i in imports_of(KIT / "grader" / "instructor" / "report_model.py")}
+    assert "grader.instructor.verdict" in model
 
 
 # --- each rule fails on a wrong import -------------------------------------------------------------------

@@ -29,8 +29,11 @@ from grader.cli import main
 from grader.instructor import class_grading, class_report, lms
 from grader.instructor.class_grading import GradeOptions, OutFolderConflict, grade_class
 from grader.instructor.gradebook import ClassSettings, Gradebook
+from grader.instructor.grades_csv import grades_rows
 from grader.instructor.intake import Submission
-from grader.instructor.reports import ClassRoll, Person, grades_rows, is_error, write_reports
+from grader.instructor.junit import is_error
+from grader.instructor.report_model import ClassRoll, Person
+from grader.instructor.reports import write_reports
 from grader.instructor.roster import Roster
 from grader.instructor.rubric import load_rubric
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult

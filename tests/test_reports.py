@@ -17,24 +17,18 @@ import torch
 from rich.console import Console
 
 from grader.hook_table import TABLE
-from grader.instructor import heatmaps, reports
+from grader.instructor import console_summary, feedback, heatmaps, report_model, reports
 from grader.instructor import rubric as rubric_module
+from grader.instructor.console_summary import summary_table
+from grader.instructor.feedback import render_feedback_html, render_feedback_md
+from grader.instructor.grades_csv import grades_csv, grades_rows
 from grader.instructor.heatmaps import Figure
+from grader.instructor.inert import inert
 from grader.instructor.intake import Submission
-from grader.instructor.reports import (
-    MAX_OUTPUT_LINES,
-    ReportOptions,
-    device_summary,
-    grades_csv,
-    gradescope_results,
-    junit_xml,
-    render_feedback_html,
-    render_feedback_md,
-    student_folder,
-    student_report,
-    summary_table,
-    write_reports,
-)
+from grader.instructor.junit import junit_xml
+from grader.instructor.report_model import MAX_OUTPUT_LINES, ReportOptions, device_summary, student_report
+from grader.instructor.reports import student_folder, write_reports
+from grader.instructor.results_json import gradescope_results
 from grader.instructor.rubric import DEFAULT_RUBRIC, load_rubric, parse_rubric, score
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
@@ -326,7 +320,7 @@ def test_junit_xml(graded, rubric):
     assert list(suites) == ["alice", "bob", "carol", "dan", "eve"]
     carol = suites["carol"]
     names = [c.get("name") for c in carol.findall("testcase")]
-    assert names == [r.test_name for r in reports._hook_order(one_wrong("carol"))]
+    assert names == [r.test_name for r in report_model.hook_order(one_wrong("carol"))]
     failures = carol.findall("testcase/failure")
     assert len(failures) == 1 and failures[0].get("message") == "wrong values"
     assert carol.get("failures") == "1" and carol.get("skipped") == str(len(HOOK_NAMES))
@@ -397,12 +391,12 @@ def dangerous(ch: str) -> bool:
 
 def test_inert_leaves_no_dangerous_character_of_all_unicode():
     everything = "".join(map(chr, range(0x110000)))
-    out = reports.inert(everything)
+    out = inert(everything)
     assert not [hex(ord(c)) for c in out if dangerous(c)]
     assert "\t" in out and "\n" in out and "é" in out and "学" in out
-    assert reports.inert("a\r\nb") == "a\nb"
-    assert reports.inert(HOSTILE).startswith("\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J")
-    assert "\\u202etxt.exe" in reports.inert(HOSTILE)
+    assert inert("a\r\nb") == "a\nb"
+    assert inert(HOSTILE).startswith("\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2J")
+    assert "\\u202etxt.exe" in inert(HOSTILE)
     out.encode("utf-8")  # every output format can hold it
 
 
@@ -414,12 +408,12 @@ def test_inert_leaves_no_dangerous_character_of_all_unicode():
     ids=["equals", "plus", "minus-dde", "at", "tab", "plain", "status", "cr-escaped", "inside"],
 )
 def test_spreadsheet_cells_cannot_start_a_formula(cell, expected):
-    assert reports.spreadsheet_cell(cell) == expected
+    assert report_model.spreadsheet_cell(cell) == expected
 
 
 def test_grades_csv_neutralises_text_cells_and_never_the_numbers(rubric):
     odd = Submission("=HYPERLINK(\"http://x\")", "x.py", "py", error="@SUM(1)")  # not a real id: defence in depth
-    rows = reports.grades_rows([(odd, []), (sub("alice"), perfect("alice"))], rubric)
+    rows = grades_rows([(odd, []), (sub("alice"), perfect("alice"))], rubric)
     by_student = {r[0]: r for r in rows[1:]}
     assert "'=HYPERLINK(\"http://x\")" in by_student
     assert by_student["'=HYPERLINK(\"http://x\")"][1] == "error: @SUM(1)"
@@ -463,8 +457,8 @@ def test_the_console_gets_only_rich_colour_codes(rubric):
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, color_system="truecolor", width=200)
     console.print(summary_table(graded, rubric))
-    for line in reports.review_lines(graded) + reports.id_notes(graded):
-        console.print(reports.console_text(line))
+    for line in console_summary.review_lines(graded) + console_summary.id_notes(graded):
+        console.print(console_summary.console_text(line))
     out = buffer.getvalue()
     assert "the submission does not import:" in out and "refused zip: entry" in out
     assert "\\x1b]52;c;cm0gLXJmIH4=" in out  # the learner's text is there, inert
@@ -480,16 +474,16 @@ def test_status_says_graded_review_or_error_and_points_do_not_move(rubric):
                                                         "zed.py:12: sys.modules"])
     clean = Submission("zed", "zed.py", "py")
     results = one_wrong("zed")
-    assert reports.status(flagged, results) == "review: sys.modules; ctypes"
-    assert reports.status(clean, results) == "graded"
-    assert reports.grades_rows([(flagged, results)], rubric)[1][2:] == reports.grades_rows([(clean, results)],
+    assert report_model.status(flagged, results) == "review: sys.modules; ctypes"
+    assert report_model.status(clean, results) == "graded"
+    assert grades_rows([(flagged, results)], rubric)[1][2:] == grades_rows([(clean, results)],
                                                                                            rubric)[1][2:]
     importing = [case("zed", h, FAILED, message="the submission does not import: zed.py:1: SyntaxError") for h in
                  HOOK_NAMES]
-    assert reports.status(flagged, importing) == "error: the submission does not import: zed.py:1: SyntaxError"
+    assert report_model.status(flagged, importing) == "error: the submission does not import: zed.py:1: SyntaxError"
     refused = Submission("zed", "zed.zip", "zip", error="refused zip: bad\nsecond line")
     assert refused.error == "refused zip: bad\\x0asecond line"  # one inert line where it is made
-    assert reports.status(refused, []) == "error: refused zip: bad\\x0asecond line"
+    assert report_model.status(refused, []) == "error: refused zip: bad\\x0asecond line"
 
 
 def test_review_findings_reach_junit_and_the_console_but_not_the_learner(tmp_path, rubric):
@@ -498,7 +492,7 @@ def test_review_findings_reach_junit_and_the_console_but_not_the_learner(tmp_pat
     root = ET.fromstring((tmp_path / "junit.xml").read_text(encoding="utf-8"))
     props = root.findall("testsuite/properties/property")
     assert [(p.get("name"), p.get("value")) for p in props] == [("review", "zed.py:3: sys.modules")]
-    assert reports.review_lines([(flagged, [])]) == ["zed: zed.py:3: sys.modules"]
+    assert console_summary.review_lines([(flagged, [])]) == ["zed: zed.py:3: sys.modules"]
     with (tmp_path / "grades.csv").open(newline="") as fh:
         assert list(csv.reader(fh))[1][1] == "review: sys.modules"
     for name in ("feedback.md", "feedback.html", "results.json"):
@@ -509,14 +503,14 @@ def test_review_findings_reach_junit_and_the_console_but_not_the_learner(tmp_pat
 
 
 def test_a_writer_that_raises_for_one_student_stops_nothing_else(tmp_path, graded, rubric, monkeypatch):
-    real = reports.render_feedback_html
+    real = feedback.render_feedback_html
 
     def flaky(report):
         if report.student == "carol":
             raise RuntimeError("template exploded")
         return real(report)
 
-    monkeypatch.setattr(reports, "render_feedback_html", flaky)
+    monkeypatch.setattr(feedback, "render_feedback_html", flaky)
     problems = reports.write_reports(tmp_path, graded, rubric, OPTIONS)
     assert problems == ["carol/feedback.html not written: RuntimeError: template exploded"]
     assert (tmp_path / "grades.csv").is_file() and (tmp_path / "junit.xml").is_file()

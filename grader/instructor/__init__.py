@@ -5,8 +5,9 @@ the verdict rules (``verdict``, ``replies``), the naming of known mistakes
 (``diagnosis``), the sandbox that runs learners' code (``sandbox``), reading
 hand-ins (``intake``, ``review_flags``), grading one submission and a whole
 class (``submission_grading``, ``class_grading``), the outputs (``gradebook``,
-``rubric`` and ``rubric.toml``, ``reports``, ``heatmaps``, ``templates/``), and
-the instructor's tools (``audit``, ``release``, ``hidden/``).
+``rubric`` and ``rubric.toml``, ``heatmaps``, ``templates/``, and the reports:
+``report_model`` and a module per file, which ``reports`` writes), and the
+instructor's tools (``audit``, ``release``, ``hidden/``).
 
 ``attnkit release`` copies ``grader/`` without this folder, so none of it ever
 reaches a learner.  The modules at ``grader/`` top level import nothing from

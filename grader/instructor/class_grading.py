@@ -72,7 +72,7 @@ from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Intake, Submission, collect
 from grader.instructor.out_folder import GRADEBOOK, class_file
 from grader.instructor.replies import MESSAGE_CHARS
-from grader.instructor.reports import ClassRoll, Person, ReportOptions
+from grader.instructor.report_model import ClassRoll, Person, ReportOptions
 from grader.instructor.sandbox import KIT_ROOT, ChildGone, Limits, Template
 from grader.instructor.submission_grading import (
     GpuPool,

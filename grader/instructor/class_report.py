@@ -1,9 +1,9 @@
 """The class report: ``class.html`` and ``class.md``, what an instructor reads before class.
 
 Computed from the whole class of an out folder
-(:class:`~grader.instructor.reports.ClassRoll`) and the rubric, rendered with
-the feedback's templates machinery (jinja2, autoescaped HTML; everything a
-submission wrote goes through :func:`~grader.instructor.reports.inert`):
+(:class:`~grader.instructor.report_model.ClassRoll`) and the rubric, rendered
+like the feedback (:func:`~grader.instructor.feedback.render`; everything a
+submission wrote goes through :func:`~grader.instructor.inert.inert`):
 
 - per exercise, the distribution of points as a small histogram (an inline
   SVG in the HTML, a bar of blocks in Markdown; bins by share of the points:
@@ -26,19 +26,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from grader.instructor.out_folder import CLASS_HTML, CLASS_MD, class_file
-from grader.instructor.reports import (
-    MISSING,
-    ClassRoll,
-    Person,
-    ReportOptions,
-    inert,
-    one_line,
-    render,
-    short_points,
-    status,
-    write_text,
-)
+from grader.instructor.feedback import render
+from grader.instructor.inert import inert
+from grader.instructor.out_folder import CLASS_HTML, CLASS_MD, class_file, write_text
+from grader.instructor.report_model import MISSING, ClassRoll, Person, ReportOptions, one_line, short_points, status
 from grader.instructor.rubric import Rubric, score, total
 from grader.instructor.verdict import PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES

@@ -29,7 +29,7 @@ learner's files in ``/autograder/submission``, runs ``/autograder/run_autograder
 :func:`autograde` grades the one hand-in in ``submission/`` exactly as
 ``attnkit grade`` grades a student of a class (same suite, seed, devices,
 limits, sandbox; in a temporary out folder) and writes Gradescope's
-``results.json``: :func:`grader.instructor.reports.gradescope_results` with
+``results.json``: :func:`grader.instructor.results_json.gradescope_results` with
 ``execution_time``, the ``isolation:`` line the learner processes got, and
 ``extra_data``.  A submission that holds no hand-in or several, or an
 autograder that fails, still writes a ``results.json`` (score 0, every test at
@@ -238,7 +238,8 @@ def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, An
     """Grade the hand-in in ``submission_dir`` as ``attnkit grade`` would, and return its ``results.json``."""
     from grader.instructor.class_grading import GradeOptions, LocalExecutor, grade_class
     from grader.instructor.intake import IntakeError
-    from grader.instructor.reports import gradescope_results, student_report
+    from grader.instructor.report_model import student_report
+    from grader.instructor.results_json import gradescope_results
 
     try:
         intake = _take_in(submission_dir)

@@ -20,7 +20,7 @@ wraps a long line at its spaces, and a run of fillers (U+2800 braille blanks,
 Hangul fillers) pads a line to the width with nothing visible, so that what
 follows seems to start a line of its own.  In a line no space is ever more
 than one, and a filler is written as its escape.  (The console also never wraps
-a learner's line: ``reports.print_line``.)
+a learner's line: ``console_summary.print_line``.)
 
 Markup (rich's ``[red]``, HTML, Markdown) is escaped by each renderer at its
 sink (``console_text``, the templates' autoescape and ``md`` filter), not here:

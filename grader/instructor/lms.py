@@ -1,7 +1,7 @@
 """Grades in the shape an LMS imports: Canvas's and Moodle's gradebook CSV.
 
 One column of points per file, the class's total under the rubric, one row
-per student of the class (:class:`~grader.instructor.reports.ClassRoll`), the
+per student of the class (:class:`~grader.instructor.report_model.ClassRoll`), the
 roster's names and emails in the columns the LMS matches students on:
 
 - ``canvas.csv``: Canvas's gradebook import, ``Student, ID, SIS User ID, SIS
@@ -26,15 +26,8 @@ import csv
 import io
 from pathlib import Path
 
-from grader.instructor.out_folder import class_file, lms_file
-from grader.instructor.reports import (
-    ClassRoll,
-    Person,
-    fmt_points,
-    spreadsheet_cell,
-    status,
-    write_text,
-)
+from grader.instructor.out_folder import class_file, lms_file, write_text
+from grader.instructor.report_model import ClassRoll, Person, fmt_points, spreadsheet_cell, status
 from grader.instructor.rubric import Rubric, score, total
 
 __all__ = ["EXPORTS", "canvas_rows", "export_csv", "moodle_rows", "student_points", "write"]

@@ -1,18 +1,20 @@
 """The out folder's own files: every name ``attnkit grade`` writes beside the student folders, declared once.
 
 Each writer takes its file's name from here (:func:`class_file` refuses a name
-not declared), and intake reserves every one of them (:data:`CLASS_FILES`): no
-student id may be one, so a hand-in named ``class.html.py`` gets its own folder
-instead of colliding with the class report.  A new output is declared here or it
-cannot be written.  Stdlib only: intake imports it.
+not declared) and writes it with :func:`write_text` (atomically), and intake
+reserves every one of them (:data:`CLASS_FILES`): no student id may be one, so a
+hand-in named ``class.html.py`` gets its own folder instead of colliding with the
+class report.  A new output is declared here or it cannot be written.  Stdlib
+only: intake imports it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = ["CLASS_FILES", "CLASS_HTML", "CLASS_MD", "GRADEBOOK", "GRADES_CSV", "JUNIT_XML", "LMS_NAMES", "class_file",
-           "lms_file"]  # fmt: skip
+           "lms_file", "write_text"]  # fmt: skip
 
 GRADEBOOK = "gradebook.sqlite"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -45,3 +47,12 @@ def class_file(out: str | Path, name: str) -> Path:
     if name not in CLASS_FILES:
         raise ValueError(f"{name!r} is not one of the out folder's declared files (grader/instructor/out_folder.py)")
     return Path(out) / name
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write atomically (a reader never sees half a file), UTF-8, ``\\n`` line endings."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

@@ -79,7 +79,7 @@ def grading_progress(console: Console) -> Iterator[GradingProgress]:
     """The display for ``console``: the live bar on a terminal, else log lines.
 
     ``student`` names given to :meth:`GradingProgress.graded` are rich markup:
-    pass a name a submission chose through ``reports.console_text``.
+    pass a name a submission chose through ``console_summary.console_text``.
     """
     if not console.is_terminal:
         yield _Lines(console)

@@ -158,7 +158,7 @@ def test_a_kits_folders_dropped_into_a_class_folder_leave_it_a_class(tmp_path, m
 
 def test_a_student_id_with_dots_never_makes_another_students_junit_class():
     """meta4 j1: mallory's ``bob.causal_mask.py`` error row had classname ``attnkit.bob.causal_mask``, bob's own."""
-    from grader.instructor.reports import junit_class
+    from grader.instructor.junit import junit_class
 
     ids = ["bob", "bob.causal_mask", "bob%2Ecausal_mask", "bob.causal_mask.x"]
     classes = [junit_class(sid) for sid in ids] + [junit_class(sid, "causal_mask") for sid in ids]

@@ -34,20 +34,12 @@ from rich.console import Console
 
 from grader.cli import main
 from grader.instructor import class_grading, lms, out_folder
+from grader.instructor.console_summary import console_text, print_line, review_lines
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.inert import inert_line
 from grader.instructor.intake import RESERVED_IDS, Skipped, Submission, collect, read_submission
-from grader.instructor.reports import (
-    ClassRoll,
-    Person,
-    ReportOptions,
-    console_text,
-    print_line,
-    review_constructs,
-    review_lines,
-    status,
-    write_reports,
-)
+from grader.instructor.report_model import ClassRoll, Person, ReportOptions, review_constructs, status
+from grader.instructor.reports import write_reports
 from grader.instructor.review_flags import scan_files
 from grader.instructor.rubric import load_rubric
 from grader.instructor.verdict import FAILED, PASSED, CaseResult
@@ -423,7 +415,7 @@ def test_a_padded_finding_or_file_name_cannot_print_a_console_line_of_its_own(tm
     line of its own.  At a narrow and a wide console, every line the learner's text is on starts with what the
     grader wrote, and no blank-looking character reaches the terminal."""
     from grader.cli import _print_flagged, _take_in
-    from grader.instructor.reports import summary_table
+    from grader.instructor.console_summary import summary_table
 
     forged = f"x{padding}{FORGED}{padding}{LOOK_ALIKE}"
     source = f"import torch\n\ndef never_called():\n    setattr(torch, {forged!r}, 1)\n"

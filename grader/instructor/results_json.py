@@ -1,0 +1,49 @@
+"""``<student>/results.json``: a student's report in Gradescope's results format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from grader.instructor.out_folder import write_text
+from grader.instructor.report_model import StudentReport
+
+__all__ = ["gradescope_results", "write_results_json"]
+
+
+def gradescope_results(report: StudentReport) -> dict[str, Any]:
+    """Gradescope's ``results.json``: score, max_score, output, and one test per exercise.
+
+    Each test's ``output`` says only what helps the student (failures, known
+    mistakes and their hints; ``All 12 cases passed.``), never the cases of a
+    device not present; the devices are said once, in the top ``output``.  Each
+    test's ``visibility`` is the rubric's (``visible``, ``after_due_date``,
+    ``hidden``); the top ``visibility`` is the rubric's default.
+    """
+    output = report.summary
+    if report.devices_skipped:
+        output += "; " + report.devices_skipped_text
+    return {
+        "score": round(report.earned, 2),
+        "max_score": round(report.possible, 2),
+        "output": output,
+        "visibility": report.visibility,
+        "stdout_visibility": "hidden",
+        "tests": [
+            {
+                "name": ex.hook,
+                "score": round(ex.earned, 2),
+                "max_score": round(ex.possible, 2),
+                "status": ex.status,
+                "output": "\n".join(ex.output_lines()),
+                "visibility": ex.visibility,
+            }
+            for ex in report.exercises
+        ],
+    }
+
+
+def write_results_json(path: str | Path, report: StudentReport) -> None:
+    write_text(Path(path), json.dumps(gradescope_results(report), indent=2, ensure_ascii=False) + "\n")
+
