@@ -20,16 +20,25 @@ submission wrote goes through :func:`~grader.instructor.inert.inert`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from grader.instructor.feedback import render
 from grader.instructor.inert import inert
 from grader.instructor.out_folder import CLASS_HTML, CLASS_MD, class_file, write_text
-from grader.instructor.report_model import MISSING, ClassRoll, Person, ReportOptions, one_line, short_points, status
+from grader.instructor.report_model import (
+    MISSING,
+    ClassRoll,
+    Graded,
+    Person,
+    ReportOptions,
+    mistake_hint,
+    one_line,
+    short_points,
+    status,
+)
 from grader.instructor.rubric import Rubric, score, total
 from grader.instructor.verdict import PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
@@ -112,14 +121,6 @@ class Exercise:
     mistakes: list[Mistake]
     unexplained: list[str]  # students who failed a case of it with no known mistake named
 
-    @property
-    def possible_text(self) -> str:
-        return short_points(self.possible)
-
-    @property
-    def mean_text(self) -> str:
-        return short_points(self.mean)
-
 
 @dataclass
 class Line:
@@ -178,22 +179,13 @@ def _link(student: str, name: str) -> str:
     return f"{quote(student)}/{name}"
 
 
-def _mistakes_of(hook: str, graded: Sequence[tuple[Any, Sequence[CaseResult]]], lang: str) -> list[Mistake]:
+def _mistakes_of(hook: str, graded: Graded, lang: str) -> list[Mistake]:
     found: dict[str, Mistake] = {}
     for sub, results in graded:
         for mistake in dict.fromkeys(r.mistake for r in results if r.hook == hook and r.mistake):
-            entry = found.setdefault(mistake, Mistake(inert(mistake), hook, _description(mistake, lang)))
+            entry = found.setdefault(mistake, Mistake(inert(mistake), hook, inert(mistake_hint(mistake, lang)[0])))
             entry.students.append(sub.student)
     return sorted(found.values(), key=lambda m: (-m.count, m.mistake))
-
-
-def _description(mistake: str, lang: str) -> str:
-    try:
-        from grader.instructor.diagnosis import hint
-
-        return inert(hint(mistake, lang)[0])
-    except (ImportError, KeyError):
-        return ""
 
 
 def _failed(r: CaseResult) -> bool:
@@ -263,11 +255,11 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
 
 
 def render_html(report: ClassReport) -> str:
-    return render("class.html.j2", True, report=report, svg=_svg_size(), points=short_points)
+    return render("class.html.j2", True, report=report, svg=_svg_size())
 
 
 def render_md(report: ClassReport) -> str:
-    return render("class.md.j2", False, report=report, points=short_points)
+    return render("class.md.j2", False, report=report)
 
 
 def _svg_size() -> dict[str, int]:

@@ -10,6 +10,7 @@ text and caption (:func:`attach_figures`).  Templates are rendered with jinja2 (
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def _md_inline(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", one_line(str(text), MAX_MESSAGE_CHARS))
 
 
+@functools.cache
 def _environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -57,15 +59,9 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     return env
 
 
-_ENVIRONMENTS: dict[bool, jinja2.Environment] = {}
-
-
 def render(template: str, autoescape: bool, **context: Any) -> str:
     """``templates/<template>`` rendered with ``context`` (HTML: ``autoescape``), with this module's filters."""
-    env = _ENVIRONMENTS.get(autoescape)
-    if env is None:
-        env = _ENVIRONMENTS[autoescape] = _environment(autoescape)
-    return env.get_template(template).render(FAILED=FAILED, PASSED=PASSED, **context)
+    return _environment(autoescape).get_template(template).render(FAILED=FAILED, PASSED=PASSED, **context)
 
 
 def render_feedback_md(report: StudentReport) -> str:

@@ -22,9 +22,9 @@ from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_
 from grader.registry import HOOK_NAMES, format_hook
 
 __all__ = ["MISSING", "ClassRoll", "ExerciseReport", "Graded", "Person", "Problem", "ReportOptions", "StudentReport",
-           "by_student", "clip", "device_summary", "fmt_points", "hook_order", "one_line", "review_constructs",
-           "review_summary", "short_points", "spreadsheet_cell", "status", "student_report", "submission_error",
-           "xml_safe"]  # fmt: skip
+           "by_student", "clip", "device_summary", "fmt_points", "hook_order", "mistake_hint", "one_line",
+           "review_constructs", "review_summary", "short_points", "spreadsheet_cell", "status", "student_report",
+           "submission_error", "xml_safe"]  # fmt: skip
 
 Graded = Sequence[tuple[Submission, Sequence[CaseResult]]]
 
@@ -252,14 +252,6 @@ class ExerciseReport:
                 seen.setdefault(mistake, Problem("", [], mistake, description, hint)).cases.extend(p.cases)
         return list(seen.values())
 
-    @property
-    def earned_text(self) -> str:
-        return short_points(self.earned)
-
-    @property
-    def possible_text(self) -> str:
-        return short_points(self.possible)
-
 
 @dataclass
 class StudentReport:
@@ -322,14 +314,6 @@ class StudentReport:
         devices = ", ".join(self.devices_ran) or "none"
         return text + f" (devices: {devices})"
 
-    @property
-    def earned_text(self) -> str:
-        return short_points(self.earned)
-
-    @property
-    def possible_text(self) -> str:
-        return short_points(self.possible)
-
 
 def hook_order(results: Iterable[CaseResult]) -> list[CaseResult]:
     """``results`` in hookspec order (stable: each hook's cases keep theirs)."""
@@ -351,7 +335,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
                 problem.varied = True
             problem.cases.append(case_label(r.case, r.device, r.dtype))
     for problem in found.values():
-        problem.hints = {m: _hint(m, lang) for m in problem.mistake.split(",") if m}
+        problem.hints = {m: mistake_hint(m, lang) for m in problem.mistake.split(",") if m}
     return list(found.values())
 
 
@@ -365,7 +349,7 @@ def _notes(results: Iterable[CaseResult]) -> list[Problem]:
     return list(found.values())
 
 
-def _hint(mistake: str, lang: str) -> tuple[str, str]:
+def mistake_hint(mistake: str, lang: str) -> tuple[str, str]:
     """The catalogued mistake's description and hint, or nothing where the catalogue is not installed."""
     try:
         from grader.instructor.diagnosis import hint
