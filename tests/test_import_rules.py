@@ -5,10 +5,12 @@
 - the hook table (``grader/hook_table.py``) imports nothing of the kit: it is data every side reads;
 - the top level of ``grader/`` is what a learner's kit holds, so it never needs ``grader.instructor``
   (nor ``solutions``) at import; inside a function it may try one and treat ImportError as "not in this kit";
-- the output modules (gradebook, reports, rubric, heatmaps) never import the sandbox or the grading loops,
-  at any level: writing a grade never runs learner code;
+- the output modules (gradebook, rubric, heatmaps, the report model and every report writer) never import the
+  sandbox or the grading loops, at any level: writing a grade never runs learner code;
 - nothing in ``grader/`` imports ``solutions`` at import: the reference and the catalogue are loaded when
-  asked for (the registry's reference loader imports it inside a function), so a kit without them works.
+  asked for (the registry's reference loader imports it inside a function), so a kit without them works;
+- no module of ``grader/`` imports itself through others (no import cycle), counting the imports inside
+  functions: a lazy import hides a cycle from Python, not from the reader.
 
 An import is ``import m``, ``from m import n`` (which may import ``m.n``; relative ones resolved), or
 ``importlib.import_module("m")`` / ``__import__("m")`` with a constant name.  *Module level* is anything
@@ -18,6 +20,7 @@ outside a function body (a class body, an ``if`` or a ``try`` at the top include
 from __future__ import annotations
 
 import ast
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +46,11 @@ class Rule:
     allowed: tuple[str, ...] = ()  # dotted names under a forbidden one that stay allowed (and their submodules)
 
 
-OUTPUT_MODULES = tuple(f"grader/instructor/{m}.py" for m in ("gradebook", "reports", "rubric", "heatmaps"))
+OUTPUT_MODULES = tuple(
+    f"grader/instructor/{m}.py"
+    for m in ("gradebook", "rubric", "heatmaps", "report_model", "reports", "grades_csv", "results_json", "feedback",
+              "junit", "class_report", "lms", "output_txt", "console_summary")
+)  # fmt: skip
 RUNNERS = tuple(f"grader.instructor.{m}" for m in ("sandbox", "submission_grading", "class_grading"))
 
 RULES = (
@@ -302,3 +309,77 @@ def test_a_renamed_file_fails_the_rule_instead_of_emptying_it(tmp_path):
     rule = next(r for r in RULES if r.name == "outputs-never-run-learner-code")
     with pytest.raises(FileNotFoundError, match="heatmaps.py does not exist"):
         violations(rule, tmp_path)
+
+
+# --- no import cycle ---------------------------------------------------------------------------------------
+
+
+def module_name(path: Path, root: Path = KIT) -> str:
+    """The dotted name of a file under ``root`` (a package's ``__init__.py`` is the package)."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = KIT) -> dict[str, set[str]]:
+    """``module -> the modules of grader/ it imports``, at any level (an import inside a function included)."""
+    files = {module_name(path, root): path for path in sorted((root / "grader").rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        graph[name] = set()
+        for imp in imports_of(path, root):
+            target = imp.module
+            while target and target not in files:  # `from m import n`: n is a name in m, not a module of its own
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The shortest way back to itself (``[a, b, a]``) of each module on a cycle, one per set of modules, sorted."""
+    found: dict[frozenset[str], list[str]] = {}
+    for start in sorted(graph):
+        paths = {start: [start]}  # breadth first: the shortest path from start to each module reached
+        todo = deque([start])
+        while todo:
+            here = todo.popleft()
+            if start in graph[here]:
+                found.setdefault(frozenset(paths[here]), paths[here] + [start])
+                break
+            for nxt in sorted(graph[here] - paths.keys()):
+                paths[nxt] = paths[here] + [nxt]
+                todo.append(nxt)
+    return sorted(found.values())
+
+
+def test_no_module_of_the_grader_imports_itself_through_others():
+    found = cycles(import_graph())
+    assert found == [], "import cycles (imports inside functions count):\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_import_graph_sees_imports_at_every_level():
+    graph = import_graph()
+    assert "grader.instructor.report_model" in graph["grader.instructor.reports"]  # module level
+    assert "grader.instructor.class_grading" in graph["grader.instructor.gradescope"]  # inside a function
+    assert "grader.instructor.sandbox" in graph["grader.instructor.class_grading"]  # `from m import n`: m
+    assert "grader.instructor.heatmaps" in graph["grader.instructor.reports"]  # `from package import module`
+
+
+@pytest.mark.parametrize(
+    "a_source",
+    [
+        "from grader import b\n",
+        "def later():\n    from .b import thing\n    return thing\n",
+        "import importlib\n\nB = importlib.import_module('grader.b')\n",
+    ],
+    ids=["module-level", "inside-a-function", "dynamic"],
+)
+def test_a_cycle_is_found_and_named(a_source, tmp_path):
+    files = {"__init__.py": "", "a.py": a_source, "b.py": "from grader.c import C\n", "c.py": "import grader.a\n",
+             "d.py": "from grader.a import thing\n"}  # fmt: skip
+    for name, source in files.items():
+        (tmp_path / "grader").mkdir(exist_ok=True)
+        (tmp_path / "grader" / name).write_text(source)
+    assert cycles(import_graph(tmp_path)) == [["grader.a", "grader.b", "grader.c", "grader.a"]]
+    (tmp_path / "grader" / "c.py").write_text("C = 1\n")
+    assert cycles(import_graph(tmp_path)) == []
