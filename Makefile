@@ -1,10 +1,11 @@
-# Developer shortcuts. `make test` is the test command (README, .ci/run).
+# Developer shortcuts. `make test` is the fast tier; `make test-all` is what CI runs (README, .ci/run).
 #
-#   make venv    .venv with the kit installed editable, all extras, torch pinned
-#   make demo    grade the sample class (examples/submissions) into attnkit-results/
-#   make test    the kit's tests, then the linter and the type checker
-#   make tox     the full matrix: py310 … py313, lint, type (see tox.ini)
-#   make clean   build outputs and caches; `make distclean` also drops .venv and .tox
+#   make venv      .venv with the kit installed editable, all extras, torch pinned
+#   make demo      grade the sample class (examples/submissions) into attnkit-results/
+#   make test      the fast tier: every test not marked slow, then the linter
+#   make test-all  every test, then the linter and the type checker
+#   make tox       the full matrix: py310 … py313, lint, type (see tox.ini)
+#   make clean     build outputs and caches; `make distclean` also drops .venv and .tox
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,7 +16,7 @@ PIP_INSTALL = $(VENV)/bin/python -m pip install -c constraints.txt
 # Re-install whenever the dependencies or the pins change.
 STAMP := $(VENV)/.attnkit-installed
 
-.PHONY: venv demo test tox clean distclean
+.PHONY: venv demo test test-all tox clean distclean
 
 venv: $(STAMP)
 
@@ -28,6 +29,10 @@ demo: venv
 	$(VENV)/bin/attnkit grade
 
 test: venv
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow"
+	$(VENV)/bin/ruff check .
+
+test-all: venv
 	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy grader

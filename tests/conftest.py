@@ -1,10 +1,15 @@
 """Fixtures the kit's test modules share.
 
-- ``kit``: a learner's kit made by ``attnkit release`` into a temporary folder, one per
-  test module (tests run the learner's tools in it, which leave caches behind);
+- ``kit``: a learner's kit, a copy per test module (tests run the learner's tools in it, which
+  leave caches behind) of the one ``attnkit release`` writes per test run (``released_kit``, shared
+  by the pytest-xdist workers);
 - ``rubric``: the kit's default rubric;
 - ``graded_corpus``: the learners' corpus graded once for the whole session;
 - ``template``: a warm sandbox template for the test module (``learner_code.graded_snippet`` grades with it).
+
+The fast tier (``make test``) is every test not marked ``slow``; ``make test-all`` runs them all.
+In the fast tier, a test not marked ``slow`` whose call takes over :data:`FAST_SECONDS` fails, naming the
+mark it needs; ``make test-all`` (CI) never fails a test for its time.
 
 Plain helpers live in modules beside this file: :mod:`learner_code` (the one library
 that builds learner code: the reference as a learner pastes it, Alice with a snippet) and
@@ -14,12 +19,32 @@ because this file is here, so ``tests/hostile/`` imports them too.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from grader.instructor.release import release
+from grader.instructor.release import RECORD, release
 from grader.instructor.rubric import Rubric, load_rubric
+
+FAST_SECONDS = 5.0
+"""The most a test's call may take outside ``@pytest.mark.slow`` (its fixtures' set-up not counted)."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    fast_tier = "not slow" in (item.config.getoption("markexpr") or "")  # test-all (CI) times nothing
+    too_long = call.when == "call" and call.duration > FAST_SECONDS
+    if fast_tier and too_long and report.passed and not item.get_closest_marker("slow"):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {call.duration:.1f} s, over the fast tier's {FAST_SECONDS:g} s: "
+            "mark it @pytest.mark.slow (then only `make test-all` runs it) or make it faster"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +67,28 @@ def template():
         yield tpl
 
 
+def shared_path(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A path every pytest-xdist worker of this run sees alike (this process's own where there are no workers)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+@pytest.fixture(scope="session")
+def released_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The learner's kit ``attnkit release`` writes, once per test run: read it, never write into it."""
+    dest = shared_path(tmp_path_factory, "released-kit")
+    with open(dest.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker releases; the others wait, then read
+        if not (dest / RECORD).is_file():  # the release's record is written last
+            release(dest)
+    return dest
+
+
 @pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh learner's kit (``attnkit release``), for this test module."""
+def kit(released_kit: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A learner's kit as ``attnkit release`` writes it, this test module's own copy."""
     dest = tmp_path_factory.mktemp("release") / "kit"
-    release(dest)
+    shutil.copytree(released_kit, dest, symlinks=True)
     return dest
 
 

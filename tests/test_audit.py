@@ -132,6 +132,7 @@ def with_survivor(monkeypatch, public_cases_skipped):
     return HARMLESS
 
 
+@pytest.mark.slow
 def test_a_surviving_mistake_is_reported_not_killed_in_json_and_exits_1(with_survivor):
     result = _audit("--json", "--devices", "cpu,meta")
     assert result.exit_code == 1, result.output[-3000:]
@@ -143,6 +144,7 @@ def test_a_surviving_mistake_is_reported_not_killed_in_json_and_exits_1(with_sur
     assert [m["id"] for m in data["mistakes"] if not m["killed"]] == [with_survivor.id]
 
 
+@pytest.mark.slow
 def test_a_surviving_mistake_is_named_in_the_table_and_exits_1(with_survivor):
     result = _audit("--devices", "cpu,meta")
     assert result.exit_code == 1, result.output[-3000:]
@@ -180,6 +182,7 @@ def with_surviving_knob(monkeypatch, public_cases_skipped):
     return harmless
 
 
+@pytest.mark.slow
 def test_a_surviving_knob_is_reported_apart_from_the_catalogue_and_exits_1(with_surviving_knob):
     result = _audit("--json", "--devices", "cpu,meta")
     assert result.exit_code == 1, result.output[-3000:]
@@ -218,6 +221,7 @@ def broken_reference(monkeypatch, public_cases_skipped):
     monkeypatch.setattr(grader.instructor.audit, "load_solution", load)
 
 
+@pytest.mark.slow
 def test_run_audit_with_a_broken_reference_is_not_ok(broken_reference):
     report = run_audit(seed=0, devices=["cpu", "meta"], public=False)
     assert report.reference_passed is False
@@ -226,6 +230,7 @@ def test_run_audit_with_a_broken_reference_is_not_ok(broken_reference):
     assert {line.split("[", 1)[0] for line in report.hidden_failures} == {"softmax_weights"}
 
 
+@pytest.mark.slow
 def test_audit_json_with_a_broken_reference_exits_non_zero(broken_reference):
     result = _audit("--json", "--devices", "cpu,meta")
     assert result.exit_code != 0, result.output[-3000:]
@@ -234,6 +239,7 @@ def test_audit_json_with_a_broken_reference_exits_non_zero(broken_reference):
     assert data["reference_passed"] is False
 
 
+@pytest.mark.slow
 def test_audit_table_with_a_broken_reference_says_so(broken_reference):
     result = _audit("--devices", "cpu,meta")
     assert result.exit_code != 0

@@ -171,6 +171,7 @@ def kernels_heard():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "route, heard",
     [

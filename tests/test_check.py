@@ -36,6 +36,7 @@ def test_cli_on_stubs_lists_every_exercise_not_started_and_exits_non_zero():
     assert f"0 of {len(HOOK_NAMES)} exercises passing" in result.output
 
 
+@pytest.mark.slow
 def test_reference_passes_everything():
     results = run_public_cases("reference")
     assert [r.status for r in results] == [PASSING] * len(HOOK_NAMES)
@@ -231,6 +232,7 @@ def test_the_rules_read_a_figure_like_the_verdict():
     assert ruled.pending == ['the axis labels are swapped: keys go across ("Key positions" on x), queries down (y)']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("breaker", RULE_BREAKERS, ids=list(RULE_BREAKERS))
 def test_the_check_fails_what_the_grader_fails_with_the_graders_reason(tmp_path, hidden_trials, breaker):
     from grader.instructor.verdict import FAILED, judge_in_process
@@ -271,6 +273,7 @@ def test_the_rules_fail_a_test_whose_own_checks_pass(tmp_path):
     (result,) = run_public_cases(str(_learner(tmp_path, RULE_BREAKERS["non-contiguous-merge"][1])), ["merge_heads"])
     assert result.passed == 0, result
     assert result.failed == len(result.nodeids) // 3  # setup, call and teardown reports: every test failed
+@pytest.mark.slow
 def test_the_reference_breaks_no_rule():
     from grader.rules import RuledSolution
 
@@ -320,6 +323,7 @@ def test_group_names_are_accepted_and_a_typo_gets_did_you_mean():
     assert "2 of 2 exercises passing" in groups.output
 
 
+@pytest.mark.slow
 def test_a_kit_with_one_broken_module_checks_the_others(tmp_path):
     """A SyntaxError in scores.py: its exercises fail with the error in one line, the others still run."""
     kit = tmp_path / "kit"
@@ -472,6 +476,7 @@ def test_watch_checks_again_on_every_save_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert not any("Traceback" in line for line in out.seen), "".join(out.seen)
 
 
+@pytest.mark.slow
 def test_check_prints_no_numpy_warning_where_numpy_is_missing(tmp_path):
     """torch warns "Failed to initialize NumPy" at import without numpy; the learner's kit does not need numpy."""
     fake = tmp_path / "no_numpy" / "numpy"

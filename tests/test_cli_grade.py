@@ -99,6 +99,7 @@ def graded(tmp_path_factory, three_formats):
     return out, result.output
 
 
+@pytest.mark.slow
 def test_grade_writes_the_class_files(graded):
     out, _ = graded
     for name in ("gradebook.sqlite", "grades.csv", "junit.xml"):
@@ -142,6 +143,7 @@ def test_one_mistake_loses_points_only_in_its_column(graded, rubric, student, ho
     assert row["total"] == pytest.approx(rubric.max_total - (rubric.points[hook] - row[hook]))
 
 
+@pytest.mark.slow
 def test_a_package_with_one_broken_module_loses_only_that_modules_hooks(tmp_path, rubric):
     """dee/: Alice's answers in one module, merge_heads in another with a SyntaxError (the __init__ imports both);
     given alone, a package is one with ``--one`` (its ``__init__.py`` could be a learner's file in a class folder)."""

@@ -201,6 +201,7 @@ CHECKED = [e for e in EXPECTED if e[3] != "attention-dropout-scale-by-inverse-p"
 CHECKED_IDS = [f"{student}-{mistake}" for student, _, _, mistake in CHECKED]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("student", "path", "hook", "mistake"), CHECKED, ids=CHECKED_IDS)
 @pytest.mark.parametrize("lang", LANGUAGES, ids=list(LANGUAGES))
 def test_check_names_the_mistake_and_its_hint(carol_folder, student, path, hook, mistake, lang):
@@ -219,6 +220,7 @@ def test_check_names_the_mistake_and_its_hint(carol_folder, student, path, hook,
     assert _cell(hook) in row and "failing" in row, row
 
 
+@pytest.mark.slow
 def test_check_names_nothing_for_alice():
     result = _check(str(SUBMISSIONS / "alice.py"))
     assert result.exit_code == 0, result.output
@@ -318,6 +320,7 @@ def test_error_sizes_are_the_numbers_of_the_message_without_dimension_positions(
     assert error_sizes(text) == sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hook", mm.MODULE_HOOKS, ids=list(mm.MODULE_HOOKS))
 def test_the_reference_is_named_after_nothing(unit_trials, fingerprints, hook):
     rows = _rows(unit_trials, mm.knob_solution(hook, ()), hook)
@@ -341,6 +344,7 @@ VALUE_KNOBS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("hook", "names", "ids"), VALUE_KNOBS, ids=["+".join(n) for _, n, _ in VALUE_KNOBS])
 def test_a_setting_of_the_model_is_named_after_every_knob_it_has_on(unit_trials, fingerprints, hook, names, ids):
     rows = _rows(unit_trials, mm.knob_solution(hook, _knobs(hook, *names)), hook)
@@ -366,6 +370,7 @@ def test_the_temperature_reference_and_two_mistakes_at_once(unit_trials, fingerp
     assert _named(rows, fingerprints) == {"temperature-multiplied", "temperature-unchecked"}
 
 
+@pytest.mark.slow
 def test_a_discarded_masked_fill_is_told_apart_from_a_mask_never_applied_by_the_text(unit_trials, fingerprints):
     rows = _rows(unit_trials, mm.knob_solution(mm.CAUSAL, _knobs(mm.CAUSAL, "mask=not_applied")), mm.CAUSAL)
     assert _named(rows, fingerprints) == {"mask-not-applied"}
@@ -377,6 +382,7 @@ def test_a_discarded_masked_fill_is_told_apart_from_a_mask_never_applied_by_the_
     assert _named(rows, fingerprints, LearnerSource({"attn.py": kept})) == {"mask-not-applied"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("line", "expected"),
     [

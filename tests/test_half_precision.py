@@ -51,12 +51,14 @@ def cpu_trials():
     return build_suite(SEED, ("cpu",)).trials
 
 
+@pytest.mark.slow
 def test_half_cases_run_on_the_cpu(cpu_trials):
     ran = {(t.hook, t.dtype) for t in cpu_trials if t.device == "cpu" and t.dtype in HALF}
     assert ran == set(PAIRS)
     assert {"softmax_weights", "softmax_with_temperature", "scaled_dot_product_scores"} <= set(HALF_HOOKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("hook", "dtype"), PAIRS, ids=PAIR_IDS)
 def test_the_reference_passes_its_half_cases_with_the_safety_margin(errors, hook, dtype):
     row = errors[(hook, dtype)]
@@ -75,6 +77,7 @@ def test_the_tolerance_in_force_is_the_calibration_rule(errors, hook, dtype):
         assert row.in_force == pytest.approx(row.calibrated, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_measurement_sees_an_error():
     """Not vacuous: on real arithmetic (the softmax in bfloat16) the measured error is above zero."""
     row = next(r for r in half_precision_errors(SEED) if (r.hook, r.dtype) == ("softmax_weights", "bfloat16"))
@@ -97,6 +100,7 @@ def test_a_softmax_without_the_max_fails_a_half_case_on_the_cpu(cpu_trials, mist
     assert all(judge_in_process(load_solution("reference"), t).status == PASSED for t in trials)
 
 
+@pytest.mark.slow
 def test_every_mistake_the_float32_pass_kills_each_half_pass_kills_too(cpu_trials):
     """The half tolerances keep the suite sharp: a mistake caught on a half case in float32 is caught in half."""
     half_cases = {(t.hook, t.case.name) for t in cpu_trials if t.dtype in HALF}

@@ -489,6 +489,7 @@ def _case_id(case) -> str:
     return case.id if hasattr(case, "id") else case[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, build, accepted", CASES, ids=[_case_id(c) for c in CASES])
 def test_what_submit_packs_intake_accepts(tmp_path, name, build, accepted):
     paths = build(tmp_path / "work")

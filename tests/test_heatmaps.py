@@ -114,6 +114,7 @@ def test_render_returns_a_png_with_a_viridis_heatmap(expected, received):
     assert viridis_pixels(image) > 2_000, "no heatmap colours in the picture"
 
 
+@pytest.mark.slow
 def test_render_draws_the_first_matrix_of_a_batch():
     """A 3-D or 4-D case is drawn as its first (rows, cols) slice: the same picture as that slice's."""
     a, b = _rand(2, 3, 5, 5), _rand(2, 3, 5, 5, seed=1)

@@ -181,6 +181,7 @@ def test_the_rule_fails_room_for_the_kept_scores_wherever_it_was_held():
     assert running is not None and running.startswith("2 processes your call started"), running
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd here")
 def test_in_the_sandbox_the_meter_reads_the_process_that_runs_the_calls(template):
     """The template's child forks once into a PID namespace of its own; the calls run in that PID 1, whose memory

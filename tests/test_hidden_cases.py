@@ -32,6 +32,7 @@ def outcomes(solution_spec: str, seed: int) -> Counter:
     return tally
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 12345], ids=["seed0", "seed12345"])
 def test_reference_passes_every_hidden_case(seed):
     tally = outcomes("reference", seed)
@@ -158,6 +159,7 @@ def test_shapes_belong_to_the_suite_and_only_values_to_the_seed():
     assert all(a != b for a, b in seeds if a is not None)
 
 
+@pytest.mark.slow
 def test_a_known_mistake_fails_only_its_own_hook():
     frank = str(KIT / "examples" / "submissions" / "frank.py")
     tally = outcomes(frank, 0)
@@ -245,6 +247,7 @@ def test_self_attention_cases_never_speak_of_a_context_length():
     assert texts and [t for t in texts if "context" in t.lower()] == []
 
 
+@pytest.mark.slow
 def test_module_cases_send_parameters_only_never_the_mask():
     """The learner's own mask is the learner's work: no trial carries a buffer of the reference's."""
     suite = build_suite(0, ("cpu",))

@@ -1,6 +1,6 @@
 """Hints in a learner's kit without the mistakes' code: fingerprints of known mistakes on the public inputs.
 
-The hints file is built here as ``attnkit release`` builds it
+The hints file is the one ``attnkit release`` writes into the test run's kit
 (:func:`grader.instructor.kit_hints.build_hints`, from the public tests), then
 matched against solutions run through :class:`grader.hints.Recorder`: the
 mistakes themselves, learner-written versions of them, the reference and a
@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from grader.hints import call_key, fingerprint, known_mistakes, load_hints, matching, record_public_outputs, same
-from grader.instructor.kit_hints import build_hints, problems_in
+from grader.instructor.kit_hints import problems_in
+from grader.instructor.release import HINTS
 from grader.registry import adopt, load_solution
 from solutions.mistakes import CATALOGUE, by_id, mistake_solution
 
@@ -33,10 +34,8 @@ CLASSIC = (
 
 
 @pytest.fixture(scope="module")
-def hints_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("hints") / "hints.json"
-    path.write_text(json.dumps(build_hints(PUBLIC)), encoding="utf-8")
-    return path
+def hints_file(released_kit) -> Path:
+    return released_kit / HINTS
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +114,7 @@ def test_a_learner_written_classic_mistake_gets_its_hint(hints, mistake):
     assert named(hints, learner(mistake, **WRITTEN[mistake]), hook) == [mistake]
 
 
+@pytest.mark.slow
 def test_the_reference_and_a_different_wrong_answer_get_no_hint(hints):
     hooks = sorted({m["exercise"] for m in hints})
     assert matching(record_public_outputs(load_solution("reference"), hooks, PUBLIC), hints) == {}

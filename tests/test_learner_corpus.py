@@ -1089,6 +1089,7 @@ def test_the_entry_names_exactly_the_hooks_the_grader_adopts(sub, tmp_dir):
     assert set(entry.get("layers", {})) == set(entry.get("renamed", [])), "a renamed hook names its layers"
 
 
+@pytest.mark.slow
 def test_the_models_without_mistakes_are_the_answers():
     """The mistake model is only a witness if, with every knob off, it computes the independent answer."""
     for hook, spec in FUNCTIONS.items():

@@ -106,6 +106,7 @@ def snippet_hook(snippet):
 # --- the meter --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
 def test_the_meter_sees_the_full_scores_and_the_blocks(causal):
     q, k, v = long_inputs()
@@ -478,6 +479,7 @@ def long_case():
     return q, k, v, gold
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("evasion", list(EVASIONS), ids=list(EVASIONS))
 def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
     q, k, v, gold = long_case
@@ -506,6 +508,7 @@ def test_each_evasion_keeps_the_values_and_breaks_the_rule(evasion, long_case):
         assert problem.startswith("your call held at once as many elements as a whole"), problem
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snippet", [None, *HONEST], ids=["alice", *HONEST])
 def test_honest_chunked_versions_stay_well_below_the_bound(snippet, long_case):
     q, k, v, gold = long_case
@@ -528,6 +531,7 @@ def pack_scores_in_int64(q, k, block=16):
     return packed
 
 
+@pytest.mark.slow
 def test_float16_given_computed_in_float64_passes_and_float16_scores_packed_in_int64_fail():
     q, k, v = (t[0, 0].half() for t in long_inputs())  # unbatched: (Tq, d), (Tk, d), (Tk, dv) float16
     rule = memory_bound(tuple(q.shape), tuple(k.shape), tuple(v.shape), CHUNK, itemsize=2)
@@ -580,6 +584,7 @@ def failed_cases(results):
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
 
 
+@pytest.mark.slow
 @linux_only
 def test_full_attention_sliced_keeps_the_values_and_fails_the_memory_cases(tmp_path, chunked_suite, template):
     results = graded(tmp_path, "full_attention_sliced", chunked_suite, template)
@@ -591,6 +596,7 @@ def test_full_attention_sliced_keeps_the_values_and_fails_the_memory_cases(tmp_p
     assert [r for r in results if r.status == FAILED and not r.case.startswith("long")] == []
 
 
+@pytest.mark.slow
 @linux_only
 def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path, chunked_suite, template):
     failed = failed_cases(graded(tmp_path, "full_attention_per_head", chunked_suite, template))
@@ -598,6 +604,7 @@ def test_full_attention_one_batch_head_at_a_time_fails_the_memory_cases(tmp_path
     assert f"your tensor ({TOKENS}, {TOKENS}), made by " in failed["long", "float32"]
 
 
+@pytest.mark.slow
 @linux_only
 @pytest.mark.parametrize(
     "evasion, phrase",
@@ -646,6 +653,7 @@ def test_each_evasion_of_the_red_team_fails_the_long_cases(tmp_path, chunked_sui
         assert "the kernel's record of your process (read by the grader, outside it)" in failed[longest], failed
 
 
+@pytest.mark.slow
 @linux_only
 @pytest.mark.parametrize("snippet", [None, *HONEST], ids=["alice", *HONEST])
 def test_honest_chunked_versions_pass_the_long_case_within_the_call_limit(tmp_path, chunked_suite, template, snippet):
@@ -713,6 +721,7 @@ def ruled_snippet(snippet):
     return RuledSolution(adopt(snippet, snippet, [types.SimpleNamespace(**{HOOK: snippet_hook(snippet)})]))
 
 
+@pytest.mark.slow
 def test_a_whole_mask_made_once_fails_and_is_named():
     """A (Tq, Tk) bool mask is a (Tq, Tk) tensor, its bytes as many as a 1-byte copy of the scores (red team 13a's
     bool storage held the triangle's float32 bytes): the long case fails, naming it."""
@@ -725,6 +734,7 @@ def test_a_whole_mask_made_once_fails_and_is_named():
     assert problem is not None and f"your tensor ({TOKENS}, {TOKENS}), made by " in problem, problem
 
 
+@pytest.mark.slow
 def test_the_local_check_holds_a_long_call_to_the_same_rule():
     q, k, v = long_inputs()
     sliced = ruled("full-attention-sliced")
@@ -735,6 +745,7 @@ def test_the_local_check_holds_a_long_call_to_the_same_rule():
     assert online.pending == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snippet", ["full_attention_per_head", *EVASIONS.values()], ids=["per-head", *EVASIONS])
 def test_the_local_check_fails_one_batch_head_at_a_time_however_it_is_held(snippet):
     q, k, v = long_inputs()
@@ -743,6 +754,7 @@ def test_the_local_check_fails_one_batch_head_at_a_time_however_it_is_held(snipp
     assert local.pending and local.pending[0].startswith(("your call held at once", "your call used "))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snippet", HONEST)
 def test_the_local_check_passes_honest_chunked_versions(snippet):
     q, k, v = long_inputs()

@@ -221,6 +221,7 @@ def suite():
     return build_suite(0, ("cpu",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hook", HOOKS, ids=HOOKS)
 def test_hook_has_a_stub_raising_not_implemented_error(hook, stubs, suite):
     assert hook in stubs.implemented, f"exercises/ has no usable {format_hook(hook)}: {stubs.problems}"

@@ -106,6 +106,7 @@ def suites():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
 @pytest.mark.parametrize("mistake", CATALOGUE, ids=_ids(CATALOGUE))
 def test_hidden_suite_kills_the_mistake(mistake: Mistake, seed: int, suites):

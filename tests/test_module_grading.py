@@ -213,6 +213,7 @@ class StackedQKV(nn.Module):
         return self.proj((w @ v).transpose(1, 2).reshape(b, T, -1))
 
 
+@pytest.mark.slow
 def test_renamed_layers_lose_only_the_names_case(suite):
     found = verdicts(suite, solution_with(make_self_attention=maker(Renamed, SELF)), SELF)
     assert failing(found) == {"names"}
@@ -396,6 +397,7 @@ def test_the_chapters_assert_passes_with_a_note(suite):
     assert all("AssertionError" in v.note and "ValueError" in v.note and "python -O" in v.note for v in raising)
 
 
+@pytest.mark.slow
 def test_value_error_gets_no_note_and_no_error_fails(suite):
     plain = verdicts(suite, solution_with(), MHA)
     assert failing(plain) == set() and all(not v.note for v in plain.values())
@@ -486,6 +488,7 @@ DROPOUT_WAYS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("cls", "how", "case", "phrase"), [d[1:] for d in DROPOUT_WAYS], ids=[d[0] for d in DROPOUT_WAYS]
 )
@@ -497,6 +500,7 @@ def test_training_mode_tells_dropout_on_the_weights_from_every_other_way(suite, 
         assert all(phrase in m for m in messages(found, case)), messages(found, case)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8), ids=[f"seed{s}" for s in range(8)])
 def test_the_reference_passes_the_training_cases_whatever_its_draws(seed):
     """The learner's RNG is its own: the reference passes under any global RNG state, for any suite seed."""

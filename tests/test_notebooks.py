@@ -298,6 +298,7 @@ def test_check_outside_jupyter_prints_plain_text(capsys):
     assert out.rstrip().endswith("2 of 2 exercises passing.")
 
 
+@pytest.mark.slow
 def test_check_shows_not_started_failing_and_a_hint(capsys):
     import torch
 
@@ -731,6 +732,7 @@ def test_a_zip_holding_a_notebook_is_graded(tmp_path, suite, template):
     assert {r.status for r in results} == {PASSED}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["banned", "cpu-mask"], ids=["banned", "cpu-mask"])
 def test_the_check_cell_holds_the_graders_rules(rule):
     """A notebook's torch.softmax, or its mask built on the CPU, fails the check cell with the grader's reason."""

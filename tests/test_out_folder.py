@@ -113,6 +113,7 @@ def folder_seed(out: Path) -> str:
 # --- the status column, junit errors, what learners printed --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grades_csv_status_tells_an_error_from_a_zero(first):
     rows = rows_by_student(first[0] / "grades.csv")
     assert sorted(rows) == sorted(FIRST)
@@ -157,6 +158,7 @@ def test_what_a_learner_printed_is_kept_inert_and_linked_from_the_class_report(f
 # --- one --out is one class ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_late_hand_in_joins_the_class_with_the_same_seed(copy, first, hand_ins, tmp_path):
     before = rows_by_student(first[0] / "grades.csv")
     result = invoke([str(hand_ins / "cal.zip"), "--out", str(copy), "--timeout", TIMEOUT])
@@ -270,6 +272,7 @@ def test_a_roster_gives_missing_rows_and_the_lms_columns(copy, hand_ins):
     assert missing and missing[0].find("testcase/error").get("type") == "Missing"
 
 
+@pytest.mark.slow
 def test_the_stored_roster_is_used_grown_and_never_silently_replaced(copy, hand_ins):
     ada = [str(hand_ins / "ada.py")]
     grade_with_roster(copy, ada, ROSTER)
@@ -288,6 +291,7 @@ def test_the_stored_roster_is_used_grown_and_never_silently_replaced(copy, hand_
 BAR_BLUE = (0x09, 0x69, 0xDA)
 
 
+@pytest.mark.slow
 def test_class_html_renders_a_histogram_per_exercise_and_the_top_mistakes_in_chromium(first, tmp_path):
     page = first[0] / "class.html"
     dom = dump_dom(page, tmp_path / "dom")

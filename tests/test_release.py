@@ -169,6 +169,7 @@ def solved_kit(kit, tmp_path_factory) -> Path:
 # --- what the kit holds ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit):
     ours = sorted(p.name for p in (KIT / "exercises").iterdir() if p.suffix == ".py")
     assert sorted(p.name for p in (kit / "exercises").iterdir()) == ours
@@ -194,6 +195,7 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
             nbformat.validate(nbformat.read(path, as_version=4))
 
 
+@pytest.mark.slow
 def test_the_kit_gets_all_of_grader_but_instructor_with_no_list_to_keep(tmp_path, monkeypatch):
     """The folder is the boundary: a new top-level module ships with no edit to release, instructor/ never does."""
     import grader.instructor.release
@@ -293,6 +295,7 @@ def test_a_non_empty_dest_is_refused_without_force(tmp_path):
     assert [p.name for p in dest.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_release_writes_the_kit_and_says_so(tmp_path):
     result = CliRunner().invoke(main, ["release", str(tmp_path / "new" / "kit")], terminal_width=200)
     assert result.exit_code == 0, result.output
@@ -300,6 +303,7 @@ def test_release_writes_the_kit_and_says_so(tmp_path):
     assert (tmp_path / "new" / "kit" / "exercises" / "scores.py").is_file()
 
 
+@pytest.mark.slow
 def test_force_replaces_an_earlier_release_and_deletes_nothing_else(tmp_path):
     dest = tmp_path / "kit"
     release(dest)
@@ -327,6 +331,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in files_in(root)}
 
 
+@pytest.mark.slow
 def test_force_never_overwrites_a_file_edited_since_the_last_release(tmp_path):
     dest = tmp_path / "kit"
     release(dest)
@@ -349,6 +354,7 @@ def test_force_never_overwrites_a_file_edited_since_the_last_release(tmp_path):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_force_refreshes_the_files_unchanged_since_the_last_release(tmp_path, monkeypatch):
     dest = tmp_path / "kit"
     release(dest)
@@ -362,6 +368,7 @@ def test_force_refreshes_the_files_unchanged_since_the_last_release(tmp_path, mo
     assert "exercises/masking.py" in summary.files
 
 
+@pytest.mark.slow
 def test_force_on_an_old_kit_without_hashes_treats_every_differing_file_as_edited(tmp_path):
     dest = tmp_path / "kit"
     release(dest)
@@ -383,6 +390,7 @@ def test_the_kit_itself_is_never_a_destination(tmp_path):
             release(dest, force=True)
 
 
+@pytest.mark.slow
 def test_a_stub_holding_an_answer_stops_the_release(tmp_path, monkeypatch):
     """The release's own scan: an instructor who filled in a stub by mistake gets an error, and DEST stays empty."""
     import grader.instructor.release

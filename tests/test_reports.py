@@ -37,7 +37,7 @@ OPTIONS = ReportOptions(
     devices=("cpu", "meta"),
     skipped_devices={"cuda": "not available"},
     suite_version="suite-1",
-    kit_version="0.1.0",
+    kit="0.1.0",
     isolation="namespaces",
     seed=987654321,
 )
@@ -542,6 +542,7 @@ def _figure() -> Figure:
     return Figure.of("masked (cpu, float32)", torch.rand(2, 4, 4, generator=g), torch.rand(2, 4, 4, generator=g))
 
 
+@pytest.mark.slow
 def test_the_figures_given_are_drawn_beside_the_feedback_and_embedded(tmp_path, rubric):
     pytest.importorskip("matplotlib", reason="heatmaps need matplotlib (the plots extra)")
     figure = _figure()

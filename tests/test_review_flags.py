@@ -197,6 +197,7 @@ def test_exec_findings_are_reported_at_the_exec_line():
     assert scan_files({"m.py": "X = 1\n\nexec('import ctypes')\n"}) == ["m.py:3: ctypes"]
 
 
+@pytest.mark.slow
 def test_too_much_source_is_flagged_as_not_scanned():
     big = "X = 1\n" * (MAX_SCANNED_BYTES // 6 + 1)
     assert scan_files({"a.py": big}) == ["a.py:1: not scanned (over 4 MB of source in all)"]
@@ -219,6 +220,7 @@ def test_aliases_that_feed_on_themselves_stay_bounded():
     assert "m.py:3002: torch._C" in found and len(found) <= 32
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_scan_stops_after_a_hundred_findings():
     source = "import torch as a\nimport torch as b\n" + "".join(f"a = b._x{i}\nb = a._y{i}\n" for i in range(40_000))

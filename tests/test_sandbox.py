@@ -183,6 +183,7 @@ def _send(value):
 # --- the template and its children -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_template_is_a_separate_cold_interpreter(template):
     pid = template.process.pid
     assert template.process.poll() is None, "the template is not running"
@@ -494,6 +495,7 @@ def test_a_process_that_left_the_group_dies_with_the_template_where_no_pid_names
             kill_if_alive(pid)
 
 
+@pytest.mark.slow
 def test_what_the_last_hand_in_left_dies_when_the_template_closes():
     """Round 6's P1: the last hand-in of a class has no next request; the grader waits for the template's own
     last sweep before it kills the template, so what that hand-in left does not pass to init and run on."""
@@ -907,6 +909,7 @@ def _closed_python() -> str | None:
     return str(closed[0]) if closed else None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or _closed_python() is None,
                     reason="needs a root grader whose Python lies under a folder closed to others (pyenv in /root)")
 def test_a_python_the_learner_uid_cannot_read_is_refused_before_anything_is_graded():

@@ -160,6 +160,7 @@ def graded(tmp_path, snippet, suite, template):
     return learner_code.graded_snippet(tmp_path, snippet, suite, template, LIMITS)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
 @pytest.mark.parametrize(
     "snippet, hook",

@@ -130,6 +130,7 @@ def not_passed(results: list[CaseResult]) -> list[str]:
 # --- correct and mistaken submissions -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_correct_submission_passes_every_case(grade, suite, rubric):
     results = grade(None, "alice")
     assert len(results) == len(suite.trials)
@@ -140,6 +141,7 @@ def test_correct_submission_passes_every_case(grade, suite, rubric):
     assert all(earned == possible for earned, possible in scores.values()), scores
 
 
+@pytest.mark.slow
 def test_one_wrong_function_loses_only_that_hooks_cases(grade, rubric):
     results = grade("wrong_causal_mask")
     mine = of(results, "causal_mask", "cpu")
@@ -155,6 +157,7 @@ def test_one_wrong_function_loses_only_that_hooks_cases(grade, rubric):
 # --- the outcome: results, the heatmaps' data, the learner process's stats ---------------------------------
 
 
+@pytest.mark.slow
 def test_the_outcome_holds_the_most_informative_failing_weights_case_as_a_figure(tmp_path, suite, template):
     import importlib.util
 
@@ -183,11 +186,13 @@ def test_the_outcome_holds_the_most_informative_failing_weights_case_as_a_figure
     assert outcome.stats.cuda_init_seconds is None
 
 
+@pytest.mark.slow
 def test_a_passing_submission_has_no_figures(tmp_path, suite, template):
     outcome = grade_submission(read_submission(alice_with(tmp_path, None, "alice")), suite, template, LIMITS)
     assert not_passed(outcome.results) == [] and outcome.figures == {}
 
 
+@pytest.mark.slow
 def test_a_timeout_counts_as_a_restart_in_the_stats(tmp_path, suite, template):
     outcome = grade_submission(read_submission(alice_with(tmp_path, "infinite_loop")), suite, template, LIMITS)
     assert any("timed out" in r.message for r in outcome.results if r.hook == "softmax_weights")
@@ -213,6 +218,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("snippet", "hook", "phrase"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
 def test_hostile_submission_gets_zero_on_the_hook_it_attacks(grade, suite, rubric, snippet, hook, phrase):
     started = time.monotonic()
@@ -233,6 +239,7 @@ def test_hostile_submission_gets_zero_on_the_hook_it_attacks(grade, suite, rubri
     assert current == TRUSTED_COMPARISONS, "the trusted process's comparison functions changed"
 
 
+@pytest.mark.slow
 def test_exit_at_import_fails_every_case_and_the_run_goes_on(grade, suite):
     results = grade("exit_at_import")
     assert len(results) == len(suite.trials)
@@ -251,6 +258,7 @@ DROPOUT_LIES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("snippet", "dtypes", "phrase"), [d[1:] for d in DROPOUT_LIES], ids=[d[0] for d in DROPOUT_LIES]
 )
@@ -286,6 +294,7 @@ def test_the_reference_dropout_differs_between_generator_seeds(suite):
 # --- diagnosis runs the catalogue on copies of the inputs ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_diagnosis_never_changes_the_suites_inputs():
     suite = build_suite(SEED, ("cpu",))  # a suite of its own: on failure the shared one would stay changed
     trials = [t for t in suite.trials if t.hook == "apply_causal_mask"]
@@ -303,6 +312,7 @@ def test_diagnosis_never_changes_the_suites_inputs():
 # --- devices --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cpu_built_mask_is_reported_as_will_fail_on_a_gpu(grade):
     results = grade("cpu_built_mask")
     assert not_passed(of(results, "apply_causal_mask", "cpu")) == []
@@ -312,6 +322,7 @@ def test_cpu_built_mask_is_reported_as_will_fail_on_a_gpu(grade):
     assert not_passed([r for r in results if r.hook != "apply_causal_mask"]) == []
 
 
+@pytest.mark.slow
 def test_cuda_cases_are_skipped_with_the_reason_never_passed(grade):
     cuda_suite = build_suite(SEED, ("cpu", "meta", "cuda"))
     cuda_suite.skipped = {"cuda": "not available"}
@@ -339,6 +350,7 @@ def test_correct_submission_passes_every_cuda_case(grade):
 # --- cleanup ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_learner_process_is_left_behind(grade, template):
     results = grade("spins_and_spawns")  # starts `sleep 300` in its process group, then spins until timed out
     assert any("timed out" in r.message for r in of(results, "dot_product_scores", "cpu"))
@@ -351,6 +363,7 @@ def test_no_learner_process_is_left_behind(grade, template):
     assert left == [], f"learner processes left after grading: {left}"
 
 
+@pytest.mark.slow
 def test_what_each_exercise_printed_comes_back_per_hook(tmp_path, suite, template):
     source = learner_code.alice_with(None) + (
         "\n\nprint('at import')\n_alice_merge = merge_heads\n\n\n"

@@ -256,6 +256,7 @@ def test_nothing_to_hand_in_is_one_line_not_a_traceback(tmp_path, monkeypatch):
 # --- notebooks ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_notebook_is_packed_as_it_is_with_its_checks(kit, tmp_path):
     notebook = tmp_path / "scores.ipynb"
     shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
@@ -341,6 +342,7 @@ def test_an_id_with_nothing_usable_is_refused(tmp_path, monkeypatch):
         submit([tmp_path / "mine.py"], student="...", cwd=tmp_path, validation=NO_CHECKS)
 
 
+@pytest.mark.slow
 def test_submit_on_the_command_line_takes_the_environment_and_warns_without_an_id(tmp_path, monkeypatch):
     (tmp_path / "mine.py").write_text(reference_source(only=SCORES_HOOKS))
     monkeypatch.chdir(tmp_path)
@@ -411,6 +413,7 @@ def test_undefined_names_are_read_from_every_scope_and_stars_or_builtins_are_fin
     assert undefined_names("def f(x):\n    global Y\n    Y = x\n    return Y\n") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["scores", "masking", "dropout", "heads", "modules"])
 def test_the_kits_notebooks_stubbed_and_filled_are_never_refused(kit, tmp_path, group):
     notebook = tmp_path / f"{group}.ipynb"
@@ -424,6 +427,7 @@ def test_the_kits_notebooks_stubbed_and_filled_are_never_refused(kit, tmp_path, 
 # --- the hand-in is imported as the grader imports it, in a child Python --------------------------------
 
 
+@pytest.mark.slow
 def test_a_package_whose_import_fails_is_refused_naming_file_and_line(kit, tmp_path, monkeypatch):
     package = tmp_path / "exercises"
     shutil.copytree(kit / "exercises", package)

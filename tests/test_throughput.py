@@ -43,6 +43,7 @@ class RecordingExecutor:
             yield item, fn(item)
 
 
+@pytest.mark.slow
 def test_any_executor_can_take_the_local_pools_place(tmp_path):
     executor = RecordingExecutor()
     options = GradeOptions(seed=5, devices=["cpu"], executor=executor)

@@ -280,7 +280,7 @@ class GradeRun:
             devices=tuple(self.devices),
             skipped_devices=dict(self.skipped_devices),
             suite_version=self.suite_version,
-            kit_version=kit_version(),
+            kit=kit_version(),
             isolation=self.isolation,
             seed=self.seed,
         )

@@ -247,7 +247,7 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
         lines.append(Line(inert(person.id), inert(person.name), MISSING, "", short_points(rubric.max_total), ""))
     lines.sort(key=lambda line: line.student)
     seed = "" if options.seed is None else str(options.seed)
-    said = (("hidden suite", options.suite_version), ("seed", seed), ("kit", options.kit_version))
+    said = (("hidden suite", options.suite_version), ("seed", seed), ("kit", options.kit))
     run = {label: value for label, value in said if value}
     if options.devices:
         run["devices"] = ", ".join(options.devices)

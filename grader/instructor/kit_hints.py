@@ -15,6 +15,8 @@ modules.  The file holds ids, descriptions, hints and hashes: data, never code
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -124,11 +126,27 @@ def build_hints(tests_dir: Path) -> dict[str, Any]:
     return {"format": FORMAT, "mistakes": entries}
 
 
+def _digest(folder: Path) -> str:
+    """The sha256 of every file's name and bytes under ``folder`` (caches left out)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=2)
+def _hints_text(tests_dir: Path, digest: str) -> tuple[str, int]:
+    """The hints file's text and its count of mistakes, built once per process for public tests of one ``digest``:
+    nothing else it reads (the catalogue, the reference) can change while the process runs."""
+    content = build_hints(tests_dir)
+    return json.dumps(content, indent=1, ensure_ascii=False, sort_keys=True) + "\n", len(content["mistakes"])
+
+
 def write_hints(path: Path, tests_dir: Path) -> int:
     """Write the hints file to ``path``; returns how many mistakes it names."""
-    content = build_hints(tests_dir)
-    path.write_text(json.dumps(content, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
-    return len(content["mistakes"])
+    text, count = _hints_text(tests_dir, _digest(tests_dir))
+    path.write_text(text, encoding="utf-8")
+    return count
 
 
 def problems_in(path: Path) -> list[str]:

@@ -71,7 +71,7 @@ class ReportOptions:
     devices: tuple[str, ...] = ()  # the devices that ran
     skipped_devices: Mapping[str, str] = field(default_factory=dict)  # device -> why it did not run
     suite_version: str = ""
-    kit_version: str = ""
+    kit: str = ""  # the kit's version
     isolation: str = ""
     seed: int | None = None  # in the class report only, never in a learner's feedback
     show_output: bool = False  # each exercise's prints in its section of the feedback (they can reveal inputs)
@@ -433,7 +433,7 @@ def student_report(
             )
         )
     earned, possible = total(scores)
-    said = (("hidden suite", options.suite_version), ("kit", options.kit_version), ("isolation", options.isolation))
+    said = (("hidden suite", options.suite_version), ("kit", options.kit), ("isolation", options.isolation))
     run = {label: value for label, value in said if value}
     headline = submission_error(submission, results)
     return StudentReport(

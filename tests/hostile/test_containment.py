@@ -297,6 +297,7 @@ def _layer_kind(layer: str) -> str:
     return "uid" if layer.startswith("uid-") else layer
 
 
+@pytest.mark.slow
 def test_the_isolation_line_names_only_known_layers_and_nobody_for_root(layers):
     unknown = [layer for layer in layers if _layer_kind(layer) not in LAYERS + NOTICES]
     assert unknown == [], f"layers the README does not list: {unknown}"
@@ -875,6 +876,7 @@ def probe(interval):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["call", "submission"], ids=["call-deadline", "submission-deadline"])
 def test_a_dripped_reply_is_cut_at_the_deadline_and_the_child_killed(spawn, which):
     if which == "call":

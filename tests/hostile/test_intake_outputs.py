@@ -146,6 +146,7 @@ PEAK_MIB = 250
 GBs).  ``benchmarks/notebook_bombs.py`` prints the times and the peak RSS."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BOMBS), ids=list(BOMBS))
 @pytest.mark.timeout(120)  # refused or converted in seconds (each well under 10 s here, traced); 448 s before
 def test_a_notebook_bomb_is_refused_or_converted_cheaply(tmp_path, case):

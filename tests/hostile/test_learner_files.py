@@ -223,6 +223,7 @@ def run_attack(template, files, attack: str, without=()) -> tuple[object, str, f
     return done, printed, seconds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("without", WALLS)
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_an_attack_on_the_work_folder_gains_nothing(template, grader_files, attack, without):

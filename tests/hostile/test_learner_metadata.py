@@ -86,6 +86,7 @@ def collected_at(path: Path, when: str) -> Path:
 # --- one inert line ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_inert_line_is_one_line_of_all_unicode():
     everything = "".join(map(chr, range(0x110000)))
     line = inert_line(everything, len(everything) * 6)
@@ -384,6 +385,7 @@ def test_inert_line_folds_every_run_of_spaces_and_shows_every_invisible_characte
     assert inert_line(line, len(line)) == line  # idempotent
 
 
+@pytest.mark.slow
 def test_characters_of_no_agreed_width_are_escaped_in_a_line():
     """rich counts a skin-tone modifier as 0 cells, a terminal as 2: 31 of them pushed a forged note onto a line
     of its own (red team meta4 d1).  From Unicode's own data: no unassigned or private-use code point stays."""

@@ -327,6 +327,7 @@ KINDS: list[tuple[str, Script, tuple[str, ...]]] = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "phrases"), [k[1:] for k in KINDS], ids=[k[0] for k in KINDS])
 def test_a_malformed_reply_fails_that_call_and_grading_goes_on(small_suite, tmp_path, script, phrases):
     at = AT
@@ -634,6 +635,7 @@ def test_an_exception_grading_one_submission_becomes_its_error_row(tmp_path, mon
     assert {r.status for _, results in again.graded for r in results} == {PASSED}
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_still_stops_the_class(tmp_path, monkeypatch):
     def interrupted(sub, *args, **kwargs):
         raise KeyboardInterrupt
@@ -815,6 +817,7 @@ def test_a_figure_reply_keeps_its_declared_fields_only_and_refuses_long_text():
     assert facts["xticks"] == [{"at": 1.0, "text": "x" * (FIGURE_TEXT - 1) + "…"}]
 
 
+@pytest.mark.slow
 def test_a_figure_whose_facts_claim_everything_still_fails_on_its_array():
     """The child's facts are diagnostics: the image's array, read from the bytes, is compared with the gold."""
     import torch

@@ -75,6 +75,7 @@ def test_the_same_hand_in_or_a_better_claim_keeps_the_id(tmp_path):
     assert claim_rank(MOODLE, "alice", _roster(tmp_path)) < claim_rank("Alice.py", "alice", _roster(tmp_path))
 
 
+@pytest.mark.slow
 def test_attnkit_grade_into_an_existing_out_keeps_alices_row(tmp_path):
     if not sys.platform.startswith("linux"):
         pytest.skip("the sandbox is tested on Linux")

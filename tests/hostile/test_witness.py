@@ -140,6 +140,7 @@ def graded_runners(tmp_path_factory):
     return graded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("hand_in", "finding"), [("forges", FORGED), ("floods", OVERFLOWED)])
 def test_lines_written_into_the_witness_pipe_are_flagged(graded_runners, hand_in, finding):
     review, passed, _ = graded_runners[hand_in]
@@ -263,6 +264,7 @@ RESULT = "ok"
 """
 
 
+@pytest.mark.slow
 def test_honest_code_writes_nothing(tmp_path):
     lines, done = run_witnessed(tmp_path, HONEST)
     assert done.returncode == 0 and "survived ok" in done.stdout, done.stderr
@@ -382,6 +384,7 @@ def test_lines_the_witness_does_not_write_are_a_finding_of_their_own():
     assert forged == [f"{WHERE}:0: {FORGED}"]
 
 
+@pytest.mark.slow
 def test_what_was_heard_stays_flagged_when_the_grading_is_reused(tmp_path):
     """A second run into the same out folder reuses the recorded grading: the heard finding comes with it."""
     from click.testing import CliRunner
