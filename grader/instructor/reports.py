@@ -78,9 +78,10 @@ from grader.instructor import heatmaps
 from grader.instructor.heatmaps import Figure
 from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
 from grader.instructor.intake import Submission
-from grader.instructor.messages import texts, translate
+from grader.instructor.messages import texts
 from grader.instructor.out_folder import GRADES_CSV, JUNIT_XML, class_file
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
+from grader.instructor.said import message_in, results_in, run_info_in
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
 
@@ -413,7 +414,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
-            message = translate(clip(inert(r.message).strip()), lang)
+            message = clip(inert(message_in(r.message, lang)).strip())
             key = (r.mistake, message if status == SKIPPED else _kind_of(message))
             problem = found.get(key)
             if problem is None:
@@ -512,7 +513,7 @@ def student_report(
                 all_or_nothing=hook in rubric.all_or_nothing,
                 failures=_problems(mine, FAILED, lang),
                 skips=_problems([r for r in mine if not absent_device(r)], SKIPPED, lang),
-                notes=_notes(mine),
+                notes=_notes(results_in(mine, lang)),
                 figures=[],
                 visibility=rubric.visibility_of(hook),
                 printed=inert((printed or {}).get(hook, "")) if show_output else "",
@@ -535,9 +536,9 @@ def student_report(
         possible=possible,
         exercises=exercises,
         devices_ran=ran,
-        devices_skipped=[translate(line, lang) for line in skipped],
+        devices_skipped=device_summary(results_in(results, lang), run_info_in(run_info, lang))[1],
         run=run,
-        headline=translate(inert(headline), lang) if headline else "",
+        headline=inert(message_in(headline, lang)) if headline else "",
         device_skipped_cases=sum(1 for r in results if absent_device(r)),
         lang=lang,
         show_output=show_output,
