@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sqlite3
 
@@ -221,6 +222,23 @@ def test_the_standard_messages_are_said_by_id_in_each_language(message, english,
     assert message == english and message_in(message, "en") == english
     assert message_in(message, "zh") == chinese
 
+
+def test_a_class_graded_in_english_gets_its_chinese_page_from_the_gradebook(tmp_path, rubric):
+    """A later run with --lang zh reuses what a --lang en run recorded: its messages are in the gradebook by id."""
+    notes = {"w0": said("extras.one", first=said("extras.buffer", names="cache"))}
+    results = [dataclasses.replace(r, note=notes.get(r.case, "")) for r in one_failing()]
+    english = student_report(sub(), results, rubric, RUN_INFO)
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        run = book.start_run(1, "s-1", ["cpu", "meta"], "0", "none")
+        book.record(run, sub(), results)
+        ((_, recorded, again),) = book.class_results(book.class_settings()).values()
+    assert again == results
+    assert student_report(recorded, again, rubric, RUN_INFO) == english
+    chinese = render_feedback_md(student_report(recorded, again, rubric, dict(RUN_INFO, lang="zh")))
+    assert "数值不符：最大绝对误差 0.1 位于 (0, 0) （得到 0.5，应为 0.25）" in chinese
+    assert "你的模块有一个额外的 buffer cache：没问题，记下了" in chinese and "cuda: 不可用" in chinese
+    for english_words in ("values differ", "max abs diff", "your module has", "not available"):
+        assert english_words not in chinese, english_words
 
 
 # --- the heatmap ---------------------------------------------------------------------------------------

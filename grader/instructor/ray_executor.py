@@ -112,7 +112,7 @@ def outcome_from_wire(sub: Submission, wire: dict[str, Any]) -> Outcome:
     }
     error = wire.get("error") or None
     submission = dataclasses.replace(sub, error=error) if error != sub.error else sub
-    results = [CaseResult(**row) for row in wire["results"]]
+    results = [CaseResult.from_dict(row) for row in wire["results"]]
     return Outcome(submission, results, figures, Stats(**wire["stats"]))
 
 

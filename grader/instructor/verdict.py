@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from grader.instructor.replies import CallReply
 
 from grader.hook_table import row
-from grader.instructor.said import Message, said
+from grader.instructor.said import Message, message_data, message_from_data, said
 from grader.rules import (
     banned_message,
     dtype_message,
@@ -99,7 +99,20 @@ class CaseResult:
         return case_id(self.hook, self.case, self.device, self.dtype)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data (JSON-able): the message and the note as their English text, each with its id and parameters
+        (``message_said``, ``note_said``: :func:`~grader.instructor.said.message_data`) where it has them."""
+        data = asdict(self)
+        data.update(message=str(self.message), note=str(self.note))
+        return dict(data, message_said=message_data(self.message), note_said=message_data(self.note))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        """The result :meth:`as_dict` gave."""
+        data = dict(data)
+        message_said, note_said = data.pop("message_said", None), data.pop("note_said", None)
+        data["message"] = message_from_data(message_said, str(data.get("message", "")))
+        data["note"] = message_from_data(note_said, str(data.get("note", "")))
+        return cls(**data)
 
 
 # --- judging one trial -----------------------------------------------------------------
