@@ -253,3 +253,14 @@ def test_a_timed_out_call_and_the_cases_after_it_are_said_in_chinese(tmp_path):
     chinese = "未运行：merge_heads 的前一个用例（H3-T5-hd4）失败了：超时：0.05 s（死循环，或者太慢）"
     assert message_in(later, "zh") == chinese
 
+
+def test_the_english_of_a_message_counts_in_the_suite_version_its_other_languages_do_not(monkeypatch):
+    """A result keeps its message's English, so a new English is a new suite (a regrade); a new Chinese is not."""
+    from grader.instructor import messages
+    from grader.instructor.suite_version import suite_version
+
+    before = suite_version()
+    monkeypatch.setitem(messages.MESSAGES, "returned_nothing", {**MESSAGES["returned_nothing"], "zh": "没有返回值"})
+    assert suite_version() == before
+    monkeypatch.setitem(messages.MESSAGES, "returned_nothing", {**MESSAGES["returned_nothing"], "en": "gave nothing"})
+    assert suite_version() != before
