@@ -45,6 +45,7 @@ from grader.child.load import (
     where_defined,
 )
 from grader.hook_table import CLASS_NAMES
+from grader.rule_words import Say, english
 
 __all__ = [
     "BLOCK_ENV_VAR",
@@ -93,7 +94,7 @@ def format_hook(hook: str) -> str:
 # --- signatures -----------------------------------------------------------------
 
 
-def signature_problem(hook: str, params: list[dict[str, Any]]) -> str | None:
+def signature_problem(hook: str, params: list[dict[str, Any]], say: Say = english) -> str | None:
     """Say what is wrong with a callable's parameters for ``hook``, or None.
 
     The names must be the hook's (the grader passes arguments by name); a
@@ -108,16 +109,19 @@ def signature_problem(hook: str, params: list[dict[str, Any]]) -> str | None:
     problems = []
     positional_only = [p["name"] for p in named if p["kind"] == "POSITIONAL_ONLY"]
     if positional_only:
-        problems.append(f"positional-only parameter(s) {', '.join(positional_only)}")
+        problems.append(say("signature.positional_only", names=", ".join(positional_only)))
     unknown = [p["name"] for p in named if p["name"] not in expected and not p["default"]]
     if unknown:
-        problems.append(f"unknown parameter(s) {', '.join(repr(n) for n in unknown)}")
+        problems.append(say("signature.unknown", names=", ".join(repr(n) for n in unknown)))
     missing = [n for n in expected if n not in names]
     if missing and not takes_var_kw:
-        problems.append(f"missing parameter(s) {', '.join(repr(n) for n in missing)}")
+        problems.append(say("signature.missing", names=", ".join(repr(n) for n in missing)))
     if not problems:
         return None
-    return "; ".join(problems)
+    said = problems[-1]
+    for problem in reversed(problems[:-1]):
+        said = say("and_then", first=problem, then=said)
+    return said
 
 
 # --- the plugin manager ------------------------------------------------------------

@@ -31,6 +31,7 @@ import functools
 from typing import Any, NamedTuple
 
 from grader.hook_table import row
+from grader.rule_words import KEY_AXIS_LABEL, QUERY_AXIS_LABEL, WORDS, Say, english
 
 __all__ = [
     "DEVICE_ERRORS",
@@ -42,9 +43,12 @@ __all__ = [
     "RuleBroken",
     "RuledSolution",
     "SPAWN_KINDS",
+    "WORDS",
+    "Say",
     "banned_message",
     "contiguous_message",
     "dtype_message",
+    "english",
     "figure_form_problem",
     "figure_labels_problem",
     "gpu_device_message",
@@ -60,7 +64,7 @@ __all__ = [
     "transposed_message",
 ]
 
-# --- the messages, shared with the grader's verdict ----------------------------------------------
+
 
 DEVICE_ERRORS = (
     "expected device",
@@ -72,43 +76,39 @@ DEVICE_ERRORS = (
 )
 """Pieces of torch's error messages that mean two devices met: on the meta device, a tensor built on the CPU."""
 
-CPU_BUILT = "a tensor is built on the CPU whatever the input's device"
-
-IN_PLACE = "modified its input in place; return a new tensor and leave the inputs alone"
+IN_PLACE = WORDS["in_place"]
 
 
-def banned_message(hook: str, calls: list[str]) -> str:
+def banned_message(hook: str, calls: list[str], say: Say = english) -> str:
     """``uses torch.softmax: <why>``: the failure for a banned call recorded while ``hook`` ran."""
-    return f"uses {', '.join(calls)}: {row(hook).why_banned or 'not allowed here'}"
+    why = say(f"why_banned.{hook}") if row(hook).why_banned else say("not_allowed_here")
+    return say("banned", calls=", ".join(calls), why=why)
 
 
-SPAWN_KINDS = {
-    "_thread.start_new_thread": "a thread",
-    "_thread.start_joinable_thread": "a thread",
-    "thread-running": "a thread (still running)",
-    "os.fork": "a process (os.fork)",
-    "os.forkpty": "a process (os.forkpty)",
-    "pty.spawn": "a process (pty.spawn)",
-    "os.posix_spawn": "a process (os.posix_spawn)",
-    "os.spawn": "a process (os.spawn*)",
-    "os.system": "a process (os.system)",
-    "os.exec": "another program (os.exec*)",
-    "subprocess.Popen": "a process (subprocess)",
-    "_posixsubprocess.fork_exec": "a process (multiprocessing)",
-    "process-running": "a process (still running)",
-    "process-ended": "a process (already ended)",
+SPAWN_KINDS: dict[str, tuple[str, dict[str, str]]] = {
+    "_thread.start_new_thread": ("spawn.thread", {}),
+    "_thread.start_joinable_thread": ("spawn.thread", {}),
+    "thread-running": ("spawn.thread_running", {}),
+    "os.fork": ("spawn.process", {"how": "os.fork"}),
+    "os.forkpty": ("spawn.process", {"how": "os.forkpty"}),
+    "pty.spawn": ("spawn.process", {"how": "pty.spawn"}),
+    "os.posix_spawn": ("spawn.process", {"how": "os.posix_spawn"}),
+    "os.spawn": ("spawn.process", {"how": "os.spawn*"}),
+    "os.system": ("spawn.process", {"how": "os.system"}),
+    "os.exec": ("spawn.program", {"how": "os.exec*"}),
+    "subprocess.Popen": ("spawn.process", {"how": "subprocess"}),
+    "_posixsubprocess.fork_exec": ("spawn.process", {"how": "multiprocessing"}),
+    "process-running": ("spawn.process_running", {}),
+    "process-ended": ("spawn.process_ended", {}),
 }
 """What the learner's process reports it started (``grader.child.spawns.SPAWN_EVENTS`` and the measured facts),
-worded; anything else it sends is "a thread or a process"."""
+worded (an id of :data:`WORDS` and its parameters); anything else it sends is "a thread or a process"."""
 
 
-def spawn_message(started: list[str]) -> str:
+def spawn_message(started: list[str], say: Say = english) -> str:
     """The failure of every call made once the learner's code started a thread or a process (at import or in a call)."""
-    kinds = list(dict.fromkeys(SPAWN_KINDS.get(str(s), "a thread or a process") for s in started))
-    return (
-        f"your code started {', '.join(kinds)}: threads and processes are not allowed in graded code, at import or "
-        "in a call (the grader sees banned calls and memory in the calling thread only); compute in the calling thread"
-    )
+    worded = (SPAWN_KINDS.get(str(s), ("spawn.unknown", {})) for s in started)
+    return say("spawned", kinds=list(dict.fromkeys(say(key, **params) for key, params in worded)))
 
 
 def is_device_error(message: str) -> bool:
@@ -116,19 +116,19 @@ def is_device_error(message: str) -> bool:
     return any(piece in message.lower() for piece in DEVICE_ERRORS)
 
 
-def gpu_error_message(error: str) -> str:
+def gpu_error_message(error: str, say: Say = english) -> str:
     """The failure for an error raised on the meta device that :func:`is_device_error` recognises."""
-    return f"will fail on a GPU: {CPU_BUILT} ({error})"
+    return say("gpu_error", error=error)
 
 
-def gpu_device_message(device: str) -> str:
+def gpu_device_message(device: str, say: Say = english) -> str:
     """The failure for a result on ``device`` where the inputs were on the meta device."""
-    return f"will fail on a GPU: given inputs on the meta device it returned a tensor on {device}"
+    return say("gpu_device", device=device)
 
 
-def contiguous_message(hook: str) -> str:
+def contiguous_message(hook: str, say: Say = english) -> str:
     """The failure for a non-contiguous result of a hook whose row asks for a contiguous one."""
-    return f"{hook} must return a contiguous tensor (call .contiguous() before .view)"
+    return say("contiguous", hook=hook)
 
 
 class MemoryRule(NamedTuple):
@@ -221,7 +221,7 @@ def rule_bytes(rule: MemoryRule, itemsize: int) -> int:
     return rule.bound * itemsize
 
 
-def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) -> str | None:
+def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4, say: Say = english) -> str | None:
     """The failure when what a chunked call held breaks :func:`memory_bound`'s rule, or None.
 
     ``memory``: the call's record (``grader.child.wire.MemoryFacts``): the peak of elements and of bytes
@@ -234,43 +234,28 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4) 
 
     converted = [str(c) for c in memory.get("converted") or []]
     if converted:
-        return (
-            f"your call used {', '.join(converted)}: the grader measures the memory torch's tensors hold, and a "
-            "numpy array, a Python list, raw storage or packed weights escape it; compute with torch"
-        )
+        return say("memory.converted", calls=", ".join(converted))
     tq, tk = rule.scores
-    matrix = f"a whole ({tq}, {tk}) matrix of scores of one batch-head"
-    needs = f"a chunked version holds about {rule.needed:,} (blocks {_shape(rule.block)} and sums {_shape(rule.sums)})"
-    advice = "Walk the keys block by block, keeping a running max and sum"
+    needs = say("memory.needs", needed=f"{rule.needed:,}", block=_shape(rule.block), sums=_shape(rule.sums))
     peak, largest, op = int(memory.get("peak_elements") or 0), memory.get("largest"), str(memory.get("op") or "")
     if peak >= rule.bound:
-        held = f"your call held at once as many elements as {matrix} or more: {peak:,} at its peak"
-        held += f" (the bound: {rule.bound:,})"
+        held = say("memory.held", tq=tq, tk=tk, peak=f"{peak:,}", bound=f"{rule.bound:,}")
         if largest is None:
-            return f"{held}; {needs}. {advice}"
-        made = f", made by {op}" if op else ""
-        if math.prod(largest) >= rule.bound:
-            alone = f"your tensor {_shape(largest)}{made}{',' if op else ''} holds that many alone"
-            return f"{held}; {alone}; {needs}. Which step needs all of it at once? {advice}"
-        some = f"though none of its tensors is that large (the largest: {_shape(largest)}{made})"
-        ask = "What do you still hold from earlier blocks when you make the next one?"
-        return f"{held}, {some}; {needs}. {ask} {advice}"
+            return say("memory.elements", held=held, needs=needs)
+        alone = math.prod(largest) >= rule.bound
+        key = ("memory.alone" if alone else "memory.some") + ("_made" if op else "")
+        return say(key, held=held, shape=_shape(largest), needs=needs, **({"op": op} if op else {}))
     if peak >= rule.kept:
-        return (
-            f"your call held at once every score a causal call keeps of one batch-head, or more: {peak:,} at its peak "
-            f"(the bound: {rule.kept:,}, the unmasked part of ({tq}, {tk})); {needs}. {advice}"
-        )
+        return say("memory.kept", peak=f"{peak:,}", bound=f"{rule.kept:,}", tq=tq, tk=tk, needs=needs)
     held_bytes, byte_bound = int(memory.get("peak_bytes") or 0), rule_bytes(rule, itemsize)
     if held_bytes >= byte_bound:
-        kept = matrix if byte_bound == rule.bound * itemsize else "every score a causal call keeps of one batch-head"
-        return (
-            f"your call held at once as many bytes as {kept} in the queries' dtype or more: {held_bytes:,} at its "
-            f"peak (the bound: {byte_bound:,}), in elements wider than the queries'; {needs}. {advice}"
-        )
-    return _allocator_problem(memory, rule, itemsize)
+        whole = byte_bound == rule.bound * itemsize
+        kept = say("memory.matrix", tq=tq, tk=tk) if whole else say("memory.causal_scores")
+        return say("memory.bytes", held=kept, peak=f"{held_bytes:,}", bound=f"{byte_bound:,}", needs=needs)
+    return _allocator_problem(memory, rule, itemsize, say)
 
 
-def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int) -> str | None:
+def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int, say: Say = english) -> str | None:
     """What the allocators' records (``grader.child.allocations``, where the grader runs them) say against the rule.
 
     On the CPU the allocator's own peak (the profiler's record, which no dispatch mode switched off hides) is held
@@ -279,32 +264,18 @@ def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int) 
     kernels' workspaces too: the looser bound).
     """
     if memory.get("cpu_record"):
-        return (
-            "torch's profiler, which records what your call allocates, was switched off or restarted during your "
-            "call: the grader cannot tell what it held; leave the profiler alone"
-        )
+        return say("memory.profiler")
     if memory.get("foreign"):
-        return (
-            f"your call used {', '.join(str(f) for f in memory['foreign'])}: a tensor over memory torch did not "
-            "allocate (a bytearray, an mmap, a numpy array), or a tensor's memory handed out of torch (a DLPack "
-            "capsule), escapes what the grader measures; compute with torch"
-        )
+        return say("memory.foreign", calls=", ".join(str(f) for f in memory["foreign"]))
     allocated, byte_bound = memory.get("cpu_peak_bytes"), rule_bytes(rule, itemsize)
     if allocated is not None and allocated >= byte_bound:
         tq, tk = rule.scores
         whole = byte_bound == rule.bound * itemsize
-        held = f"a whole ({tq}, {tk}) matrix of scores" if whole else "every score a causal call keeps"
-        held += " of one batch-head"
-        return (
-            f"torch's allocator gave your call {allocated:,} bytes at its peak, as many as {held} ({byte_bound:,} "
-            "bytes), whatever recording it stepped out of: walk the keys block by block"
-        )
+        held = say("memory.matrix", tq=tq, tk=tk) if whole else say("memory.causal_scores")
+        return say("memory.allocator", allocated=f"{allocated:,}", held=held, bound=f"{byte_bound:,}")
     peak = memory.get("cuda_peak_bytes")
     if peak is not None and peak >= rule.whole * itemsize:
-        return (
-            f"your call allocated {peak} bytes on the GPU at its peak, as much as the full (..., Tq, Tk) scores "
-            f"({rule.whole * itemsize} bytes): walk the keys block by block"
-        )
+        return say("memory.cuda", peak=peak, bound=rule.whole * itemsize)
     return None
 
 
@@ -312,47 +283,41 @@ def _shape(shape: Any) -> str:
     return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def dtype_message(got: str, expected: str) -> str:
+def dtype_message(got: str, expected: str, say: Say = english) -> str:
     if expected == "bool":  # a mask: its dtype never follows an input's
-        return f"returned dtype {got}, expected bool (a mask is torch.bool: True where a query may not look)"
-    return f"returned dtype {got}, expected {expected} (keep the input's dtype)"
+        return say("dtype.mask", got=got)
+    return say("dtype", got=got, expected=expected)
 
 
-def subclass_message(kind: str) -> str:
-    return f"returned a {kind}, expected exactly a torch.Tensor (not a subclass)"
+def subclass_message(kind: str, say: Say = english) -> str:
+    return say("subclass", kind=kind)
 
 
 # --- figures: what a plot must show, read as data (grader.child.figures.figure_facts) -----------------
 
-KEY_AXIS_LABEL = "Key positions"
-QUERY_AXIS_LABEL = "Query positions"
 
-
-def not_a_figure_message(kind: str) -> str:
+def not_a_figure_message(kind: str, say: Say = english) -> str:
     """The failure for a figure hook that returned ``kind`` (a type's name) instead of a ``Figure``."""
     if kind.rsplit(".", 1)[-1] in ("Axes", "AxesSubplot"):
-        return f"returned a {kind}, expected its matplotlib Figure (return ax.figure, or the fig of plt.subplots())"
-    return f"returned {kind}, expected a matplotlib Figure (fig, ax = plt.subplots() makes one: draw on ax, return fig)"
+        return say("figure.axes", kind=kind)
+    return say("figure.not_a_figure", kind=kind)
 
 
-def figure_form_problem(facts: dict[str, Any]) -> str | None:
+def figure_form_problem(facts: dict[str, Any], say: Say = english) -> str | None:
     """What is wrong with a figure's images before their values are compared (none, several, not numbers), or None."""
     images = int(facts.get("images", 0))
     if images == 0:
-        return "the figure holds no image: draw the weights with ax.imshow(...)"
+        return say("figure.no_image")
     if images > 1:
-        return f"the figure holds {images} images; draw the weights once, with one imshow"
+        return say("figure.images", images=images)
     if facts.get("array_problem"):
-        return f"the image's data cannot be read as numbers ({facts['array_problem']})"
+        return say("figure.not_numbers", why=str(facts["array_problem"]))
     return None
 
 
-def transposed_message() -> str:
+def transposed_message(say: Say = english) -> str:
     """The failure for an image whose array is the transpose of the weights."""
-    return (
-        "the image is the transpose of the weights: row i of the image must be query i "
-        "(imshow the (Tq, Tk) weights as they are)"
-    )
+    return say("figure.transposed")
 
 
 def is_transpose(got: Any, want: Any) -> bool:
@@ -391,16 +356,18 @@ def _labels_at(ticks: list[dict[str, Any]], count: int) -> list[str | None]:
     return [at.get(j) for j in range(count)]
 
 
-def figure_labels_problem(facts: dict[str, Any], tokens: tuple[list[str], list[str]] | None) -> str | None:
+def figure_labels_problem(
+    facts: dict[str, Any], tokens: tuple[list[str], list[str]] | None, say: Say = english
+) -> str | None:
     """What a figure's labels, ticks and colorbar get wrong for ``tokens`` (:func:`token_axes`), or None."""
     if tokens is None:
         x, y = facts.get("xlabel", ""), facts.get("ylabel", "")
         if (x, y) == (QUERY_AXIS_LABEL, KEY_AXIS_LABEL):
-            return f'the axis labels are swapped: keys go across ("{KEY_AXIS_LABEL}" on x), queries down (y)'
+            return say("labels.swapped")
         if x != KEY_AXIS_LABEL:
-            return f'the x axis is labelled {x!r}, expected "{KEY_AXIS_LABEL}" (ax.set_xlabel)'
+            return say("labels.x", label=repr(x))
         if y != QUERY_AXIS_LABEL:
-            return f'the y axis is labelled {y!r}, expected "{QUERY_AXIS_LABEL}" (ax.set_ylabel)'
+            return say("labels.y", label=repr(y))
     else:
         queries, keys = tokens
         across = _labels_at(list(facts.get("xticks", [])), len(keys))
@@ -411,17 +378,14 @@ def figure_labels_problem(facts: dict[str, Any], tokens: tuple[list[str], list[s
                 and _labels_at(list(facts.get("yticks", [])), len(keys)) == keys
             )
             if swapped:
-                return "the tokens are on the wrong axes: key tokens label the x ticks, query tokens the y ticks"
-            for axis, got, want, who in (("x", across, keys, "key"), ("y", down, queries, "query")):
+                return say("labels.tokens_swapped")
+            for axis, got, want in (("x", across, keys), ("y", down, queries)):
                 for j, (mine, theirs) in enumerate(zip(got, want)):
                     if mine != theirs:
-                        shown = "no tick" if mine is None else f"the tick {mine!r}"
-                        return (
-                            f"{axis} position {j} has {shown}, expected the {who} token {theirs!r} "
-                            f"(a tick at every position, labelled with its token: ax.set_{axis}ticks)"
-                        )
+                        shown = say("labels.no_tick") if mine is None else say("labels.the_tick", tick=repr(mine))
+                        return say(f"labels.{axis}_tick", position=j, shown=shown, token=repr(theirs))
     if not facts.get("colorbar"):
-        return "the figure has no colorbar for the image: add one (fig.colorbar(image, ax=ax))"
+        return say("labels.colorbar")
     return None
 
 

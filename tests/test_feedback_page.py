@@ -15,18 +15,19 @@ from grader.instructor.feedback import render_feedback_html, render_feedback_md
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
-from grader.instructor.messages import translate
 from grader.instructor.output_txt import output_text
 from grader.instructor.replies import PRINTED_CHARS, CallReply, MalformedReply, decode
 from grader.instructor.report_model import ClassRoll, ReportOptions, student_report
 from grader.instructor.reports import write_reports
 from grader.instructor.results_json import gradescope_results
 from grader.instructor.rubric import load_rubric, parse_rubric
+from grader.instructor.said import message_in, said
 from grader.instructor.submission_grading import PRINTED_PER_HOOK, Stats
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
+from grader.rules import dtype_message
 
-OPTIONS = ReportOptions(devices=("cpu", "meta"), skipped_devices={"cuda": "not available"}, suite_version="s-1")
+OPTIONS = ReportOptions(devices=("cpu", "meta"), skipped_devices={"cuda": said("not_available")}, suite_version="s-1")
 FAILING = "softmax_weights"  # the hook that fails below; it comes third in hook order, after two passing ones
 MISTAKE = "softmax-wrong-dim"
 
@@ -39,10 +40,11 @@ def one_failing() -> list[CaseResult]:
     """Every hook passes 3 cases and skips 20 on cuda; ``FAILING`` fails 5 cases with one mistake, values apart."""
     out = []
     for hook in HOOK_NAMES:
-        out += [case(hook, SKIPPED, f"k{i}", "cuda", "cuda: not available") for i in range(20)]
+        skipped = said("device_skipped", device="cuda", reason=said("not_available"))
+        out += [case(hook, SKIPPED, f"k{i}", "cuda", skipped) for i in range(20)]
         if hook == FAILING:
-            out += [case(hook, FAILED, f"w{i}", message=f"values differ: max abs diff 0.{i + 1} at (0, {i})",
-                         mistake=MISTAKE) for i in range(5)]  # fmt: skip
+            out += [case(hook, FAILED, f"w{i}", message=said("values_differ", diff=f"0.{i + 1}", index=f"(0, {i})",
+                         got="0.5", expected="0.25"), mistake=MISTAKE) for i in range(5)]  # fmt: skip
         out += [case(hook, PASSED, f"p{i}") for i in range(3)]
     return out
 
@@ -166,7 +168,7 @@ def test_the_zh_page_is_chinese_throughout(rubric):
         assert heading in html, heading
     for english in ("Exercises to fix", "Exercises that pass", "Feedback for", "<th>exercise</th>", "Devices that"):
         assert english not in html, english
-    assert "数值不符：最大绝对误差 0.1" in html and "cuda：不可用" in html
+    assert "数值不符：最大绝对误差 0.1" in html and "cuda：不可用" in html and "not available" not in html
     assert '<span class="failed">失败</span>' in html and '<span class="passed">通过</span>' in html
     md = render_feedback_md(report)
     assert md.startswith("# ada 的反馈") and "## 需要修改的练习" in md
@@ -175,29 +177,64 @@ def test_the_zh_page_is_chinese_throughout(rubric):
 
 
 @pytest.mark.parametrize(
-    "message, chinese",
+    "message, english, chinese",
     [
         (
+            said("values_differ", diff="0.5", index="(0, 1)", got="0.25", expected="0.75"),
             "values differ: max abs diff 0.5 at (0, 1) (got 0.25, expected 0.75)",
             "数值不符：最大绝对误差 0.5 位于 (0, 1) （得到 0.25，应为 0.75）",
         ),
-        ("causal rows: returned shape (2, 3), expected (3, 3)", "causal rows: 返回的形状是 (2, 3)，应为 (3, 3)"),
-        ("no function merge_heads; the hook is merge_heads(x)", "没有函数 merge_heads；应为 merge_heads(x)"),
-        ("my own words: raised here", "my own words: raised here"),
         (
+            said("case", what="causal rows", message=said("shape", got="(2, 3)", expected="(3, 3)")),
+            "causal rows: returned shape (2, 3), expected (3, 3)",
+            "causal rows: 返回的形状是 (2, 3)，应为 (3, 3)",
+        ),
+        (
+            said("no_function", hook="merge_heads", signature="merge_heads(x)"),
+            "no function merge_heads; the hook is merge_heads(x)",
+            "没有函数 merge_heads；应为 merge_heads(x)",
+        ),
+        ("my own words: raised here", "my own words: raised here", "my own words: raised here"),
+        (
+            said("case", what="my own words", message=said("raised", error="ValueError: values differ: raised")),
+            "my own words: raised ValueError: values differ: raised",
+            "my own words: 抛出了 ValueError: values differ: raised",
+        ),
+        (
+            dtype_message("float32", "float64", said),
             "returned dtype float32, expected float64 (keep the input's dtype)",
             "返回的 dtype 是 float32，应为 float64（保持输入的 dtype）",
         ),
         (
+            said("case", what="window 1", message=dtype_message("float32", "bool", said)),
             "window 1: returned dtype float32, expected bool (a mask is torch.bool: True where a query may not look)",
             "window 1: 返回的 dtype 是 float32，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
         ),
     ],
-    ids=["values", "shape-after-what", "no-function", "learner-text-untouched", "dtype", "mask-dtype"],
-)
-def test_the_standard_messages_fixed_parts_are_translated(message, chinese):
-    assert translate(message, "zh") == chinese
-    assert translate(message, "en") == message
+    ids=["values", "shape-after-what", "no-function", "plain-text-untouched", "learner-text-untouched", "dtype",
+         "mask-dtype"],
+)  # fmt: skip
+def test_the_standard_messages_are_said_by_id_in_each_language(message, english, chinese):
+    assert message == english and message_in(message, "en") == english
+    assert message_in(message, "zh") == chinese
+
+
+def test_a_class_graded_in_english_gets_its_chinese_page_from_the_gradebook(tmp_path, rubric):
+    """A later run with --lang zh reuses what a --lang en run recorded: its messages are in the gradebook by id."""
+    notes = {"w0": said("extras.one", first=said("extras.buffer", names="cache"))}
+    results = [replace(r, note=notes.get(r.case, "")) for r in one_failing()]
+    english = student_report(sub(), results, rubric, OPTIONS)
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        run = book.start_run(1, "s-1", ["cpu", "meta"], "0", "none")
+        book.record(run, sub(), results)
+        ((_, recorded, again),) = book.class_results(book.class_settings()).values()
+    assert again == results
+    assert student_report(recorded, again, rubric, OPTIONS) == english
+    chinese = render_feedback_md(student_report(recorded, again, rubric, replace(OPTIONS, lang="zh")))
+    assert "数值不符：最大绝对误差 0.1 位于 (0, 0) （得到 0.5，应为 0.25）" in chinese
+    assert "你的模块有一个额外的 buffer cache：没问题，记下了" in chinese and "cuda：不可用" in chinese
+    for english_words in ("values differ", "max abs diff", "your module has", "not available"):
+        assert english_words not in chinese, english_words
 
 
 # --- the heatmap ---------------------------------------------------------------------------------------

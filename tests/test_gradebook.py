@@ -15,6 +15,7 @@ import torch
 from grader.instructor.gradebook import OUTPUT_STORED, SCHEMA_VERSION, ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
+from grader.instructor.said import Message, message_in, said
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
 
@@ -264,6 +265,7 @@ def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
         assert (ada.student, ada.sha256, ada.review, ada.notes) == ("ada", "sha-ada", [], [])
         assert [r.status for r in ada_results] == [PASSED]
         assert [r.note for r in ada_results] == [""]  # results.note (version 4) came with the upgrade, empty
+        assert not any(isinstance(r.message, Message) for r in ada_results)  # version 5: said by id, none yet
         unfinished = gb.latest_unfinished_run()
         assert unfinished is not None and unfinished["id"] == 1  # the stopped run resumes after the upgrade
         flagged = sub("bo")
@@ -276,8 +278,49 @@ def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
         assert list(gb.class_results(gb.class_settings())) == ["ada", "bo"]
         assert gb.stored_submissions()["ada"].files == {}  # graded before hand-ins were kept
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("SELECT message_said, note_said FROM results").fetchall() == [("", "")]
     conn.close()
+
+
+# --- messages said by id (schema version 5) ---------------------------------------------------------------------
+
+
+def test_a_message_said_by_id_comes_back_said_by_id_in_every_language(book):
+    message = said("case", what="2-D", message=said("shape", got="(2, 3)", expected="(3, 3)"))
+    note = said("extras.one", first=said("extras.buffers", names="cache, scale"))
+    recorded = [
+        CaseResult("ada", "merge_heads", "c0", "cpu", "float32", FAILED, message, 0.5, "", note),
+        CaseResult("ada", "merge_heads", "c1", "cpu", "float32", FAILED, "a learner's words: raised here", 0.5),
+    ]
+    run_id = start(book)
+    book.record(run_id, sub("ada"), recorded)
+    back = book.results_for_run(run_id)["ada"][1]
+    assert back == recorded  # the English, byte for byte
+    said_back, plain = back
+    assert isinstance(said_back.message, Message) and isinstance(said_back.note, Message)
+    assert message_in(said_back.message, "zh") == "2-D: 返回的形状是 (2, 3)，应为 (3, 3)"
+    assert message_in(said_back.note, "zh") == message_in(note, "zh") == "你的模块有额外的 buffer cache, scale：没问题，记下了"  # noqa: E501
+    assert not isinstance(plain.message, Message) and message_in(plain.message, "zh") == plain.message
+    conn = sqlite3.connect(book.path)
+    (stored,) = conn.execute("SELECT message FROM results WHERE case_name = 'c0'").fetchone()
+    conn.close()
+    assert stored == "2-D: returned shape (2, 3), expected (3, 3)"  # the message column stays the English text
+
+
+def test_a_recorded_message_keeps_the_english_it_was_recorded_with(book, monkeypatch):
+    """A result keeps the English it was graded with; an id or a template the table no longer has says that."""
+    from grader.instructor import messages
+
+    run_id = start(book)
+    book.record(run_id, sub("ada"), [CaseResult("ada", "merge_heads", "c0", "cpu", "float32", FAILED,
+                                                said("returned_nothing"), 0.5)])  # fmt: skip
+    monkeypatch.setitem(messages.MESSAGES, "returned_nothing", {"en": "gave back nothing", "zh": "没有返回值"})
+    (result,) = book.results_for_run(run_id)["ada"][1]
+    assert result.message == "returned nothing" and message_in(result.message, "zh") == "没有返回值"
+    monkeypatch.delitem(messages.MESSAGES, "returned_nothing")
+    (result,) = book.results_for_run(run_id)["ada"][1]
+    assert message_in(result.message, "zh") == "returned nothing"
 
 
 # --- the heatmaps' data (schema version 3) ------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import torch
 
 from grader.child.modules import map_parameters
 from grader.instructor.held_memory import held_problem
+from grader.instructor.said import said
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
 from grader.rules import (
@@ -226,7 +227,7 @@ def _exact_zeros_where_masked(trial: Trial, outputs: list[torch.Tensor], facts: 
     out = outputs[0]
     masked = torch.isneginf(scores)
     if masked.any() and bool((out[masked] != 0).any()):
-        return "-inf scores must give exactly 0 weight, got small non-zero values"
+        return said("exact_zeros")
     return None
 
 
@@ -248,14 +249,15 @@ def _dropout_values(p: float) -> Property:
             kept = got != 0
             if not torch.allclose(got[kept], (w / keep)[kept], rtol=rtol, atol=atol):
                 ratio = (got[kept] / w[kept]).median().item() if kept.any() else float("nan")
-                return f"kept entries must be w/(1-p) = w*{1 / keep:.4g} for p={p}, got about w*{ratio:.4g}"
+                return said("dropout.scale", scale=f"{1 / keep:.4g}", p=str(p), ratio=f"{ratio:.4g}")
             fraction = kept.double().mean().item()
             if abs(fraction - keep) > bound:
-                return f"kept {fraction:.3f} of the entries; with p={p} expect {keep:.3f} ± {bound:.3f} (keep with 1-p)"
+                shown = {"fraction": f"{fraction:.3f}", "keep": f"{keep:.3f}", "bound": f"{bound:.3f}"}
+                return said("dropout.fraction", p=str(p), **shown)
         if len(outputs) > 1 and not torch.equal(outputs[0], outputs[1]):
-            return "two calls with the same generator state gave different masks: draw from `generator`"
+            return said("dropout.same_state")
         if any(torch.equal(outputs[0], other) for other in outputs[2:]):
-            return "a generator seeded differently gave the same mask: draw the mask from `generator`, not a fixed one"
+            return said("dropout.other_seed")
         return None
 
     return holds
@@ -263,14 +265,14 @@ def _dropout_values(p: float) -> Property:
 
 def _contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
     if facts.get("results") and not facts["results"][0].get("contiguous", True):
-        return contiguous_message(trial.hook)
+        return contiguous_message(trial.hook, said)
     return None
 
 
 def _causal_prefix(t: int) -> Property:
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
         if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
-            return f"changing token {t} changed the outputs before it: the future leaks through the mask"
+            return said("causal_prefix", t=t)
         return None
 
     return holds
@@ -300,8 +302,8 @@ def _bounded_memory(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, 
     rule, itemsize = _trial_rule(trial)
     memory = facts.get("memory")
     if not memory or memory.get("peak_elements") is None:
-        return "the grader could not measure the memory your call used (no record of it came back)"
-    return memory_problem(memory, rule, itemsize)
+        return said("memory.unmeasured")
+    return memory_problem(memory, rule, itemsize, said)
 
 
 def _held_below(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
@@ -318,7 +320,7 @@ def _zero_rows(rows: slice) -> Property:
 
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
         if outputs and bool((outputs[0][..., rows, :] != 0).any()):
-            return "a query that sees no key at all (every key masked) must give exactly 0, got other values"
+            return said("zero_rows")
         return None
 
     return holds
@@ -342,12 +344,7 @@ def _named_like_contract(trial: Trial, outputs: list[torch.Tensor], facts: dict[
     if how == "name":
         return None
     renamed = ", ".join(f"{mine} → {theirs}" + (f" ({layout})" if layout else "") for mine, theirs, layout in pairs)
-    how = "by the roles your names give them" if how == "role" else "by creation order and shape"
-    return (
-        f"your layers are named otherwise than the contract's ({renamed}), so the chapter's state_dict would "
-        f"not load into your module. Every other case loads the reference's weights {how}: only this case "
-        "counts the names"
-    )
+    return said("names", renamed=renamed, how=said("names.role" if how == "role" else "names.order"))
 
 
 def _mask_is_a_buffer(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
@@ -355,17 +352,13 @@ def _mask_is_a_buffer(trial: Trial, outputs: list[torch.Tensor], facts: dict[str
     module = facts.get("module") or {}
     buffers = module.get("buffers", [])
     if "mask" not in buffers:
-        found = f" (your module's buffers: {', '.join(buffers)})" if buffers else ""
-        return (
-            "your module has no buffer named `mask`" + found + ": the contract holds the causal mask with "
-            "self.register_buffer('mask', ...), so state_dict saves it and .to(device) moves it. A mask built "
-            "in forward on x.device computes the same and loses only this case"
-        )
+        found = said("mask_buffer.found", buffers=", ".join(buffers)) if buffers else ""
+        return said("mask_buffer.missing", found=found)
     if "mask" not in module.get("state_dict_keys", []):
-        return "the `mask` buffer is not in state_dict (persistent=False?): register it with register_buffer('mask', …)"
+        return said("mask_buffer.not_saved")
     where = str(module.get("mask_device") or trial.device).split(":")[0]
     if where != trial.device:
-        return f"the `mask` buffer stayed on {where} after .to({trial.device})"
+        return said("mask_buffer.device", where=where, device=trial.device)
     return None
 
 
@@ -381,24 +374,23 @@ def _extras_noted(trial: Trial, reply: dict[str, Any]) -> str | None:
         buffers = []  # not extras: the mask-buffer case names them where it asks for the contract's buffer
     parts = []
     if extra and how != "none":
-        plural = "s" if len(extra) > 1 else ""
-        parts.append(
-            f"extra parameter{plural} {', '.join(extra)} that the contract's module does not have: "
-            "the cases leave them as your module makes them"
-        )
+        parts.append(said("extras.parameters" if len(extra) > 1 else "extras.parameter", names=", ".join(extra)))
     if buffers:
-        plural = "s" if len(buffers) > 1 else ""
-        parts.append(f"an extra buffer{plural} {', '.join(buffers)}: fine, noted")
-    return "your module has " + "; and ".join(parts) if parts else None
+        parts.append(said("extras.buffers" if len(buffers) > 1 else "extras.buffer", names=", ".join(buffers)))
+    if len(parts) == 2:
+        return said("extras.both", first=parts[0], then=parts[1])
+    return said("extras.one", first=parts[0]) if parts else None
 
 
 def _prefer(error: str, why: str) -> Note:
-    """A note where the raised exception is accepted but ``error`` is the better choice."""
+    """A note where the raised exception is accepted but ``error`` is the better choice (``why``: an id of
+    :data:`~grader.instructor.messages.MESSAGES`)."""
 
     def note(trial: Trial, reply: dict[str, Any]) -> str | None:
         raised = reply.get("error") or {}
         if raised and error not in raised.get("mro", []):
-            return f"raising {raised.get('type', 'an exception')} here is accepted. {why}"
+            kind = str(raised["type"]) if "type" in raised else said("an_exception")
+            return said("prefer", kind=kind, why=said(why))
         return None
 
     return note
@@ -467,10 +459,7 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
         w = gold[..., :tokens]
         seen = torch.ones(tokens, tokens, dtype=torch.bool).tril() & (w > 1e-3)
         if all(torch.allclose(g, gold, rtol=rtol, atol=atol) for g in got):
-            return (
-                f"in training mode with dropout={p} no attention weight was dropped: apply the dropout "
-                "(nn.Dropout(dropout), called in forward) to the attention weights, after the softmax"
-            )
+            return said("training.none_dropped", p=str(p))
         kept = total = 0
         for g in got:
             weights, sums = g[..., :tokens], g[..., tokens]
@@ -479,35 +468,22 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
             wrong = ~dropped & ~scaled
             if wrong.any():
                 at = tuple(int(i) for i in wrong.nonzero()[0])
-                seen_as = f"at (batch, head, query, key) = {at}: got {weights[at].item():.4g}, w = {w[at].item():.4g}"
+                seen_as = said("training.seen_as", at=str(at), got=f"{weights[at].item():.4g}", w=f"{w[at].item():.4g}")
                 unscaled = torch.isclose(weights, w, rtol=rtol, atol=atol)
                 if bool((unscaled | dropped)[seen].all()):
-                    return (
-                        f"in training mode the kept attention weights are not scaled ({seen_as}): "
-                        f"inverted dropout divides what it keeps by 1 - p = {1 - p:g}, as nn.Dropout does"
-                    )
-                return (
-                    f"in training mode with dropout={p} the attention weights are not each 0 or w/(1-p) of the "
-                    f"eval-mode weights w ({seen_as}): dropout belongs on the softmax's weights, scaled by "
-                    "1/(1-p), with nothing after it (not on the scores, no renormalising). Where the eval-mode "
-                    "cases fail too, fix those first"
-                )
+                    return said("training.unscaled", seen_as=seen_as, keep=f"{1 - p:g}")
+                return said("training.not_dropout", p=str(p), seen_as=seen_as)
             if not torch.allclose(sums, weights.sum(dim=-1), rtol=rtol, atol=atol):
-                return (
-                    "in training mode the context vectors are not the dropped attention weights times the values: "
-                    "apply dropout to the attention weights, not to the context vectors (or the values)"
-                )
+                return said("training.context")
             kept += int((~dropped & seen).sum())
             total += int(seen.expand_as(dropped).sum())
         fraction = kept / total
         bound = 6 * math.sqrt(p * (1 - p) / total)
         if abs(fraction - (1 - p)) > bound:
-            return (
-                f"in training mode {fraction:.3f} of the attention weights were kept; with dropout={p} "
-                f"expect {1 - p:.3f} ± {bound:.3f} (each weight is dropped with probability p)"
-            )
+            shown = {"fraction": f"{fraction:.3f}", "keep": f"{1 - p:.3f}", "bound": f"{bound:.3f}"}
+            return said("training.fraction", p=str(p), **shown)
         if all(torch.equal(got[0], g) for g in got[1:]):
-            return "every forward in training mode dropped the same weights: draw a new dropout mask for each call"
+            return said("training.same")
         return None
 
     return holds
@@ -1069,10 +1045,8 @@ def _chunked_cases(m: Maker) -> list[Case]:
 
 # --- the modules ---------------------------------------------------------------------------------------
 
-PREFER_VALUE_ERROR = (
-    "Prefer `raise ValueError(...)`: python -O strips assert statements, so the check would vanish, "
-    "and a bad argument is the caller's mistake, not a bug in your code (which is what assert is for)."
-)
+PREFER_VALUE_ERROR = "prefer.value_error"
+"""Why ``raise ValueError`` beats ``assert`` for a bad argument (an id of ``grader.instructor.messages.MESSAGES``)."""
 
 
 def _module_cases(hook: str, m: Maker) -> list[Case]:
@@ -1308,7 +1282,7 @@ def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> 
     results = facts.get("results") or [{}]
     figure = dict(results[0].get("figure") or {})
     weights = trial.inputs["weights"]
-    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]))
+    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]), said)
 
 
 def _plot_cases(m: Maker) -> list[Case]:

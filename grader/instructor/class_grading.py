@@ -73,6 +73,7 @@ from grader.instructor.intake import Intake, Submission, collect
 from grader.instructor.out_folder import GRADEBOOK, class_file
 from grader.instructor.replies import MESSAGE_CHARS
 from grader.instructor.report_model import ClassRoll, Person, ReportOptions
+from grader.instructor.said import said
 from grader.instructor.sandbox import KIT_ROOT, ChildGone, Limits, Template
 from grader.instructor.submission_grading import (
     GpuPool,
@@ -81,6 +82,7 @@ from grader.instructor.submission_grading import (
     every_trial,
     grade_submission,
     limit_stored_messages,
+    not_graded,
 )
 from grader.instructor.suite import Suite, build_suite
 from grader.instructor.suite_version import suite_version
@@ -570,8 +572,8 @@ class _Work:
         try:
             return grade_submission(sub, self.suite, self.template, self.limits, self.reveal, self.gpus)
         except Exception as exc:  # one submission never stops the class
-            why = f"grading stopped: {_describe(exc)}"
-            results = every_trial(sub.student, self.suite.trials, FAILED, f"not graded: {why}")
+            why = said("grading_stopped", error=_describe(exc))
+            results = every_trial(sub.student, self.suite.trials, FAILED, not_graded(why))
             return Outcome(dataclasses.replace(sub, error=why), results)
 
 

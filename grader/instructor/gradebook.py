@@ -39,6 +39,12 @@ Version 4 added ``submissions.files``, ``submissions.output``, ``results.note``
 its latest run (:meth:`Gradebook.class_settings`).  ``submissions.printed`` (what
 each exercise's calls printed, a JSON object ``hook -> text``, capped) came later
 in version 4: an older gradebook gets the column (``{}``) when it is opened.
+Version 5 added ``results.message_said`` and ``results.note_said``: the id and
+parameters of a message or a note grading said by id (JSON data,
+:func:`~grader.instructor.said.message_data`), so a report of any language
+can be written from the gradebook later; ``message`` and ``note`` stay their
+English text.  An older gradebook gets the columns (``''``: the text as it is,
+in every language).
 """
 
 from __future__ import annotations
@@ -57,12 +63,13 @@ from safetensors.torch import save as save_tensors
 
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
+from grader.instructor.said import message_data, message_from_data
 from grader.instructor.verdict import CaseResult
 
 __all__ = ["OUTPUT_STORED", "SCHEMA_VERSION", "ClassSettings", "Gradebook"]
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (0, 1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (0, 1, 2, 3, 4, 5)
 OUTPUT_STORED = 64 * 1024
 """At most this many characters of what a learner's process printed are kept per submission."""
 
@@ -106,6 +113,8 @@ CREATE TABLE IF NOT EXISTS results (
     seconds REAL NOT NULL,
     mistake TEXT NOT NULL,
     note TEXT NOT NULL DEFAULT '',
+    message_said TEXT NOT NULL DEFAULT '',
+    note_said TEXT NOT NULL DEFAULT '',
     FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
 );
 CREATE INDEX IF NOT EXISTS results_by_submission ON results(run_id, student);
@@ -133,7 +142,11 @@ ADDED_COLUMNS = {
         ("output", "TEXT NOT NULL DEFAULT ''"),
         ("printed", "TEXT NOT NULL DEFAULT '{}'"),
     ),
-    "results": (("note", "TEXT NOT NULL DEFAULT ''"),),
+    "results": (
+        ("note", "TEXT NOT NULL DEFAULT ''"),
+        ("message_said", "TEXT NOT NULL DEFAULT ''"),
+        ("note_said", "TEXT NOT NULL DEFAULT ''"),
+    ),
 }
 """Columns added since version 1, added to an older gradebook when it is opened."""
 
@@ -165,6 +178,23 @@ def _strings(text: str | None) -> list[str]:
     except ValueError:
         return []
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _said(message: str) -> str:
+    """A message's id and parameters as JSON, ``""`` for text not said by id."""
+    data = message_data(message)
+    return "" if data is None else json.dumps(data, ensure_ascii=False)
+
+
+def _read_said(text: str, said: str | None) -> str:
+    """The message recorded as ``text`` (its English) and ``said`` (:func:`_said`)."""
+    if not said:
+        return text
+    try:
+        data = json.loads(said)
+    except ValueError:
+        return text
+    return message_from_data(data, text)
 
 
 def _figure_row(run_id: int, student: str, hook: str, figure: Figure) -> tuple[int, str, str, str, bytes]:
@@ -286,6 +316,8 @@ class Gradebook:
                 float(r.seconds),
                 r.mistake,
                 r.note,
+                _said(r.message),
+                _said(r.note),
             )
             for r in results
         ]
@@ -318,7 +350,7 @@ class Gradebook:
                 )
                 self._conn.executemany(
                     "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
-                    " mistake, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mistake, note, message_said, note_said) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._conn.executemany(
@@ -331,11 +363,18 @@ class Gradebook:
 
     def _results(self, run_id: int, student: str) -> list[CaseResult]:
         rows = self._conn.execute(
-            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake, note FROM results"
-            " WHERE run_id = ? AND student = ? ORDER BY rowid",
+            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake, note, message_said,"
+            " note_said FROM results WHERE run_id = ? AND student = ? ORDER BY rowid",
             (run_id, student),
         ).fetchall()
-        return [CaseResult(*row) for row in rows]
+        return [
+            CaseResult(
+                student, hook, case, device, dtype, status, _read_said(message, message_said), seconds, mistake,
+                _read_said(note, note_said),
+            )
+            for student, hook, case, device, dtype, status, message, seconds, mistake, note, message_said, note_said
+            in rows
+        ]  # fmt: skip
 
     def figures(self, run_id: int, student: str) -> dict[str, Figure]:
         """The heatmaps' data recorded with a submission in a run, ``hook -> Figure`` (``{}`` for none)."""

@@ -27,6 +27,7 @@ import select
 import threading
 from dataclasses import dataclass
 
+from grader.instructor.said import said
 from grader.rules import MemoryRule
 
 PAGE = resource.getpagesize()
@@ -252,12 +253,9 @@ def held_problem(held: Held, rule: MemoryRule, itemsize: int) -> str | None:
     23-39 MiB and add 8-25 MiB of anonymous memory, its evasions 130 MiB or more wherever they keep the scores, and
     a 16-bit copy of them with a scale per row 85 MiB of anonymous memory (red team 12a)."""
     if held is UNREAD:
-        return "the grader could not read the kernel's record of your process after your call; nothing was measured"
+        return said("held.unread")
     if held.running:
-        return (
-            f"{held.running} process{'es' if held.running > 1 else ''} your call started (or your code started before "
-            "it) still ran as it returned: the grader cannot weigh what they hold. Start no process"
-        )
+        return said("held.running_many" if held.running > 1 else "held.running", n=held.running)
     whole, packed = rule.kept * itemsize, rule.kept * packed_bytes(itemsize)
     anonymous = max(held.touched + held.dropped, held.sampled)  # no library's pages: a packed copy shows here
     if held.kept + held.written + held.others >= whole:
@@ -267,23 +265,20 @@ def held_problem(held: Held, rule: MemoryRule, itemsize: int) -> str | None:
     else:
         return None
     parts = [
-        (own, "in new memory" if held.rise == own
-         else "in memory made before the call" if held.touched + held.dropped == own
-         else "in new memory, in room made by giving back other pages (the grader's samples while it ran)"),
-        (held.written, "written out to a file or a pipe"),
-        (held.others, "in processes it started"),
+        (own, "held.new" if held.rise == own
+         else "held.earlier" if held.touched + held.dropped == own
+         else "held.reused"),
+        (held.written, "held.written"),
+        (held.others, "held.others"),
     ]  # fmt: skip
     amount = own + held.written + held.others
-    where = ", ".join(f"{size / (1 << 20):,.0f} MiB {what}" for size, what in parts if size >= 1 << 20)
-    form = "" if allowed == whole else f", {packed_bytes(itemsize)} bytes a score (a 16-bit copy keeps the answers)"
     mib = 1 << 20
+    where = [said("held.part", mib=f"{size / mib:,.0f}", what=said(what)) for size, what in parts if size >= mib]
+    form = "" if allowed == whole else said("held.packed", bytes=packed_bytes(itemsize))
     tq, tk = rule.scores
-    scores = f"the ({tq}, {tk}) scores of one batch-head" + (" a causal call keeps" if rule.kept < rule.bound else "")
-    return (
-        f"the kernel's record of your process (read by the grader, outside it) says your call held "
-        f"{amount / mib:,.0f} MiB ({where}): room for {scores}, {allowed / mib:,.0f} MiB{form}; a chunked version "
-        f"holds a few blocks of ({tq}, {rule.block[-1]}). Walk the keys block by block, keeping a running max and sum"
-    )
+    scores = said("held.causal_scores" if rule.kept < rule.bound else "held.scores", tq=tq, tk=tk)
+    shown = {"amount": f"{amount / mib:,.0f}", "allowed": f"{allowed / mib:,.0f}", "block": rule.block[-1]}
+    return said("held.too_much", where=where, scores=scores, form=form, tq=tq, **shown)
 
 
 def packed_bytes(itemsize: int) -> int:

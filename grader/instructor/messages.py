@@ -1,20 +1,25 @@
-"""The fixed words of a student's feedback, per language: one dict per language, and the standard messages' parts.
+"""The words of a student's feedback, per language: the page's fixed texts, and every message grading says, by id.
 
 :data:`TEXTS` holds every heading, table header, status word and sentence the
 feedback templates (``feedback.md.j2``, ``feedback.html.j2``) and the
 Gradescope ``results.json`` write; :func:`texts` gives a language's (English
-where a language or a key is missing).  :func:`translate` translates the fixed
-parts of grading's standard messages (``values differ: max abs diff …``,
-``returned shape …``); the values in them, and anything a learner wrote, stay
-as they are.  The hints come in the report's language from the mistakes'
-catalogue, not from here.
+where a language or a key is missing).
+
+:data:`MESSAGES` is the one table of what grading says about a case: an id, and
+its template in each language with named ``{parameters}``, the same in every
+language.  Grading says a message by id (:func:`grader.instructor.said.said`);
+the report renders it in its language (:func:`grader.instructor.said.message_in`).
+A parameter is a value or a name, anything a learner wrote, or a message itself.
+The failures of the kit's rules (:data:`grader.rules.WORDS`) take their English
+from the kit, which says them in the learner's local check.  The hints come in
+the report's language from the mistakes' catalogue, not from here.
 """
 
 from __future__ import annotations
 
-import re
+from grader.rule_words import WORDS as KIT
 
-__all__ = ["LANGUAGES", "TEXTS", "texts", "translate"]
+__all__ = ["LANGUAGES", "MESSAGES", "TEXTS", "texts"]
 
 EN: dict[str, str] = {
     "html_lang": "en",
@@ -25,6 +30,7 @@ EN: dict[str, str] = {
     "cases_passed": "{passed} of {ran} cases passed.",
     "devices_ran": "Devices that ran",
     "devices_skipped": "Not run on this machine (no points lost): {devices}; {count} cases skipped.",
+    "device_why": "{device}: {reason}",
     "none": "none",
     "overview": "Overview",
     "exercise": "exercise",
@@ -74,6 +80,7 @@ ZH: dict[str, str] = {
     "cases_passed": "{ran} 个用例中通过了 {passed} 个。",
     "devices_ran": "运行的设备",
     "devices_skipped": "本机未运行（不扣分）：{devices}；跳过了 {count} 个用例。",
+    "device_why": "{device}：{reason}",
     "none": "无",
     "overview": "总览",
     "exercise": "练习",
@@ -129,48 +136,458 @@ def texts(lang: str | None) -> Texts:
     return Texts(TEXTS.get(str(lang or "en"), EN))
 
 
-START = r"(?:^|(?<=: ))"
-"""Where a standard message starts: the text's start, or after a case's ``what: ``."""
-
-# The fixed parts of grading's standard messages (grader.instructor.verdict, submission_grading), in order.
-_ZH_PARTS: tuple[tuple[str, str], ...] = (
-    (START + r"values differ: max abs diff ", "数值不符：最大绝对误差 "),
-    (r" at (\([\d, ]*\)) ", r" 位于 \1 "),
-    (r"\(got (\S+), expected (\S+)\)", r"（得到 \1，应为 \2）"),
-    (r"; got (.+), expected (.+)$", r"；得到 \1，应为 \2"),
-    (START + r"returned shape (.+), expected (.+)$", r"返回的形状是 \1，应为 \2"),
-    (
-        START + r"returned dtype (\S+), expected (\S+) \(keep the input's dtype\)",
-        r"返回的 dtype 是 \1，应为 \2（保持输入的 dtype）",
-    ),
-    (
-        START + r"returned dtype (\S+), expected bool \(a mask is torch.bool: True where a query may not look\)",
-        r"返回的 dtype 是 \1，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
-    ),
-    (START + r"wrong entries, first at (.+): got (\S+), expected (\S+)$", r"元素错误，第一个在 \1：得到 \2，应为 \3"),
-    (START + r"NaN in the output, first at (.+), where no NaN belongs", r"输出中有不该出现的 NaN，第一个在 \1"),
-    (START + r"will fail on a GPU: ", "在 GPU 上会失败："),
-    (r"a tensor is built on the CPU whatever the input's device", "无论输入在哪个设备上，都在 CPU 上创建了张量"),
-    (START + r"not implemented yet ", "尚未实现 "),
-    (START + r"should raise (\S+)", r"应当抛出 \1"),
-    (r", returned normally$", "，却正常返回了"),
-    (START + r"raised ([A-Za-z_][\w.]*): ", r"抛出了 \1: "),
-    (START + r"returned nothing$", "什么也没有返回"),
-    (START + r"no function (\S+); the hook is ", r"没有函数 \1；应为 "),
-    (START + r"the submission does not import: ", "提交的代码无法导入："),
-    (START + r"could not load the submission: ", "无法加载提交："),
-    (START + r"not graded: ", "未评分："),
-    (START + r"timed out after ", "超时："),
-    (START + r"not run: an earlier case of (\S+) \((.+?)\) failed with: ", r"未运行：\1 的前一个用例（\2）失败了："),
-    (r": not available$", "：不可用"),
-)
-_ZH = [(re.compile(pattern), replacement) for pattern, replacement in _ZH_PARTS]
 
 
-def translate(message: str, lang: str | None) -> str:
-    """``message`` with the fixed parts of grading's standard messages in ``lang`` (values and names unchanged)."""
-    if lang != "zh" or not message:
-        return message
-    for pattern, replacement in _ZH:
-        message = pattern.sub(replacement, message)
-    return message
+# --- grading's messages, by id ---------------------------------------------------------------------------------
+
+_ADVICE = "逐块遍历键，并维护滚动的最大值与和"
+_TRY_AGAIN = "哪一步需要一次拿到全部？"
+
+MESSAGES: dict[str, dict[str, str]] = {
+    # how messages nest
+    "case": {"en": "{what}: {message}", "zh": "{what}: {message}"},
+    "output": {"en": "output {n}: {problem}", "zh": "输出 {n}：{problem}"},
+    "at": {"en": "{message} (at {where})", "zh": "{message}（位于 {where}）"},
+    "none": {"en": "none", "zh": "无"},
+    "something": {"en": "something", "zh": "某个对象"},
+    # a value, a shape, a dtype (grader.instructor.verdict)
+    "values_differ": {
+        "en": "values differ: max abs diff {diff} at {index} (got {got}, expected {expected})",
+        "zh": "数值不符：最大绝对误差 {diff} 位于 {index} （得到 {got}，应为 {expected}）",
+    },
+    "values_shown": {"en": "{values}; got {got}, expected {expected}", "zh": "{values}；得到 {got}，应为 {expected}"},
+    "shape": {"en": "returned shape {got}, expected {expected}", "zh": "返回的形状是 {got}，应为 {expected}"},
+    "dtype.meta": {"en": "returned dtype {got}, expected {expected}", "zh": "返回的 dtype 是 {got}，应为 {expected}"},
+    "wrong_entries": {
+        "en": "wrong entries, first at {index}: got {got}, expected {expected}",
+        "zh": "元素错误，第一个在 {index}：得到 {got}，应为 {expected}",
+    },
+    "nan": {
+        "en": "NaN in the output, first at {index}, where no NaN belongs",
+        "zh": "输出中有不该出现的 NaN，第一个在 {index}",
+    },
+    "not_a_tensor": {"en": "returned {kind}, expected a torch.Tensor", "zh": "返回了 {kind}，应为 torch.Tensor"},
+    "wrong_device": {
+        "en": "returned a tensor on {device} for inputs on {expected}",
+        "zh": "输入在 {expected} 上，返回的张量却在 {device} 上",
+    },
+    "tensor_unread": {"en": "returned a tensor the grader could not read", "zh": "返回了一个评分程序无法读取的张量"},
+    "returned_nothing": {"en": "returned nothing", "zh": "什么也没有返回"},
+    "figure.unread": {
+        "en": "returned a figure whose image the grader could not read",
+        "zh": "返回的图中的图像评分程序无法读取",
+    },
+    "image_array": {"en": "the image's array: {problem}", "zh": "图像的数组：{problem}"},
+    # what was raised, or should have been
+    "raised": {"en": "raised {error}", "zh": "抛出了 {error}"},
+    "not_implemented": {"en": "not implemented yet ({text})", "zh": "尚未实现 ({text})"},
+    "inconclusive": {"en": "inconclusive on the meta device: {message}", "zh": "在 meta 设备上无法判断：{message}"},
+    "should_raise.raised": {
+        "en": "should raise {wanted} ({what}), raised {kind}: {text}",
+        "zh": "应当抛出 {wanted} ({what})，却抛出了 {kind}: {text}",
+    },
+    "should_raise.returned": {
+        "en": "should raise {wanted} ({what}), returned normally",
+        "zh": "应当抛出 {wanted} ({what})，却正常返回了",
+    },
+    "an_exception": {"en": "an exception", "zh": "一个异常"},
+    "unloadable": {
+        "en": "the reference's weights cannot be loaded into your module: its parameters are {mine}; the contract's "
+        "are {contract}. They match neither by name, nor by the roles the names give (Wq, w_key, value_proj…), nor "
+        "one by one in creation order and shape (a stacked nn.Linear(d_in, 3 * d_out) counts as three), so no case "
+        "can run your module with the reference's weights",
+        "zh": "参考实现的权重无法加载到你的模块中：它的参数是 {mine}；约定的参数是 {contract}。两者既不能按名字对应，"
+        "也不能按名字所表示的角色对应（Wq、w_key、value_proj…），也不能按创建顺序和形状逐一对应（一个堆叠的 "
+        "nn.Linear(d_in, 3 * d_out) 算作三个），所以没有用例能用参考实现的权重运行你的模块",
+    },
+    # the hidden cases' properties (grader.instructor.cases)
+    "exact_zeros": {
+        "en": "-inf scores must give exactly 0 weight, got small non-zero values",
+        "zh": "-inf 的分数必须给出恰好为 0 的权重，得到的却是很小的非零值",
+    },
+    "dropout.scale": {
+        "en": "kept entries must be w/(1-p) = w*{scale} for p={p}, got about w*{ratio}",
+        "zh": "保留的元素必须是 w/(1-p) = w*{scale}（p={p}），得到的大约是 w*{ratio}",
+    },
+    "dropout.fraction": {
+        "en": "kept {fraction} of the entries; with p={p} expect {keep} ± {bound} (keep with 1-p)",
+        "zh": "保留了 {fraction} 的元素；p={p} 时应为 {keep} ± {bound}（以 1-p 的概率保留）",
+    },
+    "dropout.same_state": {
+        "en": "two calls with the same generator state gave different masks: draw from `generator`",
+        "zh": "两次调用的 generator 状态相同，掩码却不同：请从 `generator` 中抽取",
+    },
+    "dropout.other_seed": {
+        "en": "a generator seeded differently gave the same mask: draw the mask from `generator`, not a fixed one",
+        "zh": "换了种子的 generator 给出了相同的掩码：请从 `generator` 中抽取掩码，不要用固定的掩码",
+    },
+    "causal_prefix": {
+        "en": "changing token {t} changed the outputs before it: the future leaks through the mask",
+        "zh": "改变第 {t} 个词元改变了它之前的输出：未来的信息透过掩码泄漏了",
+    },
+    "zero_rows": {
+        "en": "a query that sees no key at all (every key masked) must give exactly 0, got other values",
+        "zh": "看不到任何键的查询（所有键都被遮蔽）必须给出恰好为 0 的结果，得到的却是其他值",
+    },
+    "memory.unmeasured": {
+        "en": "the grader could not measure the memory your call used (no record of it came back)",
+        "zh": "评分程序无法度量你的调用使用的内存（没有收到相应的记录）",
+    },
+    "names": {
+        "en": "your layers are named otherwise than the contract's ({renamed}), so the chapter's state_dict would not "
+        "load into your module. Every other case loads the reference's weights {how}: only this case counts the names",
+        "zh": "你的层的名字与约定的不同（{renamed}），所以本章的 state_dict 无法加载到你的模块中。其他用例都{how}"
+        "加载参考实现的权重：只有这个用例计较名字",
+    },
+    "names.role": {"en": "by the roles your names give them", "zh": "按你的名字所表示的角色"},
+    "names.order": {"en": "by creation order and shape", "zh": "按创建顺序和形状"},
+    "mask_buffer.missing": {
+        "en": "your module has no buffer named `mask`{found}: the contract holds the causal mask with "
+        "self.register_buffer('mask', ...), so state_dict saves it and .to(device) moves it. A mask built in forward "
+        "on x.device computes the same and loses only this case",
+        "zh": "你的模块没有名为 `mask` 的 buffer{found}：约定用 self.register_buffer('mask', ...) 保存因果掩码，"
+        "这样 state_dict 会保存它，.to(device) 会移动它。在 forward 中于 x.device 上构建的掩码计算结果相同，"
+        "只会失去这一个用例",
+    },
+    "mask_buffer.found": {"en": " (your module's buffers: {buffers})", "zh": "（你的模块的 buffer：{buffers}）"},
+    "mask_buffer.not_saved": {
+        "en": "the `mask` buffer is not in state_dict (persistent=False?): register it with register_buffer('mask', …)",
+        "zh": "`mask` buffer 不在 state_dict 中（persistent=False？）：用 register_buffer('mask', …) 注册它",
+    },
+    "mask_buffer.device": {
+        "en": "the `mask` buffer stayed on {where} after .to({device})",
+        "zh": "调用 .to({device}) 之后，`mask` buffer 仍留在 {where} 上",
+    },
+    "training.none_dropped": {
+        "en": "in training mode with dropout={p} no attention weight was dropped: apply the dropout "
+        "(nn.Dropout(dropout), called in forward) to the attention weights, after the softmax",
+        "zh": "在训练模式下 dropout={p}，却没有丢弃任何注意力权重：在 softmax 之后，对注意力权重应用 dropout"
+        "（nn.Dropout(dropout)，在 forward 中调用）",
+    },
+    "training.seen_as": {
+        "en": "at (batch, head, query, key) = {at}: got {got}, w = {w}",
+        "zh": "在 (batch, head, query, key) = {at} 处：得到 {got}，w = {w}",
+    },
+    "training.unscaled": {
+        "en": "in training mode the kept attention weights are not scaled ({seen_as}): inverted dropout divides what "
+        "it keeps by 1 - p = {keep}, as nn.Dropout does",
+        "zh": "在训练模式下，保留的注意力权重没有缩放（{seen_as}）：inverted dropout 会把保留的值除以 1 - p = {keep}，"
+        "nn.Dropout 就是这样做的",
+    },
+    "training.not_dropout": {
+        "en": "in training mode with dropout={p} the attention weights are not each 0 or w/(1-p) of the eval-mode "
+        "weights w ({seen_as}): dropout belongs on the softmax's weights, scaled by 1/(1-p), with nothing after it "
+        "(not on the scores, no renormalising). Where the eval-mode cases fail too, fix those first",
+        "zh": "在训练模式下 dropout={p}，注意力权重并不都是评估模式权重 w 的 0 或 w/(1-p)（{seen_as}）："
+        "dropout 应作用于 softmax 得到的权重，乘以 1/(1-p)，之后不再做别的（不作用于分数，也不重新归一化）。"
+        "如果评估模式的用例也失败，先修复那些",
+    },
+    "training.context": {
+        "en": "in training mode the context vectors are not the dropped attention weights times the values: apply "
+        "dropout to the attention weights, not to the context vectors (or the values)",
+        "zh": "在训练模式下，上下文向量不等于丢弃后的注意力权重乘以值：dropout 应作用于注意力权重，"
+        "而不是上下文向量（或值）",
+    },
+    "training.fraction": {
+        "en": "in training mode {fraction} of the attention weights were kept; with dropout={p} expect {keep} ± "
+        "{bound} (each weight is dropped with probability p)",
+        "zh": "在训练模式下保留了 {fraction} 的注意力权重；dropout={p} 时应为 {keep} ± {bound}"
+        "（每个权重以概率 p 被丢弃）",
+    },
+    "training.same": {
+        "en": "every forward in training mode dropped the same weights: draw a new dropout mask for each call",
+        "zh": "训练模式下每次 forward 丢弃的都是相同的权重：每次调用都要抽取新的 dropout 掩码",
+    },
+    "extras.one": {"en": "your module has {first}", "zh": "你的模块有{first}"},
+    "extras.both": {"en": "your module has {first}; and {then}", "zh": "你的模块有{first}；还有{then}"},
+    "extras.parameter": {
+        "en": "extra parameter {names} that the contract's module does not have: the cases leave them as your module "
+        "makes them",
+        "zh": "约定的模块中没有的额外参数 {names}：用例会保持它们在你的模块中创建时的样子",
+    },
+    "extras.parameters": {
+        "en": "extra parameters {names} that the contract's module does not have: the cases leave them as your module "
+        "makes them",
+        "zh": "约定的模块中没有的额外参数 {names}：用例会保持它们在你的模块中创建时的样子",
+    },
+    "extras.buffer": {"en": "an extra buffer {names}: fine, noted", "zh": "一个额外的 buffer {names}：没问题，记下了"},
+    "extras.buffers": {"en": "an extra buffers {names}: fine, noted", "zh": "额外的 buffer {names}：没问题，记下了"},
+    "prefer": {"en": "raising {kind} here is accepted. {why}", "zh": "在这里抛出 {kind} 是可以接受的。{why}"},
+    "prefer.value_error": {
+        "en": "Prefer `raise ValueError(...)`: python -O strips assert statements, so the check would vanish, and a "
+        "bad argument is the caller's mistake, not a bug in your code (which is what assert is for).",
+        "zh": "更好的做法是 `raise ValueError(...)`：python -O 会去掉 assert 语句，检查就会消失；"
+        "而且错误的参数是调用者的错，不是你代码中的 bug（那才是 assert 的用途）。",
+    },
+    # what the kernel says a measured call held (grader.instructor.held_memory)
+    "held.unread": {
+        "en": "the grader could not read the kernel's record of your process after your call; nothing was measured",
+        "zh": "调用结束后，评分程序无法读取内核对你的进程的记录；什么也没有度量到",
+    },
+    "held.running": {
+        "en": "{n} process your call started (or your code started before it) still ran as it returned: the grader "
+        "cannot weigh what they hold. Start no process",
+        "zh": "你的调用（或在它之前你的代码）启动的 {n} 个进程在调用返回时仍在运行：评分程序无法衡量它们持有多少内存。"
+        "不要启动进程",
+    },
+    "held.running_many": {
+        "en": "{n} processes your call started (or your code started before it) still ran as it returned: the grader "
+        "cannot weigh what they hold. Start no process",
+        "zh": "你的调用（或在它之前你的代码）启动的 {n} 个进程在调用返回时仍在运行：评分程序无法衡量它们持有多少内存。"
+        "不要启动进程",
+    },
+    "held.too_much": {
+        "en": "the kernel's record of your process (read by the grader, outside it) says your call held {amount} MiB "
+        "({where}): room for {scores}, {allowed} MiB{form}; a chunked version holds a few blocks of ({tq}, {block}). "
+        "Walk the keys block by block, keeping a running max and sum",
+        "zh": "内核对你的进程的记录（由评分程序在进程外读取）显示你的调用持有了 {amount} MiB（{where}）：足以容纳"
+        "{scores}，{allowed} MiB{form}；分块的版本只持有几个 ({tq}, {block}) 的块。" + _ADVICE,
+    },
+    "held.part": {"en": "{mib} MiB {what}", "zh": "{mib} MiB {what}"},
+    "held.new": {"en": "in new memory", "zh": "在新内存中"},
+    "held.earlier": {"en": "in memory made before the call", "zh": "在调用之前创建的内存中"},
+    "held.reused": {
+        "en": "in new memory, in room made by giving back other pages (the grader's samples while it ran)",
+        "zh": "在新内存中，用的是归还其他页面腾出的空间（评分程序在运行期间的采样）",
+    },
+    "held.written": {"en": "written out to a file or a pipe", "zh": "写到了文件或管道中"},
+    "held.others": {"en": "in processes it started", "zh": "在它启动的进程中"},
+    "held.scores": {"en": "the ({tq}, {tk}) scores of one batch-head", "zh": "一个批次-头的 ({tq}, {tk}) 分数"},
+    "held.causal_scores": {
+        "en": "the ({tq}, {tk}) scores of one batch-head a causal call keeps",
+        "zh": "因果调用保留的一个批次-头的 ({tq}, {tk}) 分数",
+    },
+    "held.packed": {
+        "en": ", {bytes} bytes a score (a 16-bit copy keeps the answers)",
+        "zh": "，每个分数 {bytes} 字节（16 位的副本就能保住答案）",
+    },
+    # a submission, an exercise or a case that could not be judged (grader.instructor.submission_grading, sandbox)
+    "not_graded": {"en": "not graded: {error}", "zh": "未评分：{error}"},
+    "grading_stopped": {"en": "grading stopped: {error}", "zh": "评分中止：{error}"},
+    "could_not_load": {"en": "could not load the submission: {reason}", "zh": "无法加载提交：{reason}"},
+    "does_not_import": {"en": "the submission does not import: {error}", "zh": "提交的代码无法导入：{error}"},
+    "no_function": {"en": "no function {hook}; the hook is {signature}", "zh": "没有函数 {hook}；应为 {signature}"},
+    "bad_signature": {
+        "en": "{where}: {problem}; the hook is {signature}",
+        "zh": "{where}：{problem}；应为 {signature}",
+    },
+    "device_skipped": {"en": "{device}: {reason}", "zh": "{device}: {reason}"},
+    "not_available": {"en": "not available", "zh": "不可用"},
+    "not_run": {
+        "en": "not run: an earlier case of {hook} ({case}) failed with: {reason}",
+        "zh": "未运行：{hook} 的前一个用例（{case}）失败了：{reason}",
+    },
+    "timed_out": {
+        "en": "timed out after {seconds} s (an infinite loop, or far too slow)",
+        "zh": "超时：{seconds} s（死循环，或者太慢）",
+    },
+    "time_limit": {
+        "en": "the submission used up its {seconds} s time limit",
+        "zh": "提交用完了 {seconds} s 的时间限制",
+    },
+    "gone": {"en": "the process is gone ({why})", "zh": "进程已经不在了（{why}）"},
+    "ended": {
+        "en": "the process ended during this call (sys.exit, os._exit, a crash, or a resource limit)",
+        "zh": "进程在这次调用中结束了（sys.exit、os._exit、崩溃或资源限制）",
+    },
+    "unreadable": {
+        "en": "the process sent something unreadable ({kind}: {error})",
+        "zh": "进程发来了无法读取的内容（{kind}: {error}）",
+    },
+    "restarts": {
+        "en": "stopped after {n} restarts of the learner's process",
+        "zh": "学习者的进程重启 {n} 次后停止了",
+    },
+    "malformed": {"en": "sent a malformed reply: {why}", "zh": "发回了格式错误的回复：{why}"},
+    "malformed.reading": {
+        "en": "sent a malformed reply: {kind} while reading it",
+        "zh": "发回了格式错误的回复：读取时出现 {kind}",
+    },
+    "out_of_order": {
+        "en": "answered out of order (expected call {expected}, got {got})",
+        "zh": "回复的顺序错乱（应为调用 {expected}，收到的是 {got}）",
+    },
+    "data_unread": {"en": "sent back unreadable data ({kind})", "zh": "发回了无法读取的数据（{kind}）"},
+    "not_judged": {
+        "en": "the grader could not judge what came back ({kind})",
+        "zh": "评分程序无法判断返回的内容（{kind}）",
+    },
+    "not_kept": {
+        "en": "[message not kept: this submission's messages passed the {budget} bytes the gradebook keeps]",
+        "zh": "[说明未保留：此提交的说明超过了成绩册保留的 {budget} 字节]",
+    },
+    # the kit's rules: their English is the kit's own (grader.rules.WORDS), said the same in the local check
+    "in_place": {"en": KIT["in_place"], "zh": "原地修改了输入；请返回一个新张量，不要改动输入"},
+    "banned": {"en": KIT["banned"], "zh": "使用了 {calls}：{why}"},
+    "not_allowed_here": {"en": KIT["not_allowed_here"], "zh": "这里不允许使用"},
+    "why_banned.softmax_weights": {
+        "en": KIT["why_banned.softmax_weights"],
+        "zh": "这道练习要你自己写出数值稳定的 softmax（减去最大值、取指数、归一化）",
+    },
+    "why_banned.softmax_with_temperature": {
+        "en": KIT["why_banned.softmax_with_temperature"],
+        "zh": "这道练习要你自己写出数值稳定的 softmax，并先把分数除以温度",
+    },
+    "why_banned.attention_dropout": {
+        "en": KIT["why_banned.attention_dropout"],
+        "zh": "这道练习要你自己写出 inverted dropout（抽取保留掩码，再乘以 1/(1-p)）",
+    },
+    "why_banned.make_self_attention": {
+        "en": KIT["why_banned.make_self_attention"],
+        "zh": "这道练习要你自己用分数、softmax 和值构建注意力",
+    },
+    "why_banned.make_causal_attention": {
+        "en": KIT["why_banned.make_causal_attention"],
+        "zh": "这道练习要你自己用分数、掩码、softmax 和值构建注意力",
+    },
+    "why_banned.make_multihead_attention": {
+        "en": KIT["why_banned.make_multihead_attention"],
+        "zh": "这道练习要你自己拆分注意力头，并逐个头计算注意力",
+    },
+    "why_banned.chunked_attention": {
+        "en": KIT["why_banned.chunked_attention"],
+        "zh": "这道练习要你自己逐块计算注意力，并维护滚动的最大值与和",
+    },
+    "why_banned.plot_attention": {
+        "en": KIT["why_banned.plot_attention"],
+        "zh": "返回 Figure，由调用者决定是否显示；评分程序在无界面的环境中把它当作数据读取",
+    },
+    "spawned": {
+        "en": KIT["spawned"],
+        "zh": "你的代码启动了{kinds}：评分的代码中不允许使用线程和进程，无论是在导入时还是在调用中（评分程序只在调用"
+        "线程中检查被禁止的调用和内存）；请在调用线程中计算",
+    },
+    "spawn.thread": {"en": KIT["spawn.thread"], "zh": "一个线程"},
+    "spawn.thread_running": {"en": KIT["spawn.thread_running"], "zh": "一个线程（仍在运行）"},
+    "spawn.process": {"en": KIT["spawn.process"], "zh": "一个进程（{how}）"},
+    "spawn.process_running": {"en": KIT["spawn.process_running"], "zh": "一个进程（仍在运行）"},
+    "spawn.process_ended": {"en": KIT["spawn.process_ended"], "zh": "一个进程（已经结束）"},
+    "spawn.program": {"en": KIT["spawn.program"], "zh": "另一个程序（{how}）"},
+    "spawn.unknown": {"en": KIT["spawn.unknown"], "zh": "一个线程或进程"},
+    "gpu_error": {
+        "en": KIT["gpu_error"],
+        "zh": "在 GPU 上会失败：无论输入在哪个设备上，都在 CPU 上创建了张量 ({error})",
+    },
+    "gpu_device": {
+        "en": KIT["gpu_device"],
+        "zh": "在 GPU 上会失败：输入在 meta 设备上，返回的张量却在 {device} 上",
+    },
+    "contiguous": {
+        "en": KIT["contiguous"],
+        "zh": "{hook} 必须返回一个连续的张量（在 .view 之前调用 .contiguous()）",
+    },
+    "memory.converted": {
+        "en": KIT["memory.converted"],
+        "zh": "你的调用使用了 {calls}：评分程序度量的是 torch 张量占用的内存，numpy 数组、Python 列表、原始存储或打包的"
+        "权重都会逃过度量；请用 torch 计算",
+    },
+    "memory.held": {
+        "en": KIT["memory.held"],
+        "zh": "你的调用同时持有的元素不少于一个批次-头的完整 ({tq}, {tk}) 分数矩阵：峰值为 {peak}（上限：{bound}）",
+    },
+    "memory.needs": {"en": KIT["memory.needs"], "zh": "分块的版本大约持有 {needed} 个（块 {block} 与累加和 {sums}）"},
+    "memory.elements": {"en": KIT["memory.elements"], "zh": "{held}；{needs}。" + _ADVICE},
+    "memory.alone": {
+        "en": KIT["memory.alone"],
+        "zh": "{held}；你的张量 {shape} 单独就有这么多；{needs}。" + _TRY_AGAIN + _ADVICE,
+    },
+    "memory.alone_made": {
+        "en": KIT["memory.alone_made"],
+        "zh": "{held}；由 {op} 创建的张量 {shape} 单独就有这么多；{needs}。" + _TRY_AGAIN + _ADVICE,
+    },
+    "memory.some": {
+        "en": KIT["memory.some"],
+        "zh": "{held}，尽管其中没有一个张量有这么大（最大的是 {shape}）；{needs}。生成下一块时，你还留着之前的块的哪些"
+        "东西？" + _ADVICE,
+    },
+    "memory.some_made": {
+        "en": KIT["memory.some_made"],
+        "zh": "{held}，尽管其中没有一个张量有这么大（最大的是由 {op} 创建的 {shape}）；{needs}。生成下一块时，你还留着"
+        "之前的块的哪些东西？" + _ADVICE,
+    },
+    "memory.kept": {
+        "en": KIT["memory.kept"],
+        "zh": "你的调用同时持有的元素不少于因果调用对一个批次-头保留的全部分数：峰值为 {peak}（上限：{bound}，即 "
+        "({tq}, {tk}) 中未被遮蔽的部分）；{needs}。" + _ADVICE,
+    },
+    "memory.bytes": {
+        "en": KIT["memory.bytes"],
+        "zh": "你的调用同时持有的字节数不少于按查询的 dtype 存放的{held}：峰值为 {peak}（上限：{bound}），用的是比查询"
+        "更宽的元素；{needs}。" + _ADVICE,
+    },
+    "memory.matrix": {"en": KIT["memory.matrix"], "zh": "一个批次-头的完整 ({tq}, {tk}) 分数矩阵"},
+    "memory.causal_scores": {"en": KIT["memory.causal_scores"], "zh": "因果调用对一个批次-头保留的全部分数"},
+    "memory.profiler": {
+        "en": KIT["memory.profiler"],
+        "zh": "记录你的调用分配了什么的 torch profiler 在调用期间被关闭或重启了：评分程序无法得知它持有了多少；"
+        "不要动 profiler",
+    },
+    "memory.foreign": {
+        "en": KIT["memory.foreign"],
+        "zh": "你的调用使用了 {calls}：建立在不是 torch 分配的内存上的张量（bytearray、mmap、numpy 数组），或把张量的"
+        "内存交出 torch 的做法（DLPack capsule），都会逃过评分程序的度量；请用 torch 计算",
+    },
+    "memory.allocator": {
+        "en": KIT["memory.allocator"],
+        "zh": "torch 的分配器在峰值时给了你的调用 {allocated} 字节，与{held}一样多（{bound} 字节），无论它跳出了哪种"
+        "记录：请逐块遍历键",
+    },
+    "memory.cuda": {
+        "en": KIT["memory.cuda"],
+        "zh": "你的调用在 GPU 上的峰值分配为 {peak} 字节，与完整的 (..., Tq, Tk) 分数一样多（{bound} 字节）："
+        "请逐块遍历键",
+    },
+    "dtype": {"en": KIT["dtype"], "zh": "返回的 dtype 是 {got}，应为 {expected}（保持输入的 dtype）"},
+    "dtype.mask": {
+        "en": KIT["dtype.mask"],
+        "zh": "返回的 dtype 是 {got}，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
+    },
+    "subclass": {"en": KIT["subclass"], "zh": "返回了一个 {kind}，应为确切的 torch.Tensor（不能是子类）"},
+    "figure.axes": {
+        "en": KIT["figure.axes"],
+        "zh": "返回了一个 {kind}，应为它的 matplotlib Figure（返回 ax.figure，或 plt.subplots() 给出的 fig）",
+    },
+    "figure.not_a_figure": {
+        "en": KIT["figure.not_a_figure"],
+        "zh": "返回了 {kind}，应为一个 matplotlib Figure（fig, ax = plt.subplots() 会创建一个：在 ax 上画，返回 fig）",
+    },
+    "figure.no_image": {"en": KIT["figure.no_image"], "zh": "图中没有图像：用 ax.imshow(...) 画出权重"},
+    "figure.images": {"en": KIT["figure.images"], "zh": "图中有 {images} 个图像；只用一次 imshow 画出权重"},
+    "figure.not_numbers": {"en": KIT["figure.not_numbers"], "zh": "图像的数据无法读成数字（{why}）"},
+    "figure.transposed": {
+        "en": KIT["figure.transposed"],
+        "zh": "图像是权重的转置：图像的第 i 行必须是查询 i（按原样 imshow (Tq, Tk) 权重）",
+    },
+    "labels.swapped": {
+        "en": KIT["labels.swapped"],
+        "zh": '坐标轴的标签弄反了：键沿横轴（x 轴上是 "Key positions"），查询沿纵轴（y）',
+    },
+    "labels.x": {"en": KIT["labels.x"], "zh": 'x 轴的标签是 {label}，应为 "Key positions"（ax.set_xlabel）'},
+    "labels.y": {"en": KIT["labels.y"], "zh": 'y 轴的标签是 {label}，应为 "Query positions"（ax.set_ylabel）'},
+    "labels.tokens_swapped": {
+        "en": KIT["labels.tokens_swapped"],
+        "zh": "词元放错了坐标轴：键的词元标在 x 轴的刻度上，查询的词元标在 y 轴的刻度上",
+    },
+    "labels.x_tick": {
+        "en": KIT["labels.x_tick"],
+        "zh": "x 轴的位置 {position} 上是{shown}，应为键的词元 {token}"
+        "（每个位置一个刻度，标上它的词元：ax.set_xticks）",
+    },
+    "labels.y_tick": {
+        "en": KIT["labels.y_tick"],
+        "zh": "y 轴的位置 {position} 上是{shown}，应为查询的词元 {token}"
+        "（每个位置一个刻度，标上它的词元：ax.set_yticks）",
+    },
+    "labels.no_tick": {"en": KIT["labels.no_tick"], "zh": "没有刻度"},
+    "labels.the_tick": {"en": KIT["labels.the_tick"], "zh": "刻度 {tick}"},
+    "labels.colorbar": {
+        "en": KIT["labels.colorbar"],
+        "zh": "图中没有图像的颜色条：加一个（fig.colorbar(image, ax=ax)）",
+    },
+    "signature.positional_only": {"en": KIT["signature.positional_only"], "zh": "仅限位置的参数 {names}"},
+    "signature.unknown": {"en": KIT["signature.unknown"], "zh": "未知的参数 {names}"},
+    "signature.missing": {"en": KIT["signature.missing"], "zh": "缺少参数 {names}"},
+    "and_then": {"en": KIT["and_then"], "zh": "{first}；{then}"},
+}
+"""Every message grading says: ``id -> {language: template}``, the templates' ``{parameters}`` the same in every
+language (``tests/test_messages.py`` renders each one in each language)."""

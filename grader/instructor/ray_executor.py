@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 from grader.instructor.class_grading import STOP_POLL_SECONDS, LocalExecutor, WorkSpec, local_work
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
-from grader.instructor.submission_grading import Outcome, Stats, every_trial
+from grader.instructor.submission_grading import Outcome, Stats, every_trial, not_graded
 from grader.instructor.suite_version import suite_version
 from grader.instructor.verdict import FAILED, CaseResult
 
@@ -112,7 +112,7 @@ def outcome_from_wire(sub: Submission, wire: dict[str, Any]) -> Outcome:
     }
     error = wire.get("error") or None
     submission = dataclasses.replace(sub, error=error) if error != sub.error else sub
-    results = [CaseResult(**row) for row in wire["results"]]
+    results = [CaseResult.from_dict(row) for row in wire["results"]]
     return Outcome(submission, results, figures, Stats(**wire["stats"]))
 
 
@@ -258,7 +258,7 @@ class _Pool:
         self.free.put(actor)
 
     def _failed(self, sub: Submission, why: str) -> Outcome:
-        results = every_trial(sub.student, self.trials, FAILED, f"not graded: {why}")
+        results = every_trial(sub.student, self.trials, FAILED, not_graded(why))
         return Outcome(dataclasses.replace(sub, error=why), results)
 
     def close(self) -> None:

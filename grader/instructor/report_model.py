@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
 from grader.instructor.intake import Submission
-from grader.instructor.messages import texts, translate
+from grader.instructor.messages import texts
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
+from grader.instructor.said import message_in
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
 
@@ -326,7 +327,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
-            message = translate(clip(inert(r.message).strip()), lang)
+            message = clip(inert(message_in(r.message, lang)).strip())
             key = (r.mistake, message if status == SKIPPED else _kind_of(message))
             problem = found.get(key)
             if problem is None:
@@ -359,8 +360,17 @@ def mistake_hint(mistake: str, lang: str) -> tuple[str, str]:
         return "", ""
 
 
-def device_summary(results: Iterable[CaseResult], options: ReportOptions) -> tuple[list[str], list[str]]:
-    """(devices that ran, ``"device: reason"`` for each device skipped).
+def results_in(results: Iterable[CaseResult], lang: str | None) -> list[CaseResult]:
+    """Case results with their messages and notes rendered in ``lang``, for what reads them as text."""
+    if lang in (None, "", "en"):
+        return list(results)
+    return [replace(r, message=message_in(r.message, lang), note=message_in(r.note, lang)) for r in results]
+
+
+def device_summary(
+    results: Iterable[CaseResult], options: ReportOptions, lang: str = "en"
+) -> tuple[list[str], list[str]]:
+    """(devices that ran, ``"device: reason"`` in ``lang`` for each device skipped).
 
     The run's own lists come first; devices seen in the results add to them
     (a device whose every case was skipped counts as skipped, with the first reason).
@@ -382,8 +392,9 @@ def device_summary(results: Iterable[CaseResult], options: ReportOptions) -> tup
     for device, reason in skipped.items():
         if device in ran:
             continue
-        reason = one_line(reason, 200)
-        lines.append(reason if reason.startswith(f"{device}:") else f"{device}: {reason}")
+        reason = one_line(message_in(reason, lang), 200)
+        said = reason.startswith(f"{device}:")  # a reason that names its device already
+        lines.append(reason if said else texts(lang)["device_why"].format(device=device, reason=reason))
     return ran, lines
 
 
@@ -425,7 +436,7 @@ def student_report(
                 all_or_nothing=hook in rubric.all_or_nothing,
                 failures=_problems(mine, FAILED, lang),
                 skips=_problems([r for r in mine if not absent_device(r)], SKIPPED, lang),
-                notes=_notes(mine),
+                notes=_notes(results_in(mine, lang)),
                 figures=[],
                 visibility=rubric.visibility_of(hook),
                 printed=inert((printed or {}).get(hook, "")) if show_output else "",
@@ -445,9 +456,9 @@ def student_report(
         possible=possible,
         exercises=exercises,
         devices_ran=ran,
-        devices_skipped=[translate(line, lang) for line in skipped],
+        devices_skipped=device_summary(results_in(results, lang), options, lang)[1],
         run=run,
-        headline=translate(inert(headline), lang) if headline else "",
+        headline=inert(message_in(headline, lang)) if headline else "",
         device_skipped_cases=sum(1 for r in results if absent_device(r)),
         lang=lang,
         show_output=show_output,

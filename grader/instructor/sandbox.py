@@ -39,6 +39,7 @@ from grader.child.policy import WORK_BYTES
 from grader.child.wire import MAX_HEADER, recv_message, send_message
 from grader.hook_table import BANNED_NAMES
 from grader.instructor import reclaim
+from grader.instructor.said import said
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_BOOT = (
@@ -227,7 +228,7 @@ class Child:
         try:
             send_message(self.sock, header, blob)
         except OSError as exc:
-            raise ChildGone(f"the process is gone ({exc.strerror or exc})") from exc
+            raise ChildGone(said("gone", why=str(exc.strerror or exc))) from exc
 
     def receive(
         self, timeout: float, *, max_header: int = MAX_HEADER, max_blob: int | None = None
@@ -243,7 +244,7 @@ class Child:
         """
         call_deadline = time.monotonic() + timeout
         deadline = min(call_deadline, self.deadline)
-        submission = f"the submission used up its {self.limits.submission_seconds:g} s time limit"
+        submission = said("time_limit", seconds=f"{self.limits.submission_seconds:g}")
         if deadline <= time.monotonic():
             kill_group(self.pid)
             raise ChildGone(submission)
@@ -254,14 +255,12 @@ class Child:
             kill_group(self.pid)
             if self.deadline < call_deadline:
                 raise ChildGone(submission) from None
-            raise ChildGone(f"timed out after {timeout:g} s (an infinite loop, or far too slow)") from None
+            raise ChildGone(said("timed_out", seconds=f"{timeout:g}")) from None
         except (EOFError, ConnectionError):
-            raise ChildGone(
-                "the process ended during this call (sys.exit, os._exit, a crash, or a resource limit)"
-            ) from None
+            raise ChildGone(said("ended")) from None
         except Exception as exc:  # ProtocolError, OSError, ...: nothing the child sends escapes as anything else
             kill_group(self.pid)
-            raise ChildGone(f"the process sent something unreadable ({type(exc).__name__}: {exc})") from None
+            raise ChildGone(said("unreadable", kind=type(exc).__name__, error=str(exc))) from None
 
     def output(self) -> str:
         """The first 64 KiB of what the child printed, and how much more there was: this ends the child first.

@@ -44,6 +44,7 @@ from grader.instructor.replies import (
     validate_load_reply,
 )
 from grader.instructor.review_flags import Finding
+from grader.instructor.said import said
 from grader.instructor.sandbox import OUTPUT_KEPT, WITNESS_LINES, Child, ChildGone, Limits, Template
 from grader.instructor.suite import Batch, Suite
 from grader.instructor.verdict import FAILED, SKIPPED, CaseResult, Status, case_label, case_note, judge
@@ -51,7 +52,15 @@ from grader.instructor.witnessed import WHERE, witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
 from grader.rules import banned_message
 
-__all__ = ["GpuPool", "Outcome", "Stats", "available_devices", "grade_submission", "limit_stored_messages"]
+__all__ = [
+    "GpuPool",
+    "Outcome",
+    "Stats",
+    "available_devices",
+    "grade_submission",
+    "limit_stored_messages",
+    "not_graded",
+]
 
 MAX_RESTARTS = 6
 PRINTED_PER_HOOK = 8 * 1024
@@ -65,9 +74,9 @@ log = logging.getLogger(__name__)
 def available_devices() -> dict[str, str | None]:
     """Each device the grader knows, mapped to None if usable or to why it is not."""
     devices: dict[str, str | None] = {"cpu": None, "meta": None}
-    devices["cuda"] = None if torch.cuda.is_available() else "not available"
+    devices["cuda"] = None if torch.cuda.is_available() else said("not_available")
     mps = getattr(torch.backends, "mps", None)
-    devices["mps"] = None if mps is not None and mps.is_available() else "not available"
+    devices["mps"] = None if mps is not None and mps.is_available() else said("not_available")
     return devices
 
 
@@ -147,7 +156,7 @@ class _Session:
     def ensure(self) -> Child:
         if self.child is None:
             if self.restarts > MAX_RESTARTS:
-                raise ChildGone(f"stopped after {MAX_RESTARTS} restarts of the learner's process")
+                raise ChildGone(said("restarts", n=MAX_RESTARTS))
             self.child = self.template.spawn(self.limits, self.gpu, deadline=self.deadline)
             self.child_calls_from = self.calls_sent
             sub = self.submission
@@ -158,7 +167,7 @@ class _Session:
             try:
                 reply = self.load_reply = validate_load_reply(header)
             except MalformedReply as exc:
-                raise ChildGone(f"sent a malformed reply: {exc}") from None
+                raise ChildGone(said("malformed", why=str(exc))) from None
             cuda_init = reply.get("cuda_init_seconds")
             if cuda_init is not None:
                 self.stats.cuda_init_seconds = cuda_init
@@ -190,14 +199,14 @@ def receive(child: Child, timeout: float, caps: Caps) -> tuple[dict[str, Any], b
     except ChildGone:
         raise
     except Exception as exc:  # Child.receive says ChildGone for everything; should anything slip through
-        raise ChildGone(f"sent a malformed reply: {type(exc).__name__} while reading it") from None
+        raise ChildGone(said("malformed.reading", kind=type(exc).__name__)) from None
 
 
 def limit_stored_messages(results: Iterable[CaseResult], budget: int = STORED_MESSAGE_BYTES) -> list[CaseResult]:
     """``results`` with messages past ``budget`` bytes (UTF-8, all together) replaced by a short note."""
     kept: list[CaseResult] = []
     used = 0
-    note = f"[message not kept: this submission's messages passed the {budget} bytes the gradebook keeps]"
+    note = said("not_kept", budget=budget)
     for result in results:
         size = len(result.message.encode("utf-8", "replace"))
         if used + size > budget:
@@ -214,6 +223,11 @@ def _result(
     return CaseResult(
         student, trial.hook, trial.case.name, trial.device, trial.dtype, status, message, round(seconds, 6), mistake
     )
+
+
+def not_graded(why: str) -> str:
+    """The message of every case of a submission that was not graded (``why``: the submission's error)."""
+    return said("not_graded", error=why)
 
 
 def every_trial(student: str, trials: Iterable[Any], status: Status, message: str) -> list[CaseResult]:
@@ -272,7 +286,7 @@ def grade_submission(
     limits = limits or Limits()
     student = submission.student
     if submission.error:
-        return Outcome(submission, every_trial(student, suite.trials, FAILED, f"not graded: {submission.error}"))
+        return Outcome(submission, every_trial(student, suite.trials, FAILED, not_graded(submission.error)))
     gpus = gpus if gpus is not None else GpuPool.visible()
     stats = Stats()
     session = _Session(template, submission, limits, time.monotonic() + limits.submission_seconds, stats)
@@ -322,9 +336,9 @@ def _load(session: _Session) -> str:
     try:
         session.ensure()
     except ChildGone as exc:
-        return f"could not load the submission: {exc.reason}"
+        return said("could_not_load", reason=exc.reason)
     error = (session.load_reply or {}).get("import_error")
-    return f"the submission does not import: {error}" if error else ""
+    return said("does_not_import", error=error) if error else ""
 
 
 def _settled_batches(
@@ -333,12 +347,13 @@ def _settled_batches(
     """The batches whose results are known without a call: a device skipped here, a hook missing or unfit."""
     skipped = dict(suite.skipped)
     if not gpus.gpus:
-        skipped.setdefault("cuda", "not available")
+        skipped.setdefault("cuda", said("not_available"))
     unusable = _unusable_hooks(load_reply.get("hooks", {}), load_reply.get("load_errors") or {})
     settled = {}
     for i, batch in enumerate(suite.batches):
         if batch.device in skipped:
-            settled[i] = every_trial(student, batch.trials, SKIPPED, f"{batch.device}: {skipped[batch.device]}")
+            why = said("device_skipped", device=batch.device, reason=skipped[batch.device])
+            settled[i] = every_trial(student, batch.trials, SKIPPED, why)
         elif batch.hook in unusable:
             settled[i] = every_trial(student, batch.trials, FAILED, unusable[batch.hook])
     return settled
@@ -362,11 +377,13 @@ def _unusable_hooks(found: dict[str, HookFound], load_errors: dict[str, str] | N
     for hook in HOOK_NAMES:
         info = found.get(hook)
         if info is None:
-            unusable[hook] = (load_errors or {}).get(hook) or f"no function {hook}; the hook is {format_hook(hook)}"
+            missing = said("no_function", hook=hook, signature=format_hook(hook))
+            unusable[hook] = (load_errors or {}).get(hook) or missing
             continue
-        problem = signature_problem(hook, [dict(p) for p in info.get("params", [])])
+        problem = signature_problem(hook, [dict(p) for p in info.get("params", [])], said)
         if problem:
-            unusable[hook] = f"{info.get('where', '')}: {problem}; the hook is {format_hook(hook)}"
+            where = str(info.get("where", ""))
+            unusable[hook] = said("bad_signature", where=where, problem=problem, signature=format_hook(hook))
     return unusable
 
 
@@ -411,9 +428,9 @@ def _judge_replies(
         except ChildGone as exc:
             reason = exc.reason
         except MalformedReply as exc:
-            reason = f"sent a malformed reply: {exc}"
+            reason = said("malformed", why=str(exc))
         except Exception as exc:  # nothing a child sends may stop the class
-            reason = f"sent back unreadable data ({type(exc).__name__})"
+            reason = said("data_unread", kind=type(exc).__name__)
         else:
             session.stats.peak_rss_kib = max(session.stats.peak_rss_kib, int(reply.get("peak_rss_kib", 0)))
             session.stats.keep_printed(trial.hook, reply.get("printed", ""))
@@ -422,7 +439,7 @@ def _judge_replies(
             continue
         session.drop()
         results.append(_result(student, trial, FAILED, reason))
-        later = f"not run: an earlier case of {batch.hook} ({trial.case.name}) failed with: {reason}"
+        later = said("not_run", hook=batch.hook, case=trial.case.name, reason=reason)
         return results + every_trial(student, batch.trials[i + 1 :], FAILED, later)
     return results
 
@@ -435,7 +452,7 @@ def _read_reply(
     header, blob = receive(child, timeout, caps)
     reply = validate_call_reply(header, caps)
     if reply["id"] != call_id:
-        raise ChildGone(f"answered out of order (expected call {call_id}, got {reply['id']})")
+        raise ChildGone(said("out_of_order", expected=call_id, got=reply["id"]))
     return reply, read_outputs(blob, caps)
 
 
@@ -470,10 +487,10 @@ class _Verdicts:
                 self._keep_figure(trial, outputs.get("out0"))
             self._keep_row(trial, status, message, reply, outputs)
         except Exception as exc:  # extreme values, odd tensors: this case fails, the class goes on
-            status, message, mistake = FAILED, f"the grader could not judge what came back ({type(exc).__name__})", ""
+            status, message, mistake = FAILED, said("not_judged", kind=type(exc).__name__), ""
             note = ""
         if message and trial.case.what:
-            message = f"{trial.case.what}: {message}"
+            message = said("case", what=trial.case.what, message=message)
         result = _result(self.student, trial, status, message, reply.get("seconds", 0.0), mistake)
         return dataclasses.replace(result, note=note) if note else result
 
@@ -497,9 +514,9 @@ class _Verdicts:
                 continue  # a call never answered failed anyway; a reply that named the ban failed for it
             calls = list(dict.fromkeys(names))[:8]
             every.update(dict.fromkeys(calls))
-            why = banned_message(trial.hook, calls)
+            why = banned_message(trial.hook, calls, said)
             name = _result(self.student, trial, FAILED, "").test_name
-            failed[name] = f"{trial.case.what}: {why}" if trial.case.what else why
+            failed[name] = said("case", what=trial.case.what, message=why) if trial.case.what else why
         if not failed:
             return results, []
         heard_calls = ", ".join(list(every)[:8])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import types
 
 from grader import hook_table, hookspecs, registry, rules
@@ -57,8 +58,12 @@ def suite_version() -> str:
     """12 hex digits of a hash over the source of :func:`verdict_modules`: a change means a regrade.
 
     The source is read from the module objects actually imported
-    (:func:`inspect.getsource`), not from paths next to this file.
+    (:func:`inspect.getsource`), not from paths next to this file.  The English of every message grading says by
+    id (:data:`~grader.instructor.messages.MESSAGES`) counts too, as the wording in the verdict's modules does: a
+    result keeps its message's English; the other languages are rendered when a report is written.
     """
+    from grader.instructor.messages import MESSAGES
+
     digest = hashlib.sha256()
     for module in verdict_modules():
         try:
@@ -66,4 +71,6 @@ def suite_version() -> str:
         except (OSError, TypeError) as exc:
             raise RuntimeError(f"cannot read the source of {module.__name__} for the suite version: {exc}") from exc
         digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
+    english = json.dumps(sorted((key, words["en"]) for key, words in MESSAGES.items()), ensure_ascii=False)
+    digest.update(b"messages\0" + english.encode("utf-8") + b"\0")
     return digest.hexdigest()[:12]

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from grader.instructor.replies import CallReply
 
 from grader.hook_table import row
+from grader.instructor.said import Message, message_data, message_from_data, said
 from grader.rules import (
-    IN_PLACE,
     banned_message,
     dtype_message,
     figure_form_problem,
@@ -89,7 +89,7 @@ class CaseResult:
     device: str
     dtype: str
     status: Status
-    message: str = ""
+    message: str = ""  # English; a Message (grader.instructor.said) where grading said it by id
     seconds: float = 0.0
     mistake: str = ""  # the id of a catalogued mistake whose output matched, if any
     note: str = ""  # worth telling the learner, for no points (an accepted assert, an extra buffer), any status
@@ -99,7 +99,20 @@ class CaseResult:
         return case_id(self.hook, self.case, self.device, self.dtype)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data (JSON-able): the message and the note as their English text, each with its id and parameters
+        (``message_said``, ``note_said``: :func:`~grader.instructor.said.message_data`) where it has them."""
+        data = asdict(self)
+        data.update(message=str(self.message), note=str(self.note))
+        return dict(data, message_said=message_data(self.message), note_said=message_data(self.note))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        """The result :meth:`as_dict` gave."""
+        data = dict(data)
+        message_said, note_said = data.pop("message_said", None), data.pop("note_said", None)
+        data["message"] = message_from_data(message_said, str(data.get("message", "")))
+        data["note"] = message_from_data(note_said, str(data.get("note", "")))
+        return cls(**data)
 
 
 # --- judging one trial -----------------------------------------------------------------
@@ -161,19 +174,19 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
     expected_dtype = _expected_dtype(trial)
     got_dtype = str(got.dtype).replace("torch.", "")
     if got_dtype != expected_dtype:
-        return dtype_message(got_dtype, expected_dtype)
+        return dtype_message(got_dtype, expected_dtype, said)
     if tuple(got.shape) != tuple(gold.shape):
-        return f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(gold.shape)}"
+        return said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(gold.shape))
     if gold.dtype == torch.bool:
         if torch.equal(got, gold):
             return None
         first = tuple((got != gold).nonzero()[0].tolist())
-        return f"wrong entries, first at {first}: got {bool(got[first])}, expected {bool(gold[first])}"
+        return said("wrong_entries", index=str(first), got=str(bool(got[first])), expected=str(bool(gold[first])))
     want = gold.to(got.dtype) if trial.dtype in ("float16", "bfloat16") else gold
     g64, w64 = got.to(torch.float64), want.to(torch.float64)
     if torch.isnan(g64).any() and not torch.isnan(w64).any():
         where = tuple(torch.isnan(g64).nonzero()[0].tolist())
-        return f"NaN in the output, first at {where}, where no NaN belongs"
+        return said("nan", index=str(where))
     rtol, atol = tolerance(trial.hook, trial.dtype)
     try:
         torch.testing.assert_close(g64, w64, rtol=rtol, atol=atol, equal_nan=True)
@@ -183,12 +196,15 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
         diff = diff.masked_fill(both_inf, 0.0)
         flat = int(diff.reshape(-1).argmax())
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape))
-        text = (
-            f"values differ: max abs diff {diff.reshape(-1)[flat].item():.3g} at {index} "
-            f"(got {g64[index].item():.4g}, expected {w64[index].item():.4g})"
+        text = said(
+            "values_differ",
+            diff=f"{diff.reshape(-1)[flat].item():.3g}",
+            index=str(index),
+            got=f"{g64[index].item():.4g}",
+            expected=f"{w64[index].item():.4g}",
         )
         if reveal:
-            text += f"; got {_numbers(got)}, expected {_numbers(want)}"
+            return said("values_shown", values=text, got=_numbers(got), expected=_numbers(want))
         return text
     return None
 
@@ -198,16 +214,16 @@ def _figure_problem(trial: Any, info: dict[str, Any], got: Any, gold: Any, revea
     no image or several, an image that is the weights' transpose, or its array's values; None when it holds."""
     facts = info.get("figure")
     if facts is None:
-        return not_a_figure_message(str(info.get("type", "something")))
-    problem = figure_form_problem(dict(facts))
+        return not_a_figure_message(str(info["type"]) if "type" in info else said("something"), said)
+    problem = figure_form_problem(dict(facts), said)
     if problem:
         return problem
     if got is None:
-        return "returned a figure whose image the grader could not read"
+        return said("figure.unread")
     if is_transpose(got, gold):
-        return transposed_message()
+        return transposed_message(said)
     problem = value_problem(trial, got, gold, reveal)
-    return f"the image's array: {problem}" if problem else None
+    return said("image_array", problem=problem) if problem else None
 
 
 def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
@@ -218,24 +234,20 @@ def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
 
 def _listed(parameters: Any) -> str:
     """``W_query.weight (12, 5), W_query.bias (12,)``: names and shapes, written as torch writes a shape."""
-    return ", ".join(f"{name} {tuple(int(s) for s in shape)}" for name, shape in parameters) or "none"
+    return ", ".join(f"{name} {tuple(int(s) for s in shape)}" for name, shape in parameters) or said("none")
 
 
-def _unloadable(trial: Any, module: dict[str, Any]) -> str:
+def _unloadable(trial: Any, module: dict[str, Any]) -> Message:
     """Why the reference's parameters could not be loaded into a learner's module, naming every parameter."""
     mine = [(p.get("name", "?"), p.get("shape", [])) for p in module.get("parameters", [])]
-    return (
-        f"the reference's weights cannot be loaded into your module: its parameters are {_listed(mine)}; "
-        f"the contract's are {_listed(contract_parameters(trial))}. They match neither by name, nor by the "
-        "roles the names give (Wq, w_key, value_proj…), nor one by one in creation order and shape (a stacked "
-        "nn.Linear(d_in, 3 * d_out) counts as three), so no case can run your module with the reference's weights"
-    )
+    return said("unloadable", mine=_listed(mine), contract=_listed(contract_parameters(trial)))
 
 
 def _error_text(kind: str, text: str, whole: bool) -> str:
     """``raised Kind: message``: its first line, or every line (a module's ``load_state_dict`` lists every key)."""
     lines = [line.strip() for line in f"raised {kind}: {text}".splitlines() if line.strip()]
-    return " · ".join(lines) if whole else lines[0]
+    joined = " · ".join(lines) if whole else lines[0]
+    return said("raised", error=joined[len("raised ") :]) if joined.startswith("raised ") else joined
 
 
 def judge(
@@ -248,34 +260,34 @@ def judge(
     kind, text = str(error.get("type", "an exception")), str(error.get("message", ""))
     spawned = list(reply.get("spawned") or [])
     if case.expect_error:
-        wanted = "an exception" if case.expect_error == "Exception" else case.expect_error
+        wanted = said("an_exception") if case.expect_error == "Exception" else case.expect_error
         if error and case.expect_error in error.get("mro", []):
-            return (FAILED, spawn_message(spawned)) if spawned else (PASSED, "")
+            return (FAILED, spawn_message(spawned, said)) if spawned else (PASSED, "")
         if error:
-            return FAILED, f"should raise {wanted} ({case.what}), raised {kind}: {text}"
-        return FAILED, f"should raise {wanted} ({case.what}), returned normally"
+            return FAILED, said("should_raise.raised", wanted=wanted, what=case.what, kind=kind, text=text)
+        return FAILED, said("should_raise.returned", wanted=wanted, what=case.what)
     if error:
         message = _error_text(kind, text, whole=case.module is not None)
         if error.get("where"):
-            message += f" (at {error['where']})"
+            message = said("at", message=message, where=str(error["where"]))
         if trial.device == "meta":
             if is_device_error(text):
-                return FAILED, gpu_error_message(message)
-            return SKIPPED, f"inconclusive on the meta device: {message}"
+                return FAILED, gpu_error_message(message, said)
+            return SKIPPED, said("inconclusive", message=message)
         if kind == "NotImplementedError":
-            return FAILED, f"not implemented yet ({(text.splitlines() or [''])[0]})"
+            return FAILED, said("not_implemented", text=(text.splitlines() or [""])[0])
         return FAILED, message
     if spawned:  # measured, or heard by an audit hook the learner's code cannot remove
-        return FAILED, spawn_message(spawned)
+        return FAILED, spawn_message(spawned, said)
     banned = reply.get("banned") or []
     if banned:
-        return FAILED, banned_message(trial.hook, banned)
+        return FAILED, banned_message(trial.hook, banned, said)
     module = dict(reply.get("module") or {})
     if case.module is not None and module.get("loaded_by") == "none":
         return FAILED, _unloadable(trial, module)
     described = reply.get("results") or []
     if len(described) < len(trial.golds):
-        return FAILED, "returned nothing"
+        return FAILED, said("returned_nothing")
     figures = row(trial.hook).output == "figure"
     for i, info in enumerate(described[: len(trial.golds)]):
         if figures:
@@ -284,34 +296,34 @@ def judge(
                 return FAILED, problem
             continue
         if not info.get("is_tensor"):
-            return FAILED, f"returned {info.get('type', 'something')}, expected a torch.Tensor"
+            return FAILED, said("not_a_tensor", kind=str(info["type"]) if "type" in info else said("something"))
         if not info.get("exact_tensor"):
-            return FAILED, subclass_message(str(info.get("type")))
+            return FAILED, subclass_message(str(info.get("type")), said)
         if trial.device == "meta":
             if info.get("device") != "meta":
-                return FAILED, gpu_device_message(str(info.get("device")))
+                return FAILED, gpu_device_message(str(info.get("device")), said)
             wanted = trial.golds[i].shape
             if tuple(info.get("shape", ())) != tuple(wanted):
-                return FAILED, f"returned shape {_fmt_shape(info['shape'])}, expected {_fmt_shape(wanted)}"
+                return FAILED, said("shape", got=_fmt_shape(info["shape"]), expected=_fmt_shape(wanted))
             if info.get("dtype") != _expected_dtype(trial):
-                return FAILED, f"returned dtype {info.get('dtype')}, expected {_expected_dtype(trial)}"
+                return FAILED, said("dtype.meta", got=str(info.get("dtype")), expected=_expected_dtype(trial))
             continue
         if info.get("device", trial.device).split(":")[0] != trial.device:
-            return FAILED, f"returned a tensor on {info.get('device')} for inputs on {trial.device}"
+            return FAILED, said("wrong_device", device=str(info.get("device")), expected=trial.device)
         got = outputs.get(f"out{i}")
         if got is None:
-            return FAILED, "returned a tensor the grader could not read"
+            return FAILED, said("tensor_unread")
         if case.compare_gold:
             problem = value_problem(trial, got, trial.golds[i], reveal)
             if problem:
-                prefix = f"output {i + 1}: " if len(trial.golds) > 1 and case.module is not None else ""
-                return FAILED, prefix + problem
+                numbered = len(trial.golds) > 1 and case.module is not None
+                return FAILED, said("output", n=i + 1, problem=problem) if numbered else problem
         else:  # no gold to compare with (random output): the dtype and shape are still read from the bytes
             got_dtype = str(got.dtype).replace("torch.", "")
             if got_dtype != _expected_dtype(trial):
-                return FAILED, dtype_message(got_dtype, _expected_dtype(trial))
+                return FAILED, dtype_message(got_dtype, _expected_dtype(trial), said)
             if tuple(got.shape) != tuple(trial.golds[i].shape):
-                return FAILED, f"returned shape {_fmt_shape(got.shape)}, expected {_fmt_shape(trial.golds[i].shape)}"
+                return FAILED, said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(trial.golds[i].shape))
     if trial.device != "meta":
         received = [outputs[f"out{i}"] for i in range(len(trial.golds)) if f"out{i}" in outputs]
         facts = dict(reply, held=held)  # the reply's keys are the wire's (CallReply): none is "held"
@@ -319,7 +331,7 @@ def judge(
             problem = holds(trial, received, facts)
             if problem:
                 return FAILED, problem
-    return (FAILED, IN_PLACE) if trial.device != "meta" and _inputs_changed(trial, outputs) else (PASSED, "")
+    return (FAILED, said("in_place")) if trial.device != "meta" and _inputs_changed(trial, outputs) else (PASSED, "")
 
 
 def _inputs_changed(trial: Any, outputs: dict[str, Any]) -> bool:
