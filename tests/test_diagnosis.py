@@ -417,6 +417,7 @@ def test_dot_t_on_batched_input_is_named_only_from_a_line_that_takes_dot_t(unit_
     assert _named(rows, fingerprints, LearnerSource({"attn.py": SELF_SOURCE})) == expected
 
 
+@pytest.mark.slow
 def test_an_error_with_no_text_to_read_is_named_after_nothing(unit_trials, fingerprints):
     """The sizes alone never name a mistake: no learner's line, no diagnosis (the old "mask not sliced" on Q @ K.T)."""
     for hook, names in ((mm.SELF, "product=q_at_k_T"), (mm.CAUSAL, "mask_size=context_length")):

@@ -183,6 +183,7 @@ def test_a_call_that_starts_a_thread_or_a_process_gains_nothing(tmp_path, suite,
         assert all("your code started a process" in r.message for r in others), [r.message for r in others]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
 def test_a_thread_started_at_import_fails_every_call(tmp_path, suite, template):
     results = graded(tmp_path, "thread_at_import", suite, template)
