@@ -51,6 +51,7 @@ LEARNER_GRADER = {
     "cli.py",
     "hints.py",
     "rules.py",
+    "rule_words.py",
     "watch.py",
 }
 """What a learner's kit holds of ``grader/``: the top level of ours, ``instructor/`` left out."""
