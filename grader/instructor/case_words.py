@@ -24,8 +24,9 @@ _SCORES = {
 }
 
 _REFERENCE = "参考实现的权重"
-_BUILT = "像本章一样在 torch.manual_seed 下构建：按 W_query、W_key、W_value（然后是 out_proj）的顺序，作为 nn.Linear 层"
-_TRAINED = "：每个注意力权重要么被丢弃，要么按 1/(1-p) 缩放，且在权重与值相乘之前"
+_BUILT = "像本章一样在 torch.manual_seed 之后构建：W_query、W_key、W_value（然后是 out_proj）依次创建为 nn.Linear 层"
+_TRAINED = "：每个注意力权重或被丢弃、或按 1/(1-p) 放大，这发生在权重与值相乘之前"
+_CAUSAL = "改变位置 4 的词元不影响更早位置的输出"
 _MASK_BUFFER = "因果掩码是名为 mask 的缓冲区（在 state_dict 中，随 .to(device) 移动）"
 
 CASE_WORDS: dict[str, dict[str, str]] = {
@@ -154,7 +155,7 @@ CASE_WORDS: dict[str, dict[str, str]] = {
         "init-seed": _BUILT,
         "T=1": "单个词元，d_in=4, d_out=10, T=1, context_length=9",
         "T=context": "T 等于 context_length，d_in=4, d_out=15, T=8, context_length=8",
-        "causality": "改变第 4 个词元不影响它之前的输出，d_in=5, d_out=8, T=9, context_length=10",
+        "causality": f"{_CAUSAL}，d_in=5, d_out=8, T=9, context_length=10",
         "eval-dropout": "eval 模式下 dropout=0.5 的输出是确定的，d_in=5, d_out=12, T=7, context_length=9",
         "train-dropout": "训练模式，dropout=0.3（T=5，4 次前向传播）" + _TRAINED,
         "mask-buffer": _MASK_BUFFER,
@@ -168,7 +169,7 @@ CASE_WORDS: dict[str, dict[str, str]] = {
         "init-seed": _BUILT,
         "T=1": "单个词元，d_in=4, d_out=10，2 个头、每个 5 维，T=1, context_length=9",
         "T=context": "T 等于 context_length，d_in=4, d_out=15，3 个头、每个 5 维，T=8, context_length=8",
-        "causality": "改变第 4 个词元不影响它之前的输出，d_in=5, d_out=8，2 个头、每个 4 维，T=9, context_length=10",
+        "causality": f"{_CAUSAL}，d_in=5, d_out=8，2 个头、每个 4 维，T=9, context_length=10",
         "eval-dropout": "eval 模式下 dropout=0.5 的输出是确定的，d_in=5, d_out=12，3 个头、每个 4 维，T=7, "
         "context_length=9",
         "train-dropout": "训练模式，dropout=0.25（3 个头、每个 5 维，T=4，4 次前向传播）" + _TRAINED,
@@ -202,8 +203,8 @@ CASE_WORDS: dict[str, dict[str, str]] = {
         "causal-Tq>Tk": "因果，8 个查询、5 个键：前 3 个查询看不到任何键，输出为零",
         "unbatched": "没有批次维：形状为 (Tq, d) 的查询",
         "4d-heads": "两个批次维（批次、头）",
-        "large-logits": "数百量级的分数：不维护运行最大值，exp 就会溢出",
-        "negative-logits": "每个分数都远小于零：从 0 开始的运行最大值会下溢",
+        "large-logits": "数百量级的分数：不维护逐块更新的最大值，exp 就会溢出",
+        "negative-logits": "每个分数都远小于零：逐块更新的最大值若从 0 开始就会下溢",
         "long": "长序列，Tq = Tk = 2048，d = 16，chunk_size 8，因果：任何时刻持有的都不能达到一个批次-头的完整 "
         "(Tq, Tk) 分数那么多",
         "longest": "更长的序列，Tq = 2048，Tk = 16384，d = 16，chunk_size 32，从你的进程外部测量：任何时刻持有的都"
@@ -217,7 +218,7 @@ CASE_WORDS: dict[str, dict[str, str]] = {
         "tokens": "(9, 9) 的权重和一个含 9 个词元的序列",
         "token-pair": "(4, 10) 的权重，4 个查询词元和 10 个键词元",
         "token-pair-square": "(9, 9) 的权重，查询与键的词元不同",
-        "requires-grad": "需要梯度的权重（模型的权重）",
+        "requires-grad": "需要梯度的权重（来自模型）",
         "batched-raises": "带批次的 (2, 4, 10) 权重抛出 ValueError",
         "heads-raises": "多头的 (2, 3, 8, 8) 权重抛出 ValueError",
         "wrong-token-count-raises": "10 个键只给了 9 个键词元，抛出 ValueError",
