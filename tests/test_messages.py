@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grader.instructor.case_words import CASE_WORDS, case_id, case_messages
 from grader.instructor.messages import LANGUAGES, MESSAGES
 from grader.instructor.said import Message, message_data, message_from_data, message_in, parameters, said
 from grader.rule_words import WORDS
@@ -34,7 +35,7 @@ SAME_IN_EVERY_LANGUAGE = {
 }
 """The ids whose rendering with plain-text parameters is the same in every language, and why."""
 
-CODE_WORDS = {"dtype", "bool", "torch", "Tensor", "True", "NaN", "GPU", "CPU", "meta"}
+CODE_WORDS = {"dtype", "bool", "torch", "Tensor", "True", "NaN", "GPU", "CPU", "meta", "dim"}
 """Words of code a Chinese message keeps (``torch.bool``, ``dtype``…): names, not English."""
 
 
@@ -46,7 +47,11 @@ def sample(key: str) -> Message:
 # --- the table -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", sorted(MESSAGES))
+DESCRIBED = case_messages()
+"""The ids of the hidden cases' descriptions: their English is the case's own ``{what}`` (tested below)."""
+
+
+@pytest.mark.parametrize("key", sorted(key for key in MESSAGES if key not in DESCRIBED))
 def test_every_message_renders_in_every_language_with_the_english_parameters(key):
     templates = MESSAGES[key]
     assert set(templates) == set(LANGUAGES), f"{key}: {sorted(templates)}"
@@ -81,6 +86,7 @@ def test_every_id_is_said_somewhere_and_every_literal_id_said_is_in_the_table():
     sources += [KIT / "grader" / "rules.py", KIT / "grader" / "registry.py"]  # the kit's rules, said by id too
     literals = set().union(*(_literals(p) for p in sources))
     kit_made = {k for k in WORDS}  # worded in grader.rules, some of them by a name it builds ("labels.x_tick")
+    kit_made |= set(DESCRIBED)  # said by the case's id, built from its hook and name (cases.described)
     assert [key for key in MESSAGES if key not in literals and key not in kit_made] == [], "ids nobody says"
     said_ids = set()
     for path in sources:
@@ -264,3 +270,127 @@ def test_the_english_of_a_message_counts_in_the_suite_version_its_other_language
     assert suite_version() == before
     monkeypatch.setitem(messages.MESSAGES, "returned_nothing", {**MESSAGES["returned_nothing"], "en": "gave nothing"})
     assert suite_version() != before
+
+
+# --- the hidden cases' descriptions, by the case's id ----------------------------------------------------------
+
+DESCRIPTION_WORDS = {
+    "ValueError": "the exception a case expects raised, a Python name",
+    "NaN": "a float value, as torch prints it",
+    "inf": "a float value, as torch prints it",
+    "exp": "torch.exp, the function that overflows",
+    "softmax": "the function the hooks compute, named so in the course's Chinese too",
+    "dropout": "the modules' argument and nn.Dropout, named so in the course's Chinese too",
+    "eval": "module.eval(), the mode a module is put in",
+    "mask": "the name of the causal mask's buffer",
+    "window": "sliding_window_mask's argument (window = 0)",
+    "device": "the argument of .to(device)",
+    "True": "the value of qkv_bias=True",
+    "dim": "the hooks' argument (dim=-1, dim=0)",
+}
+"""English words a case's Chinese description keeps, and why: names of code and values, none of them prose.
+Code with ``_``, ``.`` or a digit in it (``d_in``, ``torch.manual_seed``, ``float16``) is code on its face."""
+
+
+def _descriptions(suite) -> list:
+    """Every case of the suite once, in its order."""
+    seen: dict = {}
+    for trial in suite.trials:
+        seen.setdefault((trial.hook, trial.case.name), trial.case)
+    return list(seen.values())
+
+
+def _english_words(text: str) -> list[str]:
+    tokens = re.findall(r"[A-Za-z_][\w.]*", text)
+    return [t for t in tokens if len(t) >= 3 and not re.search(r"[_.\d]", t) and t not in DESCRIPTION_WORDS]
+
+
+def test_every_case_of_every_hook_is_described_by_its_id_in_chinese(suite):
+    cases = _descriptions(suite)
+    assert {case.hook for case in cases} == set(CASE_WORDS) and len(cases) > 150
+    for case in cases:
+        what = case.what
+        assert isinstance(what, Message), f"{case.hook}[{case.name}]: not said by id: {what!r}"
+        if what.id == "case.again":  # a derived description: the base case's, said by its id, nested
+            base = what.params["what"]
+            assert isinstance(base, Message) and base.id == case_id(case.hook, case.name.removesuffix("-again"))
+        else:
+            assert what.id == case_id(case.hook, case.name) and what == what.params["what"]
+        chinese = message_in(what, "zh")
+        if chinese == what:  # nothing to translate: arguments and their values ("T = 5", "qkv_bias=True, d_in=4")
+            assert _english_words(what) == [], f"{what.id}: the Chinese is the English: {chinese!r}"
+        else:
+            assert re.search(r"[\u4e00-\u9fff]", chinese), f"{what.id}: {chinese!r}"
+
+
+def test_the_table_describes_only_cases_that_exist(suite):
+    own = {case_id(case.hook, case.name) for case in _descriptions(suite) if case.what.id != "case.again"}
+    assert sorted(set(DESCRIBED) - own) == [], "words for cases the suite does not have"
+    assert sorted(own - set(DESCRIBED)) == [], "cases without their words"
+    assert all(key in MESSAGES and MESSAGES[key]["en"] == "{what}" for key in DESCRIBED)
+
+
+def test_a_case_description_in_chinese_is_chinese_but_its_code_and_keeps_its_numbers(suite):
+    for case in _descriptions(suite):
+        english, chinese = str(case.what), message_in(case.what, "zh")
+        assert _english_words(chinese) == [], f"{case.what.id}: {chinese!r}"
+        numbers = r"\d+(?:\.\d+)?"
+        assert sorted(re.findall(numbers, chinese)) == sorted(re.findall(numbers, english)), (english, chinese)
+    assert _english_words("d_in=5, torch.manual_seed, float16, ValueError, 参数名") == []
+    assert _english_words("the reference's weights") == ["the", "reference", "weights"]
+
+
+def test_a_case_description_is_said_in_chinese_in_a_failure_and_in_a_should_raise(suite):
+    failed = graded(suite, *GRADED["values-differ"])
+    assert str(failed.message).startswith("2-D, last dim: values differ")
+    assert message_in(failed.message, "zh").startswith("2 维，沿最后一维: 数值不符")
+    raised = message_in(graded(suite, *GRADED["should-raise"]).message, "zh")
+    assert raised.startswith("温度 0 抛出 ValueError: 应当抛出 ValueError (温度 0 抛出 ValueError)"), raised
+    again = next(c for c in _descriptions(suite) if (c.hook, c.name) == ("apply_causal_mask", "3d-batched-again"))
+    assert again.what == "batched 3-D, again with fresh values of the same shapes"
+    assert message_in(again.what, "zh") == "带批次的 3 维输入，再换一组同样形状的新值"
+
+
+def test_a_case_description_recorded_in_english_is_said_in_chinese_when_the_run_resumes(suite, tmp_path):
+    """The gradebook keeps a result's English and its message's id and parameters: a resumed run's Chinese
+    report says the case's description in Chinese, a derived one too."""
+    from grader.instructor.gradebook import Gradebook
+    from grader.instructor.intake import Submission
+    from grader.instructor.verdict import FAILED, CaseResult
+
+    again = next(case for case in _descriptions(suite) if case.what.id == "case.again")
+    recorded = [
+        graded(suite, *GRADED["values-differ"]),
+        CaseResult("ada", again.hook, again.name, "cpu", "float32", FAILED,
+                   said("case", what=again.what, message=said("returned_nothing")), 0.5),
+    ]  # fmt: skip
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        run_id = book.start_run(3, "suite-1", ["cpu"], "0.1.0", "namespaces")
+        book.record(run_id, Submission("ada", "ada.py", "py", {"ada.py": "X = 1\n"}, "ada.py", "sha-ada", None),
+                    recorded)  # fmt: skip
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        back = book.results_for_run(run_id)["ada"][1]
+    assert [r.message for r in back] == [r.message for r in recorded]  # the English, byte for byte
+    assert message_in(back[0].message, "zh").startswith("2 维，沿最后一维: 数值不符")
+    base = message_in(again.what.params["what"], "zh")
+    assert message_in(back[1].message, "zh") == f"{base}，再换一组同样形状的新值: 什么也没有返回"
+
+
+def test_a_case_descriptions_chinese_is_no_new_suite_its_english_is(monkeypatch):
+    from grader.instructor import cases, messages
+    from grader.instructor import suite_version as version
+
+    before = version.suite_version()
+    key = case_id("softmax_weights", "2d-rows")
+    monkeypatch.setitem(messages.MESSAGES, key, {"en": "{what}", "zh": "二维，最后一个维度"})
+    assert version.suite_version() == before
+    monkeypatch.delitem(messages.MESSAGES, key)  # a case without its Chinese yet: said in English, the same suite
+    assert version.suite_version() == before
+    source = version.inspect.getsource
+
+    def reworded(module):
+        text = source(module)
+        return text.replace('"2-D, last dim"', '"2-D, along the last dim"') if module is cases else text
+
+    monkeypatch.setattr(version.inspect, "getsource", reworded)
+    assert version.suite_version() != before

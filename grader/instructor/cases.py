@@ -32,7 +32,9 @@ from typing import Any
 import torch
 
 from grader.child.modules import map_parameters
+from grader.instructor.case_words import case_id
 from grader.instructor.held_memory import held_problem
+from grader.instructor.messages import MESSAGES
 from grader.instructor.said import said
 from grader.instructor.verdict import contract_parameters
 from grader.registry import HOOK_NAMES
@@ -1263,7 +1265,7 @@ def _again(case: Case, m: Maker) -> Case | None:
     return replace(
         case,
         name=f"{case.name}-again",
-        what=f"{case.what}, again with fresh values of the same shapes",
+        what=said("case.again", what=case.what),
         args=args,
         module=module,
         meta=False,
@@ -1345,6 +1347,13 @@ def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
     }
 
 
+def described(case: Case) -> str:
+    """The case's description said by the case's id (``case.<hook>[<name>]``), so a report says it in its language;
+    its English as it is where the table of messages has no words for the case."""
+    key = case_id(case.hook, case.name)
+    return said(key, what=case.what) if key in MESSAGES else case.what
+
+
 def make_cases(seed: int) -> list[Case]:
     """Every hidden case for ``seed``, in hookspec order: the same shapes for every seed, the seed's values."""
     m = Maker(seed)
@@ -1354,6 +1363,8 @@ def make_cases(seed: int) -> list[Case]:
             f"the hidden cases are for {list(by_hook)}, the hookspecs declare {list(HOOK_NAMES)}: "
             "every hook needs hidden cases, in hookspec order"
         )
+    for case in (case for hook in HOOK_NAMES for case in by_hook[hook]):
+        case.what = described(case)
     for hook in HOOK_NAMES:  # each hook's main case once more, fresh values, same shapes
         main = next((c for c in by_hook[hook] if c.meta), by_hook[hook][0])  # a figure has no meta case
         again = _again(main, m)

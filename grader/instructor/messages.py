@@ -17,6 +17,7 @@ the report's language from the mistakes' catalogue, not from here.
 
 from __future__ import annotations
 
+from grader.instructor.case_words import case_messages
 from grader.rule_words import WORDS as KIT
 
 __all__ = ["LANGUAGES", "MESSAGES", "TEXTS", "texts"]
@@ -146,6 +147,7 @@ _TRY_AGAIN = "哪一步需要一次拿到全部？"
 MESSAGES: dict[str, dict[str, str]] = {
     # how messages nest
     "case": {"en": "{what}: {message}", "zh": "{what}: {message}"},
+    "case.again": {"en": "{what}, again with fresh values of the same shapes", "zh": "{what}，再换一组同样形状的新值"},
     "output": {"en": "output {n}: {problem}", "zh": "输出 {n}：{problem}"},
     "at": {"en": "{message} (at {where})", "zh": "{message}（位于 {where}）"},
     "none": {"en": "none", "zh": "无"},
@@ -590,4 +592,6 @@ MESSAGES: dict[str, dict[str, str]] = {
     "and_then": {"en": KIT["and_then"], "zh": "{first}；{then}"},
 }
 """Every message grading says: ``id -> {language: template}``, the templates' ``{parameters}`` the same in every
-language (``tests/test_messages.py`` renders each one in each language)."""
+language (``tests/test_messages.py`` renders each one in each language), but a case's description (its English
+the case's own ``{what}``, :mod:`grader.instructor.case_words`)."""
+MESSAGES.update(case_messages())  # each hidden case's description, said by the case's id (case_words)

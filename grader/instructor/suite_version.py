@@ -60,8 +60,11 @@ def suite_version() -> str:
     The source is read from the module objects actually imported
     (:func:`inspect.getsource`), not from paths next to this file.  The English of every message grading says by
     id (:data:`~grader.instructor.messages.MESSAGES`) counts too, as the wording in the verdict's modules does: a
-    result keeps its message's English; the other languages are rendered when a report is written.
+    result keeps its message's English; the other languages are rendered when a report is written.  A hidden case's
+    description counts by its English in :mod:`~grader.instructor.cases`, so words for a case in another language
+    (:mod:`~grader.instructor.case_words`), even where a case had none, are no new suite.
     """
+    from grader.instructor.case_words import case_messages
     from grader.instructor.messages import MESSAGES
 
     digest = hashlib.sha256()
@@ -71,6 +74,9 @@ def suite_version() -> str:
         except (OSError, TypeError) as exc:
             raise RuntimeError(f"cannot read the source of {module.__name__} for the suite version: {exc}") from exc
         digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
-    english = json.dumps(sorted((key, words["en"]) for key, words in MESSAGES.items()), ensure_ascii=False)
+    described = case_messages()  # a case's description: its English is the case's own, in cases.py (hashed above)
+    english = json.dumps(
+        sorted((key, words["en"]) for key, words in MESSAGES.items() if key not in described), ensure_ascii=False
+    )
     digest.update(b"messages\0" + english.encode("utf-8") + b"\0")
     return digest.hexdigest()[:12]
