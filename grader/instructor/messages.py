@@ -69,6 +69,10 @@ EN: dict[str, str] = {
     "printed": "What your code printed",
     "more": "… and {rest} more (see feedback.html)",
     "more_problems": "… and {rest} more kinds of failure",
+    "and_more": " and {more} more",
+    "run_suite": "hidden suite",
+    "run_kit": "kit",
+    "run_isolation": "isolation",
     "looks_like": "Looks like the known mistake '{mistake}'",
 }
 
@@ -118,6 +122,10 @@ ZH: dict[str, str] = {
     "printed": "你的代码打印的内容",
     "more": "……还有 {rest} 条（见 feedback.html）",
     "more_problems": "……还有 {rest} 种失败",
+    "and_more": "，另有 {more} 个",
+    "run_suite": "隐藏测试集",
+    "run_kit": "工具包",
+    "run_isolation": "隔离",
     "looks_like": "看起来是常见错误 '{mistake}'",
 }
 

@@ -149,6 +149,7 @@ class Problem:
     hint: str = ""  # and its hint, in the report's language
     hints: dict[str, tuple[str, str]] = field(default_factory=dict)  # each id of ``mistake``: (description, hint)
     varied: bool = False  # its cases' messages differ in their values: ``message`` is the first case's
+    lang: str = "en"  # the language of the report it is in
 
     @property
     def count(self) -> int:
@@ -158,7 +159,7 @@ class Problem:
     def where(self) -> str:
         named = ", ".join(self.cases[:MAX_CASES_NAMED])
         more = self.count - MAX_CASES_NAMED
-        return named + (f" and {more} more" if more > 0 else "")
+        return named + (texts(self.lang)["and_more"].format(more=more) if more > 0 else "")
 
     def line(self, kind: str, t: Mapping[str, str] | None = None) -> str:
         t = t or texts("en")
@@ -250,7 +251,7 @@ class ExerciseReport:
         seen: dict[str, Problem] = {}
         for p in self.failures:
             for mistake, (description, hint) in p.hints.items():
-                seen.setdefault(mistake, Problem("", [], mistake, description, hint)).cases.extend(p.cases)
+                seen.setdefault(mistake, Problem("", [], mistake, description, hint, lang=p.lang)).cases.extend(p.cases)
         return list(seen.values())
 
 
@@ -331,7 +332,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
             key = (r.mistake, message if status == SKIPPED else _kind_of(message))
             problem = found.get(key)
             if problem is None:
-                problem = found[key] = Problem(message, [], r.mistake)
+                problem = found[key] = Problem(message, [], r.mistake, lang=lang)
             elif message != problem.message:
                 problem.varied = True
             problem.cases.append(case_label(r.case, r.device, r.dtype))
@@ -340,13 +341,13 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
     return list(found.values())
 
 
-def _notes(results: Iterable[CaseResult]) -> list[Problem]:
+def _notes(results: Iterable[CaseResult], lang: str = "en") -> list[Problem]:
     """Each distinct note on a case (``CaseResult.note``) and the cases it came with, in order."""
     found: dict[str, Problem] = {}
     for r in results:
         if r.note and r.status != SKIPPED:
             note = clip(inert(r.note).strip())
-            found.setdefault(note, Problem(note)).cases.append(case_label(r.case, r.device, r.dtype))
+            found.setdefault(note, Problem(note, lang=lang)).cases.append(case_label(r.case, r.device, r.dtype))
     return list(found.values())
 
 
@@ -436,7 +437,7 @@ def student_report(
                 all_or_nothing=hook in rubric.all_or_nothing,
                 failures=_problems(mine, FAILED, lang),
                 skips=_problems([r for r in mine if not absent_device(r)], SKIPPED, lang),
-                notes=_notes(results_in(mine, lang)),
+                notes=_notes(results_in(mine, lang), lang),
                 figures=[],
                 visibility=rubric.visibility_of(hook),
                 printed=inert((printed or {}).get(hook, "")) if show_output else "",
@@ -444,7 +445,11 @@ def student_report(
             )
         )
     earned, possible = total(scores)
-    said = (("hidden suite", options.suite_version), ("kit", options.kit), ("isolation", options.isolation))
+    said = (
+        (t["run_suite"], options.suite_version),
+        (t["run_kit"], options.kit),
+        (t["run_isolation"], options.isolation),
+    )
     run = {label: value for label, value in said if value}
     headline = submission_error(submission, results)
     return StudentReport(
