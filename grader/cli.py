@@ -866,5 +866,30 @@ def notebooks(dest: Path, force: bool) -> None:
     )
 
 
+@main.command()
+@click.argument("group", nargs=-1)
+def contract(group: tuple[str, ...]) -> None:
+    """Print the exercise contract: every hook of every exercise group, as a Markdown table.
+
+    The kit's own groups and every installed exercise pack's (GROUP names some of them): the hook's signature,
+    its group and the first paragraph of its hookspec, which states the contract in full (`pydoc` shows it all).
+    """
+    import inspect
+
+    from grader.hook_table import GROUPS, TABLE
+    from grader.packs import hookspec_of
+    from grader.registry import format_hook
+
+    unknown = [g for g in group if g not in GROUPS]
+    if unknown:
+        raise click.UsageError(f"no exercise group {', '.join(unknown)}; the groups are: {', '.join(GROUPS)}")
+    click.echo("| hook | group | contract |\n| --- | --- | --- |")
+    for row in TABLE:
+        if group and row.group not in group:
+            continue
+        first = " ".join((inspect.getdoc(hookspec_of(row.hook)) or "").split("\n\n")[0].split())
+        click.echo(f"| `{format_hook(row.hook)}` | {row.group} | {first.replace('|', '/')} |")
+
+
 if __name__ == "__main__":
     main()

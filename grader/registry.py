@@ -44,7 +44,8 @@ from grader.child.load import (
     load_error_of,
     where_defined,
 )
-from grader.hook_table import CLASS_NAMES
+from grader.hook_table import CLASS_NAMES, TABLE
+from grader.packs import groups, hookspec_of, instructor_part
 from grader.rule_words import Say, english
 
 __all__ = [
@@ -68,10 +69,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "attnkit.solutions"
 BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
 
-HOOK_NAMES: tuple[str, ...] = tuple(
-    name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
-)
-"""Every hook, in the order the chapter teaches them (hookspec order)."""
+HOOK_NAMES: tuple[str, ...] = tuple(r.hook for r in TABLE)
+"""Every hook, group by group in the order the groups declare them (:data:`grader.hook_table.TABLE`)."""
 
 
 class SolutionError(Exception):
@@ -83,7 +82,7 @@ class HookNotImplemented(NotImplementedError):
 
 
 def hook_signature(hook: str) -> inspect.Signature:
-    return inspect.signature(getattr(hookspecs, hook))
+    return inspect.signature(hookspec_of(hook))
 
 
 def format_hook(hook: str) -> str:
@@ -129,7 +128,8 @@ def signature_problem(hook: str, params: list[dict[str, Any]], say: Say = englis
 
 def make_plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(hookspecs)
+    for group in groups():
+        pm.add_hookspecs(group.hookspecs)
     return pm
 
 
@@ -295,11 +295,10 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
     text = os.fspath(spec)
     if text == "reference":
         try:
-            from solutions import reference
+            references = instructor_part("REFERENCE")
         except ImportError:
             raise SolutionError("the reference solution is not part of this kit (it is the instructor's)") from None
-
-        return adopt("reference", "solutions/reference.py", [reference])
+        return adopt("reference", "solutions/reference.py", references)
     if text == "exercises":
         try:
             import exercises

@@ -131,7 +131,7 @@ def _model_outcomes(trials: list[Any]) -> tuple[list[str], list[KnobOutcome]]:
 def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
     """Run the audit on ``devices`` (default: cpu, meta and every GPU present)."""
     from grader.instructor.submission_grading import available_devices
-    from solutions.mistakes import CATALOGUE, mistake_solution
+    from solutions.mistakes import catalogue, mistake_solution
 
     if devices is None:
         devices = [d for d, why in available_devices().items() if why is None]
@@ -151,7 +151,7 @@ def run_audit(seed: int = 0, devices: list[str] | None = None, public: bool = Tr
         reference = load_solution("reference")
         hidden_failures = [f"{trial_id(trial)}: {message}" for trial, message in _failures(reference, trials)]
         outcomes = []
-        for mistake in CATALOGUE:
+        for mistake in catalogue():
             outcome = MistakeOutcome(mistake.id, mistake.exercise)
             mine = [t for t in trials if t.hook in mistake.overrides]
             for trial, _ in _failures(mistake_solution(mistake), mine):
