@@ -250,14 +250,14 @@ def _load_path(path: Path) -> Solution:
 
 
 def _load_exercises_folder() -> Solution:
-    """The learner's ``exercises`` package where it does not import whole: module by module, from its folder."""
+    """The learner's ``exercises`` package, module by module from its folder (its ``__init__`` first)."""
     spec = importlib.util.find_spec("exercises")
     folders = list(spec.submodule_search_locations or ()) if spec is not None else []
     if not folders:
         raise SolutionError("cannot find the exercises package")
     folder = Path(folders[0])
     try:
-        namespaces, broken = import_submission_parts(folder)
+        namespaces, broken = import_submission_parts(folder, keep=True)  # as `import exercises` would
     except LoadError as exc:
         raise SolutionError(f"cannot import the exercises package: {exc}") from None
     return adopt("exercises", "exercises/", namespaces, broken)
@@ -299,16 +299,8 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
         except ImportError:
             raise SolutionError("the reference solution is not part of this kit (it is the instructor's)") from None
         return adopt("reference", "solutions/reference.py", references)
-    if text == "exercises":
-        try:
-            import exercises
-        except ImportError as exc:
-            if exc.name != "exercises":  # not "no such package": a module of it is broken, the others may load
-                return _load_exercises_folder()
-            raise SolutionError(f"cannot import the exercises package: {exc}") from exc
-        except Exception:  # noqa: BLE001 - a SyntaxError or an exception at import in one of the learner's modules
-            return _load_exercises_folder()
-        return adopt("exercises", "exercises/", [exercises])
+    if text == "exercises":  # module by module: the package need not export them, and one broken module costs its own
+        return _load_exercises_folder()
     path = Path(text)
     if path.suffix == ".py" or path.exists():
         if not path.exists():

@@ -29,7 +29,6 @@ from torch.nn import functional as F  # noqa: N812 - the chapter's and the prose
 
 from grader import hook_table, hookspecs, packs
 from grader.child.call import call_hook
-from grader.child.load import find_callable
 from grader.hook_row import HookRow
 from grader.hook_table import GROUPS, HELPERS_OF_MODULES, ROWS, TABLE
 from grader.instructor.cases import Maker, make_cases
@@ -95,8 +94,6 @@ def _part(group: packs.Group, name: str) -> types.ModuleType | None:
 
 def missing_steps(hook: str, group: packs.Group) -> list[str]:
     """One line per part of ``group``'s declaration that ``hook`` lacks; empty when it is complete."""
-    import exercises
-
     where = f"exercise group {group.name}"
     missing = []
     row = next((r for r in group.rows if r.hook == hook), None)
@@ -115,7 +112,7 @@ def missing_steps(hook: str, group: packs.Group) -> list[str]:
     if not [m for m in getattr(mistakes, "CATALOGUE", ()) if m.exercise == hook]:
         missing.append(f"hook {hook!r}: no catalogued mistake (CATALOGUE in the module {where} names as MISTAKES)")
     alias = row.class_alias
-    if find_callable([exercises], hook, alias) is None:
+    if hook not in load_solution("exercises").implemented:
         missing.append(f"hook {hook!r}: no stub in exercises/ (a def {hook} in exercises/{row.group}.py)")
     elif not {hook, alias} & _names_defined(EXERCISES / f"{row.group}.py"):
         missing.append(f"hook {hook!r}: its stub is not in exercises/{row.group}.py, the group its row names")

@@ -162,7 +162,7 @@ class Fingerprints:
     trial); the class holds the model's outcomes too.
     """
 
-    def __init__(self, mistakes: Iterable[Any] | None = None, model: bool = True) -> None:
+    def __init__(self, catalogue: Iterable[Any] | None = None, model: bool = True) -> None:
         self._programs: dict[str, list[Candidate]] = {}
         self._seen: dict[tuple[str, int], Seen] = {}
         self._models: dict[int, Any] = {}
@@ -172,11 +172,12 @@ class Fingerprints:
         self.available = True
         try:
             from solutions import mistake_model
-            from solutions.mistakes import catalogue, mistake_solution
+            from solutions.mistakes import catalogue as every_group_s
+            from solutions.mistakes import mistake_solution
         except ImportError:
             self.available = False
             return
-        for mistake in catalogue() if mistakes is None else mistakes:
+        for mistake in every_group_s() if catalogue is None else catalogue:
             solution = mistake_solution(mistake)
             for hook in mistake.overrides:
                 cand = Candidate(f"catalogue:{mistake.id}", hook, frozenset({mistake.id}), None, solution)
