@@ -53,6 +53,8 @@ class HookRow:
     catches ``torch.softmax``, ``F.softmax`` and ``Tensor.softmax``)."""
     why_banned: str = ""
     """The sentence shown after "uses torch.softmax: " when a banned call is recorded."""
+    why_banned_zh: str = ""
+    """The same sentence in Chinese (the chapter's are in :mod:`grader.instructor.messages`; a group's own here)."""
     reused_by_modules: bool = False
     """The module classes may reuse it, so the modules notebook lists it among the functions to paste in."""
     contiguous_result: bool = False

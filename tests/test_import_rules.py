@@ -204,8 +204,8 @@ def test_the_rules_see_the_imports_that_are_there():
     check = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "cli.py")}
     assert ("grader.registry.HOOK_NAMES", True) in check
     assert ("grader.instructor.diagnosis", False) in check  # attnkit check's optional hints
-    registry = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "registry.py")}
-    assert ("exercises", False) in registry  # the learner's package, imported inside a function
+    kit_hints = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "instructor" / "kit_hints.py")}
+    assert ("solutions.mistakes.catalogue", False) in kit_hints  # the catalogue, imported inside a function
     model = {i.module for i in imports_of(KIT / "grader" / "instructor" / "report_model.py")}
     assert "grader.instructor.verdict" in model
 

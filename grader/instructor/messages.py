@@ -17,6 +17,7 @@ the report's language from the mistakes' catalogue, not from here.
 
 from __future__ import annotations
 
+from grader.hook_table import TABLE
 from grader.instructor.case_words import case_messages
 from grader.rule_words import WORDS as KIT
 
@@ -628,3 +629,10 @@ MESSAGES: dict[str, dict[str, str]] = {
 language (``tests/test_messages.py`` renders each one in each language), but a case's description (its English
 the case's own ``{what}``, :mod:`grader.instructor.case_words`)."""
 MESSAGES.update(case_messages())  # each hidden case's description, said by the case's id (case_words)
+MESSAGES.update(  # why a group's own row bans its calls, in the words the row brings (grader.groups)
+    {
+        f"why_banned.{r.hook}": {"en": r.why_banned, "zh": r.why_banned_zh}
+        for r in TABLE
+        if r.why_banned and f"why_banned.{r.hook}" not in MESSAGES
+    }
+)
