@@ -134,19 +134,21 @@ def make_plugin_manager() -> pluggy.PluginManager:
 
 
 def _adapter(hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A function with exactly the hook's parameter names that calls ``fn`` by keyword.
+    """A hook implementation that calls ``fn`` by keyword, whatever names and defaults ``fn`` declares.
 
-    pluggy reads parameter names from a function's code, so the adapter is
-    generated from the hookspec's names; it never depends on how the
-    learner's function declares defaults.
+    pluggy reads an implementation's parameter names through ``inspect.unwrap``, so the adapter wraps the
+    hookspec (``__wrapped__``): pluggy sees the hook's own names and passes their values, which the adapter binds
+    to the hook's signature and hands to ``fn`` by name.
     """
-    names = list(hook_signature(hook).parameters)
-    args = ", ".join(names)
-    call = ", ".join(f"{n}={n}" for n in names)
-    namespace: dict[str, Any] = {"_fn": fn}
-    exec(f"def {hook}({args}):\n    return _fn({call})\n", namespace)  # noqa: S102 - fixed template
-    adapter = namespace[hook]
-    adapter.__wrapped_impl__ = fn
+    spec = hookspec_of(hook)
+    signature = inspect.signature(spec)
+
+    def adapter(*args: Any, **kwargs: Any) -> Any:
+        return fn(**signature.bind(*args, **kwargs).arguments)
+
+    adapter.__name__ = adapter.__qualname__ = hook
+    adapter.__wrapped__ = spec  # type: ignore[attr-defined]
+    adapter.__wrapped_impl__ = fn  # type: ignore[attr-defined]
     return hookspecs.hookimpl(adapter)
 
 
