@@ -193,7 +193,10 @@ def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the hidden inputs to audit with.")
 @click.option("--devices", default=None, metavar="LIST", help="Comma-separated devices (default: all present).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
-def audit(seed: int, devices: str | None, as_json: bool) -> None:
+@click.option(
+    "--group", "groups", multiple=True, metavar="GROUP", help="Audit this exercise group (repeatable; default: all)."
+)
+def audit(seed: int, devices: str | None, as_json: bool, groups: tuple[str, ...]) -> None:
     """Prove the hidden suite: the reference passes everything, every known mistake fails something.
 
     Runs every public and hidden case against the reference on every device
@@ -203,9 +206,13 @@ def audit(seed: int, devices: str | None, as_json: bool) -> None:
     """
     import json
 
+    from grader.hook_table import GROUPS
     from grader.instructor.audit import matrix_rows, run_audit
 
-    report = run_audit(seed, _device_list(devices))
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        raise click.UsageError(f"no exercise group {', '.join(unknown)}; the groups are: {', '.join(GROUPS)}")
+    report = run_audit(seed, _device_list(devices), groups=groups)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         sys.exit(0 if report.ok else 1)
@@ -864,6 +871,31 @@ def notebooks(dest: Path, force: bool) -> None:
         + (f": {', '.join(written)}" if written else "")
         + (f"; {same} already up to date" if same else "")
     )
+
+
+@main.command()
+@click.argument("group", nargs=-1)
+def contract(group: tuple[str, ...]) -> None:
+    """Print the exercise contract: every hook of every exercise group, as a Markdown table.
+
+    The kit's own groups and every installed exercise pack's (GROUP names some of them): the hook's signature,
+    its group and the first paragraph of its hookspec, which states the contract in full (`pydoc` shows it all).
+    """
+    import inspect
+
+    from grader.hook_table import GROUPS, TABLE
+    from grader.packs import hookspec_of
+    from grader.registry import format_hook
+
+    unknown = [g for g in group if g not in GROUPS]
+    if unknown:
+        raise click.UsageError(f"no exercise group {', '.join(unknown)}; the groups are: {', '.join(GROUPS)}")
+    click.echo("| hook | group | contract |\n| --- | --- | --- |")
+    for row in TABLE:
+        if group and row.group not in group:
+            continue
+        first = " ".join((inspect.getdoc(hookspec_of(row.hook)) or "").split("\n\n")[0].split())
+        click.echo(f"| `{format_hook(row.hook)}` | {row.group} | {first.replace('|', '/')} |")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ from grader.child.load import (
     load_error_of,
     where_defined,
 )
-from grader.hook_table import CLASS_NAMES
+from grader.hook_table import CLASS_NAMES, TABLE
+from grader.packs import groups, hookspec_of, instructor_part
 from grader.rule_words import Say, english
 
 __all__ = [
@@ -68,10 +69,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "attnkit.solutions"
 BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
 
-HOOK_NAMES: tuple[str, ...] = tuple(
-    name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec")
-)
-"""Every hook, in the order the chapter teaches them (hookspec order)."""
+HOOK_NAMES: tuple[str, ...] = tuple(r.hook for r in TABLE)
+"""Every hook, group by group in the order the groups declare them (:data:`grader.hook_table.TABLE`)."""
 
 
 class SolutionError(Exception):
@@ -83,7 +82,7 @@ class HookNotImplemented(NotImplementedError):
 
 
 def hook_signature(hook: str) -> inspect.Signature:
-    return inspect.signature(getattr(hookspecs, hook))
+    return inspect.signature(hookspec_of(hook))
 
 
 def format_hook(hook: str) -> str:
@@ -129,24 +128,27 @@ def signature_problem(hook: str, params: list[dict[str, Any]], say: Say = englis
 
 def make_plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(hookspecs)
+    for group in groups():
+        pm.add_hookspecs(group.hookspecs)
     return pm
 
 
 def _adapter(hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A function with exactly the hook's parameter names that calls ``fn`` by keyword.
+    """A hook implementation that calls ``fn`` by keyword, whatever names and defaults ``fn`` declares.
 
-    pluggy reads parameter names from a function's code, so the adapter is
-    generated from the hookspec's names; it never depends on how the
-    learner's function declares defaults.
+    pluggy reads an implementation's parameter names through ``inspect.unwrap``, so the adapter wraps the
+    hookspec (``__wrapped__``): pluggy sees the hook's own names and passes their values, which the adapter binds
+    to the hook's signature and hands to ``fn`` by name.
     """
-    names = list(hook_signature(hook).parameters)
-    args = ", ".join(names)
-    call = ", ".join(f"{n}={n}" for n in names)
-    namespace: dict[str, Any] = {"_fn": fn}
-    exec(f"def {hook}({args}):\n    return _fn({call})\n", namespace)  # noqa: S102 - fixed template
-    adapter = namespace[hook]
-    adapter.__wrapped_impl__ = fn
+    spec = hookspec_of(hook)
+    signature = inspect.signature(spec)
+
+    def adapter(*args: Any, **kwargs: Any) -> Any:
+        return fn(**signature.bind(*args, **kwargs).arguments)
+
+    adapter.__name__ = adapter.__qualname__ = hook
+    adapter.__wrapped__ = spec  # type: ignore[attr-defined]
+    adapter.__wrapped_impl__ = fn  # type: ignore[attr-defined]
     return hookspecs.hookimpl(adapter)
 
 
@@ -250,14 +252,14 @@ def _load_path(path: Path) -> Solution:
 
 
 def _load_exercises_folder() -> Solution:
-    """The learner's ``exercises`` package where it does not import whole: module by module, from its folder."""
+    """The learner's ``exercises`` package, module by module from its folder (its ``__init__`` first)."""
     spec = importlib.util.find_spec("exercises")
     folders = list(spec.submodule_search_locations or ()) if spec is not None else []
     if not folders:
         raise SolutionError("cannot find the exercises package")
     folder = Path(folders[0])
     try:
-        namespaces, broken = import_submission_parts(folder)
+        namespaces, broken = import_submission_parts(folder, keep=True)  # as `import exercises` would
     except LoadError as exc:
         raise SolutionError(f"cannot import the exercises package: {exc}") from None
     return adopt("exercises", "exercises/", namespaces, broken)
@@ -295,21 +297,12 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
     text = os.fspath(spec)
     if text == "reference":
         try:
-            from solutions import reference
+            references = instructor_part("REFERENCE")
         except ImportError:
             raise SolutionError("the reference solution is not part of this kit (it is the instructor's)") from None
-
-        return adopt("reference", "solutions/reference.py", [reference])
-    if text == "exercises":
-        try:
-            import exercises
-        except ImportError as exc:
-            if exc.name != "exercises":  # not "no such package": a module of it is broken, the others may load
-                return _load_exercises_folder()
-            raise SolutionError(f"cannot import the exercises package: {exc}") from exc
-        except Exception:  # noqa: BLE001 - a SyntaxError or an exception at import in one of the learner's modules
-            return _load_exercises_folder()
-        return adopt("exercises", "exercises/", [exercises])
+        return adopt("reference", "solutions/reference.py", references)
+    if text == "exercises":  # module by module: the package need not export them, and one broken module costs its own
+        return _load_exercises_folder()
     path = Path(text)
     if path.suffix == ".py" or path.exists():
         if not path.exists():

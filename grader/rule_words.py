@@ -72,9 +72,21 @@ WORDS: dict[str, str] = {
     "on ax, return fig)",
     "figure.no_image": "the figure holds no image: draw the weights with ax.imshow(...)",
     "figure.images": "the figure holds {images} images; draw the weights once, with one imshow",
+    "figure.image_count": "the figure draws {images} images; expected {expected}, one per head (one imshow per "
+    "head, in the axes' order)",
+    "figure.image_count_one": "the figure draws 1 image; expected {expected}, one per head (one imshow per head, in "
+    "the axes' order)",
+    "figure.image_shapes": "the figure's images have different shapes ({shapes}); expected {expected} images of one "
+    "shape: each head's (Tq, Tk) weights as they are",
     "figure.not_numbers": "the image's data cannot be read as numbers ({why})",
     "figure.transposed": "the image is the transpose of the weights: row i of the image must be query i "
     "(imshow the (Tq, Tk) weights as they are)",
+    "figure.heads_transposed": "the images are the transposes of the heads' weights: row i of each image must be "
+    "query i (imshow each head's (Tq, Tk) weights as they are)",
+    "figure.head_transposed": "the image of head {head} is the transpose of its weights: row i of the image must be "
+    "query i (imshow weights[{head}] as it is)",
+    "figure.head_order": "the heads are out of order: image {image} shows head {head} (both counted from 0, the "
+    "images in the axes' order); draw head h as image h",
     "labels.swapped": f'the axis labels are swapped: keys go across ("{KEY_AXIS_LABEL}" on x), queries down (y)',
     "labels.x": f'the x axis is labelled {{label}}, expected "{KEY_AXIS_LABEL}" (ax.set_xlabel)',
     "labels.y": f'the y axis is labelled {{label}}, expected "{QUERY_AXIS_LABEL}" (ax.set_ylabel)',

@@ -49,10 +49,12 @@ __all__ = [
     "contiguous_message",
     "dtype_message",
     "english",
+    "expected_images",
     "figure_form_problem",
     "figure_labels_problem",
     "gpu_device_message",
     "gpu_error_message",
+    "image_stack_problem",
     "is_device_error",
     "is_transpose",
     "memory_bound",
@@ -303,15 +305,69 @@ def not_a_figure_message(kind: str, say: Say = english) -> str:
     return say("figure.not_a_figure", kind=kind)
 
 
-def figure_form_problem(facts: dict[str, Any], say: Say = english) -> str | None:
-    """What is wrong with a figure's images before their values are compared (none, several, not numbers), or None."""
+def expected_images(answer: Any) -> int:
+    """How many images a figure must hold: what its answer says (the gold, the reference's figure read as a
+    learner's is; the local check's stand-in, the weights).  An ``(H, Tq, Tk)`` stack is ``H`` images, one per
+    head, in axes order; anything else (a ``(Tq, Tk)`` image) is one.  The learner's process sends the array of
+    at most :data:`grader.child.figures.FIGURE_IMAGES` images (a reference's figure of more has no gold)."""
+    return int(answer.shape[0]) if answer.dim() == 3 else 1
+
+
+def _shape_text(shape: Any) -> str:
+    return "(" + ", ".join(str(int(s)) for s in shape) + ")"
+
+
+def figure_form_problem(facts: dict[str, Any], say: Say = english, expected: int = 1) -> str | None:
+    """What is wrong with a figure's images before their values are compared, or None: none, not ``expected``
+    of them (:func:`expected_images`; for one image, several are refused as ever), several of different shapes,
+    not numbers.  The count and the shapes are the child's word: the caller still checks the array it got."""
     images = int(facts.get("images", 0))
     if images == 0:
         return say("figure.no_image")
-    if images > 1:
-        return say("figure.images", images=images)
+    if expected == 1:
+        if images > 1:
+            return say("figure.images", images=images)
+    elif images != expected:
+        if images == 1:
+            return say("figure.image_count_one", expected=expected)
+        return say("figure.image_count", images=images, expected=expected)
+    else:
+        shapes = list(dict.fromkeys(_shape_text(shape) for shape in facts.get("image_shapes") or []))
+        if len(shapes) > 1:
+            return say("figure.image_shapes", shapes=shapes, expected=expected)
     if facts.get("array_problem"):
         return say("figure.not_numbers", why=str(facts["array_problem"]))
+    return None
+
+
+def _close(a: Any, b: Any) -> bool:
+    import torch
+
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True))
+
+
+def image_stack_problem(got: Any, gold: Any, say: Say = english) -> str | None:
+    """What a stack of images ``(H, ...)`` gets wrong against its gold ``(H, Tq, Tk)`` that is worth its own words:
+    heads transposed (all, or one of square ones), heads drawn out of order; None otherwise (the values' and the
+    shape's own comparison is the caller's)."""
+    import torch
+
+    if got.dim() != 3 or gold.dim() != 3 or got.shape[0] != gold.shape[0]:
+        return None
+    g, w = got.to(torch.float64), gold.to(torch.float64)
+    flipped = [k for k in range(w.shape[0]) if is_transpose(g[k], w[k])]
+    if flipped and len(flipped) == w.shape[0]:
+        return say("figure.heads_transposed")
+    if flipped:
+        return say("figure.head_transposed", head=flipped[0])
+    if g.shape != w.shape:
+        return None
+    for k in range(w.shape[0]):
+        if _close(g[k], w[k]):
+            continue
+        shown = next((j for j in range(w.shape[0]) if _close(g[k], w[j])), None)
+        if shown is not None:
+            return say("figure.head_order", image=k, head=shown)
     return None
 
 
@@ -544,17 +600,28 @@ class RuledSolution:
         if read is None:
             return not_a_figure_message(f"{type(result).__module__}.{type(result).__qualname__}")
         facts, array = read
-        problem = figure_form_problem(facts)
+        weights = arguments["weights"].detach().to("cpu", torch.float64)
+        expected = expected_images(weights)  # the weights stand in for the gold: the figure's answer is them
+        problem = figure_form_problem(facts, english, expected)
         if problem or array is None:
             return problem or "the image's data cannot be read as numbers"
-        weights = arguments["weights"].detach().to("cpu", torch.float64)
+        tokens = token_axes(arguments.get("tokens"), *weights.shape[-2:])
+        if expected > 1:
+            problem = image_stack_problem(array, weights)
+            if problem:
+                return problem
+            if tuple(array.shape) != tuple(weights.shape):
+                return f"the images' arrays have shape {tuple(array.shape)} stacked, the weights {tuple(weights.shape)}"
+            if not torch.allclose(array, weights, rtol=1e-5, atol=1e-6, equal_nan=True):
+                return "the images' arrays differ from the weights: imshow each head's weights themselves"
+            return figure_labels_problem(facts, tokens)
         if is_transpose(array, weights):
             return transposed_message()
         if tuple(array.shape) != tuple(weights.shape):
             return f"the image's array has shape {tuple(array.shape)}, the weights {tuple(weights.shape)}"
         if not torch.allclose(array, weights, rtol=1e-5, atol=1e-6, equal_nan=True):
             return "the image's array differs from the weights: imshow the weights themselves"
-        return figure_labels_problem(facts, token_axes(arguments.get("tokens"), *weights.shape))
+        return figure_labels_problem(facts, tokens)
 
     def _watch_module(self, hook: str, module: Any) -> None:
         """Record banned calls in the module's forward too, and run each forward once more on the meta device."""

@@ -20,6 +20,7 @@ Instructor-only, like the reference: nothing here ships in a learner's kit.
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 from collections.abc import Callable, Mapping
@@ -28,8 +29,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from grader.packs import instructor_part
 from grader.registry import Solution, adopt
-from solutions import reference
 from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
@@ -868,8 +869,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
         "Which dimension does your softmax normalise when the scores have a batch dimension? Normalise over the "
         "keys: the last dimension, or the dim you are given.",
-        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化："
-        "最后一维，或传入的 dim。",
+        "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化：最后一维，或传入的 dim。",
         f"{SEED_000}, {SEED_002}, {SEED_003}",
         {"softmax_weights": softmax_over_dim_1},
     ),
@@ -1598,17 +1598,30 @@ RENAMED: Mapping[str, str] = types.MappingProxyType(
 they are one mistake; ``mask-made-in-forward`` took the vocabulary's name.
 """
 
-_BY_ID = {m.id: m for m in CATALOGUE + READ_FROM_SOURCE + ACCEPTED}
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> tuple[Mistake, ...]:
+    """Every group's catalogue of known mistakes: the chapter's (:data:`CATALOGUE`), then each other group's, in
+    the groups' order (:func:`grader.packs.groups`); a ValueError naming an id two entries share."""
+    entries = tuple(m for module in instructor_part("MISTAKES") for m in module.CATALOGUE)
+    seen: set[str] = set()
+    for m in entries + READ_FROM_SOURCE + ACCEPTED:
+        if m.id in seen:
+            raise ValueError(f"catalogued mistake id {m.id!r} is used twice (ids are unique across every group)")
+        seen.add(m.id)
+    return entries
 
 
 def by_id(mistake_id: str) -> Mistake:
     """The entry with this id or an earlier name of it (KeyError names the known ids)."""
+    known = {m.id: m for m in catalogue() + READ_FROM_SOURCE + ACCEPTED}
     try:
-        return _BY_ID[RENAMED.get(mistake_id, mistake_id)]
+        return known[RENAMED.get(mistake_id, mistake_id)]
     except KeyError:
-        raise KeyError(f"no catalogued mistake {mistake_id!r}; known: {', '.join(_BY_ID)}") from None
+        raise KeyError(f"no catalogued mistake {mistake_id!r}; known: {', '.join(known)}") from None
 
 
 def mistake_solution(mistake: Mistake) -> Solution:
     """A solution with the mistake's wrong hooks and the reference for every other hook."""
-    return adopt(mistake.id, f"catalogue: {mistake.id}", [types.SimpleNamespace(**mistake.overrides), reference])
+    overrides = types.SimpleNamespace(**mistake.overrides)
+    return adopt(mistake.id, f"catalogue: {mistake.id}", [overrides, *instructor_part("REFERENCE")])

@@ -71,10 +71,12 @@ RULES = (
     ),
     Rule(
         "hook-table-is-data",
-        ("grader/hook_table.py",),
+        ("grader/hook_table.py", "grader/hook_row.py", "grader/packs.py", "grader/groups/*.py"),
         ("grader", "solutions", "exercises"),
         module_level_only=False,
-        why="the table of hooks is plain data that every side reads, the learner's kit included",
+        why="the table of hooks and the groups' declarations are plain data that every side reads, the learner's kit"
+        " included",
+        allowed=("grader.hook_row", "grader.packs", "grader.hookspecs", "grader.groups"),
     ),
     Rule(
         "learner-side-never-needs-instructor",
@@ -202,8 +204,8 @@ def test_the_rules_see_the_imports_that_are_there():
     check = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "cli.py")}
     assert ("grader.registry.HOOK_NAMES", True) in check
     assert ("grader.instructor.diagnosis", False) in check  # attnkit check's optional hints
-    registry = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "registry.py")}
-    assert ("solutions.reference", False) in registry  # the reference loader, inside a function
+    kit_hints = {(i.module, i.module_level) for i in imports_of(KIT / "grader" / "instructor" / "kit_hints.py")}
+    assert ("solutions.mistakes.catalogue", False) in kit_hints  # the catalogue, imported inside a function
     model = {i.module for i in imports_of(KIT / "grader" / "instructor" / "report_model.py")}
     assert "grader.instructor.verdict" in model
 

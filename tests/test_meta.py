@@ -1,25 +1,25 @@
 """Meta-tests, datasette style: every hook is complete everywhere it must appear.
 
-Adding a hook is a recipe (README.md, Development): a hookspec, a row in
-``grader/hook_table.py``, the reference, hidden cases, a catalogued mistake, a
-stub and a public test, a row of the README's contract.  :func:`missing_steps`
-checks each step for one hook and says, in one line each, which are missing;
-``test_every_step_of_the_recipe_is_done`` runs it for every hookspec, and
-``test_a_hook_with_only_a_hookspec_is_told_every_step`` shows that it fails,
-naming the steps, for a hook that has nothing else yet.
+An exercise group is declared once (:mod:`grader.groups`): its module holds the rows and the hookspecs and names
+its hidden cases, reference and mistakes; its stubs and public tests are ``exercises/<group>.py`` and
+``exercises/test_<group>.py``.  :func:`missing_steps` checks each part for one hook and says, in one line each,
+which are missing; ``test_every_step_of_the_recipe_is_done`` runs it for every hook, and
+``test_a_group_with_only_its_rows_and_hookspecs_is_told_every_step`` shows that it fails, naming the parts, for
+a group declared with nothing else yet.
 
-Beyond the recipe: the table holds one row per hookspec in hookspec order;
-the hookspecs' "Not allowed inside" prose names calls the table's banned names
-catch; the exercise modules' docstrings end with the line the notebooks replace
-and name the helpers the module classes may reuse; each catalogue entry has
-hints in both languages and a source.
+Beyond the recipe: the groups' hookspecs' "Not allowed inside" prose names calls the rows' banned names
+catch; the exercise modules' docstrings end with the line the notebooks replace and name the helpers the
+module classes may reuse; each catalogue entry has hints in both languages and a source; the README's table
+has a row per hook of the chapter.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -27,37 +27,36 @@ import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the chapter's and the prose's name
 
-from grader import hook_table, hookspecs
+from grader import hook_table, hookspecs, packs
 from grader.child.call import call_hook
-from grader.child.load import find_callable
+from grader.hook_row import HookRow
 from grader.hook_table import GROUPS, HELPERS_OF_MODULES, ROWS, TABLE
-from grader.instructor.cases import Maker, cases_by_hook, make_cases
+from grader.instructor.cases import Maker, make_cases
 from grader.instructor.suite import build_suite
 from grader.notebooks import CHECK_LINE
+from grader.packs import groups, hookspec_of
 from grader.registry import HOOK_NAMES, format_hook, load_solution
-from solutions import reference
-from solutions.mistakes import CATALOGUE
+from solutions.mistakes import catalogue
 
 KIT = Path(__file__).resolve().parent.parent
 EXERCISES = KIT / "exercises"
 README = (KIT / "README.md").read_text(encoding="utf-8")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 HOOKS = list(HOOK_NAMES)
+CHAPTER = next(g for g in groups() if g.name == "grader.groups.chapter")
+CATALOGUE = catalogue()
 
 
-def hookspec_names() -> list[str]:
-    """Every hook with a hookspec, read from :mod:`grader.hookspecs` as it is now (a test may add one)."""
-    marker = f"{hookspecs.PROJECT_NAME}_spec"
-    return [name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, marker)]
-
-
-def test_there_are_eighteen_hooks_in_chapter_order():
-    assert hookspec_names() == HOOKS
-    assert HOOKS[0] == "dot_product_scores" and HOOKS[-1] == "plot_attention"
-    assert HOOKS.index("softmax_with_temperature") == HOOKS.index("softmax_weights") + 1
-    assert HOOKS.index("sliding_window_mask") == HOOKS.index("make_multihead_attention") + 1
-    assert HOOKS.index("chunked_attention") == HOOKS.index("sliding_window_mask") + 1
-    assert len(HOOKS) == len(set(HOOKS)) == 18
+def test_the_chapter_s_eighteen_hooks_come_first_in_chapter_order():
+    chapter = [r.hook for r in CHAPTER.rows]
+    assert HOOKS[: len(chapter)] == chapter
+    assert chapter[0] == "dot_product_scores" and chapter[-1] == "plot_attention"
+    assert chapter.index("softmax_with_temperature") == chapter.index("softmax_weights") + 1
+    assert chapter.index("sliding_window_mask") == chapter.index("make_multihead_attention") + 1
+    assert chapter.index("chunked_attention") == chapter.index("sliding_window_mask") + 1
+    assert len(HOOKS) == len(set(HOOKS)) and len(chapter) == 18
+    hookspec_order = [n for n, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, "attnkit_spec")]
+    assert chapter == hookspec_order, "the chapter's rows list the hooks in another order than grader/hookspecs.py"
 
 
 # --- the recipe, step by step -------------------------------------------------------------------
@@ -88,80 +87,83 @@ def public_tests_of(hook: str) -> list[str]:
     return found
 
 
-def missing_steps(hook: str) -> list[str]:
-    """One line per step of the recipe (README.md, Development) that ``hook`` lacks; empty when it is complete."""
-    import exercises
+def _part(group: packs.Group, name: str) -> types.ModuleType | None:
+    module = group.part(name)
+    return importlib.import_module(module) if module else None
 
+
+def missing_steps(hook: str, group: packs.Group) -> list[str]:
+    """One line per part of ``group``'s declaration that ``hook`` lacks; empty when it is complete."""
+    where = f"exercise group {group.name}"
     missing = []
-    row = ROWS.get(hook)
+    row = next((r for r in group.rows if r.hook == hook), None)
     if row is None:
-        missing.append(f"hook {hook!r} has a hookspec but no row in grader/hook_table.py")
-    elif not row.points > 0:
-        missing.append(f"hook {hook!r}: its row in grader/hook_table.py gives it no rubric points")
+        return [f"hook {hook!r}: no row in {where}'s ROWS"]
+    if not row.points > 0:
+        missing.append(f"hook {hook!r}: its row in {where} gives it no rubric points")
+    reference = _part(group, "REFERENCE")
     fn = getattr(reference, hook, None)
     if not callable(fn) or not hasattr(fn, f"{hookspecs.PROJECT_NAME}_impl"):
-        where = f"@hookimpl def {hook} in solutions/reference.py"
-        missing.append(f"hook {hook!r}: the reference does not implement it ({where})")
-    if not cases_by_hook(Maker(0)).get(hook):  # make_cases itself refuses a suite with a hook missing
-        missing.append(f"hook {hook!r}: no hidden cases in grader/instructor/cases.py (a builder in cases_by_hook)")
-    if not [m for m in CATALOGUE if m.exercise == hook]:
-        missing.append(f"hook {hook!r}: no catalogued mistake in solutions/mistakes.py")
-    alias = row.class_alias if row else None
-    if find_callable([exercises], hook, alias) is None:
-        missing.append(f"hook {hook!r}: no stub in exercises/ (a def {hook}, exported by exercises/__init__.py)")
-    elif row is not None and not {hook, alias} & _names_defined(EXERCISES / f"{row.group}.py"):
+        missing.append(f"hook {hook!r}: the reference does not implement it (@hookimpl def {hook} in REFERENCE)")
+    cases = _part(group, "HIDDEN_CASES")
+    if cases is None or not cases.hidden_cases(Maker(0)).get(hook):  # make_cases refuses a hook missing too
+        missing.append(f"hook {hook!r}: no hidden cases (hidden_cases in the module {where} names as HIDDEN_CASES)")
+    mistakes = _part(group, "MISTAKES")
+    if not [m for m in getattr(mistakes, "CATALOGUE", ()) if m.exercise == hook]:
+        missing.append(f"hook {hook!r}: no catalogued mistake (CATALOGUE in the module {where} names as MISTAKES)")
+    alias = row.class_alias
+    if hook not in load_solution("exercises").implemented:
+        missing.append(f"hook {hook!r}: no stub in exercises/ (a def {hook} in exercises/{row.group}.py)")
+    elif not {hook, alias} & _names_defined(EXERCISES / f"{row.group}.py"):
         missing.append(f"hook {hook!r}: its stub is not in exercises/{row.group}.py, the group its row names")
     if not public_tests_of(hook):
         missing.append(f"hook {hook!r}: no public test marked exercise({hook!r}) in exercises/test_*.py")
-    if not [ln for ln in README.splitlines() if ln.startswith(f"| `{format_hook(hook)}` |")]:
-        missing.append(f"hook {hook!r}: no row | `{format_hook(hook)}` | … | in README.md's exercise contract")
     return missing
 
 
 @pytest.mark.parametrize("hook", HOOKS, ids=HOOKS)
 def test_every_step_of_the_recipe_is_done(hook):
-    missing = missing_steps(hook)
+    group = next(g for g in groups() if hook in [r.hook for r in g.rows])
+    missing = missing_steps(hook, group)
     assert not missing, "\n".join(missing)
 
 
-def test_a_hook_with_only_a_hookspec_is_told_every_step(monkeypatch):
-    """The recipe's checks can fail: a hookspec added with nothing else is missing every other step."""
+def test_a_group_with_only_its_rows_and_hookspecs_is_told_every_step():
+    """The checks can fail: a group declared with a row and a hookspec and nothing else lacks every other part."""
+    declared = types.ModuleType("course_pack_draft")
 
-    def attention_entropy(weights):
-        """Return the entropy of each row of attention weights.
+    def token_surprisal(weights):
+        """Return the surprisal of each weight.
 
         :param weights: ``(..., Tq, Tk)``.
-        :returns: ``(..., Tq)``.
+        :returns: ``(..., Tq, Tk)``.
         """
 
-    spec = hookspecs.hookspec(firstresult=True)(attention_entropy)
-    monkeypatch.setattr(hookspecs, "attention_entropy", spec, raising=False)
-    assert "attention_entropy" in hookspec_names()
-    missing = missing_steps("attention_entropy")
-    print("\n".join(missing))  # what a maintainer who stopped after the hookspec reads (pytest -s shows it)
-    assert [line.split(":")[0].split(" has ")[0] for line in missing] == ["hook 'attention_entropy'"] * 7
+    declared.token_surprisal = hookspecs.hookspec(firstresult=True)(token_surprisal)
+    declared.ROWS = (HookRow("token_surprisal", "draft", "tensor", points=1),)
+    missing = missing_steps("token_surprisal", packs.Group(declared, "a test"))
+    print("\n".join(missing))  # what a course author who stopped after the contract reads (pytest -s shows it)
+    assert [line.split(":")[0] for line in missing] == ["hook 'token_surprisal'"] * 5
     for step in (
-        "has a hookspec but no row in grader/hook_table.py",
         "the reference does not implement it",
-        "no hidden cases in grader/instructor/cases.py",
-        "no catalogued mistake in solutions/mistakes.py",
+        "no hidden cases",
+        "no catalogued mistake",
         "no stub in exercises/",
-        "no public test marked exercise('attention_entropy')",
-        "in README.md's exercise contract",
+        "no public test marked exercise('token_surprisal')",
     ):
         assert [line for line in missing if step in line], f"no line says {step!r}: {missing}"
 
 
-def test_the_table_has_one_row_per_hookspec_in_hookspec_order():
-    rows = [r.hook for r in TABLE]
-    specs = hookspec_names()
-    assert [h for h in rows if h not in specs] == [], "rows in grader/hook_table.py for hooks without a hookspec"
-    assert [h for h in specs if h not in rows] == [], "hookspecs without a row in grader/hook_table.py"
-    assert rows == specs, "grader/hook_table.py lists the hooks in another order than grader/hookspecs.py"
+def test_the_readme_has_a_row_per_hook_of_the_chapter():
+    for hook in (r.hook for r in CHAPTER.rows):
+        rows = [ln for ln in README.splitlines() if ln.startswith(f"| `{format_hook(hook)}` |")]
+        assert rows, f"hook {hook!r}: no row | `{format_hook(hook)}` | … | in README.md's exercise contract"
 
 
-def test_the_hidden_cases_follow_the_hookspec_order():
-    assert list(cases_by_hook(Maker(0))) == hookspec_names(), "cases_by_hook in grader/instructor/cases.py"
+def test_the_groups_hidden_cases_follow_their_rows():
+    for group in groups():
+        cases = _part(group, "HIDDEN_CASES")
+        assert list(cases.hidden_cases(Maker(0))) == [r.hook for r in group.rows], group.name
 
 
 def test_each_group_is_an_exercise_module_with_its_public_tests():
@@ -173,12 +175,12 @@ def test_each_group_is_an_exercise_module_with_its_public_tests():
 
 def test_the_table_refuses_a_row_that_contradicts_itself():
     with pytest.raises(ValueError, match="banned calls and why_banned go together"):
-        hook_table.HookRow("x", "scores", "tensor", points=1, banned=("softmax",))
+        HookRow("x", "scores", "tensor", points=1, banned=("softmax",))
     with pytest.raises(ValueError, match="output 'matrix' is not one of tensor, weights, mask, module"):
-        hook_table.HookRow("x", "scores", "matrix", points=1)  # type: ignore[arg-type]
+        HookRow("x", "scores", "matrix", points=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="points must be a non-negative finite number"):
-        hook_table.HookRow("x", "scores", "tensor", points=float("nan"))
-    with pytest.raises(KeyError, match="hook 'nope' has no row in grader/hook_table.py"):
+        HookRow("x", "scores", "tensor", points=float("nan"))
+    with pytest.raises(KeyError, match="hook 'nope' has no row: no exercise group declares it"):
         hook_table.row("nope")
 
 
@@ -201,7 +203,7 @@ def test_hidden_case_names_are_unique_per_hook(hook, hidden_cases):
 
 @pytest.mark.parametrize("hook", HOOKS, ids=HOOKS)
 def test_hookspec_has_a_real_docstring(hook):
-    spec = getattr(hookspecs, hook)
+    spec = hookspec_of(hook)
     doc = inspect.getdoc(spec) or ""
     lines = [ln for ln in doc.splitlines() if ln.strip()]
     assert len(lines) >= 2, f"{hook}: a one-line hookspec docstring says too little"
@@ -283,7 +285,7 @@ CLASS_PROBES = {
 
 def banned_in_prose(hook: str) -> list[str]:
     """The ``calls`` listed after "Not allowed inside:" in the hook's hookspec docstring."""
-    doc = " ".join((inspect.getdoc(getattr(hookspecs, hook)) or "").split())
+    doc = " ".join((inspect.getdoc(hookspec_of(hook)) or "").split())
     if "Not allowed inside:" not in doc:
         return []
     sentence = re.split(r"\.(?:\s|$)", doc.split("Not allowed inside:", 1)[1], maxsplit=1)[0]
@@ -305,10 +307,10 @@ def _resolve(name: str):
 def test_hookspec_prose_names_the_calls_the_table_bans(hook):
     row = ROWS.get(hook)
     if row is None:
-        pytest.skip("no row in grader/hook_table.py (test_every_step_of_the_recipe_is_done names the step)")
+        pytest.skip("no row (test_every_step_of_the_recipe_is_done names the step)")
     named = banned_in_prose(hook)
     assert bool(named) == bool(row.banned), (
-        f"{hook}: grader/hook_table.py bans {list(row.banned)} but the hookspec's 'Not allowed inside:' says {named}"
+        f"{hook}: its row bans {list(row.banned)} but the hookspec's 'Not allowed inside:' says {named}"
     )
     for name in named:
         obj = _resolve(name)
@@ -324,7 +326,7 @@ def test_hookspec_prose_names_the_calls_the_table_bans(hook):
 @pytest.mark.parametrize("hook", [r.hook for r in TABLE if r.banned], ids=[r.hook for r in TABLE if r.banned])
 def test_banned_exercise_says_why(hook):
     why = ROWS[hook].why_banned
-    assert len(why.split()) >= 5, f"{hook}: the why_banned sentence in grader/hook_table.py says too little"
+    assert len(why.split()) >= 5, f"{hook}: the why_banned sentence of its row says too little"
 
 
 # --- per catalogue entry ---------------------------------------------------------------------

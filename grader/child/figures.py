@@ -20,6 +20,10 @@ FIGURE_TEXT = 200
 FIGURE_TICKS = 1024
 """At most this many ticks of one axis travel."""
 
+FIGURE_IMAGES = 64
+"""At most this many images' arrays travel (``grader.child.wire`` declares as many image shapes); a figure with
+more sends its count alone, and the trusted side refuses a count other than its gold answer's."""
+
 
 def headless_pyplot() -> Any:
     """``matplotlib.pyplot``, imported headless (the Agg backend unless one is chosen already); None without matplotlib.
@@ -82,12 +86,16 @@ def _ticks(axis: Any) -> list[dict[str, Any]]:
 
 
 def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
-    """What the grader reads of a returned figure: ``(facts, the image's array as a float64 tensor or None)``.
+    """What the grader reads of a returned figure: ``(facts, its images' array as a float64 tensor or None)``.
 
     None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images its
     axes hold) and, for the first one, its axes' ``xlabel`` and ``ylabel``, the ``xticks`` and ``yticks``
-    (:func:`_ticks`), ``colorbar`` (a colorbar is drawn for that image) and ``array_problem`` (why its array
-    could not be read as numbers).  Nothing is drawn; the figure is left open (the caller closes it).
+    (:func:`_ticks`), ``colorbar`` (a colorbar is drawn for that image) and ``array_problem`` (why an array
+    could not be read as numbers).  The array: the image's own for one image; for several (at most
+    :data:`FIGURE_IMAGES`), their arrays stacked in axes order, ``(n, *image_shape)``, where they have one shape;
+    where they do not, no array and ``image_shapes`` (each image's shape, in axes order); for more, no array.
+    How many images a figure must hold is the trusted side's to say (its gold answer's:
+    :func:`grader.rules.expected_images`).  Nothing is drawn; the figure is left open (the caller closes it).
     """
     figure_module = sys.modules.get("matplotlib.figure")
     if figure_module is None or not isinstance(value, figure_module.Figure):
@@ -104,15 +112,32 @@ def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
         yticks=_ticks(ax.yaxis),
         colorbar=getattr(image, "colorbar", None) is not None,
     )
-    try:
-        import numpy as np
-
-        data = np.ma.asarray(image.get_array())
-        array = _torch().from_numpy(np.ascontiguousarray(np.ma.filled(data.astype(np.float64), np.nan)))
-    except Exception as exc:  # noqa: BLE001 - an image of strings, of objects …: a fact, not a crash
-        facts["array_problem"] = f"{type(exc).__name__}: {exc}"[:FIGURE_TEXT]
+    if len(images) > FIGURE_IMAGES:
         return facts, None
-    return facts, array
+    arrays = []
+    for i, (_, each) in enumerate(images):
+        try:
+            arrays.append(_image_array(each))
+        except Exception as exc:  # noqa: BLE001 - an image of strings, of objects …: a fact, not a crash
+            which = f"image {i}: " if len(images) > 1 else ""
+            facts["array_problem"] = f"{which}{type(exc).__name__}: {exc}"[:FIGURE_TEXT]
+            return facts, None
+    if len(arrays) == 1:
+        return facts, _torch().from_numpy(arrays[0])
+    if len({a.shape for a in arrays}) > 1:
+        facts["image_shapes"] = [list(a.shape) for a in arrays]
+        return facts, None
+    import numpy as np
+
+    return facts, _torch().from_numpy(np.ascontiguousarray(np.stack(arrays)))
+
+
+def _image_array(image: Any) -> Any:
+    """One image's array as a float64 numpy array, masked entries NaN (raises for what is not numbers)."""
+    import numpy as np
+
+    data = np.ma.asarray(image.get_array())
+    return np.ascontiguousarray(np.ma.filled(data.astype(np.float64), np.nan))
 
 
 def _open_figures() -> set[int]:

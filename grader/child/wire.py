@@ -99,6 +99,9 @@ FIGURE_TEXT = 200
 FIGURE_TICKS = 1024
 """The most ticks of one axis."""
 
+FIGURE_IMAGES = 64
+"""The most images a figure's array stacks, and the most image shapes its facts list (``grader.child.figures``)."""
+
 MAX_DIMS = 16
 
 
@@ -134,6 +137,7 @@ class FigureFacts(_FigureImages, total=False):
     yticks: Annotated[list[Tick], msgspec.Meta(max_length=FIGURE_TICKS)]
     colorbar: bool
     array_problem: Label
+    image_shapes: Annotated[list[Shape], msgspec.Meta(max_length=FIGURE_IMAGES)]  # several images of mixed shapes
 
 
 class _ResultType(TypedDict):

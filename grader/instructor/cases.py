@@ -24,6 +24,7 @@ hook and device.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,7 @@ from grader.instructor.held_memory import held_problem
 from grader.instructor.messages import MESSAGES
 from grader.instructor.said import said
 from grader.instructor.verdict import contract_parameters
-from grader.registry import HOOK_NAMES
+from grader.packs import Group, groups
 from grader.rules import (
     MEASURED_CALL_FACTOR,
     MemoryRule,
@@ -115,6 +116,7 @@ class Case:
     name: str
     args: dict[str, Any]
     what: str = ""
+    what_zh: str = ""  # the Chinese of ``what``, for a group that brings its own words (the chapter's: case_words)
     dtypes: tuple[str, ...] = FLOATS
     half: bool = False  # also run in float16/bfloat16 (on the CPU and on a GPU)
     meta: bool = False  # also run on the meta device (catches tensors built on the CPU)
@@ -1323,8 +1325,8 @@ def _plot_cases(m: Maker) -> list[Case]:
     return cases
 
 
-def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
-    """Each hook's own cases, drawn from ``m`` in this order (:func:`make_cases` checks and completes them)."""
+def hidden_cases(m: Maker) -> dict[str, list[Case]]:
+    """The chapter's hooks' own cases, drawn from ``m`` in this order (:func:`make_cases` checks and completes them)."""
     return {
         "dot_product_scores": _score_cases("dot_product_scores", m),
         "scaled_dot_product_scores": _score_cases("scaled_dot_product_scores", m),
@@ -1349,25 +1351,38 @@ def cases_by_hook(m: Maker) -> dict[str, list[Case]]:
 
 def described(case: Case) -> str:
     """The case's description said by the case's id (``case.<hook>[<name>]``), so a report says it in its language;
-    its English as it is where the table of messages has no words for the case."""
+    its English as it is where the table of messages has no words for the case.  A case that brings its own
+    Chinese (``what_zh``, a group's of :mod:`grader.groups`) adds its words to the table first."""
     key = case_id(case.hook, case.name)
+    if case.what_zh and key not in MESSAGES:
+        MESSAGES[key] = {"en": "{what}", "zh": case.what_zh}
     return said(key, what=case.what) if key in MESSAGES else case.what
 
 
-def make_cases(seed: int) -> list[Case]:
-    """Every hidden case for ``seed``, in hookspec order: the same shapes for every seed, the seed's values."""
+def _group_cases(group: Group, seed: int) -> dict[str, list[Case]]:
+    """One group's cases for ``seed``, drawn from a :class:`Maker` of its own, each hook's main case once more."""
+    hooks = [r.hook for r in group.rows]
     m = Maker(seed)
-    by_hook = cases_by_hook(m)
-    if list(by_hook) != list(HOOK_NAMES):
+    by_hook = importlib.import_module(str(group.part("HIDDEN_CASES"))).hidden_cases(m)
+    if list(by_hook) != hooks:
         raise RuntimeError(
-            f"the hidden cases are for {list(by_hook)}, the hookspecs declare {list(HOOK_NAMES)}: "
-            "every hook needs hidden cases, in hookspec order"
+            f"exercise group {group.name}: the hidden cases are for {list(by_hook)}, its rows declare {hooks}: "
+            "every hook needs hidden cases, in the rows' order"
         )
-    for case in (case for hook in HOOK_NAMES for case in by_hook[hook]):
+    for case in (case for hook in hooks for case in by_hook[hook]):
         case.what = described(case)
-    for hook in HOOK_NAMES:  # each hook's main case once more, fresh values, same shapes
+    for hook in hooks:  # each hook's main case once more, fresh values, same shapes
         main = next((c for c in by_hook[hook] if c.meta), by_hook[hook][0])  # a figure has no meta case
         again = _again(main, m)
         if again is not None:
             by_hook[hook].append(again)
-    return [case for hook in HOOK_NAMES for case in by_hook[hook]]
+    return by_hook
+
+
+def make_cases(seed: int) -> list[Case]:
+    """Every hidden case for ``seed``, group by group in hook order: the same shapes for every seed, the seed's
+    values; each group draws from its own :class:`Maker`, so another group never changes a group's cases."""
+    missing = [g.name for g in groups() if g.part("HIDDEN_CASES") is None]
+    if missing:
+        raise RuntimeError(f"exercise groups without hidden cases (HIDDEN_CASES): {', '.join(missing)}")
+    return [case for group in groups() for cases in _group_cases(group, seed).values() for case in cases]

@@ -172,11 +172,12 @@ class Fingerprints:
         self.available = True
         try:
             from solutions import mistake_model
-            from solutions.mistakes import CATALOGUE, mistake_solution
+            from solutions.mistakes import catalogue as every_group_s
+            from solutions.mistakes import mistake_solution
         except ImportError:
             self.available = False
             return
-        for mistake in CATALOGUE if catalogue is None else catalogue:
+        for mistake in every_group_s() if catalogue is None else catalogue:
             solution = mistake_solution(mistake)
             for hook in mistake.overrides:
                 cand = Candidate(f"catalogue:{mistake.id}", hook, frozenset({mistake.id}), None, solution)

@@ -97,9 +97,9 @@ def build_hints(tests_dir: Path) -> dict[str, Any]:
     """The hints file's content: every catalogued mistake of a function hook, with its marks on the public inputs."""
     from grader.check import run_public_cases
     from grader.registry import load_solution
-    from solutions.mistakes import CATALOGUE, mistake_solution
+    from solutions.mistakes import catalogue, mistake_solution
 
-    chosen = [m for m in CATALOGUE if m.exercise not in MODULE_HOOKS and m.exercise in m.overrides]
+    chosen = [m for m in catalogue() if m.exercise not in MODULE_HOOKS and m.exercise in m.overrides]
     fan = FanOut(load_solution("reference"), {m.id: (m.exercise, mistake_solution(m)) for m in chosen})
     hooks = sorted({m.exercise for m in chosen}, key=HOOK_NAMES.index)
     # each test runs in float32, then float64: where their inputs share a key, the float64 result is kept
@@ -151,9 +151,9 @@ def write_hints(path: Path, tests_dir: Path) -> int:
 
 def problems_in(path: Path) -> list[str]:
     """Why the hints file is not plain data (one line each): a field, an id or a value that has no place there."""
-    from solutions.mistakes import CATALOGUE
+    from solutions.mistakes import catalogue
 
-    known = {m.id: m for m in CATALOGUE}
+    known = {m.id: m for m in catalogue()}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -17,6 +17,7 @@ the report's language from the mistakes' catalogue, not from here.
 
 from __future__ import annotations
 
+from grader.hook_table import TABLE
 from grader.instructor.case_words import case_messages
 from grader.rule_words import WORDS as KIT
 
@@ -188,6 +189,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "zh": "返回的图中的图像评分程序无法读取",
     },
     "image_array": {"en": "the image's array: {problem}", "zh": "图像的数组：{problem}"},
+    "image_arrays": {"en": "the images' arrays: {problem}", "zh": "各个图像的数组：{problem}"},
     # what was raised, or should have been
     "raised": {"en": "raised {error}", "zh": "抛出了 {error}"},
     "not_implemented": {"en": "not implemented yet ({text})", "zh": "尚未实现 ({text})"},
@@ -563,10 +565,34 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "figure.no_image": {"en": KIT["figure.no_image"], "zh": "图中没有图像：用 ax.imshow(...) 画出权重"},
     "figure.images": {"en": KIT["figure.images"], "zh": "图中有 {images} 个图像；只用一次 imshow 画出权重"},
+    "figure.image_count": {
+        "en": KIT["figure.image_count"],
+        "zh": "图中画了 {images} 个图像；应为 {expected} 个，每个头一个（每个头一次 imshow，按坐标轴的顺序）",
+    },
+    "figure.image_count_one": {
+        "en": KIT["figure.image_count_one"],
+        "zh": "图中只画了 1 个图像；应为 {expected} 个，每个头一个（每个头一次 imshow，按坐标轴的顺序）",
+    },
+    "figure.image_shapes": {
+        "en": KIT["figure.image_shapes"],
+        "zh": "图中各个图像的形状不同（{shapes}）；应为 {expected} 个同样形状的图像：按原样画出每个头的 (Tq, Tk) 权重",
+    },
     "figure.not_numbers": {"en": KIT["figure.not_numbers"], "zh": "图像的数据无法读成数字（{why}）"},
     "figure.transposed": {
         "en": KIT["figure.transposed"],
         "zh": "图像是权重的转置：图像的第 i 行必须是查询 i（按原样 imshow (Tq, Tk) 权重）",
+    },
+    "figure.heads_transposed": {
+        "en": KIT["figure.heads_transposed"],
+        "zh": "各个图像是各个头的权重的转置：每个图像的第 i 行必须是查询 i（按原样 imshow 每个头的 (Tq, Tk) 权重）",
+    },
+    "figure.head_transposed": {
+        "en": KIT["figure.head_transposed"],
+        "zh": "头 {head} 的图像是它的权重的转置：图像的第 i 行必须是查询 i（按原样 imshow weights[{head}]）",
+    },
+    "figure.head_order": {
+        "en": KIT["figure.head_order"],
+        "zh": "头的顺序不对：图像 {image} 画的是头 {head}（两者都从 0 开始数，图像按坐标轴的顺序）；头 h 应画成图像 h",
     },
     "labels.swapped": {
         "en": KIT["labels.swapped"],
@@ -603,3 +629,10 @@ MESSAGES: dict[str, dict[str, str]] = {
 language (``tests/test_messages.py`` renders each one in each language), but a case's description (its English
 the case's own ``{what}``, :mod:`grader.instructor.case_words`)."""
 MESSAGES.update(case_messages())  # each hidden case's description, said by the case's id (case_words)
+MESSAGES.update(  # why a group's own row bans its calls, in the words the row brings (grader.groups)
+    {
+        f"why_banned.{r.hook}": {"en": r.why_banned, "zh": r.why_banned_zh}
+        for r in TABLE
+        if r.why_banned and f"why_banned.{r.hook}" not in MESSAGES
+    }
+)

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
+import inspect
 import io
 import json
 import os
@@ -230,11 +232,19 @@ def strip_comments(source: str) -> str:
 
 
 def reference_bodies(path: Path | None = None) -> dict[str, str]:
-    """``{qualified name: body}`` of every function and method of the reference, comments and whitespace removed.
+    """``{qualified name: body}`` of every function and method of the reference (every group's, or the file
+    ``path``), comments and whitespace removed.
 
     The one-line bodies of :data:`GIVEN_BODIES` are left out: the stubs give them away.
     """
-    source = strip_comments((path or KIT_ROOT / "solutions" / "reference.py").read_text(encoding="utf-8"))
+    if path is None:
+        from grader.packs import instructor_part
+
+        bodies = {}
+        for module in instructor_part("REFERENCE"):
+            bodies.update(reference_bodies(Path(inspect.getfile(module))))
+        return bodies
+    source = strip_comments(path.read_text(encoding="utf-8"))
     tree = ast.parse(source)
     bodies: dict[str, str] = {}
 
@@ -265,10 +275,10 @@ def hidden_case_names(seed: int = 0) -> set[str]:
 
 def catalogue_strings() -> dict[str, str]:
     """``{text: what it is}`` for every id and hint of the catalogue of known mistakes."""
-    from solutions.mistakes import CATALOGUE
+    from solutions.mistakes import catalogue
 
     found: dict[str, str] = {}
-    for mistake in CATALOGUE:
+    for mistake in catalogue():
         found[mistake.id] = f"catalogue id {mistake.id}"
         for kind in ("hint", "hint_zh", "description"):
             text = getattr(mistake, kind, "") or ""
@@ -362,9 +372,42 @@ def _copy_tree(src: Path, dst: Path, leave_out: Path | None = None) -> None:
             shutil.copyfile(child, dst / child.name)
 
 
+def _module_file(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise ReleaseError(f"{name}: no such module (a source file), named by an exercise group")
+    return Path(spec.origin)
+
+
+def copy_installed_groups(stage: Path) -> list[str]:
+    """Copy the learner's half of every exercise group installed from elsewhere (:mod:`grader.packs`) into the kit:
+    its declaration as ``grader/groups/<group>.py``, its ``STUB`` and ``PUBLIC_TESTS`` as ``exercises/<group>.py``
+    and ``exercises/test_<group>.py``; the kit then finds the group as one of its own.  Returns the groups copied."""
+    from grader.packs import groups
+
+    copied = []
+    for group in groups():
+        if group.module.__name__.startswith("grader.groups."):
+            continue
+        name = group.rows[0].group
+        parts = {"STUB": f"exercises/{name}.py", "PUBLIC_TESTS": f"exercises/test_{name}.py"}
+        missing = [part for part in parts if group.part(part) is None]
+        if missing:
+            raise ReleaseError(f"exercise group {group.name} ({group.origin}) declares no {' and no '.join(missing)}")
+        targets = {f"grader/groups/{name}.py": _module_file(group.name)}
+        targets.update({rel: _module_file(str(group.part(part))) for part, rel in parts.items()})
+        for rel, source in targets.items():
+            if (stage / rel).exists():
+                raise ReleaseError(f"exercise group {group.name} ({group.origin}): the kit has its own {rel}")
+            shutil.copyfile(source, stage / rel)
+        copied.append(name)
+    return copied
+
+
 def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
     _copy_tree(EXERCISES_DIR, stage / "exercises")
     _copy_tree(GRADER_DIR, stage / "grader", leave_out=INSTRUCTOR_DIR)
+    copy_installed_groups(stage)
     shutil.copyfile(KIT_ROOT / "conftest.py", stage / "conftest.py")  # it chooses exercises where solutions is absent
     (stage / "pyproject.toml").write_text(learner_pyproject(project), encoding="utf-8")
     (stage / "constraints.txt").write_text(learner_constraints(), encoding="utf-8")

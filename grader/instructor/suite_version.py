@@ -14,6 +14,7 @@ import types
 from grader import hook_table, hookspecs, registry, rules
 from grader.child import call, figures, load, modules, spawns
 from grader.instructor import cases, diagnosis, held_memory, replies, submission_grading, suite, verdict
+from grader.packs import groups, instructor_part
 
 
 def verdict_modules() -> list[types.ModuleType]:
@@ -32,7 +33,7 @@ def verdict_modules() -> list[types.ModuleType]:
     """
     from solutions import mistakes, reference
 
-    return [
+    kit = [
         hookspecs,
         hook_table,
         registry,
@@ -52,6 +53,10 @@ def verdict_modules() -> list[types.ModuleType]:
         diagnosis,
         mistakes,
     ]
+    declared = [  # every exercise group's declaration and its instructor's half (grader.packs)
+        module for group in groups() for module in (group.module, group.hookspecs)
+    ] + [module for part in ("HIDDEN_CASES", "REFERENCE", "MISTAKES") for module in instructor_part(part)]
+    return list(dict.fromkeys(kit + declared))
 
 
 def suite_version() -> str:
@@ -76,7 +81,12 @@ def suite_version() -> str:
         digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
     described = case_messages()  # a case's description: its English is the case's own, in cases.py (hashed above)
     english = json.dumps(
-        sorted((key, words["en"]) for key, words in MESSAGES.items() if key not in described), ensure_ascii=False
+        sorted(
+            (key, words["en"])
+            for key, words in MESSAGES.items()
+            if key not in described and not (key.startswith("case.") and key.endswith("]"))  # a group's case's
+        ),
+        ensure_ascii=False,
     )
     digest.update(b"messages\0" + english.encode("utf-8") + b"\0")
     return digest.hexdigest()[:12]

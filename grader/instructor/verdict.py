@@ -26,9 +26,11 @@ from grader.instructor.said import Message, message_data, message_from_data, sai
 from grader.rules import (
     banned_message,
     dtype_message,
+    expected_images,
     figure_form_problem,
     gpu_device_message,
     gpu_error_message,
+    image_stack_problem,
     is_device_error,
     is_transpose,
     not_a_figure_message,
@@ -211,15 +213,24 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
 
 def _figure_problem(trial: Any, info: dict[str, Any], got: Any, gold: Any, reveal: bool) -> str | None:
     """What is wrong with a returned figure before its labels (a case property judges those): not a Figure,
-    no image or several, an image that is the weights' transpose, or its array's values; None when it holds."""
+    no image, not as many as the gold answer's (:func:`grader.rules.expected_images`: one for a ``(Tq, Tk)`` gold,
+    ``H`` for an ``(H, Tq, Tk)`` stack), images of different shapes, an image that is the weights' transpose (or
+    heads out of order), or its array's values (the shape read from the bytes received); None when it holds."""
     facts = info.get("figure")
     if facts is None:
         return not_a_figure_message(str(info["type"]) if "type" in info else said("something"), said)
-    problem = figure_form_problem(dict(facts), said)
+    expected = expected_images(gold)
+    problem = figure_form_problem(dict(facts), said, expected)
     if problem:
         return problem
     if got is None:
         return said("figure.unread")
+    if expected > 1:
+        problem = image_stack_problem(got, gold, said)
+        if problem:
+            return problem
+        problem = value_problem(trial, got, gold, reveal)
+        return said("image_arrays", problem=problem) if problem else None
     if is_transpose(got, gold):
         return transposed_message(said)
     problem = value_problem(trial, got, gold, reveal)

@@ -1,0 +1,1 @@
+"""A toy exercise pack: one group, "toy", with one hook, ``peak_weight``."""
