@@ -13,28 +13,19 @@ import inspect
 import itertools
 import math
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-import grader.hook_table
-
-if "grader.hook_row" not in sys.modules:  # until grader/hook_row.py lands: HookRow still lives in the hook table
-    try:
-        import grader.hook_row  # noqa: F401
-    except ImportError:
-        sys.modules["grader.hook_row"] = grader.hook_table
-
-from grader.groups import patterns as contract  # noqa: E402
-from grader.hookspecs import PROJECT_NAME  # noqa: E402
-from grader.instructor.cases import DEVICE, Case, Maker  # noqa: E402
-from grader.instructor.groups import patterns as hidden  # noqa: E402
-from solutions import mistakes as chapter_mistakes  # noqa: E402
-from solutions import patterns as reference  # noqa: E402
-from solutions import reference as chapter  # noqa: E402
+from grader.groups import patterns as contract
+from grader.hookspecs import PROJECT_NAME
+from grader.instructor.cases import DEVICE, Case, Maker
+from grader.instructor.groups import patterns as hidden
+from solutions import mistakes as chapter_mistakes
+from solutions import patterns as reference
+from solutions import reference as chapter
 
 KIT = Path(__file__).resolve().parent.parent
 HOOKS = [r.hook for r in contract.ROWS]
@@ -62,6 +53,8 @@ def test_the_contract_declares_its_rows_hookspecs_and_parts():
     assert all(r.group == "patterns" for r in contract.ROWS)
     assert [r.output for r in contract.ROWS] == ["mask", "mask", "tensor", "figure"]
     assert all(r.points > 0 for r in contract.ROWS)
+    assert all(bool(r.why_banned_zh) == bool(r.banned) and (not r.banned or CJK.search(r.why_banned_zh))
+               for r in contract.ROWS), "a row that bans a call says why in Chinese too"  # fmt: skip
     assert contract.POSITION == 20
     assert (contract.HIDDEN_CASES, contract.REFERENCE) == ("grader.instructor.groups.patterns", "solutions.patterns")
     assert (contract.STUB, contract.PUBLIC_TESTS) == ("exercises.patterns", "exercises.test_patterns")
@@ -313,20 +306,9 @@ def test_the_grid_refuses_what_is_not_heads(weights, tokens):
 # --- the hidden cases ------------------------------------------------------------------------------------------
 
 
-@dataclass
-class SaidCase(Case):
-    """A Case that keeps its Chinese, whether or not the kit's Case has the field yet."""
-
-    what_zh: str = ""
-
-
 @pytest.fixture(scope="module")
 def cases() -> dict[str, list[Case]]:
-    with pytest.MonkeyPatch.context() as mp:
-        if "what_zh" not in Case.__dataclass_fields__:
-            mp.setattr(hidden, "Case", SaidCase)
-            mp.setattr(hidden, "_SAYS_CHINESE", True)
-        return hidden.hidden_cases(Maker(0))
+    return hidden.hidden_cases(Maker(0))
 
 
 def test_the_hidden_cases_cover_every_hook_in_the_rows_order(cases):
@@ -344,15 +326,12 @@ def test_the_hidden_cases_cover_every_hook_in_the_rows_order(cases):
 
 def test_the_hidden_cases_are_the_same_shapes_under_every_seed():
     def shapes(seed):
-        out = []
-        with pytest.MonkeyPatch.context() as mp:
-            if "what_zh" not in Case.__dataclass_fields__:
-                mp.setattr(hidden, "Case", SaidCase)
-            for hook_cases in hidden.hidden_cases(Maker(seed)).values():
-                for c in hook_cases:
-                    out.append((c.name, c.what, {k: tuple(v.shape) if isinstance(v, torch.Tensor) else str(v)
-                                                 for k, v in c.args.items()}))  # fmt: skip
-        return out
+        return [
+            (c.name, c.what, c.what_zh, {k: tuple(v.shape) if isinstance(v, torch.Tensor) else str(v)
+                                         for k, v in c.args.items()})
+            for hook_cases in hidden.hidden_cases(Maker(seed)).values()
+            for c in hook_cases
+        ]  # fmt: skip
 
     assert shapes(0) == shapes(4242)
 

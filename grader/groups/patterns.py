@@ -24,9 +24,15 @@ ROWS = (
     HookRow("strided_mask", "patterns", "mask", points=1),
     HookRow("dilated_window_mask", "patterns", "mask", points=1),
     HookRow("attention_entropy", "patterns", "tensor", points=2),
-    # no banned names: every figure hook's call of pyplot.show or Figure.show is recorded and fails anyway, said
-    # "not allowed here" (a row's why_banned would need its Chinese in the kit's messages, which a group cannot add)
-    HookRow("plot_head_grid", "patterns", "figure", points=1),
+    HookRow(
+        "plot_head_grid",
+        "patterns",
+        "figure",
+        points=1,
+        banned=("show",),
+        why_banned="return the Figure and let the caller show it; the grader reads each head's image as data, headless",
+        why_banned_zh="返回 Figure，由调用者决定是否显示；评分程序在无界面的环境中把每个头的图像当作数据读取",
+    ),
 )
 
 HIDDEN_CASES = "grader.instructor.groups.patterns"
@@ -114,6 +120,6 @@ def plot_head_grid(weights, tokens=None):
     "Query positions"; with tokens, key token ``j`` also labels the x tick at ``j`` and query token ``i``
     the y tick at ``i``, on every head.  At least one colorbar, for the first image (one shared colorbar
     is enough when the heads share one colour scale).  ``H == 1`` is one heatmap.  The grader reads the
-    figure as data (every image's array, the labels, the ticks, the colorbar), headless, and fails a call
-    that shows it (``pyplot.show``, ``Figure.show``).
+    figure as data (every image's array, the labels, the ticks, the colorbar), headless.  Not allowed
+    inside: ``pyplot.show``.
     """

@@ -19,13 +19,8 @@ from grader.rules import figure_labels_problem, token_axes
 __all__ = ["hidden_cases"]
 
 
-_SAYS_CHINESE = "what_zh" in Case.__dataclass_fields__  # until the groups' machinery lands: then always
-
-
 def _case(hook: str, name: str, args: dict[str, Any], what: str, what_zh: str, **kwargs: Any) -> Case:
-    if _SAYS_CHINESE:
-        kwargs["what_zh"] = what_zh
-    return Case(hook, name, args, what, **kwargs)
+    return Case(hook, name, args, what, what_zh, **kwargs)
 
 
 # --- sparse masks ------------------------------------------------------------------------------------------
