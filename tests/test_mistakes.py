@@ -12,9 +12,11 @@ import torch
 from grader.child.load import describe_parameters
 from grader.instructor.suite import build_suite
 from grader.instructor.verdict import FAILED, judge_in_process, trial_id
-from grader.registry import HOOK_NAMES, signature_problem
-from solutions import reference
-from solutions.mistakes import CATALOGUE, Mistake, by_id, mistake_solution
+from grader.registry import HOOK_NAMES, load_solution, signature_problem
+from solutions.mistakes import Mistake, by_id, catalogue, mistake_solution
+
+CATALOGUE = catalogue()
+"""Every group's known mistakes: the chapter's, then each other group's (grader.groups)."""
 
 SEEDS = (0, 1)
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -70,8 +72,9 @@ def test_mistake_solution_is_the_reference_but_for_the_overrides(mistake: Mistak
     solution = mistake_solution(mistake)
     assert solution.problems == []
     assert set(solution.implemented) == set(HOOK_NAMES)
+    reference = load_solution("reference").functions
     for hook in HOOK_NAMES:
-        expected = mistake.overrides.get(hook, getattr(reference, hook))
+        expected = mistake.overrides.get(hook, reference[hook])
         assert solution.functions[hook] is expected, hook
 
 
