@@ -53,6 +53,11 @@ EXPECTED_SIGNATURES = {
     "sliding_window_mask": "sliding_window_mask(num_tokens, window, device=None)",
     "chunked_attention": "chunked_attention(queries, keys, values, chunk_size, causal=False)",
     "plot_attention": "plot_attention(weights, tokens=None)",
+    # the patterns group (grader/groups/patterns.py)
+    "strided_mask": "strided_mask(num_tokens, stride, device=None)",
+    "dilated_window_mask": "dilated_window_mask(num_tokens, window, dilation, device=None)",
+    "attention_entropy": "attention_entropy(weights)",
+    "plot_head_grid": "plot_head_grid(weights, tokens=None)",
 }
 
 
@@ -78,6 +83,10 @@ def sample_args(hook):
         "sliding_window_mask": (5, 2),
         "chunked_attention": (torch.randn(2, 5, 3), torch.randn(2, 7, 3), torch.randn(2, 7, 4), 3),
         "plot_attention": (weights[0],),
+        "strided_mask": (7, 3),
+        "dilated_window_mask": (9, 3, 2),
+        "attention_entropy": (weights,),
+        "plot_head_grid": (torch.softmax(torch.randn(3, 4, 7), dim=-1),),
     }[hook]
 
 
