@@ -602,6 +602,8 @@ class RuledSolution:
         facts, array = read
         weights = arguments["weights"].detach().to("cpu", torch.float64)
         expected = expected_images(weights)  # the weights stand in for the gold: the figure's answer is them
+        if weights.dim() == 3 and expected == 1:
+            weights = weights[0]  # one head, (1, Tq, Tk): one image, its (Tq, Tk), as the gold of such a figure is
         problem = figure_form_problem(facts, english, expected)
         if problem or array is None:
             return problem or "the image's data cannot be read as numbers"

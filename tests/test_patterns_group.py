@@ -511,3 +511,18 @@ def test_every_public_test_is_marked_with_one_of_the_groups_hooks():
             marked[node.name] = marks
     assert marked and all(len(m) == 1 for m in marked.values()), marked
     assert {m[0].strip("'\"") for m in marked.values()} == set(HOOKS)
+
+
+# --- the local check ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_the_local_check_reads_the_grid_as_the_grader_does(heads):
+    """``attnkit check`` judges a figure against the weights (its stand-in for the gold): one head's grid is one
+    image of ``(Tq, Tk)``, several heads' a stack; a transposed grid fails either way."""
+    from grader.rules import RuledSolution
+
+    weights = torch.rand(heads, 3, 8, dtype=torch.float64).softmax(dim=-1)
+    assert RuledSolution._figure_problem(reference.plot_head_grid(weights), {"weights": weights}) is None
+    wrong = reference.grid_transposed(weights)
+    assert RuledSolution._figure_problem(wrong, {"weights": weights}) is not None
