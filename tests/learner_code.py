@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from grader.registry import HOOK_NAMES
@@ -32,6 +32,31 @@ def reference_source(only: tuple[str, ...] = ()) -> str:
         text = "\n\n".join(ast.get_source_segment(text, n) or "" for n in keep)
     drop = ("@hookimpl", "from grader import hookimpl", "from __future__ import annotations")
     return "\n".join(ln for ln in text.splitlines() if ln.strip() not in drop) + "\n"
+
+
+def group_reference_source(module: str, hooks: Iterable[str]) -> str:
+    """A group's own reference (``solutions.patterns``) as a learner would paste it: its imports but the kit's, and
+    its hooks with every function and class they use, nothing else (its catalogue of mistakes stays out)."""
+    text = (KIT / (module.replace(".", "/") + ".py")).read_text()
+    tree = ast.parse(text)
+    defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    wanted: set[str] = set()
+    todo = list(hooks)
+    while todo:  # the hooks, then every name of this module they use, and so on
+        name = todo.pop()
+        if name in defined and name not in wanted:
+            wanted.add(name)
+            todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
+    ours = ("grader", "solutions", "__future__")
+    keep = [
+        n
+        for n in tree.body
+        if (isinstance(n, ast.Import) and not any(a.name.split(".")[0] in ours for a in n.names))
+        or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] not in ours)
+        or getattr(n, "name", None) in wanted
+    ]
+    pasted = "\n\n\n".join(ast.get_source_segment(text, n) or "" for n in keep)
+    return "\n".join(ln for ln in pasted.splitlines() if ln.strip() != "@hookimpl") + "\n"
 
 
 def alice_with(snippet: str | None, folder: Path = SNIPPETS, fills: Mapping[str, str] | None = None) -> str:

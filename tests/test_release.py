@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from learner_code import reference_source
+from learner_code import group_reference_source, reference_source
 
 from grader.cli import InstructorCommand, main
 from grader.hook_table import GROUPS
 from grader.instructor.release import RECORD, ReleaseError, find_leaks, release
+from grader.packs import groups
 from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,9 @@ LEARNER_GRADER = {
     "__init__.py",
     "hookspecs.py",
     "registry.py",
+    "hook_row.py",
     "hook_table.py",
+    "packs.py",
     "check.py",
     "notebook_check.py",
     "notebooks.py",
@@ -73,10 +76,19 @@ SLOW_TIMEOUT = 300
 # --- helpers ---------------------------------------------------------------------------------------
 
 
+def answers_of(group: str) -> str:
+    """What a learner who finished ``group`` pasted below its stubs: the chapter's reference, or the group's own."""
+    owner = next(g for g in groups() if any(r.group == group for r in g.rows))
+    module = owner.part("REFERENCE")
+    if module == "solutions.reference":
+        return reference_source()
+    return group_reference_source(str(module), [r.hook for r in owner.rows if r.group == group])
+
+
 def paste_reference(kit: Path) -> None:
     for stub in STUB_MODULES:
         path = kit / "exercises" / f"{stub}.py"
-        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
+        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + answers_of(stub))
 
 
 SITECUSTOMIZE = '''"""Test shim: forget the editable install of our checkout (see tests/test_release.py)."""
@@ -179,7 +191,9 @@ def test_the_kit_holds_stubs_public_tests_notebooks_and_the_learners_grader(kit)
     ours_top = {p.name for p in (KIT / "grader").iterdir() if p.is_file() and p.suffix not in (".pyc", ".pyo")}
     assert ours_top == LEARNER_GRADER  # the top level of grader/ is exactly what a learner's kit holds
     # and instructor/ stays out; the release adds the hints file
-    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER | {"hints.json", "child"}
+    assert {p.name for p in (kit / "grader").iterdir()} == LEARNER_GRADER | {"hints.json", "child", "groups"}
+    ours_groups = sorted(p.name for p in (KIT / "grader" / "groups").glob("*.py"))  # every group's contract, whole
+    assert sorted(p.name for p in (kit / "grader" / "groups").iterdir()) == ours_groups
     ours_child = sorted(p.name for p in (KIT / "grader" / "child").glob("*.py"))
     assert sorted(p.name for p in (kit / "grader" / "child").iterdir()) == ours_child  # the learner's side, whole
     for name in LEARNER_GRADER:
