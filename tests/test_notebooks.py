@@ -227,14 +227,24 @@ def output_text(cell) -> str:
 
 
 def reference_definitions() -> dict[str, str]:
-    """Each top-level function and class of the reference, as a learner would paste it (no decorator)."""
+    """Each top-level function and class of the reference, as a learner would paste it (no decorator); a hook of a
+    group with its own reference, with its imports and the helpers it uses (``learner_code.group_reference_source``)."""
+    from learner_code import group_reference_source
+
+    from grader.packs import groups
+
     text = REFERENCE.read_text(encoding="utf-8")
     lines = text.splitlines()
-    return {
+    definitions = {
         node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno])
         for node in ast.parse(text).body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
     }
+    for group in groups():
+        module = str(group.part("REFERENCE"))
+        if module != "solutions.reference":
+            definitions.update({r.hook: group_reference_source(module, [r.hook]) for r in group.rows})
+    return definitions
 
 
 def with_reference(nb):
