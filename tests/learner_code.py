@@ -59,6 +59,18 @@ def group_reference_source(module: str, hooks: Iterable[str]) -> str:
     return "\n".join(ln for ln in pasted.splitlines() if ln.strip() != "@hookimpl") + "\n"
 
 
+def answers_of(group: str) -> str:
+    """What a learner who finished exercise group ``group`` pasted below its stubs: the chapter's reference (all of
+    it, as ever), or the group's own reference's hooks (:func:`group_reference_source`)."""
+    from grader.packs import groups
+
+    owner = next(g for g in groups() if any(r.group == group for r in g.rows))
+    module = owner.part("REFERENCE")
+    if module == "solutions.reference":
+        return reference_source()
+    return group_reference_source(str(module), [r.hook for r in owner.rows if r.group == group])
+
+
 def alice_with(snippet: str | None, folder: Path = SNIPPETS, fills: Mapping[str, str] | None = None) -> str:
     """Alice's solution with the hooks ``folder/<snippet>.py`` defines replaced by the snippet's.
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from learner_code import reference_source
+from learner_code import answers_of, reference_source
 
 from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
 from grader.cli import main
@@ -80,7 +80,7 @@ def test_pasting_the_reference_bodies_makes_check_exit_0(tmp_path):
     shutil.copy(KIT / "conftest.py", kit / "conftest.py")
     for stub in GROUPS:
         path = kit / "exercises" / f"{stub}.py"
-        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
+        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + answers_of(stub))
     env = dict(os.environ, PYTHONPATH=str(kit))
     done = subprocess.run(
         [sys.executable, "-m", "grader.cli", "check"], cwd=kit, env=env, capture_output=True, text=True, timeout=300

@@ -29,12 +29,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from learner_code import group_reference_source, reference_source
+from learner_code import answers_of, reference_source
 
 from grader.cli import InstructorCommand, main
 from grader.hook_table import GROUPS
 from grader.instructor.release import RECORD, ReleaseError, find_leaks, release
-from grader.packs import groups
 from grader.registry import HOOK_NAMES
 
 KIT = Path(__file__).resolve().parent.parent
@@ -74,15 +73,6 @@ SLOW_TIMEOUT = 300
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-
-
-def answers_of(group: str) -> str:
-    """What a learner who finished ``group`` pasted below its stubs: the chapter's reference, or the group's own."""
-    owner = next(g for g in groups() if any(r.group == group for r in g.rows))
-    module = owner.part("REFERENCE")
-    if module == "solutions.reference":
-        return reference_source()
-    return group_reference_source(str(module), [r.hook for r in owner.rows if r.group == group])
 
 
 def paste_reference(kit: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from learner_code import reference_source
+from learner_code import answers_of, reference_source
 
 from grader.check import NOT_STARTED, PASSING
 from grader.cli import main
@@ -63,7 +63,9 @@ def fill_notebook(path: Path, only: tuple[str, ...] = ()) -> None:
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(reference_source(only), metadata={"tags": ["attnkit-solution"]}))
+    group = nb.metadata.get("attnkit", {}).get("group")
+    answers = answers_of(group) if group and not only else reference_source(only)  # a group's own reference, if any
+    nb.cells.append(nbformat.v4.new_code_cell(answers, metadata={"tags": ["attnkit-solution"]}))
     nbformat.write(nb, path)
 
 
@@ -100,7 +102,7 @@ def solved(kit, tmp_path_factory) -> Path:
     package = dest / "exercises"
     for stub in STUB_MODULES:
         path = package / f"{stub}.py"
-        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + reference_source())
+        path.write_text(path.read_text() + "\n\n# --- my answers ---\n" + answers_of(stub))
     (package / "helpers").mkdir()
     (package / "helpers" / "__init__.py").write_text("SCALE = 1.0\n")  # the learner's own subpackage: packed
     (package / "test_mine.py").write_text("def test_mine():\n    pass\n")  # the learner's own test: not packed
