@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -49,13 +50,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 @pytest.fixture(scope="session")
 def graded_corpus(tmp_path_factory: pytest.TempPathFactory):
-    """The learners' corpus (``tests/learners/``) through ``grade_class`` once for the session: seed 1, cpu and
-    meta, two jobs.  The points tests and the diagnosis tests read the same run (it takes about a minute)."""
+    """The learners' corpus (``tests/learners/``) through ``grade_class`` once per test run: seed 1, cpu and
+    meta, two jobs.  The points tests and the diagnosis tests read the same run (it takes a minute or more).
+
+    Shared by the pytest-xdist workers like ``released_kit``: the first grades and keeps the ``GradeRun`` (plain
+    data, the heatmaps' tensors included) in a pickle; the others wait, then read it.  Read it, never change it.
+    """
     from grader.instructor.class_grading import GradeOptions, LocalExecutor, grade_class
 
-    options = GradeOptions(seed=1, devices=["cpu", "meta"], executor=LocalExecutor(jobs=2))
-    corpus = Path(__file__).resolve().parent / "learners"
-    return grade_class([str(corpus)], tmp_path_factory.mktemp("corpus"), options)
+    dest = shared_path(tmp_path_factory, "graded-corpus")
+    with open(dest.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (dest / "run.pickle").is_file():  # written last
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            options = GradeOptions(seed=1, devices=["cpu", "meta"], executor=LocalExecutor(jobs=2))
+            corpus = Path(__file__).resolve().parent / "learners"
+            run = grade_class([str(corpus)], dest / "out", options)
+            (dest / "run.pickle.part").write_bytes(pickle.dumps(run))
+            (dest / "run.pickle.part").rename(dest / "run.pickle")
+    return pickle.loads((dest / "run.pickle").read_bytes())
 
 
 @pytest.fixture(scope="module")
