@@ -48,6 +48,53 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         )
 
 
+HEAVY_FIRST = (
+    "test_audit.py",
+    "test_gradescope.py",
+    "test_interrupt.py",
+    "test_mistakes.py",
+    "test_ray_executor.py",
+    "test_release.py",
+    "test_cli_grade.py",
+    "test_out_folder.py",
+    "test_throughput.py",
+    "test_learner_grading.py",
+    "test_diagnosis.py",
+    "test_notebooks.py",
+    "test_module_grading.py",
+    "test_submission_grading.py",
+    "test_memory_rule.py",
+)
+"""The test files that take longest (minutes each in ``make test-all``), roughly longest first: they start first.
+
+``--dist loadfile`` hands each worker a whole file; pytest-xdist's own order is by the number of tests in a file,
+which puts files of a few long tests (the throughput test's two take minutes) last, where one worker runs them
+alone while the other has nothing left.  Longest first, then the rest in that order, leaves the many short files
+for the end, where they even out the two workers.  The order of the tests inside a file is left as it is."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "loadscopereorder", None) is not None:
+        config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gives (below)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files of :data:`HEAVY_FIRST` first, in its order; then every other file, most tests first (what
+    pytest-xdist's loadfile would do).  Stable: the tests of a file keep their order."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.nodeid.split("::", 1)[0]] = counts.get(item.nodeid.split("::", 1)[0], 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        name = path.rsplit("/", 1)[-1]
+        if name in HEAVY_FIRST and path.startswith("tests/"):
+            return (HEAVY_FIRST.index(name), 0)
+        return (len(HEAVY_FIRST), -counts[path])
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 def graded_corpus(tmp_path_factory: pytest.TempPathFactory):
     """The learners' corpus (``tests/learners/``) through ``grade_class`` once per test run: seed 1, cpu and
