@@ -5,7 +5,9 @@
   by the pytest-xdist workers);
 - ``rubric``: the kit's default rubric;
 - ``graded_corpus``: the learners' corpus graded once for the whole session;
-- ``template``: a warm sandbox template for the test module (``learner_code.graded_snippet`` grades with it).
+- ``template``: a warm sandbox template for the test module (``learner_code.graded_snippet`` grades with it);
+- ``graded_sample_class``: the sample class (``examples/submissions``) through ``attnkit grade`` once per test
+  run (shared by the pytest-xdist workers like ``released_kit``): its out folder and what the command printed.
 
 The fast tier (``make test``) is every test not marked ``slow``; ``make test-all`` runs them all.
 In the fast tier, a test not marked ``slow`` whose call takes over :data:`FAST_SECONDS` fails, naming the
@@ -23,6 +25,8 @@ import fcntl
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,6 +146,36 @@ def released_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker releases; the others wait, then read
         if not (dest / RECORD).is_file():  # the release's record is written last
             release(dest)
+    return dest
+
+
+SAMPLE_CLASS_SEED = 11
+"""The seed ``graded_sample_class`` grades under (the modules that read it grade their own runs with it too)."""
+
+
+@pytest.fixture(scope="session")
+def graded_sample_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``attnkit grade examples/submissions --seed 11 --executor local --jobs 2`` once per test run, every device
+    present: a folder with ``out/`` (the out folder) and ``stdout.txt`` (what the command printed, 200 columns).
+
+    Read it or copy it, never write into it (a module that needs another rubric or late hand-ins grades into its
+    own copy: the class's results are reused).  Grading the sample class takes a minute or more (grace loops
+    until her timeout on every device), so the modules that grade it with the same options read this one.
+    """
+    kit_root = Path(__file__).resolve().parents[1]
+    dest = shared_path(tmp_path_factory, "graded-sample-class")
+    with open(dest.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker grades; the others wait, then read
+        if not (dest / "stdout.txt").is_file():  # written last
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            command = [sys.executable, "-m", "grader.cli", "grade", str(kit_root / "examples" / "submissions"),
+                       "--out", str(dest / "out"), "--seed", str(SAMPLE_CLASS_SEED), "--executor", "local",
+                       "--jobs", "2"]  # fmt: skip
+            env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
+            done = subprocess.run(command, cwd=kit_root, env=env, capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, done.stdout + done.stderr
+            (dest / "stdout.txt").write_text(done.stdout, encoding="utf-8")
     return dest
 
 
