@@ -53,16 +53,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 HEAVY_FIRST = (
-    "test_audit.py",
-    "test_gradescope.py",
-    "test_interrupt.py",
-    "test_mistakes.py",
     "test_ray_executor.py",
+    "test_mistakes.py",
+    "test_gradescope.py",
+    "test_audit.py",
+    "test_interrupt.py",
     "test_release.py",
     "test_cli_grade.py",
     "test_out_folder.py",
-    "test_throughput.py",
     "test_learner_grading.py",
+    "test_throughput.py",
     "test_diagnosis.py",
     "test_notebooks.py",
     "test_module_grading.py",
