@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import grader.instructor.audit
 import solutions.mistakes
 from grader.cli import main
-from grader.instructor.audit import run_audit
+from grader.instructor.audit import AuditReport
 from grader.instructor.submission_grading import available_devices
 from grader.registry import HOOK_NAMES, adopt
 from solutions import reference
@@ -36,6 +36,41 @@ HARMLESS = Mistake(
 
 def _audit(*args: str):
     return CliRunner().invoke(main, ["audit", *args], env=WIDE, catch_exceptions=False)
+
+
+# --- one real audit per scenario -----------------------------------------------------------------
+
+_REPORTS: dict[tuple, AuditReport] = {}
+_RUN_AUDIT = grader.instructor.audit.run_audit  # the real one, whatever a test patches in its place
+
+
+def audit_once(scenario: str, public_skipped: bool = False):
+    """``run_audit`` as it is, run at most once per scenario and arguments for this test module.
+
+    A full audit (the reference, every catalogued mistake, every knob of the model, on cpu and meta) takes
+    tens of seconds; the tests of one scenario (the real catalogue, a surviving mistake, a surviving knob, a
+    broken reference) each read it, through the command's JSON, its table or the report itself, and the
+    audit is a pure function of the scenario and its arguments (seeded, in-process).  So each scenario's
+    audit runs for real, once, with the very arguments the command passes, and the command renders that
+    report.  A scenario is what its fixture patches, the same every time; ``public_skipped`` where that
+    fixture replaces the public cases by none (then ``public`` changes nothing, and is not part of the key).
+    """
+
+    def run(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
+        if devices is None:  # what run_audit itself does with None
+            devices = [d for d, why in available_devices().items() if why is None]
+        key = (scenario, seed, tuple(devices), False if public_skipped else public)
+        if key not in _REPORTS:
+            _REPORTS[key] = _RUN_AUDIT(seed=seed, devices=list(devices), public=public)
+        return _REPORTS[key]
+
+    return run
+
+
+@pytest.fixture
+def real_catalogue_audited_once(monkeypatch):
+    """``attnkit audit`` reads the module's one audit of the real catalogue (what ``report`` holds)."""
+    monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("catalogue"))
 
 
 def _json(result) -> dict:
@@ -66,7 +101,7 @@ def _check_schema(data: dict) -> None:
 
 @pytest.fixture(scope="module")
 def report():
-    return run_audit(seed=0, devices=["cpu", "meta"])
+    return audit_once("catalogue")(seed=0, devices=["cpu", "meta"])
 
 
 @pytest.mark.slow
@@ -97,7 +132,7 @@ def test_a_mistake_fails_hidden_cases_of_the_hooks_it_overrides_only(report, mis
 
 
 @pytest.mark.slow
-def test_audit_json_reports_the_reference_passed_every_mistake_killed_and_exits_0():
+def test_audit_json_reports_the_reference_passed_every_mistake_killed_and_exits_0(real_catalogue_audited_once):
     result = _audit("--json")
     assert result.exit_code == 0, result.output[-3000:]
     data = _json(result)
@@ -129,6 +164,7 @@ def public_cases_skipped(monkeypatch):
 def with_survivor(monkeypatch, public_cases_skipped):
     """The catalogue plus a "mistake" whose softmax_weights is the reference's (run_audit reads the attribute)."""
     monkeypatch.setattr(solutions.mistakes, "CATALOGUE", CATALOGUE + (HARMLESS,))
+    monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("survivor", public_skipped=True))
     return HARMLESS
 
 
@@ -179,6 +215,7 @@ def with_surviving_knob(monkeypatch, public_cases_skipped):
 
     harmless = mistake_model.Knob("no-scaling", "bias", "never", frozenset({mistake_model.SELF}))
     monkeypatch.setattr(mistake_model, "KNOBS", mistake_model.KNOBS + (harmless,))
+    monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("surviving-knob", public_skipped=True))
     return harmless
 
 
@@ -219,11 +256,12 @@ def broken_reference(monkeypatch, public_cases_skipped):
         return real(spec)
 
     monkeypatch.setattr(grader.instructor.audit, "load_solution", load)
+    monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("broken-reference", public_skipped=True))
 
 
 @pytest.mark.slow
 def test_run_audit_with_a_broken_reference_is_not_ok(broken_reference):
-    report = run_audit(seed=0, devices=["cpu", "meta"], public=False)
+    report = grader.instructor.audit.run_audit(seed=0, devices=["cpu", "meta"], public=False)  # audit_once's
     assert report.reference_passed is False
     assert report.ok is False
     assert report.hidden_failures

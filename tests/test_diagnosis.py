@@ -20,6 +20,7 @@ import dataclasses
 import html
 import json
 import re
+import shutil
 import sqlite3
 import zipfile
 from pathlib import Path
@@ -84,9 +85,15 @@ def graded_en(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def graded_zh(tmp_path_factory) -> Path:
-    """The same students graded through the command line with ``--lang zh``."""
-    out = tmp_path_factory.mktemp("graded-zh")
+def graded_zh(tmp_path_factory, graded_en) -> Path:
+    """The same students graded through the command line with ``--lang zh``, into a copy of ``graded_en``.
+
+    The language is the reports' alone (grading is the same in every language, and the out folder's class is
+    the same seed and devices), so the command reuses every result of ``graded_en`` and writes the reports in
+    Chinese: the diagnosis named at grading time, the hints in the reports' language.
+    """
+    out = tmp_path_factory.mktemp("graded-zh") / "out"
+    shutil.copytree(graded_en, out)
     paths = [str(SUBMISSIONS / p) for p in GRADED]
     result = CliRunner().invoke(
         main,

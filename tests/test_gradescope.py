@@ -33,7 +33,7 @@ from grader.registry import HOOK_NAMES
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
-SEED = 11
+SEED = 11  # the seed graded_sample_class grades under (conftest.py)
 HAND_INS = sorted(p.name for p in SAMPLE_CLASS.iterdir() if p.name != "README.md" and not is_skipped_dir(p.name))
 VISIBILITY = ("visible", "after_due_date", "after_published", "hidden")
 
@@ -286,16 +286,25 @@ def read_grades(path: Path) -> dict[str, dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def class_graded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]], Path]:
-    """The sample class through ``attnkit grade`` and the bundle, both with SEED and the course's rubric."""
+def class_graded(tmp_path_factory, graded_sample_class) -> tuple[Path, dict[str, dict[str, str]], Path]:
+    """The sample class through ``attnkit grade`` and the bundle, both with SEED and the course's rubric.
+
+    ``attnkit grade`` runs into a copy of the test run's one grading of the sample class (``conftest.py``, the
+    same seed and devices, the default rubric): the rubric is no condition of the class, so the command reuses
+    every result and writes the reports under the course's rubric.
+    """
     where = tmp_path_factory.mktemp("gradescope-class")
     rubric = where / "course-rubric.toml"
     rubric.write_text(RUBRIC, encoding="utf-8")
     out = where / "graded"
+    shutil.copytree(graded_sample_class / "out", out)
     command = [sys.executable, "-m", "grader.cli", "grade", str(SAMPLE_CLASS), "--seed", str(SEED)]
     command += ["--out", str(out), "--rubric", str(rubric)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=where)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert read_grades(out / "grades.csv") != read_grades(graded_sample_class / "out" / "grades.csv"), (
+        "the course's rubric changed no points"
+    )
     bundle = gradescope.write_bundle(where / "autograder.zip", rubric, seed=SEED)
     return bundle.path, read_grades(out / "grades.csv"), rubric
 

@@ -54,7 +54,7 @@ except ImportError:  # the tests that need no Ray still run
     ray = None
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
-SEED = "11"
+SEED = "11"  # the seed graded_sample_class grades under (conftest.py), so local_run's
 needs_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed (pip install 'attnkit[ray]')")
 
 
@@ -182,16 +182,15 @@ def in_flight(sandbox_tmp: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory, sandbox_tmp) -> dict:
-    """The sample class with ``--executor local --jobs 2``: its grades.csv, output and results."""
-    out = tmp_path_factory.mktemp("local") / "out"
-    done = subprocess.run(grade_command(out, "--executor", "local", "--jobs", "2"), cwd=KIT_ROOT,
-                          env=environment(sandbox_tmp), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+def local_run(graded_sample_class) -> dict:
+    """The sample class with ``--executor local --jobs 2`` (the test run's one grading of it, ``conftest.py``):
+    its grades.csv, output and results."""
+    out = graded_sample_class / "out"
     db = out / "gradebook.sqlite"
+    assert query(db, "SELECT value FROM class_settings WHERE key = 'seed'") == [(SEED,)]
     return {
         "grades": (out / "grades.csv").read_bytes(),
-        "output": " ".join(done.stdout.split()),
+        "output": " ".join((graded_sample_class / "stdout.txt").read_text(encoding="utf-8").split()),
         "results": {student: results_of(db, student) for student in recorded(db)},
     }
 
