@@ -71,6 +71,15 @@ def answers_of(group: str) -> str:
     return group_reference_source(str(module), [r.hook for r in owner.rows if r.group == group])
 
 
+def other_groups_answers() -> str:
+    """What a learner pastes for every exercise group beyond the chapter's (Alice wrote the chapter's): each group's
+    own reference's hooks (:func:`answers_of`)."""
+    from grader.hook_table import GROUPS
+
+    others = [g for g in GROUPS if answers_of(g) != reference_source()]
+    return "".join(f"\n\n# --- the {g} group ---\n{answers_of(g)}" for g in others)
+
+
 def alice_with(snippet: str | None, folder: Path = SNIPPETS, fills: Mapping[str, str] | None = None) -> str:
     """Alice's solution with the hooks ``folder/<snippet>.py`` defines replaced by the snippet's.
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from learner_code import alice_with
+from learner_code import alice_with, other_groups_answers
 
 from grader.cli import main
 from grader.registry import HOOK_NAMES
@@ -78,11 +78,12 @@ def run_seconds(db: Path, run_id: int, student: str) -> list[float]:
 def three_formats(tmp_path_factory) -> list[str]:
     """ada.py (correct), bea/ (a folder; wrong causal_mask), cal.zip (softmax ignores dim)."""
     root = tmp_path_factory.mktemp("hand-ins")
-    (root / "ada.py").write_text(alice_with(None), encoding="utf-8")
+    others = other_groups_answers()  # every group but the chapter's, so that full marks are every group's
+    (root / "ada.py").write_text(alice_with(None) + others, encoding="utf-8")
     (root / "bea").mkdir()
-    (root / "bea" / "answers.py").write_text(alice_with("wrong_causal_mask"), encoding="utf-8")
+    (root / "bea" / "answers.py").write_text(alice_with("wrong_causal_mask") + others, encoding="utf-8")
     with zipfile.ZipFile(root / "cal.zip", "w") as zf:
-        zf.writestr("cal/answers.py", alice_with("softmax_ignores_dim"))
+        zf.writestr("cal/answers.py", alice_with("softmax_ignores_dim") + others)
     return [str(root / "ada.py"), str(root / "bea"), str(root / "cal.zip")]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from browser import dump_dom, screenshot
 from click.testing import CliRunner
-from learner_code import alice_with
+from learner_code import alice_with, other_groups_answers
 
 from grader.cli import main
 from grader.instructor import class_grading, class_report, lms
@@ -77,9 +77,10 @@ def hand_ins(tmp_path_factory) -> Path:
         alice_with(None) + '\nprint("hello from ada")\nprint("\\x1b[2J cleared?")\n', encoding="utf-8"
     )
     (root / "bea").mkdir()
-    (root / "bea" / "answers.py").write_text(alice_with("wrong_causal_mask"), encoding="utf-8")
+    others = other_groups_answers()  # bea and fay finished every group: only their own mistakes are judged wrong
+    (root / "bea" / "answers.py").write_text(alice_with("wrong_causal_mask") + others, encoding="utf-8")
     (root / "eve.py").write_text(alice_with("exit_at_import"), encoding="utf-8")
-    (root / "fay.py").write_text(alice_with("infinite_loop"), encoding="utf-8")
+    (root / "fay.py").write_text(alice_with("infinite_loop") + others, encoding="utf-8")
     with zipfile.ZipFile(root / "cal.zip", "w") as zf:
         zf.writestr("cal/answers.py", alice_with("softmax_ignores_dim"))
     return root

@@ -68,7 +68,8 @@ def _strided_cases(m: Maker) -> list[Case]:
 def _dilated_cases(m: Maker) -> list[Case]:
     hook = "dilated_window_mask"
 
-    def mask(name: str, t: int, w: int, d: int, what: str, what_zh: str, **kwargs: Any) -> Case:
+    def mask(name: str, twd: tuple[int, int, int], what: str, what_zh: str, **kwargs: Any) -> Case:
+        t, w, d = twd
         args = {"num_tokens": t, "window": w, "dilation": d, "device": DEVICE}
         return _case(hook, name, args, what, what_zh, dtypes=("bool",), **kwargs)
 
@@ -81,26 +82,26 @@ def _dilated_cases(m: Maker) -> list[Case]:
     wl = m.size(tl + 1, tl + 4)
     te = m.size(7, 10)
     cases = [
-        mask("main", t, w, d, f"T = {t}, window {w}, dilation {d}: keys i, i - {d}, i - {2 * d}",
+        mask("main", (t, w, d), f"T = {t}, window {w}, dilation {d}: keys i, i - {d}, i - {2 * d}",
              f"T = {t}，window {w}，扩张率 {d}：键 i、i - {d}、i - {2 * d}", meta=True),
-        mask("dilation=1", t1, w1, 1, f"T = {t1}, window {w1}, dilation 1 equals the sliding window",
+        mask("dilation=1", (t1, w1, 1), f"T = {t1}, window {w1}, dilation 1 equals the sliding window",
              f"T = {t1}，window {w1}，扩张率 1 等于滑动窗口"),
-        mask("window=1", t2, 1, d2, f"T = {t2}, window 1, dilation {d2}: each token sees only itself",
+        mask("window=1", (t2, 1, d2), f"T = {t2}, window 1, dilation {d2}: each token sees only itself",
              f"T = {t2}，window 1，扩张率 {d2}：每个词元只看到自己"),
-        mask("dilation>T", 5, 3, 9, "T = 5, window 3, dilation 9 > T: each token sees only itself",
+        mask("dilation>T", (5, 3, 9), "T = 5, window 3, dilation 9 > T: each token sees only itself",
              "T = 5，window 3，扩张率 9 > T：每个词元只看到自己"),
-        mask("dilation=T", te, 2, te, f"T = {te}, window 2, dilation = T: each token sees only itself",
+        mask("dilation=T", (te, 2, te), f"T = {te}, window 2, dilation = T: each token sees only itself",
              f"T = {te}，window 2，扩张率 = T：每个词元只看到自己", coincide=("T=dilation",)),
-        mask("window>T", tl, wl, 2, f"T = {tl}, window {wl} > T, dilation 2: every other token back to the start",
+        mask("window>T", (tl, wl, 2), f"T = {tl}, window {wl} > T, dilation 2: every other token back to the start",
              f"T = {tl}，window {wl} > T，扩张率 2：往回每隔一个词元，直到开头"),
-        mask("T=1", 1, 2, 3, "a single token, window 2, dilation 3", "单个词元，window 2，扩张率 3"),
+        mask("T=1", (1, 2, 3), "a single token, window 2, dilation 3", "单个词元，window 2，扩张率 3"),
     ]  # fmt: skip
     for i in range(2):
         tr = m.size(14, 20)
         wr = m.size(2, 5, avoid=(tr,))
         dr = m.size(2, 4, avoid=(tr, wr))
         cases.append(
-            mask(f"random-{i}", tr, wr, dr, f"random T = {tr}, window {wr}, dilation {dr}",
+            mask(f"random-{i}", (tr, wr, dr), f"random T = {tr}, window {wr}, dilation {dr}",
                  f"随机的 T = {tr}，window {wr}，扩张率 {dr}")
         )  # fmt: skip
     for t_bad, w_bad, d_bad in ((7, 0, 2), (7, 3, 0), (7, 3, -1), (0, 3, 2)):
@@ -111,7 +112,7 @@ def _dilated_cases(m: Maker) -> list[Case]:
         else:
             bad, bad_zh, value = "num_tokens", "num_tokens", t_bad
         cases.append(
-            mask(f"T={t_bad}-w={w_bad}-d={d_bad}-raises", t_bad, w_bad, d_bad, f"{bad} = {value} raises ValueError",
+            mask(f"T={t_bad}-w={w_bad}-d={d_bad}-raises", (t_bad, w_bad, d_bad), f"{bad} = {value} raises ValueError",
                  f"{bad_zh} = {value} 抛出 ValueError", expect_error="ValueError")
         )  # fmt: skip
     return cases
