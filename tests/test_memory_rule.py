@@ -663,6 +663,7 @@ def test_honest_chunked_versions_pass_the_long_case_within_the_call_limit(tmp_pa
     # its time: python benchmarks/long_sequence_cost.py (a benchmark, never a timed assertion)
 
 
+@pytest.mark.slow  # grades a whole submission in the sandbox: over 5 s on the 2-core machine
 @linux_only
 def test_the_allocator_record_leaves_nothing_in_what_the_learner_printed(tmp_path, chunked_suite, template):
     """Kineto writes a line to file descriptor 2 as a profiler session starts and stops: none of it is the learner's."""

@@ -192,6 +192,7 @@ def test_a_thread_started_at_import_fails_every_call(tmp_path, suite, template):
     assert all("your code started a thread" in r.message for r in cpu), cpu[0].message
 
 
+@pytest.mark.slow  # grades a whole submission in the sandbox: over 5 s on the 2-core machine
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandboxed child runs on Linux only")
 def test_correct_code_starts_nothing(tmp_path, suite, template):
     results = graded(tmp_path, None, suite, template)
