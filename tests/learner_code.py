@@ -72,11 +72,12 @@ def answers_of(group: str) -> str:
 
 
 def other_groups_answers() -> str:
-    """What a learner pastes for every exercise group beyond the chapter's (Alice wrote the chapter's): each group's
-    own reference's hooks (:func:`answers_of`)."""
-    from grader.hook_table import GROUPS
+    """What a learner pastes for every exercise group Alice did not write (she wrote the chapter's and the patterns
+    group's): each such group's own reference's hooks (:func:`answers_of`); empty when she wrote them all."""
+    from grader.hook_table import GROUPS, hooks_in
 
-    others = [g for g in GROUPS if answers_of(g) != reference_source()]
+    alice = {n.name for n in ast.parse(ALICE.read_text(encoding="utf-8")).body if isinstance(n, ast.FunctionDef)}
+    others = [g for g in GROUPS if answers_of(g) != reference_source() and not set(hooks_in(g)) <= alice]
     return "".join(f"\n\n# --- the {g} group ---\n{answers_of(g)}" for g in others)
 
 

@@ -258,3 +258,61 @@ def plot_attention(weights, tokens=None):
         ax.set_xticks(list(range(cols)), list(col_names))
         ax.set_yticks(list(range(rows)), list(row_names))
     return fig
+
+
+# --- patterns: sparse masks, how spread a row is, one heatmap per head
+
+
+def _how_far_back(num_tokens, device):
+    positions = torch.arange(num_tokens, device=device)
+    return positions[:, None] - positions[None, :]  # (T, T): [i, j] = i - j, negative in the future
+
+
+def strided_mask(num_tokens, stride, device=None):
+    if num_tokens < 1 or stride < 1:
+        raise ValueError(f"need num_tokens >= 1 and stride >= 1, got {num_tokens} and {stride}")
+    back = _how_far_back(num_tokens, device)
+    visible = (back >= 0) & ((back < stride) | (back % stride == 0))
+    return ~visible
+
+
+def dilated_window_mask(num_tokens, window, dilation, device=None):
+    if num_tokens < 1 or window < 1 or dilation < 1:
+        raise ValueError(f"need num_tokens, window, dilation >= 1, got {num_tokens}, {window}, {dilation}")
+    back = _how_far_back(num_tokens, device)
+    visible = (back >= 0) & (back % dilation == 0) & (back // dilation < window)
+    return ~visible
+
+
+def attention_entropy(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)  # xlogy(0, 0) is 0: masked keys add nothing
+
+
+def plot_head_grid(weights, tokens=None):
+    import matplotlib.pyplot as plt
+
+    if weights.ndim != 3:
+        raise ValueError(f"one (H, Tq, Tk) stack of heads, not {tuple(weights.shape)}")
+    heads, rows, cols = weights.shape
+    if tokens is None:
+        row_names = col_names = None
+    elif len(tokens) == 2 and not isinstance(tokens[0], str):
+        row_names, col_names = tokens
+    else:
+        row_names = col_names = tokens
+    if row_names is not None and (len(row_names) != rows or len(col_names) != cols):
+        raise ValueError(f"{len(row_names)}/{len(col_names)} tokens for {rows}x{cols} weights")
+    fig, axes = plt.subplots(1, heads, figsize=(4 * heads, 4), squeeze=False)
+    values = weights.detach().to("cpu", torch.float64)
+    low, high = float(values.min()), float(values.max())
+    for h, ax in enumerate(axes[0]):
+        picture = ax.imshow(values[h].numpy(), cmap="viridis", vmin=low, vmax=high)
+        ax.set_title(f"Head {h}")
+        ax.set_xlabel("Key positions")
+        ax.set_ylabel("Query positions")
+        if row_names is not None:
+            ax.set_xticks(list(range(cols)), list(col_names))
+            ax.set_yticks(list(range(rows)), list(row_names))
+        if h == 0:
+            fig.colorbar(picture, ax=ax, label="weight")
+    return fig
