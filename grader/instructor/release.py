@@ -240,10 +240,10 @@ def reference_bodies(path: Path | None = None) -> dict[str, str]:
     if path is None:
         from grader.packs import instructor_part
 
-        bodies = {}
+        every: dict[str, str] = {}
         for module in instructor_part("REFERENCE"):
-            bodies.update(reference_bodies(Path(inspect.getfile(module))))
-        return bodies
+            every.update(reference_bodies(Path(inspect.getfile(module))))
+        return every
     source = strip_comments(path.read_text(encoding="utf-8"))
     tree = ast.parse(source)
     bodies: dict[str, str] = {}
