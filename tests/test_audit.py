@@ -18,9 +18,10 @@ import solutions.mistakes
 from grader.cli import main
 from grader.instructor.audit import AuditReport
 from grader.instructor.submission_grading import available_devices
+from grader.packs import instructor_part
 from grader.registry import HOOK_NAMES, adopt
 from solutions import reference
-from solutions.mistakes import CATALOGUE, Mistake
+from solutions.mistakes import Mistake, catalogue
 
 WIDE = {"COLUMNS": "300"}
 HARMLESS = Mistake(
@@ -40,6 +41,7 @@ def _audit(*args: str):
 
 # --- one real audit per scenario -----------------------------------------------------------------
 
+CATALOGUE = catalogue()  # every group's
 _REPORTS: dict[tuple, AuditReport] = {}
 _RUN_AUDIT = grader.instructor.audit.run_audit  # the real one, whatever a test patches in its place
 
@@ -56,12 +58,14 @@ def audit_once(scenario: str, public_skipped: bool = False):
     fixture replaces the public cases by none (then ``public`` changes nothing, and is not part of the key).
     """
 
-    def run(seed: int = 0, devices: list[str] | None = None, public: bool = True) -> AuditReport:
+    def run(
+        seed: int = 0, devices: list[str] | None = None, public: bool = True, groups: tuple[str, ...] = ()
+    ) -> AuditReport:
         if devices is None:  # what run_audit itself does with None
             devices = [d for d, why in available_devices().items() if why is None]
-        key = (scenario, seed, tuple(devices), False if public_skipped else public)
+        key = (scenario, seed, tuple(devices), False if public_skipped else public, tuple(groups))
         if key not in _REPORTS:
-            _REPORTS[key] = _RUN_AUDIT(seed=seed, devices=list(devices), public=public)
+            _REPORTS[key] = _RUN_AUDIT(seed=seed, devices=list(devices), public=public, groups=tuple(groups))
         return _REPORTS[key]
 
     return run
@@ -163,7 +167,7 @@ def public_cases_skipped(monkeypatch):
 @pytest.fixture
 def with_survivor(monkeypatch, public_cases_skipped):
     """The catalogue plus a "mistake" whose softmax_weights is the reference's (run_audit reads the attribute)."""
-    monkeypatch.setattr(solutions.mistakes, "CATALOGUE", CATALOGUE + (HARMLESS,))
+    monkeypatch.setattr(solutions.mistakes, "catalogue", lambda: CATALOGUE + (HARMLESS,))
     monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("survivor", public_skipped=True))
     return HARMLESS
 
@@ -251,7 +255,9 @@ def broken_reference(monkeypatch, public_cases_skipped):
     def load(spec):
         if spec == "reference":
             return adopt(
-                "reference", "broken for a test", [types.SimpleNamespace(softmax_weights=_too_flat_softmax), reference]
+                "reference",
+                "broken for a test",
+                [types.SimpleNamespace(softmax_weights=_too_flat_softmax), *instructor_part("REFERENCE")],
             )
         return real(spec)
 
