@@ -215,7 +215,8 @@ def test_the_kit_gets_all_of_grader_but_instructor_with_no_list_to_keep(tmp_path
     release(dest)
     shipped = {p.relative_to(dest / "grader").as_posix() for p in (dest / "grader").rglob("*") if p.is_file()}
     child = {f"child/{p.name}" for p in (KIT / "grader" / "child").glob("*.py")}
-    assert shipped == LEARNER_GRADER | child | {"progress.py", "hints.json"}
+    groups = {f"groups/{p.name}" for p in (KIT / "grader" / "groups").glob("*.py")}  # every group's contract
+    assert shipped == LEARNER_GRADER | child | groups | {"progress.py", "hints.json"}
 
 
 def load_conftest(path: Path, monkeypatch) -> types.ModuleType:
@@ -550,7 +551,7 @@ def test_learner_cli_offers_check_and_submit_only(kit):
     assert done.returncode == 0, done.stderr
     commands = done.stdout.split("Commands:", 1)[1]
     listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
-    assert listed == {"check", "submit"}, commands
+    assert listed == {"check", "submit", "contract"}, commands  # the contract is the learner's to read too
     instructors = sorted(name for name, command in main.commands.items() if isinstance(command, InstructorCommand))
     assert {"grade", "audit", "release", "notebooks", "gradescope"} <= set(instructors), instructors
     for command in instructors:
