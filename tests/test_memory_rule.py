@@ -688,6 +688,7 @@ def test_grade_help_says_how_long_a_measured_call_may_take():
     assert f"measured (chunked_attention's long case) may take {MEASURED_CALL_FACTOR} times as long" in text
 
 
+@pytest.mark.slow  # a measured call of several call limits: 5-8 s
 def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked_suite, template, monkeypatch):
     """The meter and the allocator's record slow an honest chunked call 6 to 30 times (red team 8b: three honest
     versions timed out at 10 s): the long case waits MEASURED_CALL_FACTOR times the call limit, the longest (512
