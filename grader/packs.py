@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
-import inspect
 import os
 import pkgutil
 import types
@@ -138,8 +137,10 @@ def groups() -> tuple[Group, ...]:
     return ordered
 
 
+@functools.cache
 def hookspec_of(hook: str) -> Callable[..., Any]:
-    """The hookspec function of ``hook`` (a KeyError naming the hook when no group declares it)."""
+    """The hookspec function of ``hook`` (a KeyError naming the hook when no group declares it); looked up once
+    per hook, as every in-process call of a solution binds its arguments to it."""
     for group in groups():
         if any(r.hook == hook for r in group.rows):
             return getattr(group.hookspecs, hook)
@@ -151,7 +152,3 @@ def instructor_part(part: str) -> list[types.ModuleType]:
     group order, each once; an ImportError where one is not part of this kit (a learner's)."""
     names = [name for group in groups() if (name := group.part(part)) is not None]
     return [importlib.import_module(name) for name in dict.fromkeys(names)]
-
-
-def signature_of(hook: str) -> inspect.Signature:
-    return inspect.signature(hookspec_of(hook))
