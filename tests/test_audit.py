@@ -42,6 +42,8 @@ def _audit(*args: str):
 # --- one real audit per scenario -----------------------------------------------------------------
 
 CATALOGUE = catalogue()  # every group's
+SOME = CATALOGUE[:1]
+"""The catalogue of the scenarios that break something on purpose: one entry (the real catalogue is audited once)."""
 _REPORTS: dict[tuple, AuditReport] = {}
 _RUN_AUDIT = grader.instructor.audit.run_audit  # the real one, whatever a test patches in its place
 
@@ -166,8 +168,14 @@ def public_cases_skipped(monkeypatch):
 
 @pytest.fixture
 def with_survivor(monkeypatch, public_cases_skipped):
-    """The catalogue plus a "mistake" whose softmax_weights is the reference's (run_audit reads the attribute)."""
-    monkeypatch.setattr(solutions.mistakes, "catalogue", lambda: CATALOGUE + (HARMLESS,))
+    """One real mistake and a "mistake" whose softmax_weights is the reference's (run_audit reads the attribute).
+
+    The rest of the catalogue and the model's knobs are left out: the real catalogue's audit is ``report``'s, and
+    this scenario is about how a survivor is reported."""
+    from solutions import mistake_model
+
+    monkeypatch.setattr(solutions.mistakes, "catalogue", lambda: (*SOME, HARMLESS))
+    monkeypatch.setattr(mistake_model, "KNOBS", ())
     monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("survivor", public_skipped=True))
     return HARMLESS
 
@@ -190,7 +198,7 @@ def test_a_surviving_mistake_is_named_in_the_table_and_exits_1(with_survivor):
     assert result.exit_code == 1, result.output[-3000:]
     out = result.output
     assert f"Survivors: {with_survivor.id}" in out, out[-3000:]
-    assert f"{len(CATALOGUE)} of {len(CATALOGUE) + 1} known mistakes killed" in out
+    assert f"{len(SOME)} of {len(SOME) + 1} known mistakes killed" in out
     (row,) = [ln for ln in out.splitlines() if with_survivor.id in ln and "Survivors" not in ln]
     assert row.rstrip(" │┃|").endswith("NO"), row
     assert "The reference passes every public and hidden case" in out
@@ -214,11 +222,13 @@ def test_every_knob_of_the_model_is_killed_and_the_model_with_none_passes(report
 
 @pytest.fixture
 def with_surviving_knob(monkeypatch, public_cases_skipped):
-    """The model plus a knob that changes nothing (``bias=never`` is not read by the computation)."""
+    """A real knob and a knob that changes nothing (``bias=never`` is not read by the computation), beside one real
+    mistake (the full model's audit is ``report``'s)."""
     from solutions import mistake_model
 
     harmless = mistake_model.Knob("no-scaling", "bias", "never", frozenset({mistake_model.SELF}))
-    monkeypatch.setattr(mistake_model, "KNOBS", mistake_model.KNOBS + (harmless,))
+    monkeypatch.setattr(mistake_model, "KNOBS", (*mistake_model.knobs_for(mistake_model.SELF)[:1], harmless))
+    monkeypatch.setattr(solutions.mistakes, "catalogue", lambda: SOME)
     monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("surviving-knob", public_skipped=True))
     return harmless
 
@@ -237,7 +247,7 @@ def test_a_surviving_knob_is_reported_apart_from_the_catalogue_and_exits_1(with_
     table = _audit("--devices", "cpu,meta")
     assert table.exit_code == 1
     assert "Model survivors: make_self_attention bias=never" in table.output
-    assert f"{len(CATALOGUE)} of {len(CATALOGUE)} known mistakes killed" in table.output
+    assert f"{len(SOME)} of {len(SOME)} known mistakes killed" in table.output
 
 
 # --- a broken reference ------------------------------------------------------------------------
@@ -261,7 +271,11 @@ def broken_reference(monkeypatch, public_cases_skipped):
             )
         return real(spec)
 
+    from solutions import mistake_model
+
     monkeypatch.setattr(grader.instructor.audit, "load_solution", load)
+    monkeypatch.setattr(solutions.mistakes, "catalogue", lambda: SOME)  # the reference is what this is about
+    monkeypatch.setattr(mistake_model, "KNOBS", ())
     monkeypatch.setattr(grader.instructor.audit, "run_audit", audit_once("broken-reference", public_skipped=True))
 
 

@@ -125,19 +125,19 @@ def test_the_reference_passes_every_trial_of_the_other_seeds(seed: int, suites):
 def test_hidden_suite_kills_the_mistake(mistake: Mistake, seed: int, suites):
     """At least one hidden case fails, one of them in the mistake's own exercise, and nothing else fails.
 
-    The reference's own functions call each other by module globals, so a wrong hook never leaks
-    into another hook's reference implementation: only overridden hooks may fail.
+    Every trial of the hooks the mistake overrides is judged.  Every other hook of the mistake's solution is the
+    reference's own function (test_mistake_solution_is_the_reference_but_for_the_overrides), which passes every
+    trial (the audit; test_the_reference_passes_every_trial_of_the_other_seeds): it could fail only if the wrong
+    hook changed something shared at run time (a torch default, a patched function), which would show in any of
+    that hook's trials.  So under the first seed, once the mistake's own trials ran, one trial of each other hook
+    is judged after them.
     """
     solution = mistake_solution(mistake)
     failed: dict[str, list[str]] = defaultdict(list)
-    trials = suites[seed].trials
-    if seed != SEEDS[0]:
-        # Under the other seed, the hooks the mistake overrides only.  Every other hook of the mistake's solution
-        # is the reference's own function (test_mistake_solution_is_the_reference_but_for_the_overrides), which
-        # passes every trial of this seed (test_the_reference_passes_every_trial_of_the_other_seeds); a wrong hook
-        # reaching another through something shared at run time would do so under any seed, and the first seed
-        # judges every trial.
-        trials = [t for t in trials if t.hook in mistake.overrides]
+    trials = [t for t in suites[seed].trials if t.hook in mistake.overrides]
+    if seed == SEEDS[0]:
+        others = {t.hook: t for t in reversed(suites[seed].trials) if t.hook not in mistake.overrides}
+        trials += list(others.values())
     for trial in trials:
         verdict = judge_in_process(solution, trial)
         if verdict.status == FAILED:
