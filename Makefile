@@ -33,7 +33,7 @@ test: venv
 	$(VENV)/bin/ruff check .
 
 test-all: venv
-	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=25
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy grader
 
