@@ -34,6 +34,7 @@ is one inert line (:func:`~grader.instructor.inert.inert_line`).  The result is 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import hashlib
 import json
@@ -440,16 +441,16 @@ def _zip_entry_path(info: zipfile.ZipInfo) -> str:
     raw = info.filename
     name = raw.replace("\\", "/")
     _check_name(name, "zip")
-    if "\x00" in name:
-        raise Refused(f"refused zip: entry {raw!r} has a null byte in its name")
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        raise Refused(f"refused zip: entry {raw!r} is an absolute path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise Refused(f"refused zip: entry {raw!r} points outside the archive")
-    mode = info.external_attr >> 16
-    if stat.S_ISLNK(mode):
-        raise Refused(f"refused zip: entry {raw!r} is a symbolic link")
+    refusals = (  # in this order: the first that holds is the one said
+        ("\x00" in name, "has a null byte in its name"),
+        (name.startswith("/") or (len(name) > 1 and name[1] == ":"), "is an absolute path"),
+        (".." in parts, "points outside the archive"),
+        (stat.S_ISLNK(info.external_attr >> 16), "is a symbolic link"),
+    )
+    for refused, why in refusals:
+        if refused:
+            raise Refused(f"refused zip: entry {raw!r} {why}")
     return "/".join(parts)
 
 
@@ -539,17 +540,14 @@ def _zip_submission(entries, read, path: Path, student: str, name: str, wrapped:
     """The submission a listed zip at ``path`` holds: a notebook, one ``.py`` file, a package or a kit's package."""
     source = str(path)
     py = sorted(rel for rel in entries if is_graded_source(rel))
-    top_py = [rel for rel in py if "/" not in rel]
     notebooks = sorted(rel for rel in entries if rel.endswith(".ipynb") and "/" not in rel)
     if not py:
         if len(notebooks) == 1:
             text = decode_source(read(notebooks[0], MAX_NOTEBOOK_BYTES), notebooks[0])
             return _from_notebook(text, student, source, notebooks[0])
         raise Refused(f"{path.name}: no .py files to grade")
-    if not wrapped and py == top_py and len(py) == 1 and "__init__.py" not in py:
-        rel = py[0]
-        files = {rel: decode_source(read(rel, MAX_PY_BYTES), rel)}
-        return _made(student, source, "zip", files, rel)
+    if not wrapped and len(py) == 1 and "/" not in py[0] and py[0] != "__init__.py":  # one loose module
+        return _made(student, source, "zip", {py[0]: decode_source(read(py[0], MAX_PY_BYTES), py[0])}, py[0])
     keep, entry = "", name  # keep the paths under ``keep``, ``keep + rest`` stored as ``entry/rest``
     if "__init__.py" not in py and f"{KIT_PACKAGE}/__init__.py" in py:
         keep, entry = f"{KIT_PACKAGE}/", KIT_PACKAGE
@@ -571,8 +569,7 @@ def _from_notebook(text: str, student: str, source: str, name: str) -> Submissio
     if not isinstance(code, str) or "\x00" in code:
         raise _NotebookError(f"{name}: the notebook's code could not be extracted as text")
     rel = safe_name(PurePosixPath(name).stem) + ".py"
-    files = {rel: code}
-    return _made(student, source, "ipynb", files, rel)
+    return _made(student, source, "ipynb", {rel: code}, rel)
 
 
 class _NotebookError(Refused):
@@ -605,10 +602,8 @@ def _format_of(path: Path) -> str:
 def read_submission(path: str | os.PathLike[str]) -> Submission:
     """Read one submission as text; never raises for bad input (see ``Submission.error``).
 
-    The student id is the file stem, folder name or zip stem, sanitised.  A
-    path that is a symbolic link is refused, whatever it points to.  Its time
-    as collected is :func:`collected_time`'s.
-    """
+    The student id is the file stem, folder name or zip stem, sanitised; a path that is a symbolic link is refused,
+    whatever it points to; its time as collected is :func:`collected_time`'s."""
     source = str(path)
     if shown_path(source) != source:  # a name not valid UTF-8: every report, note and the gradebook would fail on it
         p = Path(path)
@@ -641,16 +636,11 @@ download keeps it after its prefix), and is no time at all: the file's time as c
 def collected_time(path: Path) -> datetime | None:
     """When a hand-in was collected: the LMS's attempt time in its name (:data:`LMS_TIME`), else the time of the
     file or folder on the instructor's disk (its mtime, not followed through a link); None when neither is known.
-
-    Never the time a manifest states: the learner writes that.
-    """
+    Never the time a manifest states: the learner writes that."""
     found = LMS_TIME.search(_name_of(path))
     if found is not None:
-        year, month, day, hour, minute, second = (int(g) for g in found.groups())
-        try:
-            return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):  # no such date: the time on disk stands
+            return datetime(*(int(g) for g in found.groups()), tzinfo=timezone.utc)
     try:
         return datetime.fromtimestamp(os.lstat(path).st_mtime_ns / 1e9, tz=timezone.utc)
     except (OSError, ValueError, OverflowError):
@@ -738,11 +728,10 @@ def is_stray(name: str) -> bool:
 def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
     """A class folder's members (each one submission), sorted by name, and what is skipped there, with why.
 
-    Members are the ``.py`` (not test files, not ``__init__.py``), ``.ipynb`` and ``.zip`` files, the
-    folders, and the symbolic links (each link becomes an error row naming it,
-    never read).  Strays (:func:`is_stray`) are left out without a word;
-    anything else is a :class:`Skipped`: other files, test files, a folder
-    ``attnkit grade`` wrote (it holds ``gradebook.sqlite``), a FIFO or socket.
+    Members are the ``.py`` (not test files, not ``__init__.py``), ``.ipynb`` and ``.zip`` files, the folders, and
+    the symbolic links (each an error row naming it, never read).  Strays (:func:`is_stray`) are left out without a
+    word; anything else is a :class:`Skipped`: other files, test files, a folder ``attnkit grade`` wrote (it holds
+    ``gradebook.sqlite``), a FIFO or socket.
     """
     members: list[Path] = []
     skipped: list[Skipped] = []
@@ -751,37 +740,33 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
     for e in entries:
         child = Path(e.path)
         suffix = child.suffix.lower()
-        if is_stray(e.name):
-            if suffix in HAND_IN_SUFFIXES and is_hidden(e.name) and e.is_file(follow_symlinks=False):
-                skipped.append(Skipped(str(child), HIDDEN_HAND_IN))  # never silently: name it to grade it
-            continue
-        if e.is_symlink():
-            members.append(child)
+        regular = e.is_file(follow_symlinks=False)
+        why: str | None = None  # None: a member; "": left out without a word
+        if is_stray(e.name):  # a hidden hand-in never silently: name it to grade it
+            why = HIDDEN_HAND_IN if suffix in HAND_IN_SUFFIXES and is_hidden(e.name) and regular else ""
+        elif e.is_symlink():
+            why = None
         elif e.is_dir(follow_symlinks=False):
-            if _holds_gradebook(child):
-                skipped.append(Skipped(str(child), RESULTS_FOLDER))
-            else:
-                members.append(child)
+            why = RESULTS_FOLDER if _holds_gradebook(child) else None
         elif suffix == ".py" and is_test_file(e.name):
-            skipped.append(Skipped(str(child), TEST_FILE))
-        elif e.name == "__init__.py" and e.is_file(follow_symlinks=False):
-            skipped.append(Skipped(str(child), PACKAGE_INIT))
-        elif suffix in HAND_IN_SUFFIXES:
-            members.append(child)  # a FIFO named like a hand-in is its error row
-        elif not e.is_file(follow_symlinks=False):
-            skipped.append(Skipped(str(child), NOT_REGULAR))
-        else:
-            skipped.append(Skipped(str(child), NOT_A_HAND_IN))
+            why = TEST_FILE
+        elif e.name == "__init__.py" and regular:
+            why = PACKAGE_INIT
+        elif suffix not in HAND_IN_SUFFIXES:  # one named like a hand-in, a FIFO too, is a member: its error row
+            why = NOT_A_HAND_IN if regular else NOT_REGULAR
+        if why is None:
+            members.append(child)
+        elif why:
+            skipped.append(Skipped(str(child), why))
     return members, skipped
 
 
 def _holds_gradebook(folder: Path) -> bool:
     """``folder`` is one ``attnkit grade`` wrote; a folder its mode closes to this grader is a member, and its
     error row says it cannot be read (a learner's ``chmod 000`` folder never stops the class: red team 7b)."""
-    try:
+    with contextlib.suppress(OSError):
         return (folder / GRADEBOOK).exists()
-    except OSError:
-        return False
+    return False
 
 
 def class_members(path: Path) -> list[Path]:
@@ -953,10 +938,7 @@ def collect(
             try:
                 collected = roster is not None and bool(roster.by_pattern(_name_of(p)))
                 how = reading if reading != "auto" else folder_reading(p, len(paths) > 1, collected)
-                if how == "class":
-                    members, left = sort_out(p)
-                else:
-                    members, left = [p], _not_in_one(p)
+                members, left = sort_out(p) if how == "class" else ([p], _not_in_one(p))
             except OSError as exc:
                 if len(paths) == 1:  # the instructor's class folder: nothing to grade
                     raise IntakeError(f"{raw}: cannot list it ({exc.strerror or type(exc).__name__})") from None
@@ -1059,9 +1041,7 @@ def _settle_name_claims(
     roster, or ``named``), the id is no file attnkit grade writes, and no other name claims it.  Each disowned
     claim gets a note saying why; a granted one, with a roster, a note that no roster pattern confirms it."""
     held: dict[str, list[str]] = {}
-    for key, subs in owned.items():
-        held.setdefault(key, []).extend(_name_of(Path(sub.source)) for sub in subs)
-    for sub in named:
+    for sub in [*(sub for subs in owned.values() for sub in subs), *named]:  # an owned one's id is its key
         held.setdefault(sub.student.lower(), []).append(_name_of(Path(sub.source)))
     granted: list[tuple[Submission, RosterEntry | None]] = []
     disowned: list[Submission] = []
