@@ -361,9 +361,7 @@ _CHILD = "import sys; from grader.submit import _load_in_child; _load_in_child(*
 
 def load_errors(entry: Path) -> list[str]:
     """The one-line error of each of the hand-in's modules that does not import, loaded as the grader loads it.
-
-    Loading runs the learner's code: only ever called in a child process (:func:`load_problem`).
-    """
+    Loading runs the learner's code: only ever called in a child process (:func:`load_problem`)."""
     from grader.registry import SolutionError, load_solution
 
     try:
@@ -426,8 +424,7 @@ def load_problem(
         if kind in ("notebook", "notebooks"):
             if notebook_source is None:
                 return None, None  # this kit cannot read notebooks; the checks said so
-            name = next(iter(contents))
-            entry_name = safe_name(Path(name).stem) + ".py"  # what intake names it
+            entry_name = safe_name(Path(next(iter(contents))).stem) + ".py"  # what intake names it
             files = {entry_name: notebook_source.encode("utf-8")}
         else:
             files = dict(contents)

@@ -269,12 +269,9 @@ _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 
 
 def coding_problem(text: str) -> str | None:
-    """Why ``text`` may not be graded as read: a coding declaration other than UTF-8, or None.
-
-    The review scan reads the UTF-8 text; Python's importer would decode the same bytes with the declared
-    coding (``# -*- coding: utf-7 -*-`` makes a comment of the scan's code of the importer's), so the
-    text scanned would not be the text run.
-    """
+    """Why ``text`` may not be graded as read: a coding declaration other than UTF-8, or None.  The review scan reads
+    the UTF-8 text; Python's importer would decode the same bytes with the declared coding (``# -*- coding: utf-7
+    -*-`` makes a comment of the scan's code of the importer's), so the text scanned would not be the text run."""
     for number, line in enumerate(re.split(r"\r\n|\r|\n", text)[:2], 1):  # lines as Python's tokenizer splits them
         found = _CODING.match(line)
         if found is None:
@@ -320,10 +317,8 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
 
 
 def _open_regular(path: Path, shown: str) -> BinaryIO:
-    """``path`` opened for reading, never through a symbolic link (``O_NOFOLLOW``) and only if a regular file.
-
-    ``O_NONBLOCK`` keeps a FIFO from blocking the open; it is refused right after.
-    """
+    """``path`` opened for reading, never through a symbolic link (``O_NOFOLLOW``) and only if a regular file
+    (``O_NONBLOCK`` keeps a FIFO from blocking the open; it is refused right after)."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -639,8 +634,9 @@ def collected_time(path: Path) -> datetime | None:
     Never the time a manifest states: the learner writes that."""
     found = LMS_TIME.search(_name_of(path))
     if found is not None:
+        year, month, day, hour, minute, second = (int(g) for g in found.groups())
         with contextlib.suppress(ValueError):  # no such date: the time on disk stands
-            return datetime(*(int(g) for g in found.groups()), tzinfo=timezone.utc)
+            return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
     try:
         return datetime.fromtimestamp(os.lstat(path).st_mtime_ns / 1e9, tz=timezone.utc)
     except (OSError, ValueError, OverflowError):
@@ -876,13 +872,9 @@ learner's own ``--student`` (or login): a claim, like the manifest's (:func:`ide
 
 @dataclass(frozen=True)
 class Intake:
-    """What :func:`collect` found: the submissions to grade, what it skipped and why, and the roster's view.
-
-    ``missing`` are the roster's students with no hand-in; ``unmatched`` the ids
-    of hand-ins that match no one on the roster (graded under their own ids);
-    ``notes`` one line per id decision worth reading (a manifest claiming another
-    id than the roster's pattern, a renamed id, …).
-    """
+    """What :func:`collect` found: the submissions to grade, what it skipped and why, and the roster's view:
+    ``missing`` the roster's students with no hand-in, ``unmatched`` the ids of hand-ins that match no one on it
+    (graded under their own), ``notes`` one line per id decision worth reading (a manifest's other id, a renamed id)."""
 
     submissions: list[Submission]
     skipped: list[Skipped] = field(default_factory=list)
@@ -917,12 +909,10 @@ def collect(
 ) -> Intake:
     """Read every submission named by ``paths``, or :class:`IntakeError` (nothing is graded then).
 
-    A path that does not exist, a folder that yields no submission and nothing at
-    all to grade are errors.  A folder is read as :func:`folder_reading` says (by
-    its shape, never by its code), or as ``reading`` forces
-    (``"class"``: every member its own submission; ``"one"``: the folder is one).
-    A file that is not a hand-in is skipped (silently when a stray, such as a
-    README a shell glob picked up).  Ids are given by :func:`identify`.
+    A path that does not exist, a folder that yields no submission and nothing at all to grade are errors.  A folder
+    is read as :func:`folder_reading` says (by its shape, never its code), or as ``reading`` forces (``"class"``:
+    every member its own submission; ``"one"``: the folder is one).  A file that is not a hand-in is skipped
+    (silently when a stray, such as a README a shell glob picked up).  Ids are given by :func:`identify`.
     """
     if reading not in READINGS:
         raise ValueError(f"reading must be one of {', '.join(READINGS)}, not {reading!r}")
@@ -980,11 +970,9 @@ def collect_submissions(paths: list[str]) -> list[Submission]:
 
 
 def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
-    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.
-
-    Only a name that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be
-    sanitised (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one.
-    """
+    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.  Only a name
+    that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be sanitised
+    (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one."""
     stem = _stem(Path(sub.source))
     return roster.by_name(stem) if safe_name(stem, "") == stem else None
 

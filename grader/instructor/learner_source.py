@@ -1,14 +1,11 @@
 """What a learner's own text shows: the line a failing case stopped at, and the code of each exercise.
 
-The trusted side holds the submission's text (``Submission.files``), where the
-learner's process found each hook (``file:line``, from the load reply) and, for
-a case that raised, the deepest learner frame (``file:line``, from the call
-reply).  The diagnosis reads facts off that text here, with :mod:`ast`, to tell
-apart mistakes no output can (a ``masked_fill`` whose result is thrown away is
-the same function as a mask never applied) and to confirm what an error's
-shapes suggest (``.T`` on the failing line).  Nothing here runs learner code,
-and a text that does not parse, or a place that does not exist, is simply no
-evidence.
+The trusted side holds the submission's text (``Submission.files``), where the learner's process found each hook
+(``file:line``, from the load reply) and, for a case that raised, the deepest learner frame (``file:line``, from the
+call reply).  The diagnosis reads facts off that text here, with :mod:`ast`, to tell apart mistakes no output can (a
+``masked_fill`` whose result is thrown away is the same function as a mask never applied) and to confirm what an
+error's shapes suggest (``.T`` on the failing line).  Nothing here runs learner code; a text that does not parse, or
+a place that does not exist, is simply no evidence.
 """
 
 from __future__ import annotations
@@ -99,11 +96,9 @@ class LearnerSource:
         return found
 
     def hook_code(self, hook: str, class_name: str | None = None) -> Node | None:
-        """The class (or function) the learner's process adopted for ``hook``, or None where it cannot be told.
-
-        By the ``file:line`` the load reply gave (a class's ``__init__``, or the
-        function), else by the chapter's class name where exactly one class has it.
-        """
+        """The class (or function) the learner's process adopted for ``hook``, or None where it cannot be told: by the
+        ``file:line`` the load reply gave (a class's ``__init__``, or the function), else by the chapter's class name
+        where exactly one class has it."""
         place = self._place(self.hooks.get(hook))
         if place is not None and (tree := self.tree(place[0])) is not None:
             at = [
@@ -134,7 +129,7 @@ class LearnerSource:
         if len(names) != 1:
             return None
         (name,) = names
-        found = [n for n in self._nodes() if _is_class(n, name)]
+        found = [n for n in self._nodes() if isinstance(n, ast.ClassDef) and n.name == name]
         return found[0] if len(found) == 1 else None
 
     def _nodes(self) -> Iterator[Node]:
@@ -219,12 +214,9 @@ def mask_attribute(code: Node | None) -> bool:
 
 
 def builds_off_device(code: Node | None, method: str = "forward") -> bool:
-    """``method`` (or the function) makes a new tensor without saying where (no ``device=``, no ``.to(...)``).
-
-    Such a tensor is on the CPU whatever the input's device.  A statement that
-    mentions a device (``x.device``, ``device=``) or moves the tensor (``.to``,
-    ``.cuda``) is taken to put it in the right place.
-    """
+    """``method`` (or the function) makes a new tensor without saying where (no ``device=``, no ``.to(...)``): on the
+    CPU whatever the input's device.  A statement that mentions a device (``x.device``, ``device=``) or moves the
+    tensor (``.to``, ``.cuda``) is taken to put it in the right place."""
     body = _method(code, method)
     for statement in _walk(body):
         if not isinstance(statement, ast.stmt) or isinstance(statement, _COMPOUND):
