@@ -1,32 +1,26 @@
 """The hand-in policy, in one place: what a hand-in may hold and how its parts are told apart.
 
-Two sides read it.  ``attnkit submit`` (:mod:`grader.submit`, in the learner's
-kit) packs a hand-in and refuses there, where the learner can fix it, whatever
-``attnkit grade``'s intake (:mod:`grader.instructor.intake`) would refuse; the
-intake reads hand-ins by the same rules.  So everything here is a constant or a
-small pure function, standard library only (no torch, no nbformat): it ships in
-the learner's kit and is imported by the instructor's side.
+``attnkit submit`` (:mod:`grader.submit`, in the learner's kit) refuses, where the learner can fix it, whatever
+``attnkit grade``'s intake (:mod:`grader.instructor.intake`) would refuse; intake reads hand-ins by the same rules.
+So everything here is a constant or a small pure function, standard library only (no torch, no nbformat): it ships
+in the learner's kit and is imported by the instructor's side.
 
-- **Which files are code**: a ``.py`` that is not a test file
-  (:func:`is_test_file`, pytest's own default patterns), not hidden, and not
-  inside a hidden or cache folder (:data:`SKIPPED_DIRS`); see
-  :func:`is_graded_source`.  The learner's sandboxed process applies the same
-  rule (its own copy, since it imports nothing of the kit; a test holds the two
-  together).
-- **The caps** on sizes and counts (``MAX_*``), and :func:`size_text` /
-  :func:`too_big` for the one-line refusals that name them.
-- **Text**: UTF-8 without null bytes (:func:`text_problem`).
-- **Names**: :func:`safe_name` makes a student id or a packed file's name.
-- **Notebooks**: the cell tags, :func:`cell_tags`, :func:`graded_cells` (the
-  cells the grader takes) and :func:`notebook_metadata` (the kernelspec).
-- **The manifest** (``manifest.json`` in a zip ``attnkit submit`` writes) and
-  the student id it carries: :data:`MANIFEST`, :data:`STUDENT_ENV`,
-  :func:`manifest_student`, :func:`manifest_time`.
+- **Which files are code** (:func:`is_graded_source`): a ``.py`` that is not a test file (:func:`is_test_file`,
+  pytest's default patterns), not hidden, in no hidden or cache folder (:data:`SKIPPED_DIRS`).  The learner's
+  sandboxed process has its own copy of the rule (it imports nothing of the kit; a test holds the two together).
+- **The caps** (``MAX_*``), with :func:`size_text` / :func:`too_big` for the one-line refusals naming them.
+- **Text**: UTF-8 without null bytes (:func:`text_problem`); **names**: :func:`safe_name` (a student id or a packed
+  file's name).
+- **Notebooks**: the cell tags, :func:`cell_tags`, :func:`graded_cells` (the cells the grader takes) and
+  :func:`notebook_metadata` (the kernelspec).
+- **The manifest** (``manifest.json`` in a zip ``attnkit submit`` writes) and the student id it carries:
+  :data:`MANIFEST`, :data:`STUDENT_ENV`, :func:`manifest_student`, :func:`manifest_time`.
 - **The kit's version**: :func:`kit_version`, one answer everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import sys
 import unicodedata
@@ -162,11 +156,9 @@ def text_problem(data: bytes) -> str | None:
 def safe_name(text: str, fallback: str = "student") -> str:
     """``text`` made only of ``[A-Za-z0-9._-]``: safe as a folder or file name anywhere; the student id rule.
 
-    Accents are dropped (``José`` → ``Jose``), every other character becomes
-    ``_``, leading dots and dashes are removed (so ``..``, hidden names and
-    names a shell or a spreadsheet would read as an option or a formula never
-    survive), the result is cut to :data:`MAX_NAME_LENGTH` characters and is
-    never empty (``fallback``).
+    Accents are dropped (``José`` → ``Jose``), every other character becomes ``_``, leading dots and dashes are
+    removed (so ``..``, hidden names and names a shell or a spreadsheet would read as an option or a formula never
+    survive); cut to :data:`MAX_NAME_LENGTH` characters, never empty (``fallback``).
     """
     out = []
     for ch in unicodedata.normalize("NFKD", text):
@@ -194,11 +186,8 @@ def cell_tags(cell: Any) -> list[str]:
 
 
 def graded_cells(cells: Iterable[Any]) -> list[tuple[int, Any]]:
-    """``(number, cell)`` of the cells the grader takes, numbered from 1 over every cell (markdown included).
-
-    The code cells tagged :data:`SOLUTION_TAG` when there are any; otherwise every
-    code cell except those tagged :data:`CHECK_TAG`.
-    """
+    """``(number, cell)`` of the cells the grader takes, numbered from 1 over every cell (markdown included): the
+    code cells tagged :data:`SOLUTION_TAG` when there are any, else every code cell not tagged :data:`CHECK_TAG`."""
     code = [(n, c) for n, c in enumerate(cells, start=1) if isinstance(c, dict) and c.get("cell_type") == "code"]
     tagged = [(n, c) for n, c in code if SOLUTION_TAG in cell_tags(c)]
     return tagged or [(n, c) for n, c in code if CHECK_TAG not in cell_tags(c)]
@@ -218,12 +207,9 @@ def notebook_metadata(attnkit: dict[str, Any]) -> dict[str, Any]:
 MANIFEST = "manifest.json"
 """The zip entry ``attnkit submit`` writes beside the code: kit version, time, hashes, checks, student id."""
 STUDENT_ENV = "ATTNKIT_STUDENT"
-"""The environment variable ``attnkit submit`` takes the student id from when ``--student`` is not given.
-
-A JupyterHub admin sets it per user (for example ``c.Spawner.environment =
-{"ATTNKIT_STUDENT": "{username}"}``), so that every hand-in carries its
-student's id instead of the shared login ``jovyan``.
-"""
+"""The environment variable ``attnkit submit`` takes the student id from without ``--student``: a JupyterHub admin
+sets it per user (``c.Spawner.environment = {"ATTNKIT_STUDENT": "{username}"}``), so that every hand-in carries its
+student's id instead of the shared login ``jovyan``."""
 STUDENT_FROM = ("--student", STUDENT_ENV)
 """Where a manifest's ``student_from`` may say its id came from; any other manifest carries no id."""
 
@@ -231,13 +217,10 @@ STUDENT_FROM = ("--student", STUDENT_ENV)
 def manifest_student(manifest: Any) -> str | None:
     """The student id a manifest claims (sanitised by :func:`safe_name`), or None when it claims none.
 
-    Only a manifest whose ``student_from`` is one of :data:`STUDENT_FROM` claims
-    an id: one written without ``--student`` and without :data:`STUDENT_ENV`
-    (or by a kit from before ids, whose ``student`` was the login name, the
-    same ``jovyan`` for a whole JupyterHub) claims none.  The learner writes it:
-    ``attnkit grade`` takes a hand-in's id from its file name (the name this
-    module's ``submission-<id>-<date>.zip`` carries) and only checks the claim
-    against it (a mismatch is a note on that row).
+    Only a manifest whose ``student_from`` is one of :data:`STUDENT_FROM` claims an id: one written without
+    ``--student`` and :data:`STUDENT_ENV` (or by a kit from before ids, whose ``student`` was the login, the same
+    ``jovyan`` for a whole JupyterHub) claims none.  The learner writes it: ``attnkit grade`` takes a hand-in's id
+    from its file name (``submission-<id>-<date>.zip``) and only checks the claim against it (a mismatch is a note).
     """
     if not isinstance(manifest, dict) or manifest.get("student_from") not in STUDENT_FROM:
         return None
@@ -246,10 +229,8 @@ def manifest_student(manifest: Any) -> str | None:
 
 
 def manifest_time(manifest: Any) -> datetime | None:
-    """When the hand-in says it was packed (the manifest's ``created``, as UTC), or None when it does not say.
-
-    A claim, shown to the instructor; ``attnkit grade --latest`` never orders by it.
-    """
+    """When the hand-in says it was packed (the manifest's ``created``, as UTC), or None when it does not say: a
+    claim, shown to the instructor; ``attnkit grade --latest`` never orders by it."""
     created = manifest.get("created") if isinstance(manifest, dict) else None
     if not isinstance(created, str):
         return None
@@ -292,8 +273,6 @@ def source_tree_version(root: Path) -> str | None:
 
 def kit_version() -> str:
     """The kit's version: the installed distribution's, else the source tree's pyproject.toml, else ``0+unknown``."""
-    try:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         return importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        pass
     return source_tree_version(_SOURCE_ROOT) or UNKNOWN_VERSION

@@ -2,45 +2,32 @@
 
 What goes in:
 
-- the learner's ``exercises`` package (by default the one in the current
-  folder's kit): its ``.py`` files, under ``exercises/`` -- never the public
-  tests (``test_*.py``, ``*_test.py``, ``conftest.py``), ``__pycache__``,
+- the learner's ``exercises`` package (by default the current folder's kit's): its ``.py`` files, under
+  ``exercises/``, never the public tests (``test_*.py``, ``*_test.py``, ``conftest.py``), ``__pycache__``,
   ``.ipynb_checkpoints`` or hidden files;
-- or one notebook, packed as it is;
-- or several notebooks (a folder such as ``notebooks/``, or several paths),
-  merged into one ``notebooks.ipynb``: from each, the cells the grader would
-  take (those tagged ``attnkit-solution``, or every code cell but the check
-  cells when none is tagged), all tagged, in the order given;
+- or one notebook, as it is; or several (a folder such as ``notebooks/``, or several paths) merged into one
+  ``notebooks.ipynb``: from each, in the order given, the cells the grader would take (those tagged
+  ``attnkit-solution``, or every code cell but the check cells when none is tagged), all tagged;
 - or one ``.py`` file;
-- and ``manifest.json``: the kit version, when it was packed (UTC), the sha256
-  of every packed file (and of the notebooks merged), the public check
-  results at packing time, per exercise, and the student id.
+- and ``manifest.json``: kit version, when it was packed (UTC), the sha256 of every packed file (and of the
+  notebooks merged), the public check results at packing time per exercise, and the student id.
 
-The student id is ``--student ID``, else the environment variable
-``ATTNKIT_STUDENT`` (:data:`grader.handin.STUDENT_ENV`, which a JupyterHub admin
-sets per user), sanitised by :func:`grader.handin.safe_name`; it goes in the
-manifest (``"student"``, with ``"student_from"`` saying which) and the file name,
-``submission-<id>-<date>.zip``.  Without either the hand-in carries no id
-(``"student": null``): it is still packed, named after the login (``"login"``),
-and :attr:`Packed.warnings` says so in one line.
+The student id is ``--student ID``, else ``ATTNKIT_STUDENT`` (:data:`grader.handin.STUDENT_ENV`, which a JupyterHub
+admin sets per user), sanitised by :func:`grader.handin.safe_name`; it goes in the manifest (``"student"``, with
+``"student_from"`` saying which) and the file name, ``submission-<id>-<date>.zip``.  Without either the hand-in
+carries no id (``"student": null``): it is still packed, named after the login (``"login"``), and
+:attr:`Packed.warnings` says so in one line.
 
-``attnkit grade`` reads these zips like any other: the manifest is not Python
-and is never run; its id only confirms the one the file name gives; the
-package is graded as ``exercises``, a notebook as a notebook.
-What goes in, the caps and the names follow :mod:`grader.handin`, the rules
-``attnkit grade``'s intake reads hand-ins by: a zip this module writes is one
-intake accepts, and what intake would refuse is refused here first, where the
-learner can fix it (a notebook is converted as the grader converts it, so a
-notebook it could not read is refused here too).  So is what would grade as an
-error (:func:`problems`, read without running anything): a ``.py`` that does not
-parse (``file:line``), a notebook whose kept cells use names they do not define
-(a helper imported from the learner's ``exercises``, which the grader does not
-have: submit says which to paste in); and then, what parses, a hand-in that does
-not import as the grader imports it (:func:`load_problem`: the packed files
-loaded with the registry's loader in a child of the learner's own Python, so
-this process never runs them; ``exercises/scores.py:3: ModuleNotFoundError: No
-module named 'numpyy'``).  ``--force`` packs it anyway, with a warning.  A load
-that takes over :data:`LOAD_SECONDS` is not refused: it is packed, with a warning.
+``attnkit grade`` reads these zips like any other: the manifest is not Python and is never run; its id only confirms
+the one the file name gives.  What goes in, the caps and the names follow :mod:`grader.handin`, the rules intake
+reads by: a zip written here is accepted there, and what intake would refuse is refused here first, where the
+learner can fix it (a notebook is converted as the grader converts it).  So is what would grade as an error
+(:func:`problems`, nothing run): a ``.py`` that does not parse (``file:line``), a notebook whose kept cells use
+names they do not define (a helper imported from the learner's ``exercises``, which the grader does not have:
+submit says which to paste in); then a hand-in that does not import as the grader imports it (:func:`load_problem`,
+in a child of the learner's own Python, so this process never runs it: ``exercises/scores.py:3:
+ModuleNotFoundError: No module named 'numpyy'``).  ``--force`` packs it anyway, with a warning.  A load that takes
+over :data:`LOAD_SECONDS` is not refused: it is packed, with a warning.
 """
 
 from __future__ import annotations
@@ -200,12 +187,8 @@ def _read_text(path: Path, limit: int, kind: str) -> bytes:
 
 
 def merge_notebooks(paths: list[Path]) -> bytes:
-    """One notebook holding, from each notebook in turn, the code cells the grader would take, all tagged.
-
-    From a notebook with cells tagged ``attnkit-solution``: those cells; from one
-    with none: every code cell except the check cells.  So each notebook counts
-    the way it would on its own, whatever the others do.
-    """
+    """One notebook holding, from each notebook in turn, the code cells the grader would take, all tagged: so each
+    counts as it would on its own (its ``attnkit-solution`` cells, else every code cell but the check cells)."""
     import nbformat
 
     v4 = nbformat.v4
@@ -282,11 +265,8 @@ def _run_checks(solution: str, tests_dir: Path | None) -> tuple[dict[str, dict[s
 
 
 def _notebook_source(data: bytes, name: str) -> str | None:
-    """The module the grader makes of the notebook, or None when this kit cannot read notebooks.
-
-    A notebook the grader would refuse (over a cap, a tagged cell that does not
-    parse, no code) is refused here, with the grader's own reason.
-    """
+    """The module the grader makes of the notebook, or None when this kit cannot read notebooks; one the grader
+    would refuse (over a cap, a tagged cell that does not parse, no code) is refused here with its reason."""
     try:
         from grader.notebooks import notebook_to_source
     except ImportError:
@@ -324,11 +304,8 @@ def syntax_problem(name: str, data: bytes) -> str | None:
 
 
 def undefined_names(source: str) -> list[str]:
-    """Module-level names the code reads (at the top level or in a function) but never defines, sorted.
-
-    Read with :mod:`symtable`, nothing run; a ``from m import *`` defines
-    anything, so there the answer is ``[]``.
-    """
+    """Module-level names the code reads (at the top level or in a function) but never defines, sorted, read with
+    :mod:`symtable` (nothing run); ``[]`` with a ``from m import *``, which defines anything."""
     import ast
     import builtins
     import symtable
@@ -369,14 +346,10 @@ def notebook_problem(name: str, source: str) -> str | None:
 
 def problems(kind: str, contents: Mapping[str, bytes], notebook_source: str | None) -> list[str]:
     """One line per reason the hand-in would grade as an error, read as the grader reads it (nothing run)."""
-    found = []
     if kind in ("exercises", "py"):
-        found = [why for name, data in sorted(contents.items()) if (why := syntax_problem(name, data))]
-    elif notebook_source is not None:
-        name = next(iter(contents))
-        why = notebook_problem(name, notebook_source)
-        found = [why] if why else []
-    return found
+        return [why for name, data in sorted(contents.items()) if (why := syntax_problem(name, data))]
+    why = notebook_problem(next(iter(contents)), notebook_source) if notebook_source is not None else None
+    return [why] if why else []
 
 
 LOAD_SECONDS = 60.0
@@ -388,9 +361,7 @@ _CHILD = "import sys; from grader.submit import _load_in_child; _load_in_child(*
 
 def load_errors(entry: Path) -> list[str]:
     """The one-line error of each of the hand-in's modules that does not import, loaded as the grader loads it.
-
-    Loading runs the learner's code: only ever called in a child process (:func:`load_problem`).
-    """
+    Loading runs the learner's code: only ever called in a child process (:func:`load_problem`)."""
     from grader.registry import SolutionError, load_solution
 
     try:
@@ -439,14 +410,11 @@ def load_problem(
 ) -> tuple[str | None, str | None]:
     """``(problem, warning)``: why the hand-in does not import as the grader imports it, or why that was not checked.
 
-    The packed files are written to a temporary folder and loaded there with
-    :func:`grader.registry.load_solution` (what the grader's loader does: a
-    module that fails costs the hooks it defines) in a child of the learner's
-    own Python, so submit's process never runs them.  The problem is the first
-    load error, ``exercises/scores.py:3: ModuleNotFoundError: No module named
-    'numpyy'`` (a notebook's named by cell).  A load that takes over
-    ``timeout`` seconds, or a child that cannot start, is no problem but a
-    warning: the grading machine, not a slow laptop, decides what is too slow.
+    The packed files are loaded from a temporary folder with :func:`grader.registry.load_solution` (the grader's
+    loader: a module that fails costs the hooks it defines) in a child of the learner's own Python, so submit's
+    process never runs them.  The problem is the first load error (a notebook's named by cell).  A load over
+    ``timeout`` seconds, or a child that cannot start, is a warning: the grading machine, not a slow laptop,
+    decides what is too slow.
     """
     import grader
 
@@ -456,8 +424,7 @@ def load_problem(
         if kind in ("notebook", "notebooks"):
             if notebook_source is None:
                 return None, None  # this kit cannot read notebooks; the checks said so
-            name = next(iter(contents))
-            entry_name = safe_name(Path(name).stem) + ".py"  # what intake names it
+            entry_name = safe_name(Path(next(iter(contents))).stem) + ".py"  # what intake names it
             files = {entry_name: notebook_source.encode("utf-8")}
         else:
             files = dict(contents)
@@ -513,9 +480,8 @@ def _login() -> str | None:
 def student_id(given: str | None, environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None, list[str]]:
     """``(id, where it came from, warnings)``: ``--student``, else :data:`STUDENT_ENV`, else ``(None, None, ...)``.
 
-    The id is sanitised (:func:`safe_name`); a warning says when that changed it,
-    or that there is no id at all.  An id with nothing usable in it is refused.
-    """
+    The id is sanitised (:func:`safe_name`), with a warning when that changed it or there is none; one with nothing
+    usable in it is refused."""
     env = os.environ if environ is None else environ
     for raw, source in ((given, "--student"), (env.get(STUDENT_ENV), STUDENT_ENV)):
         if raw is None or not raw.strip():
@@ -548,10 +514,6 @@ def _free(path: Path) -> Path:
     raise SubmitError(f"{path}: too many submissions with this name; use --out")
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 @dataclass(frozen=True)
 class Validation:
     """What :func:`submit` runs before it packs, besides parsing: the public cases (``attnkit check``, whose
@@ -572,17 +534,11 @@ def submit(
 ) -> Packed:
     """Pack the learner's work into one zip (see the module docstring); returns what was written.
 
-    A hand-in that would grade as an error (:func:`problems`: a file that does
-    not parse, a notebook using names it does not define; then, with ``validation.trial_import``,
-    :func:`load_problem`: a module that does not import, tried in a child
-    Python) is refused with :class:`SubmitError`, unless ``force``: then it is
-    packed with a warning.
-
-    ``out`` defaults to ``submission-<id>-<date>.zip`` in ``cwd`` (never
-    overwriting: ``-2``, ``-3`` … are added); an ``out`` given explicitly is
-    overwritten.  ``student`` is ``--student``; without it the id is
-    :data:`STUDENT_ENV`'s in the environment, else there
-    is none and the file is named after the login, else the folder.
+    A hand-in that would grade as an error (:func:`problems`; then, with ``validation.trial_import``,
+    :func:`load_problem`) is refused with :class:`SubmitError`, unless ``force``: then it is packed with a warning.
+    ``out`` defaults to ``submission-<id>-<date>.zip`` in ``cwd``, never overwriting (``-2``, ``-3`` … added); an
+    ``out`` given is overwritten.  ``student`` is ``--student``; without it the id is :data:`STUDENT_ENV`'s, else
+    there is none and the file is named after the login, else the folder.
     """
     cwd = Path.cwd() if cwd is None else Path(cwd)
     sid, sid_from, warnings = student_id(student)
@@ -597,11 +553,11 @@ def submit(
     sources: dict[str, str] = {}
     source: str | None = None
     checks: dict[str, dict[str, Any]] = {}
+    note = NOT_CHECKED
     if kind == "exercises":
         package = found[0]
         for arcname, full in package_files(package).items():
             contents[arcname] = _read_text(full, MAX_PY_BYTES, ".py file")
-        note = NOT_CHECKED
         if validation.public_checks:
             checks, note = _run_checks(_solution_spec(package), _kit_tests_dir(package))
     elif kind == "py":
@@ -610,7 +566,6 @@ def submit(
         if is_test_file(name):
             raise SubmitError(f"{found[0].name}: the name of a test file, which the grader leaves out; rename it")
         contents[name] = data
-        note = NOT_CHECKED
         if validation.public_checks:
             checks, note = _run_checks(str(found[0]), _kit_tests_dir(None))
     else:
@@ -620,10 +575,11 @@ def submit(
         else:
             data = merge_notebooks(found)
             name = MERGED_NOTEBOOK
-            sources = {p.name: _sha256(p.read_bytes()) for p in found}
+            sources = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in found}
         contents[name] = data
         source = _notebook_source(data, found[0].name if kind == "notebook" else name)
-        checks, note = _check_notebook(source, _kit_tests_dir(None)) if validation.public_checks else ({}, NOT_CHECKED)
+        if validation.public_checks:
+            checks, note = _check_notebook(source, _kit_tests_dir(None))
     refused = problems(kind, contents, source)
     if validation.trial_import and not refused:  # it parses: import it as the grader will, in a child Python
         problem, unchecked = load_problem(kind, contents, source)
@@ -650,7 +606,7 @@ def submit(
         "student_from": sid_from,
         "login": login,
         "kind": kind,
-        "files": {name: _sha256(data) for name, data in sorted(contents.items())},
+        "files": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(contents.items())},
         "checked": bool(checks),
         "check_note": note,
         "checks": checks,
@@ -667,10 +623,8 @@ def submit(
         raise SubmitError(f"the hand-in: {too_big(total, 'with its manifest', MAX_TOTAL_BYTES)}")
     if len(contents) + 1 > MAX_ENTRIES:  # package_files stops sooner; this holds for every kind
         raise SubmitError(f"the hand-in: {len(contents) + 1} files is over the {MAX_ENTRIES} file limit")
-    if out is None:
-        target = _free(cwd / f"submission-{_file_stem(sid, login, cwd)}-{now.strftime('%Y-%m-%d')}.zip")
-    else:
-        target = Path(out)
+    default = f"submission-{_file_stem(sid, login, cwd)}-{now.strftime('%Y-%m-%d')}.zip"
+    target = _free(cwd / default) if out is None else Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     try:

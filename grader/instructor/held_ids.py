@@ -61,15 +61,14 @@ def keep_held_ids(intake: Intake, held: Mapping[str, Submission]) -> Intake:
     """``intake`` with every hand-in that would take an id ``held`` keeps for another, equally or better claiming
     hand-in graded under an id of its own instead, with a note saying whose it is."""
     kept = {student.lower(): sub for student, sub in held.items()}
+    roster = intake.roster
     taken = {sub.student.lower() for sub in intake.submissions} | set(kept)
     renamed: list[str] = []
     for sub in intake.submissions:
         earlier = kept.get(sub.student.lower())
         if earlier is None or _same_hand_in(sub, earlier):
             continue
-        if claim_rank(earlier.source, earlier.student, intake.roster) > claim_rank(
-            sub.source, sub.student, intake.roster
-        ):
+        if claim_rank(earlier.source, earlier.student, roster) > claim_rank(sub.source, sub.student, roster):
             continue
         name = _name_of(Path(sub.source))
         seeds = [(name, ID_HASH_CHARS), (sub.source, 16), (sub.source, 64)]
@@ -83,7 +82,6 @@ def keep_held_ids(intake: Intake, held: Mapping[str, Submission]) -> Intake:
     if not renamed:
         return intake
     found = {sub.student.lower() for sub in intake.submissions}
-    roster = intake.roster
     return dataclasses.replace(
         intake,
         notes=[note for sub in intake.submissions for note in sub.notes],

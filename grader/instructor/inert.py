@@ -1,30 +1,22 @@
 """Text a learner wrote, made inert: it can be shown anywhere and is never read as an instruction or a line break.
 
-Learner-derived text is everything a hand-in decides: its file names (and the
-names inside a zip or folder), its manifest's fields, the strings in its code
-that a finding quotes, what its process printed or raised.  Two forms:
+Learner-derived text is everything a hand-in decides: its file names (and those inside a zip or folder), its
+manifest's fields, the strings in its code a finding quotes, what its process printed or raised.  Two forms:
 
-- :func:`inert`: a block (``output.txt``, a feedback message), newlines and tabs
-  kept, every other control character written as a visible escape;
-- :func:`inert_line`: **one** line (an id, a file name, a note, a finding, a
-  status, a console line): newlines, tabs and every other control escaped too,
-  every run of spaces (any Unicode space) folded to one, every character that
-  shows as nothing or as blank escaped too, cut to a length.  Every
-  learner-derived text that becomes a line is made one
-  where it is created (a :class:`~grader.instructor.intake.Submission`'s error and
-  notes, a review finding), so no later join, split or print can turn it into
-  two lines or another row's.
+- :func:`inert`: a block (``output.txt``, a feedback message), newlines and tabs kept, every other control
+  character written as a visible escape;
+- :func:`inert_line`: **one** line (an id, a file name, a note, a finding, a status, a console line): newlines, tabs
+  and controls escaped, every run of spaces (any Unicode space) folded to one, every character that shows as
+  nothing or as blank escaped, cut to a length.  Learner-derived text that becomes a line is made one where it is
+  created (a :class:`~grader.instructor.intake.Submission`'s error and notes, a review finding), so no later join,
+  split or print can turn it into two lines or another row's.
 
-Blank space is where a line can be made to look like two: a terminal or rich
-wraps a long line at its spaces, and a run of fillers (U+2800 braille blanks,
-Hangul fillers) pads a line to the width with nothing visible, so that what
-follows seems to start a line of its own.  In a line no space is ever more
-than one, and a filler is written as its escape.  (The console also never wraps
-a learner's line: ``console_summary.print_line``.)
-
-Markup (rich's ``[red]``, HTML, Markdown) is escaped by each renderer at its
-sink (``console_text``, the templates' autoescape and ``md`` filter), not here:
-the text itself stays what the learner wrote, made visible.
+Blank space is where a line can be made to look like two: a terminal or rich wraps a long line at its spaces, and a
+run of fillers (U+2800 braille blanks, Hangul fillers) pads a line to the width with nothing visible, so that what
+follows seems to start a line of its own.  So no space is ever more than one, and a filler is its escape.  (The
+console also never wraps a learner's line: ``console_summary.print_line``.)  Markup (rich's ``[red]``, HTML,
+Markdown) is escaped by each renderer at its sink (``console_text``, the templates' autoescape and ``md`` filter),
+not here: the text stays what the learner wrote, made visible.
 """
 
 from __future__ import annotations
@@ -90,12 +82,9 @@ def _shown(match: re.Match[str]) -> str:
 def inert(text: object) -> str:
     """Text a submission wrote, safe to show anywhere: control characters become visible escapes.
 
-    C0 controls other than tab and newline (ESC, BEL, CR …), DEL, C1 controls,
-    Unicode bidi controls, line/paragraph separators, lone surrogates and the
-    non-characters U+FFFE/U+FFFF are written as ``\\x1b`` / ``\\u202e``, so an
-    OSC 52 or clear-screen sequence is plain text, never an instruction to a
-    terminal, and every output format (UTF-8, XML 1.0) can hold the result.
-    ``\\r\\n`` counts as a newline.
+    C0 controls but tab and newline (ESC, BEL, CR …), DEL, C1, bidi controls, line/paragraph separators, lone
+    surrogates and U+FFFE/U+FFFF are written ``\\x1b`` / ``\\u202e``, so an OSC 52 or clear-screen sequence is plain
+    text, never an instruction to a terminal, and UTF-8 and XML 1.0 can hold the result.  ``\\r\\n`` is a newline.
     """
     return _CONTROL.sub(_escaped, str(text).replace("\r\n", "\n"))
 

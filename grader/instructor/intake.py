@@ -1,70 +1,40 @@
 """Reading submissions safely: files become text, nothing is ever executed here.
 
-A submission reaches the learner's sandboxed process as ``{relpath: source
-text}`` plus an *entry* (the file or folder inside those files to import), see
-:mod:`grader.child`.  This module turns what an instructor points the
-grader at into exactly that, on the trusted side, without importing or running
-anything:
+A submission reaches the learner's sandboxed process (:mod:`grader.child`) as ``{relpath: source text}`` plus an
+*entry* (the file or folder to import).  This module makes that on the trusted side, importing or running nothing:
 
 - a ``.py`` file: ``files={"alice.py": text}``, ``entry="alice.py"``;
-- a folder of loose modules or a package: its ``.py`` files, recursively, keyed
-  under the folder's own name (``{"alice/scores.py": ...}``, ``entry="alice"``),
-  test files, ``conftest.py``, hidden files, ``__pycache__`` and hidden folders
-  left out (:func:`grader.handin.is_graded_source`);
-- a learner's whole kit (a folder holding ``exercises/__init__.py``): only the
-  ``exercises`` package, keyed ``exercises/...`` with ``entry="exercises"``, so
-  absolute imports such as ``from exercises.scores import x`` keep working;
-- a ``.zip`` of any of these, read entry by entry with caps on entry count,
-  sizes (declared *and* counted while reading), no absolute paths, no ``..``,
-  no links; a zip whose entries share one top folder is that folder;
-- a ``.ipynb`` notebook, converted by ``grader.notebooks.notebook_to_source``
-  (a notebook it refuses is an error row).
+- a folder of loose modules or a package: its ``.py`` files, recursively, keyed under the folder's own name
+  (``{"alice/scores.py": ...}``, ``entry="alice"``); test files, ``conftest.py``, hidden files, ``__pycache__`` and
+  hidden folders left out (:func:`grader.handin.is_graded_source`);
+- a learner's whole kit (a folder holding ``exercises/__init__.py``): only the ``exercises`` package, keyed
+  ``exercises/...``, ``entry="exercises"``, so ``from exercises.scores import x`` keeps working;
+- a ``.zip`` of any of these, read entry by entry with caps on entry count and sizes (declared *and* counted while
+  reading), no absolute paths, no ``..``, no links; a zip whose entries share one top folder is that folder;
+- a ``.ipynb`` notebook, converted by ``grader.notebooks.notebook_to_source`` (one it refuses is an error row).
 
-Intake never follows a link: a submission path, a class member, a file or folder
-inside a folder, a notebook found in a folder and a zip entry that is a symbolic
-link are refused with an error row naming it, never read (files are opened with
-``O_NOFOLLOW`` and checked to be regular files, so a FIFO cannot hang the grader).
-
-The caps, the test-file rule, the text rule and the student id rule are
-:mod:`grader.handin`'s, the ones ``attnkit submit`` packs by: a zip it writes is
-accepted here.
-
-Every submission read is scanned for known evasion constructs
-(:mod:`grader.instructor.review_flags`, never run); the findings go with it as
+Intake never follows a link: a submission path, a class member, a file, folder or notebook inside a folder and a zip
+entry that is a symbolic link are refused with an error row naming it (files are opened with ``O_NOFOLLOW`` and
+checked to be regular files, so a FIFO cannot hang the grader).  The caps and the test-file, text and student id
+rules are :mod:`grader.handin`'s, the ones ``attnkit submit`` packs by: a zip it writes is accepted here.  Every
+submission read is scanned (never run) for known evasion constructs (:mod:`grader.instructor.review_flags`):
 ``Submission.review``.
 
-:func:`read_submission` never raises for bad input: every problem becomes
-``Submission.error``, one line, and the submission is graded as an error row.
-
-:func:`collect` is what ``attnkit grade`` calls: it never drops and never
-invents.  A path that does not exist or yields nothing is an
-:class:`IntakeError` (a usage error; nothing is written); a folder is a class or
-one submission as :func:`folder_reading` decides from its shape, never from the
-code in it nor from a marker one learner can drop into a class folder (an
-``__init__.py``, an ``exercises/``), or ``--class`` / ``--one`` force; what a class folder holds that
-is not a hand-in is a :class:`Skipped` with its reason (:func:`sort_out`;
-strays such as READMEs and ``.DS_Store`` silently).  :func:`identify` gives
-ids from what the instructor collected, never from what a learner wrote: a
-roster's file pattern, then the student the file or folder name names, then the
-name itself, made unique by :func:`deduplicate_ids`; the ``<id>`` of
-``submission-<id>-<date>`` (``attnkit submit``'s name, from the learner's own
-``--student``) is a claim that takes no other hand-in's id.  The id a zip's
-``manifest.json`` claims (read as JSON data, never code) only confirms it: a
-claim of another id is a note on that row.  A name that names a roster student
-less exactly than another hand-in's (``Alice.py`` beside ``alice.py``; ``alice.zip``,
-a container whoever packed it named, beside ``alice.py``) takes no roster id;
-two that name one equally well make that student's row an error unless
-``latest``, which orders them by the time they were collected
-(:func:`collected_time`), never by a manifest's date.  A name that had to be
-sanitised never takes a roster student's id.  None of it depends on the
-order the files come in.  Every text made here from a learner's input (an error,
-a note, a skipped reason) is one inert line (:func:`~grader.instructor.inert.inert_line`).
-The result is an :class:`Intake`.
+:func:`read_submission` never raises for bad input: every problem is ``Submission.error``, one line, an error row.
+:func:`collect` (what ``attnkit grade`` calls) never drops and never invents: a path that does not exist or yields
+nothing is an :class:`IntakeError` (a usage error; nothing is written).  A folder is a class or one submission by
+its shape (:func:`folder_reading`), never by its code nor by a marker one learner can drop into a class folder (an
+``__init__.py``, an ``exercises/``), unless ``--class`` / ``--one`` force it; what a class folder holds that is no
+hand-in is a :class:`Skipped` with its reason (:func:`sort_out`; strays such as READMEs and ``.DS_Store``
+silently).  Ids come from what the instructor collected, never from what a learner wrote, whatever the order the
+files come in (:func:`identify`).  Every text made here from a learner's input (an error, a note, a skipped reason)
+is one inert line (:func:`~grader.instructor.inert.inert_line`).  The result is an :class:`Intake`.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import hashlib
 import json
@@ -73,6 +43,7 @@ import re
 import stat
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -120,13 +91,8 @@ _CHUNK = 64 << 10
 
 @dataclass
 class Submission:
-    """One learner's hand-in, as text, ready to send to a sandboxed process.
-
-    ``files`` maps a relative POSIX path to its source text; ``entry`` is the
-    file or folder (a key of ``files`` or a folder they live under) that the
-    learner's process imports.  ``error`` is one line when the submission
-    cannot be graded at all (``files`` is then usually empty).
-    """
+    """One learner's hand-in as text for a sandboxed process: ``files`` (relative POSIX path -> source text), the
+    ``entry`` it imports (a key of ``files`` or a folder above them); ``error`` one line when it cannot be graded."""
 
     student: str
     source: str
@@ -151,11 +117,8 @@ class Submission:
 
 
 class Refused(Exception):
-    """Input that cannot be accepted; the message is the one-line error shown to people.
-
-    A zip refused after its manifest was read carries the manifest's claim, so
-    its error row keeps the student's id.
-    """
+    """Input that cannot be accepted (the message is the one-line error shown); a zip refused after its manifest was
+    read carries the manifest's claim, so its error row keeps the student's id."""
 
     claimed: str | None = None
     handed_in: datetime | None = None
@@ -224,19 +187,13 @@ def deduplicate_ids(
 ) -> list[Submission]:
     """Make student ids unique (ignoring case, for macOS and Windows), whatever order the submissions come in.
 
-    An id claimed by one submission only is kept.  Among several claimants of
-    one id, the one whose file name is exactly that id (``a_b.py`` for ``a_b``,
-    ``alice.py`` rather than ``Alice.py`` or ``alice.PY``), and of those the one
-    file of code rather than a container (``alice.py`` rather than ``alice.zip``
-    or ``alice/``: :func:`_claim_rank`), keeps it; every other
-    claimant, and every claimant when no single one is exact, gets
-    ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the
-    names are the same too).  An id equal to one of the grader's own output
-    files (``grades.csv`` …) is never kept, nor one in ``owned`` (ids other
-    hand-ins own: a roster's), nor a roster student's id (``roster_ids``: these submissions'
-    names do not name the student, so the id is not theirs, whether or not the student handed in).  Each changed
-    id gets one line in
-    ``Submission.notes`` saying why.
+    An id claimed by one submission only is kept.  Among several claimants, the one whose file name is exactly the
+    id (``alice.py``, not ``Alice.py`` or ``alice.PY``), and of those the one file of code rather than a container
+    (``alice.zip``, ``alice/``: :func:`_claim_rank`), keeps it; every other claimant, and all when no single one is
+    exact, gets ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the names are the same too).
+    Never kept: an id equal to one of the grader's own output files (``grades.csv`` …), one in ``owned`` (ids other
+    hand-ins own: a roster's), a roster student's id (``roster_ids``: these names do not name the student, so the id
+    is not theirs, whether or not the student handed in).  Each changed id gets a line in ``Submission.notes`` why.
     """
     claims: dict[str, list[Submission]] = {}
     for sub in submissions:
@@ -246,15 +203,14 @@ def deduplicate_ids(
     taken = {name.lower() for name in RESERVED_IDS} | owned | listed
     renamed: list[tuple[Submission, str]] = []  # (submission, why)
     for key, subs in claims.items():
-        if key in RESERVED_IDS:
-            renamed += [(sub, f"{sub.student!r} is the name of a file attnkit grade writes") for sub in subs]
-            continue
-        if key in owned:
-            renamed += [(sub, f"{sub.student!r} is the roster's id of another hand-in") for sub in subs]
-            continue
-        if key in listed:
-            why = f"{subs[0].student!r} is a roster student's id, which this name names only once sanitised"
-            renamed += [(sub, why) for sub in subs]
+        blocked = (
+            (RESERVED_IDS, "is the name of a file attnkit grade writes"),
+            (owned, "is the roster's id of another hand-in"),
+            (listed, "is a roster student's id, which this name names only once sanitised"),
+        )
+        why = next((why for keys, why in blocked if key in keys), None)
+        if why is not None:  # a roster student's id is said as the first claimant spells it
+            renamed += [(sub, f"{(subs[0] if why == blocked[2][1] else sub).student!r} {why}") for sub in subs]
             continue
         ranks = [_claim_rank(sub) - (sub.source in given and _claim_rank(sub) < 2) * 2 for sub in subs]
         best = [sub for sub, rank in zip(subs, ranks) if rank == min(ranks)]
@@ -262,8 +218,7 @@ def deduplicate_ids(
         if keeper is not None:
             taken.add(key)
         others = sorted({_name_of(Path(sub.source)) for sub in subs})
-        shown = ", ".join(repr(name) for name in others[:4])
-        shown += f" and {len(others) - 4} more" if len(others) > 4 else ""
+        shown = _listed(others, 4)
         for sub in subs:
             if sub is not keeper:
                 kept = f", kept by {_name_of(Path(keeper.source))!r}" if keeper is not None else ""
@@ -314,12 +269,9 @@ _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 
 
 def coding_problem(text: str) -> str | None:
-    """Why ``text`` may not be graded as read: a coding declaration other than UTF-8, or None.
-
-    The review scan reads the UTF-8 text; Python's importer would decode the same bytes with the declared
-    coding (``# -*- coding: utf-7 -*-`` makes a comment of the scan's code of the importer's), so the
-    text scanned would not be the text run.
-    """
+    """Why ``text`` may not be graded as read: a coding declaration other than UTF-8, or None.  The review scan reads
+    the UTF-8 text; Python's importer would decode the same bytes with the declared coding (``# -*- coding: utf-7
+    -*-`` makes a comment of the scan's code of the importer's), so the text scanned would not be the text run."""
     for number, line in enumerate(re.split(r"\r\n|\r|\n", text)[:2], 1):  # lines as Python's tokenizer splits them
         found = _CODING.match(line)
         if found is None:
@@ -365,10 +317,8 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
 
 
 def _open_regular(path: Path, shown: str) -> BinaryIO:
-    """``path`` opened for reading, never through a symbolic link (``O_NOFOLLOW``) and only if a regular file.
-
-    ``O_NONBLOCK`` keeps a FIFO from blocking the open; it is refused right after.
-    """
+    """``path`` opened for reading, never through a symbolic link (``O_NOFOLLOW``) and only if a regular file
+    (``O_NONBLOCK`` keeps a FIFO from blocking the open; it is refused right after)."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -396,23 +346,6 @@ def _read_file(path: Path, limit: int, shown: str, kind: str) -> bytes:
 # .py files the layout needs are read as text, counting bytes as they come.
 
 
-def _choose_layout(paths: Iterable[str], name: str) -> tuple[str, str, str]:
-    """For the relative paths in a zip's tree called ``name``: (prefix to keep, key prefix, entry).
-
-    ``prefix`` selects the paths to keep ("" = all); a path ``prefix + rest`` is
-    stored as ``key_prefix + rest``.
-    """
-    paths = set(paths)
-    if "__init__.py" not in paths and f"{KIT_PACKAGE}/__init__.py" in paths:
-        return f"{KIT_PACKAGE}/", f"{KIT_PACKAGE}/", KIT_PACKAGE
-    return "", f"{name}/", name
-
-
-def _folder_name(path: Path) -> str:
-    name = path.resolve().name
-    return name or "submission"
-
-
 def _top_notebooks(path: Path) -> list[Path]:
     """The ``*.ipynb`` entries at the top of a folder, links included (so they are refused, not followed)."""
     with os.scandir(path) as entries:
@@ -424,7 +357,7 @@ def _read_folder(path: Path, student: str) -> Submission:
     if not (path / "__init__.py").exists() and (path / KIT_PACKAGE / "__init__.py").is_file():
         root, name = path / KIT_PACKAGE, KIT_PACKAGE  # a learner's whole kit: grade its package
     else:
-        root, name = path, _folder_name(path)
+        root, name = path, path.resolve().name or "submission"
     if root != path and root.is_symlink():
         raise Refused(f"refused folder: {KIT_PACKAGE} is a symbolic link")
     listing: dict[str, Path] = {}
@@ -503,21 +436,20 @@ def _zip_entry_path(info: zipfile.ZipInfo) -> str:
     raw = info.filename
     name = raw.replace("\\", "/")
     _check_name(name, "zip")
-    if "\x00" in name:
-        raise Refused(f"refused zip: entry {raw!r} has a null byte in its name")
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        raise Refused(f"refused zip: entry {raw!r} is an absolute path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise Refused(f"refused zip: entry {raw!r} points outside the archive")
-    mode = info.external_attr >> 16
-    if stat.S_ISLNK(mode):
-        raise Refused(f"refused zip: entry {raw!r} is a symbolic link")
+    refusals = (  # in this order: the first that holds is the one said
+        ("\x00" in name, "has a null byte in its name"),
+        (name.startswith("/") or (len(name) > 1 and name[1] == ":"), "is an absolute path"),
+        (".." in parts, "points outside the archive"),
+        (stat.S_ISLNK(info.external_attr >> 16), "is a symbolic link"),
+    )
+    for refused, why in refusals:
+        if refused:
+            raise Refused(f"refused zip: entry {raw!r} {why}")
     return "/".join(parts)
 
 
 def _read_zip(path: Path, student: str) -> Submission:
-    source = str(path)
     with _open_regular(path, path.name) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > MAX_ZIP_BYTES:
@@ -526,10 +458,10 @@ def _read_zip(path: Path, student: str) -> Submission:
             zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
             raise Refused(f"refused zip: not a readable zip archive ({exc})") from None
-        return _read_zip_members(zf, path, student, source)
+        return _read_zip_members(zf, path, student)
 
 
-def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str) -> Submission:
+def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str) -> Submission:
     with zf:
         infos = zf.infolist()
         if len(infos) > MAX_ENTRIES:
@@ -552,7 +484,7 @@ def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str
             entries[rel] = info
         # A zip whose entries all share one top folder is that folder.
         tops = {rel.split("/")[0] for rel in entries}
-        name = _folder_name(path).removesuffix(path.suffix) or "submission"
+        name = path.resolve().name.removesuffix(path.suffix) or "submission"
         wrapped = len(tops) == 1 and all("/" in rel for rel in entries)
         if wrapped:
             name = tops.pop()
@@ -560,12 +492,13 @@ def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str, source: str
         budget = [MAX_TOTAL_BYTES]  # counted while reading: declared sizes can lie
 
         def read(rel: str, limit: int) -> bytes:
+            # ZipExtFile stops at the declared size and checks the CRC, so a size that lies
+            # ends as BadZipFile; _read_capped counts what is actually read either way.
             if budget[0] < limit:
                 too_much = f"refused zip: more than {size_text(MAX_TOTAL_BYTES)} when unpacked, over the limit"
-                data = _read_capped(_open_member(zf, entries[rel]), budget[0], rel, too_much)
             else:
                 too_much = f"refused zip: {rel} unpacks to more than {size_text(limit)}, over the limit"
-                data = _read_capped(_open_member(zf, entries[rel]), limit, rel, too_much)
+            data = _read_capped(zf.open(entries[rel]), min(limit, budget[0]), rel, too_much)
             budget[0] -= len(data)
             return data
 
@@ -602,29 +535,21 @@ def _zip_submission(entries, read, path: Path, student: str, name: str, wrapped:
     """The submission a listed zip at ``path`` holds: a notebook, one ``.py`` file, a package or a kit's package."""
     source = str(path)
     py = sorted(rel for rel in entries if is_graded_source(rel))
-    top_py = [rel for rel in py if "/" not in rel]
     notebooks = sorted(rel for rel in entries if rel.endswith(".ipynb") and "/" not in rel)
     if not py:
         if len(notebooks) == 1:
             text = decode_source(read(notebooks[0], MAX_NOTEBOOK_BYTES), notebooks[0])
             return _from_notebook(text, student, source, notebooks[0])
         raise Refused(f"{path.name}: no .py files to grade")
-    if not wrapped and py == top_py and len(py) == 1 and "__init__.py" not in py:
-        rel = py[0]
-        files = {rel: decode_source(read(rel, MAX_PY_BYTES), rel)}
-        return _made(student, source, "zip", files, rel)
-    keep, key_prefix, entry = _choose_layout(py, name)
-    files = {}
-    for rel in py:
-        if rel.startswith(keep):
-            files[key_prefix + rel[len(keep) :]] = decode_source(read(rel, MAX_PY_BYTES), rel)
+    if not wrapped and len(py) == 1 and "/" not in py[0] and py[0] != "__init__.py":  # one loose module
+        return _made(student, source, "zip", {py[0]: decode_source(read(py[0], MAX_PY_BYTES), py[0])}, py[0])
+    keep, entry = "", name  # keep the paths under ``keep``, ``keep + rest`` stored as ``entry/rest``
+    if "__init__.py" not in py and f"{KIT_PACKAGE}/__init__.py" in py:
+        keep, entry = f"{KIT_PACKAGE}/", KIT_PACKAGE
+    files = {
+        f"{entry}/{rel[len(keep) :]}": decode_source(read(rel, MAX_PY_BYTES), rel) for rel in py if rel.startswith(keep)
+    }
     return _made(student, source, "zip", files, entry)
-
-
-def _open_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo):
-    # ZipExtFile stops at the declared size and checks the CRC, so a size that lies
-    # ends as BadZipFile; _read_capped counts what is actually read either way.
-    return zf.open(info)
 
 
 # --- notebooks -----------------------------------------------------------------------
@@ -639,8 +564,7 @@ def _from_notebook(text: str, student: str, source: str, name: str) -> Submissio
     if not isinstance(code, str) or "\x00" in code:
         raise _NotebookError(f"{name}: the notebook's code could not be extracted as text")
     rel = safe_name(PurePosixPath(name).stem) + ".py"
-    files = {rel: code}
-    return _made(student, source, "ipynb", files, rel)
+    return _made(student, source, "ipynb", {rel: code}, rel)
 
 
 class _NotebookError(Refused):
@@ -673,10 +597,8 @@ def _format_of(path: Path) -> str:
 def read_submission(path: str | os.PathLike[str]) -> Submission:
     """Read one submission as text; never raises for bad input (see ``Submission.error``).
 
-    The student id is the file stem, folder name or zip stem, sanitised.  A
-    path that is a symbolic link is refused, whatever it points to.  Its time
-    as collected is :func:`collected_time`'s.
-    """
+    The student id is the file stem, folder name or zip stem, sanitised; a path that is a symbolic link is refused,
+    whatever it points to; its time as collected is :func:`collected_time`'s."""
     source = str(path)
     if shown_path(source) != source:  # a name not valid UTF-8: every report, note and the gradebook would fail on it
         p = Path(path)
@@ -709,16 +631,12 @@ download keeps it after its prefix), and is no time at all: the file's time as c
 def collected_time(path: Path) -> datetime | None:
     """When a hand-in was collected: the LMS's attempt time in its name (:data:`LMS_TIME`), else the time of the
     file or folder on the instructor's disk (its mtime, not followed through a link); None when neither is known.
-
-    Never the time a manifest states: the learner writes that.
-    """
+    Never the time a manifest states: the learner writes that."""
     found = LMS_TIME.search(_name_of(path))
     if found is not None:
         year, month, day, hour, minute, second = (int(g) for g in found.groups())
-        try:
+        with contextlib.suppress(ValueError):  # no such date: the time on disk stands
             return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
-        except ValueError:
-            pass
     try:
         return datetime.fromtimestamp(os.lstat(path).st_mtime_ns / 1e9, tz=timezone.utc)
     except (OSError, ValueError, OverflowError):
@@ -806,11 +724,10 @@ def is_stray(name: str) -> bool:
 def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
     """A class folder's members (each one submission), sorted by name, and what is skipped there, with why.
 
-    Members are the ``.py`` (not test files, not ``__init__.py``), ``.ipynb`` and ``.zip`` files, the
-    folders, and the symbolic links (each link becomes an error row naming it,
-    never read).  Strays (:func:`is_stray`) are left out without a word;
-    anything else is a :class:`Skipped`: other files, test files, a folder
-    ``attnkit grade`` wrote (it holds ``gradebook.sqlite``), a FIFO or socket.
+    Members are the ``.py`` (not test files, not ``__init__.py``), ``.ipynb`` and ``.zip`` files, the folders, and
+    the symbolic links (each an error row naming it, never read).  Strays (:func:`is_stray`) are left out without a
+    word; anything else is a :class:`Skipped`: other files, test files, a folder ``attnkit grade`` wrote (it holds
+    ``gradebook.sqlite``), a FIFO or socket.
     """
     members: list[Path] = []
     skipped: list[Skipped] = []
@@ -819,37 +736,33 @@ def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
     for e in entries:
         child = Path(e.path)
         suffix = child.suffix.lower()
-        if is_stray(e.name):
-            if suffix in HAND_IN_SUFFIXES and is_hidden(e.name) and e.is_file(follow_symlinks=False):
-                skipped.append(Skipped(str(child), HIDDEN_HAND_IN))  # never silently: name it to grade it
-            continue
-        if e.is_symlink():
-            members.append(child)
+        regular = e.is_file(follow_symlinks=False)
+        why: str | None = None  # None: a member; "": left out without a word
+        if is_stray(e.name):  # a hidden hand-in never silently: name it to grade it
+            why = HIDDEN_HAND_IN if suffix in HAND_IN_SUFFIXES and is_hidden(e.name) and regular else ""
+        elif e.is_symlink():
+            why = None
         elif e.is_dir(follow_symlinks=False):
-            if _holds_gradebook(child):
-                skipped.append(Skipped(str(child), RESULTS_FOLDER))
-            else:
-                members.append(child)
+            why = RESULTS_FOLDER if _holds_gradebook(child) else None
         elif suffix == ".py" and is_test_file(e.name):
-            skipped.append(Skipped(str(child), TEST_FILE))
-        elif e.name == "__init__.py" and e.is_file(follow_symlinks=False):
-            skipped.append(Skipped(str(child), PACKAGE_INIT))
-        elif suffix in HAND_IN_SUFFIXES:
-            members.append(child)  # a FIFO named like a hand-in is its error row
-        elif not e.is_file(follow_symlinks=False):
-            skipped.append(Skipped(str(child), NOT_REGULAR))
-        else:
-            skipped.append(Skipped(str(child), NOT_A_HAND_IN))
+            why = TEST_FILE
+        elif e.name == "__init__.py" and regular:
+            why = PACKAGE_INIT
+        elif suffix not in HAND_IN_SUFFIXES:  # one named like a hand-in, a FIFO too, is a member: its error row
+            why = NOT_A_HAND_IN if regular else NOT_REGULAR
+        if why is None:
+            members.append(child)
+        elif why:
+            skipped.append(Skipped(str(child), why))
     return members, skipped
 
 
 def _holds_gradebook(folder: Path) -> bool:
     """``folder`` is one ``attnkit grade`` wrote; a folder its mode closes to this grader is a member, and its
     error row says it cannot be read (a learner's ``chmod 000`` folder never stops the class: red team 7b)."""
-    try:
+    with contextlib.suppress(OSError):
         return (folder / GRADEBOOK).exists()
-    except OSError:
-        return False
+    return False
 
 
 def class_members(path: Path) -> list[Path]:
@@ -905,28 +818,22 @@ assignsubmission_file_``): the instructor's collection, never a class (:func:`fo
 def folder_reading(path: Path, listed: bool = False, collected: bool = False) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
-    Decided by the folder's shape and its own name alone, never by the code or the names in it: a hand-in's code
-    and file names are the learner's, and a learner can make them look like anything (hooks under ``if True:``,
-    decoys of every hook name, a file named as another student's LMS download), while the folder a class is
-    collected into, and the name an LMS gives one learner's folder, are the instructor's.
+    By the folder's shape and own name alone, never by the code or names in it: those are the learner's and can look
+    like anything (hooks under ``if True:``, decoys of every hook name, a file named as another student's LMS
+    download); the folder a class is collected into, and the name an LMS gives one learner's folder, are not.
 
-    - A folder whose own name is one learner's as collected is one, whatever it holds (modules in subfolders, a
-      notebook beside a ``.py``): an LMS's folder name (:data:`LMS_FOLDER`), or ``collected`` (the caller's word:
-      a roster's file pattern matches it).  No name inside it is read as collected: a file inside named as
-      another student's LMS download, or with an attempt time, claims no one's id or time.
-    - A learner's kit is one: ``exercises/__init__.py`` with nothing beside it but the kit's own folders
-      (:data:`KIT_FOLDERS`) and files that are no hand-in (``README.md``, ``conftest.py``).  Beside other
-      hand-ins (``alice.py``, ``bob/``) an ``exercises/`` is one more member, with a note (:data:`KIT_IN_CLASS`).
-    - A folder whose only hand-in is one ``.py`` file or one notebook, or a package's ``__init__.py`` alone, is
-      that learner's folder: one (graded under the folder's name, as ``attnkit grade bob/`` means).
-    - An ``__init__.py`` makes no other folder one: in a class folder it is a file a learner put there, not
-      the instructor's word that the folder is one package; it is skipped, with :data:`PACKAGE_INIT`.
-    - Any other folder is a class: each ``.py``, ``.ipynb`` and ``.zip`` file and each folder in it is one
-      submission (:func:`sort_out`).  A folder of one learner's loose modules (``scores.py``,
-      ``masking.py``) is told from a class of two only by the instructor: ``--one``, or by naming it beside
-      other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where a folder
-      of ``.py`` files only, a package or a kit is that learner's: one.  (Two class folders named side by side,
-      ``attnkit grade classA classB``, stay two classes.)
+    - One, whatever it holds, when its own name is one learner's as collected: an LMS's folder name
+      (:data:`LMS_FOLDER`), or ``collected`` (a roster's file pattern matches it).  No name inside it is read as
+      collected (a file named as another's LMS download or with an attempt time claims no id or time).
+    - One: a learner's kit, ``exercises/__init__.py`` beside nothing but the kit's folders (:data:`KIT_FOLDERS`) and
+      files that are no hand-in.  Beside other hand-ins an ``exercises/`` is one more member (:data:`KIT_IN_CLASS`).
+    - One: a folder whose only hand-in is one ``.py`` or notebook, or a package's ``__init__.py`` alone (graded
+      under the folder's name, as ``attnkit grade bob/`` means).  No other ``__init__.py`` makes a folder one: in a
+      class folder a learner put it there; it is skipped (:data:`PACKAGE_INIT`).
+    - Else a class: each ``.py``, ``.ipynb``, ``.zip`` and folder in it is one submission (:func:`sort_out`).  One
+      learner's loose modules are told from a class of two only by the instructor: ``--one``, or naming the folder
+      beside other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where
+      ``.py`` files only, a package or a kit is one.  (``attnkit grade classA classB`` stays two classes.)
     """
     if collected or LMS_FOLDER.fullmatch(_name_of(path)):
         return "one"
@@ -965,13 +872,9 @@ learner's own ``--student`` (or login): a claim, like the manifest's (:func:`ide
 
 @dataclass(frozen=True)
 class Intake:
-    """What :func:`collect` found: the submissions to grade, what it skipped and why, and the roster's view.
-
-    ``missing`` are the roster's students with no hand-in; ``unmatched`` the ids
-    of hand-ins that match no one on the roster (graded under their own ids);
-    ``notes`` one line per id decision worth reading (a manifest claiming another
-    id than the roster's pattern, a renamed id, …).
-    """
+    """What :func:`collect` found: the submissions to grade, what it skipped and why, and the roster's view:
+    ``missing`` the roster's students with no hand-in, ``unmatched`` the ids of hand-ins that match no one on it
+    (graded under their own), ``notes`` one line per id decision worth reading (a manifest's other id, a renamed id)."""
 
     submissions: list[Submission]
     skipped: list[Skipped] = field(default_factory=list)
@@ -983,12 +886,8 @@ class Intake:
     @property
     def formats(self) -> dict[str, int]:
         """How many submissions of each format, in :data:`FORMATS` order (others after)."""
-        counts: dict[str, int] = {}
-        for fmt in FORMATS + tuple(sorted({s.format for s in self.submissions} - set(FORMATS))):
-            n = sum(s.format == fmt for s in self.submissions)
-            if n:
-                counts[fmt] = n
-        return counts
+        counts = Counter(s.format for s in self.submissions)
+        return {fmt: counts[fmt] for fmt in (*FORMATS, *sorted(set(counts) - set(FORMATS))) if counts[fmt]}
 
     def found_line(self) -> str:
         """``3 submissions found: 1 py, 2 ipynb (1 cannot be read: an error row)``."""
@@ -1010,12 +909,10 @@ def collect(
 ) -> Intake:
     """Read every submission named by ``paths``, or :class:`IntakeError` (nothing is graded then).
 
-    A path that does not exist, a folder that yields no submission and nothing at
-    all to grade are errors.  A folder is read as :func:`folder_reading` says (by
-    its shape, never by its code), or as ``reading`` forces
-    (``"class"``: every member its own submission; ``"one"``: the folder is one).
-    A file that is not a hand-in is skipped (silently when a stray, such as a
-    README a shell glob picked up).  Ids are given by :func:`identify`.
+    A path that does not exist, a folder that yields no submission and nothing at all to grade are errors.  A folder
+    is read as :func:`folder_reading` says (by its shape, never its code), or as ``reading`` forces (``"class"``:
+    every member its own submission; ``"one"``: the folder is one).  A file that is not a hand-in is skipped
+    (silently when a stray, such as a README a shell glob picked up).  Ids are given by :func:`identify`.
     """
     if reading not in READINGS:
         raise ValueError(f"reading must be one of {', '.join(READINGS)}, not {reading!r}")
@@ -1031,10 +928,7 @@ def collect(
             try:
                 collected = roster is not None and bool(roster.by_pattern(_name_of(p)))
                 how = reading if reading != "auto" else folder_reading(p, len(paths) > 1, collected)
-                if how == "class":
-                    members, left = sort_out(p)
-                else:
-                    members, left = [p], _not_in_one(p)
+                members, left = sort_out(p) if how == "class" else ([p], _not_in_one(p))
             except OSError as exc:
                 if len(paths) == 1:  # the instructor's class folder: nothing to grade
                     raise IntakeError(f"{raw}: cannot list it ({exc.strerror or type(exc).__name__})") from None
@@ -1076,11 +970,9 @@ def collect_submissions(paths: list[str]) -> list[Submission]:
 
 
 def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
-    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.
-
-    Only a name that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be
-    sanitised (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one.
-    """
+    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.  Only a name
+    that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be sanitised
+    (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one."""
     stem = _stem(Path(sub.source))
     return roster.by_name(stem) if safe_name(stem, "") == stem else None
 
@@ -1137,9 +1029,7 @@ def _settle_name_claims(
     roster, or ``named``), the id is no file attnkit grade writes, and no other name claims it.  Each disowned
     claim gets a note saying why; a granted one, with a roster, a note that no roster pattern confirms it."""
     held: dict[str, list[str]] = {}
-    for key, subs in owned.items():
-        held.setdefault(key, []).extend(_name_of(Path(sub.source)) for sub in subs)
-    for sub in named:
+    for sub in [*(sub for subs in owned.values() for sub in subs), *named]:  # an owned one's id is its key
         held.setdefault(sub.student.lower(), []).append(_name_of(Path(sub.source)))
     granted: list[tuple[Submission, RosterEntry | None]] = []
     disowned: list[Submission] = []
@@ -1181,50 +1071,35 @@ def identify(
 
     The id comes from what the instructor collected, never from what the learner wrote.  In this order:
 
-    1. with a roster, the student whose file ``pattern`` matches its file name;
-       a name that two patterns match is an error row for that hand-in (graded
-       under its name, 3), never a refusal of the class;
-    2. with a roster, the student its file or folder stem names (id, email or
-       email's local part), when that stem is already a safe id
-       (:func:`_by_file_name`);
-    3. its name's stem, sanitised, made unique by :func:`deduplicate_ids` (a
-       name never takes an id a roster student's hand-in has).
+    1. with a roster, the student whose file ``pattern`` matches its file name; a name two patterns match is an
+       error row for that hand-in (graded under its name, 3), never a refusal of the class;
+    2. with a roster, the student its file or folder stem names (id, email or email's local part), when that stem
+       is already a safe id (:func:`_by_file_name`);
+    3. its name's stem, sanitised, made unique by :func:`deduplicate_ids` (never an id a roster student's hand-in has).
 
-    **A name in attnkit submit's form is a claim.**  A file name is the
-    instructor's where the instructor or the LMS named it: a roster pattern
-    matches the prefix an LMS writes (Canvas ``<lastfirst>_<user id>_…``,
-    Blackboard ``<assignment>_<user>_attempt_…``, a Moodle folder ``<full
-    name>_<id>_assignsubmission_file_``), and a file the instructor named
-    (``alice.py``) is one per name in a folder.  ``submission-<id>-<date>.zip``
-    is the name ``attnkit submit`` writes from the learner's own ``--student``
-    (:data:`ATTNKIT_NAME`), and where collection keeps learner file names (a
-    shared folder, an upload kept as named) its ``<id>`` is as much the
-    learner's as the manifest's.  So that ``<id>`` (the roster student it
-    names, or itself) is the hand-in's id only when no other hand-in has that
-    id by 1-3 and no other name claims it too; then, with a roster, its row
-    gets a note that no roster pattern confirms it.  Otherwise it takes
-    nobody's id and no row: it is graded under its whole stem
-    (``submission-alice-2026-01-01``), with a note saying why, and never enters
-    a ``--latest`` contest (two such names for one id take it from no one).
+    **A name in attnkit submit's form is a claim.**  A file name is the instructor's where the instructor or the LMS
+    named it: a roster pattern matches the prefix an LMS writes (Canvas ``<lastfirst>_<user id>_…``, Blackboard
+    ``<assignment>_<user>_attempt_…``, a Moodle folder ``<full name>_<id>_assignsubmission_file_``), and a file the
+    instructor named (``alice.py``) is one per name in a folder.  ``submission-<id>-<date>.zip`` is the name
+    ``attnkit submit`` writes from the learner's own ``--student`` (:data:`ATTNKIT_NAME`); where collection keeps
+    learner file names (a shared folder, an upload kept as named) its ``<id>`` is as much the learner's as the
+    manifest's.  So that ``<id>`` (the roster student it names, or itself) is the hand-in's id only when no other
+    hand-in has it by 1-3 and no other name claims it too; then, with a roster, its row notes that no roster pattern
+    confirms it.  Otherwise it is graded under its whole stem (``submission-alice-2026-01-01``) with a note saying
+    why, and never enters a ``--latest`` contest (two such names for one id take it from no one).
 
-    The id its manifest claims (``Submission.claimed``) only confirms this one:
-    a claim of another id is a note on that row, whatever it claims (another
-    hand-in's id, a reserved name, a path).  Ids from 1-2 are the student's own:
-    a hand-in that names its student less exactly than another of theirs (a
-    pattern beats a name; one file of code named exactly, ``alice.py``, beats
-    a ``.zip`` or folder so named, a container whoever packed it named; that
-    beats a case variant) takes no roster id and is graded under its own
-    (:func:`_demote_weaker_claims`).  Two equally good
-    are the same student's: that row is an error naming them, unless ``latest``,
-    which keeps the one collected last (:func:`collected_time`: an LMS's attempt
-    time in the name, else the file's time on disk; never a manifest's date) and
-    lists the others as ``skipped`` (superseded); an error row again when that
-    cannot be told.  No other name (one sanitised to a roster id) takes a roster
-    student's id.  A hand-in that matches no one on the roster is
-    graded under its own id and listed in ``unmatched`` and ``notes``: an
-    instructor expects a stray hand-in graded and shown, not dropped (fix the
-    roster, and the next run files it).  The roster's students without a
-    hand-in are ``missing``.
+    The id its manifest claims (``Submission.claimed``) only confirms: a claim of another id (another hand-in's, a
+    reserved name, a path) is a note on that row.  Ids from 1-2 are the student's own: a hand-in that names its
+    student less exactly than another of theirs (a pattern beats a name; one file of code named exactly,
+    ``alice.py``, beats a ``.zip`` or folder so named, a container whoever packed it named; that beats a case
+    variant) takes no roster id and is graded under its own (:func:`_demote_weaker_claims`).  Two equally good are
+    the same student's: that row is an error naming them, unless ``latest``, which keeps the one collected last
+    (:func:`collected_time`: an LMS's attempt time in the name, else the file's time on disk; never a manifest's
+    date) and lists the others as ``skipped`` (superseded); an error row again when that cannot be told.  No other
+    name (one sanitised to a roster id) takes a roster student's id.  A hand-in matching no one on the roster is
+    graded under its own id and listed in ``unmatched`` and ``notes``: an instructor expects a stray hand-in graded
+    and shown, not dropped (fix the roster, and the next run files it).  Roster students without a hand-in are
+    ``missing``.
     """
     skipped = list(skipped or [])
     if roster is not None:

@@ -1,14 +1,11 @@
 """What a learner's own text shows: the line a failing case stopped at, and the code of each exercise.
 
-The trusted side holds the submission's text (``Submission.files``), where the
-learner's process found each hook (``file:line``, from the load reply) and, for
-a case that raised, the deepest learner frame (``file:line``, from the call
-reply).  The diagnosis reads facts off that text here, with :mod:`ast`, to tell
-apart mistakes no output can (a ``masked_fill`` whose result is thrown away is
-the same function as a mask never applied) and to confirm what an error's
-shapes suggest (``.T`` on the failing line).  Nothing here runs learner code,
-and a text that does not parse, or a place that does not exist, is simply no
-evidence.
+The trusted side holds the submission's text (``Submission.files``), where the learner's process found each hook
+(``file:line``, from the load reply) and, for a case that raised, the deepest learner frame (``file:line``, from the
+call reply).  The diagnosis reads facts off that text here, with :mod:`ast`, to tell apart mistakes no output can (a
+``masked_fill`` whose result is thrown away is the same function as a mask never applied) and to confirm what an
+error's shapes suggest (``.T`` on the failing line).  Nothing here runs learner code; a text that does not parse, or
+a place that does not exist, is simply no evidence.
 """
 
 from __future__ import annotations
@@ -34,9 +31,13 @@ SUBMISSION_ROOT = "submission/"
 """The folder the learner's process writes the files into: ``where`` of an error is relative to its parent."""
 
 MAX_PARSED_CHARS = 2_000_000
-CONSTRUCTORS = frozenset({"ones", "zeros", "full", "empty", "eye", "arange", "tensor", "rand", "randn", "tril", "triu"})
-"""Calls that make a new tensor (``torch.tril(torch.ones(...))``: the inner call decides the device)."""
-NEW_TENSORS = CONSTRUCTORS - {"tril", "triu"}
+NEW_TENSORS = frozenset({"ones", "zeros", "full", "empty", "eye", "arange", "tensor", "rand", "randn"})
+"""Calls that make a new tensor (not ``tril``/``triu``: in ``torch.tril(torch.ones(...))`` the inner call decides
+the device)."""
+_COMPOUND = (
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor,
+    ast.AsyncWith,
+)  # fmt: skip
 
 Node = ast.AST
 _PARSE_LOCK = threading.Lock()
@@ -87,18 +88,17 @@ class LearnerSource:
         line = place[1]
         found: ast.stmt | None = None
         for node in ast.walk(tree):
-            if isinstance(node, ast.stmt) and not _compound(node):
-                if node.lineno <= line <= (node.end_lineno or node.lineno):
-                    if found is None or node.lineno >= found.lineno:
-                        found = node
+            if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND):
+                if node.lineno <= line <= (node.end_lineno or node.lineno) and (
+                    found is None or node.lineno >= found.lineno
+                ):
+                    found = node
         return found
 
     def hook_code(self, hook: str, class_name: str | None = None) -> Node | None:
-        """The class (or function) the learner's process adopted for ``hook``, or None where it cannot be told.
-
-        By the ``file:line`` the load reply gave (a class's ``__init__``, or the
-        function), else by the chapter's class name where exactly one class has it.
-        """
+        """The class (or function) the learner's process adopted for ``hook``, or None where it cannot be told: by the
+        ``file:line`` the load reply gave (a class's ``__init__``, or the function), else by the chapter's class name
+        where exactly one class has it."""
         place = self._place(self.hooks.get(hook))
         if place is not None and (tree := self.tree(place[0])) is not None:
             at = [
@@ -137,22 +137,6 @@ class LearnerSource:
             yield from _walk(self.tree(path))
 
 
-def _compound(node: ast.stmt) -> bool:
-    return isinstance(
-        node,
-        ast.FunctionDef
-        | ast.AsyncFunctionDef
-        | ast.ClassDef
-        | ast.If
-        | ast.For
-        | ast.While
-        | ast.With
-        | ast.Try
-        | ast.AsyncFor
-        | ast.AsyncWith,
-    )
-
-
 def _walk(tree: Node | None) -> Iterator[Node]:
     return ast.walk(tree) if tree is not None else iter(())
 
@@ -184,21 +168,19 @@ def uses_dot_t(statement: Node | None) -> bool:
 
 def uses_mask(statement: Node | None) -> bool:
     """The statement works with a mask: a name or attribute with "mask" in it, or a ``masked_fill`` call."""
-    for n in _walk(statement):
-        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
-        if "mask" in name.lower():
-            return True
-    return False
+    return any(
+        "mask" in (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else "").lower()
+        for n in _walk(statement)
+    )
 
 
 def multiplies(statement: Node | None) -> bool:
     """The statement multiplies matrices (``weights @ values``, ``torch.matmul``, ``bmm``, ``einsum``)."""
-    for n in _walk(statement):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
-            return True
-        if isinstance(n, ast.Call) and _called(n) in ("matmul", "bmm", "einsum"):
-            return True
-    return False
+    return any(
+        (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+        or (isinstance(n, ast.Call) and _called(n) in ("matmul", "bmm", "einsum"))
+        for n in _walk(statement)
+    )
 
 
 # --- facts about a hook's code --------------------------------------------------------------------
@@ -224,25 +206,20 @@ def fixed_six(code: Node | None) -> bool:
 
 def mask_attribute(code: Node | None) -> bool:
     """``self.mask = ...`` assigned in the class (a plain attribute, unless it is already a registered buffer)."""
-    for n in _walk(code):
-        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
-        for t in targets:
-            if isinstance(t, ast.Attribute) and t.attr == "mask" and isinstance(t.value, ast.Name):
-                if t.value.id == "self":
-                    return True
-    return False
+    return any(
+        isinstance(t, ast.Attribute) and t.attr == "mask" and isinstance(t.value, ast.Name) and t.value.id == "self"
+        for n in _walk(code)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else [])
+    )
 
 
 def builds_off_device(code: Node | None, method: str = "forward") -> bool:
-    """``method`` (or the function) makes a new tensor without saying where (no ``device=``, no ``.to(...)``).
-
-    Such a tensor is on the CPU whatever the input's device.  A statement that
-    mentions a device (``x.device``, ``device=``) or moves the tensor (``.to``,
-    ``.cuda``) is taken to put it in the right place.
-    """
+    """``method`` (or the function) makes a new tensor without saying where (no ``device=``, no ``.to(...)``): on the
+    CPU whatever the input's device.  A statement that mentions a device (``x.device``, ``device=``) or moves the
+    tensor (``.to``, ``.cuda``) is taken to put it in the right place."""
     body = _method(code, method)
     for statement in _walk(body):
-        if not isinstance(statement, ast.stmt) or _compound(statement):
+        if not isinstance(statement, ast.stmt) or isinstance(statement, _COMPOUND):
             continue
         nodes = list(ast.walk(statement))
         placed = any(

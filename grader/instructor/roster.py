@@ -1,40 +1,32 @@
 """A class roster: who is in the class, read from a CSV the instructor keeps, and how a hand-in names one of them.
 
-``attnkit grade --roster roster.csv`` reads a CSV with a header row and the
-columns ``id``, ``name``, ``email`` and, optionally, ``pattern`` (other columns,
-such as a section, are ignored; the header is read case-insensitively)::
+``attnkit grade --roster roster.csv`` reads a CSV with a header row (read case-insensitively) and the columns ``id``,
+``name``, ``email`` and, optionally, ``pattern`` (other columns, such as a section, are ignored)::
 
     id,name,email,pattern
     s1001,Jane Doe,jane.doe@uni.example,doejane_*
     s1002,Li Wei,li.wei@uni.example,
 
-- ``id`` is the student's id in ``grades.csv`` and their feedback folder's
-  name, so it must already be a safe id (letters, digits, ``.``, ``_``, ``-``;
-  :func:`grader.handin.safe_name` leaves it unchanged): an id the grader would
-  have to change would not match the LMS's id on import, so it is refused, not
-  changed.  Ids are unique, ignoring case (a folder per id on macOS/Windows).
-- ``email`` is optional per row, unique where given; its local part (before
-  ``@``) is one of the names a hand-in may carry.
-- ``pattern`` is a **glob** (``*``, ``?``, ``[...]``; :mod:`fnmatch`), matched
-  case-insensitively against a hand-in's file or folder name (not its path), as
-  LMS downloads are named: Canvas ``doejane_12345_6789_submission.zip``, Moodle
-  ``Jane Doe_12345_assignsubmission_file_...``.  A glob rather than a regular
-  expression: it is what people write in a spreadsheet cell without escaping
-  the dots of a file name, and it cannot backtrack catastrophically on a
-  hostile file name.
+- ``id`` is the student's id in ``grades.csv`` and their feedback folder's name, so it must already be a safe id
+  (letters, digits, ``.``, ``_``, ``-``; :func:`grader.handin.safe_name` leaves it unchanged): one the grader would
+  have to change would not match the LMS's id on import, so it is refused, not changed.  Ids are unique, ignoring
+  case (a folder per id on macOS/Windows).
+- ``email`` is optional per row, unique where given; its local part (before ``@``) is a name a hand-in may carry.
+- ``pattern`` is a **glob** (``*``, ``?``, ``[...]``; :mod:`fnmatch`), matched case-insensitively against a hand-in's
+  file or folder name (not its path), as LMS downloads are named: Canvas ``doejane_12345_6789_submission.zip``,
+  Moodle ``Jane Doe_12345_assignsubmission_file_...``.  A glob, not a regular expression: people write it in a
+  spreadsheet cell without escaping a file name's dots, and it cannot backtrack catastrophically on a hostile name.
 
-A bad file is a :class:`RosterError` naming the line: ``roster.csv:4: ...``.
-:meth:`Roster.to_rows` / :meth:`Roster.from_rows` turn a roster into plain
-dicts and back, for the gradebook to keep.
-
-Matching hand-ins to students (pattern, then name; a manifest's id only confirms) is
-:mod:`grader.instructor.intake`'s; this module only answers lookups.
+A bad file is a :class:`RosterError` naming the line: ``roster.csv:4: ...``.  :meth:`Roster.to_rows` /
+:meth:`Roster.from_rows` turn a roster into plain dicts and back, for the gradebook.  Matching hand-ins to students
+is :mod:`grader.instructor.intake`'s; this module only answers lookups.
 """
 
 from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -83,13 +75,9 @@ class RosterEntry:
         return self.pattern is not None and _compiled(self.pattern).fullmatch(file_name.lower()) is not None
 
 
-_PATTERNS: dict[str, re.Pattern[str]] = {}
-
-
+@functools.cache
 def _compiled(pattern: str) -> re.Pattern[str]:
-    if pattern not in _PATTERNS:
-        _PATTERNS[pattern] = re.compile(fnmatch.translate(pattern.lower()))
-    return _PATTERNS[pattern]
+    return re.compile(fnmatch.translate(pattern.lower()))
 
 
 @dataclass(frozen=True)
@@ -117,9 +105,7 @@ class Roster:
     def by_name(self, name: str) -> RosterEntry | None:
         """The student whose id, email or email's local part is ``name`` (sanitised, ignoring case), or None.
 
-        An id wins over an email: ``name`` that is one student's id and another's
-        email local part names the first.  A name shared by two emails' local
-        parts (and nobody's id) names no one.
+        An id wins over an email's local part; a name shared by two emails' local parts (nobody's id) names no one.
         """
         key = safe_name(name).lower()
         for entry in self.entries:
@@ -197,12 +183,8 @@ def _checked(source: str, rows: list[tuple[int, dict[str, str]]]) -> Roster:
         if not sid:
             raise RosterError(source, line, "no id")
         if safe_name(sid, "") != sid or len(sid) > MAX_NAME_LENGTH:
-            raise RosterError(
-                source,
-                line,
-                f"id {sid!r} is not a safe id (at most {MAX_NAME_LENGTH} of A-Z a-z 0-9 . _ -, not starting with "
-                f". or -); for example {safe_name(sid)!r}",
-            )
+            why = f"(at most {MAX_NAME_LENGTH} of A-Z a-z 0-9 . _ -, not starting with . or -)"
+            raise RosterError(source, line, f"id {sid!r} is not a safe id {why}; for example {safe_name(sid)!r}")
         if sid.lower() in ids:
             raise RosterError(source, line, f"id {sid!r} is already on line {ids[sid.lower()]} (ids ignore case)")
         ids[sid.lower()] = line
