@@ -98,14 +98,12 @@ class MemoryRule(NamedTuple):
 
     bound: int
     """``Tq * Tk``, one batch-head's whole score matrix: the elements (of any dtype) no call may hold at once."""
+    # for the message: what a chunked version holds at its peak (elements), a block of scores ``(..., Tq, chunk)``,
+    # the running mix of values ``(..., Tq, dv)``, and ``(Tq, Tk)``
     needed: int
-    """What a chunked version holds at its peak, in elements, for the message."""
     block: tuple[int, ...]
-    """``(..., Tq, chunk)``: a block of scores, for the message."""
     sums: tuple[int, ...]
-    """``(..., Tq, dv)``: the running mix of values, for the message."""
     scores: tuple[int, int]
-    """``(Tq, Tk)``, for the message."""
     whole: int
     """The elements of the whole ``(..., Tq, Tk)`` scores: what the GPU's peak is held to."""
     kept: int
