@@ -130,9 +130,7 @@ def _stub_source(node: ast.FunctionDef | ast.ClassDef, lines: list[str]) -> str:
     while end > start and not lines[end - 1].strip():
         end -= 1
     replace: dict[int, tuple[int, str]] = {}  # first line -> (last line, replacement)
-    for owner in [node] + [
-        n for n in ast.walk(node) if n is not node and isinstance(n, (ast.FunctionDef, ast.ClassDef))
-    ]:
+    for owner in [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]:  # node first
         doc = ast.get_docstring(owner, clean=True)
         first = owner.body[0] if owner.body else None
         if doc is None or not isinstance(first, ast.Expr) or first.end_lineno is None:
@@ -142,16 +140,9 @@ def _stub_source(node: ast.FunctionDef | ast.ClassDef, lines: list[str]) -> str:
             continue  # already one line
         indent = lines[first.lineno - 1][: first.col_offset]
         replace[first.lineno] = (first.end_lineno, f'{indent}"""{summary}"""')
-    out: list[str] = []
-    i = start
-    while i <= end:
-        if i in replace:
-            last, text = replace[i]
-            out.append(text)
-            i = last + 1
-            continue
-        out.append(lines[i - 1])
-        i += 1
+    out = lines[start - 1 : end]
+    for first, (last, text) in sorted(replace.items(), reverse=True):  # bottom up: the earlier indices hold
+        out[first - start : last - start + 1] = [text]
     return "\n".join(line.rstrip() for line in out)
 
 
