@@ -340,9 +340,7 @@ def is_transpose(got: Any, want: Any) -> bool:
     if got.dim() != 2 or want.dim() != 2 or tuple(got.shape) != tuple(want.shape[::-1]):
         return False
     g, w = got.to(torch.float64), want.to(torch.float64)
-    if g.shape == w.shape and torch.allclose(g, w, rtol=1e-4, atol=1e-6, equal_nan=True):
-        return False
-    return bool(torch.allclose(g, w.T, rtol=1e-4, atol=1e-6, equal_nan=True))
+    return not _close(g, w) and _close(g, w.T)
 
 
 def token_axes(tokens: Any, num_queries: int, num_keys: int) -> tuple[list[str], list[str]] | None:
@@ -383,14 +381,10 @@ def figure_labels_problem(
             return say("labels.y", label=repr(y))
     else:
         queries, keys = tokens
-        across = _labels_at(list(facts.get("xticks", [])), len(keys))
-        down = _labels_at(list(facts.get("yticks", [])), len(queries))
+        xticks, yticks = list(facts.get("xticks", [])), list(facts.get("yticks", []))
+        across, down = _labels_at(xticks, len(keys)), _labels_at(yticks, len(queries))
         if across != keys or down != queries:
-            swapped = (
-                _labels_at(list(facts.get("xticks", [])), len(queries)) == queries
-                and _labels_at(list(facts.get("yticks", [])), len(keys)) == keys
-            )
-            if swapped:
+            if _labels_at(xticks, len(queries)) == queries and _labels_at(yticks, len(keys)) == keys:
                 return say("labels.tokens_swapped")
             for axis, got, want in (("x", across, keys), ("y", down, queries)):
                 for j, (mine, theirs) in enumerate(zip(got, want)):

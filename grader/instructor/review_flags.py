@@ -277,12 +277,7 @@ class _Budget:
 
 
 def _scan(
-    text: str,
-    filename: str,
-    depth: int,
-    at_line: int | None,
-    bindings: dict[str, set[str]] | None,
-    budget: _Budget,
+    text: str, filename: str, depth: int, at_line: int | None, bindings: dict[str, set[str]] | None, budget: _Budget
 ) -> set[Finding]:
     try:
         tree = ast.parse(text, filename=filename)
@@ -333,6 +328,14 @@ def _private(name: str) -> bool:
 _PATH_ROOTS = SENSITIVE_ROOTS | NATIVE_CODE | LOADING_MODULES | {"__main__", "grader"}
 
 
+_MEMBERS = {
+    "threading": (THREADING_HOOKS, "threading.{}"),
+    "gc": (GC_WALKERS, "gc.{}"),
+    "inspect": (INSPECT_FRAMES, "frame inspection (inspect.{})"),
+}
+"""Modules some of whose members are constructs, and how each is worded."""
+
+
 @functools.lru_cache(maxsize=65536)
 def path_constructs(path: str) -> tuple[str, ...]:
     """The constructs a dotted path reaches (``torch._C.DisableTorchFunction`` → ``torch._C``, …)."""
@@ -379,12 +382,8 @@ def path_constructs(path: str) -> tuple[str, ...]:
             found.append(f"frame inspection (sys.{rest[0]})")
         elif rest[0] in SYS_HOOKS or _private(rest[0]):
             found.append(f"sys.{rest[0]}")
-    elif root == "threading" and rest and rest[0] in THREADING_HOOKS:
-        found.append(f"threading.{rest[0]}")
-    elif root == "gc" and rest and rest[0] in GC_WALKERS:
-        found.append(f"gc.{rest[0]}")
-    elif root == "inspect" and rest and rest[0] in INSPECT_FRAMES:
-        found.append(f"frame inspection (inspect.{rest[0]})")
+    elif root in _MEMBERS and rest and rest[0] in _MEMBERS[root][0]:
+        found.append(_MEMBERS[root][1].format(rest[0]))
     elif root in NATIVE_CODE:
         found.append("ctypes")
     elif root == "__main__":
