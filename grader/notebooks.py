@@ -141,8 +141,8 @@ def _stub_source(node: ast.FunctionDef | ast.ClassDef, lines: list[str]) -> str:
         indent = lines[first.lineno - 1][: first.col_offset]
         replace[first.lineno] = (first.end_lineno, f'{indent}"""{summary}"""')
     out = lines[start - 1 : end]
-    for first, (last, text) in sorted(replace.items(), reverse=True):  # bottom up: the earlier indices hold
-        out[first - start : last - start + 1] = [text]
+    for at, (last, text) in sorted(replace.items(), reverse=True):  # bottom up: the earlier indices hold
+        out[at - start : last - start + 1] = [text]
     return "\n".join(line.rstrip() for line in out)
 
 

@@ -465,6 +465,11 @@ def _targets(node: ast.expr) -> Iterator[ast.expr]:
         yield node
 
 
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    """What an assignment, a ``del`` or a walrus binds (before unpacking)."""
+    return node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]  # type: ignore[attr-defined]
+
+
 def _chain_root(node: ast.expr) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
@@ -570,11 +575,8 @@ class _Scanner:
         for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.asname:
-                        self._bind(alias.asname, [alias.name], node)
-                    else:
-                        top = alias.name.split(".")[0]
-                        self._bind(top, [top], node)
+                    top = alias.name.split(".")[0]
+                    self._bind(alias.asname or top, [alias.name if alias.asname else top], node)
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 for alias in node.names:
                     if alias.name != "*":
@@ -586,15 +588,11 @@ class _Scanner:
         self._collect_values(nodes)
         assignments = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
         for node in assignments:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for t in _targets(target):
-                    if isinstance(t, ast.Name):
-                        self.defined.add(t.id)
+            self.defined.update(t.id for top in _assigned(node) for t in _targets(top) if isinstance(t, ast.Name))
         for _ in range(8):  # aliases of aliases, to a fixed point
             changed = False
             for node in assignments:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                targets = _assigned(node)
                 names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in self.tangled]
                 if node.value is None or not names:
                     continue
@@ -904,9 +902,8 @@ class _Scanner:
             self.add(node, f"{listing}({sorted(self._roots(args[0]) & SENSITIVE_ROOTS)[0]})")
 
     def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
-        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         verb = "deletion" if isinstance(node, ast.Delete) else "assignment"
-        for target in (t for top in targets for t in _targets(top)):
+        for target in (t for top in _assigned(node) for t in _targets(top)):
             if isinstance(target, ast.Attribute) and target.attr in MODULE_FACT_METHODS and not (
                 isinstance(target.value, ast.Name) and target.value.id == "self"
             ):
@@ -948,8 +945,7 @@ class _Scanner:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names = [item.name]
             elif isinstance(item, (ast.Assign, ast.AnnAssign)):
-                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
-                names = [t.id for top in targets for t in _targets(top) if isinstance(t, ast.Name)]
+                names = [t.id for top in _assigned(item) for t in _targets(top) if isinstance(t, ast.Name)]
             for name in names:
                 if name in MODULE_FACT_METHODS:
                     self.add(item, f"overrides Module.{name}")
