@@ -413,9 +413,8 @@ def _through_modules(path: str) -> str:
             break
         name = getattr(attribute, "__name__", None)
         if isinstance(name, str) and name != ".".join(parts[: i + 1]):
-            return _through_modules(".".join([name, *parts[i + 1 :]])) if name.split(".")[0] != parts[0] else (
-                ".".join([name, *parts[i + 1 :]])
-            )
+            renamed = ".".join([name, *parts[i + 1 :]])
+            return _through_modules(renamed) if name.split(".")[0] != parts[0] else renamed
         module = attribute
     return path
 
