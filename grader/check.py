@@ -77,8 +77,7 @@ def one_line(message: str) -> str:
     """The first meaningful line of a failure, without the exception class noise."""
     line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
     for prefix in ("AssertionError: ", "E   ", "E "):
-        if line.startswith(prefix):
-            line = line[len(prefix) :]
+        line = line.removeprefix(prefix)
     return line
 
 
@@ -136,10 +135,9 @@ def failure_line(nodeid: str, exc: BaseException, learner: LearnerFiles) -> str 
     """One line for a failed public test that names the case (the test id) and, for an exception raised in
     the learner's code, the learner's ``file:line``; None where the test's own message already does
     (``case '…': …``) or the exercise is not started."""
-    case = nodeid.split("::")[-1]
     if isinstance(exc, NotImplementedError):
         return None
-    text = one_line(str(exc))
+    case, text = nodeid.split("::")[-1], one_line(str(exc))
     if isinstance(exc, AssertionError):
         return None if text.startswith("case '") else f"{case}: {text}"
     if not isinstance(exc, Exception):  # pytest.fail and friends: their message is the reason
@@ -230,11 +228,11 @@ def public_tests_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
+@dataclass
 class _InMemory:
     """A pytest plugin handing a solution object to the ``solution`` fixture."""
 
-    def __init__(self, solution: Any) -> None:
-        self.solution = solution
+    solution: Any
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[IN_MEMORY_SOLUTION] = self.solution
@@ -264,19 +262,8 @@ def run_public_cases(
         plugins.append(_InMemory(ruled or solution))
         solution = getattr(solution, "name", "in-memory")
     folder = tests_dir or public_tests_dir()
-    args = [
-        str(folder),
-        f"--solution={solution}",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--no-header",
-        "-p",
-        "no:randomly",
-        "-p",
-        "no:logging",  # nothing reads the captured log; capturing it costs a tenth of a round
-        "--tb=line",
-    ]
+    args = [str(folder), f"--solution={solution}", "-p", "no:cacheprovider", "-q", "--no-header", "-p", "no:randomly"]
+    args += ["-p", "no:logging", "--tb=line"]  # nothing reads the captured log; capturing it costs a tenth of a round
     with (
         contextlib.redirect_stdout(io.StringIO()),
         contextlib.redirect_stderr(io.StringIO()),
@@ -309,19 +296,20 @@ def _importable_exercises() -> Iterator[None]:
     import importlib
     import types
 
+    def forget() -> None:
+        for key in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
+            del sys.modules[key]
+
     try:
         importlib.import_module("exercises")
     except Exception:  # noqa: BLE001 - the learner's modules may raise anything; registry reports it per hook
-        for key in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
-            del sys.modules[key]
-        bare = types.ModuleType("exercises")
+        forget()
+        bare = sys.modules["exercises"] = types.ModuleType("exercises")
         bare.__path__ = [str(public_tests_dir())]
         bare.__package__ = "exercises"
-        sys.modules["exercises"] = bare
         try:
             yield
         finally:
-            for key in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
-                del sys.modules[key]
+            forget()
         return
     yield

@@ -6,14 +6,11 @@ Every generated notebook ends with a cell tagged ``attnkit-check``::
 
     rows = check(globals(), ["dot_product_scores", ...])
 
-:func:`check` adopts the functions (and the chapter's classes) defined in the
-kernel, runs the public cases of the given exercises in-process, asks the
-catalogue of known mistakes about the failing ones (where the catalogue and
-``grader.instructor`` are installed; a learner's kit asks its hints file,
-:mod:`grader.hints`, instead), and shows one
-row per exercise: an HTML table in Jupyter, plain text elsewhere.  Either way
-the status words (*not started*, *failing*, *passing*) and a final "N of M
-exercises passing." are part of the output.
+:func:`check` adopts the functions (and the chapter's classes) defined in the kernel, runs the public cases of
+the given exercises in-process, asks the catalogue of known mistakes about the failing ones (where the
+catalogue and ``grader.instructor`` are installed; a learner's kit asks its hints file, :mod:`grader.hints`,
+instead), and shows one row per exercise: an HTML table in Jupyter, plain text elsewhere.  Either way the
+status words (*not started*, *failing*, *passing*) and a final "N of M exercises passing." are in the output.
 """
 
 from __future__ import annotations
@@ -78,18 +75,9 @@ def collect(namespace: Any, hooks: list[str], lang: str = "en") -> list[CheckRow
     hints = _hints(solution, failing, lang)
     rows = []
     for r in results:
-        mistake, text = hints.get(r.exercise, ("", ""))
-        rows.append(
-            CheckRow(
-                exercise=r.exercise,
-                status=r.status,
-                passed=r.passed,
-                total=r.passed + r.failed + r.not_implemented,
-                first_failure="" if r.status in (PASSING, NOT_STARTED) else r.first_failure,
-                mistake=mistake,
-                hint=text,
-            )
-        )
+        total = r.passed + r.failed + r.not_implemented
+        failure = "" if r.status in (PASSING, NOT_STARTED) else r.first_failure
+        rows.append(CheckRow(r.exercise, r.status, r.passed, total, failure, *hints.get(r.exercise, ("", ""))))
     return rows
 
 

@@ -2,43 +2,33 @@
 
 Two directions, both without running a line of the code they handle:
 
-- :func:`build_notebook` / :func:`write_notebooks` turn each exercise module
-  (``exercises/scores.py`` …, read with :mod:`ast`, never imported) into one
-  nbformat-4 notebook: the module's explanation, then per stub its docstring
-  and a code cell tagged ``attnkit-solution`` whose metadata names its hooks
-  (``{"attnkit": {"hooks": [...]}}``), and last a check cell tagged
-  ``attnkit-check`` that runs the public cases of the group in the kernel
-  (:func:`grader.notebook_check.check`).  Output is deterministic: the same
-  sources give byte-identical ``.ipynb`` files.
-- :func:`notebook_to_source` turns a learner's notebook into one Python module
-  for grading: the cells tagged ``attnkit-solution`` (every code cell when none
-  is, the check cells left out), with IPython magics and shell lines removed and
-  only imports, function and class definitions and simple constant assignments
-  kept at top level.  Everything else (prints, plots, training loops, a
-  ``time.sleep(3600)``) is commented out, so it never runs at grading time.
-  Dropped lines stay in place as comments, so a line number in the converted
-  module maps straight back to the notebook: each cell starts with a
-  ``# --- cell N ---`` line (N counts every cell of the notebook, markdown
-  included, from 1) and its lines follow one for one.
+- :func:`build_notebook` / :func:`write_notebooks` turn each exercise module (``exercises/scores.py`` …, read
+  with :mod:`ast`, never imported) into one nbformat-4 notebook: the module's explanation, then per stub its
+  docstring and a code cell tagged ``attnkit-solution`` whose metadata names its hooks
+  (``{"attnkit": {"hooks": [...]}}``), and last a check cell tagged ``attnkit-check`` that runs the public cases
+  of the group in the kernel (:func:`grader.notebook_check.check`).  The same sources give byte-identical
+  ``.ipynb`` files.
+- :func:`notebook_to_source` turns a learner's notebook into one Python module for grading: the cells tagged
+  ``attnkit-solution`` (every code cell when none is, the check cells left out), with IPython magics and shell
+  lines removed and only imports, function and class definitions and simple constant assignments kept at top
+  level.  Everything else (prints, plots, training loops, a ``time.sleep(3600)``) is commented out, so it never
+  runs at grading time.  Dropped lines stay in place as comments, so a line number in the converted module maps
+  straight back to the notebook: each cell starts with a ``# --- cell N ---`` line (N counts every cell of the
+  notebook, markdown included, from 1) and its lines follow one for one.
 
-This filter is about a learner's experiments, not security: a class body, a
-decorator or a default argument still runs at import, which is why submissions
-are only ever imported in the grader's sandbox.
+This filter is about a learner's experiments, not security: a class body, a decorator or a default argument
+still runs at import, which is why submissions are only ever imported in the grader's sandbox.
 
-The conversion parses a learner's file in the grader's own (trusted) process,
-so it is bounded, like a zip is: the JSON holds at most :data:`MAX_JSON_VALUES`
-values (counted before it is parsed, so parsing it costs at most about 150 MB),
-at most :data:`MAX_NOTEBOOK_CELLS` cells, a code cell at most
-:data:`MAX_CELL_BYTES` and all code cells together at most :data:`MAX_CODE_BYTES`;
-outputs, attachments and metadata other than a cell's tags are dropped before
-the notebook is validated, so megabytes of outputs cost one JSON parse; the
-work is linear in the notebook's size and checked against a deadline
-(:data:`CONVERT_SECONDS`).  A notebook over a cap or the deadline is refused
-with a one-line :class:`NotebookError` (``benchmarks/notebook_bombs.py``
-measures the cost of the worst cases).  An nbformat-3 notebook (worksheets) is
-slimmed and capped the same way, validated as v3, then upgraded by nbformat's
-own converter (``nbformat.convert``), a heading's level clamped first (the
-upgrade writes ``"#" * level``), so it grades exactly as its v4 conversion would.
+The conversion parses a learner's file in the grader's own (trusted) process, so it is bounded, like a zip is:
+the JSON holds at most :data:`MAX_JSON_VALUES` values (counted before it is parsed, so parsing it costs at most
+about 150 MB), at most :data:`MAX_NOTEBOOK_CELLS` cells, a code cell at most :data:`MAX_CELL_BYTES` and all code
+cells together at most :data:`MAX_CODE_BYTES`; outputs, attachments and metadata other than a cell's tags are
+dropped before the notebook is validated, so megabytes of outputs cost one JSON parse; the work is linear in the
+notebook's size and checked against a deadline (:data:`CONVERT_SECONDS`).  A notebook over a cap or the deadline
+is refused with a one-line :class:`NotebookError` (``benchmarks/notebook_bombs.py`` measures the worst cases).
+An nbformat-3 notebook (worksheets) is slimmed and capped the same way, validated as v3, then upgraded by
+nbformat's own converter (``nbformat.convert``), a heading's level clamped first (the upgrade writes
+``"#" * level``), so it grades exactly as its v4 conversion would.
 """
 
 from __future__ import annotations
@@ -140,9 +130,7 @@ def _stub_source(node: ast.FunctionDef | ast.ClassDef, lines: list[str]) -> str:
     while end > start and not lines[end - 1].strip():
         end -= 1
     replace: dict[int, tuple[int, str]] = {}  # first line -> (last line, replacement)
-    for owner in [node] + [
-        n for n in ast.walk(node) if n is not node and isinstance(n, (ast.FunctionDef, ast.ClassDef))
-    ]:
+    for owner in [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]:  # node first
         doc = ast.get_docstring(owner, clean=True)
         first = owner.body[0] if owner.body else None
         if doc is None or not isinstance(first, ast.Expr) or first.end_lineno is None:
@@ -152,22 +140,14 @@ def _stub_source(node: ast.FunctionDef | ast.ClassDef, lines: list[str]) -> str:
             continue  # already one line
         indent = lines[first.lineno - 1][: first.col_offset]
         replace[first.lineno] = (first.end_lineno, f'{indent}"""{summary}"""')
-    out: list[str] = []
-    i = start
-    while i <= end:
-        if i in replace:
-            last, text = replace[i]
-            out.append(text)
-            i = last + 1
-            continue
-        out.append(lines[i - 1])
-        i += 1
+    out = lines[start - 1 : end]
+    for at, (last, text) in sorted(replace.items(), reverse=True):  # bottom up: the earlier indices hold
+        out[at - start : last - start + 1] = [text]
     return "\n".join(line.rstrip() for line in out)
 
 
 def _signature(node: ast.FunctionDef) -> str:
-    args = ast.unparse(node.args)
-    return f"{node.name}({args})"
+    return f"{node.name}({ast.unparse(node.args)})"
 
 
 def _hooks_of(node: ast.stmt) -> list[str]:
@@ -509,15 +489,10 @@ def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
         scope.defined.add(node.name)
         return node
     if isinstance(node, ast.Assign):
-        targets: list[str] = []
-        for target in node.targets:
-            sub = _target_names(target)
-            if sub is None:
-                return None
-            targets += sub
-        if not _constant_value(node.value, scope.defined):
+        targets = [_target_names(target) for target in node.targets]
+        if None in targets or not _constant_value(node.value, scope.defined):
             return None
-        scope.defined.update(targets)
+        scope.defined.update(name for names in targets for name in names or ())
         return node
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.simple:
         if node.value is None or not _constant_value(node.value, scope.defined):
@@ -732,10 +707,7 @@ def _parse_notebook(text: str, deadline: _Deadline | None = None) -> nbformat.No
             nbformat.validate(nb)
     except NotebookError:  # the deadline
         raise
-    except nbformat.ValidationError as exc:
-        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
-        raise NotebookError(f"not a notebook: {first}") from None
-    except Exception as exc:  # nbformat's own readers may raise anything on odd input
+    except Exception as exc:  # a ValidationError; nbformat's own readers may raise anything on odd input
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise NotebookError(f"not a notebook: {first}") from None
     return nb
@@ -776,23 +748,19 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
         if _is_cell_magic(lines):
             body += [f"# --- cell {number}: a cell magic, not run ---", ""]
             continue
+        replaced: dict[int, str] = {}
         try:
-            tree = ast.parse("\n".join(lines), filename=f"<cell {number}>")
-            replaced: dict[int, str] = {}
-        except SyntaxError:
-            stripped, replaced = _strip_magics(lines)
             try:
+                tree = ast.parse("\n".join(lines), filename=f"<cell {number}>")
+            except SyntaxError:
+                stripped, replaced = _strip_magics(lines)
                 tree = ast.parse("\n".join(stripped), filename=f"<cell {number}>")
                 lines = stripped
-            except SyntaxError as exc:
-                if strict:
-                    raise NotebookError(f"cell {number}: SyntaxError: {exc.msg} (line {exc.lineno})") from None
-                body += [f"# --- cell {number}: not used, SyntaxError: {exc.msg} (line {exc.lineno}) ---", ""]
-                continue
-            except (ValueError, RecursionError, MemoryError) as exc:
-                if strict:
-                    raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
-                continue
+        except SyntaxError as exc:
+            if strict:
+                raise NotebookError(f"cell {number}: SyntaxError: {exc.msg} (line {exc.lineno})") from None
+            body += [f"# --- cell {number}: not used, SyntaxError: {exc.msg} (line {exc.lineno}) ---", ""]
+            continue
         except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
             if strict:
                 raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None

@@ -1,24 +1,19 @@
 """The grading rules beyond a call's values, worded once, and enforced locally on the public cases.
 
-The grader fails a case for more than wrong values: a banned torch call (the
-hook table's list, recorded in the learner's process by the child runtime's
-recorder), a tensor built on the CPU whatever the input's device (found by a
-pass on the meta device: "will fail on a GPU"), an input changed in place, a
-dtype not kept, a result that is not exactly a ``torch.Tensor``, a
-non-contiguous result where the hook table asks for a contiguous one, as
-much memory held at once as one batch-head's whole ``(Tq, Tk)`` scores where the
-table asks for bounded memory (the peak of the tensors held, recorded like the
-banned calls), a thread or a process started by the learner's code.  The
-verdict (:mod:`grader.instructor.verdict`) and the hidden cases word those
-failures with the messages here.
+The grader fails a case for more than wrong values: a banned torch call (the hook table's list, recorded in the
+learner's process by the child runtime's recorder), a tensor built on the CPU whatever the input's device (found
+by a pass on the meta device: "will fail on a GPU"), an input changed in place, a dtype not kept, a result that
+is not exactly a ``torch.Tensor``, a non-contiguous result where the hook table asks for a contiguous one, as
+much memory held at once as one batch-head's whole ``(Tq, Tk)`` scores where the table asks for bounded memory
+(the peak of the tensors held, recorded like the banned calls), a thread or a process started by the learner's
+code.  The verdict (:mod:`grader.instructor.verdict`) and the hidden cases word those failures with the
+messages here.
 
-:class:`RuledSolution` holds a solution to the same rules while the public
-tests call it (``attnkit check`` and the notebook's check cell): each call runs
-under the same recorder, is watched for in-place changes, has its result's
-properties checked, and runs once more on the meta device.  A banned call fails
-the test at once (the grader judges it before the values); the other problems
-wait until the test's own checks have passed (the grader judges them after the
-values), then fail it with the grader's wording.
+:class:`RuledSolution` holds a solution to the same rules while the public tests call it (``attnkit check`` and
+the notebook's check cell): each call runs under the same recorder, is watched for in-place changes, has its
+result's properties checked, and runs once more on the meta device.  A banned call fails the test at once (the
+grader judges it before the values); the other problems wait until the test's own checks have passed (the
+grader judges them after the values), then fail it with the grader's wording.
 
 This module ships in a learner's kit; it imports torch only when a call runs.
 """
@@ -32,41 +27,6 @@ from typing import Any, NamedTuple
 
 from grader.hook_table import row
 from grader.rule_words import KEY_AXIS_LABEL, QUERY_AXIS_LABEL, WORDS, Say, english
-
-__all__ = [
-    "DEVICE_ERRORS",
-    "IN_PLACE",
-    "KEY_AXIS_LABEL",
-    "MEASURED_CALL_FACTOR",
-    "MemoryRule",
-    "QUERY_AXIS_LABEL",
-    "RuleBroken",
-    "RuledSolution",
-    "SPAWN_KINDS",
-    "WORDS",
-    "Say",
-    "banned_message",
-    "contiguous_message",
-    "dtype_message",
-    "english",
-    "expected_images",
-    "figure_form_problem",
-    "figure_labels_problem",
-    "gpu_device_message",
-    "gpu_error_message",
-    "image_stack_problem",
-    "is_device_error",
-    "is_transpose",
-    "memory_bound",
-    "memory_problem",
-    "not_a_figure_message",
-    "spawn_message",
-    "subclass_message",
-    "token_axes",
-    "transposed_message",
-]
-
-
 
 DEVICE_ERRORS = (
     "expected device",
@@ -138,14 +98,12 @@ class MemoryRule(NamedTuple):
 
     bound: int
     """``Tq * Tk``, one batch-head's whole score matrix: the elements (of any dtype) no call may hold at once."""
+    # for the message: what a chunked version holds at its peak (elements), a block of scores ``(..., Tq, chunk)``,
+    # the running mix of values ``(..., Tq, dv)``, and ``(Tq, Tk)``
     needed: int
-    """What a chunked version holds at its peak, in elements, for the message."""
     block: tuple[int, ...]
-    """``(..., Tq, chunk)``: a block of scores, for the message."""
     sums: tuple[int, ...]
-    """``(..., Tq, dv)``: the running mix of values, for the message."""
     scores: tuple[int, int]
-    """``(Tq, Tk)``, for the message."""
     whole: int
     """The elements of the whole ``(..., Tq, Tk)`` scores: what the GPU's peak is held to."""
     kept: int
@@ -163,31 +121,26 @@ def memory_bound(
 ) -> MemoryRule | None:
     """The memory rule of a chunked exercise for these shapes, or None where it cannot tell a chunked version apart.
 
-    What is measured: the peak of the elements the call's tensors hold at once, beyond its inputs
-    (``grader.child.call._MemoryMeter``): every dtype counts, however the tensors are shaped or split; and the
-    peak of their bytes.
+    Measured: the peak of the elements (every dtype, however shaped or split) and of the bytes the call's tensors
+    hold at once beyond its inputs (``grader.child.call._MemoryMeter``).
 
-    The bounds.  Full attention one batch-head at a time holds, at some step, the whole ``(Tq, Tk)`` scores of
-    one batch-head: ``Tq * Tk`` elements, whether in one tensor, renamed ``(Tq, 1, Tk)``, in two halves
-    held together or cast to integers.  So the bound is ``Tq * Tk`` elements: a call that holds that many at
-    once had room for a whole score matrix of one batch-head, and fails.  Packed into wider elements (two
-    float32 in one int64, or two float32-precise scores in one float64) the same matrix holds fewer elements
-    but as many bytes: ``Tq * Tk * itemsize``, ``itemsize`` the bytes of one element of the queries' dtype,
-    is the byte bound (:func:`memory_problem`).
+    The bounds.  Full attention one batch-head at a time holds, at some step, the whole ``(Tq, Tk)`` scores of one
+    batch-head: ``Tq * Tk`` elements, whether in one tensor, renamed ``(Tq, 1, Tk)``, in two halves held together
+    or cast to integers; a call that holds that many at once fails.  Packed into wider elements (two float32 in
+    one int64 or float64) the matrix holds fewer elements but as many bytes: ``Tq * Tk * itemsize`` (the bytes of
+    one element of the queries' dtype) is the byte bound (:func:`memory_problem`).
 
-    What a chunked version needs.  It walks the keys in blocks of ``c = min(chunk_size, Tk)`` and holds at
-    its peak, for each of the ``n = prod(batch dims) * Tq`` query rows: a few blocks of scores (the scores,
-    masked, shifted, exponentiated: ``4c``), the running mix of values, the block's share of it, their sum
-    and the output (``4 dv``), the scaled queries and one more of their size (``2 d``):
-    ``needed = n * (4c + 4 dv + 2 d)`` elements (the reference, measured, holds 0.8 of that).  A chunked
-    version may compute in float64 whatever dtype it is given (for accuracy: the kit's own gold answers
-    do), so its temporaries are ``needed`` elements of :data:`WIDEST_ITEMSIZE` bytes.
+    What a chunked version needs.  Walking the keys in blocks of ``c = min(chunk_size, Tk)`` it holds at its peak,
+    for each of the ``n = prod(batch dims) * Tq`` query rows: a few blocks of scores (masked, shifted,
+    exponentiated: ``4c``), the running mix of values, the block's share, their sum and the output (``4 dv``),
+    the scaled queries and one more of their size (``2 d``): ``needed = n * (4c + 4 dv + 2 d)`` elements (the
+    reference, measured, holds 0.8 of that).  It may compute in float64 whatever it is given (for accuracy, as
+    the kit's gold answers do), so its temporaries are ``needed`` elements of :data:`WIDEST_ITEMSIZE` bytes.
 
-    The rule applies where twice ``needed`` stays within both bounds, its bytes counted in float64: room for
-    a version that keeps twice the temporaries, in the widest dtype it may choose.  Elsewhere (short
-    sequences, one block, many batch-heads sharing short keys, float32 queries whose float64 temporaries
-    would outweigh the float32 matrix) a chunked version and one batch-head's full scores cannot be told
-    apart by memory, and the rule stands aside: no bound on the peaks could pass the one and fail the other.
+    The rule applies where twice ``needed`` stays within both bounds, its bytes counted in float64.  Elsewhere
+    (short sequences, one block, many batch-heads sharing short keys, float32 queries whose float64 temporaries
+    would outweigh the float32 matrix) the two cannot be told apart by memory and the rule stands aside: no
+    bound on the peaks could pass the one and fail the other.
     """
     import math
 
@@ -251,9 +204,8 @@ def memory_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int = 4, 
         return say("memory.kept", peak=f"{peak:,}", bound=f"{rule.kept:,}", tq=tq, tk=tk, needs=needs)
     held_bytes, byte_bound = int(memory.get("peak_bytes") or 0), rule_bytes(rule, itemsize)
     if held_bytes >= byte_bound:
-        whole = byte_bound == rule.bound * itemsize
-        kept = say("memory.matrix", tq=tq, tk=tk) if whole else say("memory.causal_scores")
-        return say("memory.bytes", held=kept, peak=f"{held_bytes:,}", bound=f"{byte_bound:,}", needs=needs)
+        held = _held_bytes_words(rule, itemsize, say)
+        return say("memory.bytes", held=held, peak=f"{held_bytes:,}", bound=f"{byte_bound:,}", needs=needs)
     return _allocator_problem(memory, rule, itemsize, say)
 
 
@@ -271,14 +223,19 @@ def _allocator_problem(memory: dict[str, Any], rule: MemoryRule, itemsize: int, 
         return say("memory.foreign", calls=", ".join(str(f) for f in memory["foreign"]))
     allocated, byte_bound = memory.get("cpu_peak_bytes"), rule_bytes(rule, itemsize)
     if allocated is not None and allocated >= byte_bound:
-        tq, tk = rule.scores
-        whole = byte_bound == rule.bound * itemsize
-        held = say("memory.matrix", tq=tq, tk=tk) if whole else say("memory.causal_scores")
+        held = _held_bytes_words(rule, itemsize, say)
         return say("memory.allocator", allocated=f"{allocated:,}", held=held, bound=f"{byte_bound:,}")
     peak = memory.get("cuda_peak_bytes")
     if peak is not None and peak >= rule.whole * itemsize:
         return say("memory.cuda", peak=peak, bound=rule.whole * itemsize)
     return None
+
+
+def _held_bytes_words(rule: MemoryRule, itemsize: int, say: Say) -> str:
+    """What :func:`rule_bytes` holds the call to: the whole matrix, or a causal call's kept scores."""
+    if rule_bytes(rule, itemsize) == rule.bound * itemsize:
+        return say("memory.matrix", tq=rule.scores[0], tk=rule.scores[1])
+    return say("memory.causal_scores")
 
 
 def _shape(shape: Any) -> str:
@@ -383,9 +340,7 @@ def is_transpose(got: Any, want: Any) -> bool:
     if got.dim() != 2 or want.dim() != 2 or tuple(got.shape) != tuple(want.shape[::-1]):
         return False
     g, w = got.to(torch.float64), want.to(torch.float64)
-    if g.shape == w.shape and torch.allclose(g, w, rtol=1e-4, atol=1e-6, equal_nan=True):
-        return False
-    return bool(torch.allclose(g, w.T, rtol=1e-4, atol=1e-6, equal_nan=True))
+    return not _close(g, w) and _close(g, w.T)
 
 
 def token_axes(tokens: Any, num_queries: int, num_keys: int) -> tuple[list[str], list[str]] | None:
@@ -426,14 +381,10 @@ def figure_labels_problem(
             return say("labels.y", label=repr(y))
     else:
         queries, keys = tokens
-        across = _labels_at(list(facts.get("xticks", [])), len(keys))
-        down = _labels_at(list(facts.get("yticks", [])), len(queries))
+        xticks, yticks = list(facts.get("xticks", [])), list(facts.get("yticks", []))
+        across, down = _labels_at(xticks, len(keys)), _labels_at(yticks, len(queries))
         if across != keys or down != queries:
-            swapped = (
-                _labels_at(list(facts.get("xticks", [])), len(queries)) == queries
-                and _labels_at(list(facts.get("yticks", [])), len(keys)) == keys
-            )
-            if swapped:
+            if _labels_at(xticks, len(queries)) == queries and _labels_at(yticks, len(keys)) == keys:
                 return say("labels.tokens_swapped")
             for axis, got, want in (("x", across, keys), ("y", down, queries)):
                 for j, (mine, theirs) in enumerate(zip(got, want)):
@@ -498,9 +449,8 @@ def _memory_rule(hook: str, arguments: dict[str, Any]) -> MemoryRule | None:
 
     if not row(hook).bounded_memory:
         return None
-    queries, keys, values = (arguments.get(name) for name in ("queries", "keys", "values"))
+    tensors = queries, keys, values = tuple(arguments.get(name) for name in ("queries", "keys", "values"))
     chunk = arguments.get("chunk_size")
-    tensors = (queries, keys, values)
     if not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in tensors) or not isinstance(chunk, int):
         return None
     if queries.device.type == "meta":  # type: ignore[union-attr]
@@ -607,23 +557,19 @@ class RuledSolution:
         problem = figure_form_problem(facts, english, expected)
         if problem or array is None:
             return problem or "the image's data cannot be read as numbers"
-        tokens = token_axes(arguments.get("tokens"), *weights.shape[-2:])
-        if expected > 1:
-            problem = image_stack_problem(array, weights)
-            if problem:
-                return problem
-            if tuple(array.shape) != tuple(weights.shape):
-                return f"the images' arrays have shape {tuple(array.shape)} stacked, the weights {tuple(weights.shape)}"
-            if not torch.allclose(array, weights, rtol=1e-5, atol=1e-6, equal_nan=True):
-                return "the images' arrays differ from the weights: imshow each head's weights themselves"
-            return figure_labels_problem(facts, tokens)
-        if is_transpose(array, weights):
+        stack = expected > 1
+        if stack and (problem := image_stack_problem(array, weights)):
+            return problem
+        if not stack and is_transpose(array, weights):
             return transposed_message()
         if tuple(array.shape) != tuple(weights.shape):
-            return f"the image's array has shape {tuple(array.shape)}, the weights {tuple(weights.shape)}"
+            shapes = f"shape {tuple(array.shape)}{' stacked' * stack}, the weights {tuple(weights.shape)}"
+            return f"the images' arrays have {shapes}" if stack else f"the image's array has {shapes}"
         if not torch.allclose(array, weights, rtol=1e-5, atol=1e-6, equal_nan=True):
+            if stack:
+                return "the images' arrays differ from the weights: imshow each head's weights themselves"
             return "the image's array differs from the weights: imshow the weights themselves"
-        return figure_labels_problem(facts, tokens)
+        return figure_labels_problem(facts, token_axes(arguments.get("tokens"), *weights.shape[-2:]))
 
     def _watch_module(self, hook: str, module: Any) -> None:
         """Record banned calls in the module's forward too, and run each forward once more on the meta device."""

@@ -1,18 +1,15 @@
 """``attnkit check --watch``: check again on every save, in one warm process.
 
-The first round pays for importing torch and pytest; the process then stays up
-and polls the modification times of the files that make a round (the
-solution's own files and the public tests) every :data:`POLL_SECONDS`.  When
-one changes, the next round starts from the files on disk:
+The first round pays for importing torch and pytest; the process then stays up and polls the modification times
+of the files that make a round (the solution's own files and the public tests) every :data:`POLL_SECONDS`.
+When one changes, the next round starts from the files on disk:
 
-- every module loaded from those files leaves ``sys.modules`` (the learner's
-  modules, the public tests, the ``exercises`` package), so the loader and
-  pytest import them afresh; torch, pytest and the kit stay loaded;
-- the changed files' bytecode caches are dropped: Python trusts a ``.pyc``
-  whose recorded source mtime (in whole seconds) and size match, and two saves
-  within one second that keep the size (``dim=1`` to ``dim=0``) would
-  otherwise run the old code.  pytest's rewritten test modules are keyed on a
-  hash of the source, and each round is a fresh pytest session.
+- every module loaded from those files leaves ``sys.modules`` (the learner's modules, the public tests, the
+  ``exercises`` package), so the loader and pytest import them afresh; torch, pytest and the kit stay loaded;
+- the changed files' bytecode caches are dropped: Python trusts a ``.pyc`` whose recorded source mtime (in whole
+  seconds) and size match, and two saves within one second that keep the size (``dim=1`` to ``dim=0``) would
+  otherwise run the old code.  pytest's rewritten test modules are keyed on a hash of the source, and each
+  round is a fresh pytest session.
 
 This module ships in a learner's kit.
 """
@@ -77,13 +74,8 @@ def snapshot(roots: Iterable[Path]) -> Snapshot:
             note(str(root))
             continue
         for folder, dirs, files in os.walk(root):
-            dirs[:] = [
-                d
-                for d in dirs
-                if not d.startswith(".")
-                and d != "__pycache__"
-                and not (os.path.join(folder, d) + os.sep).startswith(skip)
-            ]
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+            dirs[:] = [d for d in dirs if not (os.path.join(folder, d) + os.sep).startswith(skip)]
             for name in files:
                 if name.endswith(".py"):
                     note(os.path.join(folder, name))

@@ -1,70 +1,52 @@
 """Review flags: known evasion constructs in a submission's source, found with :mod:`ast`, never run.
 
-The grader verifies values, dtypes, shapes and NaNs from the bytes a learner's
-process sends back; those cannot be faked.  What that process *reports* about
-itself (the banned-call list, whether it changed its inputs, the structure of
-the module it built, the device a mask lives on) can be, by code that reaches
-into the grader's child runtime, torch's ``__torch_function__`` machinery or the
-interpreter itself.  Honest code for these exercises never needs any of that,
-so :func:`scan_files` lists each such construct as ``file:line: construct``.
-A finding never changes points: the submission's status in ``grades.csv``
-becomes ``review: <constructs>`` and the lines go to the instructor.
+The grader verifies values, dtypes, shapes and NaNs from the bytes a learner's process sends back; those cannot
+be faked.  What that process *reports* about itself (the banned-call list, whether it changed its inputs, the
+structure of the module it built, the device a mask lives on) can be, by code that reaches into the grader's
+child runtime, torch's ``__torch_function__`` machinery or the interpreter itself.  Honest code for these
+exercises never needs any of that, so :func:`scan_files` lists each such construct as ``file:line: construct``.
+A finding never changes points: the submission's status in ``grades.csv`` becomes ``review: <constructs>`` and
+the lines go to the instructor.
 
-What is flagged (aliases, ``from … import …``, ``getattr``/``setattr`` with
-constant names, ``__import__``/``importlib.import_module`` and the text handed
-to ``exec``/``eval``/``compile`` are all followed):
+What is flagged (aliases, ``from … import …``, ``getattr``/``setattr`` with constant names,
+``__import__``/``importlib.import_module`` and the text handed to ``exec``/``eval``/``compile`` are all followed):
 
-- torch internals: any private (``_``) attribute or module of torch
-  (``torch._C``, ``torch.nn.functional._canonical_mask``), ``DisableTorchFunction*``,
-  ``torch.overrides`` (where the banned-call recorder lives), ``torch.jit``
-  (scripted code calls torch without ``__torch_function__``, so the recorder
-  never sees it), compiled code of one's own (``torch.utils.cpp_extension``,
-  ``torch.library``, ``torch.ops.load_library``, ``ExtensionFileLoader``),
-  torch's ``__dict__``, and defining ``__torch_function__``/``__torch_dispatch__``;
-- the interpreter: ``sys.modules``, ``import __main__`` and the string
-  ``"__main__"`` (except in ``if __name__ == "__main__":``), ``ctypes``/``cffi``,
-  ``gc.get_objects``/``get_referrers``/``get_referents``, frame inspection
-  (``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``…,
-  ``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``, ``gi_frame``…),
-  ``__subclasses__``, ``__globals__``, ``__code__``, ``__closure__``, ``__builtins__``,
-  ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
-  attribute of ``sys``, the grader's own ``grader.child`` (and its modules)/``grader.instructor.sandbox``;
-- patching: assignment, ``del``, ``setattr``/``delattr`` (and
-  ``object.__setattr__``…) on anything of torch (``torch.*``, ``F.*``, ``nn.*``,
-  ``torch.Tensor.*``; ``torch.backends.*`` settings excepted) or of ``builtins``,
-  ``vars(torch)``; ``vars``, ``dir``, ``inspect.getmembers`` of torch, ``sys`` … (every member, by a name read
-  at run time);
+- torch internals: any private (``_``) attribute or module of torch, ``DisableTorchFunction*``,
+  ``torch.overrides`` (where the banned-call recorder lives), ``torch.jit`` (scripted code calls torch without
+  ``__torch_function__``, so the recorder never sees it), compiled code of one's own (``torch.utils.cpp_extension``,
+  ``torch.library``, ``torch.ops.load_library``, ``ExtensionFileLoader``), torch's ``__dict__``, and defining
+  ``__torch_function__``/``__torch_dispatch__``;
+- the interpreter: ``sys.modules``, ``import __main__`` and the string ``"__main__"`` (except in
+  ``if __name__ == "__main__":``), ``ctypes``/``cffi``, ``gc``'s object walkers, frame inspection (``sys._getframe``,
+  ``inspect.currentframe``…, ``f_back``, ``tb_frame``…), ``__subclasses__``, ``__globals__``, ``__code__``,
+  ``__closure__``, ``__builtins__``, ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
+  attribute of ``sys``, the grader's own ``grader.child``/``grader.instructor.sandbox``;
+- patching: assignment, ``del``, ``setattr``/``delattr`` (and ``object.__setattr__``…) on anything of torch
+  (``torch.backends.*`` settings excepted) or of ``builtins``; ``vars``, ``dir``, ``inspect.getmembers`` of torch,
+  ``sys`` … (every member, by a name read at run time);
 - the device check's stand-in: ``is_meta`` and the string ``"meta"`` (a mask made on the CPU unless the input is
   on the meta device passes the pass that stands in for a GPU);
-- module facts: a class that overrides what the grader asks a module about
-  (``state_dict``, ``named_buffers``, ``load_state_dict``, ``to``, ``__getattr__`` …),
-  or touches ``nn.Module`` internals (``_buffers``, ``_parameters``, state-dict hooks), or sets members
-  by computed names in its body (``vars()[name] = …``, ``locals()``);
-- hidden access: ``getattr``/``setattr``/``delattr``/``hasattr`` with a computed
-  name on torch, ``sys``, ``gc``, ``inspect``, ``builtins``, ``importlib`` or
-  ``ctypes``; ``__import__``/``import_module`` of a computed name; ``exec``,
-  ``eval`` or ``compile`` of anything but a constant string (which is scanned
-  in turn); string constants naming any of the above (``"_C"``, ``"f_back"``,
-  ``"torch._C"``…), as handed to ``operator.attrgetter`` and the like; a dotted path to a
-  private attribute in a string (``"utils._python_dispatch._disable_current_modes"``, as
-  ``string.Formatter().get_field`` walks it), a format field that reads one (``"{0._C}"``),
-  and ``attrgetter``/``get_field`` of a dotted name with a computed part.
-
-- code that runs what the scan cannot read: unpickling (``pickle``, ``_pickle``, ``marshal``, ``shelve``,
-  ``dill``, ``cloudpickle``, ``joblib``; ``torch.load`` without ``weights_only=True``), loading code from a
-  file (``importlib.util.spec_from_file_location``, ``SourceFileLoader``, ``importlib.reload``, ``runpy``,
-  ``zipimport``, ``sys.path`` and the import hooks of ``sys``), a code file named in a string (``"m.py"``),
-  and an ``import`` of a module the hand-in does not hold, the standard library does not have and the
-  grader's environment does not install (a module written at run time);
-- code in strings: a string constant that parses as Python statements is scanned as code too (what a
-  hand-in writes to a file and imports is flagged where it is written).
+- module facts: a class that overrides what the grader asks a module about (``state_dict``, ``named_buffers``,
+  ``to``, ``__getattr__`` …), touches ``nn.Module`` internals (``_buffers``, state-dict hooks), or sets members by
+  computed names in its body (``vars()[name] = …``);
+- hidden access: ``getattr``/``setattr``/``delattr``/``hasattr`` with a computed name on torch, ``sys``, ``gc``,
+  ``inspect``, ``builtins``, ``importlib`` or ``ctypes``; ``__import__``/``import_module`` of a computed name;
+  ``exec``, ``eval`` or ``compile`` of anything but a constant string (which is scanned in turn); string
+  constants naming any of the above (``"_C"``, ``"f_back"``…, as handed to ``operator.attrgetter``); a dotted
+  path to a private attribute in a string (as ``string.Formatter().get_field`` walks it), a format field that
+  reads one (``"{0._C}"``), and ``attrgetter``/``get_field`` of a dotted name with a computed part;
+- code that runs what the scan cannot read: unpickling (``pickle``, ``marshal``, ``dill``…; ``torch.load``
+  without ``weights_only=True``), loading code from a file (``importlib.util.spec_from_file_location``,
+  ``importlib.reload``, ``runpy``, ``zipimport``, ``sys.path`` and ``sys``'s import hooks), a code file named in a
+  string (``"m.py"``), and an ``import`` of a module the hand-in does not hold, the standard library does not
+  have and the grader's environment does not install (a module written at run time);
+- code in strings: a string constant that parses as Python statements is scanned as code too (what a hand-in
+  writes to a file and imports is flagged where it is written).
 
 The scan reads the text that is run: intake refuses a coding declaration other than UTF-8
-(:func:`grader.instructor.intake.coding_problem`).
-
-Code that does not parse is not flagged (it cannot be imported either); code
-that cannot be scanned (absurd nesting, more than :data:`MAX_SCANNED_BYTES` in
-all) is flagged as such.
+(:func:`grader.instructor.intake.coding_problem`).  Code that does not parse is not flagged (it cannot be
+imported either); code that cannot be scanned (absurd nesting, more than :data:`MAX_SCANNED_BYTES` in all) is
+flagged as such.
 """
 
 from __future__ import annotations
@@ -98,15 +80,10 @@ MAX_PATH_PARTS = 12
 
 UNPICKLERS = frozenset({"pickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib", "copyreg"})
 """Modules that rebuild objects, code included, from bytes the scan cannot read."""
-CODE_LOADERS = (
-    "importlib.util.spec_from_file_location",
-    "importlib.util.spec_from_loader",
-    "importlib.util.module_from_spec",
-    "importlib.machinery.SourceFileLoader",
-    "importlib.machinery.SourcelessFileLoader",
-    "importlib.machinery.FileFinder",
-    "importlib.reload",
-    "importlib.invalidate_caches",
+CODE_LOADERS = tuple(
+    "importlib.util.spec_from_file_location importlib.util.spec_from_loader importlib.util.module_from_spec"
+    " importlib.machinery.SourceFileLoader importlib.machinery.SourcelessFileLoader importlib.machinery.FileFinder"
+    " importlib.reload importlib.invalidate_caches".split()
 )
 """Ways to import code from a file of one's choice (one written at run time)."""
 LOADING_MODULES = frozenset({"runpy", "zipimport", "imp"})
@@ -114,8 +91,8 @@ SYS_IMPORT_STATE = frozenset({"path", "meta_path", "path_hooks", "path_importer_
 """``sys``'s import state: where ``import`` finds code."""
 CODE_FILE_SUFFIXES = (".py", ".pyc", ".pyw", ".pth", ".so")
 
-SENSITIVE_ROOTS = frozenset(
-    {"torch", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "threading"} | UNPICKLERS
+SENSITIVE_ROOTS = (
+    frozenset({"torch", "sys", "gc", "inspect", "builtins", "importlib", "ctypes", "threading"}) | UNPICKLERS
 )
 """Modules on which a ``getattr`` with a computed name hides what it reaches."""
 PATCHED_ROOTS = frozenset({"torch", "builtins"})
@@ -127,15 +104,12 @@ TORCH_SETTINGS = ("torch.backends.",)
 
 TORCH_FLAGGED_MODULES = frozenset({"overrides", "jit"})
 """``torch.overrides`` (the machinery that records banned calls) and ``torch.jit`` (scripted code runs without it)."""
-NATIVE_PATHS = (
-    "torch.utils.cpp_extension",
-    "torch.library",
-    "torch.ops.load_library",
-    "importlib.machinery.ExtensionFileLoader",
+NATIVE_PATHS = tuple(
+    "torch.utils.cpp_extension torch.library torch.ops.load_library importlib.machinery.ExtensionFileLoader".split()
 )
 """Ways to run compiled code of one's own (which calls torch without ``__torch_function__``)."""
 TORCH_FLAGGED_DUNDERS = frozenset(
-    {"__dict__", "__getattribute__", "__setattr__", "__delattr__", "__torch_function__", "__torch_dispatch__"}
+    "__dict__ __getattribute__ __setattr__ __delattr__ __torch_function__ __torch_dispatch__".split()
 )
 SYS_HOOKS = frozenset({"settrace", "setprofile", "monitoring", "addaudithook"})
 THREADING_HOOKS = frozenset({"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"})
@@ -145,66 +119,25 @@ NATIVE_CODE = frozenset({"ctypes", "_ctypes", "cffi"})
 GRADER_INTERNALS = frozenset({"grader.child", "grader.instructor.sandbox"})
 
 FRAME_ATTRIBUTES = frozenset(
-    {"f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_trace"}
-    | {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+    "f_back f_locals f_globals f_builtins f_code f_trace tb_frame gi_frame cr_frame ag_frame".split()
 )
-EVASION_DUNDERS = frozenset(
-    {"__subclasses__", "__globals__", "__code__", "__builtins__", "__closure__", "cell_contents"}
-)
+EVASION_DUNDERS = frozenset("__subclasses__ __globals__ __code__ __builtins__ __closure__ cell_contents".split())
 MODULE_INTERNALS = frozenset(
-    {
-        "_buffers",
-        "_parameters",
-        "_modules",
-        "_non_persistent_buffers_set",
-        "_state_dict_hooks",
-        "_state_dict_pre_hooks",
-        "_load_state_dict_pre_hooks",
-        "_load_state_dict_post_hooks",
-        "_forward_hooks",
-        "_forward_pre_hooks",
-    }
+    "_buffers _parameters _modules _non_persistent_buffers_set _state_dict_hooks _state_dict_pre_hooks"
+    " _load_state_dict_pre_hooks _load_state_dict_post_hooks _forward_hooks _forward_pre_hooks".split()
 )
 STATE_DICT_HOOKS = frozenset(
-    {
-        "register_state_dict_pre_hook",
-        "register_state_dict_post_hook",
-        "_register_state_dict_hook",
-        "register_load_state_dict_pre_hook",
-        "register_load_state_dict_post_hook",
-        "_register_load_state_dict_pre_hook",
-    }
+    "register_state_dict_pre_hook register_state_dict_post_hook _register_state_dict_hook"
+    " register_load_state_dict_pre_hook register_load_state_dict_post_hook _register_load_state_dict_pre_hook".split()
 )
 """Hooks that change what ``state_dict``/``load_state_dict`` report: the module facts the grader reads."""
 TORCH_FUNCTION_INTERNALS = frozenset(
-    {
-        "_disabled_torch_function_impl",
-        "_pop_torch_function_stack",
-        "_push_on_torch_function_stack",
-        "_len_torch_function_stack",
-        "_get_function_stack_at",
-        "_is_torch_function_mode_enabled",
-    }
+    "_disabled_torch_function_impl _pop_torch_function_stack _push_on_torch_function_stack"
+    " _len_torch_function_stack _get_function_stack_at _is_torch_function_mode_enabled".split()
 )
 MODULE_FACT_METHODS = frozenset(
-    {
-        "state_dict",
-        "named_buffers",
-        "buffers",
-        "named_parameters",
-        "parameters",
-        "named_modules",
-        "load_state_dict",
-        "register_buffer",
-        "_load_from_state_dict",
-        "_save_to_state_dict",
-        "_apply",
-        "to",
-        "__getattr__",
-        "__getattribute__",
-        "__setattr__",
-        "__delattr__",
-    }
+    "state_dict named_buffers buffers named_parameters parameters named_modules load_state_dict register_buffer"
+    " _load_from_state_dict _save_to_state_dict _apply to __getattr__ __getattribute__ __setattr__ __delattr__".split()
 )
 """What the grader asks a learner's module (its state dict, its buffers, moving it): never redefined honestly."""
 TORCH_HOOK_DEFINITIONS = frozenset({"__torch_function__", "__torch_dispatch__"})
@@ -213,27 +146,14 @@ META_CHECK = "asks whether a tensor is on the meta device (the grader's stand-in
 """Code that branches on the meta device passes the pass that stands in for a GPU and fails on one (red team 12a:
 a mask made on the CPU unless ``scores.is_meta``); honest code never needs to ask."""
 
-SUSPICIOUS_STRINGS = (
-    frozenset({"_C", "_getframe", "_current_frames", "settrace", "setprofile", "sys.modules"})
-    | FRAME_ATTRIBUTES
-    | EVASION_DUNDERS
-    | MODULE_INTERNALS
-    | STATE_DICT_HOOKS
-    | TORCH_FUNCTION_INTERNALS
-    | GC_WALKERS
-    | NATIVE_CODE
-)
+SUSPICIOUS_STRINGS = frozenset({"_C", "_getframe", "_current_frames", "settrace", "setprofile", "sys.modules"}).union(
+    FRAME_ATTRIBUTES, EVASION_DUNDERS, MODULE_INTERNALS, STATE_DICT_HOOKS, TORCH_FUNCTION_INTERNALS, GC_WALKERS
+) | NATIVE_CODE
 """String constants that only ever serve to reach one of the constructs by name."""
 
 SETATTR_LIKE = frozenset(
-    {
-        "builtins.setattr",
-        "builtins.delattr",
-        "builtins.object.__setattr__",
-        "builtins.object.__delattr__",
-        "builtins.type.__setattr__",
-        "builtins.type.__delattr__",
-    }
+    "builtins.setattr builtins.delattr builtins.object.__setattr__ builtins.object.__delattr__"
+    " builtins.type.__setattr__ builtins.type.__delattr__".split()
 )
 GETATTR_LIKE = frozenset({"builtins.getattr", "builtins.hasattr", "builtins.object.__getattribute__"})
 HANDED_ON = (GETATTR_LIKE | SETATTR_LIKE) - {"builtins.hasattr"}
@@ -308,7 +228,6 @@ def scan_files(files: dict[str, str]) -> list[str]:
 def _installed_modules() -> frozenset[str]:
     """The top-level modules a hand-in may import without holding them: the standard library's and the installed."""
     import importlib.metadata
-    import sys
 
     return (
         frozenset(sys.stdlib_module_names)
@@ -338,13 +257,8 @@ def _unheld_imports(files: dict[str, str]) -> set[Finding]:
             for name in names:
                 top = name.split(".")[0]
                 if top not in held and top not in _installed_modules():
-                    unheld.add(
-                        Finding(
-                            rel,
-                            int(getattr(node, "lineno", 1)),
-                            f"imports {top[:40]}, a module the hand-in does not hold (written at run time?)",
-                        )
-                    )
+                    why = f"imports {top[:40]}, a module the hand-in does not hold (written at run time?)"
+                    unheld.add(Finding(rel, int(getattr(node, "lineno", 1)), why))
     return unheld
 
 
@@ -363,12 +277,7 @@ class _Budget:
 
 
 def _scan(
-    text: str,
-    filename: str,
-    depth: int,
-    at_line: int | None,
-    bindings: dict[str, set[str]] | None,
-    budget: _Budget,
+    text: str, filename: str, depth: int, at_line: int | None, bindings: dict[str, set[str]] | None, budget: _Budget
 ) -> set[Finding]:
     try:
         tree = ast.parse(text, filename=filename)
@@ -419,6 +328,14 @@ def _private(name: str) -> bool:
 _PATH_ROOTS = SENSITIVE_ROOTS | NATIVE_CODE | LOADING_MODULES | {"__main__", "grader"}
 
 
+_MEMBERS = {
+    "threading": (THREADING_HOOKS, "threading.{}"),
+    "gc": (GC_WALKERS, "gc.{}"),
+    "inspect": (INSPECT_FRAMES, "frame inspection (inspect.{})"),
+}
+"""Modules some of whose members are constructs, and how each is worded."""
+
+
 @functools.lru_cache(maxsize=65536)
 def path_constructs(path: str) -> tuple[str, ...]:
     """The constructs a dotted path reaches (``torch._C.DisableTorchFunction`` → ``torch._C``, …)."""
@@ -465,12 +382,8 @@ def path_constructs(path: str) -> tuple[str, ...]:
             found.append(f"frame inspection (sys.{rest[0]})")
         elif rest[0] in SYS_HOOKS or _private(rest[0]):
             found.append(f"sys.{rest[0]}")
-    elif root == "threading" and rest and rest[0] in THREADING_HOOKS:
-        found.append(f"threading.{rest[0]}")
-    elif root == "gc" and rest and rest[0] in GC_WALKERS:
-        found.append(f"gc.{rest[0]}")
-    elif root == "inspect" and rest and rest[0] in INSPECT_FRAMES:
-        found.append(f"frame inspection (inspect.{rest[0]})")
+    elif root in _MEMBERS and rest and rest[0] in _MEMBERS[root][0]:
+        found.append(_MEMBERS[root][1].format(rest[0]))
     elif root in NATIVE_CODE:
         found.append("ctypes")
     elif root == "__main__":
@@ -500,25 +413,25 @@ def _through_modules(path: str) -> str:
             break
         name = getattr(attribute, "__name__", None)
         if isinstance(name, str) and name != ".".join(parts[: i + 1]):
-            return _through_modules(".".join([name, *parts[i + 1 :]])) if name.split(".")[0] != parts[0] else (
-                ".".join([name, *parts[i + 1 :]])
-            )
+            renamed = ".".join([name, *parts[i + 1 :]])
+            return _through_modules(renamed) if name.split(".")[0] != parts[0] else renamed
         module = attribute
     return path
 
 
+_NAMED = (
+    (FRAME_ATTRIBUTES, "frame inspection ({})"),
+    (EVASION_DUNDERS, "{}"),
+    (MODULE_INTERNALS, "nn.Module internals ({})"),
+    (STATE_DICT_HOOKS, "state-dict hook ({})"),
+    (TORCH_FUNCTION_INTERNALS, "torch function internals ({})"),
+)
+"""Disjoint sets of names that give a construct away, and how each is worded."""
+
+
 def _name_constructs(name: str) -> Iterator[str]:
     """Constructs an attribute name alone gives away, whatever object it is read from."""
-    if name in FRAME_ATTRIBUTES:
-        yield f"frame inspection ({name})"
-    elif name in EVASION_DUNDERS:
-        yield name
-    elif name in MODULE_INTERNALS:
-        yield f"nn.Module internals ({name})"
-    elif name in STATE_DICT_HOOKS:
-        yield f"state-dict hook ({name})"
-    elif name in TORCH_FUNCTION_INTERNALS:
-        yield f"torch function internals ({name})"
+    yield from [shown.format(name) for names, shown in _NAMED if name in names][:1]
     if name.startswith(("DisableTorchFunction", "_DisableTorch")):
         yield "DisableTorchFunction"
     if name == "is_meta":
@@ -549,6 +462,11 @@ def _targets(node: ast.expr) -> Iterator[ast.expr]:
         yield from _targets(node.value)
     else:
         yield node
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    """What an assignment, a ``del`` or a walrus binds (before unpacking)."""
+    return node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]  # type: ignore[attr-defined]
 
 
 def _chain_root(node: ast.expr) -> str | None:
@@ -656,11 +574,8 @@ class _Scanner:
         for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.asname:
-                        self._bind(alias.asname, [alias.name], node)
-                    else:
-                        top = alias.name.split(".")[0]
-                        self._bind(top, [top], node)
+                    top = alias.name.split(".")[0]
+                    self._bind(alias.asname or top, [alias.name if alias.asname else top], node)
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 for alias in node.names:
                     if alias.name != "*":
@@ -672,15 +587,11 @@ class _Scanner:
         self._collect_values(nodes)
         assignments = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
         for node in assignments:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for t in _targets(target):
-                    if isinstance(t, ast.Name):
-                        self.defined.add(t.id)
+            self.defined.update(t.id for top in _assigned(node) for t in _targets(top) if isinstance(t, ast.Name))
         for _ in range(8):  # aliases of aliases, to a fixed point
             changed = False
             for node in assignments:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                targets = _assigned(node)
                 names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in self.tangled]
                 if node.value is None or not names:
                     continue
@@ -820,14 +731,11 @@ class _Scanner:
         """The ``"__main__"`` constants of ``__name__ == "__main__"`` (and ``!=``) comparisons."""
         allowed: set[int] = set()
         for node in nodes:
-            if not isinstance(node, ast.Compare) or len(node.ops) != 1:
-                continue
-            if not isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
-                continue
-            left, right = node.left, node.comparators[0]
-            for a, b in ((left, right), (right, left)):
-                if isinstance(a, ast.Name) and a.id == "__name__" and isinstance(b, ast.Constant):
-                    allowed.add(id(b))
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+                left, right = node.left, node.comparators[0]
+                for a, b in ((left, right), (right, left)):
+                    if isinstance(a, ast.Name) and a.id == "__name__" and isinstance(b, ast.Constant):
+                        allowed.add(id(b))
         return allowed
 
     def _path_may_be_hidden(self, node: ast.expr) -> bool:
@@ -993,14 +901,8 @@ class _Scanner:
             self.add(node, f"{listing}({sorted(self._roots(args[0]) & SENSITIVE_ROOTS)[0]})")
 
     def _assignment(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.Delete):
-            targets = node.targets
-        else:
-            targets = [node.target]
         verb = "deletion" if isinstance(node, ast.Delete) else "assignment"
-        for target in (t for top in targets for t in _targets(top)):
+        for target in (t for top in _assigned(node) for t in _targets(top)):
             if isinstance(target, ast.Attribute) and target.attr in MODULE_FACT_METHODS and not (
                 isinstance(target.value, ast.Name) and target.value.id == "self"
             ):
@@ -1042,8 +944,7 @@ class _Scanner:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names = [item.name]
             elif isinstance(item, (ast.Assign, ast.AnnAssign)):
-                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
-                names = [t.id for top in targets for t in _targets(top) if isinstance(t, ast.Name)]
+                names = [t.id for top in _assigned(item) for t in _targets(top) if isinstance(t, ast.Name)]
             for name in names:
                 if name in MODULE_FACT_METHODS:
                     self.add(item, f"overrides Module.{name}")
