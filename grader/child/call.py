@@ -72,6 +72,12 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
     function_base: Any = torch.overrides.TorchFunctionMode
     dispatch_base: Any = TorchDispatchMode
 
+    def note(seen: list[str], name: str | None) -> None:
+        if name and name not in seen:
+            seen.append(name)
+            if tell is not None:
+                tell(name)
+
     class CallRecorder(function_base):
         def __init__(self) -> None:
             super().__init__()
@@ -79,11 +85,7 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             base = getattr(func, "__name__", "")
-            name = _func_name(func) if base in banned else _aten_name(func, banned)
-            if name and name not in self.seen:
-                self.seen.append(name)
-                if tell is not None:
-                    tell(name)
+            note(self.seen, _func_name(func) if base in banned else _aten_name(func, banned))
             return func(*args, **(kwargs or {}))
 
     class KernelRecorder(dispatch_base):
@@ -92,11 +94,7 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
             self.seen: list[str] = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = _aten_name(func, banned)
-            if name and name not in self.seen:
-                self.seen.append(name)
-                if tell is not None:
-                    tell(name)
+            note(self.seen, _aten_name(func, banned))
             return func(*args, **(kwargs or {}))
 
     class Recorder(contextlib.ExitStack):
@@ -242,13 +240,10 @@ class _MemoryMeter:
             return all(type(v) in values or (type(v) in (tuple, list) and plain(v)) for v in items)
 
         def note_foreign(args: tuple, kwargs: dict) -> None:
-            """Note :data:`FOREIGN` once, when an op is given a tensor over memory torch's allocator did not give
-            (its storage cannot be resized: ``from_numpy``, ``frombuffer``, ``as_tensor`` or ``asarray`` of an
-            array, a ``bytearray`` or an ``mmap``, ``from_dlpack``, ``from_file``), made during the call or before
-            it, but for the call's inputs: numpy's memory, or a ``bytearray``'s, is weighed by neither record (red
-            team 8's a1, a3).  ``torch.tensor`` of an array copies it into torch's memory (``lift_fresh``,
-            ``_to_copy``): not noted.
-            """
+            """Note :data:`FOREIGN` once, when an op is given a tensor (not the call's inputs) whose storage cannot
+            be resized: memory torch's allocator did not give (``from_numpy``, ``frombuffer``, ``from_file`` …),
+            weighed by neither record (red team 8's a1, a3).  ``torch.tensor`` of an array copies it (``lift_fresh``,
+            ``_to_copy``): not noted."""
             for arg in (*args, *kwargs.values()):
                 for value in arg if isinstance(arg, (list, tuple)) else (arg,):
                     if isinstance(value, tensor) and value.device.type == "cpu" and value.layout == strided:
@@ -621,11 +616,9 @@ def call_hook(
                 result = fn(**args)
                 stop_collecting()  # no allocation since the return: no collection ran learner code in between
                 results = [result]
-                for _ in range(int(call.get("repeat", 1)) - 1):  # fresh arguments: a generator restarts
-                    result = fn(**_decode_args(call.get("args", {}), tensors, device))
-                    stop_collecting()
-                    results.append(result)
-                for other in call.get("also", []):  # once more with other arguments (a generator seeded anew)
+                # fresh arguments: a generator restarts; then "also", other arguments (a generator seeded anew)
+                again = [call.get("args", {})] * (int(call.get("repeat", 1)) - 1) + list(call.get("also", []))
+                for other in again:
                     result = fn(**_decode_args(other, tensors, device))
                     stop_collecting()
                     results.append(result)
@@ -679,14 +672,10 @@ def call_hook(
 
 
 def _learner_frame(exc: BaseException) -> str | None:
-    frames = traceback.extract_tb(exc.__traceback__)
     ours = os.path.dirname(os.path.abspath(__file__))  # this package's frames are never the learner's
     mine = [
         f
-        for f in frames
+        for f in traceback.extract_tb(exc.__traceback__)
         if os.path.dirname(f.filename) != ours and "site-packages" not in f.filename and "<" not in f.filename
     ]
-    if not mine:
-        return None
-    f = mine[-1]
-    return f"{_relative(f.filename, os.getcwd())}:{f.lineno}"
+    return f"{_relative(mine[-1].filename, os.getcwd())}:{mine[-1].lineno}" if mine else None

@@ -2,7 +2,9 @@
 (nsjail's ``containProc`` is the model), each returning the names of the layers that took.
 
 A step the kernel refuses is left out and the isolation line says so, with one exception: a child that
-cannot stop being root exits rather than run learner code.  What each step allows is declared in :mod:`.policy`.
+cannot stop being root exits rather than run learner code.  What each step allows is declared in :mod:`.policy`:
+FILESYSTEM (Landlock), TEMPORARY_FOLDERS and the work folder's tmpfs (the mount namespace), DEVICES (its /dev) and
+SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
 """
 
 from __future__ import annotations
@@ -28,32 +30,12 @@ from .policy import (
     syscall_policy,
 )
 
-# --- containment: what the learner's process may touch ------------------------------------------
-#
-# contain() puts a freshly forked child in its sandbox before any learner code
-# runs: one small step after another (nsjail's containProc is the model), each
-# returning the names of the layers that took.  A step the kernel refuses is
-# left out and the isolation line says so, with one exception: a child that
-# cannot stop being root exits rather than run learner code.
-#
-# What the child may touch is declared once, as data, and the steps only apply it:
-# FILESYSTEM (what it may read, list and write: Landlock, through a FilesystemPolicy
-# tree), TEMPORARY_FOLDERS and the work folder's tmpfs (its mount namespace), DEVICES
-# (its /dev) and SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
-#
-# This block stands alone, to move into a module of its own as it is: of the imports at
-# the top of the file it uses contextlib, os, socket, sys and typing's Any and NamedTuple;
-# everything else it imports where it is used.
-
 SANDBOX_UID = 65534
 """The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root."""
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-# --- applying it --------------------------------------------------------------------------------------
 
 _LIBC: Any = None
 
@@ -178,7 +160,7 @@ def enter_namespaces(plan: _Plan) -> list[str]:
     took = []
     wants_user_ns = "user-ns" not in plan.without and (plan.map_fd is not None or not plan.root)
     if wants_user_ns and libc.unshare(CLONE_NEWUSER | _SANDBOX_NAMESPACES) == 0:
-        if not (_parent_maps_ids(plan) if plan.root else _map_own_ids(plan.uid, plan.gid)):
+        if not (_parent_maps_ids(plan) if plan.root else _map_ids("self", plan.uid, plan.gid)):
             raise OSError("the new user namespace got no uid map")
         plan.namespaces = "user"
         took.append("user-ns")
@@ -212,14 +194,14 @@ def _parent_maps_ids(plan: _Plan) -> bool:
         channel.close()
 
 
-def _map_own_ids(uid: int, gid: int) -> bool:
-    """Map our own ``uid`` and ``gid`` (read before ``unshare``) to root of the new user namespace.
+def _map_ids(process: str, uid: int, gid: int) -> bool:
+    """Map root of ``process``'s (``self``, a pid) new user namespace to ``uid`` and ``gid`` outside.
 
-    Files made inside then belong to us outside.
+    Our own (read before ``unshare``): files made inside then belong to us outside.
     """
     try:
         for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
-            with open(f"/proc/self/{name}", "w") as fh:
+            with open(f"/proc/{process}/{name}", "w") as fh:
                 fh.write(text)
     except OSError:
         return False
@@ -236,14 +218,7 @@ def map_child_ids(pid: int, channel: socket.socket, uid: int, gid: int) -> None:
         channel.settimeout(10.0)
         if channel.recv(1) != b"u":
             return  # the child made no user namespace
-        try:
-            for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
-                with open(f"/proc/{pid}/{name}", "w") as fh:
-                    fh.write(text)
-            answer = b"y"
-        except OSError:
-            answer = b"n"
-        channel.sendall(answer)
+        channel.sendall(b"y" if _map_ids(str(pid), uid, gid) else b"n")
     except OSError:
         pass
     finally:
@@ -326,7 +301,7 @@ def _topmost(paths: list[str]) -> list[str]:
     """``paths`` without those inside another one of them."""
     kept: list[str] = []
     for path in sorted(set(paths)):
-        if not any(path == k or path.startswith(k + os.sep) for k in kept):
+        if not _inside(path, kept):
             kept.append(path)
     return kept
 
