@@ -25,7 +25,7 @@ from .kernels import banned_op
 from .load import _relative, _torch
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
-from .wire import sent_back_keys
+from .wire import PRINTED_CHARS, sent_back_keys
 
 
 def _func_name(func: Any) -> str:
@@ -503,10 +503,6 @@ def _plain(value: Any) -> Any:
     if type(data) is not torch.Tensor:
         data = data.as_subclass(torch.Tensor)
     return data.to("cpu").contiguous().clone()
-
-
-PRINTED_CHARS = 4000
-"""At most this many characters of what one call printed travel in its reply (the trusted side cuts there too)."""
 
 
 class _Printed:

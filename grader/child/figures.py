@@ -11,18 +11,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .load import _torch
+from .wire import FIGURE_IMAGES, FIGURE_TEXT, FIGURE_TICKS  # a figure of more images sends its count alone
 
-# --- figures: a plot is read as data, never shown, never pickled ----------------------------------
-
-FIGURE_TEXT = 200
-"""At most this many characters of an axis label or a tick label travel (the trusted side cuts there too)."""
-
-FIGURE_TICKS = 1024
-"""At most this many ticks of one axis travel."""
-
-FIGURE_IMAGES = 64
-"""At most this many images' arrays travel (``grader.child.wire`` declares as many image shapes); a figure with
-more sends its count alone, and the trusted side refuses a count other than its gold answer's."""
+# a plot is read as data, never shown, never pickled
 
 
 def headless_pyplot() -> Any:

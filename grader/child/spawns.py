@@ -10,23 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# --- the child: threads and processes of the learner's code ----------------------------------------
-
-SPAWN_EVENTS = frozenset(
-    {
-        "_thread.start_new_thread",
-        "_thread.start_joinable_thread",
-        "_posixsubprocess.fork_exec",
-        "os.fork",
-        "os.forkpty",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.exec",
-        "os.system",
-        "subprocess.Popen",
-        "pty.spawn",
-    }
-)
+_THREAD_EVENTS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+SPAWN_EVENTS = frozenset({*_THREAD_EVENTS, "_posixsubprocess.fork_exec", "os.fork", "os.forkpty", "os.posix_spawn",
+                          "os.spawn", "os.exec", "os.system", "subprocess.Popen", "pty.spawn"})  # fmt: skip
 """The audit events of starting a thread, a process or a program (``grader.rules.SPAWN_KINDS`` words them)."""
 
 _SPAWNS: list[str] | None = None
@@ -83,9 +69,6 @@ def spawns_heard() -> int:
 
 
 _REAPED: list[tuple[float, ...]] = []
-
-
-_THREAD_EVENTS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
 
 
 def _spawn_facts(since: int = 0) -> list[str]:

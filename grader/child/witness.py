@@ -31,22 +31,14 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+_MAKES_CODE = ("compile", "exec", "marshal.loads", "code.__new__", "function.__new__")
 KINDS: dict[str, str] = {
-    "compile": "runs-code",
-    "exec": "runs-code",  # exec and eval of a code object: one made from text elsewhere (typing's ForwardRef)
-    "marshal.loads": "runs-code",
-    "code.__new__": "runs-code",
-    "function.__new__": "runs-code",
+    **dict.fromkeys(_MAKES_CODE, "runs-code"),  # exec and eval of a code object: one made from text elsewhere
     "pickle.find_class": "unpickles",
-    "sys._getframe": "reaches-frames",
-    "sys._current_frames": "reaches-frames",
-    "object.__getattr__": "reaches-frames",  # only a frame's way in: FRAME_ATTRIBUTES
-    "gc.get_objects": "reaches-objects",
-    "gc.get_referrers": "reaches-objects",
-    "gc.get_referents": "reaches-objects",
-    "sys.settrace": "traces",
-    "sys.setprofile": "traces",
-    "sys.monitoring.register_callback": "traces",
+    # object.__getattr__: only a frame's way in (FRAME_ATTRIBUTES)
+    **dict.fromkeys(("sys._getframe", "sys._current_frames", "object.__getattr__"), "reaches-frames"),
+    **dict.fromkeys(("gc.get_objects", "gc.get_referrers", "gc.get_referents"), "reaches-objects"),
+    **dict.fromkeys(("sys.settrace", "sys.setprofile", "sys.monitoring.register_callback"), "traces"),
     "object.__setattr__": "replaces-code",  # only __code__
 }
 """Each audit event witnessed, and the kind of line it writes (``<kind> <event>``); every ``ctypes.*`` event too."""
@@ -136,15 +128,14 @@ def _input_checks() -> dict[tuple[str, str], Callable[[Any, tuple[Any, ...]], bo
 
 _RUNS_CODE = frozenset({"exec", "eval", "compile", "loads", "load", "Unpickler", "replace", "CodeType", "FunctionType"})
 NAMED_BY: dict[str, frozenset[str]] = {
-    **{event: _RUNS_CODE for event in ("compile", "exec", "marshal.loads", "code.__new__", "function.__new__")},
-    "pickle.find_class": _RUNS_CODE,
+    **dict.fromkeys((*_MAKES_CODE, "pickle.find_class"), _RUNS_CODE),
     **{f"gc.{f}": frozenset({f}) for f in ("get_objects", "get_referrers", "get_referents")},
 }
 """The names a library's own code holds where it raises these events at its import (``exec(code, ns)``,
 ``gc.get_objects()``): raised from a frame naming none, the event is not the library's."""
 
 _IMPORT_COMPILERS = frozenset({"source_to_code", "_compile_bytecode"})
-CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
+CODE_EVENTS = frozenset({*_MAKES_CODE, "pickle.find_class"})
 
 
 def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]:
