@@ -107,13 +107,10 @@ class _Plan:
 def contain(config: dict[str, Any]) -> list[str]:
     """Put this process (a fresh fork of the template) in its sandbox; return the layers that took, in order.
 
-    The steps: leave the grader's uid behind when it is root; new user, PID,
-    network, IPC and mount namespaces (forking once: the caller goes on as PID 1
-    of the new PID namespace); a ``/proc``, empty temporary folders, a
-    size-capped work folder and a minimal ``/dev`` of its own; a fresh session
-    keyring; no capabilities; resource limits; Landlock; seccomp.
-    ``config["contained"]`` gets what the hello reply reports (the seccomp
-    backend, the uid outside).
+    The steps: leave the grader's uid behind when it is root; new user, PID, network, IPC and mount namespaces (forking
+    once: the caller goes on as PID 1 of the new PID namespace); a ``/proc``, empty temporary folders, a size-capped
+    work folder and a minimal ``/dev`` of its own; a fresh session keyring; no capabilities; resource limits; Landlock;
+    seccomp. ``config["contained"]`` gets what the hello reply reports (the seccomp backend, the uid outside).
     """
     plan = _Plan(config)
     took: list[str] = []
@@ -143,14 +140,11 @@ def prepare_sandbox_user(plan: _Plan) -> None:
 def enter_namespaces(plan: _Plan) -> list[str]:
     """New user, PID, network, mount and IPC namespaces; then fork, and go on as PID 1 of the new PID namespace.
 
-    As root, the template (in the parent namespace) maps the new namespace's
-    root to the sandbox uid; unprivileged, the child maps its root to the
-    grader's own uid and gid (read before ``unshare``).  Where a user namespace
-    is refused, root makes the other namespaces without one.  When PID 1 ends
-    the kernel kills everything left in its namespace, ``setsid`` escapees
-    included; the new network namespace has no interface up, loopback
-    included; the new IPC namespace has no SysV object or POSIX queue of anyone
-    else's, and takes its own with it when it ends.
+    As root, the template (in the parent namespace) maps the new namespace's root to the sandbox uid; unprivileged, the
+    child maps its root to the grader's own uid and gid (read before ``unshare``).  Where a user namespace is refused,
+    root makes the other namespaces without one.  When PID 1 ends the kernel kills everything left in its namespace,
+    ``setsid`` escapees included; the new network namespace has no interface up, loopback included; the new IPC
+    namespace has no SysV object or POSIX queue of anyone else's, and takes its own with it when it ends.
     """
     if "namespaces" in plan.without or not sys.platform.startswith("linux"):
         if plan.root:
@@ -342,9 +336,8 @@ def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
 def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
 
-    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`,
-    and any folder on the way to Python or the workdir that the sandbox uid may
-    not enter); what the child needs from under them (its workdir, Python and
+    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`, and any folder on the way to Python
+    or the workdir that the sandbox uid may not enter); what the child needs from under them (its workdir, Python and
     its packages), bound back in place; and the device files of its own ``/dev``.
     """
     import glob
@@ -387,15 +380,12 @@ def _bind(libc: Any, fd: int, target: str, recursive: bool = True) -> bool:
 def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
     """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, work folder and ``/dev``.
 
-    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process
-    outside the sandbox: not the grader's command line, not its environment.
-    Empty temporary folders hide other processes' files and unix sockets; what
-    the child needs from under them is bound back (see
-    :func:`open_mount_sources`).  ``mount-ns`` takes when all of that did;
-    ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes``
-    (:func:`_work_tmpfs`); ``dev`` when the child's ``/dev`` holds only
-    :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no
-    ``/dev/kmsg``, no console, no disk, no loop device.
+    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process outside the sandbox: not the grader's
+    command line, not its environment. Empty temporary folders hide other processes' files and unix sockets; what the
+    child needs from under them is bound back (see :func:`open_mount_sources`).  ``mount-ns`` takes when all of that
+    did; ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes`` (:func:`_work_tmpfs`); ``dev`` when the
+    child's ``/dev`` holds only :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no ``/dev/kmsg``,
+    no console, no disk, no loop device.
     """
     if sources is None:
         return []
@@ -468,10 +458,9 @@ def join_fresh_session_keyring(plan: _Plan) -> list[str]:
 def drop_privileges(plan: _Plan) -> list[str]:
     """Root: become the sandbox uid (where no user namespace did it); then no capability at all.
 
-    The bounding set goes first (dropping it needs CAP_SETPCAP, which a
-    setresuid away from root takes), then the uid, then every capability
-    left (a user namespace's root has them all inside it).  A root child that
-    is still root afterwards raises: it never runs learner code.
+    The bounding set goes first (dropping it needs CAP_SETPCAP, which a setresuid away from root takes), then the uid,
+    then every capability left (a user namespace's root has them all inside it).  A root child that is still root
+    afterwards raises: it never runs learner code.
     """
     import ctypes
 
@@ -565,10 +554,9 @@ def _landlock_abi(libc: Any) -> int:
 def restrict_filesystem(plan: _Plan) -> list[str]:
     """Landlock: the child's filesystem policy (:func:`filesystem_policy`), its work folder writable.
 
-    No TCP; no signal to, and no abstract unix socket of, a process outside its
-    sandbox (Landlock ABI 6).  This is the only fence for files where there is
-    no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out
-    of reach either way.
+    No TCP; no signal to, and no abstract unix socket of, a process outside its sandbox (Landlock ABI 6).  This is the
+    only fence for files where there is no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out of
+    reach either way.
     """
     import ctypes
 
@@ -677,11 +665,10 @@ def highest_named_syscall(scmp: Any) -> int:
 def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
 
-    Each child dies with the template, and the template kills its children's
-    process groups when the grader's end of the control socket closes, so a
-    grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0
-    is a parent outside our PID namespace, whose pid we cannot see; then
-    ``parent_fd``, a pipe the parent holds open, tells whether it is still there.
+    Each child dies with the template, and the template kills its children's process groups when the grader's end of the
+    control socket closes, so a grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0 is a parent
+    outside our PID namespace, whose pid we cannot see; then ``parent_fd``, a pipe the parent holds open, tells whether
+    it is still there.
     """
     import select
     import signal

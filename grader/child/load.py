@@ -34,10 +34,9 @@ def find_callable(
 ) -> Callable[..., Any] | None:
     """The first function named ``hook`` in ``namespaces``, else the first class named one of ``alias``.
 
-    ``alias`` is the chapter's class name (or names, first preferred) for a
-    module hook (``SelfAttention``, ``SelfAttention_v2``, ``SelfAttention_v1``),
-    from :mod:`grader.hook_table`; the trusted side passes it, in-process or in
-    the ``load`` message (this file imports nothing of the kit).
+    ``alias`` is the chapter's class name (or names, first preferred) for a module hook (``SelfAttention``,
+    ``SelfAttention_v2``, ``SelfAttention_v1``), from :mod:`grader.hook_table`; the trusted side passes it, in-process
+    or in the ``load`` message (this file imports nothing of the kit).
     """
     names = [alias] if isinstance(alias, str) else list(alias or ())
     for ns in namespaces:
@@ -92,12 +91,11 @@ def _is_test_file(path: Path) -> bool:
 def _on_path(folder: Path, *module_names: str, keep: bool = False) -> Iterator[None]:
     """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
 
-    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names
-    are dropped so the file on disk is what gets imported, and the previous
-    entries come back afterwards so the kit's own packages are not replaced.
-    With ``keep`` (a learner's process, which holds one submission) the submission's modules stay in
-    ``sys.modules`` where they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and
-    ``dataclasses`` look a class's module up there when its calls run (round 6's F1).
+    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names are dropped so the file on disk is what
+    gets imported, and the previous entries come back afterwards so the kit's own packages are not replaced. With
+    ``keep`` (a learner's process, which holds one submission) the submission's modules stay in ``sys.modules`` where
+    they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and ``dataclasses`` look a class's module
+    up there when its calls run (round 6's F1).
     """
 
     inside = str(folder.resolve()) + os.sep
@@ -144,11 +142,10 @@ def _error_line(root: Path, exc: BaseException) -> str:
 def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
     """Import a ``.py`` file or a folder and return its module namespaces.
 
-    A folder with ``__init__.py`` is imported as a package (and its modules);
-    any other folder as loose modules side by side.  Test files and
-    ``conftest.py`` are never imported.  Any exception at import time, a
-    ``SystemExit`` included, becomes a :class:`LoadError` with one line naming
-    the file and line.  :func:`import_submission_parts` is the lenient form.
+    A folder with ``__init__.py`` is imported as a package (and its modules); any other folder as loose modules side by
+    side.  Test files and ``conftest.py`` are never imported.  Any exception at import time, a ``SystemExit`` included,
+    becomes a :class:`LoadError` with one line naming the file and line.  :func:`import_submission_parts` is the lenient
+    form.
     """
     namespaces, broken = import_submission_parts(path)
     if broken:
@@ -187,11 +184,10 @@ Broken = tuple[str, tuple[str, ...]]
 def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], list[Broken]]:
     """Like :func:`import_submission`, but a folder's module that fails to import costs only what it defines.
 
-    Returns the namespaces that imported and, for each module that did not,
-    its error line and :func:`defined_names`.  A package whose ``__init__``
-    fails is imported module by module under a bare package of the same name.
-    Raises :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not
-    count), or a single file does not.  ``keep``: the modules stay in ``sys.modules`` (:func:`_on_path`).
+    Returns the namespaces that imported and, for each module that did not, its error line and :func:`defined_names`.  A
+    package whose ``__init__`` fails is imported module by module under a bare package of the same name. Raises
+    :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not count), or a single
+    file does not.  ``keep``: the modules stay in ``sys.modules`` (:func:`_on_path`).
     """
     path = path.resolve()
     broken: list[Broken] = []

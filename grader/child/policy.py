@@ -64,10 +64,9 @@ FILESYSTEM: tuple[Grant, ...] = (
     Grant("/sys/module/nvidia", "read", cuda=True),
     Grant("/dev/nvidia*", "gpu", cuda=True),
 )
-"""Everything a learner's process may touch on the filesystem, besides Python itself (the standard
-library, every folder of packages on ``sys.path``, the interpreter: :func:`filesystem_policy`, less
-the kit) and its own work folder, which it may ``write``.  Nothing else: not ``/etc`` or ``/dev``
-whole, not ``/home``, not ``/root``, not the kit."""
+"""Everything a learner's process may touch on the filesystem, besides Python itself (the standard library, every folder
+of packages on ``sys.path``, the interpreter: :func:`filesystem_policy`, less the kit) and its own work folder, which it
+may ``write``.  Nothing else: not ``/etc`` or ``/dev`` whole, not ``/home``, not ``/root``, not the kit."""
 
 TEMPORARY_FOLDERS = ("/tmp", "/run", "/var/run")
 """Each an empty tmpfs (mode 1777, 64 MiB) in the child's mount namespace: no other process's files or
@@ -203,11 +202,10 @@ class _Node:
 class FilesystemPolicy:
     """Grants compiled into a tree of path components; a node's rights hold beneath it, as Landlock's do.
 
-    Paths are resolved (``/proc/self`` is kept as it is, for the process that
-    applies the rules); a path that does not exist is no rule.  ``holes`` are
-    cut out of every grant: a folder holding one is granted entry by entry, and
-    only listed itself (Python's importer lists the folders it imports from).
-    A grant inside a hole still holds (a virtual environment in the kit's checkout).
+    Paths are resolved (``/proc/self`` is kept as it is, for the process that applies the rules); a path that does not
+    exist is no rule.  ``holes`` are cut out of every grant: a folder holding one is granted entry by entry, and only
+    listed itself (Python's importer lists the folders it imports from). A grant inside a hole still holds (a virtual
+    environment in the kit's checkout).
     """
 
     def __init__(self, grants: tuple[Grant, ...] | list[Grant] = (), holes: list[str] | None = None) -> None:
@@ -271,10 +269,9 @@ class FilesystemPolicy:
 def filesystem_policy(kit_roots: list[str]) -> FilesystemPolicy:
     """:data:`FILESYSTEM` (less its CUDA grants) and Python itself, less the kit: computed once, in the template.
 
-    Python: the standard library and every folder of packages on ``sys.path``,
-    the interpreter and its ``pyvenv.cfg``.  A folder that holds any of the kit
-    (its checkout, an installed attnkit, an editable install's finder) is
-    granted entry by entry, leaving the kit out.
+    Python: the standard library and every folder of packages on ``sys.path``, the interpreter and its ``pyvenv.cfg``.
+    A folder that holds any of the kit (its checkout, an installed attnkit, an editable install's finder) is granted
+    entry by entry, leaving the kit out.
     """
     import sysconfig
 

@@ -386,13 +386,12 @@ def serve_template(
 def _kill_strays(template_pid: int, children: list[int], seconds: float = 2.0) -> None:
     """Kill every process the template adopted that is none of its children, and what those started.
 
-    The template is their subreaper: a learner's process that left its child's group and outlived the child
-    (``setsid``, a double fork) comes here where no PID namespace ends it (red team files4 n1).  The kernel lists a
-    process's children (``/proc/<pid>/task/<tid>/children``: none of it written by the learner).  Each stray is
-    killed the moment it is read, before it can fork again: one that hops to a fresh pid by forking and exiting
-    (round 5's p1) is caught at the pid it holds, and what a killed one forked is killed too (listed under the
-    killed one until it is adopted).  Three rounds; once one is found, until none is found for 50 ms (or
-    ``seconds`` pass).
+    The template is their subreaper: a learner's process that left its child's group and outlived the child (``setsid``,
+    a double fork) comes here where no PID namespace ends it (red team files4 n1).  The kernel lists a process's
+    children (``/proc/<pid>/task/<tid>/children``: none of it written by the learner).  Each stray is killed the moment
+    it is read, before it can fork again: one that hops to a fresh pid by forking and exiting (round 5's p1) is caught
+    at the pid it holds, and what a killed one forked is killed too (listed under the killed one until it is adopted).
+    Three rounds; once one is found, until none is found for 50 ms (or ``seconds`` pass).
     """
     killed: list[int] = []
     rounds, calm, ends = 0, 0.0, time.monotonic() + seconds

@@ -74,12 +74,11 @@ _REAPED: list[tuple[float, ...]] = []
 def _spawn_facts(since: int = 0) -> list[str]:
     """What the learner's process started, for a reply: the events heard, and what is measured now.
 
-    Every process heard since the watch began (one may escape measurement: a double fork without a
-    PID namespace of its own), the threads heard from event ``since`` on (a thread still running is
-    measured).  Measured where the learner's code cannot hide it: a Python thread other than this
-    one (``sys._current_frames``, the interpreter's own list), a child process not yet reaped
-    (``waitid`` without reaping it), a child process reaped since the watch began (the kernel's
-    ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
+    Every process heard since the watch began (one may escape measurement: a double fork without a PID namespace of its
+    own), the threads heard from event ``since`` on (a thread still running is measured).  Measured where the learner's
+    code cannot hide it: a Python thread other than this one (``sys._current_frames``, the interpreter's own list), a
+    child process not yet reaped (``waitid`` without reaping it), a child process reaped since the watch began (the
+    kernel's ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
     """
     if _SPAWNS is None:
         return []

@@ -64,9 +64,8 @@ def recv_message(
 ) -> tuple[dict[str, Any], bytes]:
     """One message: ``(header, blob)``.  Sizes over the caps are refused from the length prefix, unread.
 
-    Raises ProtocolError for anything that is not a well-formed message (a
-    header that is not a JSON object, too deeply nested JSON, bad UTF-8),
-    EOFError when the peer closed, TimeoutError when ``deadline`` passed.
+    Raises ProtocolError for anything that is not a well-formed message (a header that is not a JSON object, too deeply
+    nested JSON, bad UTF-8), EOFError when the peer closed, TimeoutError when ``deadline`` passed.
     """
     (size,) = _LEN.unpack(_recv_exact(sock, 8, deadline))
     if size > max_header:

@@ -1,22 +1,20 @@
 """What the learner's code does to its own process that no reply can take back.
 
-Every fact a reply carries is written by the learner's process, and code in that process can
-rewrite it.  Rewriting it needs one of a few things, each an audit event: running code made
-from text at run time (what hides it from the review scan), unpickling, reaching the
-interpreter's frames or objects, tracing, ctypes, replacing a function's code.  An audit hook
-(it cannot be removed) writes each kind of event the learner's code raises, once, to a pipe
-whose reading end only the grader holds, before the event takes effect.  A written line
-cannot be taken back; a write that fails (the pipe closed, replaced or full) refuses the event.
-The grader turns the lines into review flags (``grader.instructor.witnessed``).
+Every fact a reply carries is written by the learner's process, and code in that process can rewrite it.  Rewriting it
+needs one of a few things, each an audit event: running code made from text at run time (what hides it from the review
+scan), unpickling, reaching the interpreter's frames or objects, tracing, ctypes, replacing a function's code.  An audit
+hook (it cannot be removed) writes each kind of event the learner's code raises, once, to a pipe whose reading end only
+the grader holds, before the event takes effect.  A written line cannot be taken back; a write that fails (the pipe
+closed, replaced or full) refuses the event. The grader turns the lines into review flags
+(``grader.instructor.witnessed``).
 
-An event is the learner's when a frame of a submission's file is on the stack before any
-library module's top level (a ``<module>`` a standard loader imports from outside the work
-folder: a library imported lazily raises hundreds of these), and the caller is neither the
-runtime nor one of the standard library's own users (``namedtuple``, ``dataclasses``, ``typing``,
-``enum``, ``logging``, ``traceback``'s text, ``ast.parse``).  Code imported by a loader of the
-learner's, or from a file its process wrote, is the learner's; and code made from text with no
-library import on the stack is too: the runtime never makes any, a callback the learner's code
-left behind does (``weakref.finalize``, a stream's ``flush``).
+An event is the learner's when a frame of a submission's file is on the stack before any library module's top level (a
+``<module>`` a standard loader imports from outside the work folder: a library imported lazily raises hundreds of
+these), and the caller is neither the runtime nor one of the standard library's own users (``namedtuple``,
+``dataclasses``, ``typing``, ``enum``, ``logging``, ``traceback``'s text, ``ast.parse``).  Code imported by a loader of
+the learner's, or from a file its process wrote, is the learner's; and code made from text with no library import on the
+stack is too: the runtime never makes any, a callback the learner's code left behind does (``weakref.finalize``, a
+stream's ``flush``).
 """
 
 from __future__ import annotations
