@@ -482,15 +482,9 @@ def drop_privileges(plan: _Plan) -> list[str]:
     if plan.root and _outside_uid() == 0:
         raise PermissionError("the learner's process would run as root")
     libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    nothing = (Data * 2)()
-    libc.capset(ctypes.byref(Header(0x20080522, 0)), nothing)  # _LINUX_CAPABILITY_VERSION_3, this process
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, pid 0: this process
+    nothing = (ctypes.c_uint32 * 6)()  # two of (effective, permitted, inheritable), all zero
+    libc.capset(header, nothing)
     if _capabilities_left() == 0:
         took.append("no-caps")
     return took

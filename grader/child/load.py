@@ -91,11 +91,10 @@ def _is_test_file(path: Path) -> bool:
 def _on_path(folder: Path, *module_names: str, keep: bool = False) -> Iterator[None]:
     """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
 
-    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names are dropped so the file on disk is what
-    gets imported, and the previous entries come back afterwards so the kit's own packages are not replaced. With
-    ``keep`` (a learner's process, which holds one submission) the submission's modules stay in ``sys.modules`` where
-    they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and ``dataclasses`` look a class's module
-    up there when its calls run (round 6's F1).
+    Stale ``sys.modules`` entries for the names are dropped so the file on disk is what gets imported, and come back
+    afterwards so the kit's own packages are not replaced.  With ``keep`` (a learner's process) the submission's
+    modules stay where they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and ``dataclasses``
+    look a class's module up there (round 6's F1).
     """
 
     inside = str(folder.resolve()) + os.sep
@@ -142,10 +141,9 @@ def _error_line(root: Path, exc: BaseException) -> str:
 def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
     """Import a ``.py`` file or a folder and return its module namespaces.
 
-    A folder with ``__init__.py`` is imported as a package (and its modules); any other folder as loose modules side by
-    side.  Test files and ``conftest.py`` are never imported.  Any exception at import time, a ``SystemExit`` included,
-    becomes a :class:`LoadError` with one line naming the file and line.  :func:`import_submission_parts` is the lenient
-    form.
+    A folder with ``__init__.py`` is imported as a package (and its modules); any other folder as loose modules.
+    Test files are never imported.  Any exception at import time, ``SystemExit`` included, becomes a
+    :class:`LoadError` naming the file and line.  :func:`import_submission_parts` is the lenient form.
     """
     namespaces, broken = import_submission_parts(path)
     if broken:

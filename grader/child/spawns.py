@@ -22,11 +22,9 @@ _SPAWNS: list[str] | None = None
 def _watch_spawns() -> None:
     """From now on, in this process, note every thread and process started (child side, before learner code loads).
 
-    An audit hook (``sys.addaudithook``: it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python
-    before 3.12 raises no event for a new thread, nor any Python for ``_posixsubprocess.fork_exec``
-    (``multiprocessing``'s spawn): ``_thread``'s and ``threading``'s entry points and ``fork_exec`` are
-    replaced by ones that raise the event first.  A call notes too (:func:`_spawn_facts`) a Python thread
-    other than its own, a child process still there, a child process reaped: whatever started them.
+    An audit hook (it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python before 3.12 raises no event for
+    a new thread, nor any Python for ``_posixsubprocess.fork_exec`` (``multiprocessing``'s spawn): those entry points
+    are replaced by ones that raise the event first.  A call also measures what runs (:func:`_spawn_facts`).
     """
     global _SPAWNS
     seen: list[str] = []
