@@ -160,9 +160,8 @@ def enter_namespaces(plan: _Plan) -> list[str]:
         took.append("user-ns")
     elif plan.root and libc.unshare(_SANDBOX_NAMESPACES) == 0:
         plan.namespaces = "plain"
+    if plan.root and plan.namespaces != "user":
         plan.processes_before = _processes_of(plan.uid)  # /proc is still the machine's here
-    elif plan.root:
-        plan.processes_before = _processes_of(plan.uid)
     if plan.map_fd is not None:
         with contextlib.suppress(OSError):
             os.close(plan.map_fd)  # tells the template there is nothing to map, when it was not used

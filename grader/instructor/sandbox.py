@@ -121,17 +121,14 @@ class Folder:
     def __init__(self, prefix: str, learner_uid: int, seconds: float = RECLAIM_SECONDS) -> None:
         self.outer = Path(tempfile.mkdtemp(prefix=prefix))
         self.path = self.outer / reclaim.WORK
+        self._go = -1
+        fds: list[int] = []
         try:
             os.chmod(self.outer, 0o711)
             os.mkdir(self.path, 0o700)
             go, self._go = os.pipe()
-            fds = [go, os.open(self.path, _FOLDER), os.open(self.outer, _FOLDER)]
-        except BaseException:
-            with contextlib.suppress(OSError):  # nothing of a learner's has been near them yet
-                os.rmdir(self.path)
-            os.rmdir(self.outer)
-            raise
-        try:
+            fds.append(go)
+            fds += [os.open(self.path, _FOLDER), os.open(self.outer, _FOLDER)]
             command = [sys.executable, "-I", "-S", "-c", _reclaim_source(), *map(str, fds), str(self.outer)]
             self._guardian = subprocess.Popen(
                 [*command, str(learner_uid), str(seconds)],
@@ -144,8 +141,10 @@ class Folder:
                 start_new_session=True,  # a terminal's Ctrl-C stops the grader, never a reclaim half done
             )
         except BaseException:
-            os.close(self._go)
-            os.rmdir(self.path)
+            if self._go >= 0:
+                os.close(self._go)
+            with contextlib.suppress(OSError):  # nothing of a learner's has been near them yet
+                os.rmdir(self.path)
             os.rmdir(self.outer)
             raise
         finally:
