@@ -484,22 +484,22 @@ def drop_privileges(plan: _Plan) -> list[str]:
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, pid 0: this process
     nothing = (ctypes.c_uint32 * 6)()  # two of (effective, permitted, inheritable), all zero
     libc.capset(header, nothing)
-    if _capabilities_left() == 0:
+    if _own_status((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:"), 16) == 0:  # no capability it could still use
         took.append("no-caps")
     return took
 
 
-def _capabilities_left() -> int:
-    """The capabilities this process could still use (effective, permitted, inheritable, ambient), or -1."""
-    left = 0
+def _own_status(keys: tuple[bytes, ...], base: int) -> int:
+    """The numbers (in ``base``) of ``keys``' lines in ``/proc/self/status``, or'ed; -1 where it does not say."""
+    found = -1
     try:
-        with open("/proc/self/status", "rb") as fh:
+        with open("/proc/self/status", "rb") as fh:  # bytes: no codec to import while no longer root
             for line in fh:
-                if line.startswith((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:")):
-                    left |= int(line.split()[1], 16)
+                if line.startswith(keys):
+                    found = max(found, 0) | int(line.split()[1], base)
     except (OSError, ValueError, IndexError):
         return -1
-    return left
+    return found
 
 
 def _limit(resource_name: str, value: int) -> None:
@@ -512,18 +512,6 @@ def _limit(resource_name: str, value: int) -> None:
         resource.setrlimit(kind, (min(value, new_hard), new_hard))
 
 
-def _address_space_bytes() -> int:
-    """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
-    try:
-        with open("/proc/self/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
     """``setrlimit`` for each of ``limits``; the process and address-space counts are relative to now."""
     limits = dict(limits)
@@ -531,7 +519,7 @@ def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
         before = plan.processes_before if plan.processes_before is not None else _processes_of(os.getuid())
         limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + before
     if "RLIMIT_AS" in limits:  # torch's libraries already map GBs (far more in a CUDA build): allow this much more
-        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + _address_space_bytes()
+        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + max(0, _own_status((b"VmSize:",), 10)) * 1024  # kB
     for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
         if name in limits:
             _limit(name, int(limits[name]))
