@@ -203,19 +203,14 @@ def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], 
         if (path / "__init__.py").exists():
             modules = [p for p in sorted(path.glob("*.py")) if p.stem != "__init__" and not _is_test_file(p)]
             with _on_path(path.parent, path.name, keep=keep):
-                try:
-                    loaded = [importlib.import_module(path.name)]
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:  # a learner's import may raise anything, SystemExit included
-                    broken.append((_error_line(path.parent, exc), defined_names(path / "__init__.py")))
+                loaded = _import_each([path.name], [path / "__init__.py"], path.parent, broken)
+                if not loaded:  # the package without its __init__: each module on its own
                     for key in [k for k in sys.modules if k == path.name or k.startswith(path.name + ".")]:
                         del sys.modules[key]
-                    bare = types.ModuleType(path.name)  # the package without its __init__: each module on its own
+                    bare = types.ModuleType(path.name)
                     bare.__path__ = [str(path)]
                     bare.__package__ = path.name
                     sys.modules[path.name] = bare
-                    loaded = []
                 loaded += _import_each([f"{path.name}.{p.stem}" for p in modules], modules, path.parent, broken)
         else:
             files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
@@ -223,9 +218,7 @@ def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], 
                 raise LoadError(f"{path.name}: no .py files to load")
             with _on_path(path, *[p.stem for p in files], keep=keep):
                 loaded = _import_each([p.stem for p in files], files, path, broken)
-    except LoadError:
-        raise
-    except KeyboardInterrupt:
+    except (LoadError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # a learner's import may raise anything, SystemExit included
         raise LoadError(_error_line(path, exc)) from None
