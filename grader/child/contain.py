@@ -30,8 +30,7 @@ from .policy import (
     syscall_policy,
 )
 
-SANDBOX_UID = 65534
-"""The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root."""
+SANDBOX_UID = 65534  # The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root.
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47

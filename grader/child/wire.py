@@ -86,17 +86,13 @@ def recv_message(
 #
 # Every str has a max_length, every list and dict a max_length, every number a range (a test walks them).
 
-MESSAGE_CHARS = 2000
-"""The longest error message a reply may carry (the child cuts its own)."""
+MESSAGE_CHARS = 2000  # The longest error message a reply may carry (the child cuts its own).
 
-PRINTED_CHARS = 4000
-"""The most of what one call printed that a reply may carry."""
+PRINTED_CHARS = 4000  # The most of what one call printed that a reply may carry.
 
-FIGURE_TEXT = 200
-"""The longest axis or tick label (``grader.child.figures`` sends no more)."""
+FIGURE_TEXT = 200  # The longest axis or tick label (``grader.child.figures`` sends no more).
 
-FIGURE_TICKS = 1024
-"""The most ticks of one axis."""
+FIGURE_TICKS = 1024  # The most ticks of one axis.
 
 FIGURE_IMAGES = 64
 """The most images a figure's array stacks, and the most image shapes its facts list (``grader.child.figures``)."""

@@ -44,8 +44,7 @@ from grader.registry import HOOK_NAMES
 __all__ = ["FIGURE_TEXT", "FIGURE_TICKS", "MESSAGE_CHARS", "PRINTED_CHARS", "CallReply", "ErrorInfo", "FigureFacts",
            "HelloReply", "HookFound", "LoadReply", "MemoryFacts", "ModuleFacts", "ResultInfo"]  # fmt: skip
 
-HEADER_BYTES = 256 << 10
-"""The largest JSON header of a call reply."""
+HEADER_BYTES = 256 << 10  # The largest JSON header of a call reply.
 
 LOAD_HEADER_BYTES = 1 << 20
 """The largest JSON header of a load reply (an import error's text is cut to MESSAGE_CHARS after reading)."""
