@@ -1,13 +1,12 @@
 """The CPU allocator's own record of a measured call: the peak of the bytes torch allocated during it.
 
 The memory meter (``call._MemoryMeter``) is a dispatch mode, and code can step out of the modes
-(``_disable_current_modes``, reached by routes the review scan cannot read: round 5's m1).  The
-allocator reports every allocation to the profiler whatever modes are on, so the call runs inside a
-profiler session that records memory only.  The session is checked to be the one opened here:
-closing it must succeed, it must have started before the call did, and a marker allocation of a
-size drawn per call must be its first event.  A session switched off or replaced during the call
-(red team 8's a4: closed with a public ``profile().__exit__()``, which hands its record, marker and
-all, to the call, then opened anew) is reported as such.
+(``_disable_current_modes``, reached by routes the review scan cannot read: round 5's m1).  The allocator reports every
+allocation to the profiler whatever modes are on, so the call runs inside a profiler session that records memory only.
+The session is checked to be the one opened here: closing it must succeed, it must have started before the call did, and
+a marker allocation of a size drawn per call must be its first event.  A session switched off or replaced during the
+call (red team 8's a4: closed with a public ``profile().__exit__()``, which hands its record, marker and all, to the
+call, then opened anew) is reported as such.
 
 :func:`bind` takes what it uses while no learner code has run (the template, before it forks).
 """
@@ -48,11 +47,10 @@ FOREIGN_MAKERS = (
     ("torch.UntypedStorage", "from_buffer"), ("torch.UntypedStorage", "from_file"),
     ("torch.utils.dlpack", "to_dlpack"), ("torch", "to_dlpack"),
 )  # fmt: skip
-"""Where a tensor or storage may be made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, a
-numpy array), or a tensor's memory handed out of torch (``to_dlpack``'s capsule, which numpy reads: red team 10's
-a1): the allocator's record cannot weigh what is done there (red team 8's a1, a2, a3, a5), so a measured call may
-not do it.  What a maker makes is noted when its storage cannot be resized (memory torch did not allocate); a
-capsule always."""
+"""Where a tensor or storage may be made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, a numpy
+array), or a tensor's memory handed out of torch (``to_dlpack``'s capsule, which numpy reads: red team 10's a1): the
+allocator's record cannot weigh what is done there (red team 8's a1, a2, a3, a5), so a measured call may not do it.
+What a maker makes is noted when its storage cannot be resized (memory torch did not allocate); a capsule always."""
 
 _foreign: list[str] = []  # what the measured call now running made over foreign memory
 _recording = [False]

@@ -25,7 +25,7 @@ from .kernels import banned_op
 from .load import _relative, _torch
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
-from .wire import sent_back_keys
+from .wire import PRINTED_CHARS, sent_back_keys
 
 
 def _func_name(func: Any) -> str:
@@ -57,20 +57,24 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
     """A recorder of every banned torch call made inside it (``seen``), both ways in.
 
     A TorchFunctionMode names the call as the learner wrote it (``torch.softmax``, ``Tensor.softmax``,
-    ``F.softmax``); ``banned`` holds base names (``softmax``).  It cannot see what runs while it handles a
-    call (``F.softmin`` calls ``Tensor.softmax`` inside its own handler, a backward hook runs inside
-    ``Tensor.backward``'s): a TorchDispatchMode sees every aten op under it, whatever called it, and names
-    the kernel (``torch.ops.aten._softmax``) where the function mode saw nothing.
-    Each name recorded is also told to the witness (``tell``) as it is recorded: a reply that leaves it out
-    (its list cleared by code that reached it) is caught on the grader's side.
-    A learning aid, not a security boundary: code can leave the modes (the review scan and the witness
-    flag what that takes).
+    ``F.softmax``; ``banned`` holds base names).  It cannot see what runs while it handles a call (``F.softmin``
+    calls ``Tensor.softmax`` inside its own handler, a backward hook inside ``Tensor.backward``'s): a
+    TorchDispatchMode sees every aten op under it and names the kernel (``torch.ops.aten._softmax``) instead.
+    Each name is also told to the witness (``tell``) as it is recorded: a reply that leaves it out (its list
+    cleared by code that reached it) is caught on the grader's side.  A learning aid, not a security boundary:
+    code can leave the modes (the review scan and the witness flag what that takes).
     """
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
 
     function_base: Any = torch.overrides.TorchFunctionMode
     dispatch_base: Any = TorchDispatchMode
+
+    def note(seen: list[str], name: str | None) -> None:
+        if name and name not in seen:
+            seen.append(name)
+            if tell is not None:
+                tell(name)
 
     class CallRecorder(function_base):
         def __init__(self) -> None:
@@ -79,11 +83,7 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             base = getattr(func, "__name__", "")
-            name = _func_name(func) if base in banned else _aten_name(func, banned)
-            if name and name not in self.seen:
-                self.seen.append(name)
-                if tell is not None:
-                    tell(name)
+            note(self.seen, _func_name(func) if base in banned else _aten_name(func, banned))
             return func(*args, **(kwargs or {}))
 
     class KernelRecorder(dispatch_base):
@@ -92,11 +92,7 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
             self.seen: list[str] = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = _aten_name(func, banned)
-            if name and name not in self.seen:
-                self.seen.append(name)
-                if tell is not None:
-                    tell(name)
+            note(self.seen, _aten_name(func, banned))
             return func(*args, **(kwargs or {}))
 
     class Recorder(contextlib.ExitStack):
@@ -149,13 +145,12 @@ def _watch_nested(noted: list[str]) -> tuple[list[Any], Callable[..., None]]:
     """``(handing, watch)``: a profile function that notes ``"<function> (your code ran inside it)"`` in ``noted``
     when learner code starts while ``handing[-1]`` (a function or an operator a mode hands on) runs.
 
-    The function mode steps aside while the function it was handed runs, and whatever that function is given,
-    learner code may run inside it: a callback (``Tensor.apply_``'s: round 9's a3 took the whole scores to numpy
-    there), a subclass's ``__torch_function__``, an attribute's ``__deepcopy__``, autograd's saved-tensor hooks
-    (round 10's a2), a finaliser a collection runs, a signal's handler.  So while it runs, the mode notes it in
-    ``handing`` and makes ``watch`` the profile function (``sys.setprofile``), which looks for a frame of code
-    outside :data:`_LIBRARIES`.  The dispatch mode marks its own bookkeeping with None there (nothing is handed
-    on); a kernel of the learner's own under it is ``torch.library``'s, which the review scan flags.
+    The function mode steps aside while the function it was handed runs, and learner code may run inside it: a
+    callback (``Tensor.apply_``'s: round 9's a3 took the whole scores to numpy there), a subclass's
+    ``__torch_function__``, an attribute's ``__deepcopy__``, saved-tensor hooks (round 10's a2), a finaliser, a
+    signal's handler.  So the mode notes it in ``handing`` and makes ``watch`` the profile function, which looks for
+    a frame of code outside :data:`_LIBRARIES`.  The dispatch mode marks its own bookkeeping with None (nothing is
+    handed on); a kernel of the learner's own under it is ``torch.library``'s, which the review scan flags.
     """
     libraries, setprofile = _LIBRARIES, sys.setprofile
     handing: list[Any] = []
@@ -184,19 +179,16 @@ packed weights as an object (``torch.ops.quantized.linear_prepack_fp16``) is cau
 class _MemoryMeter:
     """Around a measured call: the peak of the memory its tensors hold at once, and the conversions it made.
 
-    A ``TorchDispatchMode`` weighs the storage under every tensor an op returns, and under those an op writes
-    into before it runs.  A storage first seen as the output of an op that aliases nothing is new: it counts
-    whole; so does one an op first writes into that is not the inputs' (a tensor made before the call, or by
-    no op: ``torch.frombuffer``, ``from_numpy``, an ``UntypedStorage`` and ``set_``).  The inputs' storages
-    (``inputs``, and views of them) count only for what they grow by (``resize_``, an ``out=``).  A storage
-    counts until it is freed (a weak reference to it:
-    views keep it alive, as they keep its memory), in bytes and in elements of the narrowest dtype that views
-    it (a float64 storage viewed as float32 holds twice its elements).  After each op the live totals are
-    compared with their peaks; the largest storage live at the peak of elements is kept, with the shape and
-    op that made it (``matmul``'s result under the shape it hands back, ``_unsafe_view``).  A
-    ``TorchFunctionMode`` notes the calls of :data:`CONVERSIONS`.  Both see the calling thread only, which is
-    why a call may start no thread (:func:`_watch_spawns`).  A learning aid, like the banned-call recorder:
-    code can leave the modes.
+    A ``TorchDispatchMode`` weighs the storage under every tensor an op returns, and under those an op writes into
+    before it runs.  A storage first seen as the output of an op that aliases nothing counts whole; so does one an
+    op first writes into that is not the inputs' (made before the call, or by no op: ``torch.frombuffer``,
+    ``from_numpy``, ``UntypedStorage`` and ``set_``).  The inputs' storages (and views of them) count only for what
+    they grow by (``resize_``, ``out=``).  A storage counts until it is freed (a weak reference: views keep it
+    alive, as they keep its memory), in bytes and in elements of the narrowest dtype that views it.  After each op
+    the live totals are compared with their peaks; the largest storage live at the peak of elements is kept, with
+    the shape and op that made it (``matmul``'s result under the shape ``_unsafe_view`` hands back).  A
+    ``TorchFunctionMode`` notes the calls of :data:`CONVERSIONS`.  Both see the calling thread only, which is why a
+    call may start no thread (:func:`_watch_spawns`).  A learning aid, like the recorder: code can leave the modes.
     """
 
     def __init__(self, inputs: Iterable[Any] = ()) -> None:
@@ -242,13 +234,10 @@ class _MemoryMeter:
             return all(type(v) in values or (type(v) in (tuple, list) and plain(v)) for v in items)
 
         def note_foreign(args: tuple, kwargs: dict) -> None:
-            """Note :data:`FOREIGN` once, when an op is given a tensor over memory torch's allocator did not give
-            (its storage cannot be resized: ``from_numpy``, ``frombuffer``, ``as_tensor`` or ``asarray`` of an
-            array, a ``bytearray`` or an ``mmap``, ``from_dlpack``, ``from_file``), made during the call or before
-            it, but for the call's inputs: numpy's memory, or a ``bytearray``'s, is weighed by neither record (red
-            team 8's a1, a3).  ``torch.tensor`` of an array copies it into torch's memory (``lift_fresh``,
-            ``_to_copy``): not noted.
-            """
+            """Note :data:`FOREIGN` once, when an op is given a tensor (not the call's inputs) whose storage cannot
+            be resized: memory torch's allocator did not give (``from_numpy``, ``frombuffer``, ``from_file`` …),
+            weighed by neither record (red team 8's a1, a3).  ``torch.tensor`` of an array copies it (``lift_fresh``,
+            ``_to_copy``): not noted."""
             for arg in (*args, *kwargs.values()):
                 for value in arg if isinstance(arg, (list, tuple)) else (arg,):
                     if isinstance(value, tensor) and value.device.type == "cpu" and value.layout == strided:
@@ -452,8 +441,7 @@ def sent_back(
     call: dict[str, Any], args: dict[str, Any], tensors: dict[str, Any], forwarded: list[Any]
 ) -> dict[str, Any]:
     """Each input as the call left it, laid out as it came (:func:`.wire.sent_back_keys`; the grader compares the
-    bytes): a tensor argument as the hook got it, a module's forward input as its forwards got it (on any device:
-    ``forwarded``, what :func:`.modules._run_module` handed them)."""
+    bytes): a tensor argument as the hook got it, a module's forward input as ``forwarded`` (its forwards got it)."""
     torch = _torch()
     spec = call.get("args", {})
     back = {}
@@ -484,14 +472,12 @@ def _describe_result(value: Any) -> dict[str, Any]:
 
 def _early_copy(value: Any) -> Any:
     """A call's tensor result copied (:func:`_plain`) as the call returns, while its records are still open, or
-    None where it is no tensor (the reply then describes it as it is).  A tensor that cannot be copied raises:
-    the call failed (its value is never read later).
+    None where it is no tensor.  A tensor that cannot be copied raises: the call failed (never read later).
 
-    Learner code may run after a call returns: a finaliser (``__del__``, a ``weakref`` callback) that the next
-    collection runs, or a thread started at import.  Round 9's a6 and a8 returned zeros and filled them from a
-    finaliser once the recording modes had closed: full attention unmeasured, a banned softmax unheard.  The
-    collector stays off from the call's return until the reply is built, and the values sent are these copies
-    (round 10's a4 made the copy raise, from a timer's signal handler, to have the value read later).
+    Learner code may run after a call returns (a finaliser the next collection runs, a thread started at import):
+    round 9's a6 and a8 returned zeros and filled them from a finaliser once the modes had closed.  The collector
+    stays off from the call's return until the reply is built, and the values sent are these copies (round 10's a4
+    made the copy raise, from a timer's signal handler, to have the value read later).
     """
     tensor = _torch().Tensor
     if issubclass(type(value), tensor):
@@ -510,15 +496,10 @@ def _plain(value: Any) -> Any:
     return data.to("cpu").contiguous().clone()
 
 
-PRINTED_CHARS = 4000
-"""At most this many characters of what one call printed travel in its reply (the trusted side cuts there too)."""
-
-
 class _Printed:
     """Around one call: ``sys.stdout``/``sys.stderr`` also copied into a buffer of ``PRINTED_CHARS`` (then a count).
 
-    What the learner prints still reaches the process's output file as before;
-    the reply carries the call's own part, so it can be shown per exercise.
+    What the learner prints still reaches the output file; the reply carries the call's own part, shown per exercise.
     """
 
     def __init__(self) -> None:
@@ -621,11 +602,9 @@ def call_hook(
                 result = fn(**args)
                 stop_collecting()  # no allocation since the return: no collection ran learner code in between
                 results = [result]
-                for _ in range(int(call.get("repeat", 1)) - 1):  # fresh arguments: a generator restarts
-                    result = fn(**_decode_args(call.get("args", {}), tensors, device))
-                    stop_collecting()
-                    results.append(result)
-                for other in call.get("also", []):  # once more with other arguments (a generator seeded anew)
+                # fresh arguments: a generator restarts; then "also", other arguments (a generator seeded anew)
+                again = [call.get("args", {})] * (int(call.get("repeat", 1)) - 1) + list(call.get("also", []))
+                for other in again:
                     result = fn(**_decode_args(other, tensors, device))
                     stop_collecting()
                     results.append(result)
@@ -679,14 +658,10 @@ def call_hook(
 
 
 def _learner_frame(exc: BaseException) -> str | None:
-    frames = traceback.extract_tb(exc.__traceback__)
     ours = os.path.dirname(os.path.abspath(__file__))  # this package's frames are never the learner's
     mine = [
         f
-        for f in frames
+        for f in traceback.extract_tb(exc.__traceback__)
         if os.path.dirname(f.filename) != ours and "site-packages" not in f.filename and "<" not in f.filename
     ]
-    if not mine:
-        return None
-    f = mine[-1]
-    return f"{_relative(f.filename, os.getcwd())}:{f.lineno}"
+    return f"{_relative(mine[-1].filename, os.getcwd())}:{mine[-1].lineno}" if mine else None

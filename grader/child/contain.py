@@ -2,7 +2,9 @@
 (nsjail's ``containProc`` is the model), each returning the names of the layers that took.
 
 A step the kernel refuses is left out and the isolation line says so, with one exception: a child that
-cannot stop being root exits rather than run learner code.  What each step allows is declared in :mod:`.policy`.
+cannot stop being root exits rather than run learner code.  What each step allows is declared in :mod:`.policy`:
+FILESYSTEM (Landlock), TEMPORARY_FOLDERS and the work folder's tmpfs (the mount namespace), DEVICES (its /dev) and
+SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
 """
 
 from __future__ import annotations
@@ -28,32 +30,11 @@ from .policy import (
     syscall_policy,
 )
 
-# --- containment: what the learner's process may touch ------------------------------------------
-#
-# contain() puts a freshly forked child in its sandbox before any learner code
-# runs: one small step after another (nsjail's containProc is the model), each
-# returning the names of the layers that took.  A step the kernel refuses is
-# left out and the isolation line says so, with one exception: a child that
-# cannot stop being root exits rather than run learner code.
-#
-# What the child may touch is declared once, as data, and the steps only apply it:
-# FILESYSTEM (what it may read, list and write: Landlock, through a FilesystemPolicy
-# tree), TEMPORARY_FOLDERS and the work folder's tmpfs (its mount namespace), DEVICES
-# (its /dev) and SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
-#
-# This block stands alone, to move into a module of its own as it is: of the imports at
-# the top of the file it uses contextlib, os, socket, sys and typing's Any and NamedTuple;
-# everything else it imports where it is used.
-
-SANDBOX_UID = 65534
-"""The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root."""
+SANDBOX_UID = 65534  # The uid and gid (``nobody``, ``nogroup``) a learner's process runs as when the grader is root.
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-# --- applying it --------------------------------------------------------------------------------------
 
 _LIBC: Any = None
 
@@ -125,13 +106,10 @@ class _Plan:
 def contain(config: dict[str, Any]) -> list[str]:
     """Put this process (a fresh fork of the template) in its sandbox; return the layers that took, in order.
 
-    The steps: leave the grader's uid behind when it is root; new user, PID,
-    network, IPC and mount namespaces (forking once: the caller goes on as PID 1
-    of the new PID namespace); a ``/proc``, empty temporary folders, a
-    size-capped work folder and a minimal ``/dev`` of its own; a fresh session
-    keyring; no capabilities; resource limits; Landlock; seccomp.
-    ``config["contained"]`` gets what the hello reply reports (the seccomp
-    backend, the uid outside).
+    The steps: leave the grader's uid behind when it is root; new user, PID, network, IPC and mount namespaces (forking
+    once: the caller goes on as PID 1 of the new PID namespace); a ``/proc``, empty temporary folders, a size-capped
+    work folder and a minimal ``/dev`` of its own; a fresh session keyring; no capabilities; resource limits; Landlock;
+    seccomp. ``config["contained"]`` gets what the hello reply reports (the seccomp backend, the uid outside).
     """
     plan = _Plan(config)
     took: list[str] = []
@@ -161,14 +139,11 @@ def prepare_sandbox_user(plan: _Plan) -> None:
 def enter_namespaces(plan: _Plan) -> list[str]:
     """New user, PID, network, mount and IPC namespaces; then fork, and go on as PID 1 of the new PID namespace.
 
-    As root, the template (in the parent namespace) maps the new namespace's
-    root to the sandbox uid; unprivileged, the child maps its root to the
-    grader's own uid and gid (read before ``unshare``).  Where a user namespace
-    is refused, root makes the other namespaces without one.  When PID 1 ends
-    the kernel kills everything left in its namespace, ``setsid`` escapees
-    included; the new network namespace has no interface up, loopback
-    included; the new IPC namespace has no SysV object or POSIX queue of anyone
-    else's, and takes its own with it when it ends.
+    As root, the template (in the parent namespace) maps the new namespace's root to the sandbox uid; unprivileged, the
+    child maps its root to the grader's own uid and gid (read before ``unshare``).  Where a user namespace is refused,
+    root makes the other namespaces without one.  When PID 1 ends the kernel kills everything left in its namespace,
+    ``setsid`` escapees included; the new network namespace has no interface up, loopback included; the new IPC
+    namespace has no SysV object or POSIX queue of anyone else's, and takes its own with it when it ends.
     """
     if "namespaces" in plan.without or not sys.platform.startswith("linux"):
         if plan.root:
@@ -178,15 +153,14 @@ def enter_namespaces(plan: _Plan) -> list[str]:
     took = []
     wants_user_ns = "user-ns" not in plan.without and (plan.map_fd is not None or not plan.root)
     if wants_user_ns and libc.unshare(CLONE_NEWUSER | _SANDBOX_NAMESPACES) == 0:
-        if not (_parent_maps_ids(plan) if plan.root else _map_own_ids(plan.uid, plan.gid)):
+        if not (_parent_maps_ids(plan) if plan.root else _map_ids("self", plan.uid, plan.gid)):
             raise OSError("the new user namespace got no uid map")
         plan.namespaces = "user"
         took.append("user-ns")
     elif plan.root and libc.unshare(_SANDBOX_NAMESPACES) == 0:
         plan.namespaces = "plain"
+    if plan.root and plan.namespaces != "user":
         plan.processes_before = _processes_of(plan.uid)  # /proc is still the machine's here
-    elif plan.root:
-        plan.processes_before = _processes_of(plan.uid)
     if plan.map_fd is not None:
         with contextlib.suppress(OSError):
             os.close(plan.map_fd)  # tells the template there is nothing to map, when it was not used
@@ -212,14 +186,14 @@ def _parent_maps_ids(plan: _Plan) -> bool:
         channel.close()
 
 
-def _map_own_ids(uid: int, gid: int) -> bool:
-    """Map our own ``uid`` and ``gid`` (read before ``unshare``) to root of the new user namespace.
+def _map_ids(process: str, uid: int, gid: int) -> bool:
+    """Map root of ``process``'s (``self``, a pid) new user namespace to ``uid`` and ``gid`` outside.
 
-    Files made inside then belong to us outside.
+    Our own (read before ``unshare``): files made inside then belong to us outside.
     """
     try:
         for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
-            with open(f"/proc/self/{name}", "w") as fh:
+            with open(f"/proc/{process}/{name}", "w") as fh:
                 fh.write(text)
     except OSError:
         return False
@@ -236,14 +210,7 @@ def map_child_ids(pid: int, channel: socket.socket, uid: int, gid: int) -> None:
         channel.settimeout(10.0)
         if channel.recv(1) != b"u":
             return  # the child made no user namespace
-        try:
-            for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
-                with open(f"/proc/{pid}/{name}", "w") as fh:
-                    fh.write(text)
-            answer = b"y"
-        except OSError:
-            answer = b"n"
-        channel.sendall(answer)
+        channel.sendall(b"y" if _map_ids(str(pid), uid, gid) else b"n")
     except OSError:
         pass
     finally:
@@ -326,7 +293,7 @@ def _topmost(paths: list[str]) -> list[str]:
     """``paths`` without those inside another one of them."""
     kept: list[str] = []
     for path in sorted(set(paths)):
-        if not any(path == k or path.startswith(k + os.sep) for k in kept):
+        if not _inside(path, kept):
             kept.append(path)
     return kept
 
@@ -367,9 +334,8 @@ def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
 def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
 
-    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`,
-    and any folder on the way to Python or the workdir that the sandbox uid may
-    not enter); what the child needs from under them (its workdir, Python and
+    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`, and any folder on the way to Python
+    or the workdir that the sandbox uid may not enter); what the child needs from under them (its workdir, Python and
     its packages), bound back in place; and the device files of its own ``/dev``.
     """
     import glob
@@ -412,15 +378,12 @@ def _bind(libc: Any, fd: int, target: str, recursive: bool = True) -> bool:
 def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
     """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, work folder and ``/dev``.
 
-    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process
-    outside the sandbox: not the grader's command line, not its environment.
-    Empty temporary folders hide other processes' files and unix sockets; what
-    the child needs from under them is bound back (see
-    :func:`open_mount_sources`).  ``mount-ns`` takes when all of that did;
-    ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes``
-    (:func:`_work_tmpfs`); ``dev`` when the child's ``/dev`` holds only
-    :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no
-    ``/dev/kmsg``, no console, no disk, no loop device.
+    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process outside the sandbox: not the grader's
+    command line, not its environment. Empty temporary folders hide other processes' files and unix sockets; what the
+    child needs from under them is bound back (see :func:`open_mount_sources`).  ``mount-ns`` takes when all of that
+    did; ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes`` (:func:`_work_tmpfs`); ``dev`` when the
+    child's ``/dev`` holds only :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no ``/dev/kmsg``,
+    no console, no disk, no loop device.
     """
     if sources is None:
         return []
@@ -493,10 +456,9 @@ def join_fresh_session_keyring(plan: _Plan) -> list[str]:
 def drop_privileges(plan: _Plan) -> list[str]:
     """Root: become the sandbox uid (where no user namespace did it); then no capability at all.
 
-    The bounding set goes first (dropping it needs CAP_SETPCAP, which a
-    setresuid away from root takes), then the uid, then every capability
-    left (a user namespace's root has them all inside it).  A root child that
-    is still root afterwards raises: it never runs learner code.
+    The bounding set goes first (dropping it needs CAP_SETPCAP, which a setresuid away from root takes), then the uid,
+    then every capability left (a user namespace's root has them all inside it).  A root child that is still root
+    afterwards raises: it never runs learner code.
     """
     import ctypes
 
@@ -518,31 +480,25 @@ def drop_privileges(plan: _Plan) -> list[str]:
     if plan.root and _outside_uid() == 0:
         raise PermissionError("the learner's process would run as root")
     libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    nothing = (Data * 2)()
-    libc.capset(ctypes.byref(Header(0x20080522, 0)), nothing)  # _LINUX_CAPABILITY_VERSION_3, this process
-    if _capabilities_left() == 0:
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, pid 0: this process
+    nothing = (ctypes.c_uint32 * 6)()  # two of (effective, permitted, inheritable), all zero
+    libc.capset(header, nothing)
+    if _own_status((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:"), 16) == 0:  # no capability it could still use
         took.append("no-caps")
     return took
 
 
-def _capabilities_left() -> int:
-    """The capabilities this process could still use (effective, permitted, inheritable, ambient), or -1."""
-    left = 0
+def _own_status(keys: tuple[bytes, ...], base: int) -> int:
+    """The numbers (in ``base``) of ``keys``' lines in ``/proc/self/status``, or'ed; -1 where it does not say."""
+    found = -1
     try:
-        with open("/proc/self/status", "rb") as fh:
+        with open("/proc/self/status", "rb") as fh:  # bytes: no codec to import while no longer root
             for line in fh:
-                if line.startswith((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:")):
-                    left |= int(line.split()[1], 16)
+                if line.startswith(keys):
+                    found = max(found, 0) | int(line.split()[1], base)
     except (OSError, ValueError, IndexError):
         return -1
-    return left
+    return found
 
 
 def _limit(resource_name: str, value: int) -> None:
@@ -555,18 +511,6 @@ def _limit(resource_name: str, value: int) -> None:
         resource.setrlimit(kind, (min(value, new_hard), new_hard))
 
 
-def _address_space_bytes() -> int:
-    """This process's virtual memory size now (VmSize), 0 where /proc does not say."""
-    try:
-        with open("/proc/self/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
     """``setrlimit`` for each of ``limits``; the process and address-space counts are relative to now."""
     limits = dict(limits)
@@ -574,7 +518,7 @@ def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
         before = plan.processes_before if plan.processes_before is not None else _processes_of(os.getuid())
         limits["RLIMIT_NPROC"] = int(limits["RLIMIT_NPROC"]) + before
     if "RLIMIT_AS" in limits:  # torch's libraries already map GBs (far more in a CUDA build): allow this much more
-        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + _address_space_bytes()
+        limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + max(0, _own_status((b"VmSize:",), 10)) * 1024  # kB
     for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
         if name in limits:
             _limit(name, int(limits[name]))
@@ -590,10 +534,9 @@ def _landlock_abi(libc: Any) -> int:
 def restrict_filesystem(plan: _Plan) -> list[str]:
     """Landlock: the child's filesystem policy (:func:`filesystem_policy`), its work folder writable.
 
-    No TCP; no signal to, and no abstract unix socket of, a process outside its
-    sandbox (Landlock ABI 6).  This is the only fence for files where there is
-    no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out
-    of reach either way.
+    No TCP; no signal to, and no abstract unix socket of, a process outside its sandbox (Landlock ABI 6).  This is the
+    only fence for files where there is no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out of
+    reach either way.
     """
     import ctypes
 
@@ -702,11 +645,10 @@ def highest_named_syscall(scmp: Any) -> int:
 def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
 
-    Each child dies with the template, and the template kills its children's
-    process groups when the grader's end of the control socket closes, so a
-    grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0
-    is a parent outside our PID namespace, whose pid we cannot see; then
-    ``parent_fd``, a pipe the parent holds open, tells whether it is still there.
+    Each child dies with the template, and the template kills its children's process groups when the grader's end of the
+    control socket closes, so a grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0 is a parent
+    outside our PID namespace, whose pid we cannot see; then ``parent_fd``, a pipe the parent holds open, tells whether
+    it is still there.
     """
     import select
     import signal

@@ -11,26 +11,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .load import _torch
+from .wire import FIGURE_IMAGES, FIGURE_TEXT, FIGURE_TICKS  # a figure of more images sends its count alone
 
-# --- figures: a plot is read as data, never shown, never pickled ----------------------------------
-
-FIGURE_TEXT = 200
-"""At most this many characters of an axis label or a tick label travel (the trusted side cuts there too)."""
-
-FIGURE_TICKS = 1024
-"""At most this many ticks of one axis travel."""
-
-FIGURE_IMAGES = 64
-"""At most this many images' arrays travel (``grader.child.wire`` declares as many image shapes); a figure with
-more sends its count alone, and the trusted side refuses a count other than its gold answer's."""
+# a plot is read as data, never shown, never pickled
 
 
 def headless_pyplot() -> Any:
-    """``matplotlib.pyplot``, imported headless (the Agg backend unless one is chosen already); None without matplotlib.
-
-    The sandbox's environment sets ``MPLBACKEND=Agg`` and a writable ``MPLCONFIGDIR`` (the child's folder); a
-    process that has not chosen a backend gets Agg here, before pyplot is imported.
-    """
+    """``matplotlib.pyplot``, imported headless (the Agg backend unless one is chosen already, as the sandbox's
+    ``MPLBACKEND`` does); None without matplotlib."""
     if "matplotlib.pyplot" not in sys.modules:
         try:
             import matplotlib
@@ -88,14 +76,12 @@ def _ticks(axis: Any) -> list[dict[str, Any]]:
 def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
     """What the grader reads of a returned figure: ``(facts, its images' array as a float64 tensor or None)``.
 
-    None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images its
-    axes hold) and, for the first one, its axes' ``xlabel`` and ``ylabel``, the ``xticks`` and ``yticks``
-    (:func:`_ticks`), ``colorbar`` (a colorbar is drawn for that image) and ``array_problem`` (why an array
+    None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images) and,
+    for the first one, its axes' labels and ticks (:func:`_ticks`), ``colorbar`` and ``array_problem`` (why an array
     could not be read as numbers).  The array: the image's own for one image; for several (at most
-    :data:`FIGURE_IMAGES`), their arrays stacked in axes order, ``(n, *image_shape)``, where they have one shape;
-    where they do not, no array and ``image_shapes`` (each image's shape, in axes order); for more, no array.
-    How many images a figure must hold is the trusted side's to say (its gold answer's:
-    :func:`grader.rules.expected_images`).  Nothing is drawn; the figure is left open (the caller closes it).
+    :data:`FIGURE_IMAGES`) of one shape, stacked in axes order, ``(n, *image_shape)``; of several shapes, none and
+    ``image_shapes``.  How many images a figure must hold is the trusted side's to say
+    (:func:`grader.rules.expected_images`).  Nothing is drawn; the figure is left open (the caller closes it).
     """
     figure_module = sys.modules.get("matplotlib.figure")
     if figure_module is None or not isinstance(value, figure_module.Figure):

@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 Note = Callable[[str], None]
-Switch = Callable[[list[str], "Note | None"], None]
-"""``running(banned, note)``: what :func:`watch_kernels` returns."""
+Switch = Callable[[list[str], "Note | None"], None]  # ``running(banned, note)``: what :func:`watch_kernels` returns.
 MARK = "attnkit: a banned kernel, heard"
 """Where the dispatcher says a replaced kernel was registered (``SafeKernelFunction(debug='registered at …')``)."""
 

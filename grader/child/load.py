@@ -34,10 +34,9 @@ def find_callable(
 ) -> Callable[..., Any] | None:
     """The first function named ``hook`` in ``namespaces``, else the first class named one of ``alias``.
 
-    ``alias`` is the chapter's class name (or names, first preferred) for a
-    module hook (``SelfAttention``, ``SelfAttention_v2``, ``SelfAttention_v1``),
-    from :mod:`grader.hook_table`; the trusted side passes it, in-process or in
-    the ``load`` message (this file imports nothing of the kit).
+    ``alias`` is the chapter's class name (or names, first preferred) for a module hook (``SelfAttention``,
+    ``SelfAttention_v2``, ``SelfAttention_v1``), from :mod:`grader.hook_table`; the trusted side passes it, in-process
+    or in the ``load`` message (this file imports nothing of the kit).
     """
     names = [alias] if isinstance(alias, str) else list(alias or ())
     for ns in namespaces:
@@ -92,12 +91,10 @@ def _is_test_file(path: Path) -> bool:
 def _on_path(folder: Path, *module_names: str, keep: bool = False) -> Iterator[None]:
     """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
 
-    Like tox's inline plugin loader: stale ``sys.modules`` entries for the names
-    are dropped so the file on disk is what gets imported, and the previous
-    entries come back afterwards so the kit's own packages are not replaced.
-    With ``keep`` (a learner's process, which holds one submission) the submission's modules stay in
-    ``sys.modules`` where they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and
-    ``dataclasses`` look a class's module up there when its calls run (round 6's F1).
+    Stale ``sys.modules`` entries for the names are dropped so the file on disk is what gets imported, and come back
+    afterwards so the kit's own packages are not replaced.  With ``keep`` (a learner's process) the submission's
+    modules stay where they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and ``dataclasses``
+    look a class's module up there (round 6's F1).
     """
 
     inside = str(folder.resolve()) + os.sep
@@ -144,11 +141,9 @@ def _error_line(root: Path, exc: BaseException) -> str:
 def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
     """Import a ``.py`` file or a folder and return its module namespaces.
 
-    A folder with ``__init__.py`` is imported as a package (and its modules);
-    any other folder as loose modules side by side.  Test files and
-    ``conftest.py`` are never imported.  Any exception at import time, a
-    ``SystemExit`` included, becomes a :class:`LoadError` with one line naming
-    the file and line.  :func:`import_submission_parts` is the lenient form.
+    A folder with ``__init__.py`` is imported as a package (and its modules); any other folder as loose modules.
+    Test files are never imported.  Any exception at import time, ``SystemExit`` included, becomes a
+    :class:`LoadError` naming the file and line.  :func:`import_submission_parts` is the lenient form.
     """
     namespaces, broken = import_submission_parts(path)
     if broken:
@@ -187,11 +182,10 @@ Broken = tuple[str, tuple[str, ...]]
 def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], list[Broken]]:
     """Like :func:`import_submission`, but a folder's module that fails to import costs only what it defines.
 
-    Returns the namespaces that imported and, for each module that did not,
-    its error line and :func:`defined_names`.  A package whose ``__init__``
-    fails is imported module by module under a bare package of the same name.
-    Raises :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not
-    count), or a single file does not.  ``keep``: the modules stay in ``sys.modules`` (:func:`_on_path`).
+    Returns the namespaces that imported and, for each module that did not, its error line and :func:`defined_names`.  A
+    package whose ``__init__`` fails is imported module by module under a bare package of the same name. Raises
+    :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not count), or a single
+    file does not.  ``keep``: the modules stay in ``sys.modules`` (:func:`_on_path`).
     """
     path = path.resolve()
     broken: list[Broken] = []
@@ -209,19 +203,14 @@ def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], 
         if (path / "__init__.py").exists():
             modules = [p for p in sorted(path.glob("*.py")) if p.stem != "__init__" and not _is_test_file(p)]
             with _on_path(path.parent, path.name, keep=keep):
-                try:
-                    loaded = [importlib.import_module(path.name)]
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:  # a learner's import may raise anything, SystemExit included
-                    broken.append((_error_line(path.parent, exc), defined_names(path / "__init__.py")))
+                loaded = _import_each([path.name], [path / "__init__.py"], path.parent, broken)
+                if not loaded:  # the package without its __init__: each module on its own
                     for key in [k for k in sys.modules if k == path.name or k.startswith(path.name + ".")]:
                         del sys.modules[key]
-                    bare = types.ModuleType(path.name)  # the package without its __init__: each module on its own
+                    bare = types.ModuleType(path.name)
                     bare.__path__ = [str(path)]
                     bare.__package__ = path.name
                     sys.modules[path.name] = bare
-                    loaded = []
                 loaded += _import_each([f"{path.name}.{p.stem}" for p in modules], modules, path.parent, broken)
         else:
             files = [p for p in sorted(path.glob("*.py")) if not _is_test_file(p)]
@@ -229,9 +218,7 @@ def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], 
                 raise LoadError(f"{path.name}: no .py files to load")
             with _on_path(path, *[p.stem for p in files], keep=keep):
                 loaded = _import_each([p.stem for p in files], files, path, broken)
-    except LoadError:
-        raise
-    except KeyboardInterrupt:
+    except (LoadError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # a learner's import may raise anything, SystemExit included
         raise LoadError(_error_line(path, exc)) from None

@@ -103,21 +103,18 @@ def map_parameters(
 ) -> tuple[str, list[tuple[str, str, str]]]:
     """How the reference's parameters go onto a learner's module: ``(how, [(learner's, contract's, layout)])``.
 
-    ``learner`` and ``contract`` are ``(name, shape)`` in creation order, as ``named_parameters()`` lists
-    them (a module's own parameters first, then its submodules' in the order they were assigned).  A pair's
-    ``layout`` is ``""`` (as it is), ``"transposed"`` or ``"rows a:b"`` (one block of a stacked parameter).
+    ``learner`` and ``contract`` are ``(name, shape)`` in creation order, as ``named_parameters()`` lists them (own
+    parameters first, then submodules' as assigned).  A ``layout`` is ``""`` (as it is), ``"transposed"`` or
+    ``"rows a:b"`` (one block of a stacked parameter).  Other parameters of the learner's are left as they are.
 
-    - ``"name"``: every one of the contract's parameters is a parameter of the learner's module with that
-      name and shape; each is loaded by name.  Other parameters of the learner's are left as they are.
-    - ``"role"``: the names differ, but every parameter on both sides names its role in a word learners use
-      (``Wq``, ``w_key``, ``value_proj``, ``W_o``), one of the learner's per role and kind, and the shapes
-      fit: each takes its role's, whatever order the module created them in; others are left as they are.
-    - ``"order"``: otherwise, the learner's parameters take the contract's in creation order (the chapter's:
-      ``W_query``, ``W_key``, ``W_value``, then ``out_proj``), weights and biases each in their order, where
-      the shapes fit.  A 2-D parameter whose shape is the contract's non-square shape transposed
-      (``nn.Parameter(torch.rand(d_in, d_out))`` used as ``x @ W``, the chapter's ``SelfAttention_v1``) gets
-      the contract's weight transposed (a square one is never transposed, so the mapping is never a guess);
-      one whose rows are the next few stacked (``nn.Linear(d_in, 3 * d_out)``) gets them stacked.
+    - ``"name"``: every one of the contract's parameters is the learner's module's by name and shape.
+    - ``"role"``: every parameter on both sides names its role in a word learners use (``Wq``, ``w_key``,
+      ``value_proj``, ``W_o``), one of the learner's per role and kind, and the shapes fit: each takes its role's.
+    - ``"order"``: otherwise, in creation order (the chapter's: ``W_query``, ``W_key``, ``W_value``, ``out_proj``),
+      weights and biases each in their order, where the shapes fit.  A 2-D parameter of the contract's non-square
+      shape transposed (``x @ W``, the chapter's ``SelfAttention_v1``) gets the weight transposed (a square one never
+      is: the mapping is never a guess); one whose rows are the next few stacked (``nn.Linear(d_in, 3 * d_out)``)
+      gets them stacked.
     - ``"none"``: neither (another count of parameters, or a shape that fits no way); nothing is loaded.
 
     Pure data in, data out: the trusted side calls it too, on what a child reported, to write its messages.
@@ -180,13 +177,9 @@ def _load_parameters(module, state, tensors, device, facts):
 
 
 def _run_module(fn, args, spec, tensors, device):
-    """Build a learner's module, load the reference's parameters into it, run forwards; return outputs and facts.
-
-    The facts (:class:`grader.child.wire.ModuleFacts`): the learner's parameters (name and shape, in
-    creation order), its buffers and ``state_dict`` keys, the mask buffer's device after ``.to(device)``, and
-    how the reference's parameters were loaded (``loaded_by``: name, order or none).  Where they cannot be
-    loaded, no forward runs: every behaviour case says why from the facts.
-    """
+    """Build a learner's module, load the reference's parameters into it, run forwards; return outputs and facts
+    (:class:`grader.child.wire.ModuleFacts`).  Where the parameters cannot be loaded, no forward runs: every
+    behaviour case says why from the facts."""
     torch = _torch()
     dtype = getattr(torch, spec.get("dtype", "float32"))
     if spec.get("init_seed") is not None:

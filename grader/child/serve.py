@@ -48,17 +48,13 @@ def _peak_rss_kib() -> int:
 def child_main(
     sock: socket.socket, config: dict[str, Any], isolation: list[str], kernels: Watched | None = None
 ) -> None:
-    """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``call`` batches.
-
-    Until ``bye`` or end-of-file.  ``isolation`` names the layers that took; the
-    ``hello`` reply says them, the seccomp backend and the uid outside.  ``kernels``: the names whose kernels
-    the template watched, and the watch's switch.
-    """
+    """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``call`` batches, until ``bye``
+    or end-of-file.  ``isolation`` names the layers that took (the ``hello`` reply says them, the seccomp backend and
+    the uid outside); ``kernels``: the names whose kernels the template watched, and the watch's switch."""
     workdir = Path(config["workdir"])
     os.chdir(workdir)
     out = config.get("output_fd")  # the grader's capture file (a memfd): what is printed lands where it reads
-    if out is None:
-        out = os.open(os.devnull, os.O_WRONLY)
+    out = os.open(os.devnull, os.O_WRONLY) if out is None else out
     os.dup2(out, 1)
     os.dup2(out, 2)
     if out not in (1, 2):
@@ -128,10 +124,9 @@ def _load(
 ) -> dict[str, Any]:
     """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``).
 
-    The witness (:func:`.witness.witness`) starts once the files are written, and the banned kernels are
-    watched (:func:`.kernels.watch_kernels`, the names the calls may ban: ``banned``), before the first file
-    loads: by the template's watch (``watched``) where it holds every name, else here; the witness's writer and
-    the kernels' switch go into ``tell``.
+    Before the first file loads, the witness (:func:`.witness.witness`) starts and the kernels of the names the
+    calls may ban (``banned``) are watched: by the template's watch (``watched``) where it holds every name, else
+    here (:func:`.kernels.watch_kernels`); the witness's writer and the kernels' switch go into ``tell``.
     """
     root = workdir / "submission"
     written = []
@@ -144,10 +139,8 @@ def _load(
         written.append(str(target))
     writer = None if witness_fd is None else witness(witness_fd, str(root), written)
     banned = header.get("banned") or ()
-    if watched is not None and watched[0] >= set(banned):
-        kernels = watched[1]
-    else:  # a name the template did not watch: every name's kernels watched again, switched by this watch alone
-        kernels = watch_kernels(banned)
+    # a name the template did not watch: every name's kernels watched again, switched by this watch alone
+    kernels = watched[1] if watched is not None and watched[0] >= set(banned) else watch_kernels(banned)
     if tell is not None:
         tell[:] = [writer, kernels]
     entry = root / header["entry"]
@@ -184,10 +177,8 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
 
     def kit_folder(entry: str) -> bool:
         real = os.path.realpath(entry or ".")
-        inside_kit = any(real == r or real.startswith(r + os.sep) for r in roots)
-        inside_environment = any(real == e or real.startswith(e + os.sep) for e in environments)
         installed = os.path.basename(real) in ("site-packages", "dist-packages")  # Landlock leaves the kit out of it
-        return inside_kit and not inside_environment and not installed
+        return _within(real, roots) and not _within(real, environments) and not installed
 
     def editable_install(obj: Any) -> bool:  # setuptools' finders for `pip install -e`
         owner = getattr(obj, "__self__", obj)
@@ -199,6 +190,10 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
     for name in [n for n in sys.modules if n.startswith("__editable__")]:
         del sys.modules[name]
     sys.path_importer_cache.clear()
+
+
+def _within(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f + os.sep) for f in folders)
 
 
 def _release_free_memory() -> None:
@@ -213,9 +208,7 @@ def _release_free_memory() -> None:
 def _warm_meta() -> None:
     """Pay the meta device's one-off start-up (lazy imports) once, here, not in every child.
 
-    Meta tensors carry shapes only and run no kernels, so this starts no
-    OpenMP thread pool and forked children stay safe.
-    """
+    Meta tensors carry shapes only and run no kernels: no OpenMP thread pool starts, forked children stay safe."""
     import torch
 
     a = torch.empty(2, 3, 4, device="meta")
@@ -284,14 +277,11 @@ def serve_template(
     """Import torch once, watch the kernels of ``banned`` (:func:`.kernels.watch_kernels`: every child forked
     holds its own copy of the watch), then fork a child for each request on the control socket.
 
-    The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.
-    A request is a child's config with three file descriptors attached (the
-    child's end of a socket pair, the grader's capture file for its fds 1
-    and 2, the writing end of the grader's witness pipe: :mod:`.witness`); the
-    reply is the child's pid.  The template never runs a torch op, so forked
-    children start with a clean OpenMP state.  It never touches a child's folder:
-    the grader's guardians (``grader/instructor/reclaim.py``) reclaim each, and
-    the template's own, once the grader has gone.
+    The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.  A request is a child's config with
+    three file descriptors attached (the child's end of a socket pair, the grader's capture file for its fds 1 and
+    2, the writing end of the grader's witness pipe: :mod:`.witness`); the reply is the child's pid.  The template
+    never runs a torch op, so forked children start with a clean OpenMP state.  It never touches a child's folder:
+    the grader's guardians (``grader/instructor/reclaim.py``) reclaim each, and the template's own.
     """
     # what containment imports, imported here: a child may not be able to read the standard library
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
@@ -396,13 +386,12 @@ def serve_template(
 def _kill_strays(template_pid: int, children: list[int], seconds: float = 2.0) -> None:
     """Kill every process the template adopted that is none of its children, and what those started.
 
-    The template is their subreaper: a learner's process that left its child's group and outlived the child
-    (``setsid``, a double fork) comes here where no PID namespace ends it (a grader without user namespaces:
-    red team files4 n1).  The kernel lists a process's children (``/proc/<pid>/task/<tid>/children``: none of
-    it written by the learner).  Each stray is killed the moment it is read, before it can fork again: one that
-    hops to a fresh pid by forking and exiting (round 5's p1) is caught at the pid it holds, and what a killed
-    one forked is killed too (listed under the killed one until it is adopted).  Three rounds; once one is
-    found, rounds until none is found for 50 ms (or ``seconds`` pass).
+    The template is their subreaper: a learner's process that left its child's group and outlived the child (``setsid``,
+    a double fork) comes here where no PID namespace ends it (red team files4 n1).  The kernel lists a process's
+    children (``/proc/<pid>/task/<tid>/children``: none of it written by the learner).  Each stray is killed the moment
+    it is read, before it can fork again: one that hops to a fresh pid by forking and exiting (round 5's p1) is caught
+    at the pid it holds, and what a killed one forked is killed too (listed under the killed one until it is adopted).
+    Three rounds; once one is found, until none is found for 50 ms (or ``seconds`` pass).
     """
     killed: list[int] = []
     rounds, calm, ends = 0, 0.0, time.monotonic() + seconds

@@ -10,23 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# --- the child: threads and processes of the learner's code ----------------------------------------
-
-SPAWN_EVENTS = frozenset(
-    {
-        "_thread.start_new_thread",
-        "_thread.start_joinable_thread",
-        "_posixsubprocess.fork_exec",
-        "os.fork",
-        "os.forkpty",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.exec",
-        "os.system",
-        "subprocess.Popen",
-        "pty.spawn",
-    }
-)
+_THREAD_EVENTS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+SPAWN_EVENTS = frozenset({*_THREAD_EVENTS, "_posixsubprocess.fork_exec", "os.fork", "os.forkpty", "os.posix_spawn",
+                          "os.spawn", "os.exec", "os.system", "subprocess.Popen", "pty.spawn"})  # fmt: skip
 """The audit events of starting a thread, a process or a program (``grader.rules.SPAWN_KINDS`` words them)."""
 
 _SPAWNS: list[str] | None = None
@@ -36,11 +22,9 @@ _SPAWNS: list[str] | None = None
 def _watch_spawns() -> None:
     """From now on, in this process, note every thread and process started (child side, before learner code loads).
 
-    An audit hook (``sys.addaudithook``: it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python
-    before 3.12 raises no event for a new thread, nor any Python for ``_posixsubprocess.fork_exec``
-    (``multiprocessing``'s spawn): ``_thread``'s and ``threading``'s entry points and ``fork_exec`` are
-    replaced by ones that raise the event first.  A call notes too (:func:`_spawn_facts`) a Python thread
-    other than its own, a child process still there, a child process reaped: whatever started them.
+    An audit hook (it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python before 3.12 raises no event for
+    a new thread, nor any Python for ``_posixsubprocess.fork_exec`` (``multiprocessing``'s spawn): those entry points
+    are replaced by ones that raise the event first.  A call also measures what runs (:func:`_spawn_facts`).
     """
     global _SPAWNS
     seen: list[str] = []
@@ -85,18 +69,14 @@ def spawns_heard() -> int:
 _REAPED: list[tuple[float, ...]] = []
 
 
-_THREAD_EVENTS = ("_thread.start_new_thread", "_thread.start_joinable_thread")
-
-
 def _spawn_facts(since: int = 0) -> list[str]:
     """What the learner's process started, for a reply: the events heard, and what is measured now.
 
-    Every process heard since the watch began (one may escape measurement: a double fork without a
-    PID namespace of its own), the threads heard from event ``since`` on (a thread still running is
-    measured).  Measured where the learner's code cannot hide it: a Python thread other than this
-    one (``sys._current_frames``, the interpreter's own list), a child process not yet reaped
-    (``waitid`` without reaping it), a child process reaped since the watch began (the kernel's
-    ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
+    Every process heard since the watch began (one may escape measurement: a double fork without a PID namespace of its
+    own), the threads heard from event ``since`` on (a thread still running is measured).  Measured where the learner's
+    code cannot hide it: a Python thread other than this one (``sys._current_frames``, the interpreter's own list), a
+    child process not yet reaped (``waitid`` without reaping it), a child process reaped since the watch began (the
+    kernel's ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
     """
     if _SPAWNS is None:
         return []

@@ -64,9 +64,8 @@ def recv_message(
 ) -> tuple[dict[str, Any], bytes]:
     """One message: ``(header, blob)``.  Sizes over the caps are refused from the length prefix, unread.
 
-    Raises ProtocolError for anything that is not a well-formed message (a
-    header that is not a JSON object, too deeply nested JSON, bad UTF-8),
-    EOFError when the peer closed, TimeoutError when ``deadline`` passed.
+    Raises ProtocolError for anything that is not a well-formed message (a header that is not a JSON object, too deeply
+    nested JSON, bad UTF-8), EOFError when the peer closed, TimeoutError when ``deadline`` passed.
     """
     (size,) = _LEN.unpack(_recv_exact(sock, 8, deadline))
     if size > max_header:
@@ -87,17 +86,13 @@ def recv_message(
 #
 # Every str has a max_length, every list and dict a max_length, every number a range (a test walks them).
 
-MESSAGE_CHARS = 2000
-"""The longest error message a reply may carry (the child cuts its own)."""
+MESSAGE_CHARS = 2000  # The longest error message a reply may carry (the child cuts its own).
 
-PRINTED_CHARS = 4000
-"""The most of what one call printed that a reply may carry."""
+PRINTED_CHARS = 4000  # The most of what one call printed that a reply may carry.
 
-FIGURE_TEXT = 200
-"""The longest axis or tick label (``grader.child.figures`` sends no more)."""
+FIGURE_TEXT = 200  # The longest axis or tick label (``grader.child.figures`` sends no more).
 
-FIGURE_TICKS = 1024
-"""The most ticks of one axis."""
+FIGURE_TICKS = 1024  # The most ticks of one axis.
 
 FIGURE_IMAGES = 64
 """The most images a figure's array stacks, and the most image shapes its facts list (``grader.child.figures``)."""

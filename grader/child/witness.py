@@ -1,22 +1,20 @@
 """What the learner's code does to its own process that no reply can take back.
 
-Every fact a reply carries is written by the learner's process, and code in that process can
-rewrite it.  Rewriting it needs one of a few things, each an audit event: running code made
-from text at run time (what hides it from the review scan), unpickling, reaching the
-interpreter's frames or objects, tracing, ctypes, replacing a function's code.  An audit hook
-(it cannot be removed) writes each kind of event the learner's code raises, once, to a pipe
-whose reading end only the grader holds, before the event takes effect.  A written line
-cannot be taken back; a write that fails (the pipe closed, replaced or full) refuses the event.
-The grader turns the lines into review flags (``grader.instructor.witnessed``).
+Every fact a reply carries is written by the learner's process, and code in that process can rewrite it.  Rewriting it
+needs one of a few things, each an audit event: running code made from text at run time (what hides it from the review
+scan), unpickling, reaching the interpreter's frames or objects, tracing, ctypes, replacing a function's code.  An audit
+hook (it cannot be removed) writes each kind of event the learner's code raises, once, to a pipe whose reading end only
+the grader holds, before the event takes effect.  A written line cannot be taken back; a write that fails (the pipe
+closed, replaced or full) refuses the event. The grader turns the lines into review flags
+(``grader.instructor.witnessed``).
 
-An event is the learner's when a frame of a submission's file is on the stack before any
-library module's top level (a ``<module>`` a standard loader imports from outside the work
-folder: a library imported lazily raises hundreds of these), and the caller is neither the
-runtime nor one of the standard library's own users (``namedtuple``, ``dataclasses``, ``typing``,
-``enum``, ``logging``, ``traceback``'s text, ``ast.parse``).  Code imported by a loader of the
-learner's, or from a file its process wrote, is the learner's; and code made from text with no
-library import on the stack is too: the runtime never makes any, a callback the learner's code
-left behind does (``weakref.finalize``, a stream's ``flush``).
+An event is the learner's when a frame of a submission's file is on the stack before any library module's top level (a
+``<module>`` a standard loader imports from outside the work folder: a library imported lazily raises hundreds of
+these), and the caller is neither the runtime nor one of the standard library's own users (``namedtuple``,
+``dataclasses``, ``typing``, ``enum``, ``logging``, ``traceback``'s text, ``ast.parse``).  Code imported by a loader of
+the learner's, or from a file its process wrote, is the learner's; and code made from text with no library import on the
+stack is too: the runtime never makes any, a callback the learner's code left behind does (``weakref.finalize``, a
+stream's ``flush``).
 """
 
 from __future__ import annotations
@@ -31,22 +29,14 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+_MAKES_CODE = ("compile", "exec", "marshal.loads", "code.__new__", "function.__new__")
 KINDS: dict[str, str] = {
-    "compile": "runs-code",
-    "exec": "runs-code",  # exec and eval of a code object: one made from text elsewhere (typing's ForwardRef)
-    "marshal.loads": "runs-code",
-    "code.__new__": "runs-code",
-    "function.__new__": "runs-code",
+    **dict.fromkeys(_MAKES_CODE, "runs-code"),  # exec and eval of a code object: one made from text elsewhere
     "pickle.find_class": "unpickles",
-    "sys._getframe": "reaches-frames",
-    "sys._current_frames": "reaches-frames",
-    "object.__getattr__": "reaches-frames",  # only a frame's way in: FRAME_ATTRIBUTES
-    "gc.get_objects": "reaches-objects",
-    "gc.get_referrers": "reaches-objects",
-    "gc.get_referents": "reaches-objects",
-    "sys.settrace": "traces",
-    "sys.setprofile": "traces",
-    "sys.monitoring.register_callback": "traces",
+    # object.__getattr__: only a frame's way in (FRAME_ATTRIBUTES)
+    **dict.fromkeys(("sys._getframe", "sys._current_frames", "object.__getattr__"), "reaches-frames"),
+    **dict.fromkeys(("gc.get_objects", "gc.get_referrers", "gc.get_referents"), "reaches-objects"),
+    **dict.fromkeys(("sys.settrace", "sys.setprofile", "sys.monitoring.register_callback"), "traces"),
     "object.__setattr__": "replaces-code",  # only __code__
 }
 """Each audit event witnessed, and the kind of line it writes (``<kind> <event>``); every ``ctypes.*`` event too."""
@@ -136,15 +126,14 @@ def _input_checks() -> dict[tuple[str, str], Callable[[Any, tuple[Any, ...]], bo
 
 _RUNS_CODE = frozenset({"exec", "eval", "compile", "loads", "load", "Unpickler", "replace", "CodeType", "FunctionType"})
 NAMED_BY: dict[str, frozenset[str]] = {
-    **{event: _RUNS_CODE for event in ("compile", "exec", "marshal.loads", "code.__new__", "function.__new__")},
-    "pickle.find_class": _RUNS_CODE,
+    **dict.fromkeys((*_MAKES_CODE, "pickle.find_class"), _RUNS_CODE),
     **{f"gc.{f}": frozenset({f}) for f in ("get_objects", "get_referrers", "get_referents")},
 }
 """The names a library's own code holds where it raises these events at its import (``exec(code, ns)``,
 ``gc.get_objects()``): raised from a frame naming none, the event is not the library's."""
 
 _IMPORT_COMPILERS = frozenset({"source_to_code", "_compile_bytecode"})
-CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "code.__new__", "function.__new__", "pickle.find_class"})
+CODE_EVENTS = frozenset({*_MAKES_CODE, "pickle.find_class"})
 
 
 def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]:

@@ -1,21 +1,20 @@
 """The memory a learner's process held during one call, read by the trusted side from the kernel.
 
-The child's own meter (``grader.child.call._MemoryMeter``) runs in the learner's process, where learner code can
-step around it.  What the kernel keeps of a process cannot be shaped from inside it: before the call the grader
-resets the child's peak of resident memory and the accessed bits of its pages (``/proc/<pid>/clear_refs``), and
-after the reply it reads the rise of that peak, the pages the call touched and still holds (but files' clean
-ones), the resident memory it gave back, the bytes it wrote to files and pipes (``/proc/<pid>/io``), the faults
-of the processes it started and waited for, and those still there; while the call runs, it samples the child's
-anonymous and shared memory every millisecond.  A whole score matrix shows in one of them wherever it was kept: in
-new memory (the rise), in memory made before the call and filled in it (touched; given back before the reply:
-dropped), in a file or a pipe (written), in another process, or in room made by giving back other pages first,
-a file's clean ones or anonymous ones, and filling the room with file pages again (the samples: the anonymous memory
-added at once over the lowest sample before it; red team 11's a8).  Computing a (2048, 16384) score matrix takes far
-longer than a millisecond, so no sample gap hides it.  seccomp refuses the ``madvise`` advice that would clear the
-accessed bits or map pages untouched (``grader.child.policy``).
+The child's own meter (``grader.child.call._MemoryMeter``) runs in the learner's process, where learner code can step
+around it.  What the kernel keeps of a process cannot be shaped from inside it: before the call the grader resets the
+child's peak of resident memory and the accessed bits of its pages (``/proc/<pid>/clear_refs``), and after the reply it
+reads the rise of that peak, the pages the call touched and still holds (but files' clean ones), the resident memory it
+gave back, the bytes it wrote to files and pipes (``/proc/<pid>/io``), the faults of the processes it started and waited
+for, and those still there; while the call runs, it samples the child's anonymous and shared memory every millisecond.
+A whole score matrix shows in one of them wherever it was kept: in new memory (the rise), in memory made before the call
+and filled in it (touched; given back before the reply: dropped), in a file or a pipe (written), in another process, or
+in room made by giving back other pages first, a file's clean ones or anonymous ones, and filling the room with file
+pages again (the samples: the anonymous memory added at once over the lowest sample before it; red team 11's a8).
+Computing a (2048, 16384) score matrix takes far longer than a millisecond, so no sample gap hides it.  seccomp refuses
+the ``madvise`` advice that would clear the accessed bits or map pages untouched (``grader.child.policy``).
 
-Read through a descriptor of the child's ``/proc`` folder opened while the child is known alive (its pidfd), so
-no other process's numbers are read under its pid; Linux only, elsewhere :func:`open_meter` gives None.
+Read through a descriptor of the child's ``/proc`` folder opened while the child is known alive (its pidfd), so no other
+process's numbers are read under its pid; Linux only, elsewhere :func:`open_meter` gives None.
 """
 
 from __future__ import annotations

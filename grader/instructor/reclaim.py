@@ -1,25 +1,19 @@
 """Reclaim a folder a learner's process could write, without the grader touching a name inside it.
 
-The grader makes ``<tmp>/attnkit-child-XXXX`` (its own folder, ``0711``) and in
-it ``work``, the learner's, and hands a descriptor of each to a *guardian*: this
-file, run as ``python -I -S -c <source> <fds and ids>`` (standard library only,
-no site) when the folder is made.  The guardian reads the learner process's pid
-from a pipe, then waits for end-of-file on it (the grader closed it: every
-learner process is dead; or the grader died), waits for that process to be gone
-(killing its group if it is not), forks a *walker* with the learner's
-credentials and no more (a root grader's: the sandbox uid, no groups; an
-unprivileged grader's children keep its uid, so the walker does too), which
-empties ``work``, and then removes ``work`` and the outer folder.
+The grader makes ``<tmp>/attnkit-child-XXXX`` (its own folder, ``0711``) and in it ``work``, the learner's, and hands a
+descriptor of each to a *guardian*: this file, run as ``python -I -S -c <source> <fds and ids>`` (standard library only,
+no site) when the folder is made.  The guardian reads the learner process's pid from a pipe, then waits for end-of-file
+on it (the grader closed it: every learner process is dead; or the grader died), waits for that process to be gone
+(killing its group if it is not), forks a *walker* with the learner's credentials and no more (a root grader's: the
+sandbox uid, no groups; an unprivileged grader's children keep its uid, so the walker does too), which empties ``work``,
+and then removes ``work`` and the outer folder.
 
-The walk never resolves a path: every step is ``openat``/``unlinkat``/``renameat``
-relative to a descriptor of a directory it opened itself, with ``O_NOFOLLOW``.
-A symbolic link is removed, never followed; a FIFO or a device is unlinked, never
-opened; a hard link loses one name; a folder it may not read (``chmod 000``)
-is opened ``O_PATH`` and made ``0700`` through that descriptor
-(``/proc/self/fd``), never by name; a folder deeper than :data:`MAX_DEPTH` is
-moved to the top, so the walk holds a bounded number of descriptors; the walk
-stops at a deadline.  A learner's process that is still alive (none should be)
-can race it, but can only make it remove what that uid may remove anyway.
+The walk never resolves a path: every step is ``openat``/``unlinkat``/``renameat`` relative to a descriptor of a
+directory it opened itself, with ``O_NOFOLLOW``. A symbolic link is removed, never followed; a FIFO or a device is
+unlinked, never opened; a hard link loses one name; a folder it may not read (``chmod 000``) is opened ``O_PATH`` and
+made ``0700`` through that descriptor (``/proc/self/fd``), never by name; a folder deeper than :data:`MAX_DEPTH` is
+moved to the top, so the walk holds a bounded number of descriptors; the walk stops at a deadline.  A learner's process
+that is still alive (none should be) can race it, but can only make it remove what that uid may remove anyway.
 """
 
 from __future__ import annotations

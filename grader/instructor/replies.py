@@ -1,20 +1,15 @@
 """What the learner's process may send back: the declared shape of every reply, and what it may weigh.
 
-Every byte a child sends is data from an untrusted process.  Before the trusted
-side uses a reply it passes here: the JSON header is decoded with msgspec against
-the one declaration of its kind in :mod:`grader.child.wire` (:class:`CallReply`,
-:class:`LoadReply`, :class:`HelloReply`), the same the child fits its replies to
--- right types, finite numbers in range (never a bool for a number), bounded lists
-and text, undeclared fields dropped, lone surrogates made ``?`` -- and a call
-reply's safetensors blob is pre-checked (header length, names, dtypes, shapes,
-offsets against the blob's length) before any tensor is loaded, so only the
-tensors the call can return are ever built.
+Every byte a child sends is data from an untrusted process.  Before the trusted side uses a reply it passes here:
+the JSON header is decoded with msgspec against the one declaration of its kind in :mod:`grader.child.wire`
+(:class:`CallReply`, :class:`LoadReply`, :class:`HelloReply`), the same the child fits its replies to -- right
+types, finite numbers in range (never a bool for a number), bounded lists and text, undeclared fields dropped, lone
+surrogates made ``?`` -- and a call reply's safetensors blob is pre-checked (header length, names, dtypes, shapes,
+offsets against the blob's length) before any tensor is loaded, so only the tensors the call can return are built.
 
-:func:`caps_for` sizes what one call may legitimately send from what the
-trusted side already knows (how many outputs the call returns, and the gold
-answers' sizes), generously enough that a wrong shape is still reported as a
-wrong shape.  Anything that does not fit raises :class:`MalformedReply`, which
-the caller makes that call's failure.
+:func:`caps_for` sizes what one call may legitimately send from what the trusted side already knows (how many
+outputs the call returns, and the gold answers' sizes), generously enough that a wrong shape is still reported as a
+wrong shape.  Anything that does not fit raises :class:`MalformedReply`, which the caller makes that call's failure.
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ from grader.registry import HOOK_NAMES
 __all__ = ["FIGURE_TEXT", "FIGURE_TICKS", "MESSAGE_CHARS", "PRINTED_CHARS", "CallReply", "ErrorInfo", "FigureFacts",
            "HelloReply", "HookFound", "LoadReply", "MemoryFacts", "ModuleFacts", "ResultInfo"]  # fmt: skip
 
-HEADER_BYTES = 256 << 10
-"""The largest JSON header of a call reply."""
+HEADER_BYTES = 256 << 10  # The largest JSON header of a call reply.
 
 LOAD_HEADER_BYTES = 1 << 20
 """The largest JSON header of a load reply (an import error's text is cut to MESSAGE_CHARS after reading)."""
@@ -89,7 +83,6 @@ class Caps:
 
 
 LOAD_CAPS = Caps(LOAD_HEADER_BYTES, 0)
-HELLO_CAPS = Caps(HEADER_BYTES, 0)
 
 
 def output_count(call: dict[str, Any]) -> int:
@@ -105,10 +98,9 @@ def output_count(call: dict[str, Any]) -> int:
 def caps_for(trial: Any) -> Caps:
     """The caps of one trial's reply, from what the trusted side knows it should return.
 
-    Tensor data may be ``BLOB_MULTIPLE`` times the gold answers' size at 8 bytes
-    an element (the widest dtype), and never less than ``MIN_BLOB_BYTES``;
-    tensors come back only from a trial not on the meta device, named ``out0`` ... in order, and each tensor
-    argument as the call left it (``in.<name>``, its own size more).
+    Tensor data may be ``BLOB_MULTIPLE`` times the gold answers' size at 8 bytes an element (the widest dtype), and
+    never less than ``MIN_BLOB_BYTES``; tensors come back only from a trial not on the meta device, named ``out0``
+    ... in order, and each tensor argument as the call left it (``in.<name>``, its own size more).
     """
     count = output_count(trial.call)
     expected = sum(int(gold.numel()) for gold in trial.golds) * 8
@@ -153,10 +145,6 @@ def validate_load_reply(header: Any) -> LoadReply:
     return reply
 
 
-def validate_hello_reply(header: Any) -> HelloReply:
-    return decode(header, HelloReply, "hello reply")
-
-
 def validate_call_reply(header: Any, caps: Caps) -> CallReply:
     """A call reply checked against its declaration; it may describe no more results than the call returns."""
     reply = decode(header, CallReply, "reply")
@@ -166,10 +154,8 @@ def validate_call_reply(header: Any, caps: Caps) -> CallReply:
 
 
 def validate_blob(blob: bytes, caps: Caps) -> dict[str, dict[str, Any]]:
-    """The safetensors header of ``blob``, checked before anything is loaded from it.
-
-    Only names in ``caps.outputs``, known dtypes, at most ``MAX_DIMS``
-    dimensions, and offsets that tile the data exactly, as safetensors writes them.
+    """The safetensors header of ``blob``, checked before anything is loaded from it: only names in ``caps.outputs``,
+    known dtypes, at most ``MAX_DIMS`` dimensions, and offsets that tile the data exactly, as safetensors writes them.
     """
     if len(blob) > caps.max_blob:
         raise MalformedReply(f"data: {len(blob)} bytes, at most {caps.max_blob} allowed")

@@ -1,24 +1,21 @@
 """The trusted side of the sandbox: a warm template process and one child per submission.
 
-The template is ``python -I`` running :mod:`grader.child`: it imports
-torch (and nothing of the kit) once, then forks a child per request.  Each
-child gets its own session and process group, its own temporary folder, a
-scrubbed environment, resource limits and its containment (``contain()`` in
-:mod:`grader.child.contain`), and talks to this process over a socket pair in
-the data-only wire format, every read bounded by an absolute deadline.
+The template is ``python -I`` running :mod:`grader.child`: it imports torch (and nothing of the kit) once, then
+forks a child per request.  Each child gets its own session and process group, its own temporary folder, a scrubbed
+environment, resource limits and its containment (:mod:`grader.child.contain`), and talks to this process over a
+socket pair in the data-only wire format, every read bounded by an absolute deadline.
 
-:meth:`Template.stop` is how a stopped run ends what is in flight: it kills
-every live child's process group and wakes every thread waiting on a child or
-on the template, and the template forks nothing more.  The template runs in a
-session of its own, so a terminal's Ctrl-C reaches only the grader, which
-decides; if the grader dies, the template reads end-of-file on its control
-socket and kills its children (each also dies with the template).
+:meth:`Template.stop` ends what is in flight: it kills every live child's process group and wakes every thread
+waiting on a child or on the template, and the template forks nothing more.  The template runs in a session of its
+own, so a terminal's Ctrl-C reaches only the grader, which decides; if the grader dies, the template reads
+end-of-file on its control socket and kills its children (each also dies with the template).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import select
@@ -92,9 +89,8 @@ class Limits:
 def child_environment(home: str) -> dict[str, str]:
     """The whole environment a learner's process sees: no secrets, no seed, one thread.
 
-    ``USER`` and ``LOGNAME`` answer ``getpass.getuser()`` without ``/etc/passwd``
-    (which the child may not read); matplotlib draws with Agg and keeps its cache in ``home``.
-    """
+    ``USER`` and ``LOGNAME`` answer ``getpass.getuser()`` without ``/etc/passwd`` (which the child may not read);
+    matplotlib draws with Agg and keeps its cache in ``home``."""
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": home,
@@ -115,29 +111,24 @@ def child_environment(home: str) -> dict[str, str]:
 class Folder:
     """A folder a learner's process may write, ``<tmp>/<prefix>XXXX/work``, and the guardian that reclaims it.
 
-    The outer folder is the grader's (``0711``: a learner may pass through it,
-    not list it, write it or rename ``work`` in it).  The trusted side makes both
-    and never opens, lists, stats or removes a name under ``work``: the
-    guardian (:mod:`grader.instructor.reclaim`, started here with descriptors of both)
-    empties ``work`` with ``learner_uid``'s credentials (``-1``: this process's
-    own), through descriptors only, once :meth:`release` says every learner
-    process is dead, or once this process has died; then removes both folders.
+    The outer folder is the grader's (``0711``: a learner may pass through it, not list it, write it or rename
+    ``work`` in it).  The trusted side makes both and never opens, lists, stats or removes a name under ``work``:
+    the guardian (:mod:`grader.instructor.reclaim`, given descriptors of both) empties ``work`` with
+    ``learner_uid``'s credentials (``-1``: this process's own), through descriptors only, once :meth:`release` says
+    every learner process is dead, or once this process has died; then removes both folders.
     """
 
     def __init__(self, prefix: str, learner_uid: int, seconds: float = RECLAIM_SECONDS) -> None:
         self.outer = Path(tempfile.mkdtemp(prefix=prefix))
         self.path = self.outer / reclaim.WORK
+        self._go = -1
+        fds: list[int] = []
         try:
             os.chmod(self.outer, 0o711)
             os.mkdir(self.path, 0o700)
             go, self._go = os.pipe()
-            fds = [go, os.open(self.path, _FOLDER), os.open(self.outer, _FOLDER)]
-        except BaseException:
-            with contextlib.suppress(OSError):  # nothing of a learner's has been near them yet
-                os.rmdir(self.path)
-            os.rmdir(self.outer)
-            raise
-        try:
+            fds.append(go)
+            fds += [os.open(self.path, _FOLDER), os.open(self.outer, _FOLDER)]
             command = [sys.executable, "-I", "-S", "-c", _reclaim_source(), *map(str, fds), str(self.outer)]
             self._guardian = subprocess.Popen(
                 [*command, str(learner_uid), str(seconds)],
@@ -150,8 +141,10 @@ class Folder:
                 start_new_session=True,  # a terminal's Ctrl-C stops the grader, never a reclaim half done
             )
         except BaseException:
-            os.close(self._go)
-            os.rmdir(self.path)
+            if self._go >= 0:
+                os.close(self._go)
+            with contextlib.suppress(OSError):  # nothing of a learner's has been near them yet
+                os.rmdir(self.path)
             os.rmdir(self.outer)
             raise
         finally:
@@ -174,14 +167,9 @@ class Folder:
             return False
 
 
+@functools.cache
 def _reclaim_source() -> str:
-    global _RECLAIM
-    if _RECLAIM is None:
-        _RECLAIM = Path(reclaim.__file__).read_text(encoding="utf-8")
-    return _RECLAIM
-
-
-_RECLAIM: str | None = None
+    return Path(reclaim.__file__).read_text(encoding="utf-8")
 
 
 def capture_file() -> int:
@@ -204,11 +192,9 @@ class ChildGone(Exception):
 class Child:
     """One learner process.  Always ``close()`` it: that kills its whole process group.
 
-    ``deadline`` (``time.monotonic()``) is the submission's: no read waits past
-    it, and the process is killed when it passes.  ``capture`` is this process's
-    descriptor of what the child printed (its fds 1 and 2), ``folder`` the
-    child's work folder (``workdir``, never opened from here), ``pidfd`` the
-    child's process, to see it gone.
+    ``deadline`` (``time.monotonic()``) is the submission's: no read waits past it, and the process is killed when
+    it passes.  ``capture`` is this process's descriptor of what the child printed (its fds 1 and 2), ``folder``
+    the child's work folder (``workdir``, never opened from here), ``pidfd`` the child's process, to see it gone.
     """
 
     pid: int
@@ -235,12 +221,10 @@ class Child:
     ) -> tuple[dict[str, Any], bytes]:
         """The next message, within ``timeout`` seconds from now and the submission's deadline.
 
-        Both deadlines are absolute: the time left is recomputed before every
-        ``recv``, so a reply dripped a byte at a time is cut off, and the process
-        is killed there.  A message over ``max_header`` or ``max_blob`` bytes
-        (default: the limits' ``max_result_bytes``) is refused from its length
-        prefix.  Anything but a well-formed message in time raises ChildGone,
-        and nothing else.
+        Both deadlines are absolute: the time left is recomputed before every ``recv``, so a reply dripped a byte
+        at a time is cut off, and the process is killed there.  A message over ``max_header`` or ``max_blob`` bytes
+        (default: the limits' ``max_result_bytes``) is refused from its length prefix.  Anything but a well-formed
+        message in time raises ChildGone, and nothing else.
         """
         call_deadline = time.monotonic() + timeout
         deadline = min(call_deadline, self.deadline)
@@ -265,9 +249,8 @@ class Child:
     def output(self) -> str:
         """The first 64 KiB of what the child printed, and how much more there was: this ends the child first.
 
-        Read through this process's own descriptor, from offset 0, once the
-        child's process is gone (or :data:`END_SECONDS` after it was killed).
-        """
+        Read through this process's own descriptor, from offset 0, once the child's process is gone (or
+        :data:`END_SECONDS` after it was killed)."""
         if self._printed is not None:
             return self._printed
         self._end()
@@ -303,9 +286,8 @@ class Child:
     def _end(self) -> None:
         """Kill the process group, and wait (up to :data:`END_SECONDS`) until the child and its whole group are gone.
 
-        A learner's process that left the group lives in the child's PID
-        namespace, where there is one: that ends with its PID 1, in the group.
-        """
+        A learner's process that left the group lives in the child's PID namespace, where there is one: that ends
+        with its PID 1, in the group."""
         kill_group(self.pid)
         if self.pidfd is None:  # not the template's child (a test's stand-in): nothing to wait on
             return
@@ -324,10 +306,8 @@ class Child:
         if self.closed:
             return
         self.closed = True
-        try:
+        with contextlib.suppress(OSError):
             send_message(self.sock, {"op": "bye"})
-        except OSError:
-            pass
         self.sock.close()
         self._printed = self.output()
         self._witnessed = self.witnessed()
@@ -341,15 +321,11 @@ class Child:
     def abort(self) -> None:
         """Kill the process group and wake a thread blocked reading from it (it gets ChildGone); ``close()`` still.
 
-        Safe from another thread: the socket is shut down, not closed, so its
-        owner's ``recv`` returns end-of-file even where a learner's process that
-        left the group still holds the other end.
-        """
+        Safe from another thread: the socket is shut down, not closed, so its owner's ``recv`` returns end-of-file
+        even where a learner's process that left the group still holds the other end."""
         kill_group(self.pid)
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _pidfd(pid: int) -> int | None:
@@ -362,11 +338,9 @@ def _pidfd(pid: int) -> int | None:
 
 def kill_group(pid: int) -> None:
     """Kill the child's process group (it called ``setsid``, so its pgid is its pid)."""
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
 
 
 class Template:
@@ -381,14 +355,11 @@ class Template:
     ) -> None:
         """Start the template; it boots in the background until the first :meth:`spawn`.
 
-        ``warm_meta`` pays the meta device's start-up once in the template (about
-        4 s and 70 MB) so each child's meta pass is fast; skip it when no meta
-        pass will run.  ``warm_figures`` imports matplotlib's pyplot (headless)
-        in the template, where installed, so a child's plot pays no import and
-        no font scan (about 2.6 s a child; ``benchmarks/plot_cost.py``).
-        ``sandbox_uid`` is the uid learner processes run as when this process
-        is root (default ``nobody``); an unprivileged grader's children keep
-        its uid, inside a user namespace of their own.
+        ``warm_meta`` pays the meta device's start-up once in the template (about 4 s and 70 MB) so each child's
+        meta pass is fast; skip it when no meta pass will run.  ``warm_figures`` imports matplotlib's pyplot
+        (headless) in the template, where installed, so a child's plot pays no import and no font scan (about
+        2.6 s a child; ``benchmarks/plot_cost.py``).  ``sandbox_uid`` is the uid learner processes run as when this
+        process is root (default ``nobody``); an unprivileged grader's children keep its uid, in a user namespace.
         """
         self.sandbox_uid = sandbox_uid
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -396,19 +367,9 @@ class Template:
         self._home = str(self._home_folder.path)
         try:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-I",
-                    "-c",
-                    TEMPLATE_BOOT,
-                    str(KIT_ROOT),
-                    "template",
-                    str(theirs.fileno()),
-                    str(os.getpid()),
-                    "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
-                    "+".join(BANNED_NAMES),  # the kernels the template watches once, for every child
-                    str(KIT_ROOT),
-                ],
+                [sys.executable, "-I", "-c", TEMPLATE_BOOT, str(KIT_ROOT), "template", str(theirs.fileno()),
+                 str(os.getpid()), "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
+                 "+".join(BANNED_NAMES), str(KIT_ROOT)],  # BANNED_NAMES: the kernels the template watches once
                 pass_fds=[theirs.fileno()],
                 env=child_environment(self._home),
                 cwd=self._home,
@@ -453,12 +414,10 @@ class Template:
     ) -> Child:
         """Fork a child; ``gpu`` is the one GPU it may see (``CUDA_VISIBLE_DEVICES``), else it sees none.
 
-        CUDA is initialised in that child only, never in the template.
-        ``deadline`` (``time.monotonic()``) is the submission's, by default
-        ``limits.submission_seconds`` from now.  ``without`` names containment
-        layers to leave out (``user-ns``, ``namespaces``, ``tmpfs-work``, ``dev``,
-        ``keyring``, ``landlock``, ``seccomp``; ``libseccomp``: as if it were
-        missing): for tests that check one layer alone, never for grading.
+        CUDA is initialised in that child only, never in the template.  ``deadline`` (``time.monotonic()``) is the
+        submission's, by default ``limits.submission_seconds`` from now.  ``without`` names containment layers to
+        leave out (``user-ns``, ``namespaces``, ``tmpfs-work``, ``dev``, ``keyring``, ``landlock``, ``seccomp``;
+        ``libseccomp``: as if it were missing): for tests that check one layer alone, never for grading.
         """
         folder = Folder("attnkit-child-", self.sandbox_uid if os.geteuid() == 0 else -1)
         workdir = folder.path
@@ -513,9 +472,7 @@ class Template:
     def isolation(self) -> str:
         """The containment layers this machine gives a child, e.g. ``user-ns+pid-ns+...+landlock+seccomp``, or ``none``.
 
-        Asked of a throwaway child once: the kernel decides, not the configuration.
-        The README's security model lists the layers.
-        """
+        Asked of a throwaway child once: the kernel decides, not the configuration (the README lists the layers)."""
         if self._isolation is None:
             child = self.spawn(Limits())
             try:
@@ -536,17 +493,14 @@ class Template:
     def stop(self) -> None:
         """End the work in flight, from any thread: kill every live child, fork no more, wake every waiter.
 
-        A thread reading from a child gets ChildGone; one spawning (or waiting
-        for the template to boot) gets RuntimeError.  Call ``close()`` after.
-        """
+        A thread reading from a child gets ChildGone; one spawning (or waiting for the template to boot) gets
+        RuntimeError.  Call ``close()`` after."""
         self._stopped = True
         for child in list(self._live.values()):  # a snapshot: spawn() may replace the dict meanwhile
             if not child.closed:
                 child.abort()
-        try:
+        with contextlib.suppress(OSError):
             self._control.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def close(self) -> None:
         """Close the template and every child still open (each reclaims its folder), then the template's folder."""
@@ -555,10 +509,9 @@ class Template:
         finally:
             for child in list(self._live.values()):
                 child.close()
-            try:  # its last sweep (the children's groups, then what they left: serve_template) before it goes
+            # its last sweep (the children's groups, then what they left: serve_template) before it goes
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=TEMPLATE_SWEEP_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
             self.process.kill()
             self.process.wait(timeout=10)
             if self.process.stderr:

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from grader.child.witness import KINDS, is_ctypes
 from grader.instructor.review_flags import Finding
 
-WHERE = "(while graded)"
-"""The file of a witnessed finding: no line of the hand-in, its process."""
+WHERE = "(while graded)"  # The file of a witnessed finding: no line of the hand-in, its process.
 
 CONSTRUCTS = {
     "runs-code": "code made from text at run time",
