@@ -206,6 +206,12 @@ def merge_without_transpose(x):
 # --- self-attention modules -------------------------------------------------------------
 
 
+def _qkv(module, d_in, d_out, bias, names=("W_query", "W_key", "W_value")):
+    """The three projections, made in ``names``' order (the seed's draws go to them in that order)."""
+    for name in names:
+        setattr(module, name, nn.Linear(d_in, d_out, bias=bias))
+
+
 class ScaledByDIn(SelfAttention):
     def forward(self, x):
         queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
@@ -223,17 +229,13 @@ class ScaledAfterSoftmax(SelfAttention):
 class KeyFirst(SelfAttention):
     def __init__(self, d_in, d_out, qkv_bias=False):
         nn.Module.__init__(self)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias, ("W_key", "W_query", "W_value"))
 
 
 class ForwardMisspelled(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias)
 
     def foward(self, x):  # nn.Module never calls this
         return SelfAttention.forward(self, x)
@@ -242,14 +244,18 @@ class ForwardMisspelled(nn.Module):
 class MatrixNames(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
-        self.Wq_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.Wk_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.Wv_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias, ("Wq_matrix", "Wk_matrix", "Wv_matrix"))
 
     def forward(self, x):
         queries, keys, values = self.Wq_matrix(x), self.Wk_matrix(x), self.Wv_matrix(x)
         weights = softmax_weights(scaled_dot_product_scores(queries, keys))
         return context_vectors(weights, values)
+
+
+class BiasedSelfAttention(SelfAttention):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
 
 
 def _self_attention(cls):
@@ -259,25 +265,73 @@ def _self_attention(cls):
     return make_self_attention
 
 
-# --- causal attention modules ---------------------------------------------------------
+# --- causal and multi-head attention modules ---------------------------------------------------
 
 
-class SoftmaxTwice(CausalAttention):
-    def forward(self, x):
-        num_tokens = x.shape[-2]
-        mask = self.mask[:num_tokens, :num_tokens]
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        weights = softmax_weights(scaled_dot_product_scores(queries, keys).masked_fill(mask, NEG_INF))
-        weights = softmax_weights(weights.masked_fill(mask, NEG_INF))  # softmax of weights, not of scores
-        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+def _forward(module, x, dropout_at="weights", mask="sliced", training=None, twice=False, by_d_out=False,
+             project=True):  # fmt: skip
+    """The chapter's causal forward (multi-head where the module has ``num_heads``) with one step done otherwise.
+
+    ``dropout_at``: weights, nowhere, context or scores (before the mask and the softmax); ``mask``: "sliced"
+    to T, "whole" (ctx, ctx), "cpu" (made in forward, on the CPU whatever x's device) or None (never
+    applied); ``training``: what dropout is told (None: the module's mode); ``twice``: a second softmax, of the
+    masked weights; ``by_d_out``: scores scaled by sqrt(d_out), not sqrt(head_dim); ``project``: out_proj
+    applied.  T is read first where the chapter reads it first (so a bad input fails the same way).
+    """
+    heads = getattr(module, "num_heads", None)
+    num_tokens = x.shape[-2] if heads or mask == "sliced" else None
+    queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
+    if heads:
+        queries, keys, values = (split_heads(t, heads) for t in (queries, keys, values))
+    p = module.dropout
+    training = module.training if training is None else training
+    d_k = module.W_key.out_features if by_d_out else keys.shape[-1]
+    scores = dot_product_scores(queries, keys) / math.sqrt(d_k)
+    if dropout_at == "scores":
+        scores = attention_dropout(scores, p, training)
+    if mask == "sliced":
+        mask = module.mask[:num_tokens, :num_tokens]
+    elif mask == "whole":
+        mask = module.mask
+    elif mask == "cpu":
+        mask = torch.triu(torch.ones(scores.shape[-2:]), diagonal=1).bool()
+    weights = softmax_weights(scores if mask is None else scores.masked_fill(mask, NEG_INF))
+    if twice:  # softmax of the weights, not of the scores
+        weights = softmax_weights(weights.masked_fill(mask, NEG_INF))
+    if dropout_at == "weights":
+        weights = attention_dropout(weights, p, training)
+    context = context_vectors(weights, values)
+    if dropout_at == "context":
+        context = attention_dropout(context, p, training)
+    if not heads:
+        return context
+    context = merge_heads(context)
+    return module.out_proj(context) if project else context  # no out_proj: the heads concatenated
+
+
+def _variant(base, name, **how):
+    """A subclass ``name`` of ``base`` whose forward is :func:`_forward` with ``how``."""
+    return type(name, (base,), {"forward": lambda self, x: _forward(self, x, **how)})
+
+
+SoftmaxTwice = _variant(CausalAttention, "SoftmaxTwice", twice=True)
+MaskNotSliced = _variant(CausalAttention, "MaskNotSliced", mask="whole")
+MaskNotApplied = _variant(CausalAttention, "MaskNotApplied", mask=None)
+DropoutNeverApplied = _variant(CausalAttention, "DropoutNeverApplied", dropout_at="nowhere")  # held, never used
+DropoutOnContext = _variant(CausalAttention, "DropoutOnContext", dropout_at="context")
+DropoutOnScores = _variant(CausalAttention, "DropoutOnScores", dropout_at="scores")
+DropoutInEval = _variant(CausalAttention, "DropoutInEval", training=True)  # training left at its default
+NoOutProj = _variant(MultiHeadAttention, "NoOutProj", project=False)  # out_proj made, as the chapter makes it
+HeadsDropoutNeverApplied = _variant(MultiHeadAttention, "HeadsDropoutNeverApplied", dropout_at="nowhere")
+HeadsDropoutOnContext = _variant(MultiHeadAttention, "HeadsDropoutOnContext", dropout_at="context")
+HeadsDropoutOnScores = _variant(MultiHeadAttention, "HeadsDropoutOnScores", dropout_at="scores")
+ScaledByDOut = _variant(MultiHeadAttention, "ScaledByDOut", by_d_out=True)
 
 
 class MaskAttribute(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         nn.Module.__init__(self)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias)
         self.dropout = dropout
         self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
 
@@ -285,90 +339,19 @@ class MaskAttribute(CausalAttention):
 class MaskMadeInForward(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         nn.Module.__init__(self)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias)
         self.dropout = dropout
 
     def forward(self, x):
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = scaled_dot_product_scores(queries, keys)
-        mask = torch.triu(torch.ones(scores.shape[-2:]), diagonal=1)  # on the CPU, whatever x's device
-        weights = softmax_weights(scores.masked_fill(mask.bool(), NEG_INF))
-        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
-
-
-class MaskNotSliced(CausalAttention):
-    def forward(self, x):
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = scaled_dot_product_scores(queries, keys).masked_fill(self.mask, NEG_INF)  # (ctx, ctx), not (T, T)
-        return context_vectors(attention_dropout(softmax_weights(scores), self.dropout, self.training), values)
-
-
-class MaskNotApplied(CausalAttention):
-    def forward(self, x):
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        weights = softmax_weights(scaled_dot_product_scores(queries, keys))
-        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+        return _forward(self, x, mask="cpu")
 
 
 class AlwaysBiased(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         nn.Module.__init__(self)
-        # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
-        self.W_query = nn.Linear(d_in, d_out)
-        self.W_key = nn.Linear(d_in, d_out)
-        self.W_value = nn.Linear(d_in, d_out)
+        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
         self.dropout = dropout
         self.register_buffer("mask", causal_mask(context_length))
-
-
-class BiasedSelfAttention(SelfAttention):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        nn.Module.__init__(self)
-        self.W_query = nn.Linear(d_in, d_out)  # bias=True whatever qkv_bias says
-        self.W_key = nn.Linear(d_in, d_out)
-        self.W_value = nn.Linear(d_in, d_out)
-
-
-def _causal_forward(module, x, dropout_at):
-    """The chapter's causal forward with dropout at ``dropout_at``: weights, nowhere, context or scores."""
-    num_tokens = x.shape[-2]
-    queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
-    p, training = module.dropout, module.training
-    scores = scaled_dot_product_scores(queries, keys)
-    if dropout_at == "scores":
-        scores = attention_dropout(scores, p, training)  # before the mask and the softmax
-    weights = softmax_weights(scores.masked_fill(module.mask[:num_tokens, :num_tokens], NEG_INF))
-    if dropout_at == "weights":
-        weights = attention_dropout(weights, p, training)
-    context = context_vectors(weights, values)
-    return attention_dropout(context, p, training) if dropout_at == "context" else context
-
-
-class DropoutNeverApplied(CausalAttention):
-    def forward(self, x):
-        return _causal_forward(self, x, "nowhere")  # self.dropout is held, never used
-
-
-class DropoutOnContext(CausalAttention):
-    def forward(self, x):
-        return _causal_forward(self, x, "context")
-
-
-class DropoutOnScores(CausalAttention):
-    def forward(self, x):
-        return _causal_forward(self, x, "scores")
-
-
-class DropoutInEval(CausalAttention):
-    def forward(self, x):
-        num_tokens = x.shape[-2]
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = scaled_dot_product_scores(queries, keys)
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout)  # training left at its default
-        return context_vectors(weights, values)
 
 
 def _causal_attention(cls):
@@ -376,21 +359,6 @@ def _causal_attention(cls):
         return cls(d_in, d_out, context_length, dropout, qkv_bias)
 
     return make_causal_attention
-
-
-# --- multi-head attention modules ------------------------------------------------------
-
-
-class NoOutProj(MultiHeadAttention):
-    def forward(self, x):  # out_proj is made in __init__, as the chapter makes it, and never applied
-        num_tokens = x.shape[-2]
-        queries = split_heads(self.W_query(x), self.num_heads)
-        keys = split_heads(self.W_key(x), self.num_heads)
-        values = split_heads(self.W_value(x), self.num_heads)
-        scores = scaled_dot_product_scores(queries, keys)
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
-        return merge_heads(context_vectors(weights, values))  # the heads concatenated, never projected
 
 
 class HeadsWithoutTranspose(MultiHeadAttention):
@@ -409,41 +377,6 @@ class HeadsWithoutTranspose(MultiHeadAttention):
         return self.out_proj(context)
 
 
-def _heads_forward(module, x, dropout_at="weights", mask=None):
-    """The chapter's multi-head forward with dropout at ``dropout_at`` and ``mask`` (default: the buffer)."""
-    num_tokens = x.shape[-2]
-    queries = split_heads(module.W_query(x), module.num_heads)
-    keys = split_heads(module.W_key(x), module.num_heads)
-    values = split_heads(module.W_value(x), module.num_heads)
-    p, training = module.dropout, module.training
-    scores = scaled_dot_product_scores(queries, keys)
-    if dropout_at == "scores":
-        scores = attention_dropout(scores, p, training)
-    mask = module.mask[:num_tokens, :num_tokens] if mask is None else mask
-    weights = softmax_weights(scores.masked_fill(mask, NEG_INF))
-    if dropout_at == "weights":
-        weights = attention_dropout(weights, p, training)
-    context = context_vectors(weights, values)
-    if dropout_at == "context":
-        context = attention_dropout(context, p, training)
-    return module.out_proj(merge_heads(context))
-
-
-class HeadsDropoutNeverApplied(MultiHeadAttention):
-    def forward(self, x):
-        return _heads_forward(self, x, "nowhere")
-
-
-class HeadsDropoutOnContext(MultiHeadAttention):
-    def forward(self, x):
-        return _heads_forward(self, x, "context")
-
-
-class HeadsDropoutOnScores(MultiHeadAttention):
-    def forward(self, x):
-        return _heads_forward(self, x, "scores")
-
-
 class HeadsMaskAttribute(MultiHeadAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
@@ -457,9 +390,7 @@ class HeadsMaskMadeInForward(MultiHeadAttention):
         del self.mask
 
     def forward(self, x):
-        num_tokens = x.shape[-2]
-        mask = torch.triu(torch.ones(num_tokens, num_tokens), diagonal=1).bool()  # on the CPU, whatever x's device
-        return _heads_forward(self, x, mask=mask)
+        return _forward(self, x, mask="cpu")
 
 
 class HeadsAlwaysBiased(MultiHeadAttention):
@@ -471,19 +402,6 @@ class AssertsDivisible(MultiHeadAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-
-
-class ScaledByDOut(MultiHeadAttention):
-    def forward(self, x):
-        num_tokens = x.shape[-2]
-        queries = split_heads(self.W_query(x), self.num_heads)
-        keys = split_heads(self.W_key(x), self.num_heads)
-        values = split_heads(self.W_value(x), self.num_heads)
-        d_out = self.W_key.out_features
-        scores = dot_product_scores(queries, keys) / math.sqrt(d_out)  # d_out, not head_dim
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
-        return self.out_proj(merge_heads(context_vectors(weights, values)))
 
 
 def _multihead_attention(cls):
