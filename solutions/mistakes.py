@@ -414,38 +414,20 @@ def _multihead_attention(cls):
 # --- long sequences -------------------------------------------------------------------
 
 
-def _check_window(num_tokens, window):
-    if num_tokens < 1:
-        raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
-    if window < 1:
-        raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+def _window_mask(checked=True, back=0, future=True):
+    """sliding_window_mask hiding the keys more than ``window - 1 + back`` behind each query, and the future
+    unless ``future`` is False; ``checked``: the reference's ValueErrors."""
 
+    def sliding_window_mask(num_tokens, window, device=None):
+        if checked and num_tokens < 1:
+            raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
+        if checked and window < 1:
+            raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+        ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+        too_far = torch.tril(ones, diagonal=-(window + back))
+        return torch.triu(ones, diagonal=1) | too_far if future else too_far
 
-def _window(num_tokens, window, device, back):
-    """The future, and every key more than ``back`` positions behind its query."""
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return torch.triu(ones, diagonal=1) | torch.tril(ones, diagonal=-back - 1)
-
-
-def window_sees_one_too_many(num_tokens, window, device=None):
-    _check_window(num_tokens, window)
-    return _window(num_tokens, window, device, back=window)  # `j < i - window`: window + 1 keys
-
-
-def window_sees_one_too_few(num_tokens, window, device=None):
-    _check_window(num_tokens, window)
-    return _window(num_tokens, window, device, back=window - 2)  # `j <= i - window + 1`: window - 1 keys
-
-
-def window_forgets_future(num_tokens, window, device=None):
-    _check_window(num_tokens, window)
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return torch.tril(ones, diagonal=-window)  # only the keys too far back: the future stays visible
-
-
-def window_unchecked(num_tokens, window, device=None):
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return torch.triu(ones, diagonal=1) | torch.tril(ones, diagonal=-window)
+    return sliding_window_mask
 
 
 def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_peak=NEG_INF, scaled=True,
@@ -475,24 +457,13 @@ def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_pe
     return torch.where(total > 0, mixed / total, torch.zeros_like(mixed))
 
 
-def chunks_not_rescaled(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, rescale=False)
+def _chunked(**wrong):
+    """chunked_attention with the online softmax's steps done as ``wrong`` says (:func:`_online`)."""
 
+    def chunked_attention(queries, keys, values, chunk_size, causal=False):
+        return _online(queries, keys, values, chunk_size, causal, **wrong)
 
-def running_max_from_zero(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, first_peak=0.0)
-
-
-def chunked_not_scaled(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, scaled=False)
-
-
-def causal_offset_per_chunk(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, local_positions=True)
-
-
-def last_partial_chunk_dropped(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, whole_chunks_only=True)
+    return chunked_attention
 
 
 def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
@@ -506,9 +477,6 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
     for start in range(0, keys.shape[-2], chunk_size):  # "chunked": the weights, sliced after the fact
         out = out + weights[..., start : start + chunk_size] @ values[..., start : start + chunk_size, :]
     return out
-
-
-# --- the catalogue --------------------------------------------------------------------
 
 
 # --- plotting -------------------------------------------------------------------------------------------
@@ -551,32 +519,13 @@ def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=Fa
     return ax if axes else fig
 
 
-def plot_transposed(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, transpose=True)
+def _plot(**wrong):
+    """plot_attention with one thing drawn otherwise (:func:`_drawn_wrong`)."""
 
+    def plot_attention(weights, tokens=None):
+        return _drawn_wrong(weights, tokens, **wrong)
 
-def plot_without_colorbar(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, colorbar=False)
-
-
-def plot_labels_swapped(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, swap_labels=True)
-
-
-def plot_tokens_on_wrong_axes(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, swap_ticks=True)
-
-
-def plot_without_detach(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, detach=False)
-
-
-def plot_and_show(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, show=True)
-
-
-def plot_returns_axes(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, axes=True)
+    return plot_attention
 
 
 def plot_any_shape(weights, tokens=None):
@@ -592,6 +541,9 @@ def plot_any_shape(weights, tokens=None):
         ax.set_xticks(range(len(keys)), keys)
         ax.set_yticks(range(len(queries)), queries)
     return fig
+
+
+# --- the catalogue --------------------------------------------------------------------
 
 
 def _m(mistake_id, description, hint, hint_zh, overrides, source=CLASSIC, exercise=None):
@@ -1084,21 +1036,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "masks keys with `j < i - window`: each query sees window + 1 keys",
         "Count the keys row i may see, itself included: there should be exactly `window` of them.",
         "数一数第 i 行能看到几个键（包括它自己）：应当正好是 `window` 个。",
-        {"sliding_window_mask": window_sees_one_too_many},
+        {"sliding_window_mask": _window_mask(back=1)},
     ),
     _m(
         "window-sees-one-too-few",
         "masks keys with `j <= i - window + 1`: each query sees only window - 1 keys (window 1 sees nothing)",
         "With window = 1, what may token i still see? Count the keys of one row, itself included.",
         "当 window = 1 时，第 i 个词元还能看到什么？数一数一行里能看到的键（包括它自己）。",
-        {"sliding_window_mask": window_sees_one_too_few},
+        {"sliding_window_mask": _window_mask(back=-1)},
     ),
     _m(
         "window-forgets-future",
         "masks only the keys too far back: the future stays visible",
         "A sliding window is still causal. Which entries above the diagonal does your mask hide?",
         "滑动窗口仍然是因果的。你的掩码遮住对角线上方的元素了吗？",
-        {"sliding_window_mask": window_forgets_future},
+        {"sliding_window_mask": _window_mask(future=False)},
         SEED_002,
     ),
     _m(
@@ -1106,7 +1058,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "accepts window < 1 (or num_tokens < 1) instead of raising ValueError",
         "What should window = 0 mean? A row that sees nothing is not a mask anyone wants: raise ValueError.",
         "window = 0 应当是什么意思？一行什么也看不到的掩码没有用处：请抛出 ValueError。",
-        {"sliding_window_mask": window_unchecked},
+        {"sliding_window_mask": _window_mask(checked=False)},
     ),
     # chunked_attention
     _m(
@@ -1115,7 +1067,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "When a block raises the running max, the sums so far were computed against the old max. What factor "
         "brings them to the new one?",
         "当某个块提高了运行最大值时，之前的累加和是相对旧的最大值算的。用什么因子把它们换算到新的最大值？",
-        {"chunked_attention": chunks_not_rescaled},
+        {"chunked_attention": _chunked(rescale=False)},
         SEED_002,
     ),
     _m(
@@ -1123,14 +1075,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "starts the running max at 0 instead of -inf: when every score is far below zero, exp underflows to 0",
         "What is the max of an empty set of scores? Try keys that make every score very negative.",
         "空集合的最大值是多少？试试让所有分数都非常负的键。",
-        {"chunked_attention": running_max_from_zero},
+        {"chunked_attention": _chunked(first_peak=0.0)},
     ),
     _m(
         "chunked-no-scaling",
         "never divides the scores by sqrt(d)",
         "Is this still *scaled* dot-product attention? Compare one block of your scores with q k^T / sqrt(d).",
         "这还是*缩放*点积注意力吗？把你的某一块分数和 q k^T / sqrt(d) 比较一下。",
-        {"chunked_attention": chunked_not_scaled},
+        {"chunked_attention": _chunked(scaled=False)},
     ),
     _m(
         "causal-offset-per-chunk",
@@ -1138,14 +1090,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "In the block that starts at key s, where is its first key in the whole sequence? Compare positions, "
         "not indices within the block.",
         "从第 s 个键开始的那一块里，第一个键在整个序列中的位置是多少？请比较全局位置，而不是块内下标。",
-        {"chunked_attention": causal_offset_per_chunk},
+        {"chunked_attention": _chunked(local_positions=True)},
     ),
     _m(
         "last-partial-chunk-dropped",
         "walks only whole blocks, so the last Tk % chunk_size keys are never seen",
         "When chunk_size does not divide Tk, is the last, shorter block part of your loop?",
         "当 chunk_size 不能整除 Tk 时，最后那个较短的块在你的循环里吗？",
-        {"chunked_attention": last_partial_chunk_dropped},
+        {"chunked_attention": _chunked(whole_chunks_only=True)},
     ),
     _m(
         "full-attention-sliced",
@@ -1163,7 +1115,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which axis of the image holds the queries? imshow puts the rows of its array down the side, and row i "
         "of the weights is query i.",
         "图像的哪一个轴对应查询（query）？imshow 把数组的行画在纵轴上，而权重的第 i 行属于第 i 个查询。",
-        {"plot_attention": plot_transposed},
+        {"plot_attention": _plot(transpose=True)},
     ),
     _m(
         "plot-without-colorbar",
@@ -1171,7 +1123,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "How would a reader tell a weight of 0.2 from 0.8 in your picture? Something on the figure must say "
         "which colour means which value.",
         "读者怎样从你的图中分辨 0.2 和 0.8 的权重？图上需要有东西说明每种颜色代表多大的数值。",
-        {"plot_attention": plot_without_colorbar},
+        {"plot_attention": _plot(colorbar=False)},
         SEED_002,
     ),
     _m(
@@ -1180,14 +1132,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which positions run across the image, and which down its side? Check your labels against the rows "
         "and columns of the weights.",
         "横轴上排列的是哪种位置，纵轴上又是哪种？请对照权重矩阵的行和列检查你的坐标轴标签。",
-        {"plot_attention": plot_labels_swapped},
+        {"plot_attention": _plot(swap_labels=True)},
     ),
     _m(
         "plot-tokens-on-wrong-axes",
         "labels the x ticks with the query tokens and the y ticks with the key tokens",
         "With different query and key tokens, which ones belong under the columns? The columns are the keys.",
         "当查询和键的词元不同时，哪一组应该标在列的下方？列对应的是键（key）。",
-        {"plot_attention": plot_tokens_on_wrong_axes},
+        {"plot_attention": _plot(swap_ticks=True)},
     ),
     _m(
         "plot-without-detach",
@@ -1196,7 +1148,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "tensor before numpy (and matplotlib) may read it?",
         "用模块算出来的权重（需要梯度的张量）试一试你的函数。这样的张量在交给 numpy（以及 matplotlib）"
         "之前需要先做什么？",
-        {"plot_attention": plot_without_detach},
+        {"plot_attention": _plot(detach=False)},
     ),
     _m(
         "plot-shows-figure",
@@ -1204,14 +1156,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Who decides when a figure is shown: the function that draws it, or the code that calls it? Return the "
         "figure and leave showing to the caller.",
         "图什么时候显示，应该由画图的函数决定，还是由调用它的代码决定？把 Figure 返回，让调用者去显示。",
-        {"plot_attention": plot_and_show},
+        {"plot_attention": _plot(show=True)},
     ),
     _m(
         "plot-returns-axes",
         "returns the Axes it drew on (`ax`) instead of the Figure",
         "What does `plt.subplots()` give you, and which of the two does the exercise ask you to return?",
         "`plt.subplots()` 返回了哪两样东西？这个练习要求你返回的是其中哪一个？",
-        {"plot_attention": plot_returns_axes},
+        {"plot_attention": _plot(axes=True)},
     ),
     _m(
         "plot-any-shape",
