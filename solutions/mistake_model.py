@@ -202,10 +202,7 @@ class Raised(Exception):
 
 def own_mask(cfg: ModuleConfig, knobs: Mapping[str, str], device: Any = None) -> torch.Tensor:
     """The mask buffer a module with these knobs builds in ``__init__`` (True: hidden)."""
-    size = 6 if knobs.get("mask_size", "").startswith("six") else cfg.context_length
-    ones = torch.ones(size, size, dtype=torch.bool, device=device)
-    kind, _, diagonal = knobs.get("mask_shape", "triu_1").partition("_")
-    return torch.triu(ones, int(diagonal)) if kind == "triu" else torch.tril(ones, int(diagonal))
+    return _triangle(6 if knobs.get("mask_size", "").startswith("six") else cfg.context_length, knobs, device)
 
 
 def _dropout(t: torch.Tensor, p: float, generator: torch.Generator | None, scaled: bool = True) -> torch.Tensor:

@@ -77,10 +77,6 @@ def _check_p(p):
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
 
 
-def _draws(weights, generator):
-    return torch.rand(weights.shape, generator=generator, device=weights.device, dtype=weights.dtype)
-
-
 def _check_heads(d, num_heads):
     if d % num_heads != 0:
         raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
@@ -142,39 +138,25 @@ def p_not_checked(weights, keep_mask, p):
     return weights * keep_mask.to(weights.dtype) / (1.0 - p)
 
 
-def dropout_scaled_by_inverse_p(weights, p, training=True, generator=None):
-    _check_p(p)
-    if not training or p == 0.0:
-        return weights.clone()
-    keep = _draws(weights, generator) >= p
-    return weights * keep / p
+def _attention_dropout(in_eval=False, keep_below=False, global_rng=False, by_p=False):
+    """attention_dropout dropping in eval too, keeping with probability p, drawing from the global generator, or
+    scaling the survivors by 1/p (each keyword names its mistake)."""
 
+    def attention_dropout(weights, p, training=True, generator=None):
+        _check_p(p)
+        if not (training or in_eval) or p == 0.0:
+            return weights.clone()
+        gen = None if global_rng else generator
+        draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
+        keep = draws < p if keep_below else draws >= p
+        return weights * keep / p if by_p else dropout_scale(weights, keep, p)
 
-def dropout_in_eval(weights, p, training=True, generator=None):
-    _check_p(p)
-    if p == 0.0:
-        return weights.clone()
-    return dropout_scale(weights, _draws(weights, generator) >= p, p)
+    return attention_dropout
 
 
 def dropout_then_renormalise(weights, p, training=True, generator=None):
     dropped = attention_dropout(weights, p, training, generator)
     return dropped / dropped.sum(dim=-1, keepdim=True)
-
-
-def dropout_keeps_with_p(weights, p, training=True, generator=None):
-    _check_p(p)
-    if not training or p == 0.0:
-        return weights.clone()
-    return dropout_scale(weights, _draws(weights, generator) < p, p)
-
-
-def dropout_ignores_generator(weights, p, training=True, generator=None):
-    _check_p(p)
-    if not training or p == 0.0:
-        return weights.clone()
-    draws = torch.rand(weights.shape, device=weights.device, dtype=weights.dtype)
-    return dropout_scale(weights, draws >= p, p)
 
 
 # --- heads ----------------------------------------------------------------------------
@@ -810,14 +792,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "keeps each entry with probability 1-p but scales the survivors by 1/p",
         "With p=0.2, how much must the surviving 80% grow so the expected weight stays the same?",
         "当 p=0.2 时，被保留的 80% 元素要放大多少倍，期望权重才保持不变？",
-        {"attention_dropout": dropout_scaled_by_inverse_p},
+        {"attention_dropout": _attention_dropout(by_p=True)},
     ),
     _m(
         "dropout-active-in-eval",
         "drops entries even when training=False",
         "What should dropout do when the model is being evaluated? Look at the `training` argument.",
         "模型在评估时 dropout 应当做什么？看看 `training` 参数。",
-        {"attention_dropout": dropout_in_eval},
+        {"attention_dropout": _attention_dropout(in_eval=True)},
     ),
     _m(
         "dropout-renormalises-rows",
@@ -831,14 +813,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "keeps each entry with probability p instead of 1-p",
         "p is the probability of dropping an entry. With p=0.2, about what share of the entries should survive?",
         "p 是丢弃一个元素的概率。当 p=0.2 时，大约应当有多少比例的元素被保留？",
-        {"attention_dropout": dropout_keeps_with_p},
+        {"attention_dropout": _attention_dropout(keep_below=True)},
     ),
     _m(
         "dropout-ignores-generator",
         "draws the keep mask from the global RNG, ignoring `generator`",
         "Where do your random numbers come from? The same generator state must give the same mask.",
         "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
-        {"attention_dropout": dropout_ignores_generator},
+        {"attention_dropout": _attention_dropout(global_rng=True)},
     ),
     # split_heads
     _m(
