@@ -138,13 +138,6 @@ KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, v, i, h in _KNOBS + _FUN
 """Every knob of the model: the module hooks' and the function hooks' it covers."""
 FUNCTION_HOOKS = frozenset().union(*(h for *_, h in _FUNCTION_KNOBS))
 
-STEPS: tuple[str, ...] = tuple(dict.fromkeys(k.step for k in KNOBS))
-ERROR_KNOBS = frozenset({"q-at-k-t-batched", "mask-not-sliced", "mask-of-size-6"})
-"""Knobs that make the computation raise for some shapes: the learner's failing line must show them too."""
-DROPOUT_STEPS = ("eval_dropout", "dropout")
-
-Setting = frozenset  # of Knob: at most one per step; the empty setting is the chapter's computation
-
 
 def knobs_for(hook: str) -> tuple[Knob, ...]:
     return tuple(k for k in KNOBS if hook in k.hooks)
@@ -209,10 +202,7 @@ class Raised(Exception):
 
 def own_mask(cfg: ModuleConfig, knobs: Mapping[str, str], device: Any = None) -> torch.Tensor:
     """The mask buffer a module with these knobs builds in ``__init__`` (True: hidden)."""
-    size = 6 if knobs.get("mask_size", "").startswith("six") else cfg.context_length
-    ones = torch.ones(size, size, dtype=torch.bool, device=device)
-    kind, _, diagonal = knobs.get("mask_shape", "triu_1").partition("_")
-    return torch.triu(ones, int(diagonal)) if kind == "triu" else torch.tril(ones, int(diagonal))
+    return _triangle(6 if knobs.get("mask_size", "").startswith("six") else cfg.context_length, knobs, device)
 
 
 def _dropout(t: torch.Tensor, p: float, generator: torch.Generator | None, scaled: bool = True) -> torch.Tensor:
@@ -562,15 +552,6 @@ def _product(queries: torch.Tensor, keys: torch.Tensor, product: str) -> torch.T
     return queries @ keys.transpose(-2, -1)
 
 
-def _scores(queries: torch.Tensor, keys: torch.Tensor, k: Mapping[str, str], scaled: bool) -> torch.Tensor:
-    scores = _product(queries, keys, k.get("product", "q_at_k"))
-    if not scaled:
-        return scores
-    d_k, num_tokens = keys.shape[-1], queries.shape[-2]
-    divisor = {"sqrt_d_k": math.sqrt(d_k), "none": 1.0, "d_k": float(d_k), "sqrt_T": math.sqrt(num_tokens)}
-    return scores / divisor[k.get("scale", "sqrt_d_k")]
-
-
 def _softmax(scores: torch.Tensor, dim: int, k: Mapping[str, str]) -> torch.Tensor:
     d = {"arg": dim, "1": 1, "0": 0, "last": -1}[k.get("softmax_dim", "arg")]
     stability = k.get("stability", "guarded")
@@ -587,112 +568,79 @@ def _softmax(scores: torch.Tensor, dim: int, k: Mapping[str, str]) -> torch.Tens
     return torch.where(total > 0, e / total, torch.zeros_like(e))
 
 
-def _softmax_with_temperature(scores: torch.Tensor, temperature: float, dim: int, k: Mapping[str, str]) -> torch.Tensor:
-    if k.get("argument_check", "value_error") == "value_error" and not temperature > 0:
-        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
-    where = k.get("temperature", "divides")
-    scaled = {"divides": scores / temperature, "times": scores * temperature, "after": scores, "ignored": scores}[where]
-    weights = _softmax(scaled, dim, {"stability": k.get("stability", "guarded")})
-    return weights / temperature if where == "after" else weights
-
-
 def _triangle(size: int, k: Mapping[str, str], device: Any, dtype: torch.dtype = torch.bool) -> torch.Tensor:
     ones = torch.ones(size, size, dtype=dtype, device=device)
     kind, _, diagonal = k.get("mask_shape", "triu_1").partition("_")
     return torch.triu(ones, int(diagonal)) if kind == "triu" else torch.tril(ones, int(diagonal))
 
 
-def _causal_mask(num_tokens: int, device: Any, k: Mapping[str, str]) -> torch.Tensor:
-    if k.get("argument_check", "value_error") == "value_error" and num_tokens < 1:
-        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
-    dtype = torch.get_default_dtype() if k.get("mask_dtype") == "float" else torch.bool
-    return _triangle(num_tokens, k, None if k.get("mask_device") == "default" else device, dtype)
-
-
-def _apply_causal_mask(scores: torch.Tensor, k: Mapping[str, str]) -> torch.Tensor:
-    if scores.shape[-2] != scores.shape[-1]:
-        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
-    size = 6 if k.get("mask_size") == "six" else scores.shape[-1]
-    mask = _triangle(size, k, None if k.get("mask_device") == "cpu" else scores.device)
-    fill = 0.0 if k.get("mask") == "zero" else NEG_INF
-    if k.get("in_place") == "yes":
-        return scores.masked_fill_(mask, fill)
-    return scores.masked_fill(mask, fill)
-
-
-def _sliding_window_mask(num_tokens: int, window: int, device: Any, k: Mapping[str, str]) -> torch.Tensor:
-    if k.get("window_check", "value_error") == "value_error" and (num_tokens < 1 or window < 1):
-        raise ValueError(f"sliding_window_mask needs num_tokens >= 1 and window >= 1, got {num_tokens}, {window}")
-    back = window - 1 + {"exact": 0, "plus_one": 1, "minus_one": -1}[k.get("window_back", "exact")]
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    too_far = torch.tril(ones, diagonal=-back - 1)  # keys more than `back` positions behind
-    return too_far if k.get("window_future") == "visible" else torch.triu(ones, diagonal=1) | too_far
-
-
-def _attention_dropout(weights, p, training, generator, k: Mapping[str, str]) -> torch.Tensor:
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    if not (training or k.get("eval") == "active") or p == 0.0:
-        return weights.clone()
-    gen = None if k.get("generator") == "global" else generator
-    draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
-    keep = (draws < p) if k.get("keep") == "with_p" else (draws >= p)
-    scale = k.get("scale", "1-p")
-    if scale == "1-p" and p == 1.0:
-        return torch.zeros_like(weights)  # the chapter's guard, kept by learners who renormalise after it
-    out = weights * keep * ({"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale])
-    return out / out.sum(dim=-1, keepdim=True) if k.get("rows") == "renormalised" else out
-
-
 def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
-    if hook == "attention_dropout":
+    """``hook`` under the knobs ``k`` (``{step: value}``): a plain function with the hook's signature."""
+    checked = k.get("argument_check", "value_error") == "value_error"
 
-        def attention_dropout(weights, p, training=True, generator=None):
-            return _attention_dropout(weights, p, training, generator, k)
+    def dot_product_scores(queries, keys):
+        return _product(queries, keys, k.get("product", "q_at_k"))
 
-        return attention_dropout
-    if hook == "dot_product_scores":
+    def scaled_dot_product_scores(queries, keys):
+        scores = _product(queries, keys, k.get("product", "q_at_k"))
+        d_k, num_tokens = keys.shape[-1], queries.shape[-2]
+        divisor = {"sqrt_d_k": math.sqrt(d_k), "none": 1.0, "d_k": float(d_k), "sqrt_T": math.sqrt(num_tokens)}
+        return scores / divisor[k.get("scale", "sqrt_d_k")]
 
-        def dot_product_scores(queries, keys):
-            return _scores(queries, keys, k, scaled=False)
+    def softmax_weights(scores, dim=-1):
+        return _softmax(scores, dim, k)
 
-        return dot_product_scores
-    if hook == "scaled_dot_product_scores":
+    def softmax_with_temperature(scores, temperature, dim=-1):
+        if checked and not temperature > 0:
+            raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+        where = k.get("temperature", "divides")
+        scaled = {"divides": scores / temperature, "times": scores * temperature, "after": scores, "ignored": scores}
+        weights = _softmax(scaled[where], dim, {"stability": k.get("stability", "guarded")})
+        return weights / temperature if where == "after" else weights
 
-        def scaled_dot_product_scores(queries, keys):
-            return _scores(queries, keys, k, scaled=True)
+    def causal_mask(num_tokens, device=None):
+        if checked and num_tokens < 1:
+            raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+        dtype = torch.get_default_dtype() if k.get("mask_dtype") == "float" else torch.bool
+        return _triangle(num_tokens, k, None if k.get("mask_device") == "default" else device, dtype)
 
-        return scaled_dot_product_scores
-    if hook == "softmax_weights":
+    def apply_causal_mask(scores):
+        if scores.shape[-2] != scores.shape[-1]:
+            raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
+        size = 6 if k.get("mask_size") == "six" else scores.shape[-1]
+        mask = _triangle(size, k, None if k.get("mask_device") == "cpu" else scores.device)
+        fill = 0.0 if k.get("mask") == "zero" else NEG_INF
+        if k.get("in_place") == "yes":
+            return scores.masked_fill_(mask, fill)
+        return scores.masked_fill(mask, fill)
 
-        def softmax_weights(scores, dim=-1):
-            return _softmax(scores, dim, k)
+    def sliding_window_mask(num_tokens, window, device=None):
+        if k.get("window_check", "value_error") == "value_error" and (num_tokens < 1 or window < 1):
+            raise ValueError(f"sliding_window_mask needs num_tokens >= 1 and window >= 1, got {num_tokens}, {window}")
+        back = window - 1 + {"exact": 0, "plus_one": 1, "minus_one": -1}[k.get("window_back", "exact")]
+        ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+        too_far = torch.tril(ones, diagonal=-back - 1)  # keys more than `back` positions behind
+        return too_far if k.get("window_future") == "visible" else torch.triu(ones, diagonal=1) | too_far
 
-        return softmax_weights
-    if hook == "softmax_with_temperature":
+    def attention_dropout(weights, p, training=True, generator=None):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        if not (training or k.get("eval") == "active") or p == 0.0:
+            return weights.clone()
+        gen = None if k.get("generator") == "global" else generator
+        draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
+        keep = (draws < p) if k.get("keep") == "with_p" else (draws >= p)
+        scale = k.get("scale", "1-p")
+        if scale == "1-p" and p == 1.0:
+            return torch.zeros_like(weights)  # the chapter's guard, kept by learners who renormalise after it
+        out = weights * keep * ({"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale])
+        return out / out.sum(dim=-1, keepdim=True) if k.get("rows") == "renormalised" else out
 
-        def softmax_with_temperature(scores, temperature, dim=-1):
-            return _softmax_with_temperature(scores, temperature, dim, k)
-
-        return softmax_with_temperature
-    if hook == "causal_mask":
-
-        def causal_mask(num_tokens, device=None):
-            return _causal_mask(num_tokens, device, k)
-
-        return causal_mask
-    if hook == "apply_causal_mask":
-
-        def apply_causal_mask(scores):
-            return _apply_causal_mask(scores, k)
-
-        return apply_causal_mask
-    if hook == "sliding_window_mask":
-
-        def sliding_window_mask(num_tokens, window, device=None):
-            return _sliding_window_mask(num_tokens, window, device, k)
-
-        return sliding_window_mask
+    functions = [dot_product_scores, scaled_dot_product_scores, softmax_weights, softmax_with_temperature]
+    functions += [causal_mask, apply_causal_mask, sliding_window_mask, attention_dropout]
+    for fn in functions:
+        if fn.__name__ == hook:
+            return fn
     raise KeyError(f"the mistake model has no function {hook}")
 
 

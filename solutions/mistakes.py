@@ -31,6 +31,7 @@ from torch import nn
 
 from grader.packs import instructor_part
 from grader.registry import Solution, adopt
+from solutions.mistake_model import knobs_for, model_function
 from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
@@ -71,20 +72,9 @@ class Mistake:
 # --- small helpers shared by the wrong implementations --------------------------------
 
 
-def _square(scores):
-    """T of ``(..., T, T)`` scores, raising ValueError like the reference (so only the mistake differs)."""
-    if scores.shape[-2] != scores.shape[-1]:
-        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
-    return scores.shape[-1]
-
-
 def _check_p(p):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-
-
-def _draws(weights, generator):
-    return torch.rand(weights.shape, generator=generator, device=weights.device, dtype=weights.dtype)
 
 
 def _check_heads(d, num_heads):
@@ -92,20 +82,7 @@ def _check_heads(d, num_heads):
         raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
 
 
-# --- scores ---------------------------------------------------------------------------
-
-
-def q_at_k_t(queries, keys):
-    # `q @ k.T`: on a 3-D or 4-D tensor .T reverses *all* dims, not the last two
-    return queries @ keys.permute(*reversed(range(keys.dim())))
-
-
-def keys_at_queries_t(queries, keys):
-    return keys @ queries.transpose(-2, -1)  # (..., Tk, Tq): the transpose of the scores
-
-
-def no_scaling(queries, keys):
-    return dot_product_scores(queries, keys)
+# --- the function hooks (the rest are settings of the mistake model: see _m) ----------------------------
 
 
 def scale_twice(queries, keys):
@@ -113,128 +90,15 @@ def scale_twice(queries, keys):
     return dot_product_scores(queries, keys) / math.sqrt(d_k) / math.sqrt(d_k)
 
 
-def scale_by_num_tokens(queries, keys):
-    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
-
-
-# --- softmax --------------------------------------------------------------------------
-
-
-def softmax_over_dim_1(scores, dim=-1):
-    return softmax_weights(scores, dim=1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
-
-
-def softmax_over_dim_0(scores, dim=-1):
-    return softmax_weights(scores, dim=0)  # the batch dimension
-
-
-def softmax_ignores_dim(scores, dim=-1):
-    return softmax_weights(scores, dim=-1)
-
-
-def softmax_without_max(scores, dim=-1):
-    exp = torch.exp(scores)
-    return exp / exp.sum(dim=dim, keepdim=True)
-
-
-def softmax_nan_on_masked_rows(scores, dim=-1):
-    exp = torch.exp(scores - scores.amax(dim=dim, keepdim=True))  # -inf - (-inf) is NaN
-    return exp / exp.sum(dim=dim, keepdim=True)
-
-
-# --- softmax with a temperature ----------------------------------------------------------
-
-
-def _check_temperature(temperature):
-    if not temperature > 0:
-        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
-
-
-def temperature_after_softmax(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores, dim=dim) / temperature  # the weights no longer sum to 1
-
-
-def temperature_multiplied(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores * temperature, dim=dim)  # a small temperature flattens instead of sharpening
-
-
-def temperature_ignored(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores, dim=dim)
-
-
-def temperature_without_max(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    exp = torch.exp(scores / temperature)  # at temperature 1e-4 the scaled logits reach 1e4: inf / inf
-    return exp / exp.sum(dim=dim, keepdim=True)
-
-
-def temperature_unchecked(scores, temperature, dim=-1):
-    return softmax_weights(scores / temperature, dim=dim)  # temperature 0: scores / 0 is ±inf or NaN, no error
-
-
-# --- context vectors ------------------------------------------------------------------
-
-
 def weights_transposed(weights, values):
     return weights.transpose(-2, -1) @ values
 
 
-# --- the causal mask ------------------------------------------------------------------
-
-
-def _check_tokens(num_tokens):
-    if num_tokens < 1:
-        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
-
-
-def triu_diagonal_0(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
-
-
-def tril_instead_of_triu(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
-
-
-def causal_mask_ignores_device(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
-
-
-def causal_mask_float(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
-
-
-def causal_mask_unchecked(num_tokens, device=None):
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=1)
-
-
 def mask_of_size_6(scores):
-    _square(scores)
+    if scores.shape[-2] != scores.shape[-1]:  # the reference's ValueError, so only the mistake differs
+        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
     mask = torch.triu(torch.ones(6, 6), diagonal=1)
     return scores.masked_fill(mask.bool(), NEG_INF)
-
-
-def mask_with_zero(scores):
-    mask = causal_mask(_square(scores), device=scores.device)
-    return scores.masked_fill(mask, 0.0)
-
-
-def mask_built_on_cpu(scores):
-    num_tokens = _square(scores)
-    mask = torch.triu(torch.ones(num_tokens, num_tokens), diagonal=1).bool()
-    return scores.masked_fill(mask, NEG_INF)
-
-
-def mask_in_place(scores):
-    mask = causal_mask(_square(scores), device=scores.device)
-    scores.masked_fill_(mask, NEG_INF)
-    return scores
 
 
 def mask_without_renormalising(weights):
@@ -274,39 +138,25 @@ def p_not_checked(weights, keep_mask, p):
     return weights * keep_mask.to(weights.dtype) / (1.0 - p)
 
 
-def dropout_scaled_by_inverse_p(weights, p, training=True, generator=None):
-    _check_p(p)
-    if not training or p == 0.0:
-        return weights.clone()
-    keep = _draws(weights, generator) >= p
-    return weights * keep / p
+def _attention_dropout(in_eval=False, keep_below=False, global_rng=False, by_p=False):
+    """attention_dropout dropping in eval too, keeping with probability p, drawing from the global generator, or
+    scaling the survivors by 1/p (each keyword names its mistake)."""
 
+    def attention_dropout(weights, p, training=True, generator=None):
+        _check_p(p)
+        if not (training or in_eval) or p == 0.0:
+            return weights.clone()
+        gen = None if global_rng else generator
+        draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
+        keep = draws < p if keep_below else draws >= p
+        return weights * keep / p if by_p else dropout_scale(weights, keep, p)
 
-def dropout_in_eval(weights, p, training=True, generator=None):
-    _check_p(p)
-    if p == 0.0:
-        return weights.clone()
-    return dropout_scale(weights, _draws(weights, generator) >= p, p)
+    return attention_dropout
 
 
 def dropout_then_renormalise(weights, p, training=True, generator=None):
     dropped = attention_dropout(weights, p, training, generator)
     return dropped / dropped.sum(dim=-1, keepdim=True)
-
-
-def dropout_keeps_with_p(weights, p, training=True, generator=None):
-    _check_p(p)
-    if not training or p == 0.0:
-        return weights.clone()
-    return dropout_scale(weights, _draws(weights, generator) < p, p)
-
-
-def dropout_ignores_generator(weights, p, training=True, generator=None):
-    _check_p(p)
-    if not training or p == 0.0:
-        return weights.clone()
-    draws = torch.rand(weights.shape, device=weights.device, dtype=weights.dtype)
-    return dropout_scale(weights, draws >= p, p)
 
 
 # --- heads ----------------------------------------------------------------------------
@@ -338,6 +188,12 @@ def merge_without_transpose(x):
 # --- self-attention modules -------------------------------------------------------------
 
 
+def _qkv(module, d_in, d_out, bias, names=("W_query", "W_key", "W_value")):
+    """The three projections, made in ``names``' order (the seed's draws go to them in that order)."""
+    for name in names:
+        setattr(module, name, nn.Linear(d_in, d_out, bias=bias))
+
+
 class ScaledByDIn(SelfAttention):
     def forward(self, x):
         queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
@@ -355,17 +211,13 @@ class ScaledAfterSoftmax(SelfAttention):
 class KeyFirst(SelfAttention):
     def __init__(self, d_in, d_out, qkv_bias=False):
         nn.Module.__init__(self)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias, ("W_key", "W_query", "W_value"))
 
 
 class ForwardMisspelled(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias)
 
     def foward(self, x):  # nn.Module never calls this
         return SelfAttention.forward(self, x)
@@ -374,14 +226,18 @@ class ForwardMisspelled(nn.Module):
 class MatrixNames(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
-        self.Wq_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.Wk_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.Wv_matrix = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias, ("Wq_matrix", "Wk_matrix", "Wv_matrix"))
 
     def forward(self, x):
         queries, keys, values = self.Wq_matrix(x), self.Wk_matrix(x), self.Wv_matrix(x)
         weights = softmax_weights(scaled_dot_product_scores(queries, keys))
         return context_vectors(weights, values)
+
+
+class BiasedSelfAttention(SelfAttention):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
 
 
 def _self_attention(cls):
@@ -391,25 +247,73 @@ def _self_attention(cls):
     return make_self_attention
 
 
-# --- causal attention modules ---------------------------------------------------------
+# --- causal and multi-head attention modules ---------------------------------------------------
 
 
-class SoftmaxTwice(CausalAttention):
-    def forward(self, x):
-        num_tokens = x.shape[-2]
-        mask = self.mask[:num_tokens, :num_tokens]
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        weights = softmax_weights(scaled_dot_product_scores(queries, keys).masked_fill(mask, NEG_INF))
-        weights = softmax_weights(weights.masked_fill(mask, NEG_INF))  # softmax of weights, not of scores
-        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+def _forward(module, x, dropout_at="weights", mask="sliced", training=None, twice=False, by_d_out=False,
+             project=True):  # fmt: skip
+    """The chapter's causal forward (multi-head where the module has ``num_heads``) with one step done otherwise.
+
+    ``dropout_at``: weights, nowhere, context or scores (before the mask and the softmax); ``mask``: "sliced"
+    to T, "whole" (ctx, ctx), "cpu" (made in forward, on the CPU whatever x's device) or None (never
+    applied); ``training``: what dropout is told (None: the module's mode); ``twice``: a second softmax, of the
+    masked weights; ``by_d_out``: scores scaled by sqrt(d_out), not sqrt(head_dim); ``project``: out_proj
+    applied.  T is read first where the chapter reads it first (so a bad input fails the same way).
+    """
+    heads = getattr(module, "num_heads", None)
+    num_tokens = x.shape[-2] if heads or mask == "sliced" else None
+    queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
+    if heads:
+        queries, keys, values = (split_heads(t, heads) for t in (queries, keys, values))
+    p = module.dropout
+    training = module.training if training is None else training
+    d_k = module.W_key.out_features if by_d_out else keys.shape[-1]
+    scores = dot_product_scores(queries, keys) / math.sqrt(d_k)
+    if dropout_at == "scores":
+        scores = attention_dropout(scores, p, training)
+    if mask == "sliced":
+        mask = module.mask[:num_tokens, :num_tokens]
+    elif mask == "whole":
+        mask = module.mask
+    elif mask == "cpu":
+        mask = torch.triu(torch.ones(scores.shape[-2:]), diagonal=1).bool()
+    weights = softmax_weights(scores if mask is None else scores.masked_fill(mask, NEG_INF))
+    if twice:  # softmax of the weights, not of the scores
+        weights = softmax_weights(weights.masked_fill(mask, NEG_INF))
+    if dropout_at == "weights":
+        weights = attention_dropout(weights, p, training)
+    context = context_vectors(weights, values)
+    if dropout_at == "context":
+        context = attention_dropout(context, p, training)
+    if not heads:
+        return context
+    context = merge_heads(context)
+    return module.out_proj(context) if project else context  # no out_proj: the heads concatenated
+
+
+def _variant(base, name, **how):
+    """A subclass ``name`` of ``base`` whose forward is :func:`_forward` with ``how``."""
+    return type(name, (base,), {"forward": lambda self, x: _forward(self, x, **how)})
+
+
+SoftmaxTwice = _variant(CausalAttention, "SoftmaxTwice", twice=True)
+MaskNotSliced = _variant(CausalAttention, "MaskNotSliced", mask="whole")
+MaskNotApplied = _variant(CausalAttention, "MaskNotApplied", mask=None)
+DropoutNeverApplied = _variant(CausalAttention, "DropoutNeverApplied", dropout_at="nowhere")  # held, never used
+DropoutOnContext = _variant(CausalAttention, "DropoutOnContext", dropout_at="context")
+DropoutOnScores = _variant(CausalAttention, "DropoutOnScores", dropout_at="scores")
+DropoutInEval = _variant(CausalAttention, "DropoutInEval", training=True)  # training left at its default
+NoOutProj = _variant(MultiHeadAttention, "NoOutProj", project=False)  # out_proj made, as the chapter makes it
+HeadsDropoutNeverApplied = _variant(MultiHeadAttention, "HeadsDropoutNeverApplied", dropout_at="nowhere")
+HeadsDropoutOnContext = _variant(MultiHeadAttention, "HeadsDropoutOnContext", dropout_at="context")
+HeadsDropoutOnScores = _variant(MultiHeadAttention, "HeadsDropoutOnScores", dropout_at="scores")
+ScaledByDOut = _variant(MultiHeadAttention, "ScaledByDOut", by_d_out=True)
 
 
 class MaskAttribute(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         nn.Module.__init__(self)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias)
         self.dropout = dropout
         self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
 
@@ -417,90 +321,19 @@ class MaskAttribute(CausalAttention):
 class MaskMadeInForward(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         nn.Module.__init__(self)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        _qkv(self, d_in, d_out, qkv_bias)
         self.dropout = dropout
 
     def forward(self, x):
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = scaled_dot_product_scores(queries, keys)
-        mask = torch.triu(torch.ones(scores.shape[-2:]), diagonal=1)  # on the CPU, whatever x's device
-        weights = softmax_weights(scores.masked_fill(mask.bool(), NEG_INF))
-        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
-
-
-class MaskNotSliced(CausalAttention):
-    def forward(self, x):
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = scaled_dot_product_scores(queries, keys).masked_fill(self.mask, NEG_INF)  # (ctx, ctx), not (T, T)
-        return context_vectors(attention_dropout(softmax_weights(scores), self.dropout, self.training), values)
-
-
-class MaskNotApplied(CausalAttention):
-    def forward(self, x):
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        weights = softmax_weights(scaled_dot_product_scores(queries, keys))
-        return context_vectors(attention_dropout(weights, self.dropout, self.training), values)
+        return _forward(self, x, mask="cpu")
 
 
 class AlwaysBiased(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         nn.Module.__init__(self)
-        # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
-        self.W_query = nn.Linear(d_in, d_out)
-        self.W_key = nn.Linear(d_in, d_out)
-        self.W_value = nn.Linear(d_in, d_out)
+        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
         self.dropout = dropout
         self.register_buffer("mask", causal_mask(context_length))
-
-
-class BiasedSelfAttention(SelfAttention):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        nn.Module.__init__(self)
-        self.W_query = nn.Linear(d_in, d_out)  # bias=True whatever qkv_bias says
-        self.W_key = nn.Linear(d_in, d_out)
-        self.W_value = nn.Linear(d_in, d_out)
-
-
-def _causal_forward(module, x, dropout_at):
-    """The chapter's causal forward with dropout at ``dropout_at``: weights, nowhere, context or scores."""
-    num_tokens = x.shape[-2]
-    queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
-    p, training = module.dropout, module.training
-    scores = scaled_dot_product_scores(queries, keys)
-    if dropout_at == "scores":
-        scores = attention_dropout(scores, p, training)  # before the mask and the softmax
-    weights = softmax_weights(scores.masked_fill(module.mask[:num_tokens, :num_tokens], NEG_INF))
-    if dropout_at == "weights":
-        weights = attention_dropout(weights, p, training)
-    context = context_vectors(weights, values)
-    return attention_dropout(context, p, training) if dropout_at == "context" else context
-
-
-class DropoutNeverApplied(CausalAttention):
-    def forward(self, x):
-        return _causal_forward(self, x, "nowhere")  # self.dropout is held, never used
-
-
-class DropoutOnContext(CausalAttention):
-    def forward(self, x):
-        return _causal_forward(self, x, "context")
-
-
-class DropoutOnScores(CausalAttention):
-    def forward(self, x):
-        return _causal_forward(self, x, "scores")
-
-
-class DropoutInEval(CausalAttention):
-    def forward(self, x):
-        num_tokens = x.shape[-2]
-        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = scaled_dot_product_scores(queries, keys)
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout)  # training left at its default
-        return context_vectors(weights, values)
 
 
 def _causal_attention(cls):
@@ -508,21 +341,6 @@ def _causal_attention(cls):
         return cls(d_in, d_out, context_length, dropout, qkv_bias)
 
     return make_causal_attention
-
-
-# --- multi-head attention modules ------------------------------------------------------
-
-
-class NoOutProj(MultiHeadAttention):
-    def forward(self, x):  # out_proj is made in __init__, as the chapter makes it, and never applied
-        num_tokens = x.shape[-2]
-        queries = split_heads(self.W_query(x), self.num_heads)
-        keys = split_heads(self.W_key(x), self.num_heads)
-        values = split_heads(self.W_value(x), self.num_heads)
-        scores = scaled_dot_product_scores(queries, keys)
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
-        return merge_heads(context_vectors(weights, values))  # the heads concatenated, never projected
 
 
 class HeadsWithoutTranspose(MultiHeadAttention):
@@ -541,41 +359,6 @@ class HeadsWithoutTranspose(MultiHeadAttention):
         return self.out_proj(context)
 
 
-def _heads_forward(module, x, dropout_at="weights", mask=None):
-    """The chapter's multi-head forward with dropout at ``dropout_at`` and ``mask`` (default: the buffer)."""
-    num_tokens = x.shape[-2]
-    queries = split_heads(module.W_query(x), module.num_heads)
-    keys = split_heads(module.W_key(x), module.num_heads)
-    values = split_heads(module.W_value(x), module.num_heads)
-    p, training = module.dropout, module.training
-    scores = scaled_dot_product_scores(queries, keys)
-    if dropout_at == "scores":
-        scores = attention_dropout(scores, p, training)
-    mask = module.mask[:num_tokens, :num_tokens] if mask is None else mask
-    weights = softmax_weights(scores.masked_fill(mask, NEG_INF))
-    if dropout_at == "weights":
-        weights = attention_dropout(weights, p, training)
-    context = context_vectors(weights, values)
-    if dropout_at == "context":
-        context = attention_dropout(context, p, training)
-    return module.out_proj(merge_heads(context))
-
-
-class HeadsDropoutNeverApplied(MultiHeadAttention):
-    def forward(self, x):
-        return _heads_forward(self, x, "nowhere")
-
-
-class HeadsDropoutOnContext(MultiHeadAttention):
-    def forward(self, x):
-        return _heads_forward(self, x, "context")
-
-
-class HeadsDropoutOnScores(MultiHeadAttention):
-    def forward(self, x):
-        return _heads_forward(self, x, "scores")
-
-
 class HeadsMaskAttribute(MultiHeadAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
@@ -589,9 +372,7 @@ class HeadsMaskMadeInForward(MultiHeadAttention):
         del self.mask
 
     def forward(self, x):
-        num_tokens = x.shape[-2]
-        mask = torch.triu(torch.ones(num_tokens, num_tokens), diagonal=1).bool()  # on the CPU, whatever x's device
-        return _heads_forward(self, x, mask=mask)
+        return _forward(self, x, mask="cpu")
 
 
 class HeadsAlwaysBiased(MultiHeadAttention):
@@ -605,19 +386,6 @@ class AssertsDivisible(MultiHeadAttention):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
 
 
-class ScaledByDOut(MultiHeadAttention):
-    def forward(self, x):
-        num_tokens = x.shape[-2]
-        queries = split_heads(self.W_query(x), self.num_heads)
-        keys = split_heads(self.W_key(x), self.num_heads)
-        values = split_heads(self.W_value(x), self.num_heads)
-        d_out = self.W_key.out_features
-        scores = dot_product_scores(queries, keys) / math.sqrt(d_out)  # d_out, not head_dim
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
-        return self.out_proj(merge_heads(context_vectors(weights, values)))
-
-
 def _multihead_attention(cls):
     def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         return cls(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
@@ -628,38 +396,20 @@ def _multihead_attention(cls):
 # --- long sequences -------------------------------------------------------------------
 
 
-def _check_window(num_tokens, window):
-    if num_tokens < 1:
-        raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
-    if window < 1:
-        raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+def _window_mask(checked=True, back=0, future=True):
+    """sliding_window_mask hiding the keys more than ``window - 1 + back`` behind each query, and the future
+    unless ``future`` is False; ``checked``: the reference's ValueErrors."""
 
+    def sliding_window_mask(num_tokens, window, device=None):
+        if checked and num_tokens < 1:
+            raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
+        if checked and window < 1:
+            raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+        ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+        too_far = torch.tril(ones, diagonal=-(window + back))
+        return torch.triu(ones, diagonal=1) | too_far if future else too_far
 
-def _window(num_tokens, window, device, back):
-    """The future, and every key more than ``back`` positions behind its query."""
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return torch.triu(ones, diagonal=1) | torch.tril(ones, diagonal=-back - 1)
-
-
-def window_sees_one_too_many(num_tokens, window, device=None):
-    _check_window(num_tokens, window)
-    return _window(num_tokens, window, device, back=window)  # `j < i - window`: window + 1 keys
-
-
-def window_sees_one_too_few(num_tokens, window, device=None):
-    _check_window(num_tokens, window)
-    return _window(num_tokens, window, device, back=window - 2)  # `j <= i - window + 1`: window - 1 keys
-
-
-def window_forgets_future(num_tokens, window, device=None):
-    _check_window(num_tokens, window)
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return torch.tril(ones, diagonal=-window)  # only the keys too far back: the future stays visible
-
-
-def window_unchecked(num_tokens, window, device=None):
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return torch.triu(ones, diagonal=1) | torch.tril(ones, diagonal=-window)
+    return sliding_window_mask
 
 
 def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_peak=NEG_INF, scaled=True,
@@ -689,24 +439,13 @@ def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_pe
     return torch.where(total > 0, mixed / total, torch.zeros_like(mixed))
 
 
-def chunks_not_rescaled(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, rescale=False)
+def _chunked(**wrong):
+    """chunked_attention with the online softmax's steps done as ``wrong`` says (:func:`_online`)."""
 
+    def chunked_attention(queries, keys, values, chunk_size, causal=False):
+        return _online(queries, keys, values, chunk_size, causal, **wrong)
 
-def running_max_from_zero(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, first_peak=0.0)
-
-
-def chunked_not_scaled(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, scaled=False)
-
-
-def causal_offset_per_chunk(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, local_positions=True)
-
-
-def last_partial_chunk_dropped(queries, keys, values, chunk_size, causal=False):
-    return _online(queries, keys, values, chunk_size, causal, whole_chunks_only=True)
+    return chunked_attention
 
 
 def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
@@ -720,9 +459,6 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
     for start in range(0, keys.shape[-2], chunk_size):  # "chunked": the weights, sliced after the fact
         out = out + weights[..., start : start + chunk_size] @ values[..., start : start + chunk_size, :]
     return out
-
-
-# --- the catalogue --------------------------------------------------------------------
 
 
 # --- plotting -------------------------------------------------------------------------------------------
@@ -765,32 +501,13 @@ def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=Fa
     return ax if axes else fig
 
 
-def plot_transposed(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, transpose=True)
+def _plot(**wrong):
+    """plot_attention with one thing drawn otherwise (:func:`_drawn_wrong`)."""
 
+    def plot_attention(weights, tokens=None):
+        return _drawn_wrong(weights, tokens, **wrong)
 
-def plot_without_colorbar(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, colorbar=False)
-
-
-def plot_labels_swapped(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, swap_labels=True)
-
-
-def plot_tokens_on_wrong_axes(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, swap_ticks=True)
-
-
-def plot_without_detach(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, detach=False)
-
-
-def plot_and_show(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, show=True)
-
-
-def plot_returns_axes(weights, tokens=None):
-    return _drawn_wrong(weights, tokens, axes=True)
+    return plot_attention
 
 
 def plot_any_shape(weights, tokens=None):
@@ -808,453 +525,387 @@ def plot_any_shape(weights, tokens=None):
     return fig
 
 
-def _m(mistake_id, exercise, description, hint, hint_zh, source, overrides):
-    return Mistake(mistake_id, exercise, description, hint, hint_zh, source, types.MappingProxyType(overrides))
+# --- the catalogue --------------------------------------------------------------------
+
+
+def _m(mistake_id, description, hint, hint_zh, overrides, source=CLASSIC, exercise=None):
+    """An entry whose exercise is the first hook it overrides (named only where it overrides none).
+
+    An override given as a knob's name (``"scale=none"``) is the mistake model's function under that knob of
+    this id: where the wrong program is exactly the model's computation, it is written once, there.
+    """
+    wrong = {}
+    for hook, fn in overrides.items():
+        if isinstance(fn, str):
+            (knob,) = [k for k in knobs_for(hook) if k.name == fn and k.id == mistake_id]
+            fn = model_function(hook, {knob})
+        wrong[hook] = fn
+    exercise = exercise or next(iter(overrides))
+    return Mistake(mistake_id, exercise, description, hint, hint_zh, source, types.MappingProxyType(wrong))
 
 
 CATALOGUE: tuple[Mistake, ...] = (
     # dot_product_scores
     _m(
         "q-at-k-t-batched",
-        "dot_product_scores",
         "`queries @ keys.T`: right for 2-D input, but on batched input .T reverses every dimension",
         "On a 3-D or 4-D tensor, which dimensions does `.T` swap? Only the last two should change places.",
         "对三维或四维张量来说，`.T` 交换的是哪些维度？应当只交换最后两个维度。",
+        {"dot_product_scores": "product=q_at_k_T"},
         SEED_003,
-        {"dot_product_scores": q_at_k_t},
     ),
     _m(
         "keys-times-queries",
-        "dot_product_scores",
         "`keys @ queries.T`: the scores come out transposed, (Tk, Tq) instead of (Tq, Tk)",
         "Which operand comes first in your product? Row i of the scores belongs to query i.",
         "矩阵乘法中哪个操作数在前？注意力分数的第 i 行应当属于第 i 个查询（query）。",
-        CLASSIC,
-        {"dot_product_scores": keys_at_queries_t},
+        {"dot_product_scores": "product=k_at_q"},
     ),
     # scaled_dot_product_scores
     _m(
         "no-scaling",
-        "scaled_dot_product_scores",
         "returns the plain dot products, never divided by sqrt(d_k)",
         "Compare your scores with the plain dot products: what should they be divided by?",
         "把你的分数和普通点积比较一下：它们应当除以什么？",
-        CLASSIC,
-        {"scaled_dot_product_scores": no_scaling},
+        {"scaled_dot_product_scores": "scale=none"},
     ),
     _m(
         "scale-by-d-k-not-sqrt",
-        "scaled_dot_product_scores",
         "divides by d_k instead of sqrt(d_k), or by sqrt(d_k) twice (the seed's second softmax over `masked / "
         "sqrt(d_k)`): the same numbers",
         "Is the scale the square root of d_k, and is it applied once? Dividing by d_k, or twice by sqrt(d_k), "
         "shrinks the scores too much.",
         "缩放因子是 d_k 的平方根吗？只除了一次吗？除以 d_k，或者除以两次 sqrt(d_k)，都会把分数缩得太小。",
-        SEED_003,
         {"scaled_dot_product_scores": scale_twice},
+        SEED_003,
     ),
     _m(
         "scale-by-num-tokens",
-        "scaled_dot_product_scores",
         "divides by sqrt(T) (queries.shape[-2]) instead of sqrt(d_k)",
         "Which size do you take the square root of? Look at which axis of `keys` holds d_k.",
         "你对哪个尺寸开平方根？看看 d_k 位于 `keys` 的哪一个维度。",
-        CLASSIC,
-        {"scaled_dot_product_scores": scale_by_num_tokens},
+        {"scaled_dot_product_scores": "scale=sqrt_T"},
     ),
     # softmax_weights
     _m(
         "softmax-over-dim-1",
-        "softmax_weights",
         "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
         "Which dimension does your softmax normalise when the scores have a batch dimension? Normalise over the "
         "keys: the last dimension, or the dim you are given.",
         "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化：最后一维，或传入的 dim。",
+        {"softmax_weights": "softmax_dim=1"},
         f"{SEED_000}, {SEED_002}, {SEED_003}",
-        {"softmax_weights": softmax_over_dim_1},
     ),
     _m(
         "softmax-over-dim-0",
-        "softmax_weights",
         "normalises dim=0, the batch dimension, whatever `dim` says",
         "Which dimension does your softmax normalise? Dimension 0 mixes different examples of the batch.",
         "你的 softmax 在哪个维度上归一化？第 0 维会把批次中不同的样本混在一起。",
-        CLASSIC,
-        {"softmax_weights": softmax_over_dim_0},
+        {"softmax_weights": "softmax_dim=0"},
     ),
     _m(
         "softmax-ignores-dim",
-        "softmax_weights",
         "always normalises the last dimension, ignoring the `dim` argument",
         "Does your function read its `dim` argument? Try it with dim=0 and check which slices sum to 1.",
         "你的函数用到 `dim` 参数了吗？用 dim=0 试一试，看看是哪些切片的和为 1。",
-        CLASSIC,
-        {"softmax_weights": softmax_ignores_dim},
+        {"softmax_weights": "softmax_dim=last"},
     ),
     _m(
         "softmax-without-max",
-        "softmax_weights",
         "exponentiates the raw scores: overflows to inf/NaN on logits around ±1e4",
         "What does exp(10000) give in floating point? Softmax does not change if you shift a slice by a constant.",
         "在浮点数里 exp(10000) 等于多少？对同一切片整体平移一个常数，softmax 的结果不变。",
-        CLASSIC,
-        {"softmax_weights": softmax_without_max},
+        {"softmax_weights": "stability=no_max"},
     ),
     _m(
         "softmax-nan-on-masked-rows",
-        "softmax_weights",
         "subtracts the max even when it is -inf, so a fully masked slice becomes NaN",
         "What is -inf minus -inf? Think about a row where every entry is masked: it should come out all zeros.",
         "-inf 减去 -inf 等于多少？想一想所有元素都被遮蔽的一行：它的结果应当全是 0。",
-        CLASSIC,
-        {"softmax_weights": softmax_nan_on_masked_rows},
+        {"softmax_weights": "stability=nan_rows"},
     ),
     # softmax_with_temperature
     _m(
         "temperature-after-softmax",
-        "softmax_with_temperature",
         "divides the softmax's weights by the temperature instead of the scores: the rows no longer sum to 1",
         "Where does the temperature go: into the softmax or after it? Check that each row of your weights still "
         "sums to 1 at temperature 2.",
         "温度应该放在哪里：softmax 之内还是之后？检查一下温度为 2 时，你的权重每一行的和是否仍为 1。",
-        CLASSIC,
-        {"softmax_with_temperature": temperature_after_softmax},
+        {"softmax_with_temperature": "temperature=after"},
     ),
     _m(
         "temperature-multiplied",
-        "softmax_with_temperature",
         "multiplies the scores by the temperature instead of dividing: a small temperature flattens the weights",
         "Does a temperature below 1 make your weights sharper (closer to one-hot) or flatter? Divide or multiply?",
         "温度小于 1 时，你的权重是变得更尖锐（更接近 one-hot）还是更平坦？应该除还是乘？",
-        CLASSIC,
-        {"softmax_with_temperature": temperature_multiplied},
+        {"softmax_with_temperature": "temperature=times"},
     ),
     _m(
         "temperature-ignored",
-        "softmax_with_temperature",
         "never uses the temperature: the plain softmax of the scores whatever the temperature",
         "Does your result change when the temperature changes? Compare temperature 1 with temperature 2.",
         "改变温度时，你的结果会变化吗？比较一下温度为 1 和温度为 2 的结果。",
-        CLASSIC,
-        {"softmax_with_temperature": temperature_ignored},
+        {"softmax_with_temperature": "temperature=ignored"},
     ),
     _m(
         "temperature-without-max",
-        "softmax_with_temperature",
         "exponentiates scores / temperature without subtracting the max: inf/NaN at temperature 1e-4",
         "What is scores / 0.0001 for a score of 3, and what is exp of that in floating point? Shift each slice "
         "by its maximum before exponentiating.",
         "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
-        CLASSIC,
-        {"softmax_with_temperature": temperature_without_max},
+        {"softmax_with_temperature": "stability=no_max"},
     ),
     _m(
         "temperature-unchecked",
-        "softmax_with_temperature",
         "no ValueError for temperature <= 0: divides by zero or flips the scores' sign",
         "What should happen when someone passes temperature 0 or -1? Check the argument and raise ValueError "
         "(an assert is stripped by python -O and raises the wrong type).",
         "如果有人传入温度 0 或 -1，应该怎样？先检查参数并抛出 ValueError"
         "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
-        CLASSIC,
-        {"softmax_with_temperature": temperature_unchecked},
+        {"softmax_with_temperature": "argument_check=none"},
     ),
     # context_vectors
     _m(
         "weights-transposed",
-        "context_vectors",
         "`weights.T @ values`: mixes the values by columns of the weights instead of rows",
         "Each context vector is one row of the weights times the values. Are you using rows or columns?",
         "每个上下文向量等于权重的一行乘以 values。你用的是行还是列？",
-        CLASSIC,
         {"context_vectors": weights_transposed},
     ),
     # causal_mask
     _m(
         "triu-diagonal-0",
-        "causal_mask",
         "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
         "Should a token be allowed to attend to itself? Check what your mask holds on the diagonal.",
         "一个词元能否关注它自己？检查一下你的掩码在对角线上的值。",
-        CLASSIC,
-        {"causal_mask": triu_diagonal_0},
+        {"causal_mask": "mask_shape=triu_0"},
     ),
     _m(
         "tril-instead-of-triu",
-        "causal_mask",
         "`torch.tril(ones)`: the keep mask of the first approach used as the mask, so it hides the past",
         "True means 'hide this entry'. Which entries are the future: above or below the diagonal?",
         "True 表示“遮住这个位置”。哪些位置代表未来：对角线上方还是下方？",
-        CLASSIC,
-        {"causal_mask": tril_instead_of_triu},
+        {"causal_mask": "mask_shape=tril_0"},
     ),
     _m(
         "causal-mask-ignores-device",
-        "causal_mask",
         "builds the mask on the default device whatever `device` says",
         "Where does your mask live when you are asked for one on a GPU? Pass the device you are given along.",
         "当要求在 GPU 上生成掩码时，你的掩码在哪个设备上？请把传入的 device 用上。",
-        CLASSIC,
-        {"causal_mask": causal_mask_ignores_device},
+        {"causal_mask": "mask_device=default"},
     ),
     _m(
         "causal-mask-float",
-        "causal_mask",
         "returns the seeds' float 0/1 `torch.triu(torch.ones(T, T), 1)` as is, not a bool mask",
         "What dtype is your mask? masked_fill wants a boolean tensor.",
         "你的掩码是什么数据类型？masked_fill 需要布尔类型的张量。",
+        {"causal_mask": "mask_dtype=float"},
         f"{SEED_000}, {SEED_003}",
-        {"causal_mask": causal_mask_float},
     ),
     _m(
         "causal-mask-unchecked",
-        "causal_mask",
         "no ValueError for num_tokens < 1: returns an empty mask or fails inside torch",
         "What should happen when someone asks for a mask of 0 tokens? Check the argument before building anything.",
         "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
-        CLASSIC,
-        {"causal_mask": causal_mask_unchecked},
+        {"causal_mask": "argument_check=none"},
     ),
     # apply_causal_mask
     _m(
         "mask-of-size-6",
-        "apply_causal_mask",
         "`torch.triu(torch.ones(6, 6), 1)`: a mask of the chapter's fixed size, wrong for any other T",
         "Where does the size of your mask come from? Inputs can have any number of tokens, not just 6.",
         "你的掩码大小从哪里来？输入可以有任意数量的词元，不只是 6 个。",
-        SEED_003,
         {"apply_causal_mask": mask_of_size_6},
+        SEED_003,
     ),
     _m(
         "mask-with-zero",
-        "apply_causal_mask",
         "fills the future with 0 instead of -inf, so after softmax it still gets weight",
         "After the softmax, how much weight does a score of 0 get? The future must end up with none.",
         "经过 softmax 之后，分数为 0 的位置会得到多少权重？未来的位置最终应当完全没有权重。",
-        CLASSIC,
-        {"apply_causal_mask": mask_with_zero},
+        {"apply_causal_mask": "mask=zero"},
     ),
     _m(
         "mask-built-on-cpu",
-        "apply_causal_mask",
         "`torch.triu(torch.ones(T, T), 1)` with no device: the mask is on the CPU whatever the scores' device",
         "On which device is the mask you create? Build it where the scores are.",
         "你创建的掩码在哪个设备上？请在 scores 所在的设备上构建它。",
+        {"apply_causal_mask": "mask_device=cpu"},
         f"{SEED_000}, {SEED_002}",
-        {"apply_causal_mask": mask_built_on_cpu},
     ),
     _m(
         "mask-in-place",
-        "apply_causal_mask",
         "`scores.masked_fill_(...)`: overwrites the caller's scores instead of returning a new tensor",
         "Look for a method ending in an underscore: it changes its input. The caller's scores must stay as they were.",
         "找找以下划线结尾的方法：它会修改输入本身。调用者传入的 scores 必须保持不变。",
+        {"apply_causal_mask": "in_place=yes"},
         SEED_003,
-        {"apply_causal_mask": mask_in_place},
     ),
     # renormalize_masked_weights
     _m(
         "mask-without-renormalising",
-        "renormalize_masked_weights",
         "`attn_weights * tril`: zeroes the future but never divides, so rows no longer sum to 1",
         "After zeroing the future, what does each row sum to? Attention weights in a row must sum to 1.",
         "把未来的位置置零之后，每一行的和是多少？每一行的注意力权重之和必须为 1。",
-        SEED_000,
         {"renormalize_masked_weights": mask_without_renormalising},
+        SEED_000,
     ),
     _m(
         "renormalise-columns",
-        "renormalize_masked_weights",
         "divides by the column sums (dim=-2) instead of each row's sum",
         "Which dimension do you sum over before dividing? It is each row that must sum to 1.",
         "除法之前你在哪个维度上求和？必须是每一行的和为 1。",
-        CLASSIC,
         {"renormalize_masked_weights": renormalise_columns},
     ),
     # dropout_scale
     _m(
         "dropout-scale-by-inverse-p",
-        "dropout_scale",
         "scales the kept entries by 1/p instead of 1/(1-p)",
         "With p=0.1, 90% of the entries survive. By how much must they grow to keep the expected value?",
         "当 p=0.1 时，90% 的元素被保留。它们要放大多少倍，期望值才保持不变？",
-        CLASSIC,
         {"dropout_scale": scale_by_inverse_p},
     ),
     _m(
         "dropout-not-scaled",
-        "dropout_scale",
         "zeroes the dropped entries but leaves the kept ones unscaled",
         "Without dropout in eval, the weights keep their full size. What must happen to the survivors in training?",
         "评估时没有 dropout，权重保持原来的大小。那么训练时被保留下来的元素应当怎样处理？",
-        CLASSIC,
         {"dropout_scale": not_scaled},
     ),
     _m(
         "dropout-divides-by-zero",
-        "dropout_scale",
         "divides by 1-p even when p == 1: inf and NaN instead of zeros",
         "What is 1 - p when p = 1? Decide what dropping everything should return before you divide.",
         "当 p = 1 时，1 - p 等于多少？在做除法之前，先想清楚全部丢弃时应当返回什么。",
-        CLASSIC,
         {"dropout_scale": divides_by_zero_at_p_1},
     ),
     _m(
         "dropout-p-unchecked",
-        "dropout_scale",
         "accepts p outside [0, 1] instead of raising ValueError",
         "Is p = 1.5 a probability? Check the argument before using it.",
         "p = 1.5 是一个概率吗？在使用参数之前先检查它。",
-        CLASSIC,
         {"dropout_scale": p_not_checked},
     ),
     # attention_dropout
     _m(
         "attention-dropout-scale-by-inverse-p",
-        "attention_dropout",
         "keeps each entry with probability 1-p but scales the survivors by 1/p",
         "With p=0.2, how much must the surviving 80% grow so the expected weight stays the same?",
         "当 p=0.2 时，被保留的 80% 元素要放大多少倍，期望权重才保持不变？",
-        CLASSIC,
-        {"attention_dropout": dropout_scaled_by_inverse_p},
+        {"attention_dropout": _attention_dropout(by_p=True)},
     ),
     _m(
         "dropout-active-in-eval",
-        "attention_dropout",
         "drops entries even when training=False",
         "What should dropout do when the model is being evaluated? Look at the `training` argument.",
         "模型在评估时 dropout 应当做什么？看看 `training` 参数。",
-        CLASSIC,
-        {"attention_dropout": dropout_in_eval},
+        {"attention_dropout": _attention_dropout(in_eval=True)},
     ),
     _m(
         "dropout-renormalises-rows",
-        "attention_dropout",
         "divides each row by its sum after dropout, undoing the 1/(1-p) scaling",
         "After dropout, should a row still sum to 1? Compare each surviving entry with w/(1-p).",
         "dropout 之后，每一行的和还应当是 1 吗？把每个被保留的元素和 w/(1-p) 比较一下。",
-        CLASSIC,
         {"attention_dropout": dropout_then_renormalise},
     ),
     _m(
         "dropout-keeps-with-p",
-        "attention_dropout",
         "keeps each entry with probability p instead of 1-p",
         "p is the probability of dropping an entry. With p=0.2, about what share of the entries should survive?",
         "p 是丢弃一个元素的概率。当 p=0.2 时，大约应当有多少比例的元素被保留？",
-        CLASSIC,
-        {"attention_dropout": dropout_keeps_with_p},
+        {"attention_dropout": _attention_dropout(keep_below=True)},
     ),
     _m(
         "dropout-ignores-generator",
-        "attention_dropout",
         "draws the keep mask from the global RNG, ignoring `generator`",
         "Where do your random numbers come from? The same generator state must give the same mask.",
         "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
-        CLASSIC,
-        {"attention_dropout": dropout_ignores_generator},
+        {"attention_dropout": _attention_dropout(global_rng=True)},
     ),
     # split_heads
     _m(
         "split-heads-without-transpose",
-        "split_heads",
         "`x.view(b, H, T, hd)` straight from (b, T, d): mixes tokens into heads",
         "Does head h hold columns of every token, or whole rows of the first few tokens? Check the order of dims.",
         "第 h 个头拿到的是每个词元的若干列，还是前几个词元的整行？检查一下维度的顺序。",
-        CLASSIC,
         {"split_heads": split_without_transpose},
     ),
     _m(
         "split-heads-interleaved",
-        "split_heads",
         "`x.view(b, T, hd, H).permute(0, 3, 1, 2)`: head h gets columns h, h+H, h+2H, ... instead of a block",
         "Which columns end up in head 0? Each head should own one contiguous block of d/H columns.",
         "第 0 个头拿到了哪些列？每个头应当拥有连续的一段 d/H 列。",
-        CLASSIC,
         {"split_heads": split_interleaved},
     ),
     _m(
         "split-heads-unchecked",
-        "split_heads",
         "`head_dim = d // num_heads` with no check: no ValueError when d is not divisible by the number of heads",
         "What happens when d is not a multiple of num_heads? Check it and say so with a ValueError.",
         "当 d 不是 num_heads 的整数倍时会怎样？请检查这一点，并抛出 ValueError。",
-        SEED_002,
         {"split_heads": split_unchecked},
+        SEED_002,
     ),
     # merge_heads
     _m(
         "merge-without-transpose",
-        "merge_heads",
         "`x.reshape(b, T, H*hd)` straight from (b, H, T, hd): tokens and heads are scrambled",
         "Undo split_heads step by step, in reverse order: where are the heads and the tokens before you flatten?",
         "按相反的顺序一步步撤销 split_heads：在展平之前，头和词元分别在哪个维度？",
-        CLASSIC,
         {"merge_heads": merge_without_transpose},
     ),
     # make_self_attention
     _m(
         "scale-by-d-in",
-        "make_self_attention",
         "divides the scores by sqrt(d_in), the input width, instead of sqrt(d_k) of the keys",
         "When d_in and d_out differ, which one is the key dimension? Scale by the width of the keys.",
         "当 d_in 和 d_out 不同时，哪一个才是键（key）的维度？请按 keys 的宽度来缩放。",
-        SEED_002,
         {"make_self_attention": _self_attention(ScaledByDIn)},
+        SEED_002,
     ),
     _m(
         "scale-after-softmax",
-        "make_self_attention",
         "divides the attention weights by sqrt(d_k) after the softmax instead of the scores before it",
         "Do your attention weights still sum to 1 per row? The scaling belongs before the softmax.",
         "你的注意力权重每一行的和还是 1 吗？缩放应当放在 softmax 之前。",
-        CLASSIC,
         {"make_self_attention": _self_attention(ScaledAfterSoftmax)},
     ),
     _m(
         "projections-in-wrong-order",
-        "make_self_attention",
         "creates W_key before W_query, so torch.manual_seed gives different weights than the chapter",
         "With the same seed your numbers differ from the chapter's: in what order do you create the three layers?",
         "在相同的随机种子下你的数值和书中不同：你创建三个线性层的顺序是什么？",
-        CLASSIC,
         {"make_self_attention": _self_attention(KeyFirst)},
     ),
     _m(
         "forward-misspelled",
-        "make_self_attention",
         "the method is named `foward`, so nn.Module has no forward to call",
         "Is the method nn.Module calls spelled exactly right? Check its name letter by letter.",
         "nn.Module 会调用的那个方法名字拼写正确吗？逐个字母检查一下。",
-        SEED_003,
         {"make_self_attention": _self_attention(ForwardMisspelled)},
+        SEED_003,
     ),
     _m(
         "projections-named-differently",
-        "make_self_attention",
         "names the layers Wq_matrix/Wk_matrix/Wv_matrix, so the chapter's state_dict does not load",
         "Compare the keys of your state_dict with the chapter's: what are the three layers called?",
         "把你的 state_dict 的键和书中的比较一下：这三个线性层应当叫什么名字？",
-        SEED_003,
         {"make_self_attention": _self_attention(MatrixNames)},
+        SEED_003,
     ),
     # make_causal_attention
     _m(
         "softmax-twice",
-        "make_causal_attention",
         "applies softmax to the scores, masks the weights, then applies softmax again",
         "How many times does your forward call softmax? The mask goes on the scores, before the only softmax.",
         "你的 forward 调用了几次 softmax？掩码应当作用在分数上，然后只做一次 softmax。",
-        SEED_003,
         {"make_causal_attention": _causal_attention(SoftmaxTwice)},
+        SEED_003,
     ),
     _m(
         "mask-plain-attribute",
-        "make_causal_attention",
         "`self.mask = torch.triu(...)`: a plain attribute, so not in state_dict and left behind by .to(device)",
         "Is your mask in the module's state_dict, and does .to(device) move it? Look at how you store it.",
         "你的掩码在模块的 state_dict 里吗？.to(device) 会移动它吗？看看你是怎样保存它的。",
-        CLASSIC,
         {
             "make_causal_attention": _causal_attention(MaskAttribute),
             "make_multihead_attention": _multihead_attention(HeadsMaskAttribute),
@@ -1262,65 +913,55 @@ CATALOGUE: tuple[Mistake, ...] = (
     ),
     _m(
         "mask-made-in-forward-on-cpu",
-        "make_causal_attention",
         "builds `torch.triu(torch.ones(T, T))` in forward with no device, so on the CPU whatever x's device",
         "On which device is the mask you build in forward? Build it where x is (device=x.device), or hold it as a "
         "buffer.",
         "你在 forward 里构建的掩码在哪个设备上？请在 x 所在的设备上构建它（device=x.device），"
         "或者把它作为 buffer 保存。",
-        SEED_000,
         {
             "make_causal_attention": _causal_attention(MaskMadeInForward),
             "make_multihead_attention": _multihead_attention(HeadsMaskMadeInForward),
         },
+        SEED_000,
     ),
     _m(
         "mask-not-sliced",
-        "make_causal_attention",
         "uses the whole (context_length, context_length) mask, which fails for T < context_length",
         "Your input can be shorter than context_length. What size must the mask be for T tokens?",
         "输入可能比 context_length 短。对于 T 个词元，掩码应当是多大？",
-        CLASSIC,
         {"make_causal_attention": _causal_attention(MaskNotSliced)},
     ),
     _m(
         "mask-not-applied",
-        "make_causal_attention",
         "registers the mask buffer but never applies it: every token sees the future",
         "Change a later token: do the earlier outputs change? Follow your mask through forward.",
         "改变后面的一个词元：前面的输出变了吗？在 forward 中跟踪一下你的掩码。",
-        CLASSIC,
         {"make_causal_attention": _causal_attention(MaskNotApplied)},
     ),
     _m(
         "linear-bias-ignores-qkv-bias",
-        "make_causal_attention",
         "`nn.Linear(d_in, d_out)`: bias=True always, ignoring qkv_bias (the chapter has no bias)",
         "Does your module use its qkv_bias argument? Look at what nn.Linear does by default.",
         "你的模块用到 qkv_bias 参数了吗？看看 nn.Linear 默认会做什么。",
-        SEED_000,
         {
             "make_causal_attention": _causal_attention(AlwaysBiased),
             "make_self_attention": _self_attention(BiasedSelfAttention),
             "make_multihead_attention": _multihead_attention(HeadsAlwaysBiased),
         },
+        SEED_000,
     ),
     _m(
         "module-dropout-in-eval",
-        "make_causal_attention",
         "calls attention dropout without passing self.training, so dropout stays on in eval",
         "Is your module deterministic after .eval()? Check what tells your dropout the module's mode.",
         "调用 .eval() 之后你的模块输出是确定的吗？看看是什么把模块的模式告诉了 dropout。",
-        CLASSIC,
         {"make_causal_attention": _causal_attention(DropoutInEval)},
     ),
     _m(
         "dropout-never-applied",
-        "make_causal_attention",
         "holds the dropout (nn.Dropout or the rate) but never applies it in forward",
         "Where in forward does your dropout act? In training mode some attention weights must be dropped.",
         "你的 dropout 在 forward 的哪里起作用？在训练模式下，应当有一部分注意力权重被丢弃。",
-        CLASSIC,
         {
             "make_causal_attention": _causal_attention(DropoutNeverApplied),
             "make_multihead_attention": _multihead_attention(HeadsDropoutNeverApplied),
@@ -1328,12 +969,10 @@ CATALOGUE: tuple[Mistake, ...] = (
     ),
     _m(
         "dropout-on-context",
-        "make_causal_attention",
         "applies dropout to the context vectors instead of the attention weights",
         "What does your dropout drop: attention weights, or the context vectors made from them? It belongs right "
         "after the softmax.",
         "你的 dropout 丢弃的是什么：注意力权重，还是由它们得到的上下文向量？它应当紧跟在 softmax 之后。",
-        CLASSIC,
         {
             "make_causal_attention": _causal_attention(DropoutOnContext),
             "make_multihead_attention": _multihead_attention(HeadsDropoutOnContext),
@@ -1341,12 +980,10 @@ CATALOGUE: tuple[Mistake, ...] = (
     ),
     _m(
         "dropout-on-scores",
-        "make_causal_attention",
         "applies dropout to the scores before the mask and the softmax instead of to the weights after it",
         "A dropped score becomes 0, and the softmax still gives it weight. Should dropout come before or after "
         "the softmax?",
         "被丢弃的分数变成 0，softmax 之后它仍然会得到权重。dropout 应当放在 softmax 之前还是之后？",
-        CLASSIC,
         {
             "make_causal_attention": _causal_attention(DropoutOnScores),
             "make_multihead_attention": _multihead_attention(HeadsDropoutOnScores),
@@ -1355,204 +992,167 @@ CATALOGUE: tuple[Mistake, ...] = (
     # make_multihead_attention
     _m(
         "no-out-proj",
-        "make_multihead_attention",
         "makes out_proj but returns the concatenated heads without applying it",
         "After the heads are merged, is there one more layer in the chapter's MultiHeadAttention?",
         "把各个头合并之后，书中的 MultiHeadAttention 还有一层什么？",
-        SEED_002,
         {"make_multihead_attention": _multihead_attention(NoOutProj)},
+        SEED_002,
     ),
     _m(
         "mha-heads-without-transpose",
-        "make_multihead_attention",
         "splits (and merges) heads with a bare view to (b, H, T, hd), without transpose",
         "Inside forward, does each head see every token? Check how you move heads in front of tokens and back.",
         "在 forward 中，每个头都看到了所有词元吗？检查你是怎样把头移到词元前面、再移回来的。",
-        CLASSIC,
         {"make_multihead_attention": _multihead_attention(HeadsWithoutTranspose)},
     ),
     _m(
         "mha-scale-by-d-out",
-        "make_multihead_attention",
         "divides each head's scores by sqrt(d_out) instead of sqrt(head_dim)",
         "What is d_k for one head? Each head's keys are narrower than d_out.",
         "对单个头来说 d_k 是多少？每个头的 keys 比 d_out 窄。",
-        CLASSIC,
         {"make_multihead_attention": _multihead_attention(ScaledByDOut)},
     ),
     # sliding_window_mask
     _m(
         "window-sees-one-too-many",
-        "sliding_window_mask",
         "masks keys with `j < i - window`: each query sees window + 1 keys",
         "Count the keys row i may see, itself included: there should be exactly `window` of them.",
         "数一数第 i 行能看到几个键（包括它自己）：应当正好是 `window` 个。",
-        CLASSIC,
-        {"sliding_window_mask": window_sees_one_too_many},
+        {"sliding_window_mask": _window_mask(back=1)},
     ),
     _m(
         "window-sees-one-too-few",
-        "sliding_window_mask",
         "masks keys with `j <= i - window + 1`: each query sees only window - 1 keys (window 1 sees nothing)",
         "With window = 1, what may token i still see? Count the keys of one row, itself included.",
         "当 window = 1 时，第 i 个词元还能看到什么？数一数一行里能看到的键（包括它自己）。",
-        CLASSIC,
-        {"sliding_window_mask": window_sees_one_too_few},
+        {"sliding_window_mask": _window_mask(back=-1)},
     ),
     _m(
         "window-forgets-future",
-        "sliding_window_mask",
         "masks only the keys too far back: the future stays visible",
         "A sliding window is still causal. Which entries above the diagonal does your mask hide?",
         "滑动窗口仍然是因果的。你的掩码遮住对角线上方的元素了吗？",
+        {"sliding_window_mask": _window_mask(future=False)},
         SEED_002,
-        {"sliding_window_mask": window_forgets_future},
     ),
     _m(
         "window-unchecked",
-        "sliding_window_mask",
         "accepts window < 1 (or num_tokens < 1) instead of raising ValueError",
         "What should window = 0 mean? A row that sees nothing is not a mask anyone wants: raise ValueError.",
         "window = 0 应当是什么意思？一行什么也看不到的掩码没有用处：请抛出 ValueError。",
-        CLASSIC,
-        {"sliding_window_mask": window_unchecked},
+        {"sliding_window_mask": _window_mask(checked=False)},
     ),
     # chunked_attention
     _m(
         "chunks-not-rescaled",
-        "chunked_attention",
         "adds each block's exp(score - new max) to sums kept relative to the old max, never rescaling them",
         "When a block raises the running max, the sums so far were computed against the old max. What factor "
         "brings them to the new one?",
         "当某个块提高了运行最大值时，之前的累加和是相对旧的最大值算的。用什么因子把它们换算到新的最大值？",
+        {"chunked_attention": _chunked(rescale=False)},
         SEED_002,
-        {"chunked_attention": chunks_not_rescaled},
     ),
     _m(
         "running-max-from-zero",
-        "chunked_attention",
         "starts the running max at 0 instead of -inf: when every score is far below zero, exp underflows to 0",
         "What is the max of an empty set of scores? Try keys that make every score very negative.",
         "空集合的最大值是多少？试试让所有分数都非常负的键。",
-        CLASSIC,
-        {"chunked_attention": running_max_from_zero},
+        {"chunked_attention": _chunked(first_peak=0.0)},
     ),
     _m(
         "chunked-no-scaling",
-        "chunked_attention",
         "never divides the scores by sqrt(d)",
         "Is this still *scaled* dot-product attention? Compare one block of your scores with q k^T / sqrt(d).",
         "这还是*缩放*点积注意力吗？把你的某一块分数和 q k^T / sqrt(d) 比较一下。",
-        CLASSIC,
-        {"chunked_attention": chunked_not_scaled},
+        {"chunked_attention": _chunked(scaled=False)},
     ),
     _m(
         "causal-offset-per-chunk",
-        "chunked_attention",
         "masks with the key's index inside its block instead of its position in the sequence",
         "In the block that starts at key s, where is its first key in the whole sequence? Compare positions, "
         "not indices within the block.",
         "从第 s 个键开始的那一块里，第一个键在整个序列中的位置是多少？请比较全局位置，而不是块内下标。",
-        CLASSIC,
-        {"chunked_attention": causal_offset_per_chunk},
+        {"chunked_attention": _chunked(local_positions=True)},
     ),
     _m(
         "last-partial-chunk-dropped",
-        "chunked_attention",
         "walks only whole blocks, so the last Tk % chunk_size keys are never seen",
         "When chunk_size does not divide Tk, is the last, shorter block part of your loop?",
         "当 chunk_size 不能整除 Tk 时，最后那个较短的块在你的循环里吗？",
-        CLASSIC,
-        {"chunked_attention": last_partial_chunk_dropped},
+        {"chunked_attention": _chunked(whole_chunks_only=True)},
     ),
     _m(
         "full-attention-sliced",
-        "chunked_attention",
         "computes the whole (..., Tq, Tk) weights, then mixes the values block by block: right values, full memory",
         "How large is the largest tensor you build? Chunking only saves memory if no step ever holds every "
         "score at once.",
         "你构建的最大张量有多大？只有当任何一步都不同时持有全部分数时，分块才能节省内存。",
-        SEED_002,
         {"chunked_attention": full_attention_sliced},
+        SEED_002,
     ),
     # plot_attention
     _m(
         "plot-transposed",
-        "plot_attention",
         "draws `weights.T`: keys down the side and queries across, the transpose of the chapter's heatmap",
         "Which axis of the image holds the queries? imshow puts the rows of its array down the side, and row i "
         "of the weights is query i.",
         "图像的哪一个轴对应查询（query）？imshow 把数组的行画在纵轴上，而权重的第 i 行属于第 i 个查询。",
-        CLASSIC,
-        {"plot_attention": plot_transposed},
+        {"plot_attention": _plot(transpose=True)},
     ),
     _m(
         "plot-without-colorbar",
-        "plot_attention",
         "draws the image but no colorbar, so the colours cannot be read as weights",
         "How would a reader tell a weight of 0.2 from 0.8 in your picture? Something on the figure must say "
         "which colour means which value.",
         "读者怎样从你的图中分辨 0.2 和 0.8 的权重？图上需要有东西说明每种颜色代表多大的数值。",
+        {"plot_attention": _plot(colorbar=False)},
         SEED_002,
-        {"plot_attention": plot_without_colorbar},
     ),
     _m(
         "plot-labels-swapped",
-        "plot_attention",
         'labels the x axis "Query positions" and the y axis "Key positions", the other way round',
         "Which positions run across the image, and which down its side? Check your labels against the rows "
         "and columns of the weights.",
         "横轴上排列的是哪种位置，纵轴上又是哪种？请对照权重矩阵的行和列检查你的坐标轴标签。",
-        CLASSIC,
-        {"plot_attention": plot_labels_swapped},
+        {"plot_attention": _plot(swap_labels=True)},
     ),
     _m(
         "plot-tokens-on-wrong-axes",
-        "plot_attention",
         "labels the x ticks with the query tokens and the y ticks with the key tokens",
         "With different query and key tokens, which ones belong under the columns? The columns are the keys.",
         "当查询和键的词元不同时，哪一组应该标在列的下方？列对应的是键（key）。",
-        CLASSIC,
-        {"plot_attention": plot_tokens_on_wrong_axes},
+        {"plot_attention": _plot(swap_ticks=True)},
     ),
     _m(
         "plot-without-detach",
-        "plot_attention",
         "calls `.numpy()` on weights that require grad (a model's), which raises, instead of detaching first",
         "Try your function on weights computed by a module, which require grad. What must happen to such a "
         "tensor before numpy (and matplotlib) may read it?",
         "用模块算出来的权重（需要梯度的张量）试一试你的函数。这样的张量在交给 numpy（以及 matplotlib）"
         "之前需要先做什么？",
-        CLASSIC,
-        {"plot_attention": plot_without_detach},
+        {"plot_attention": _plot(detach=False)},
     ),
     _m(
         "plot-shows-figure",
-        "plot_attention",
         "calls `plt.show()` inside the function instead of returning the figure for the caller to show",
         "Who decides when a figure is shown: the function that draws it, or the code that calls it? Return the "
         "figure and leave showing to the caller.",
         "图什么时候显示，应该由画图的函数决定，还是由调用它的代码决定？把 Figure 返回，让调用者去显示。",
-        CLASSIC,
-        {"plot_attention": plot_and_show},
+        {"plot_attention": _plot(show=True)},
     ),
     _m(
         "plot-returns-axes",
-        "plot_attention",
         "returns the Axes it drew on (`ax`) instead of the Figure",
         "What does `plt.subplots()` give you, and which of the two does the exercise ask you to return?",
         "`plt.subplots()` 返回了哪两样东西？这个练习要求你返回的是其中哪一个？",
-        CLASSIC,
-        {"plot_attention": plot_returns_axes},
+        {"plot_attention": _plot(axes=True)},
     ),
     _m(
         "plot-any-shape",
-        "plot_attention",
         "never checks the shape: a batch of weights reaches imshow, which raises TypeError instead of ValueError",
         "What should happen when someone passes a whole batch (b, Tq, Tk) or the heads (b, H, Tq, Tk)? Check "
         "the number of dimensions before drawing.",
         "如果有人传入整个批次 (b, Tq, Tk) 或多头的权重 (b, H, Tq, Tk)，应当怎样处理？画图之前先检查维度数。",
-        CLASSIC,
         {"plot_attention": plot_any_shape},
     ),
 )
@@ -1560,12 +1160,11 @@ CATALOGUE: tuple[Mistake, ...] = (
 READ_FROM_SOURCE: tuple[Mistake, ...] = (
     _m(
         "mask-result-discarded",
-        "make_causal_attention",
         "`scores.masked_fill(mask, -inf)` as a statement: masked_fill returns a new tensor, which is thrown away",
         "masked_fill returns a new tensor and leaves its input alone. What happens to the value your line returns?",
         "masked_fill 返回一个新的张量，并不修改它的输入。你那一行返回的结果去哪儿了？",
-        CLASSIC,
         {},
+        exercise="make_causal_attention",
     ),
 )
 """Mistakes no output tells apart from a catalogued one, named from the learner's source instead.
@@ -1579,12 +1178,11 @@ nothing to run.
 ACCEPTED: tuple[Mistake, ...] = (
     _m(
         "mha-assert-not-value-error",
-        "make_multihead_attention",
         "`assert d_out % num_heads == 0` raises AssertionError (and vanishes under python -O) instead of ValueError",
         "Which exception does a bad argument deserve? An assert is for bugs, and python -O removes it.",
         "参数不合法时应当抛出哪种异常？assert 用于检查程序错误，而且 python -O 会把它去掉。",
-        SEED_003,
         {"make_multihead_attention": _multihead_attention(AssertsDivisible)},
+        SEED_003,
     ),
 )
 """Deviations the hidden suite accepts (full marks, a note): never a diagnosis, never required to fail."""

@@ -167,7 +167,7 @@ class Fingerprints:
         self._seen: dict[tuple[str, int], Seen] = {}
         self._models: dict[int, Any] = {}
         self._keep: dict[int, Any] = {}  # the trials cached by id, kept alive so an id is never reused
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # shared by the grading threads
         self.model = model
         self.available = True
         try:
@@ -197,7 +197,7 @@ class Fingerprints:
     def program_seen(self, cand: Candidate, trial: Any) -> Seen:
         """What a catalogued program (or a function setting of the model) does on ``trial``."""
         key = (cand.key + "@" + cand.hook, id(trial))
-        with self._lock:
+        with self.lock:
             if key in self._seen:
                 return self._seen[key]
             self._keep[id(trial)] = trial
@@ -230,15 +230,11 @@ class Fingerprints:
 
     def module_model(self, trial: Any) -> Any:
         """The model on one module trial (:class:`ModuleTrialModel`), or None where it does not apply."""
-        with self._lock:
+        with self.lock:
             if id(trial) not in self._models:
                 self._keep[id(trial)] = trial
                 self._models[id(trial)] = ModuleTrialModel.of(trial) if self.model else None
             return self._models[id(trial)]
-
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
 
 
 RANDOM_RUNS = 4

@@ -113,16 +113,7 @@ def build_hints(tests_dir: Path) -> dict[str, Any]:
             if key in reference and not same(fp, reference[key])
         }
         if marks:
-            entries.append(
-                {
-                    "id": mistake.id,
-                    "exercise": mistake.exercise,
-                    "description": mistake.description,
-                    "hint": mistake.hint,
-                    "hint_zh": mistake.hint_zh,
-                    "fingerprints": marks,
-                }
-            )
+            entries.append({**{name: getattr(mistake, name) for name in FIELDS[:-1]}, "fingerprints": marks})
     return {"format": FORMAT, "mistakes": entries}
 
 
@@ -169,7 +160,7 @@ def problems_in(path: Path) -> list[str]:
         if mistake is None:
             problems.append(f"{entry['id']!r}: not a catalogued mistake")
             continue
-        for name in ("exercise", "description", "hint", "hint_zh"):
+        for name in FIELDS[1:-1]:  # exercise, description, hint, hint_zh
             if entry[name] != getattr(mistake, name):
                 problems.append(f"{mistake.id}: its {name} is not the catalogue's")
         marks = entry["fingerprints"]
