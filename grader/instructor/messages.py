@@ -428,203 +428,96 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "[message not kept: this submission's messages passed the {budget} bytes the gradebook keeps]",
         "zh": "[说明未保留：此提交的说明超过了成绩册保留的 {budget} 字节]",
     },
-    # the kit's rules: their English is the kit's own (grader.rules.WORDS), said the same in the local check
-    "in_place": {"en": KIT["in_place"], "zh": "原地修改了输入；请返回一个新张量，不要改动输入"},
-    "banned": {"en": KIT["banned"], "zh": "使用了 {calls}：{why}"},
-    "not_allowed_here": {"en": KIT["not_allowed_here"], "zh": "这里不允许使用"},
-    "why_banned.softmax_weights": {
-        "en": KIT["why_banned.softmax_weights"],
-        "zh": "这道练习要你自己写出数值稳定的 softmax（减去最大值、取指数、归一化）",
-    },
-    "why_banned.softmax_with_temperature": {
-        "en": KIT["why_banned.softmax_with_temperature"],
-        "zh": "这道练习要你自己写出数值稳定的 softmax，并先把分数除以温度",
-    },
-    "why_banned.attention_dropout": {
-        "en": KIT["why_banned.attention_dropout"],
-        "zh": "这道练习要你自己写出 inverted dropout（抽取保留掩码，再乘以 1/(1-p)）",
-    },
-    "why_banned.make_self_attention": {
-        "en": KIT["why_banned.make_self_attention"],
-        "zh": "这道练习要你自己用分数、softmax 和值构建注意力",
-    },
-    "why_banned.make_causal_attention": {
-        "en": KIT["why_banned.make_causal_attention"],
-        "zh": "这道练习要你自己用分数、掩码、softmax 和值构建注意力",
-    },
-    "why_banned.make_multihead_attention": {
-        "en": KIT["why_banned.make_multihead_attention"],
-        "zh": "这道练习要你自己拆分注意力头，并逐个头计算注意力",
-    },
-    "why_banned.chunked_attention": {
-        "en": KIT["why_banned.chunked_attention"],
-        "zh": "这道练习要你自己逐块计算注意力，并维护滚动的最大值与和",
-    },
-    "why_banned.plot_attention": {
-        "en": KIT["why_banned.plot_attention"],
-        "zh": "返回 Figure，由调用者决定是否显示；评分程序在无界面的环境中把它当作数据读取",
-    },
-    "spawned": {
-        "en": KIT["spawned"],
-        "zh": "你的代码启动了{kinds}：评分的代码中不允许使用线程和进程，无论是在导入时还是在调用中（评分程序只在调用"
-        "线程中检查被禁止的调用和内存）；请在调用线程中计算",
-    },
-    "spawn.thread": {"en": KIT["spawn.thread"], "zh": "一个线程"},
-    "spawn.thread_running": {"en": KIT["spawn.thread_running"], "zh": "一个线程（仍在运行）"},
-    "spawn.process": {"en": KIT["spawn.process"], "zh": "一个进程（{how}）"},
-    "spawn.process_running": {"en": KIT["spawn.process_running"], "zh": "一个进程（仍在运行）"},
-    "spawn.process_ended": {"en": KIT["spawn.process_ended"], "zh": "一个进程（已经结束）"},
-    "spawn.program": {"en": KIT["spawn.program"], "zh": "另一个程序（{how}）"},
-    "spawn.unknown": {"en": KIT["spawn.unknown"], "zh": "一个线程或进程"},
-    "gpu_error": {
-        "en": KIT["gpu_error"],
-        "zh": "在 GPU 上会失败：无论输入在哪个设备上，都在 CPU 上创建了张量 ({error})",
-    },
-    "gpu_device": {
-        "en": KIT["gpu_device"],
-        "zh": "在 GPU 上会失败：输入在 meta 设备上，返回的张量却在 {device} 上",
-    },
-    "contiguous": {
-        "en": KIT["contiguous"],
-        "zh": "{hook} 必须返回一个连续的张量（在 .view 之前调用 .contiguous()）",
-    },
-    "memory.converted": {
-        "en": KIT["memory.converted"],
-        "zh": "你的调用使用了 {calls}：评分程序度量的是 torch 张量占用的内存，numpy 数组、Python 列表、原始存储或打包的"
-        "权重都会逃过度量；请用 torch 计算",
-    },
-    "memory.held": {
-        "en": KIT["memory.held"],
-        "zh": "你的调用同时持有的元素不少于一个批次-头的完整 ({tq}, {tk}) 分数矩阵：峰值为 {peak}（上限：{bound}）",
-    },
-    "memory.needs": {"en": KIT["memory.needs"], "zh": "分块的版本大约持有 {needed} 个（块 {block} 与累加和 {sums}）"},
-    "memory.elements": {"en": KIT["memory.elements"], "zh": "{held}；{needs}。" + _ADVICE},
-    "memory.alone": {
-        "en": KIT["memory.alone"],
-        "zh": "{held}；你的张量 {shape} 单独就有这么多；{needs}。" + _TRY_AGAIN + _ADVICE,
-    },
-    "memory.alone_made": {
-        "en": KIT["memory.alone_made"],
-        "zh": "{held}；由 {op} 创建的张量 {shape} 单独就有这么多；{needs}。" + _TRY_AGAIN + _ADVICE,
-    },
-    "memory.some": {
-        "en": KIT["memory.some"],
-        "zh": "{held}，尽管其中没有一个张量有这么大（最大的是 {shape}）；{needs}。生成下一块时，你还留着之前的块的哪些"
-        "东西？" + _ADVICE,
-    },
-    "memory.some_made": {
-        "en": KIT["memory.some_made"],
-        "zh": "{held}，尽管其中没有一个张量有这么大（最大的是由 {op} 创建的 {shape}）；{needs}。生成下一块时，你还留着"
-        "之前的块的哪些东西？" + _ADVICE,
-    },
-    "memory.kept": {
-        "en": KIT["memory.kept"],
-        "zh": "你的调用同时持有的元素不少于因果调用对一个批次-头保留的全部分数：峰值为 {peak}（上限：{bound}，即 "
-        "({tq}, {tk}) 中未被遮蔽的部分）；{needs}。" + _ADVICE,
-    },
-    "memory.bytes": {
-        "en": KIT["memory.bytes"],
-        "zh": "你的调用同时持有的字节数不少于按查询的 dtype 存放的{held}：峰值为 {peak}（上限：{bound}），用的是比查询"
-        "更宽的元素；{needs}。" + _ADVICE,
-    },
-    "memory.matrix": {"en": KIT["memory.matrix"], "zh": "一个批次-头的完整 ({tq}, {tk}) 分数矩阵"},
-    "memory.causal_scores": {"en": KIT["memory.causal_scores"], "zh": "因果调用对一个批次-头保留的全部分数"},
-    "memory.profiler": {
-        "en": KIT["memory.profiler"],
-        "zh": "记录你的调用分配了什么的 torch profiler 在调用期间被关闭或重启了：评分程序无法得知它持有了多少；"
-        "不要动 profiler",
-    },
-    "memory.foreign": {
-        "en": KIT["memory.foreign"],
-        "zh": "你的调用使用了 {calls}：建立在不是 torch 分配的内存上的张量（bytearray、mmap、numpy 数组），或把张量的"
-        "内存交出 torch 的做法（DLPack capsule），都会逃过评分程序的度量；请用 torch 计算",
-    },
-    "memory.allocator": {
-        "en": KIT["memory.allocator"],
-        "zh": "torch 的分配器在峰值时给了你的调用 {allocated} 字节，与{held}一样多（{bound} 字节），无论它跳出了哪种"
-        "记录：请逐块遍历键",
-    },
-    "memory.cuda": {
-        "en": KIT["memory.cuda"],
-        "zh": "你的调用在 GPU 上的峰值分配为 {peak} 字节，与完整的 (..., Tq, Tk) 分数一样多（{bound} 字节）："
-        "请逐块遍历键",
-    },
-    "dtype": {"en": KIT["dtype"], "zh": "返回的 dtype 是 {got}，应为 {expected}（保持输入的 dtype）"},
-    "dtype.mask": {
-        "en": KIT["dtype.mask"],
-        "zh": "返回的 dtype 是 {got}，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
-    },
-    "subclass": {"en": KIT["subclass"], "zh": "返回了一个 {kind}，应为确切的 torch.Tensor（不能是子类）"},
-    "figure.axes": {
-        "en": KIT["figure.axes"],
-        "zh": "返回了一个 {kind}，应为它的 matplotlib Figure（返回 ax.figure，或 plt.subplots() 给出的 fig）",
-    },
-    "figure.not_a_figure": {
-        "en": KIT["figure.not_a_figure"],
-        "zh": "返回了 {kind}，应为一个 matplotlib Figure（fig, ax = plt.subplots() 会创建一个：在 ax 上画，返回 fig）",
-    },
-    "figure.no_image": {"en": KIT["figure.no_image"], "zh": "图中没有图像：用 ax.imshow(...) 画出权重"},
-    "figure.images": {"en": KIT["figure.images"], "zh": "图中有 {images} 个图像；只用一次 imshow 画出权重"},
-    "figure.image_count": {
-        "en": KIT["figure.image_count"],
-        "zh": "图中画了 {images} 个图像；应为 {expected} 个，每个头一个（每个头一次 imshow，按坐标轴的顺序）",
-    },
-    "figure.image_count_one": {
-        "en": KIT["figure.image_count_one"],
-        "zh": "图中只画了 1 个图像；应为 {expected} 个，每个头一个（每个头一次 imshow，按坐标轴的顺序）",
-    },
-    "figure.image_shapes": {
-        "en": KIT["figure.image_shapes"],
-        "zh": "图中各个图像的形状不同（{shapes}）；应为 {expected} 个同样形状的图像：按原样画出每个头的 (Tq, Tk) 权重",
-    },
-    "figure.not_numbers": {"en": KIT["figure.not_numbers"], "zh": "图像的数据无法读成数字（{why}）"},
-    "figure.transposed": {
-        "en": KIT["figure.transposed"],
-        "zh": "图像是权重的转置：图像的第 i 行必须是查询 i（按原样 imshow (Tq, Tk) 权重）",
-    },
-    "figure.heads_transposed": {
-        "en": KIT["figure.heads_transposed"],
-        "zh": "各个图像是各个头的权重的转置：每个图像的第 i 行必须是查询 i（按原样 imshow 每个头的 (Tq, Tk) 权重）",
-    },
-    "figure.head_transposed": {
-        "en": KIT["figure.head_transposed"],
-        "zh": "头 {head} 的图像是它的权重的转置：图像的第 i 行必须是查询 i（按原样 imshow weights[{head}]）",
-    },
-    "figure.head_order": {
-        "en": KIT["figure.head_order"],
-        "zh": "头的顺序不对：图像 {image} 画的是头 {head}（两者都从 0 开始数，图像按坐标轴的顺序）；头 h 应画成图像 h",
-    },
-    "labels.swapped": {
-        "en": KIT["labels.swapped"],
-        "zh": '坐标轴的标签弄反了：键沿横轴（x 轴上是 "Key positions"），查询沿纵轴（y）',
-    },
-    "labels.x": {"en": KIT["labels.x"], "zh": 'x 轴的标签是 {label}，应为 "Key positions"（ax.set_xlabel）'},
-    "labels.y": {"en": KIT["labels.y"], "zh": 'y 轴的标签是 {label}，应为 "Query positions"（ax.set_ylabel）'},
-    "labels.tokens_swapped": {
-        "en": KIT["labels.tokens_swapped"],
-        "zh": "词元放错了坐标轴：键的词元标在 x 轴的刻度上，查询的词元标在 y 轴的刻度上",
-    },
-    "labels.x_tick": {
-        "en": KIT["labels.x_tick"],
-        "zh": "x 轴的位置 {position} 上是{shown}，应为键的词元 {token}"
-        "（每个位置一个刻度，标上它的词元：ax.set_xticks）",
-    },
-    "labels.y_tick": {
-        "en": KIT["labels.y_tick"],
-        "zh": "y 轴的位置 {position} 上是{shown}，应为查询的词元 {token}"
-        "（每个位置一个刻度，标上它的词元：ax.set_yticks）",
-    },
-    "labels.no_tick": {"en": KIT["labels.no_tick"], "zh": "没有刻度"},
-    "labels.the_tick": {"en": KIT["labels.the_tick"], "zh": "刻度 {tick}"},
-    "labels.colorbar": {
-        "en": KIT["labels.colorbar"],
-        "zh": "图中没有图像的颜色条：加一个（fig.colorbar(image, ax=ax)）",
-    },
-    "signature.positional_only": {"en": KIT["signature.positional_only"], "zh": "仅限位置的参数 {names}"},
-    "signature.unknown": {"en": KIT["signature.unknown"], "zh": "未知的参数 {names}"},
-    "signature.missing": {"en": KIT["signature.missing"], "zh": "缺少参数 {names}"},
-    "and_then": {"en": KIT["and_then"], "zh": "{first}；{then}"},
 }
+_KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (grader.rules.WORDS)
+    "in_place": "原地修改了输入；请返回一个新张量，不要改动输入",
+    "banned": "使用了 {calls}：{why}",
+    "not_allowed_here": "这里不允许使用",
+    "why_banned.softmax_weights": "这道练习要你自己写出数值稳定的 softmax（减去最大值、取指数、归一化）",
+    "why_banned.softmax_with_temperature": "这道练习要你自己写出数值稳定的 softmax，并先把分数除以温度",
+    "why_banned.attention_dropout": "这道练习要你自己写出 inverted dropout（抽取保留掩码，再乘以 1/(1-p)）",
+    "why_banned.make_self_attention": "这道练习要你自己用分数、softmax 和值构建注意力",
+    "why_banned.make_causal_attention": "这道练习要你自己用分数、掩码、softmax 和值构建注意力",
+    "why_banned.make_multihead_attention": "这道练习要你自己拆分注意力头，并逐个头计算注意力",
+    "why_banned.chunked_attention": "这道练习要你自己逐块计算注意力，并维护滚动的最大值与和",
+    "why_banned.plot_attention": "返回 Figure，由调用者决定是否显示；评分程序在无界面的环境中把它当作数据读取",
+    "spawned": "你的代码启动了{kinds}：评分的代码中不允许使用线程和进程，无论是在导入时还是在调用中（评分程序只在调用线"
+    "程中检查被禁止的调用和内存）；请在调用线程中计算",
+    "spawn.thread": "一个线程",
+    "spawn.thread_running": "一个线程（仍在运行）",
+    "spawn.process": "一个进程（{how}）",
+    "spawn.process_running": "一个进程（仍在运行）",
+    "spawn.process_ended": "一个进程（已经结束）",
+    "spawn.program": "另一个程序（{how}）",
+    "spawn.unknown": "一个线程或进程",
+    "gpu_error": "在 GPU 上会失败：无论输入在哪个设备上，都在 CPU 上创建了张量 ({error})",
+    "gpu_device": "在 GPU 上会失败：输入在 meta 设备上，返回的张量却在 {device} 上",
+    "contiguous": "{hook} 必须返回一个连续的张量（在 .view 之前调用 .contiguous()）",
+    "memory.converted": "你的调用使用了 {calls}：评分程序度量的是 torch 张量占用的内存，numpy 数组、Python 列表、原始存"
+    "储或打包的权重都会逃过度量；请用 torch 计算",
+    "memory.held": "你的调用同时持有的元素不少于一个批次-头的完整 ({tq}, {tk}) 分数矩阵：峰值为 {peak}（上限：{bound}"
+    "）",
+    "memory.needs": "分块的版本大约持有 {needed} 个（块 {block} 与累加和 {sums}）",
+    "memory.elements": "{held}；{needs}。" + _ADVICE,
+    "memory.alone": "{held}；你的张量 {shape} 单独就有这么多；{needs}。" + _TRY_AGAIN + _ADVICE,
+    "memory.alone_made": "{held}；由 {op} 创建的张量 {shape} 单独就有这么多；{needs}。" + _TRY_AGAIN + _ADVICE,
+    "memory.some": "{held}，尽管其中没有一个张量有这么大（最大的是 {shape}）；{needs}。生成下一块时，你还留着之前的块的"
+    "哪些东西？" + _ADVICE,
+    "memory.some_made": "{held}，尽管其中没有一个张量有这么大（最大的是由 {op} 创建的 {shape}）；{needs}。生成下一块时"
+    "，你还留着之前的块的哪些东西？" + _ADVICE,
+    "memory.kept": "你的调用同时持有的元素不少于因果调用对一个批次-头保留的全部分数：峰值为 {peak}（上限：{bound}，即 ("
+    "{tq}, {tk}) 中未被遮蔽的部分）；{needs}。" + _ADVICE,
+    "memory.bytes": "你的调用同时持有的字节数不少于按查询的 dtype 存放的{held}：峰值为 {peak}（上限：{bound}），用的是"
+    "比查询更宽的元素；{needs}。" + _ADVICE,
+    "memory.matrix": "一个批次-头的完整 ({tq}, {tk}) 分数矩阵",
+    "memory.causal_scores": "因果调用对一个批次-头保留的全部分数",
+    "memory.profiler": "记录你的调用分配了什么的 torch profiler 在调用期间被关闭或重启了：评分程序无法得知它持有了多少"
+    "；不要动 profiler",
+    "memory.foreign": "你的调用使用了 {calls}：建立在不是 torch 分配的内存上的张量（bytearray、mmap、numpy 数组），或把"
+    "张量的内存交出 torch 的做法（DLPack capsule），都会逃过评分程序的度量；请用 torch 计算",
+    "memory.allocator": "torch 的分配器在峰值时给了你的调用 {allocated} 字节，与{held}一样多（{bound} 字节），无论它跳"
+    "出了哪种记录：请逐块遍历键",
+    "memory.cuda": "你的调用在 GPU 上的峰值分配为 {peak} 字节，与完整的 (..., Tq, Tk) 分数一样多（{bound} 字节）：请逐"
+    "块遍历键",
+    "dtype": "返回的 dtype 是 {got}，应为 {expected}（保持输入的 dtype）",
+    "dtype.mask": "返回的 dtype 是 {got}，应为 bool（掩码是 torch.bool：True 表示查询不能看的位置）",
+    "subclass": "返回了一个 {kind}，应为确切的 torch.Tensor（不能是子类）",
+    "figure.axes": "返回了一个 {kind}，应为它的 matplotlib Figure（返回 ax.figure，或 plt.subplots() 给出的 fig）",
+    "figure.not_a_figure": "返回了 {kind}，应为一个 matplotlib Figure（fig, ax = plt.subplots() 会创建一个：在 ax 上画"
+    "，返回 fig）",
+    "figure.no_image": "图中没有图像：用 ax.imshow(...) 画出权重",
+    "figure.images": "图中有 {images} 个图像；只用一次 imshow 画出权重",
+    "figure.image_count": "图中画了 {images} 个图像；应为 {expected} 个，每个头一个（每个头一次 imshow，按坐标轴的顺序"
+    "）",
+    "figure.image_count_one": "图中只画了 1 个图像；应为 {expected} 个，每个头一个（每个头一次 imshow，按坐标轴的顺序"
+    "）",
+    "figure.image_shapes": "图中各个图像的形状不同（{shapes}）；应为 {expected} 个同样形状的图像：按原样画出每个头的 (T"
+    "q, Tk) 权重",
+    "figure.not_numbers": "图像的数据无法读成数字（{why}）",
+    "figure.transposed": "图像是权重的转置：图像的第 i 行必须是查询 i（按原样 imshow (Tq, Tk) 权重）",
+    "figure.heads_transposed": "各个图像是各个头的权重的转置：每个图像的第 i 行必须是查询 i（按原样 imshow 每个头的 (Tq"
+    ", Tk) 权重）",
+    "figure.head_transposed": "头 {head} 的图像是它的权重的转置：图像的第 i 行必须是查询 i（按原样 imshow weights[{head"
+    "}]）",
+    "figure.head_order": "头的顺序不对：图像 {image} 画的是头 {head}（两者都从 0 开始数，图像按坐标轴的顺序）；头 h 应"
+    "画成图像 h",
+    "labels.swapped": '坐标轴的标签弄反了：键沿横轴（x 轴上是 "Key positions"），查询沿纵轴（y）',
+    "labels.x": 'x 轴的标签是 {label}，应为 "Key positions"（ax.set_xlabel）',
+    "labels.y": 'y 轴的标签是 {label}，应为 "Query positions"（ax.set_ylabel）',
+    "labels.tokens_swapped": "词元放错了坐标轴：键的词元标在 x 轴的刻度上，查询的词元标在 y 轴的刻度上",
+    "labels.x_tick": "x 轴的位置 {position} 上是{shown}，应为键的词元 {token}（每个位置一个刻度，标上它的词元：ax.set_x"
+    "ticks）",
+    "labels.y_tick": "y 轴的位置 {position} 上是{shown}，应为查询的词元 {token}（每个位置一个刻度，标上它的词元：ax.set"
+    "_yticks）",
+    "labels.no_tick": "没有刻度",
+    "labels.the_tick": "刻度 {tick}",
+    "labels.colorbar": "图中没有图像的颜色条：加一个（fig.colorbar(image, ax=ax)）",
+    "signature.positional_only": "仅限位置的参数 {names}",
+    "signature.unknown": "未知的参数 {names}",
+    "signature.missing": "缺少参数 {names}",
+    "and_then": "{first}；{then}",
+}
+MESSAGES.update({key: {"en": KIT[key], "zh": zh} for key, zh in _KIT_ZH.items()})
 """Every message grading says: ``id -> {language: template}``, the templates' ``{parameters}`` the same in every
 language (``tests/test_messages.py`` renders each one in each language), but a case's description (its English
 the case's own ``{what}``, :mod:`grader.instructor.case_words`)."""
