@@ -929,31 +929,15 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
 
     d_in, h, hd, ctx, t = 5, 3, 4, 11, 7
     d_out = h * hd
+    form = {"dtypes": ("float32",), "structural": True}  # the structural cases: the module's form, in one dtype
     cases = [
-        Case(
-            hook,
-            "names",
-            config(d_in, d_out, ctx, h=h),
-            "parameter names",
-            module=ModuleSpec([], state_seed=m.seed()),
-            dtypes=("float32",),
-            properties=(_named_like_contract,),
-            notes=(_extras_noted,),
-            structural=True,
-        ),
-        behaviour(
-            "reference-weights",
-            f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
-            config(d_in, d_out, ctx, h=h),
-            [m.randn(2, t, d_in)],
-            meta=True,
-        ),
-        behaviour(
-            "qkv-bias",
-            f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}",
-            config(4, 10, 9, h=2, bias=True),
-            [m.randn(3, 3, 4)],
-        ),
+        Case(hook, "names", config(d_in, d_out, ctx, h=h), "parameter names",
+             module=ModuleSpec([], state_seed=m.seed()), properties=(_named_like_contract,), notes=(_extras_noted,),
+             **form),
+        behaviour("reference-weights", f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
+                  config(d_in, d_out, ctx, h=h), [m.randn(2, t, d_in)], meta=True),
+        behaviour("qkv-bias", f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}", config(4, 10, 9, h=2, bias=True),
+                  [m.randn(3, 3, 4)]),
         Case(
             hook,
             "init-seed",
@@ -965,77 +949,36 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
             structural=True,
         ),
         behaviour("T=1", f"a single token, {sizes(4, 10, 1, 9, 2)}", config(4, 10, 9, h=2), [m.randn(3, 1, 4)]),
-    ]
+    ]  # fmt: skip
     if not causal:
         cases.append(
             behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4), [m.randn(5, 7)])
         )
     if causal:
-        cases.append(
-            behaviour(
-                "T=context",
-                f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
-                config(4, 15, 8, h=3),
-                [m.randn(2, 8, 4)],
-                coincide=("T=context_length",),
-            )
-        )
+        cases.append(behaviour("T=context", f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
+                               config(4, 15, 8, h=3), [m.randn(2, 8, 4)], coincide=("T=context_length",)))
         x = m.randn(2, 9, 5)
         changed = x.clone()
         t_change = 4
         changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
-        cases.append(
-            behaviour(
-                "causality",
-                f"changing token {t_change} leaves earlier outputs alone, {sizes(5, 8, 9, 10, 2)}",
-                config(5, 8, 10, h=2),
-                [x, changed],
-                properties=(_causal_prefix(t_change),),
-            )
-        )
+        cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone, "
+                               f"{sizes(5, 8, 9, 10, 2)}", config(5, 8, 10, h=2), [x, changed],
+                               properties=(_causal_prefix(t_change),)))
         x = m.randn(2, 7, 5)
-        cases.append(
-            behaviour(
-                "eval-dropout",
-                f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
-                config(5, 12, 9, dropout=0.5, h=3),
-                [x, x],
-            )
-        )
+        cases.append(behaviour("eval-dropout", f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
+                               config(5, 12, 9, dropout=0.5, h=3), [x, x]))
         cases.append(_training_case(hook, m))
-        cases.append(
-            Case(
-                hook,
-                "mask-buffer",
-                config(d_in, d_out, ctx, h=h),
-                "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
-                module=ModuleSpec([]),
-                dtypes=("float32",),
-                properties=(_mask_is_a_buffer,),
-                structural=True,
-            )
-        )
+        cases.append(Case(hook, "mask-buffer", config(d_in, d_out, ctx, h=h),
+                          "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
+                          module=ModuleSpec([]), properties=(_mask_is_a_buffer,), **form))
     if heads:
-        cases.append(
-            behaviour(
-                "one-head",
-                f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}",
-                config(4, 5, 7, h=1),
-                [m.randn(2, 3, 4)],
-                coincide=("d_out=head_dim",),
-            )
-        )
-        cases.append(
-            Case(
-                hook,
-                "indivisible-raises",
-                config(5, 10, 7, h=4),
-                "d_out % num_heads != 0 raises an exception when the module is built (ValueError recommended)",
-                module=ModuleSpec([]),
-                expect_error="Exception",
-                notes=(_prefer("ValueError", PREFER_VALUE_ERROR),),
-            )
-        )
+        cases.append(behaviour("one-head", f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}", config(4, 5, 7, h=1),
+                               [m.randn(2, 3, 4)], coincide=("d_out=head_dim",)))
+        cases.append(Case(hook, "indivisible-raises", config(5, 10, 7, h=4),
+                          "d_out % num_heads != 0 raises an exception when the module is built "
+                          "(ValueError recommended)",
+                          module=ModuleSpec([]), expect_error="Exception",
+                          notes=(_prefer("ValueError", PREFER_VALUE_ERROR),)))
     for i in range(2):
         hh = m.size(2, 4)
         hd = m.size(2, 5, avoid=(hh, *((CHAPTER_TOKENS // hh,) if CHAPTER_TOKENS % hh == 0 else ())))
@@ -1044,14 +987,8 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         tt = m.size(2, 8, avoid=(hh, hd, dd, din))
         cc = m.size(tt + 1, tt + 5, avoid=(hh, hd, dd, din))
         batch = m.size(1, 3)
-        cases.append(
-            behaviour(
-                f"random-{i}",
-                f"random sizes, {sizes(din, dd, tt, cc, hh)}",
-                config(din, dd, cc, h=hh),
-                [m.randn(batch, tt, din)],
-            )
-        )
+        cases.append(behaviour(f"random-{i}", f"random sizes, {sizes(din, dd, tt, cc, hh)}",
+                               config(din, dd, cc, h=hh), [m.randn(batch, tt, din)]))  # fmt: skip
     return cases
 
 
