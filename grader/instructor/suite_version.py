@@ -34,25 +34,9 @@ def verdict_modules() -> list[types.ModuleType]:
     from solutions import mistakes, reference
 
     kit = [
-        hookspecs,
-        hook_table,
-        registry,
-        load,
-        call,
-        spawns,
-        figures,
-        modules,
-        reference,
-        cases,
-        suite,
-        verdict,
-        held_memory,
-        rules,
-        replies,
-        submission_grading,
-        diagnosis,
-        mistakes,
-    ]
+        hookspecs, hook_table, registry, load, call, spawns, figures, modules, reference, cases, suite, verdict,
+        held_memory, rules, replies, submission_grading, diagnosis, mistakes,
+    ]  # fmt: skip
     declared = [  # every exercise group's declaration and its instructor's half (grader.packs)
         module for group in groups() for module in (group.module, group.hookspecs)
     ] + [module for part in ("HIDDEN_CASES", "REFERENCE", "MISTAKES") for module in instructor_part(part)]
