@@ -584,7 +584,6 @@ def _temperature_cases(m: Maker) -> list[Case]:
     def case(name: str, scores: torch.Tensor, temperature: float, what: str, dim: int = -1, **kw: Any) -> Case:
         return Case(hook, name, {"scores": scores, "temperature": temperature, "dim": dim}, what, **kw)
 
-    raises = {"expect_error": "ValueError"}
     return [
         case("T=1", m.randn(3, 5, 7), 1.0, "temperature 1: the plain softmax", meta=True, half=True),
         case("T=0.4", m.randn(4, 9, scale=2.0), 0.4, "temperature 0.4 sharpens", half=True),
@@ -597,8 +596,8 @@ def _temperature_cases(m: Maker) -> list[Case]:
         case("all-masked-row", fully, 0.8, "a row that is all -inf, temperature 0.8", properties=exact),
         case("logits-20-to-100", _overflowing_logits(m, 3, 5, 7), 0.9,
              "logits from 20 to 100 at temperature 0.9: exp overflows unless the max is subtracted", half=True),
-        case("T=0-raises", m.randn(3, 4), 0.0, "temperature 0 raises ValueError", **raises),
-        case("T=-1-raises", m.randn(3, 4), -1.0, "temperature -1 raises ValueError", **raises),
+        case("T=0-raises", m.randn(3, 4), 0.0, "temperature 0 raises ValueError", expect_error="ValueError"),
+        case("T=-1-raises", m.randn(3, 4), -1.0, "temperature -1 raises ValueError", expect_error="ValueError"),
     ] + [
         case(f"random-{i}", m.randn(2, tq, tk, scale=3.0), t, f"random 3-D, temperature {t}")
         for i, (tq, tk, t) in enumerate(((5, 11, 0.55), (9, 4, 3.2)))
@@ -929,7 +928,7 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
 
     d_in, h, hd, ctx, t = 5, 3, 4, 11, 7
     d_out = h * hd
-    form = {"dtypes": ("float32",), "structural": True}  # the structural cases: the module's form, in one dtype
+    form: dict[str, Any] = {"dtypes": ("float32",), "structural": True}  # the module's form, in one dtype
     cases = [
         Case(hook, "names", config(d_in, d_out, ctx, h=h), "parameter names",
              module=ModuleSpec([], state_seed=m.seed()), properties=(_named_like_contract,), notes=(_extras_noted,),
