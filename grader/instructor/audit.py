@@ -29,15 +29,9 @@ from grader.instructor.verdict import FAILED, PASSED, calibrated, judge_in_proce
 from grader.registry import HOOK_NAMES, load_solution
 
 __all__ = [
-    "AuditReport",
-    "HalfError",
-    "KnobOutcome",
-    "MistakeOutcome",
-    "half_precision_errors",
-    "matrix_rows",
-    "model_rows",
+    "AuditReport", "HalfError", "KnobOutcome", "MistakeOutcome", "half_precision_errors", "matrix_rows", "model_rows",
     "run_audit",
-]
+]  # fmt: skip
 
 
 @dataclass

@@ -496,106 +496,73 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
 # --- the cases, hook by hook -------------------------------------------------------------------
 
 
+def _maker(hook: str, *names: str) -> Callable[..., Case]:
+    """``case(name, *values, what, **fields)``: a case of ``hook`` whose arguments ``names`` take ``values``."""
+
+    def case(name: str, *values: Any, **kw: Any) -> Case:
+        *args, what = values
+        return Case(hook, name, dict(zip(names, args)), what, **kw)
+
+    return case
+
+
 def _score_cases(hook: str, m: Maker) -> list[Case]:
-    cases = []
+    case = _maker(hook, "queries", "keys")
     tq = m.size(3, 9)
     d = m.size(3, 9, avoid=(tq,))
     tk = m.size(3, 11, avoid=(tq, d))
-    cases.append(Case(hook, "2d-Tq!=Tk", {"queries": m.randn(tq, d), "keys": m.randn(tk, d)}, "2-D, Tq != Tk"))
+    cases = [case("2d-Tq!=Tk", m.randn(tq, d), m.randn(tk, d), "2-D, Tq != Tk")]
     b, t = m.size(2, 4), m.size(4, 9)
     d = m.size(3, 11, avoid=(t,))
-    cases.append(
-        Case(
-            hook,
-            "3d-batched",
-            {"queries": m.randn(b, t, d), "keys": m.randn(b, t, d)},
-            "batched 3-D",
-            meta=True,
-            half=True,
-            coincide=("T=T_k",),  # self-attention's square scores
-        )
-    )
+    square = ("T=T_k",)  # self-attention's square scores
+    cases.append(case("3d-batched", m.randn(b, t, d), m.randn(b, t, d), "batched 3-D", meta=True, half=True,
+                      coincide=square))  # fmt: skip
     b, h, tq = m.size(2, 3), m.size(2, 5), m.size(3, 7)
     tk = m.size(3, 7, avoid=(tq,))
     d = m.size(3, 9, avoid=(tq, tk))
-    cases.append(
-        Case(hook, "4d-heads", {"queries": m.randn(b, h, tq, d), "keys": m.randn(b, h, tk, d)}, "4-D heads", half=True)
-    )
-    cases.append(
-        Case(
-            hook, "T=1", {"queries": m.randn(2, 1, 5), "keys": m.randn(2, 1, 5)}, "a single token", coincide=("T=T_k",)
-        )
-    )
-    cases.append(Case(hook, "Tq=1", {"queries": m.randn(3, 1, 5), "keys": m.randn(3, 7, 5)}, "one query, many keys"))
-    cases.append(Case(hook, "d=1", {"queries": m.randn(2, 5, 1), "keys": m.randn(2, 3, 1)}, "d_k = 1"))
+    cases.append(case("4d-heads", m.randn(b, h, tq, d), m.randn(b, h, tk, d), "4-D heads", half=True))
+    cases.append(case("T=1", m.randn(2, 1, 5), m.randn(2, 1, 5), "a single token", coincide=square))
+    cases.append(case("Tq=1", m.randn(3, 1, 5), m.randn(3, 7, 5), "one query, many keys"))
+    cases.append(case("d=1", m.randn(2, 5, 1), m.randn(2, 3, 1), "d_k = 1"))
     b, t = m.size(2, 3), m.size(4, 7)
     tk = m.size(4, 8, avoid=(t,))
     d = m.size(3, 9, avoid=(t, tk))
-    cases.append(
-        Case(
-            hook,
-            "non-contiguous",
-            {"queries": m.randn(b, t, d), "keys": m.randn(b, tk, d)},
-            "non-contiguous (transposed view) inputs",
-            transposed=frozenset({"queries", "keys"}),
-        )
-    )
+    cases.append(case("non-contiguous", m.randn(b, t, d), m.randn(b, tk, d), "non-contiguous (transposed view) inputs",
+                      transposed=frozenset({"queries", "keys"})))  # fmt: skip
     for trial in range(3):
         rank = m.size(2, 4)
         lead = [m.size(1, 3) for _ in range(rank - 2)]
         tq = m.size(1, 12)
         tk = m.size(1, 12, avoid=(tq,))
         d = m.size(1, 13, avoid=(tq, tk))
-        cases.append(
-            Case(
-                hook,
-                f"random-{trial}",
-                {"queries": m.randn(*lead, tq, d), "keys": m.randn(*lead, tk, d)},
-                f"random {rank}-D shape",
-            )
-        )
+        cases.append(case(f"random-{trial}", m.randn(*lead, tq, d), m.randn(*lead, tk, d), f"random {rank}-D shape"))
     return cases
 
 
 def _softmax_cases(m: Maker) -> list[Case]:
-    hook = "softmax_weights"
+    case = _maker("softmax_weights", "scores", "dim")
     b, t = m.size(2, 4), m.size(5, 9)
-    neg_inf = float("-inf")
     scores = m.randn(b, t, t)
-    masked = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), neg_inf)
+    masked = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
     fully = m.randn(3, 7)
-    fully[1] = neg_inf
+    fully[1] = float("-inf")
     exact = (_exact_zeros_where_masked,)
     return [
-        Case(hook, "2d-rows", {"scores": m.randn(m.size(3, 7), m.size(4, 9)), "dim": -1}, "2-D, last dim", half=True),
-        Case(
-            hook, "3d-batched", {"scores": m.randn(b, t, t + 2), "dim": -1}, "batched 3-D, dim=-1", meta=True, half=True
-        ),
-        Case(hook, "dim=0", {"scores": m.randn(m.size(3, 7), m.size(2, 5), 4), "dim": 0}, "positive dim=0"),
-        Case(hook, "dim=1", {"scores": m.randn(2, m.size(3, 7), 5), "dim": 1}, "positive dim=1 on 3-D"),
-        Case(hook, "dim=-2", {"scores": m.randn(3, 4, m.size(5, 8)), "dim": -2}, "negative dim=-2"),
-        Case(hook, "4d", {"scores": m.randn(2, 3, 5, 7), "dim": -1}, "4-D heads"),
-        Case(hook, "large-logits", {"scores": m.randn(b, t, t, scale=1e4), "dim": -1}, "logits around ±1e4"),
-        Case(
-            hook,
-            "logits-20-to-100",
-            {"scores": _overflowing_logits(m, 3, 5, 7), "dim": -1},
-            "logits from 20 to 100: exp overflows unless the max is subtracted (float16 above 11)",
-            half=True,
-        ),
-        Case(
-            hook, "masked", {"scores": masked, "dim": -1}, "-inf entries (a causal mask)", properties=exact, half=True
-        ),
-        Case(hook, "all-masked-row", {"scores": fully, "dim": -1}, "a row that is all -inf", properties=exact),
+        case("2d-rows", m.randn(m.size(3, 7), m.size(4, 9)), -1, "2-D, last dim", half=True),
+        case("3d-batched", m.randn(b, t, t + 2), -1, "batched 3-D, dim=-1", meta=True, half=True),
+        case("dim=0", m.randn(m.size(3, 7), m.size(2, 5), 4), 0, "positive dim=0"),
+        case("dim=1", m.randn(2, m.size(3, 7), 5), 1, "positive dim=1 on 3-D"),
+        case("dim=-2", m.randn(3, 4, m.size(5, 8)), -2, "negative dim=-2"),
+        case("4d", m.randn(2, 3, 5, 7), -1, "4-D heads"),
+        case("large-logits", m.randn(b, t, t, scale=1e4), -1, "logits around ±1e4"),
+        case("logits-20-to-100", _overflowing_logits(m, 3, 5, 7), -1,
+             "logits from 20 to 100: exp overflows unless the max is subtracted (float16 above 11)", half=True),
+        case("masked", masked, -1, "-inf entries (a causal mask)", properties=exact, half=True),
+        case("all-masked-row", fully, -1, "a row that is all -inf", properties=exact),
     ] + [
-        Case(
-            hook,
-            f"random-{i}",
-            {"scores": m.randn(m.size(1, 4), m.size(1, 9), m.size(1, 9), scale=3.0), "dim": -1},
-            "random 3-D",
-        )
+        case(f"random-{i}", m.randn(m.size(1, 4), m.size(1, 9), m.size(1, 9), scale=3.0), -1, "random 3-D")
         for i in range(2)
-    ]
+    ]  # fmt: skip
 
 
 def _overflowing_logits(m: Maker, *shape: int) -> torch.Tensor:
@@ -609,10 +576,9 @@ def _overflowing_logits(m: Maker, *shape: int) -> torch.Tensor:
 
 def _temperature_cases(m: Maker) -> list[Case]:
     hook = "softmax_with_temperature"
-    neg_inf = float("-inf")
-    masked = m.randn(2, 7, 7).masked_fill(torch.triu(torch.ones(7, 7, dtype=torch.bool), 1), neg_inf)
+    masked = m.randn(2, 7, 7).masked_fill(torch.triu(torch.ones(7, 7, dtype=torch.bool), 1), float("-inf"))
     fully = m.randn(4, 9)
-    fully[2] = neg_inf
+    fully[2] = float("-inf")
     exact = (_exact_zeros_where_masked,)
 
     def case(name: str, scores: torch.Tensor, temperature: float, what: str, dim: int = -1, **kw: Any) -> Case:
@@ -628,204 +594,111 @@ def _temperature_cases(m: Maker) -> list[Case]:
         case("dim=-2", m.randn(3, 9, 5), 0.7, "temperature 0.7 along dim=-2", dim=-2),
         case("masked", masked, 0.6, "-inf entries (a causal mask) at temperature 0.6", properties=exact, half=True),
         case("all-masked-row", fully, 0.8, "a row that is all -inf, temperature 0.8", properties=exact),
-        case(
-            "logits-20-to-100",
-            _overflowing_logits(m, 3, 5, 7),
-            0.9,
-            "logits from 20 to 100 at temperature 0.9: exp overflows unless the max is subtracted",
-            half=True,
-        ),
+        case("logits-20-to-100", _overflowing_logits(m, 3, 5, 7), 0.9,
+             "logits from 20 to 100 at temperature 0.9: exp overflows unless the max is subtracted", half=True),
         case("T=0-raises", m.randn(3, 4), 0.0, "temperature 0 raises ValueError", expect_error="ValueError"),
         case("T=-1-raises", m.randn(3, 4), -1.0, "temperature -1 raises ValueError", expect_error="ValueError"),
     ] + [
         case(f"random-{i}", m.randn(2, tq, tk, scale=3.0), t, f"random 3-D, temperature {t}")
         for i, (tq, tk, t) in enumerate(((5, 11, 0.55), (9, 4, 3.2)))
-    ]
+    ]  # fmt: skip
 
 
 def _context_cases(m: Maker) -> list[Case]:
-    hook = "context_vectors"
-    cases = []
+    case = _maker("context_vectors", "weights", "values")
     t = m.size(3, 7)
     dv = m.size(3, 11, avoid=(t,))
-    cases.append(
-        Case(
-            hook, "2d", {"weights": m.weights(t, t), "values": m.randn(t, dv)}, "2-D, dv != T", coincide=("T=T_k",)
-        )
-    )
+    cases = [case("2d", m.weights(t, t), m.randn(t, dv), "2-D, dv != T", coincide=("T=T_k",))]
     b, tq = m.size(2, 4), m.size(3, 8)
     tk = m.size(3, 8, avoid=(tq,))
     dv = m.size(2, 9, avoid=(tq, tk))
-    cases.append(
-        Case(
-            hook,
-            "3d-batched",
-            {"weights": m.weights(b, tq, tk), "values": m.randn(b, tk, dv)},
-            "batched, Tq != Tk",
-            meta=True,
-            half=True,
-        )
-    )
-    cases.append(
-        Case(hook, "4d", {"weights": m.weights(2, 3, 5, 7), "values": m.randn(2, 3, 7, 4)}, "4-D heads", half=True)
-    )
-    cases.append(
-        Case(
-            hook,
-            "T=1",
-            {"weights": m.weights(2, 1, 1), "values": m.randn(2, 1, 3)},
-            "a single token",
-            coincide=("T=T_k",),
-        )
-    )
+    cases.append(case("3d-batched", m.weights(b, tq, tk), m.randn(b, tk, dv), "batched, Tq != Tk", meta=True,
+                      half=True))  # fmt: skip
+    cases.append(case("4d", m.weights(2, 3, 5, 7), m.randn(2, 3, 7, 4), "4-D heads", half=True))
+    cases.append(case("T=1", m.weights(2, 1, 1), m.randn(2, 1, 3), "a single token", coincide=("T=T_k",)))
     for i in range(2):
         tq = m.size(1, 9)
         tk = m.size(1, 9, avoid=(tq,))
         dv = m.size(1, 9, avoid=(tq, tk))
-        cases.append(
-            Case(hook, f"random-{i}", {"weights": m.weights(3, tq, tk), "values": m.randn(3, tk, dv)}, "random shapes")
-        )
+        cases.append(case(f"random-{i}", m.weights(3, tq, tk), m.randn(3, tk, dv), "random shapes"))
     return cases
 
 
 def _mask_cases(m: Maker) -> list[Case]:
-    hook = "causal_mask"
-    cases = [
-        Case(hook, f"T={t}", {"num_tokens": t, "device": DEVICE}, f"T = {t}", dtypes=("bool",), meta=(t == 5))
-        for t in (1, 2, 5, m.size(7, 13, avoid=(8,)))
-    ]
-    cases += [
-        Case(
-            hook,
-            f"T={t}-raises",
-            {"num_tokens": t, "device": DEVICE},
-            f"num_tokens = {t} raises ValueError",
-            dtypes=("bool",),
-            expect_error="ValueError",
-        )
+    case = _maker("causal_mask", "num_tokens", "device")
+    masks = ("bool",)
+    sizes = (1, 2, 5, m.size(7, 13, avoid=(8,)))
+    cases = [case(f"T={t}", t, DEVICE, f"T = {t}", dtypes=masks, meta=(t == 5)) for t in sizes]
+    return cases + [
+        case(f"T={t}-raises", t, DEVICE, f"num_tokens = {t} raises ValueError", dtypes=masks, expect_error="ValueError")
         for t in (0, -3)
     ]
-    return cases
 
 
 def _apply_mask_cases(m: Maker) -> list[Case]:
-    hook = "apply_causal_mask"
+    case = _maker("apply_causal_mask", "scores")
     t = m.size(3, 9)
     t3 = m.size(3, 10, avoid=(t,))
     cases = [
-        Case(hook, "2d", {"scores": m.randn(t, t)}, f"2-D, T = {t}", half=True),
-        Case(hook, "3d-batched", {"scores": m.randn(2, t3, t3)}, "batched 3-D", meta=True, half=True),
-        Case(hook, "4d-heads", {"scores": m.randn(2, 3, 5, 5)}, "4-D heads"),
-        Case(hook, "T=1", {"scores": m.randn(3, 1, 1)}, "a single token"),
-        Case(hook, "T=11", {"scores": m.randn(2, 11, 11)}, "T larger than the chapter's 6"),
-        Case(
-            hook,
-            "non-square-raises",
-            {"scores": m.randn(2, 4, 5)},
-            "(…, 4, 5) scores raise ValueError",
-            expect_error="ValueError",
-        ),
+        case("2d", m.randn(t, t), f"2-D, T = {t}", half=True),
+        case("3d-batched", m.randn(2, t3, t3), "batched 3-D", meta=True, half=True),
+        case("4d-heads", m.randn(2, 3, 5, 5), "4-D heads"),
+        case("T=1", m.randn(3, 1, 1), "a single token"),
+        case("T=11", m.randn(2, 11, 11), "T larger than the chapter's 6"),
+        case("non-square-raises", m.randn(2, 4, 5), "(…, 4, 5) scores raise ValueError", expect_error="ValueError"),
     ]
-    cases += [
-        Case(hook, f"random-{i}", {"scores": m.randn(m.size(1, 3), tt, tt)}, "random T")
-        for i, tt in enumerate((m.size(2, 13), m.size(2, 13)))
-    ]
-    return cases
+    sizes = (m.size(2, 13), m.size(2, 13))
+    return cases + [case(f"random-{i}", m.randn(m.size(1, 3), tt, tt), "random T") for i, tt in enumerate(sizes)]
 
 
 def _renormalize_cases(m: Maker) -> list[Case]:
-    hook = "renormalize_masked_weights"
+    case = _maker("renormalize_masked_weights", "weights")
     t = m.size(4, 9)
     t3 = m.size(4, 11, avoid=(t,))
     return [
-        Case(hook, "2d", {"weights": m.weights(t, t)}, f"2-D, T = {t}", half=True),
-        Case(hook, "3d-batched", {"weights": m.weights(3, t3, t3)}, "batched", meta=True),
-        Case(hook, "4d-heads", {"weights": m.weights(2, 3, 5, 5)}, "4-D heads"),
-        Case(hook, "T=1", {"weights": m.weights(2, 1, 1)}, "a single token"),
-    ] + [
-        Case(hook, f"random-{i}", {"weights": m.weights(2, tt, tt)}, "random T")
-        for i, tt in enumerate((m.size(2, 12), m.size(2, 12)))
-    ]
+        case("2d", m.weights(t, t), f"2-D, T = {t}", half=True),
+        case("3d-batched", m.weights(3, t3, t3), "batched", meta=True),
+        case("4d-heads", m.weights(2, 3, 5, 5), "4-D heads"),
+        case("T=1", m.weights(2, 1, 1), "a single token"),
+    ] + [case(f"random-{i}", m.weights(2, tt, tt), "random T") for i, tt in enumerate((m.size(2, 12), m.size(2, 12)))]
 
 
 def _dropout_scale_cases(m: Maker) -> list[Case]:
-    hook = "dropout_scale"
+    case = _maker("dropout_scale", "weights", "keep_mask", "p")
 
     def keep(*shape: int) -> torch.Tensor:
         return m.rand(*shape) >= 0.3
 
+    # not p = 0.1 in half: unscaled dropout is 1/0.9 off, which on weights near 0.2 is within bfloat16's
+    # 4 eps (its points would move with the seed); p = 0.5 is 2x off and holds the half pass
     cases = [
-        Case(
-            hook,
-            f"p={p}",
-            {"weights": m.weights(3, 5, 5), "keep_mask": keep(3, 5, 5), "p": p},
-            f"p = {p}",
-            meta=(p == 0.1),
-            # not p = 0.1 in half: unscaled dropout is 1/0.9 off, which on weights near 0.2 is within bfloat16's
-            # 4 eps (its points would move with the seed); p = 0.5 is 2x off and holds the half pass
-            half=(p != 0.1),
-        )
+        case(f"p={p}", m.weights(3, 5, 5), keep(3, 5, 5), p, f"p = {p}", meta=(p == 0.1), half=(p != 0.1))
         for p in (0.1, 0.5, 0.0)
     ]
-    cases.append(
-        Case(
-            hook,
-            "p=1",
-            {"weights": m.weights(2, 4, 4), "keep_mask": keep(2, 4, 4), "p": 1.0},
-            "p = 1 gives zeros, never inf or NaN",
-        )
-    )
-    cases.append(
-        Case(
-            hook,
-            "float-keep-mask",
-            {"weights": m.weights(4, 7), "keep_mask": keep(4, 7).double(), "p": 0.25},
-            "a 0/1 float keep mask",
-        )
-    )
-    cases += [
-        Case(
-            hook,
-            f"p={p}-raises",
-            {"weights": m.weights(2, 3), "keep_mask": keep(2, 3), "p": p},
-            f"p = {p} raises ValueError",
-            expect_error="ValueError",
-        )
+    cases.append(case("p=1", m.weights(2, 4, 4), keep(2, 4, 4), 1.0, "p = 1 gives zeros, never inf or NaN"))
+    cases.append(case("float-keep-mask", m.weights(4, 7), keep(4, 7).double(), 0.25, "a 0/1 float keep mask"))
+    return cases + [
+        case(f"p={p}-raises", m.weights(2, 3), keep(2, 3), p, f"p = {p} raises ValueError", expect_error="ValueError")
         for p in (-0.1, 1.5)
     ]
-    return cases
 
 
 def _attention_dropout_cases(m: Maker) -> list[Case]:
-    hook = "attention_dropout"
+    case = _maker("attention_dropout", "weights", "p", "training", "generator")
     cases = [
-        Case(
-            hook,
-            "eval",
-            {"weights": m.weights(3, 7, 7), "p": 0.3, "training": False, "generator": None},
-            "eval: dropout is off",
-            meta=True,
-        ),
-        Case(
-            hook,
-            "p=0",
-            {"weights": m.weights(2, 5, 5), "p": 0.0, "training": True, "generator": None},
-            "p = 0 keeps everything",
-        ),
-        Case(
-            hook,
-            "p=1",
-            {"weights": m.weights(2, 5, 5), "p": 1.0, "training": True, "generator": None},
-            "p = 1 drops everything",
-        ),
+        case("eval", m.weights(3, 7, 7), 0.3, False, None, "eval: dropout is off", meta=True),
+        case("p=0", m.weights(2, 5, 5), 0.0, True, None, "p = 0 keeps everything"),
+        case("p=1", m.weights(2, 5, 5), 1.0, True, None, "p = 1 drops everything"),
     ]
     for p, shape in ((0.2, (4, 40, 40)), (0.5, (2, 3, 30, 30))):
         seed = m.seed()
         cases.append(
-            Case(
-                hook,
+            case(
                 f"train-p={p}",
-                {"weights": m.weights(*shape), "p": p, "training": True, "generator": GeneratorSeed(seed)},
+                m.weights(*shape),
+                p,
+                True,
+                GeneratorSeed(seed),
                 f"training with p = {p}, twice from the same generator state and once from another",
                 compare_gold=False,
                 repeat=2,
@@ -838,70 +711,38 @@ def _attention_dropout_cases(m: Maker) -> list[Case]:
 
 
 def _split_cases(m: Maker) -> list[Case]:
-    hook = "split_heads"
+    case = _maker("split_heads", "x", "num_heads")
     h, t, hd = 3, 5, 4  # heads != tokens != head_dim
     cases = [
-        Case(
-            hook,
-            "H3-T5-hd4",
-            {"x": m.randn(2, t, h * hd), "num_heads": h},
-            "3 heads, 5 tokens, head_dim 4",
-            meta=True,
-            half=True,
-        ),
-        Case(hook, "H1", {"x": m.randn(2, 4, 5), "num_heads": 1}, "one head", coincide=("d_out=head_dim",)),
-        Case(hook, "hd1", {"x": m.randn(1, 3, 5), "num_heads": 5}, "head_dim 1", coincide=("d_out=num_heads",)),
-        Case(
-            hook,
-            "non-contiguous",
-            {"x": m.randn(2, 7, 10), "num_heads": 2},
-            "non-contiguous input",
-            transposed=frozenset({"x"}),
-        ),
-        Case(
-            hook,
-            "indivisible-raises",
-            {"x": m.randn(2, 3, 10), "num_heads": 4},
-            "d % H != 0 raises ValueError",
-            expect_error="ValueError",
-        ),
+        case("H3-T5-hd4", m.randn(2, t, h * hd), h, "3 heads, 5 tokens, head_dim 4", meta=True, half=True),
+        case("H1", m.randn(2, 4, 5), 1, "one head", coincide=("d_out=head_dim",)),
+        case("hd1", m.randn(1, 3, 5), 5, "head_dim 1", coincide=("d_out=num_heads",)),
+        case("non-contiguous", m.randn(2, 7, 10), 2, "non-contiguous input", transposed=frozenset({"x"})),
+        case("indivisible-raises", m.randn(2, 3, 10), 4, "d % H != 0 raises ValueError", expect_error="ValueError"),
     ]
     for i in range(2):
         h = m.size(2, 5)
         hd = m.size(2, 7, avoid=(h, *((CHAPTER_TOKENS // h,) if CHAPTER_TOKENS % h == 0 else ())))
         t = m.size(2, 9, avoid=(h, hd, h * hd))
-        cases.append(Case(hook, f"random-{i}", {"x": m.randn(m.size(1, 3), t, h * hd), "num_heads": h}, "random"))
+        cases.append(case(f"random-{i}", m.randn(m.size(1, 3), t, h * hd), h, "random"))
     return cases
 
 
 def _merge_cases(m: Maker) -> list[Case]:
-    hook = "merge_heads"
+    case = _maker("merge_heads", "x")
     contiguous = (_contiguous,)
     cases = [
-        Case(
-            hook,
-            "H3-T5-hd4",
-            {"x": m.randn(2, 3, 5, 4)},
-            "3 heads, 5 tokens, head_dim 4",
-            meta=True,
-            properties=contiguous,
-            half=True,
-        ),
-        Case(hook, "H1", {"x": m.randn(2, 1, 4, 5)}, "one head", properties=contiguous, coincide=("d_out=head_dim",)),
-        Case(
-            hook,
-            "non-contiguous",
-            {"x": m.randn(2, 3, 7, 5)},
-            "non-contiguous input",
-            transposed=frozenset({"x"}),
-            properties=contiguous,
-        ),
-    ]
+        case("H3-T5-hd4", m.randn(2, 3, 5, 4), "3 heads, 5 tokens, head_dim 4", meta=True, properties=contiguous,
+             half=True),
+        case("H1", m.randn(2, 1, 4, 5), "one head", properties=contiguous, coincide=("d_out=head_dim",)),
+        case("non-contiguous", m.randn(2, 3, 7, 5), "non-contiguous input", transposed=frozenset({"x"}),
+             properties=contiguous),
+    ]  # fmt: skip
     for i in range(2):
         h = m.size(2, 5)
         hd = m.size(2, 7, avoid=(h,))
         t = m.size(2, 9, avoid=(h, hd))
-        cases.append(Case(hook, f"random-{i}", {"x": m.randn(2, h, t, hd)}, "random", properties=contiguous))
+        cases.append(case(f"random-{i}", m.randn(2, h, t, hd), "random", properties=contiguous))
     return cases
 
 
@@ -1087,31 +928,15 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
 
     d_in, h, hd, ctx, t = 5, 3, 4, 11, 7
     d_out = h * hd
+    form: dict[str, Any] = {"dtypes": ("float32",), "structural": True}  # the module's form, in one dtype
     cases = [
-        Case(
-            hook,
-            "names",
-            config(d_in, d_out, ctx, h=h),
-            "parameter names",
-            module=ModuleSpec([], state_seed=m.seed()),
-            dtypes=("float32",),
-            properties=(_named_like_contract,),
-            notes=(_extras_noted,),
-            structural=True,
-        ),
-        behaviour(
-            "reference-weights",
-            f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
-            config(d_in, d_out, ctx, h=h),
-            [m.randn(2, t, d_in)],
-            meta=True,
-        ),
-        behaviour(
-            "qkv-bias",
-            f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}",
-            config(4, 10, 9, h=2, bias=True),
-            [m.randn(3, 3, 4)],
-        ),
+        Case(hook, "names", config(d_in, d_out, ctx, h=h), "parameter names",
+             module=ModuleSpec([], state_seed=m.seed()), properties=(_named_like_contract,), notes=(_extras_noted,),
+             **form),
+        behaviour("reference-weights", f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
+                  config(d_in, d_out, ctx, h=h), [m.randn(2, t, d_in)], meta=True),
+        behaviour("qkv-bias", f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}", config(4, 10, 9, h=2, bias=True),
+                  [m.randn(3, 3, 4)]),
         Case(
             hook,
             "init-seed",
@@ -1123,77 +948,36 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
             structural=True,
         ),
         behaviour("T=1", f"a single token, {sizes(4, 10, 1, 9, 2)}", config(4, 10, 9, h=2), [m.randn(3, 1, 4)]),
-    ]
+    ]  # fmt: skip
     if not causal:
         cases.append(
             behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4), [m.randn(5, 7)])
         )
     if causal:
-        cases.append(
-            behaviour(
-                "T=context",
-                f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
-                config(4, 15, 8, h=3),
-                [m.randn(2, 8, 4)],
-                coincide=("T=context_length",),
-            )
-        )
+        cases.append(behaviour("T=context", f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
+                               config(4, 15, 8, h=3), [m.randn(2, 8, 4)], coincide=("T=context_length",)))
         x = m.randn(2, 9, 5)
         changed = x.clone()
         t_change = 4
         changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
-        cases.append(
-            behaviour(
-                "causality",
-                f"changing token {t_change} leaves earlier outputs alone, {sizes(5, 8, 9, 10, 2)}",
-                config(5, 8, 10, h=2),
-                [x, changed],
-                properties=(_causal_prefix(t_change),),
-            )
-        )
+        cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone, "
+                               f"{sizes(5, 8, 9, 10, 2)}", config(5, 8, 10, h=2), [x, changed],
+                               properties=(_causal_prefix(t_change),)))
         x = m.randn(2, 7, 5)
-        cases.append(
-            behaviour(
-                "eval-dropout",
-                f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
-                config(5, 12, 9, dropout=0.5, h=3),
-                [x, x],
-            )
-        )
+        cases.append(behaviour("eval-dropout", f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
+                               config(5, 12, 9, dropout=0.5, h=3), [x, x]))
         cases.append(_training_case(hook, m))
-        cases.append(
-            Case(
-                hook,
-                "mask-buffer",
-                config(d_in, d_out, ctx, h=h),
-                "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
-                module=ModuleSpec([]),
-                dtypes=("float32",),
-                properties=(_mask_is_a_buffer,),
-                structural=True,
-            )
-        )
+        cases.append(Case(hook, "mask-buffer", config(d_in, d_out, ctx, h=h),
+                          "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
+                          module=ModuleSpec([]), properties=(_mask_is_a_buffer,), **form))
     if heads:
-        cases.append(
-            behaviour(
-                "one-head",
-                f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}",
-                config(4, 5, 7, h=1),
-                [m.randn(2, 3, 4)],
-                coincide=("d_out=head_dim",),
-            )
-        )
-        cases.append(
-            Case(
-                hook,
-                "indivisible-raises",
-                config(5, 10, 7, h=4),
-                "d_out % num_heads != 0 raises an exception when the module is built (ValueError recommended)",
-                module=ModuleSpec([]),
-                expect_error="Exception",
-                notes=(_prefer("ValueError", PREFER_VALUE_ERROR),),
-            )
-        )
+        cases.append(behaviour("one-head", f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}", config(4, 5, 7, h=1),
+                               [m.randn(2, 3, 4)], coincide=("d_out=head_dim",)))
+        cases.append(Case(hook, "indivisible-raises", config(5, 10, 7, h=4),
+                          "d_out % num_heads != 0 raises an exception when the module is built "
+                          "(ValueError recommended)",
+                          module=ModuleSpec([]), expect_error="Exception",
+                          notes=(_prefer("ValueError", PREFER_VALUE_ERROR),)))
     for i in range(2):
         hh = m.size(2, 4)
         hd = m.size(2, 5, avoid=(hh, *((CHAPTER_TOKENS // hh,) if CHAPTER_TOKENS % hh == 0 else ())))
@@ -1202,14 +986,8 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         tt = m.size(2, 8, avoid=(hh, hd, dd, din))
         cc = m.size(tt + 1, tt + 5, avoid=(hh, hd, dd, din))
         batch = m.size(1, 3)
-        cases.append(
-            behaviour(
-                f"random-{i}",
-                f"random sizes, {sizes(din, dd, tt, cc, hh)}",
-                config(din, dd, cc, h=hh),
-                [m.randn(batch, tt, din)],
-            )
-        )
+        cases.append(behaviour(f"random-{i}", f"random sizes, {sizes(din, dd, tt, cc, hh)}",
+                               config(din, dd, cc, h=hh), [m.randn(batch, tt, din)]))  # fmt: skip
     return cases
 
 

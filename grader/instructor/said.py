@@ -19,15 +19,7 @@ from typing import Any, Union
 
 from grader.instructor.messages import MESSAGES
 
-__all__ = [
-    "JOINED",
-    "Message",
-    "message_data",
-    "message_from_data",
-    "message_in",
-    "parameters",
-    "said",
-]
+__all__ = ["JOINED", "Message", "message_data", "message_from_data", "message_in", "parameters", "said"]
 
 Param = Union[str, int, float, tuple["Param", ...]]  # noqa: UP007 - a recursive alias, evaluated at run time
 """A message's parameter: a value or a text (a :class:`Message` is one), or a tuple of them (a list: :data:`JOINED`)."""

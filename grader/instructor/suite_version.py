@@ -18,41 +18,17 @@ from grader.packs import groups, instructor_part
 
 
 def verdict_modules() -> list[types.ModuleType]:
-    """The modules whose code decides a verdict, or the diagnosis stored with it, in a fixed order.
-
-    The contract and the table of hooks (``hookspecs``, ``hook_table``), what
-    makes a hook usable (``registry``), what runs in the learner's process
-    (``grader.child``: loading, calling, recording banned calls and spawns, figures, modules' weights), the gold
-    answers (``solutions.reference``), the cases and this suite, the verdict, the
-    rules it words and judges a figure by, and the reply checks (``verdict``,
-    ``rules``, ``replies``), what the kernel says a call held (``held_memory``), the loop that turns replies into
-    results (``submission_grading``), and the naming of known mistakes stored
-    with each failure (``diagnosis`` and its catalogue, ``solutions.mistakes``).
-    Not the sandbox (how learners' code is contained never changes a value), nor
-    the rubric or the reports (points and files are recomputed from the results).
+    """The modules whose code decides a verdict, or the diagnosis stored with it, in a fixed order: the contract,
+    what runs in the learner's process, the gold answers, the cases, the verdict and its rules, the reply checks, the
+    grading loop, the known mistakes, and every exercise group's own.  Not the sandbox (how learners' code is
+    contained never changes a value), nor the rubric or the reports (points and files are recomputed from results).
     """
     from solutions import mistakes, reference
 
     kit = [
-        hookspecs,
-        hook_table,
-        registry,
-        load,
-        call,
-        spawns,
-        figures,
-        modules,
-        reference,
-        cases,
-        suite,
-        verdict,
-        held_memory,
-        rules,
-        replies,
-        submission_grading,
-        diagnosis,
-        mistakes,
-    ]
+        hookspecs, hook_table, registry, load, call, spawns, figures, modules, reference, cases, suite, verdict,
+        held_memory, rules, replies, submission_grading, diagnosis, mistakes,
+    ]  # fmt: skip
     declared = [  # every exercise group's declaration and its instructor's half (grader.packs)
         module for group in groups() for module in (group.module, group.hookspecs)
     ] + [module for part in ("HIDDEN_CASES", "REFERENCE", "MISTAKES") for module in instructor_part(part)]

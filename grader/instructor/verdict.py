@@ -40,24 +40,10 @@ from grader.rules import (
 )
 
 __all__ = [
-    "FAILED",
-    "PASSED",
-    "SKIPPED",
-    "CaseResult",
-    "InProcessVerdict",
-    "Status",
-    "case_id",
-    "case_label",
-    "case_note",
-    "calibrated",
-    "contract_parameters",
-    "judge",
-    "judge_in_process",
-    "own_inputs",
-    "tolerance",
-    "trial_id",
+    "FAILED", "PASSED", "SKIPPED", "CaseResult", "InProcessVerdict", "Status", "case_id", "case_label", "case_note",
+    "calibrated", "contract_parameters", "judge", "judge_in_process", "own_inputs", "tolerance", "trial_id",
     "value_problem",
-]
+]  # fmt: skip
 
 Status = Literal["passed", "failed", "skipped"]
 PASSED: Final = "passed"
