@@ -318,9 +318,11 @@ class Gradebook:
             (run_id, student),
         ).fetchall()
         return [
-            CaseResult(*head, _read_said(message, message_said), seconds, mistake, _read_said(note, note_said))
-            for *head, message, seconds, mistake, note, message_said, note_said in rows
-        ]
+            CaseResult(student, hook, case, device, dtype, status, _read_said(message, message_said), seconds, mistake,
+                       _read_said(note, note_said))
+            for student, hook, case, device, dtype, status, message, seconds, mistake, note, message_said, note_said
+            in rows
+        ]  # fmt: skip
 
     def figures(self, run_id: int, student: str) -> dict[str, Figure]:
         """The heatmaps' data recorded with a submission in a run, ``hook -> Figure`` (``{}`` for none)."""
