@@ -836,25 +836,22 @@ def notebooks(dest: Path, force: bool) -> None:
         fresh = write_notebooks(Path(tmp))
         if dest.exists() and not dest.is_dir():
             raise click.ClickException(f"{dest}: exists and is not a folder")
-        changed = [p.name for p in fresh if (dest / p.name).exists() and (dest / p.name).read_bytes() != p.read_bytes()]
+        same = [p.name for p in fresh if (dest / p.name).exists() and (dest / p.name).read_bytes() == p.read_bytes()]
+        changed = [p.name for p in fresh if (dest / p.name).exists() and p.name not in same]
         if changed and not force:
             raise click.ClickException(
                 f"{dest}: {', '.join(changed)} differ from the generated notebooks; "
                 "nothing was written (--force overwrites them)"
             )
         dest.mkdir(parents=True, exist_ok=True)
-        written = []
+        written = [p.name for p in fresh if p.name not in same]
         for p in fresh:
-            target = dest / p.name
-            if target.exists() and target.read_bytes() == p.read_bytes():
-                continue
-            target.write_bytes(p.read_bytes())
-            written.append(p.name)
-    same = len(fresh) - len(written)
+            if p.name in written:
+                (dest / p.name).write_bytes(p.read_bytes())
     click.echo(
         f"Wrote {len(written)} notebook(s) to {dest}"
         + (f": {', '.join(written)}" if written else "")
-        + (f"; {same} already up to date" if same else "")
+        + (f"; {len(same)} already up to date" if same else "")
     )
 
 
