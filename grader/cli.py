@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,7 @@ def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str
 
 @main.command(cls=InstructorCommand)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the hidden inputs to audit with.")
-@click.option("--devices", default=None, metavar="LIST", help="Comma-separated devices (default: all present).")
+@click.option("--devices", metavar="LIST", help="Comma-separated devices (default: all present).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
 @click.option(
     "--group", "groups", multiple=True, metavar="GROUP", help="Audit this exercise group (repeatable; default: all)."
@@ -227,23 +228,30 @@ def audit(seed: int, devices: str | None, as_json: bool, groups: tuple[str, ...]
         table.add_row(*row, style=style)
     table.caption = "  ".join(f"{i}={hook}" for i, hook in enumerate(HOOK_NAMES, start=1))
     console.print(table)
-    killed = sum(m.killed for m in report.mistakes)
     console.print(f"devices: {', '.join(report.devices)}")
-    if report.reference_passed:
-        console.print("[green]The reference passes every public and hidden case.[/]")
-    else:
-        console.print(
-            f"[red]The reference fails {len(report.public_failures) + len(report.hidden_failures)} case(s):[/]"
-        )
-        for line in (report.public_failures + report.hidden_failures)[:20]:
-            console.print(f"  {escape(line)}")
+    failures = report.public_failures + report.hidden_failures
+    _print_failures(console, failures, "The reference", "The reference passes every public and hidden case.")
     survivors = [m.id for m in report.mistakes if not m.killed]
-    colour = "green" if not survivors else "red"
-    console.print(f"[{colour}]{killed} of {len(report.mistakes)} known mistakes killed.[/]")
-    if survivors:
-        console.print(f"[red]Survivors: {', '.join(survivors)}[/]")
+    _print_killed(console, len(report.mistakes), "known mistakes", survivors, "Survivors")
     _print_model(console, report)
     sys.exit(0 if report.ok else 1)
+
+
+def _print_failures(console: Console, failures: list[str], who: str, passes: str) -> None:
+    """``passes`` in green, or in red how many cases ``who`` fails, and the first 20 of them."""
+    if not failures:
+        console.print(f"[green]{passes}[/]")
+        return
+    console.print(f"[red]{who} fails {len(failures)} case(s):[/]")
+    for line in failures[:20]:
+        console.print(f"  {escape(line)}")
+
+
+def _print_killed(console: Console, total: int, what: str, alive: list[str], label: str) -> None:
+    """``k of n <what> killed.``, green where every one was, and the survivors after ``label``."""
+    console.print(f"[{'red' if alive else 'green'}]{total - len(alive)} of {total} {what} killed.[/]")
+    if alive:
+        console.print(f"[red]{label}: {', '.join(alive)}[/]")
 
 
 def _print_model(console: Console, report: Any) -> None:
@@ -256,17 +264,10 @@ def _print_model(console: Console, report: Any) -> None:
     for row in model_rows(report):
         table.add_row(*row, style="" if row[-1] == "yes" else "red")
     console.print(table)
-    if report.model_failures:
-        console.print(f"[red]With no knob on, the model fails {len(report.model_failures)} case(s):[/]")
-        for line in report.model_failures[:20]:
-            console.print(f"  {escape(line)}")
-    else:
-        console.print("[green]With no knob on, the model passes every hidden case.[/]")
+    passes = "With no knob on, the model passes every hidden case."
+    _print_failures(console, report.model_failures, "With no knob on, the model", passes)
     alive = [f"{k.hook} {k.knob}" for k in report.model if not k.killed]
-    colour = "green" if not alive else "red"
-    console.print(f"[{colour}]{len(report.model) - len(alive)} of {len(report.model)} model knobs killed.[/]")
-    if alive:
-        console.print(f"[red]Model survivors: {', '.join(alive)}[/]")
+    _print_killed(console, len(report.model), "model knobs", alive, "Model survivors")
 
 
 def _device_list(value: str | None) -> list[str] | None:
@@ -291,7 +292,6 @@ def _device_list(value: str | None) -> list[str] | None:
     "--roster",
     "roster_path",
     type=click.Path(exists=True, dir_okay=False),
-    default=None,
     help="A CSV of the class (columns id, name, email, optional pattern: a glob over hand-in file names) that "
     "maps hand-ins to students; its students with no hand-in are listed as missing.",
 )
@@ -303,7 +303,6 @@ def _device_list(value: str | None) -> list[str] | None:
 )
 @click.option(
     "--out",
-    "out",
     default="attnkit-results",
     show_default=True,
     type=click.Path(file_okay=False),
@@ -312,20 +311,17 @@ def _device_list(value: str | None) -> list[str] | None:
 @click.option(
     "--seed",
     type=int,
-    default=None,
     help="Seed for the hidden inputs of a new --out (default: random). The out folder keeps it: every later run "
     "into it uses it, and a different --seed there is refused unless --force.",
 )
 @click.option(
     "--devices",
-    default=None,
     metavar="LIST",
     help="Comma-separated devices to grade on: cpu, meta, cuda, mps "
     "(default: cpu, meta and cuda, which is skipped with its reason when there is no GPU).",
 )
 @click.option(
     "--require",
-    "require",
     multiple=True,
     metavar="DEVICE",
     help="Make a missing device an error instead of a skip (e.g. --require cuda).",
@@ -334,7 +330,6 @@ def _device_list(value: str | None) -> list[str] | None:
     "--jobs",
     "-j",
     type=int,
-    default=None,
     help="Submissions graded at once (default: the CPU cores; with --executor ray, the Ray workers: the cluster's "
     "CPUs, or its GPUs when cuda is graded).",
 )
@@ -348,7 +343,6 @@ def _device_list(value: str | None) -> list[str] | None:
 )
 @click.option(
     "--ray-address",
-    default=None,
     metavar="ADDRESS",
     help="With --executor ray: the cluster to join, auto or HOST:PORT (default: start a local Ray with this "
     "machine's CPUs and GPUs).",
@@ -361,7 +355,6 @@ def _device_list(value: str | None) -> list[str] | None:
 )
 @click.option(
     "--lms",
-    "lms",
     multiple=True,
     type=click.Choice(["canvas", "moodle"]),
     help="Also write the class's grades in an LMS's gradebook import shape (OUT/canvas.csv, OUT/moodle.csv).",
@@ -382,14 +375,12 @@ def _device_list(value: str | None) -> list[str] | None:
 @click.option(
     "--rubric",
     type=click.Path(dir_okay=False, exists=True),
-    default=None,
     help="A rubric TOML file of points per exercise over the hook table's defaults "
     "(default: the kit's grader/instructor/rubric.toml).",
 )
 @click.option(
     "--timeout",
     type=float,
-    default=None,
     help="Seconds a single call may take (default 10); a call whose memory is measured (chunked_attention's long "
     f"case) may take {MEASURED_CALL_FACTOR} times as long.",
 )
@@ -570,28 +561,27 @@ def _executor(kind: str, ray_address: str | None, jobs: int | None):
 
 def _class_roster(given: str | Path):
     """The roster to match hand-ins against: the ``--roster`` file (a str), else the one ``--out``'s gradebook keeps."""
-    from grader.instructor.gradebook import Gradebook
     from grader.instructor.roster import Roster
 
     if isinstance(given, str):
         return Roster.load(given)
-    book = given / "gradebook.sqlite"
-    if not book.is_file():
-        return None
-    with Gradebook(book) as opened:
-        rows = opened.roster_rows()
-    return Roster.from_rows(rows, source=f"the roster kept in {book}") if rows else None
+    rows = _from_book(given, lambda book: book.roster_rows())
+    return Roster.from_rows(rows, source=f"the roster kept in {given / 'gradebook.sqlite'}") if rows else None
 
 
 def _held(out_dir: Path) -> dict:
     """The hand-in the out folder's gradebook keeps for each id it holds (none for a new out folder)."""
+    return _from_book(out_dir, lambda book: book.stored_submissions()) or {}
+
+
+def _from_book(out_dir: Path, read: Callable[[Any], Any]) -> Any:
+    """``read(the out folder's gradebook)``, or None where it has none yet."""
     from grader.instructor.gradebook import Gradebook
 
-    book = out_dir / "gradebook.sqlite"
-    if not book.is_file():
-        return {}
-    with Gradebook(book) as opened:
-        return opened.stored_submissions()
+    if not (out_dir / "gradebook.sqlite").is_file():
+        return None
+    with Gradebook(out_dir / "gradebook.sqlite") as book:
+        return read(book)
 
 
 def _reading(as_class: bool, as_one: bool) -> str:
@@ -685,13 +675,10 @@ def _program() -> list[str]:
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="The zip to write (default: submission-<id>-<date>.zip in the current folder, never overwritten).",
 )
 @click.option(
     "--student",
-    "student",
-    default=None,
     metavar="ID",
     help="Your student id, written into the manifest and the file name "
     "(default: the ATTNKIT_STUDENT environment variable; without either the hand-in carries no id).",
@@ -765,6 +752,8 @@ def release(dest: Path, force: bool) -> None:
 
     DEST must be empty or absent, unless --force.
     """
+    from collections import Counter
+
     from grader.instructor.release import ReleaseError
     from grader.instructor.release import release as write_release
 
@@ -772,10 +761,7 @@ def release(dest: Path, force: bool) -> None:
         summary = write_release(dest, force=force)
     except ReleaseError as exc:
         raise click.ClickException(str(exc)) from exc
-    folders: dict[str, int] = {}
-    for rel in summary.files:
-        top = rel.split("/", 1)[0] + ("/" if "/" in rel else "")
-        folders[top] = folders.get(top, 0) + 1
+    folders = Counter(rel.split("/", 1)[0] + ("/" if "/" in rel else "") for rel in summary.files)
     listing = ", ".join(f"{name} ({n})" if name.endswith("/") else name for name, n in folders.items())
     click.echo(f"Wrote the learner's kit (attnkit {summary.version}) to {dest}: {listing}")
     for line in summary.warnings:
@@ -797,12 +783,11 @@ def release(dest: Path, force: bool) -> None:
 @click.option(
     "--rubric",
     type=click.Path(dir_okay=False, exists=True),
-    default=None,
     help="The course's rubric TOML (points, all-or-nothing, each test's Gradescope visibility); "
     "default: the kit's grader/instructor/rubric.toml.",
 )
 @click.option(
-    "--seed", type=int, default=None, help="Seed of the hidden inputs every learner gets (default: random, printed)."
+    "--seed", type=int, help="Seed of the hidden inputs every learner gets (default: random, printed)."
 )
 @click.option("--force", is_flag=True, help="Overwrite DEST if it exists.")
 def gradescope(dest: Path, rubric: str | None, seed: int | None, force: bool) -> None:
@@ -851,25 +836,22 @@ def notebooks(dest: Path, force: bool) -> None:
         fresh = write_notebooks(Path(tmp))
         if dest.exists() and not dest.is_dir():
             raise click.ClickException(f"{dest}: exists and is not a folder")
-        changed = [p.name for p in fresh if (dest / p.name).exists() and (dest / p.name).read_bytes() != p.read_bytes()]
+        same = [p.name for p in fresh if (dest / p.name).exists() and (dest / p.name).read_bytes() == p.read_bytes()]
+        changed = [p.name for p in fresh if (dest / p.name).exists() and p.name not in same]
         if changed and not force:
             raise click.ClickException(
                 f"{dest}: {', '.join(changed)} differ from the generated notebooks; "
                 "nothing was written (--force overwrites them)"
             )
         dest.mkdir(parents=True, exist_ok=True)
-        written = []
+        written = [p.name for p in fresh if p.name not in same]
         for p in fresh:
-            target = dest / p.name
-            if target.exists() and target.read_bytes() == p.read_bytes():
-                continue
-            target.write_bytes(p.read_bytes())
-            written.append(p.name)
-    same = len(fresh) - len(written)
+            if p.name in written:
+                (dest / p.name).write_bytes(p.read_bytes())
     click.echo(
         f"Wrote {len(written)} notebook(s) to {dest}"
         + (f": {', '.join(written)}" if written else "")
-        + (f"; {same} already up to date" if same else "")
+        + (f"; {len(same)} already up to date" if same else "")
     )
 
 

@@ -1,52 +1,31 @@
 """Grade a whole class: plan the run, grade what is left in parallel, sum up.
 
-:func:`grade_class` is three steps under one set of :class:`GradeOptions`
-(every knob, with its default):
+:func:`grade_class`, under one :class:`GradeOptions`: :func:`plan` (hold the run to the out folder's class,
+resume the unfinished run or start one, reuse what the gradebook already holds, list what is left); the
+grading loop (an :class:`Executor` maps one work item over what is left, each outcome recorded in
+``gradebook.sqlite`` as it arrives, so a stopped run loses at most the submissions in flight); the summary, a
+:class:`GradeRun`: this run's outcomes and the whole class as the gradebook holds it.
 
-1. :func:`plan`: hold the run to the out folder's class (below), resume the
-   unfinished run or start one, reuse what the gradebook already holds (this
-   run's results, or an identical earlier grading), and list what is left to
-   grade;
-2. the grading loop: an :class:`Executor` maps one work item over the
-   submissions left; each outcome is recorded in ``gradebook.sqlite`` as it
-   arrives, so a stopped run loses at most the submissions in flight;
-3. the summary, a :class:`GradeRun` for the report writer and the console:
-   this run's outcomes and the whole class as the gradebook holds it.
+One ``--out`` is one class.  Its first run draws the seed (or takes ``--seed``) and records it with the suite
+version and the devices (:class:`~grader.instructor.gradebook.ClassSettings`); every later run grades under
+them, so a late hand-in gets the same inputs as the rest of the class.  Other conditions are refused
+(:class:`OutFolderConflict`) unless ``force``, which makes them the class's and regrades the whole class from
+the hand-ins the gradebook keeps.  The roster is the class's too: stored when first given, used when not
+given; one that only adds students is taken, one that drops or changes a student is refused unless ``force``
+(merging would keep a student who left the course ``missing`` for ever; refusing says what changed).
 
-One ``--out`` is one class.  Its first run draws the seed (or takes
-``--seed``) and records it with the suite version and the devices
-(:class:`~grader.instructor.gradebook.ClassSettings`); every later run into it
-grades under them, so a late hand-in gets the same inputs as the rest of the
-class.  A run asking for another seed, or finding another suite version or
-device set, is refused (:class:`OutFolderConflict`) unless ``force``, which
-makes the new conditions the class's and regrades the whole class under them,
-from the hand-ins the gradebook keeps.  The roster is the class's too: stored
-when first given, used when not given; a roster that only adds students is
-taken, one that drops or changes a student is refused unless ``force`` (which
-replaces it).  Merging would let a student who left the course stay on the
-roster as ``missing`` for ever; refusing says what changed.
+The executor is one small interface, ``map_unordered(fn, items, stop)``; :class:`LocalExecutor` (a thread per
+job, each driving one sandboxed child at a time) is the default.  Work item (a
+:class:`~grader.instructor.intake.Submission`) and result (an
+:class:`~grader.instructor.submission_grading.Outcome`) are plain data; nothing is written to disk by a worker,
+and the work item never raises for one submission (a failure becomes its error row).  The work item is built
+from a :class:`WorkSpec` by :func:`local_work`, or by the executor's own ``prepare(spec, stop)`` where its
+workers are elsewhere (:mod:`grader.instructor.ray_executor`); the driver stays the only writer either way.
 
-The executor is one small interface, ``map_unordered(fn, items, stop)``;
-:class:`LocalExecutor` (a thread per job, each driving one sandboxed child at
-a time) is the default, and a distributed engine can take its place: the
-work item is a :class:`~grader.instructor.intake.Submission` and the result an
-:class:`~grader.instructor.submission_grading.Outcome`, both plain data (the
-heatmaps' data are tensors; nothing is written to disk by a worker).  The
-work item never raises for one submission: a failure while grading it becomes
-that submission's error row, and the class goes on.  The work item is built
-from a :class:`WorkSpec` (plain data: seed, devices, suite version, limits) by
-:func:`local_work`, here, or by the executor's own ``prepare(spec, stop)``
-where its workers are elsewhere (:mod:`grader.instructor.ray_executor`: each
-Ray actor builds its template and suite from the spec); the driver stays the
-only writer of the gradebook either way.
-
-Stopping: ``GradeOptions.stop`` is an event that a signal handler or another
-thread sets (``attnkit grade`` sets it on SIGINT and SIGTERM).  Once it is set,
-the executor hands out nothing more, the sandbox template kills every learner
-process in flight, nothing more is recorded (so nothing partial: a submission
-in flight is graded again on resume), and :func:`grade_class` raises
-:class:`GradingStopped` with how many submissions are done.  A
-``KeyboardInterrupt`` in the grading loop stops the same way and is re-raised.
+Stopping: once ``GradeOptions.stop`` is set (``attnkit grade`` sets it on SIGINT and SIGTERM), the executor
+hands out nothing more, the sandbox template kills every learner process in flight, nothing more is recorded
+(a submission in flight is graded again on resume), and :func:`grade_class` raises :class:`GradingStopped`.
+A ``KeyboardInterrupt`` in the grading loop stops the same way and is re-raised.
 """
 
 from __future__ import annotations
@@ -89,26 +68,6 @@ from grader.instructor.suite_version import suite_version
 from grader.instructor.verdict import FAILED, CaseResult
 from grader.instructor.witnessed import WHERE
 
-__all__ = [
-    "FULL_ISOLATION",
-    "SAMPLE_CLASS",
-    "Executor",
-    "GradeOptions",
-    "GradeRun",
-    "GradingStopped",
-    "LocalExecutor",
-    "OutFolderConflict",
-    "Plan",
-    "RosterRows",
-    "WorkSpec",
-    "choose_devices",
-    "default_devices",
-    "grade_class",
-    "local_work",
-    "plan",
-    "stale_folders",
-]
-
 SAMPLE_CLASS = KIT_ROOT / "examples" / "submissions"
 FULL_ISOLATION = "pid-ns+net-ns+ipc-ns+mount-ns+landlock"
 """The layers ``--isolation strict`` needs (made with a user namespace, or by root, which then drops to nobody)."""
@@ -134,8 +93,7 @@ class OutFolderConflict(ValueError):
 
 
 class RosterRows(Protocol):
-    """A roster as the gradebook keeps it (:class:`grader.instructor.roster.Roster` is one): a dict per student,
-    with ``id``, ``name``, ``email`` and ``pattern``."""
+    """A roster (:class:`grader.instructor.roster.Roster` is one): a dict per student (id, name, email, pattern)."""
 
     def to_rows(self) -> list[dict[str, Any]]: ...
 
@@ -159,15 +117,11 @@ class GradingStopped(Exception):
 class Executor(Protocol):
     """Runs ``fn`` over ``items`` and yields ``(item, result)`` pairs as each finishes.
 
-    Once ``stop`` is set it hands out no more items, cancels those not started,
-    yields nothing more and returns promptly.  Work in flight is abandoned and
-    its results dropped; the executor ends it where it can (a distributed one
-    cancels its tasks).  The local one's threads wait on sandboxed children,
-    which the caller ends (:meth:`~grader.instructor.sandbox.Template.stop`).
-
-    Two optional methods: ``prepare(spec, stop)``, a context manager giving
-    ``(work item, isolation)`` built from a :class:`WorkSpec` where the
-    executor's workers build their own (default: :func:`local_work`); and
+    Once ``stop`` is set it hands out no more items, cancels those not started, yields nothing more and returns
+    promptly; work in flight is abandoned, its results dropped, and ended where the executor can (the local
+    one's threads wait on sandboxed children, which the caller ends: :meth:`~grader.instructor.sandbox.Template.stop`).
+    Optional: ``prepare(spec, stop)``, a context manager giving ``(work item, isolation)`` built from a
+    :class:`WorkSpec` where the executor's workers build their own (default: :func:`local_work`), and
     ``describe()``, one line for the summary (``local, 2 jobs``).
     """
 
@@ -294,16 +248,13 @@ def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tu
     A device in ``required`` that is not available raises ``RuntimeError``.
     """
     known = available_devices()
-    ran: list[str] = []
-    skipped: dict[str, str] = {}
-    for device in dict.fromkeys(list(requested) + list(required)):
+    required = list(required)
+    wanted = list(dict.fromkeys([*requested, *required]))
+    for device in wanted:
         if device not in known:
             raise ValueError(f"unknown device {device!r}; the grader knows {', '.join(known)}")
-        reason = known[device]
-        if reason is None:
-            ran.append(device)
-        else:
-            skipped[device] = reason
+    ran = [device for device in wanted if known[device] is None]
+    skipped = {device: reason for device in wanted if (reason := known[device]) is not None}
     if "cpu" not in ran:
         ran.insert(0, "cpu")
     missing = [d for d in required if d in skipped]
@@ -315,13 +266,9 @@ def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tu
 def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | None = None) -> GradeRun:
     """Grade every submission under ``paths`` (or of an :class:`Intake`) into ``out/gradebook.sqlite``.
 
-    Results are recorded one submission at a time, so a stopped run loses at
-    most the submissions in flight; running again resumes the unfinished run
-    (same seed) and grades only what is missing.  Writing the reports is the
-    caller's (:func:`~grader.instructor.reports.write_reports`).
-
-    Raises :class:`GradingStopped` when ``options.stop`` is set before the
-    class is done: the run stays unfinished, and running again resumes it.
+    Running again resumes the unfinished run (same seed) and grades only what is missing.  Writing the reports
+    is the caller's (:func:`~grader.instructor.reports.write_reports`).  Raises :class:`GradingStopped` when
+    ``options.stop`` is set before the class is done: the run stays unfinished, to resume.
     """
     options = options or GradeOptions()
     devices = choose_devices(options.devices or default_devices(), options.require)
@@ -353,17 +300,13 @@ def plan(
 ) -> Plan:
     """Decide what this run does; ``devices`` is :func:`choose_devices`'s ``(ran, skipped)``.
 
-    The run grades under the out folder's conditions (:func:`class_settings`;
-    a conflict raises :class:`OutFolderConflict` before anything is written
-    unless ``options.force``) and its roster (:func:`class_roster`).  Resumes
-    the latest unfinished run under those conditions, else starts a run in
-    ``book``.  A submission is reused, unless ``options.force``, when the run
-    already holds it unchanged, or when an identical input was graded under
-    identical conditions (then it is recorded in this run); a submission with
-    an error of its own is never reused.  Everything else is left to grade,
-    and so is every student of the class with no grading under the class's
-    conditions (after a forced change of them), from the hand-in the
-    gradebook keeps.
+    The run grades under the out folder's conditions (:func:`class_settings`; a conflict raises
+    :class:`OutFolderConflict` before anything is written unless ``options.force``) and roster
+    (:func:`class_roster`), resuming the latest unfinished run under them, else starting one.  A submission is
+    reused, unless ``options.force`` or it has an error of its own, when the run already holds it unchanged or
+    an identical input was graded under identical conditions (then recorded in this run).  Everything else is
+    left to grade, and so is every student of the class with no grading under its conditions (after a forced
+    change of them), from the hand-in the gradebook keeps.
     """
     ran, skipped = devices
     wanted = ClassSettings(
@@ -402,9 +345,8 @@ def _settings_text(settings: ClassSettings) -> str:
 def class_settings(book: Gradebook, wanted: ClassSettings, force: bool) -> tuple[ClassSettings, list[str]]:
     """``(the conditions to grade under, notes)``: the out folder's, its first run's, or (``force``) ``wanted``.
 
-    ``wanted.seed`` is ``""`` where no seed was asked for: the folder's is
-    used, or a fresh one is drawn for a new folder.  Any other difference
-    raises :class:`OutFolderConflict` naming both, unless ``force``.
+    ``wanted.seed`` is ``""`` where no seed was asked for: the folder's, or a fresh one for a new folder.  Any
+    other difference raises :class:`OutFolderConflict` naming both, unless ``force``.
     """
     have = book.class_settings()
     if have is None:
@@ -452,9 +394,8 @@ def _roster_rows(roster: RosterRows) -> list[dict[str, str]]:
 def class_roster(book: Gradebook, given: RosterRows | None, force: bool) -> tuple[list[dict[str, str]], list[str]]:
     """``(the class's roster rows, notes)``: the stored one, or ``given`` where it may replace it.
 
-    A first roster is stored; one that keeps every stored student unchanged
-    and adds some is stored (the note names them); one that drops or changes
-    a student is refused unless ``force``.
+    A first roster is stored, and so is one that keeps every stored student unchanged and adds some (the note
+    names them); one that drops or changes a student is refused unless ``force``.
     """
     stored = book.roster_rows()
     if given is None:
@@ -547,10 +488,9 @@ class WorkSpec:
 def local_work(spec: WorkSpec, stop: threading.Event) -> Iterator[tuple[_Work, str]]:
     """``(work item, isolation)`` on this machine: a warm template (its own fresh process) and the suite.
 
-    The template boots while the suite is built; ``stop`` ends its learner
-    processes (:func:`_stopping`).  Raises ``RuntimeError`` or
-    :class:`~grader.instructor.sandbox.ChildGone` where the template cannot
-    start, or was stopped while it booted.
+    The template boots while the suite is built; ``stop`` ends its learner processes (:func:`_stopping`).
+    Raises ``RuntimeError`` or :class:`~grader.instructor.sandbox.ChildGone` where the template cannot start, or
+    was stopped while it booted.
     """
     with Template(warm_meta="meta" in spec.ran) as template, _stopping(template, stop):
         suite = spec.build_suite()
@@ -581,10 +521,9 @@ class _Work:
 def _stopping(template: Template, stop: threading.Event) -> Iterator[None]:
     """While inside, a watcher ends the template's work in flight as soon as ``stop`` is set.
 
-    A thread of its own, so the learner processes die at once wherever the
-    main thread is waiting (the executor, the template's boot).  An exception
-    from inside (``KeyboardInterrupt``, say) ends them too, so the threads in
-    flight are woken before anyone waits for them.
+    A thread of its own, so the learner processes die at once wherever the main thread is waiting (the
+    executor, the template's boot).  An exception from inside (``KeyboardInterrupt``, say) ends them too, so the
+    threads in flight are woken before anyone waits for them.
     """
     left = threading.Event()
 
@@ -639,14 +578,9 @@ def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, 
                 if stop.is_set():  # its learner process may have been killed by the stop: never recorded
                     break
                 outcome = dataclasses.replace(outcome, results=limit_stored_messages(outcome.results))
-                book.record(
-                    planned.run_id,
-                    outcome.submission,
-                    outcome.results,
-                    outcome.figures,
-                    outcome.stats.output,
-                    outcome.stats.printed,
-                )
+                stats = outcome.stats
+                book.record(planned.run_id, outcome.submission, outcome.results, outcome.figures, stats.output,
+                            stats.printed)
                 graded[outcome.submission.student] = outcome
                 if options.on_graded:
                     options.on_graded(outcome)
@@ -707,13 +641,7 @@ def _summary(planned: Plan, outcomes: dict[str, Outcome], isolation: str, roll: 
     cuda_starts = [o.stats.cuda_init_seconds for o in ordered if o.stats.cuda_init_seconds is not None]
     peaks = [o.stats.peak_rss_kib for o in ordered if o.stats.peak_rss_kib]
     return GradeRun(
-        planned.run_id,
-        planned.seed,
-        planned.version,
-        planned.ran,
-        planned.skipped,
-        ordered,
-        list(planned.reused),
+        planned.run_id, planned.seed, planned.version, planned.ran, planned.skipped, ordered, list(planned.reused),
         isolation,
         cuda_overhead_seconds=sum(cuda_starts) / len(cuda_starts) if cuda_starts else None,
         peak_child_rss_mib=max(peaks) / 1024 if peaks else None,

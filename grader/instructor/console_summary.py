@@ -27,11 +27,8 @@ __all__ = ["console_text", "id_notes", "print_line", "review_lines", "summary_ta
 
 
 def console_text(text: object) -> str:
-    """Text a submission wrote, for the rich console: one inert line (:func:`inert_line`), markup escaped.
-
-    Every console line that carries learner-derived text is one item (an id, a note, a finding, a path), so a
-    newline in it is always escaped: nothing a hand-in wrote can print a line of its own.
-    """
+    """Text a submission wrote, for the rich console: one inert line (:func:`inert_line`: a newline is escaped,
+    each such text being one item, an id, a note, a finding, a path), markup escaped."""
     from rich.markup import escape
 
     return escape(inert_line(text, MAX_MESSAGE_CHARS))
@@ -67,12 +64,8 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
         error = one_line(inert(submission_error(sub, results)), 120)
         style = "green" if earned >= possible else "yellow" if earned > 0 else "red"
         shown = ", ".join(lost) if sub.error is None and len(lost) < len(HOOK_NAMES) else "[red]everything[/]"
-        if error:
-            note = f"[red]{console_text(error)}[/]"
-        elif sub.review:
-            note = f"[yellow]review: {console_text(one_line(review_summary(sub.review), 120))}[/]"
-        else:
-            note = ""
+        review = f"[yellow]review: {console_text(one_line(review_summary(sub.review), 120))}[/]" if sub.review else ""
+        note = f"[red]{console_text(error)}[/]" if error else review
         table.add_row(
             console_text(sub.student),
             f"[{style}]{short_points(earned)}/{short_points(possible)}[/]",

@@ -1,50 +1,22 @@
 """The gradebook: ``gradebook.sqlite``, written as grading goes, so a stopped run resumes.
 
-Four tables (stdlib :mod:`sqlite3`, WAL journal):
+Tables (stdlib :mod:`sqlite3`, WAL journal): ``runs`` (start, finish, seed, suite version, devices, kit
+version, the learner processes' isolation); ``submissions`` (per run and student: source, sha256 of its files,
+format, error, review findings and id notes as JSON lists, its files, what it printed, capped); ``results`` (one
+row per case); ``figures`` (each heatmap's hook, label and matrices as safetensors bytes, so a resumed or reused
+grading draws the same heatmaps); ``class_settings`` (the out folder's seed, suite version, devices and roster:
+the conditions every run into it grades under, see :mod:`grader.instructor.class_grading`).
 
-- ``runs``: one row per ``attnkit grade`` run: when it started and finished,
-  the seed, the hidden suite's version, the devices, the kit version and the
-  isolation the learner's processes had;
-- ``submissions``: one row per submission graded in a run (student, source,
-  sha256 of its files, format, error, its review findings and the notes on its
-  id, both JSON lists of strings);
-- ``results``: one row per case result;
-- ``figures``: one row per heatmap of a submission (its hook, its label and
-  the expected and received matrices as safetensors bytes), so a resumed or
-  reused grading draws the same heatmaps as the grading that made them.
+Each submission is recorded in one transaction, so a run killed part way loses at most the submission in
+flight.  :meth:`Gradebook.find_graded` finds an earlier grading of identical input (student, sha256) under
+identical conditions (suite version, seed, devices), so a rerun reuses it.  One connection is shared by all
+threads behind a lock.
 
-Each submission is recorded in one transaction, so a run killed part way loses
-at most the submission in flight.  :meth:`Gradebook.find_graded` finds an earlier
-grading of identical input (same student and sha256) under identical conditions
-(same suite version, seed and devices), so a rerun reuses it instead of
-grading again.  One connection is shared by all threads behind a lock.
-
-The out folder is one class, and the gradebook says what that class is:
-
-- ``class_settings``: the out folder's seed, suite version and devices (drawn
-  or set by its first run, and the conditions every later run grades under;
-  see :mod:`grader.instructor.class_grading`) and its roster (JSON rows of
-  ``id``, ``name``, ``email``, ``pattern``);
-- :meth:`Gradebook.class_results`: the class, the latest grading of every
-  student ever graded into this out under those conditions.  Each submission
-  keeps its files (JSON), so the whole class can be regraded under a new
-  suite, and what its learner process printed (``output``, capped).
-
-Schema version 2 added ``submissions.review`` and ``submissions.notes``; a
-version-1 gradebook gets the two columns (empty lists) when it is opened.
-Version 3 added the ``figures`` table (an older gradebook gets it, empty).
-Version 4 added ``submissions.files``, ``submissions.output``, ``results.note``
-(a note on a case, for no points; empty in an older gradebook) and the
-``class_settings`` table; an older gradebook's class takes the conditions of
-its latest run (:meth:`Gradebook.class_settings`).  ``submissions.printed`` (what
-each exercise's calls printed, a JSON object ``hook -> text``, capped) came later
-in version 4: an older gradebook gets the column (``{}``) when it is opened.
-Version 5 added ``results.message_said`` and ``results.note_said``: the id and
-parameters of a message or a note grading said by id (JSON data,
-:func:`~grader.instructor.said.message_data`), so a report of any language
-can be written from the gradebook later; ``message`` and ``note`` stay their
-English text.  An older gradebook gets the columns (``''``: the text as it is,
-in every language).
+Older schema versions are migrated when opened: v2 added ``submissions.review`` and ``notes``; v3 the
+``figures`` table; v4 ``submissions.files``, ``output``, ``printed``, ``results.note`` and ``class_settings``
+(an older gradebook's class takes its latest run's conditions); v5 ``results.message_said`` and ``note_said``,
+the id and parameters of a message said by id (:func:`~grader.instructor.said.message_data`), so a report of
+any language can be written later (``message`` and ``note`` stay English; ``''``: the text as it is).
 """
 
 from __future__ import annotations
@@ -69,7 +41,6 @@ from grader.instructor.verdict import CaseResult
 __all__ = ["OUTPUT_STORED", "SCHEMA_VERSION", "ClassSettings", "Gradebook"]
 
 SCHEMA_VERSION = 5
-READABLE_VERSIONS = (0, 1, 2, 3, 4, 5)
 OUTPUT_STORED = 64 * 1024
 """At most this many characters of what a learner's process printed are kept per submission."""
 
@@ -135,20 +106,10 @@ CREATE TABLE IF NOT EXISTS class_settings (
 
 
 ADDED_COLUMNS = {
-    "submissions": (
-        ("review", "TEXT NOT NULL DEFAULT '[]'"),
-        ("notes", "TEXT NOT NULL DEFAULT '[]'"),
-        ("files", "TEXT NOT NULL DEFAULT '{}'"),
-        ("output", "TEXT NOT NULL DEFAULT ''"),
-        ("printed", "TEXT NOT NULL DEFAULT '{}'"),
-    ),
-    "results": (
-        ("note", "TEXT NOT NULL DEFAULT ''"),
-        ("message_said", "TEXT NOT NULL DEFAULT ''"),
-        ("note_said", "TEXT NOT NULL DEFAULT ''"),
-    ),
+    "submissions": {"review": "'[]'", "notes": "'[]'", "files": "'{}'", "output": "''", "printed": "'{}'"},
+    "results": {"note": "''", "message_said": "''", "note_said": "''"},
 }
-"""Columns added since version 1, added to an older gradebook when it is opened."""
+"""Columns added since version 1 (``TEXT NOT NULL`` with this default), added to an older gradebook when opened."""
 
 
 @dataclass(frozen=True)
@@ -171,13 +132,24 @@ def _seed_out(text: str) -> int | str:
         return text
 
 
+def _loads(text: str | None) -> Any:
+    """JSON from the gradebook; None for none or for anything unreadable."""
+    try:
+        return json.loads(text or "null")
+    except ValueError:
+        return None
+
+
 def _strings(text: str | None) -> list[str]:
     """A JSON list of strings from the gradebook (anything else reads as empty)."""
-    try:
-        value = json.loads(text or "[]")
-    except ValueError:
-        return []
+    value = _loads(text)
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _string_dict(text: str | None) -> dict[str, str]:
+    """A JSON object of strings from the gradebook (anything else reads as empty)."""
+    value = _loads(text)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _said(message: str) -> str:
@@ -188,13 +160,23 @@ def _said(message: str) -> str:
 
 def _read_said(text: str, said: str | None) -> str:
     """The message recorded as ``text`` (its English) and ``said`` (:func:`_said`)."""
-    if not said:
-        return text
-    try:
-        data = json.loads(said)
-    except ValueError:
-        return text
-    return message_from_data(data, text)
+    data = _loads(said)
+    return text if data is None else message_from_data(data, text)
+
+
+SUBMISSION_COLUMNS = "student, source, format, entry, sha256, error, review, notes"
+
+
+def _submission(row: tuple, files: str | None = None) -> Submission:
+    """A submission from its :data:`SUBMISSION_COLUMNS` and its files (JSON; none: ``{}``)."""
+    student, source, fmt, entry, sha, error, review, notes = row
+    return Submission(
+        student, source, fmt, _string_dict(files), entry, sha, error, review=_strings(review), notes=_strings(notes)
+    )
+
+
+def _text_rows(rows: Iterable[Mapping[str, object]]) -> list[dict[str, str]]:
+    return [{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows]
 
 
 def _figure_row(run_id: int, student: str, hook: str, figure: Figure) -> tuple[int, str, str, str, bytes]:
@@ -220,7 +202,7 @@ class Gradebook:
             self._conn.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process in WAL mode
             self._conn.execute("PRAGMA foreign_keys=ON")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in READABLE_VERSIONS:
+            if not 0 <= version <= SCHEMA_VERSION:
                 self._conn.close()
                 raise ValueError(
                     f"{self.path}: gradebook schema version {version}, this attnkit reads {SCHEMA_VERSION}"
@@ -233,9 +215,9 @@ class Gradebook:
         """Add the columns an older gradebook lacks (each with its default); tables created now have them."""
         for table, columns in ADDED_COLUMNS.items():
             have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-            for name, declaration in columns:
+            for name, default in columns.items():
                 if name not in have:
-                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} TEXT NOT NULL DEFAULT {default}")
 
     # --- runs ------------------------------------------------------------------------
 
@@ -282,21 +264,14 @@ class Gradebook:
     # --- submissions -----------------------------------------------------------------------
 
     def record(
-        self,
-        run_id: int,
-        submission: Submission,
-        results: Iterable[CaseResult],
-        figures: Mapping[str, Figure] | None = None,
-        output: str = "",
-        printed: Mapping[str, str] | None = None,
-    ) -> None:
+        self, run_id: int, submission: Submission, results: Iterable[CaseResult],
+        figures: Mapping[str, Figure] | None = None, output: str = "", printed: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
         """Record one submission, all its results and its heatmaps' data (``hook -> Figure``) in one transaction.
 
-        The submission's files are kept (to regrade the class under a new
-        suite), and ``output``, what its learner process printed, up to
-        :data:`OUTPUT_STORED` characters, and ``printed``, what each exercise's
-        calls printed (``hook -> text``, each up to :data:`OUTPUT_STORED`).  An earlier record of the same
-        student in this run is replaced.
+        Its files are kept (to regrade the class under a new suite), with ``output``, what its learner process
+        printed, and ``printed``, what each exercise's calls printed (``hook -> text``), each up to
+        :data:`OUTPUT_STORED` characters.  An earlier record of the same student in this run is replaced.
         """
         if len(output) > OUTPUT_STORED:
             output = output[:OUTPUT_STORED] + f"\n[... {len(output) - OUTPUT_STORED} more characters not kept]"
@@ -304,50 +279,25 @@ class Gradebook:
         student = submission.student
         figure_rows = [_figure_row(run_id, student, hook, figure) for hook, figure in sorted((figures or {}).items())]
         rows = [
-            (
-                run_id,
-                submission.student,
-                r.hook,
-                r.case,
-                r.device,
-                r.dtype,
-                r.status,
-                r.message,
-                float(r.seconds),
-                r.mistake,
-                r.note,
-                _said(r.message),
-                _said(r.note),
-            )
+            (run_id, student, r.hook, r.case, r.device, r.dtype, r.status, r.message, float(r.seconds), r.mistake,
+             r.note, _said(r.message), _said(r.note))
             for r in results
-        ]
+        ]  # fmt: skip
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("DELETE FROM figures WHERE run_id = ? AND student = ?", (run_id, student))
-                self._conn.execute("DELETE FROM results WHERE run_id = ? AND student = ?", (run_id, student))
+                for table in ("figures", "results", "submissions"):
+                    self._conn.execute(f"DELETE FROM {table} WHERE run_id = ? AND student = ?", (run_id, student))
                 self._conn.execute(
-                    "DELETE FROM submissions WHERE run_id = ? AND student = ?", (run_id, submission.student)
-                )
-                self._conn.execute(
-                    "INSERT INTO submissions (run_id, student, source, sha256, format, entry, error, graded_at,"
-                    " review, notes, files, output, printed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO submissions (run_id, {SUBMISSION_COLUMNS}, graded_at, files, output, printed)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        run_id,
-                        submission.student,
-                        submission.source,
-                        submission.sha256,
-                        submission.format,
-                        submission.entry,
-                        submission.error,
-                        _now(),
-                        json.dumps([str(f) for f in submission.review]),
-                        json.dumps([str(n) for n in submission.notes]),
-                        json.dumps(dict(submission.files)),
-                        str(output),
-                        printed_json,
+                        run_id, student, submission.source, submission.format, submission.entry, submission.sha256,
+                        submission.error, json.dumps([str(f) for f in submission.review]),
+                        json.dumps([str(n) for n in submission.notes]), _now(), json.dumps(dict(submission.files)),
+                        str(output), printed_json,
                     ),
-                )
+                )  # fmt: skip
                 self._conn.executemany(
                     "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
                     " mistake, note, message_said, note_said) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -368,10 +318,8 @@ class Gradebook:
             (run_id, student),
         ).fetchall()
         return [
-            CaseResult(
-                student, hook, case, device, dtype, status, _read_said(message, message_said), seconds, mistake,
-                _read_said(note, note_said),
-            )
+            CaseResult(student, hook, case, device, dtype, status, _read_said(message, message_said), seconds, mistake,
+                       _read_said(note, note_said))
             for student, hook, case, device, dtype, status, message, seconds, mistake, note, message_said, note_said
             in rows
         ]  # fmt: skip
@@ -383,11 +331,8 @@ class Gradebook:
                 "SELECT hook, label, tensors FROM figures WHERE run_id = ? AND student = ? ORDER BY hook",
                 (run_id, student),
             ).fetchall()
-        figures = {}
-        for hook, label, blob in rows:
-            tensors = load_tensors(bytes(blob))
-            figures[hook] = Figure(label, tensors["expected"], tensors["received"])
-        return figures
+        loaded = [(hook, label, load_tensors(bytes(blob))) for hook, label, blob in rows]
+        return {hook: Figure(label, t["expected"], t["received"]) for hook, label, t in loaded}
 
     def _latest_grading(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
@@ -445,13 +390,15 @@ class Gradebook:
     ) -> list[str]:
         """The review findings recorded with :meth:`find_graded`'s grading (what was heard while it ran included)."""
         found = self._latest_grading(student, sha256, suite_version, seed, devices)
-        if found is None:
-            return []
+        return [] if found is None else _strings(self._column("review", found[0], student))
+
+    def _column(self, name: str, run_id: int, student: str) -> Any:
+        """One column of a submission's row, or None where the run holds no such submission."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT review FROM submissions WHERE run_id = ? AND student = ?", (found[0], student)
+                f"SELECT {name} FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
             ).fetchone()
-        return _strings(row[0]) if row is not None else []
+        return None if row is None else row[0]
 
     # --- the class: its conditions, its roster, its latest gradings ----------------------------
 
@@ -493,13 +440,10 @@ class Gradebook:
         """The class's roster as stored (``id``, ``name``, ``email``, ``pattern`` per row), or None."""
         with self._lock:
             text = self._setting("roster")
-        if text is None:
-            return None
-        rows = json.loads(text)
-        return [{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows]
+        return None if text is None else _text_rows(json.loads(text))
 
     def set_roster_rows(self, rows: Iterable[Mapping[str, object]]) -> None:
-        value = json.dumps([{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows])
+        value = json.dumps(_text_rows(rows))
         with self._lock:
             self._set("roster", value)
 
@@ -527,70 +471,25 @@ class Gradebook:
 
     def output(self, run_id: int, student: str) -> str:
         """What the submission's learner process printed in that run (capped), or ``""``."""
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT output FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
-            ).fetchone()
-        return "" if row is None else str(row[0])
+        return str(self._column("output", run_id, student) or "")
 
     def printed(self, run_id: int, student: str) -> dict[str, str]:
         """What each exercise's calls printed in that run (``hook -> text``, capped), or ``{}``."""
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT printed FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
-            ).fetchone()
-        try:
-            value = json.loads(row[0]) if row is not None else {}
-        except ValueError:
-            return {}
-        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+        return _string_dict(self._column("printed", run_id, student))
 
     def _stored(self, run_id: int, student: str) -> tuple[Submission, list[CaseResult]]:
-        source, fmt, entry, sha, error, review, notes, files = self._conn.execute(
-            "SELECT source, format, entry, sha256, error, review, notes, files FROM submissions"
-            " WHERE run_id = ? AND student = ?",
-            (run_id, student),
+        row = self._conn.execute(
+            f"SELECT {SUBMISSION_COLUMNS}, files FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
         ).fetchone()
-        try:
-            stored = json.loads(files or "{}")
-        except ValueError:
-            stored = {}
-        sub = Submission(
-            student=student,
-            source=source,
-            format=fmt,
-            files={str(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {},
-            entry=entry,
-            sha256=sha,
-            error=error,
-            review=_strings(review),
-            notes=_strings(notes),
-        )
-        return sub, self._results(run_id, student)
+        return _submission(row[:-1], row[-1]), self._results(run_id, student)
 
     def results_for_run(self, run_id: int) -> dict[str, tuple[Submission, list[CaseResult]]]:
         """Every submission recorded in a run (``files`` left empty) with its results, by student."""
-        out: dict[str, tuple[Submission, list[CaseResult]]] = {}
         with self._lock:
             subs = self._conn.execute(
-                "SELECT student, source, format, entry, sha256, error, review, notes FROM submissions"
-                " WHERE run_id = ? ORDER BY student",
-                (run_id,),
+                f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE run_id = ? ORDER BY student", (run_id,)
             ).fetchall()
-            for student, source, fmt, entry, sha, error, review, notes in subs:
-                sub = Submission(
-                    student=student,
-                    source=source,
-                    format=fmt,
-                    files={},
-                    entry=entry,
-                    sha256=sha,
-                    error=error,
-                    review=_strings(review),
-                    notes=_strings(notes),
-                )
-                out[student] = (sub, self._results(run_id, student))
-        return out
+            return {row[0]: (_submission(row), self._results(run_id, row[0])) for row in subs}
 
     def close(self) -> None:
         with self._lock:

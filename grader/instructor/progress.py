@@ -1,9 +1,8 @@
 """How far the grading of a class is: rich's live bar on a terminal, a line every few submissions in a log.
 
-:func:`grading_progress` picks by the console: a terminal gets the bar (gone
-once grading ends); anything else (a CI log, ``| tee``, a file) gets plain
-lines, one per :func:`log_step` submissions and one at the end, so a log
-shows that a long run is moving and how fast.
+:func:`grading_progress` picks by the console: a terminal gets the bar (gone once grading ends); anything else
+(a CI log, ``| tee``, a file) gets a line per :func:`log_step` submissions and one at the end, so a log shows
+that a long run is moving and how fast.
 """
 
 from __future__ import annotations
@@ -54,10 +53,7 @@ class _Lines:
 
     def __init__(self, console: Console) -> None:
         self._console = console
-        self._total = 0
-        self._done = 0
-        self._step = 1
-        self._started = time.monotonic()
+        self.start(0)
 
     def start(self, total: int) -> None:
         self._total, self._done, self._step = total, 0, log_step(total)
@@ -78,8 +74,8 @@ class _Lines:
 def grading_progress(console: Console) -> Iterator[GradingProgress]:
     """The display for ``console``: the live bar on a terminal, else log lines.
 
-    ``student`` names given to :meth:`GradingProgress.graded` are rich markup:
-    pass a name a submission chose through ``console_summary.console_text``.
+    ``student`` names given to :meth:`GradingProgress.graded` are rich markup: pass a name a submission chose
+    through ``console_summary.console_text``.
     """
     if not console.is_terminal:
         yield _Lines(console)

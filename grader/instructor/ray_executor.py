@@ -1,39 +1,33 @@
 """Grade a class on a Ray cluster (``attnkit grade --executor ray``): actors that keep a warm sandbox each.
 
-:class:`RayExecutor` takes :class:`~grader.instructor.class_grading.LocalExecutor`'s
-place in :func:`~grader.instructor.class_grading.grade_class`.  Its
-``prepare(spec, stop)`` joins a Ray cluster (``address``: ``auto`` or
-``HOST:PORT``) or starts a local one with this machine's CPUs and GPUs, and
-starts the workers: :class:`GradingWorker` actors, each building on its own
-node, from the driver's :class:`~grader.instructor.class_grading.WorkSpec`, a
-warm sandbox template (a fresh ``python -I`` process, never a fork of the
-many-threaded actor) and the prepared suite (same seed, so the same hidden
-inputs).  An actor whose hidden suite version is not the driver's refuses,
-and the run stops before anything is graded, saying which node and why.
+:class:`RayExecutor` takes :class:`~grader.instructor.class_grading.LocalExecutor`'s place in
+:func:`~grader.instructor.class_grading.grade_class`.  Its ``prepare(spec, stop)`` joins a Ray cluster
+(``address``: ``auto`` or ``HOST:PORT``) or starts a local one with this machine's CPUs and GPUs, and starts
+:class:`GradingWorker` actors, each building on its own node, from the driver's
+:class:`~grader.instructor.class_grading.WorkSpec`, a warm sandbox template (a fresh ``python -I`` process,
+never a fork of the many-threaded actor) and the prepared suite (same seed, same hidden inputs).  An actor
+whose hidden suite version is not the driver's refuses, and the run stops before anything is graded, saying
+which node and why.
 
-CPU actors take ``num_cpus=1``.  When cuda is among the devices graded, every
-submission goes to actors with ``num_gpus=1`` instead (one per GPU of the
-cluster, so Ray's scheduler places GPU work): such an actor grades the whole
-submission, its CPU and meta cases and then its CUDA cases in a second child
-that holds the actor's one GPU, so one learner process per GPU holds as
-locally.
+CPU actors take ``num_cpus=1``.  When cuda is graded, every submission goes to actors with ``num_gpus=1``
+instead (one per GPU of the cluster, so Ray's scheduler places GPU work), each grading the whole submission:
+its CPU and meta cases, then its CUDA cases in a second child that holds the actor's one GPU, so one learner
+process per GPU holds as locally.
 
-What crosses the driver–worker boundary is plain data, both ways: a
-submission as text (its ``{path: source}`` files, entry and student id), and
-its outcome as a dict of JSON-able values and safetensors bytes (the heatmaps'
-matrices), built by the trusted grading code on the worker.  Learner code runs
-only in the sandboxed child on the worker, never in the actor.  The driver
-stays the only writer: :func:`~grader.instructor.class_grading.grade_class`
-records each outcome as it arrives, so a stopped run resumes as a local one
-does, and writes every report.
+What crosses the driver–worker boundary is plain data both ways: a submission as text (files, entry, student
+id), and its outcome as JSON-able values and safetensors bytes (the heatmaps' matrices), built by the trusted
+grading code on the worker.  Learner code runs only in the sandboxed child on the worker, never in the actor.
+The driver stays the only writer: it records each outcome as it arrives (a stopped run resumes as a local one
+does) and writes every report.
 
-Faults: an actor (or its node) that dies mid-submission is replaced, and the
-submission is graded again on another actor, at most :data:`ATTEMPTS` times;
-then it gets an error row that says so.  Nothing of a died attempt is kept.
+Faults: an actor (or its node) that dies mid-submission is replaced, and the submission is graded again on
+another actor, at most :data:`ATTEMPTS` times; then it gets an error row that says so.  Nothing of a died
+attempt is kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import queue
@@ -188,8 +182,7 @@ class _Pool:
         return hellos
 
     def _new_actor(self) -> Any:
-        remote = self.ray.remote(**self.resources)(GradingWorker)
-        return remote.remote(self.spec)
+        return self.ray.remote(**self.resources)(GradingWorker).remote(self.spec)
 
     def _get(self, refs: list[Any]) -> Any:
         """``ray.get(refs)``, waking every :data:`STOP_POLL_SECONDS` to see ``stop`` (then RuntimeError)."""
@@ -232,18 +225,14 @@ class _Pool:
 
     def _take(self) -> Any:
         while not self.stop.is_set():
-            try:
+            with contextlib.suppress(queue.Empty):
                 return self.free.get(timeout=STOP_POLL_SECONDS)
-            except queue.Empty:
-                continue
         return None
 
     def _replace(self, dead: Any) -> None:
         """Drop a died actor; start another in its place while replacements are left."""
-        try:
+        with contextlib.suppress(Exception):
             self.ray.kill(dead)  # an actor only unreachable for a while never comes back to grade
-        except Exception:
-            pass
         with self.lock:
             self.retried += 1
             if dead in self.actors:
@@ -263,10 +252,8 @@ class _Pool:
 
     def close(self) -> None:
         for actor in list(self.actors):
-            try:
+            with contextlib.suppress(Exception):
                 self.ray.kill(actor)  # its template dies with it, and the template's children with that
-            except Exception:
-                pass
         self.actors = []
 
 
@@ -274,10 +261,8 @@ class _Pool:
 def _signal_handlers_kept() -> Iterator[None]:
     """Put back the SIGINT and SIGTERM handlers ``ray.init`` replaces (its SIGTERM one exits at once), so a
     signal stops the run cleanly (:mod:`grader.instructor.stopping`) as it does with the local pool."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    main = threading.current_thread() is threading.main_thread()  # signal.signal works there only
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         yield
     finally:

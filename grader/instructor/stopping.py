@@ -1,16 +1,11 @@
 """Stopping ``attnkit grade`` the way people expect: Ctrl-C ends the run cleanly and says how to resume.
 
-:func:`stop_on_signals` turns the first SIGINT or SIGTERM (to the grader alone,
-or to its whole process group as a terminal's Ctrl-C sends) into a stop
-request: it sets the run's stop event, which
-:func:`~grader.instructor.class_grading.grade_class` answers by handing out
-nothing more, killing the learner processes in flight and raising
-:class:`~grader.instructor.class_grading.GradingStopped`.  A second signal
-exits at once (``os._exit``): the gradebook's transactions and the sandbox
-template (which kills its children when the grader's end of its socket
-closes) leave nothing half-written and no learner process behind.
-
-:func:`resume_command` is the line to print: the same command, shell-quoted.
+:func:`stop_on_signals` turns the first SIGINT or SIGTERM (to the grader alone, or to its whole process group
+as a terminal's Ctrl-C sends) into a stop request: it sets the run's stop event, which
+:func:`~grader.instructor.class_grading.grade_class` answers by handing out nothing more, killing the learner
+processes in flight and raising :class:`~grader.instructor.class_grading.GradingStopped`.  A second signal
+exits at once (``os._exit``): the gradebook's transactions and the sandbox template (which kills its children
+when the grader's end of its socket closes) leave nothing half-written and no learner process behind.
 """
 
 from __future__ import annotations
@@ -39,10 +34,9 @@ _SECOND = b"\nattnkit: interrupted again: quitting at once\n"
 def stop_on_signals(stop: threading.Event) -> Iterator[None]:
     """While inside, the first SIGINT or SIGTERM sets ``stop``; a second one exits at once with status 130.
 
-    Call from the main thread (Python runs signal handlers there).  The
-    handler only sets the event and writes one line to stderr, so it is safe
-    wherever the main thread is; nothing in the grading loop's main thread
-    waits on the event itself.  The previous handlers are put back on leaving.
+    Call from the main thread (Python runs signal handlers there).  The handler only sets the event and writes
+    one line to stderr, so it is safe wherever the main thread is; nothing in the grading loop's main thread waits
+    on the event itself.  The previous handlers are put back on leaving.
     """
 
     def handle(signum: int, frame: FrameType | None) -> None:

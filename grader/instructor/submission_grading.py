@@ -52,16 +52,6 @@ from grader.instructor.witnessed import WHERE, witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
 from grader.rules import banned_message
 
-__all__ = [
-    "GpuPool",
-    "Outcome",
-    "Stats",
-    "available_devices",
-    "grade_submission",
-    "limit_stored_messages",
-    "not_graded",
-]
-
 MAX_RESTARTS = 6
 PRINTED_PER_HOOK = 8 * 1024
 """At most this many characters of what one exercise's calls printed are kept (each call's part is capped too)."""
@@ -174,10 +164,9 @@ class _Session:
         return self.child
 
     def drop(self) -> None:
+        """Close the child after a crash or timeout: the next call starts another, within :data:`MAX_RESTARTS`."""
         if self.child is not None:
-            self.stats.keep_output(self.child, range(self.child_calls_from, self.calls_sent))
-            self.child.close()
-            self.child = None
+            self.close()
             self.restarts += 1
             self.stats.restarts += 1
 
@@ -262,26 +251,18 @@ class GpuPool:
 
 
 def grade_submission(
-    submission: Submission,
-    suite: Suite,
-    template: Template,
-    limits: Limits | None = None,
-    reveal: bool = False,
+    submission: Submission, suite: Suite, template: Template, limits: Limits | None = None, reveal: bool = False,
     gpus: GpuPool | None = None,
-) -> Outcome:
+) -> Outcome:  # fmt: skip
     """Every trial of ``suite`` against ``submission``, judged here.
 
-    CPU and meta cases run in one child without CUDA; CUDA cases in a second
-    child that holds one GPU of ``gpus`` for the whole submission, so CUDA
-    start-up is paid once per submission per GPU and each GPU serves one
-    learner process at a time.  Every child of the submission shares one
-    deadline, ``limits.submission_seconds`` from now.  Devices in
-    ``suite.skipped`` (and cuda where no GPU is visible) are skipped with
-    their reason.  Each exercise's failing cases are diagnosed together, with
-    the submission's own text (:func:`grader.instructor.diagnosis.diagnose_hook`);
-    the most informative failing weights case of each hook
-    (:func:`~grader.instructor.heatmaps.informative`) becomes a
-    :class:`~grader.instructor.heatmaps.Figure`.
+    CPU and meta cases run in one child without CUDA; CUDA cases in a second child that holds one GPU of ``gpus``
+    for the whole submission, so CUDA start-up is paid once per submission per GPU and each GPU serves one
+    learner process at a time.  Every child of the submission shares one deadline, ``limits.submission_seconds``
+    from now.  Devices in ``suite.skipped`` (and cuda where no GPU is visible) are skipped with their reason.
+    Each exercise's failing cases are diagnosed together, with the submission's own text
+    (:func:`grader.instructor.diagnosis.diagnose_hook`); the most informative failing weights case of each hook
+    (:func:`~grader.instructor.heatmaps.informative`) becomes a :class:`~grader.instructor.heatmaps.Figure`.
     """
     limits = limits or Limits()
     student = submission.student
@@ -469,13 +450,9 @@ class _Verdicts:
     reported: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)  # call id -> (trial, bans its reply named)
 
     def judge(
-        self,
-        trial: Any,
-        reply: CallReply,
-        outputs: dict[str, torch.Tensor],
-        call_id: int = -1,
+        self, trial: Any, reply: CallReply, outputs: dict[str, torch.Tensor], call_id: int = -1,
         held: Held | None = None,
-    ) -> CaseResult:
+    ) -> CaseResult:  # fmt: skip
         """The case's result (``held``: what the kernel says the call held); a failure of the judging itself fails
         the case with the reason."""
         self.reported[call_id] = (trial, {str(name) for name in reply.get("banned") or ()})
@@ -546,9 +523,7 @@ class _Verdicts:
 
     def _keep_figure(self, trial: Any, got: torch.Tensor | None) -> None:
         """Keep this failing case's figure if it shows the mistake better than the one kept (heatmaps.informative)."""
-        if trial.hook not in WEIGHT_HOOKS or not trial.golds or got is None:
-            return
-        if got.shape != trial.golds[0].shape:
+        if trial.hook not in WEIGHT_HOOKS or not trial.golds or got is None or got.shape != trial.golds[0].shape:
             return
         kept = self.figures.get(trial.hook)
         if kept is not None and informative(got.shape) <= informative(kept.expected.shape):
