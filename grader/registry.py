@@ -1,22 +1,16 @@
 """The solution registry: find a solution and adapt it into its own plugin manager.
 
-A *solution* is anything that implements some or all of the hooks in
-:mod:`grader.hookspecs`: the reference, a learner's ``exercises`` package, a
-loose ``.py`` file or a folder, or a plugin installed under the entry-point
-group ``attnkit.solutions``.  Plain functions named after a hook are adopted
-without a decorator, and the chapter's class names (``SelfAttention``,
-``CausalAttention``, ``MultiHeadAttention``) stand in for the module hooks
-when the ``make_*`` function is absent.
+A *solution* implements some or all of the hooks in :mod:`grader.hookspecs`: the reference, a learner's
+``exercises`` package, a loose ``.py`` file or a folder, or a plugin installed under the entry-point group
+``attnkit.solutions``.  Plain functions named after a hook are adopted without a decorator, and the chapter's
+class names (``SelfAttention``, …) stand in for the module hooks when the ``make_*`` function is absent.
 
-Each solution gets its own :class:`pluggy.PluginManager`, so calling one
-solution's hook never calls another's.  Loading never raises for a bad hook:
-a missing function or a wrong signature becomes a one-line entry in
-``Solution.problems`` that names the file, the hook and the expected
-signature, and the other hooks stay usable.
+Each solution gets its own :class:`pluggy.PluginManager`, so calling one solution's hook never calls another's.
+Loading never raises for a bad hook: a missing function or a wrong signature becomes a one-line entry in
+``Solution.problems`` naming the file, the hook and the expected signature; the other hooks stay usable.
 
-Discovery is layered, like datasette's plugins: the reference first, then
-entry points, then explicit paths.  ``ATTNKIT_BLOCK_PLUGINS`` (comma separated
-entry-point names) blocks entry points.
+Discovery is layered, like datasette's plugins: the reference, then entry points, then explicit paths.
+``ATTNKIT_BLOCK_PLUGINS`` (comma separated entry-point names) blocks entry points.
 """
 
 from __future__ import annotations
@@ -48,23 +42,9 @@ from grader.hook_table import CLASS_NAMES, TABLE
 from grader.packs import groups, hookspec_of, instructor_part
 from grader.rule_words import Say, english
 
-__all__ = [
-    "BLOCK_ENV_VAR",
-    "ENTRY_POINT_GROUP",
-    "HOOK_NAMES",
-    "HookNotImplemented",
-    "Solution",
-    "SolutionError",
-    "adopt",
-    "blocked_plugins",
-    "discover_solutions",
-    "entry_points",
-    "format_hook",
-    "hook_signature",
-    "load_solution",
-    "make_plugin_manager",
-    "signature_problem",
-]
+__all__ = ["BLOCK_ENV_VAR", "ENTRY_POINT_GROUP", "HOOK_NAMES", "HookNotImplemented", "Solution", "SolutionError",
+           "adopt", "blocked_plugins", "discover_solutions", "entry_points", "format_hook", "hook_signature",
+           "load_solution", "make_plugin_manager", "signature_problem"]  # fmt: skip
 
 ENTRY_POINT_GROUP = "attnkit.solutions"
 BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
@@ -327,14 +307,10 @@ def discover_solutions(paths: list[str] | tuple[str, ...] = ()) -> tuple[list[So
     """
     found = [load_solution("reference")]
     problems: list[str] = []
-    for ep in entry_points():
+    loads: list[Callable[[], Solution]] = [lambda ep=ep: _load_entry_point(ep) for ep in entry_points()]
+    for load in loads + [lambda p=p: load_solution(p) for p in paths]:
         try:
-            found.append(_load_entry_point(ep))
-        except SolutionError as exc:
-            problems.append(str(exc))
-    for p in paths:
-        try:
-            found.append(load_solution(p))
+            found.append(load())
         except SolutionError as exc:
             problems.append(str(exc))
     return found, problems

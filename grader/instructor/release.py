@@ -1,34 +1,21 @@
-"""``attnkit release DEST``: the learner's kit, with nothing of the answers in it.
+"""``attnkit release DEST``: the learner's kit, with nothing of the answers in it (instructor-only module).
 
-Instructor-only (this module is never part of a learner's kit).  A release holds:
+A release holds ``exercises/`` (stubs, public tests, ``_expect.py``), ``notebooks/`` (one per group),
+``grader/`` without ``grader/instructor/`` (the folder is the boundary, so there is no list of files to keep),
+the kit's root ``conftest.py`` unchanged (it checks the reference where ``solutions`` is importable and the
+learner's ``exercises`` otherwise), a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader``),
+``constraints.txt`` (the torch pin) and ``README.md``.  Never ``solutions/``, ``grader/instructor/``,
+``examples/`` or ``tests/``.
 
-- ``exercises/``: the stubs, the public tests and their helpers (``_expect.py``);
-- ``notebooks/``: one notebook per exercise group (:func:`grader.notebooks.write_notebooks`);
-- ``grader/`` without ``grader/instructor/`` (and caches): the registry, the
-  child runtime, ``attnkit check``, ``attnkit submit`` and the notebooks' check
-  cells -- the folder is the boundary, so there is no list of files to keep;
-- the kit's root ``conftest.py``, unchanged: it checks the reference where
-  ``solutions`` is importable and the learner's own ``exercises`` otherwise;
-- a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader`` only),
-  ``constraints.txt`` (the torch pin) and ``README.md``.
+The kit is built in a staging folder beside DEST and scanned for leaks (a reference function body, a catalogue
+id or hint, a hidden case name) before anything in DEST is touched; a leak stops the release, DEST unchanged.
 
-Never: ``solutions/`` (the reference and the catalogue of known mistakes),
-``grader/instructor/`` (the hidden cases, verdicts, diagnosis, the grading,
-sandbox and report machinery, this module), ``examples/`` or ``tests/``.
-
-The kit is built in a staging folder beside DEST and scanned for leaks (a
-reference function body, a catalogue id or hint, a hidden case name) before
-anything in DEST is touched; a leak stops the release with DEST unchanged.
-
-DEST must be empty or absent.  With ``force``, DEST may hold other files: the
-files an earlier release wrote (listed in ``DEST/.attnkit-release.json`` with
-the sha256 of each) and this one no longer has are removed, the files of this
-release are written over those of the earlier one, and nothing else is ever
-deleted -- files of other origin (a ``.git`` folder, say) are kept and listed
-in the summary.  A file that would be overwritten or removed but changed since
-the last release (its hash is not the recorded one; without a record, any
-existing file that differs) is never touched: the release lists those files
-and stops with nothing written.
+DEST must be empty or absent.  With ``force``, the files an earlier release wrote (listed in
+``DEST/.attnkit-release.json`` with their sha256) and this one no longer has are removed, this release's files
+are written over the earlier ones, and nothing else is ever deleted (a ``.git`` folder, say, is kept and listed).
+A file that would be overwritten or removed but changed since the last release (its hash is not the recorded
+one; without a record, any existing file that differs) is never touched: the release lists those files and
+stops with nothing written.
 """
 
 from __future__ import annotations
@@ -154,11 +141,9 @@ def learner_pyproject(project: dict) -> str:
 
 
 def learner_constraints() -> str:
-    pins = []
     path = KIT_ROOT / "constraints.txt"
-    if path.is_file():
-        pins = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip().startswith("torch")]
-    pins = pins or ["torch>=2.1"]
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    pins = [ln.strip() for ln in lines if ln.strip().startswith("torch")] or ["torch>=2.1"]
     return (
         "# The torch release this kit was tested with. Optional:\n"
         '#   pip install -e ".[notebooks]" -c constraints.txt\n'
@@ -194,17 +179,10 @@ def exercise_groups(exercises_dir: Path = EXERCISES_DIR) -> list[dict[str, str]]
 def learner_readme(version: str, exercises_dir: Path, notebooks: list[str]) -> str:
     import jinja2
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    template = env.get_template("learner_README.md.j2")
-    return template.render(
-        version=version,
-        groups=exercise_groups(exercises_dir),
-        example_notebook=notebooks[0] if notebooks else "",
+    loader = jinja2.FileSystemLoader(str(TEMPLATES))
+    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template("learner_README.md.j2").render(
+        version=version, groups=exercise_groups(exercises_dir), example_notebook=notebooks[0] if notebooks else ""
     )
 
 
@@ -289,8 +267,7 @@ def catalogue_strings() -> dict[str, str]:
 
 def scannable_text(path: Path) -> str:
     """What a file says, for the leak scan: Python without comments, a notebook's cell sources and outputs."""
-    data = path.read_bytes()
-    text = data.decode("utf-8", errors="replace")
+    text = path.read_bytes().decode("utf-8", errors="replace")
     if path.suffix == ".py":
         return strip_comments(text)
     if path.suffix == ".ipynb":
@@ -438,19 +415,16 @@ def _check_dest(dest: Path) -> None:
 
 def _earlier_release(dest: Path) -> dict[str, str | None]:
     """``{path: sha256 it was written with}`` from DEST's record (None where an older record kept no hash)."""
-    record = dest / RECORD
-    if not record.is_file():
-        return {}
     try:
-        files = json.loads(record.read_text(encoding="utf-8")).get("files", [])
-    except (ValueError, OSError, AttributeError):
+        files = json.loads((dest / RECORD).read_text(encoding="utf-8")).get("files", [])
+    except (ValueError, OSError, AttributeError):  # no record, or not one
         return {}
     listed = files.items() if isinstance(files, dict) else ((rel, None) for rel in files if isinstance(files, list))
-    safe: dict[str, str | None] = {}
-    for rel, sha in listed:
-        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts:
-            safe[rel] = sha if isinstance(sha, str) else None
-    return safe
+    return {
+        rel: sha if isinstance(sha, str) else None
+        for rel, sha in listed
+        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts
+    }
 
 
 def _sha256(path: Path) -> str:
@@ -467,15 +441,15 @@ def edited_files(dest: Path, stage: Path, files: list[str], earlier: dict[str, s
     edited = []
     for rel in sorted(set(files) | set(removed)):
         target = dest / rel
-        if not target.is_file() or target.is_symlink():
-            continue
-        sha = _sha256(target)
-        if rel in files and sha == _sha256(stage / rel):
-            continue
-        if earlier.get(rel) is not None and earlier[rel] == sha:
-            continue
-        edited.append(rel)
+        if target.is_file() and not target.is_symlink():
+            sha = _sha256(target)
+            if not (rel in files and sha == _sha256(stage / rel)) and earlier.get(rel) != sha:
+                edited.append(rel)
     return edited
+
+
+def _listed(items: list[str]) -> str:
+    return "\n  ".join(items[:20]) + (f"\n  … and {len(items) - 20} more" if len(items) > 20 else "")
 
 
 def release(dest: Path, force: bool = False) -> ReleaseSummary:
@@ -500,10 +474,8 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
         _build(stage, summary, project)
         leaks = find_leaks(stage)
         if leaks:
-            shown = "\n  ".join(leaks[:20]) + (f"\n  … and {len(leaks) - 20} more" if len(leaks) > 20 else "")
-            raise ReleaseError(f"the learner's kit would leak the answers; nothing was written:\n  {shown}")
-        files = _files_under(stage)
-        summary.files = files
+            raise ReleaseError(f"the learner's kit would leak the answers; nothing was written:\n  {_listed(leaks)}")
+        files = summary.files = _files_under(stage)
         recorded = _earlier_release(dest) if force else {}
         earlier = set(recorded)
         summary.removed = sorted(rel for rel in earlier & set(existing) if rel not in files)
@@ -514,10 +486,9 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
         )  # caches (__pycache__, .pytest_cache …) are kept too, but not worth a line
         edited = edited_files(dest, stage, files, recorded, summary.removed) if dest.is_dir() else []
         if edited:
-            shown = "\n  ".join(edited[:20]) + (f"\n  … and {len(edited) - 20} more" if len(edited) > 20 else "")
             raise ReleaseError(
                 f"{len(edited)} file(s) in {dest} changed since the last release (a learner's work?); "
-                f"nothing was written. Move them away or restore them, and release again:\n  {shown}"
+                f"nothing was written. Move them away or restore them, and release again:\n  {_listed(edited)}"
             )
         dest.mkdir(parents=True, exist_ok=True)
         for rel in summary.removed:
