@@ -30,16 +30,8 @@ def grades_rows(graded: Graded, rubric: Rubric, missing: Iterable[Person] = ()) 
     ]
     for sub, results in by_student(graded):
         scores = score(results, rubric)
-        earned, possible = total(scores)
-        rows.append(
-            [
-                spreadsheet_cell(sub.student),
-                spreadsheet_cell(status(sub, results)),
-                *(fmt_points(scores[h][0]) for h in HOOK_NAMES),
-                fmt_points(earned),
-                fmt_points(possible),
-            ]
-        )
+        cells = [spreadsheet_cell(sub.student), spreadsheet_cell(status(sub, results))]
+        rows.append(cells + [fmt_points(x) for x in (*(scores[h][0] for h in HOOK_NAMES), *total(scores))])
     return rows[:1] + sorted(rows[1:] + absent, key=lambda row: row[0])
 
 

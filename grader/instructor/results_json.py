@@ -24,24 +24,13 @@ def gradescope_results(report: StudentReport) -> dict[str, Any]:
     output = report.summary
     if report.devices_skipped:
         output += "; " + report.devices_skipped_text
-    return {
-        "score": round(report.earned, 2),
-        "max_score": round(report.possible, 2),
-        "output": output,
-        "visibility": report.visibility,
-        "stdout_visibility": "hidden",
-        "tests": [
-            {
-                "name": ex.hook,
-                "score": round(ex.earned, 2),
-                "max_score": round(ex.possible, 2),
-                "status": ex.status,
-                "output": "\n".join(ex.output_lines()),
-                "visibility": ex.visibility,
-            }
-            for ex in report.exercises
-        ],
-    }
+    tests = [
+        {"name": ex.hook, "score": round(ex.earned, 2), "max_score": round(ex.possible, 2), "status": ex.status,
+         "output": "\n".join(ex.output_lines()), "visibility": ex.visibility}
+        for ex in report.exercises
+    ]  # fmt: skip
+    top = {"score": round(report.earned, 2), "max_score": round(report.possible, 2), "output": output}
+    return {**top, "visibility": report.visibility, "stdout_visibility": "hidden", "tests": tests}
 
 
 def write_results_json(path: str | Path, report: StudentReport) -> None:
