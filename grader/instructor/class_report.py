@@ -1,12 +1,10 @@
 """The class report: ``class.html`` and ``class.md``, what an instructor reads before class.
 
-Computed from the whole class of an out folder (:class:`~grader.instructor.report_model.ClassRoll`) and the
-rubric, rendered like the feedback (:func:`~grader.instructor.feedback.render`; everything a submission wrote
-goes through :func:`~grader.instructor.inert.inert`): per exercise, a histogram of points (an inline SVG in
-the HTML, a bar of blocks in Markdown; bins by share of the points) and the diagnosed mistakes with who made
-each; the class's most frequent mistakes; errors, review flags and the roster's students with no hand-in;
-every student's status and points, linked to ``<student>/feedback.html`` (and ``output.txt`` where their
-process printed something); student folders of no one in the class (never removed).
+From the whole class (:class:`~grader.instructor.report_model.ClassRoll`) and the rubric, rendered like the
+feedback: per exercise, a histogram of points (bins by share of the points; SVG in the HTML, blocks in
+Markdown) and the diagnosed mistakes with who made each; the most frequent mistakes; errors, review flags and
+the roster's students with no hand-in; every student's status and points linked to their feedback (and
+``output.txt``); student folders of no one in the class (never removed).  All a submission wrote is inert.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """``attnkit gradescope DEST``: the autograder zip Gradescope runs, and what runs inside it.
 
-Gradescope unpacks the zip into ``/autograder/source``, runs its ``setup.sh`` once to build the image, then for
-every hand-in puts the learner's files in ``/autograder/submission``, runs ``/autograder/run_autograder`` and
-reads ``/autograder/results/results.json``.  The zip (:func:`write_bundle`) holds:
+Gradescope unpacks the zip into ``/autograder/source`` and runs its ``setup.sh`` once (a venv with the CPU
+torch and the kit installed editable from ``source/kit``: never in site-packages, where a learner's process
+could read the reference); for every hand-in it puts the learner's files in ``submission/``, runs
+``run_autograder`` (which takes every permission but its owner's off the kit, seed and rubric, then runs
+:func:`autograde`) and reads ``results/results.json``.  The zip also holds ``attnkit-gradescope.json`` (the
+course's seed, so every learner gets the same hidden inputs, and the versions), ``rubric.toml`` and ``kit/``:
+the whole instructor's kit, so the zip is never given to learners.  ``AUTOGRADER_ROOT`` (default
+``/autograder``) is the root both scripts and :func:`autograde` work under, so a test can lay it out anywhere.
 
-- ``setup.sh``: a virtual environment in ``source/.venv`` with the CPU build of the pinned torch and the kit
-  installed editable from ``source/kit`` (never copied into site-packages, where a learner's process could
-  read the reference);
-- ``run_autograder``: takes every permission but its owner's off the kit, the seed and the rubric, then runs
-  :func:`autograde` from ``source/kit`` with ``$ATTNKIT_PYTHON``, else ``source/.venv/bin/python``, else
-  ``python3``;
-- ``attnkit-gradescope.json``: the course's seed (every learner gets the same hidden inputs, as with
-  ``attnkit grade --seed``) and the versions; ``rubric.toml``: the course's rubric;
-- ``kit/``: the whole instructor's kit.  The zip is the instructor's, never given to learners.
-
-``AUTOGRADER_ROOT`` (default ``/autograder``) is the root both scripts and :func:`autograde` work under, so a
-test can lay out ``<root>/source``, ``<root>/submission`` and ``<root>/results`` anywhere.
-
-:func:`autograde` grades the one hand-in exactly as ``attnkit grade`` grades a student of a class (same suite,
-seed, devices, limits, sandbox) and writes Gradescope's ``results.json``, with ``execution_time``, the
-``isolation:`` line and ``extra_data``.  A submission with no hand-in or several, or an autograder that fails,
-still gets a ``results.json`` (score 0, every test at 0 with its points) saying why.
+:func:`autograde` grades the one hand-in exactly as ``attnkit grade`` grades a student of a class.  A
+submission with no hand-in or several, or an autograder that fails, still gets a ``results.json`` (score 0,
+every test at 0 with its points) saying why.
 """
 
 from __future__ import annotations
@@ -141,9 +132,7 @@ def write_bundle(
     dest: str | Path, rubric_path: str | Path | None = None, seed: int | None = None, force: bool = False
 ) -> Bundle:
     """Write the autograder zip to ``dest`` (a ``.zip`` path whose folder exists); ``seed`` None: a random one.
-
-    The zip is written beside ``dest`` and moved over it once complete, so a crash never leaves half a zip.
-    """
+    Written beside ``dest`` and moved over it once complete, so a crash never leaves half a zip."""
     dest = Path(dest)
     if dest.suffix.lower() != ".zip":
         raise BundleError(f"{dest}: the bundle is a .zip file (Gradescope takes a zip): name it e.g. autograder.zip")
@@ -235,10 +224,8 @@ def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, An
 
 
 def autograde(root: str | Path) -> dict[str, Any]:
-    """Grade ``root/submission`` with the bundle's rubric and seed and write ``root/results/results.json``.
-
-    Whatever happens, a ``results.json`` is written; an autograder that fails says so in it and raises.
-    """
+    """Grade ``root/submission`` with the bundle's rubric and seed and write ``root/results/results.json``;
+    whatever happens, a ``results.json`` is written (an autograder that fails says so in it and raises)."""
     root = Path(root)
     started = time.monotonic()
     source = root / "source"

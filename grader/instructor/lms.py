@@ -1,18 +1,14 @@
-"""Grades in the shape an LMS imports: Canvas's and Moodle's gradebook CSV.
-
-One column of points (the class's total under the rubric), one row per student of the class, the roster's
-names and emails in the columns the LMS matches students on:
+"""Grades in the shape an LMS imports: Canvas's and Moodle's gradebook CSV, one row per student of the class.
 
 - ``canvas.csv``: ``Student, ID, SIS User ID, SIS Login ID, Section, <assignment>``, then a ``Points
-  Possible`` row (as Canvas's own export has it).  ``SIS User ID`` is the roster's id, ``SIS Login ID`` its
-  email; Canvas's internal ``ID`` and the section are left empty (Canvas matches a row on any of its ids).  An
-  assignment named ``Name (123)`` updates Canvas's assignment 123; a bare name makes a new one.
-- ``moodle.csv``: ``Email address, ID number, Full name, <assignment>``; the instructor maps ``Email address``
-  or ``ID number`` to the user on import.
+  Possible`` row (as Canvas's own export has it); ``SIS User ID`` is the roster's id, ``SIS Login ID`` its
+  email, ``ID`` and the section empty (Canvas matches a row on any of its ids).  An assignment named
+  ``Name (123)`` updates Canvas's assignment 123; a bare name makes a new one.
+- ``moodle.csv``: ``Email address, ID number, Full name, <assignment>`` (mapped to the user on import).
 
-Only a ``graded`` or ``review`` student gets points: a ``missing`` or ``error`` row's cell is empty, which
-both LMSs leave ungraded, so nothing that was not graded is posted as a zero.  Text cells are kept from
-starting a spreadsheet formula.
+The points are the class's total under the rubric, only for a ``graded`` or ``review`` student: a ``missing``
+or ``error`` cell is empty, which both LMSs leave ungraded, so nothing ungraded is posted as a zero.  Text
+cells are kept from starting a spreadsheet formula.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """``attnkit release DEST``: the learner's kit, with nothing of the answers in it (instructor-only module).
 
-A release holds ``exercises/`` (stubs, public tests, ``_expect.py``), ``notebooks/`` (one per group),
-``grader/`` without ``grader/instructor/`` (the folder is the boundary, so there is no list of files to keep),
-the kit's root ``conftest.py`` unchanged (it checks the reference where ``solutions`` is importable and the
-learner's ``exercises`` otherwise), a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader``),
-``constraints.txt`` (the torch pin) and ``README.md``.  Never ``solutions/``, ``grader/instructor/``,
-``examples/`` or ``tests/``.
+A release holds ``exercises/`` (stubs, public tests, ``_expect.py``), ``notebooks/``, ``grader/`` without
+``grader/instructor/`` (the folder is the boundary: no list of files to keep), the kit's ``conftest.py``
+unchanged (it checks the reference where ``solutions`` is importable, the learner's ``exercises`` otherwise),
+a learner's ``pyproject.toml``, ``constraints.txt`` (the torch pin) and ``README.md``; never ``solutions/``,
+``grader/instructor/``, ``examples/`` or ``tests/``.  It is built in a staging folder beside DEST and scanned
+for leaks (a reference body, a catalogue id or hint, a hidden case name) before DEST is touched.
 
-The kit is built in a staging folder beside DEST and scanned for leaks (a reference function body, a catalogue
-id or hint, a hidden case name) before anything in DEST is touched; a leak stops the release, DEST unchanged.
-
-DEST must be empty or absent.  With ``force``, the files an earlier release wrote (listed in
-``DEST/.attnkit-release.json`` with their sha256) and this one no longer has are removed, this release's files
-are written over the earlier ones, and nothing else is ever deleted (a ``.git`` folder, say, is kept and listed).
-A file that would be overwritten or removed but changed since the last release (its hash is not the recorded
-one; without a record, any existing file that differs) is never touched: the release lists those files and
-stops with nothing written.
+DEST must be empty or absent.  With ``force``, the files an earlier release wrote (``DEST/.attnkit-release.json``
+with their sha256) and this one no longer has are removed, this release's are written over the earlier ones,
+and nothing else is ever deleted (a ``.git`` folder is kept and listed).  A file to overwrite or remove that
+changed since the last release (without a record: any that differs) is never touched: the release lists those
+and stops with nothing written.
 """
 
 from __future__ import annotations
@@ -211,10 +207,7 @@ def strip_comments(source: str) -> str:
 
 def reference_bodies(path: Path | None = None) -> dict[str, str]:
     """``{qualified name: body}`` of every function and method of the reference (every group's, or the file
-    ``path``), comments and whitespace removed.
-
-    The one-line bodies of :data:`GIVEN_BODIES` are left out: the stubs give them away.
-    """
+    ``path``), comments and whitespace removed; not the one-line bodies of :data:`GIVEN_BODIES` (the stubs')."""
     if path is None:
         from grader.packs import instructor_part
 
@@ -242,10 +235,8 @@ def reference_bodies(path: Path | None = None) -> dict[str, str]:
 
 
 def hidden_case_names(seed: int = 0) -> set[str]:
-    """Names of the hidden cases that say something (a hyphen and 8 characters at least), from the case builder.
-
-    Names do not depend on the seed but for the numbers in a few short ones (``T=12``).
-    """
+    """Names of the hidden cases that say something (a hyphen and 8 characters at least), from the case builder
+    (names do not depend on the seed but for the numbers in a few short ones: ``T=12``)."""
     from grader.instructor.cases import make_cases
 
     return {case.name for case in make_cases(seed) if "-" in case.name and len(case.name) >= 8}
@@ -287,11 +278,8 @@ def scannable_text(path: Path) -> str:
 
 
 def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
-    """One line per thing of the answers found under ``root``: a reference body, a catalogue entry, a hidden case.
-
-    Hidden case names and catalogue ids that the public exercises themselves
-    use (``public_dir``) are public by definition and not reported.
-    """
+    """One line per thing of the answers found under ``root``: a reference body, a catalogue entry, a hidden case
+    (not those that the public exercises in ``public_dir`` use: public by definition)."""
     public = " ".join(
         p.read_text(encoding="utf-8", errors="replace") for p in sorted(public_dir.rglob("*.py")) if p.is_file()
     )
@@ -392,8 +380,7 @@ def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
 
     # the public tests run under this kit's conftest (those shipped are copies); data only, never the mistakes' code
     write_hints(stage / HINTS, KIT_ROOT / "exercises")
-    written = write_notebooks(stage / "notebooks", stage / "exercises")
-    summary.notebooks = [Path(p).name for p in written]
+    summary.notebooks = [Path(p).name for p in write_notebooks(stage / "notebooks", stage / "exercises")]
     readme = learner_readme(summary.version, stage / "exercises", summary.notebooks)
     (stage / "README.md").write_text(readme, encoding="utf-8")
 
@@ -432,12 +419,9 @@ def _sha256(path: Path) -> str:
 
 
 def edited_files(dest: Path, stage: Path, files: list[str], earlier: dict[str, str | None], removed: list[str]):
-    """The files in DEST that ``--force`` would overwrite or remove although they changed since the last release.
-
-    A file is unchanged when its sha256 is the one the record says the last
-    release wrote, or when it already holds what this release writes; without
-    a record (an old kit), every existing file that differs counts as edited.
-    """
+    """The files in DEST that ``--force`` would overwrite or remove although they changed since the last release:
+    neither the sha256 the record says the last release wrote, nor what this release writes (without a record,
+    an old kit, every existing file that differs)."""
     edited = []
     for rel in sorted(set(files) | set(removed)):
         target = dest / rel
@@ -467,8 +451,7 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
             "reinstall the kit (pip install -e .) and release again"
         )
     summary = ReleaseSummary(dest=dest, version=version)
-    parent = dest.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
+    (parent := dest.resolve().parent).mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".attnkit-release-", dir=parent))
     try:
         _build(stage, summary, project)
@@ -479,11 +462,8 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
         recorded = _earlier_release(dest) if force else {}
         earlier = set(recorded)
         summary.removed = sorted(rel for rel in earlier & set(existing) if rel not in files)
-        summary.kept = sorted(
-            rel
-            for rel in existing
-            if rel not in earlier and rel not in files and rel != RECORD and not SKIPPED_NAMES & set(rel.split("/"))
-        )  # caches (__pycache__, .pytest_cache …) are kept too, but not worth a line
+        ours = earlier | set(files) | {RECORD}  # caches (__pycache__, .pytest_cache …) are kept too, not worth a line
+        summary.kept = sorted(rel for rel in existing if rel not in ours and not SKIPPED_NAMES & set(rel.split("/")))
         edited = edited_files(dest, stage, files, recorded, summary.removed) if dest.is_dir() else []
         if edited:
             raise ReleaseError(
@@ -508,11 +488,9 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
                 raise ReleaseError(f"{target}: is in the way (a link or a folder); remove it and release again")
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / rel, target)
-        record = {
-            "kit_version": summary.version,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "files": {rel: _sha256(dest / rel) for rel in files},
-        }
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        hashes = {rel: _sha256(dest / rel) for rel in files}
+        record = {"kit_version": summary.version, "created": created, "files": hashes}
         (dest / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -191,15 +191,10 @@ class ExerciseReport:
         return self.t[self.status]
 
     @property
-    def skipped_shown(self) -> int:
-        """Skipped cases worth saying (not those of a device that is not present)."""
-        return sum(p.count for p in self.skips)
-
-    @property
     def counts_text(self) -> str:
-        c = self.counts
-        if self.skipped_shown:
-            return self.t["counts_skipped"].format(passed=c.passed, failed=c.failed, skipped=self.skipped_shown)
+        c, skipped = self.counts, sum(p.count for p in self.skips)  # skips worth saying: not an absent device's
+        if skipped:
+            return self.t["counts_skipped"].format(passed=c.passed, failed=c.failed, skipped=skipped)
         return self.t["counts"].format(passed=c.passed, failed=c.failed)
 
     @property

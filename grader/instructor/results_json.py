@@ -15,11 +15,8 @@ __all__ = ["gradescope_results", "write_results_json"]
 def gradescope_results(report: StudentReport) -> dict[str, Any]:
     """Gradescope's ``results.json``: score, max_score, output, and one test per exercise.
 
-    Each test's ``output`` says only what helps the student (failures, known
-    mistakes and their hints; ``All 12 cases passed.``), never the cases of a
-    device not present; the devices are said once, in the top ``output``.  Each
-    test's ``visibility`` is the rubric's (``visible``, ``after_due_date``,
-    ``hidden``); the top ``visibility`` is the rubric's default.
+    Each test's ``output`` says only what helps the student (failures, known mistakes and their hints), never the
+    cases of a device not present (said once, in the top ``output``); its ``visibility`` is the rubric's.
     """
     output = report.summary
     if report.devices_skipped:

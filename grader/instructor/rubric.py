@@ -130,11 +130,8 @@ class HookCounts:
 
 
 def count_cases(results: Iterable[CaseResult]) -> dict[str, HookCounts]:
-    """Passed, failed and skipped cases per hook (every hook present; unknown statuses count as failed).
-
-    A case on the ``meta`` device checks shapes and devices only, so its pass
-    counts for nothing while its failure ("will fail on a GPU") costs a case.
-    """
+    """Passed, failed and skipped cases per hook (every hook present; unknown statuses count as failed).  A case on
+    the ``meta`` device checks shapes and devices only: its pass counts for nothing, its failure costs a case."""
     tally = {hook: [0, 0, 0] for hook in HOOK_NAMES}
     for r in results:
         if r.hook not in tally:
