@@ -222,15 +222,12 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
 
 
 def render_html(report: ClassReport) -> str:
-    return render("class.html.j2", True, report=report, svg=_svg_size())
+    svg = {"width": SVG_WIDTH, "height": SVG_HEIGHT, "bar": SVG_BAR, "baseline": SVG_HEIGHT - SVG_BOTTOM}
+    return render("class.html.j2", True, report=report, svg=svg)
 
 
 def render_md(report: ClassReport) -> str:
     return render("class.md.j2", False, report=report)
-
-
-def _svg_size() -> dict[str, int]:
-    return {"width": SVG_WIDTH, "height": SVG_HEIGHT, "bar": SVG_BAR, "baseline": SVG_HEIGHT - SVG_BOTTOM}
 
 
 def write(out: str | Path, roll: ClassRoll, rubric: Rubric, options: ReportOptions | None = None) -> ClassReport:

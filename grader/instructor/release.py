@@ -321,15 +321,12 @@ def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
 # --- writing the kit ---------------------------------------------------------------------
 
 
-def _skipped(path: Path) -> bool:
-    return path.name in SKIPPED_NAMES or path.name.startswith(".") or path.suffix in (".pyc", ".pyo")
-
-
 def _copy_tree(src: Path, dst: Path, leave_out: Path | None = None) -> None:
     """Copy ``src`` into ``dst`` without caches, hidden files, links, or the folder ``leave_out``."""
     dst.mkdir(parents=True, exist_ok=True)
     for child in sorted(src.iterdir()):
-        if _skipped(child) or child.is_symlink() or child == leave_out:
+        skipped = child.name in SKIPPED_NAMES or child.name.startswith(".") or child.suffix in (".pyc", ".pyo")
+        if skipped or child.is_symlink() or child == leave_out:
             continue
         if child.is_dir():
             _copy_tree(child, dst / child.name, leave_out)

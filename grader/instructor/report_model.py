@@ -349,11 +349,8 @@ def results_in(results: Iterable[CaseResult], lang: str | None) -> list[CaseResu
 def device_summary(
     results: Iterable[CaseResult], options: ReportOptions, lang: str = "en"
 ) -> tuple[list[str], list[str]]:
-    """(devices that ran, ``"device: reason"`` in ``lang`` for each device skipped).
-
-    The run's own lists come first; devices seen in the results add to them
-    (a device whose every case was skipped counts as skipped, with the first reason).
-    """
+    """(devices that ran, ``"device: reason"`` in ``lang`` for each device skipped): the run's own lists, then
+    devices seen in the results (one whose every case was skipped counts as skipped, with the first reason)."""
     ran = list(options.devices)
     skipped = dict(options.skipped_devices)
     by_device: dict[str, list[CaseResult]] = {}
@@ -381,11 +378,8 @@ def student_report(
     options: ReportOptions | None = None,
     printed: Mapping[str, str] | None = None,
 ) -> StudentReport:
-    """Everything one student's feedback says, computed once for every file.
-
-    ``printed`` is what the learner's code printed per exercise (``hook -> text``);
-    it reaches the feedback only where ``options.show_output`` is set.
-    """
+    """Everything one student's feedback says, computed once for every file; ``printed`` (``hook -> text``, what
+    the learner's code printed) reaches the feedback only where ``options.show_output`` is set."""
     options = options or ReportOptions()
     lang, show_output = options.lang, options.show_output
     t = texts(lang)
@@ -450,11 +444,8 @@ MAX_STATUS_CHARS = 160
 
 
 def review_constructs(findings: Iterable[str]) -> list[str]:
-    """The distinct constructs of ``file:line: construct`` findings, in order.
-
-    A finding's file holds no ``": "`` (:class:`~grader.instructor.review_flags.Finding` escapes its colons), so
-    the construct is everything after the first one, whatever ``": "`` the construct itself quotes.
-    """
+    """The distinct constructs of ``file:line: construct`` findings, in order: a finding's file holds no ``": "``
+    (:class:`~grader.instructor.review_flags.Finding` escapes its colons), so the construct is all after the first."""
     return list(dict.fromkeys(str(f).split(": ", 1)[-1] for f in findings))
 
 

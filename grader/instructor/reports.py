@@ -65,12 +65,10 @@ def write_reports(
 ) -> list[str]:
     """Write the class files from ``roll`` and, for each of ``graded``, its own files; returns the problems.
 
-    ``roll`` is the whole class (default: just ``graded``), which the class files and LMS exports list; every
-    other student's own files are on disk from the run that graded them.  What a learner's process printed is
-    written as ``<student>/output.txt`` (with ``options.show_output`` also in the feedback).  ``figures``
-    (``student -> hook -> Figure``) are drawn here, written as ``heatmap-<hook>.png`` (replacing an earlier
-    grading's) and embedded in ``feedback.html``.  A file that fails is logged and listed in the returned
-    problems, one line each, and every other file is still written.
+    ``roll`` is the whole class (default: just ``graded``) the class files list; every other student's own files
+    are on disk from the run that graded them.  ``figures`` (``student -> hook -> Figure``) are drawn here,
+    written as ``heatmap-<hook>.png`` (replacing an earlier grading's) and embedded in ``feedback.html``.  A file
+    that fails is logged and listed in the returned problems, one line each; every other file is still written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
