@@ -285,10 +285,14 @@ def discover_solutions(paths: list[str] | tuple[str, ...] = ()) -> tuple[list[So
     one-line problem for each that did not (one bad plugin or path never hides the rest)."""
     found = [load_solution("reference")]
     problems: list[str] = []
-    loads: list[Callable[[], Solution]] = [lambda ep=ep: _load_entry_point(ep) for ep in entry_points()]
-    for load in loads + [lambda p=p: load_solution(p) for p in paths]:
+    for ep in entry_points():
         try:
-            found.append(load())
+            found.append(_load_entry_point(ep))
+        except SolutionError as exc:
+            problems.append(str(exc))
+    for p in paths:
+        try:
+            found.append(load_solution(p))
         except SolutionError as exc:
             problems.append(str(exc))
     return found, problems
