@@ -33,32 +33,22 @@ OUTPUT_KINDS: tuple[str, ...] = ("tensor", "weights", "mask", "module", "figure"
 class HookRow:
     """The facts about one hook; see the module docstring for who reads which."""
 
-    hook: str
-    """The hook's name, as its hookspec names it."""
-    group: str
-    """The exercise group: ``exercises/<group>.py`` holds its stub, ``notebooks/<group>.ipynb`` its cell."""
-    output: OutputKind
-    """What it returns (:data:`OUTPUT_KINDS`)."""
-    points: float
-    """Default points in the rubric (a rubric TOML file overrides them)."""
-    all_or_nothing: bool = False
-    """By default, the points are earned only when no case failed (a rubric TOML file overrides it)."""
-    class_alias: str | None = None
-    """The chapter's class name, adopted when the ``make_*`` function is absent (``SelfAttention``)."""
+    hook: str  # the hook's name, as its hookspec names it
+    group: str  # the exercise group: exercises/<group>.py holds its stub, notebooks/<group>.ipynb its cell
+    output: OutputKind  # what it returns (OUTPUT_KINDS)
+    points: float  # default points in the rubric (a rubric TOML file overrides them)
+    all_or_nothing: bool = False  # by default, points only when no case failed (a rubric TOML file overrides it)
+    class_alias: str | None = None  # the chapter's class name, adopted when make_* is absent (SelfAttention)
     class_variants: tuple[str, ...] = ()
     """The chapter's other names for the same class, adopted in this order after ``class_alias``
     (``SelfAttention_v2``, then ``SelfAttention_v1``: the chapter writes both, the second is its final form)."""
     banned: tuple[str, ...] = ()
     """Torch calls the exercise asks to do by hand, as base names in any namespace (``softmax``
     catches ``torch.softmax``, ``F.softmax`` and ``Tensor.softmax``)."""
-    why_banned: str = ""
-    """The sentence shown after "uses torch.softmax: " when a banned call is recorded."""
-    why_banned_zh: str = ""
-    """The same sentence in Chinese (the chapter's are in :mod:`grader.instructor.messages`; a group's own here)."""
-    reused_by_modules: bool = False
-    """The module classes may reuse it, so the modules notebook lists it among the functions to paste in."""
-    contiguous_result: bool = False
-    """Its result must be a contiguous tensor (the hidden cases and the local check both hold it to that)."""
+    why_banned: str = ""  # the sentence shown after "uses torch.softmax: " when a banned call is recorded
+    why_banned_zh: str = ""  # the same in Chinese (the chapter's are in grader.instructor.messages; a group's here)
+    reused_by_modules: bool = False  # the module classes may reuse it: the modules notebook lists it to paste in
+    contiguous_result: bool = False  # its result must be contiguous (the hidden cases and the local check hold it)
     bounded_memory: bool = False
     """It must never hold as much memory at once as one batch-head's ``(Tq, Tk)`` scores: the hidden suite's long
     case and the local check measure the peak its tensors hold (:func:`grader.rules.memory_problem`)."""

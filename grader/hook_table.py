@@ -1,10 +1,8 @@
 """The hook table: every group's rows together, and what the kit derives from them.
 
-Each exercise group declares its hooks' rows (:class:`~grader.hook_row.HookRow`: group, output kind, points,
-class names, banned calls, …) in its own module (:mod:`grader.groups`, or an installed pack found by
-:mod:`grader.packs`); this module gathers them and derives the lists everyone reads: the registry and the
-notebooks (aliases, groups), the hidden suite (banned calls, sent in each call), the verdict (the output's
-dtype and the banned-call message), the heatmaps, the rubric (default points).  The child runtime does not
+Each exercise group declares its hooks' rows (:class:`~grader.hook_row.HookRow`) in its own module
+(:mod:`grader.groups`, or an installed pack found by :mod:`grader.packs`); this module gathers them and derives
+the lists the registry, notebooks, hidden suite, verdict, heatmaps and rubric read.  The child runtime does not
 import it: what it needs (the aliases, the banned names) travels in the wire messages.  It ships in a
 learner's kit.
 """
@@ -14,27 +12,13 @@ from __future__ import annotations
 from grader.hook_row import OUTPUT_KINDS, HookRow, OutputKind
 from grader.packs import groups
 
-__all__ = [
-    "BANNED_NAMES",
-    "CLASS_ALIASES",
-    "CLASS_NAMES",
-    "GROUPS",
-    "HELPERS_OF_MODULES",
-    "OUTPUT_KINDS",
-    "ROWS",
-    "TABLE",
-    "HookRow",
-    "OutputKind",
-    "hooks_in",
-    "row",
-]
+__all__ = ["BANNED_NAMES", "CLASS_ALIASES", "CLASS_NAMES", "GROUPS", "HELPERS_OF_MODULES", "OUTPUT_KINDS", "ROWS",
+           "TABLE", "HookRow", "OutputKind", "hooks_in", "row"]  # fmt: skip
 
 TABLE: tuple[HookRow, ...] = tuple(r for group in groups() for r in group.rows)
 """Every hook's row, group by group in the groups' order (:func:`grader.packs.groups`), each group's in its order."""
 
-ROWS: dict[str, HookRow] = {r.hook: r for r in TABLE}
-if len(ROWS) != len(TABLE):
-    raise ValueError("a hook has two rows")
+ROWS: dict[str, HookRow] = {r.hook: r for r in TABLE}  # one row a hook: groups() refuses a hook declared twice
 
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in TABLE))
 """The exercise groups, in the chapter's order: one module in ``exercises/`` and one notebook each."""

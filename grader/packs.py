@@ -1,13 +1,10 @@
 """Exercise packs: where the exercise groups come from.
 
-An exercise pack is a module that declares one group (see :mod:`grader.groups` for what it holds), or a
-package whose every module declares one.  Packs are found through the entry-point group ``attnkit.exercises``,
-the kit's own (``grader.groups``) the same way as a course's: installed, the kit names its package there; run
-from a folder (a learner's kit), it is found by name.  ``ATTNKIT_BLOCK_PLUGINS`` blocks an entry point by
-name, as it does for solutions.
-
-Only what a group's module holds is read here, so a learner's kit can load every group it ships; the
-instructor's halves (hidden cases, reference, mistakes) are imported by name where they are needed.
+A pack is a module that declares one group (see :mod:`grader.groups`), or a package whose every module declares
+one, found through the entry-point group ``attnkit.exercises``; the kit's own (``grader.groups``) too (run from
+a folder, a learner's kit, it is found by name).  ``ATTNKIT_BLOCK_PLUGINS`` blocks an entry point by name.
+Only a group's module is read here, so a learner's kit can load every group it ships; the instructor's halves
+(hidden cases, reference, mistakes) are imported by name where they are needed.
 """
 
 from __future__ import annotations
@@ -25,7 +22,8 @@ from typing import Any
 from grader.hook_row import HookRow
 from grader.hookspecs import PROJECT_NAME
 
-__all__ = ["ENTRY_POINT_GROUP", "KIT_GROUPS", "Group", "PackError", "groups", "hookspec_of", "instructor_part"]
+__all__ = ["ENTRY_POINT_GROUP", "KIT_GROUPS", "Group", "PackError", "blocked_plugins", "groups", "hookspec_of",
+           "instructor_part"]  # fmt: skip
 
 ENTRY_POINT_GROUP = "attnkit.exercises"
 KIT_GROUPS = "grader.groups"
@@ -69,10 +67,6 @@ class Group:
         return None if value is None else str(value)
 
 
-def _is_hookspec(obj: Any) -> bool:
-    return callable(obj) and hasattr(obj, f"{PROJECT_NAME}_spec")
-
-
 def _checked(group: Group) -> Group:
     """``group``, or a :class:`PackError` naming it and the first thing its declaration gets wrong."""
     where = f"exercise group {group.name} ({group.origin})"
@@ -81,7 +75,8 @@ def _checked(group: Group) -> Group:
         raise PackError(f"{where}: ROWS must be a non-empty tuple of grader.hook_row.HookRow")
     specs = group.hookspecs
     for r in rows:
-        if not _is_hookspec(getattr(specs, r.hook, None)):
+        spec = getattr(specs, r.hook, None)
+        if not (callable(spec) and hasattr(spec, f"{PROJECT_NAME}_spec")):
             raise PackError(
                 f"{where}: the row of {r.hook!r} has no hookspec; declare it as "
                 f"@hookspec(firstresult=True) def {r.hook}(...) in {specs.__name__}"
@@ -100,18 +95,21 @@ def _modules_of(value: types.ModuleType) -> list[types.ModuleType]:
     ]
 
 
+def blocked_plugins() -> set[str]:
+    """The entry-point names ``ATTNKIT_BLOCK_PLUGINS`` blocks (comma separated), for packs and solutions alike."""
+    return {n.strip() for n in os.environ.get("ATTNKIT_BLOCK_PLUGINS", "").split(",") if n.strip()}
+
+
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
-    blocked = {n.strip() for n in os.environ.get("ATTNKIT_BLOCK_PLUGINS", "").split(",") if n.strip()}
+    blocked = blocked_plugins()
     return [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name not in blocked]
 
 
 @functools.lru_cache(maxsize=1)
 def groups() -> tuple[Group, ...]:
-    """Every exercise group, the kit's and every installed pack's, ordered by position then name.
-
-    A pack that does not import, or declares a group wrongly, is a :class:`PackError` naming it: a grade
-    computed without one of the course's groups would be wrong, so it is never skipped.
-    """
+    """Every exercise group, the kit's and every installed pack's, ordered by position then name.  A pack that does
+    not import, or declares a group wrongly, is a :class:`PackError` (a grade without one of the course's groups
+    would be wrong, so it is never skipped)."""
     found: dict[str, Group] = {}
     sources: list[tuple[str, Callable[[], Any]]] = [("the kit", lambda: importlib.import_module(KIT_GROUPS))]
     sources += [(f"entry point {ep.name} = {ep.value}", ep.load) for ep in _entry_points()]

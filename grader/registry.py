@@ -1,22 +1,12 @@
 """The solution registry: find a solution and adapt it into its own plugin manager.
 
-A *solution* is anything that implements some or all of the hooks in
-:mod:`grader.hookspecs`: the reference, a learner's ``exercises`` package, a
-loose ``.py`` file or a folder, or a plugin installed under the entry-point
-group ``attnkit.solutions``.  Plain functions named after a hook are adopted
-without a decorator, and the chapter's class names (``SelfAttention``,
-``CausalAttention``, ``MultiHeadAttention``) stand in for the module hooks
-when the ``make_*`` function is absent.
-
-Each solution gets its own :class:`pluggy.PluginManager`, so calling one
-solution's hook never calls another's.  Loading never raises for a bad hook:
-a missing function or a wrong signature becomes a one-line entry in
-``Solution.problems`` that names the file, the hook and the expected
-signature, and the other hooks stay usable.
-
-Discovery is layered, like datasette's plugins: the reference first, then
-entry points, then explicit paths.  ``ATTNKIT_BLOCK_PLUGINS`` (comma separated
-entry-point names) blocks entry points.
+A *solution* implements some or all of the hooks (:mod:`grader.hookspecs`): the reference, a learner's
+``exercises`` package, a ``.py`` file or a folder, or a plugin of the entry-point group ``attnkit.solutions``.
+Plain functions named after a hook are adopted without a decorator; the chapter's class names stand in for the
+module hooks when the ``make_*`` function is absent.  Each solution gets its own :class:`pluggy.PluginManager`,
+so calling one's hook never calls another's.  Loading never raises for a bad hook: a missing function or a
+wrong signature is a one-line entry in ``Solution.problems`` and the other hooks stay usable.  Discovery is
+layered: the reference, entry points (``ATTNKIT_BLOCK_PLUGINS`` blocks some by name), explicit paths.
 """
 
 from __future__ import annotations
@@ -45,29 +35,15 @@ from grader.child.load import (
     where_defined,
 )
 from grader.hook_table import CLASS_NAMES, TABLE
-from grader.packs import groups, hookspec_of, instructor_part
+from grader.packs import blocked_plugins, groups, hookspec_of, instructor_part
 from grader.rule_words import Say, english
 
-__all__ = [
-    "BLOCK_ENV_VAR",
-    "ENTRY_POINT_GROUP",
-    "HOOK_NAMES",
-    "HookNotImplemented",
-    "Solution",
-    "SolutionError",
-    "adopt",
-    "blocked_plugins",
-    "discover_solutions",
-    "entry_points",
-    "format_hook",
-    "hook_signature",
-    "load_solution",
-    "make_plugin_manager",
-    "signature_problem",
-]
+__all__ = ["BLOCK_ENV_VAR", "ENTRY_POINT_GROUP", "HOOK_NAMES", "HookNotImplemented", "Solution", "SolutionError",
+           "adopt", "blocked_plugins", "discover_solutions", "entry_points", "format_hook", "hook_signature",
+           "load_solution", "make_plugin_manager", "signature_problem"]  # fmt: skip
 
 ENTRY_POINT_GROUP = "attnkit.solutions"
-BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"
+BLOCK_ENV_VAR = "ATTNKIT_BLOCK_PLUGINS"  # read by grader.packs.blocked_plugins
 
 HOOK_NAMES: tuple[str, ...] = tuple(r.hook for r in TABLE)
 """Every hook, group by group in the order the groups declare them (:data:`grader.hook_table.TABLE`)."""
@@ -96,10 +72,9 @@ def format_hook(hook: str) -> str:
 def signature_problem(hook: str, params: list[dict[str, Any]], say: Say = english) -> str | None:
     """Say what is wrong with a callable's parameters for ``hook``, or None.
 
-    The names must be the hook's (the grader passes arguments by name); a
-    catch-all ``**kwargs`` is accepted.  An argument the hook passes but the
-    function does not take, or a parameter the hook never passes and that has
-    no default, is a problem.
+    The names must be the hook's (the grader passes arguments by name); a catch-all ``**kwargs`` is accepted.
+    An argument the hook passes but the function does not take, or a parameter without a default the hook
+    never passes, is a problem.
     """
     expected = list(hook_signature(hook).parameters)
     named = [p for p in params if p["kind"] in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY", "POSITIONAL_ONLY")]
@@ -154,12 +129,10 @@ def _adapter(hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @dataclass
 class Solution:
-    """One solution's hook implementations, callable in-process.
+    """One solution's hook implementations, callable in-process: ``solution.softmax_weights(scores, dim=0)``.
 
-    ``solution.softmax_weights(scores, dim=0)`` calls this solution's hook
-    with the hook's own signature and defaults.  Only trusted code should
-    call a learner's solution in-process; the grader runs learners' code in
-    a sandboxed child process instead.
+    Only trusted code should call a learner's solution in-process; the grader runs learners' code in a
+    sandboxed child process instead.
     """
 
     name: str
@@ -203,11 +176,9 @@ class Solution:
 def adopt(name: str, origin: str, namespaces: list[Any], broken: list[Broken] | None = None) -> Solution:
     """Build a :class:`Solution` from the hook functions found in ``namespaces``.
 
-    The first namespace holding a hook (or its class alias) wins.  Callables
-    marked with ``@hookimpl`` and plain functions are treated alike.  A hook
-    missing because the module defining it did not import (``broken``, from
-    :func:`~grader.child.load.import_submission_parts`) gets that module's
-    error as its problem.
+    The first namespace holding a hook (or its class alias) wins; ``@hookimpl`` and plain functions alike.  A
+    hook missing because the module defining it did not import (``broken``, from
+    :func:`~grader.child.load.import_submission_parts`) gets that module's error as its problem.
     """
     chosen: dict[str, Callable[..., Any]] = {}
     problems: list[str] = []
@@ -265,10 +236,6 @@ def _load_exercises_folder() -> Solution:
     return adopt("exercises", "exercises/", namespaces, broken)
 
 
-def blocked_plugins() -> set[str]:
-    return {n.strip() for n in os.environ.get(BLOCK_ENV_VAR, "").split(",") if n.strip()}
-
-
 def entry_points() -> list[importlib.metadata.EntryPoint]:
     """Entry points in the ``attnkit.solutions`` group, blocked ones left out."""
     blocked = blocked_plugins()
@@ -286,14 +253,8 @@ def _load_entry_point(ep: importlib.metadata.EntryPoint) -> Solution:
 
 
 def load_solution(spec: str | os.PathLike[str]) -> Solution:
-    """Load one solution, by name or path.
-
-    ``"reference"``: the kit's reference solution.  ``"exercises"``: the
-    learner's own ``exercises`` package.  A path to a ``.py`` file or a folder
-    (a package or a folder of modules).  Otherwise the name of an entry point
-    in the group ``attnkit.solutions``.  Raises :class:`SolutionError` with a
-    one-line message when the solution cannot be loaded at all.
-    """
+    """Load one solution: ``"reference"``, ``"exercises"`` (the learner's package), a ``.py`` file or a folder,
+    else an entry point of ``attnkit.solutions``; a one-line :class:`SolutionError` when it cannot load at all."""
     text = os.fspath(spec)
     if text == "reference":
         try:
@@ -320,11 +281,8 @@ def load_solution(spec: str | os.PathLike[str]) -> Solution:
 
 
 def discover_solutions(paths: list[str] | tuple[str, ...] = ()) -> tuple[list[Solution], list[str]]:
-    """Every solution in layers: the reference, then entry points, then ``paths``.
-
-    Returns the solutions that loaded and a one-line problem for each that did
-    not; one bad plugin or path never hides the rest.
-    """
+    """Every solution in layers: the reference, then entry points, then ``paths``; returns those that loaded and a
+    one-line problem for each that did not (one bad plugin or path never hides the rest)."""
     found = [load_solution("reference")]
     problems: list[str] = []
     for ep in entry_points():

@@ -1,21 +1,10 @@
 """The class report: ``class.html`` and ``class.md``, what an instructor reads before class.
 
-Computed from the whole class of an out folder
-(:class:`~grader.instructor.report_model.ClassRoll`) and the rubric, rendered
-like the feedback (:func:`~grader.instructor.feedback.render`; everything a
-submission wrote goes through :func:`~grader.instructor.inert.inert`):
-
-- per exercise, the distribution of points as a small histogram (an inline
-  SVG in the HTML, a bar of blocks in Markdown; bins by share of the points:
-  0, up to a quarter, …, full marks) and the diagnosed mistakes, with how
-  many students made each and who;
-- the most frequent diagnosed mistakes of the class;
-- the students whose hand-in could not be graded (errors), those flagged for
-  review, and the roster's students with no hand-in;
-- every student's status and points, linked to their feedback
-  (``<student>/feedback.html``, relative), and to ``<student>/output.txt``
-  where their learner process printed something;
-- student folders in the out folder of no one in the class (never removed).
+From the whole class (:class:`~grader.instructor.report_model.ClassRoll`) and the rubric, rendered like the
+feedback: per exercise, a histogram of points (bins by share of the points; SVG in the HTML, blocks in
+Markdown) and the diagnosed mistakes with who made each; the most frequent mistakes; errors, review flags and
+the roster's students with no hand-in; every student's status and points linked to their feedback (and
+``output.txt``); student folders of no one in the class (never removed).  All a submission wrote is inert.
 """
 
 from __future__ import annotations
@@ -80,20 +69,12 @@ def histogram(points: Iterable[tuple[float, float]]) -> list[Bar]:
         counts[_bin(earned, possible)] += 1
     most = max(counts) or 1
     room = SVG_HEIGHT - SVG_TOP - SVG_BOTTOM
-    bars = []
-    for i, (label, count) in enumerate(zip(BIN_LABELS, counts)):
-        height = round(room * count / most)
-        bars.append(
-            Bar(
-                label,
-                count,
-                x=SVG_GAP + i * (SVG_BAR + SVG_GAP),
-                y=SVG_TOP + room - height,
-                height=height,
-                blocks="█" * round(BAR_CHARS * count / most),
-            )
-        )
-    return bars
+    heights = [round(room * count / most) for count in counts]
+    return [
+        Bar(label, count, SVG_GAP + i * (SVG_BAR + SVG_GAP), SVG_TOP + room - height, height,
+            "█" * round(BAR_CHARS * count / most))
+        for i, (label, count, height) in enumerate(zip(BIN_LABELS, counts, heights))
+    ]  # fmt: skip
 
 
 @dataclass
@@ -210,18 +191,9 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
             for sub, results, _ in judged
             if sub.student not in named and any(r.hook == hook and _failed(r) for r in results)
         ]
-        exercises.append(
-            Exercise(
-                hook=hook,
-                possible=possible,
-                bars=histogram(pairs),
-                mean=sum(e for e, _ in pairs) / len(pairs) if pairs else 0.0,
-                full=sum(1 for e, p in pairs if p > 0 and e >= p - 1e-9),
-                graded=len(pairs),
-                mistakes=mistakes,
-                unexplained=unexplained,
-            )
-        )
+        mean = sum(e for e, _ in pairs) / len(pairs) if pairs else 0.0
+        full = sum(1 for e, p in pairs if p > 0 and e >= p - 1e-9)
+        exercises.append(Exercise(hook, possible, histogram(pairs), mean, full, len(pairs), mistakes, unexplained))
     top = sorted((m for e in exercises for m in e.mistakes), key=lambda m: (-m.count, m.hook, m.mistake))
     lines = []
     for sub, results, scores in scored:
@@ -229,18 +201,13 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
         person = roll.people.get(sub.student, Person(sub.student))
         printed = roll.outputs.get(sub.student, "")
         first = next((line for line in printed.splitlines() if line.strip()), "")
+        printed_in = ", ".join(h for h in HOOK_NAMES if roll.printed.get(sub.student, {}).get(h))
         lines.append(
             Line(
-                student=inert(sub.student),
-                name=inert(person.name),
-                status=inert(status(sub, results)),
-                earned=short_points(earned),
-                possible=short_points(possible),
-                feedback=_link(sub.student, "feedback.html"),
-                output=_link(sub.student, "output.txt") if printed else "",
-                printed=one_line(inert(first), 120),
-                printed_chars=len(printed),
-                printed_in=", ".join(h for h in HOOK_NAMES if roll.printed.get(sub.student, {}).get(h)),
+                inert(sub.student), inert(person.name), inert(status(sub, results)), short_points(earned),
+                short_points(possible), _link(sub.student, "feedback.html"),
+                _link(sub.student, "output.txt") if printed else "", one_line(inert(first), 120), len(printed),
+                printed_in,
             )
         )
     for person in roll.missing:
@@ -255,15 +222,12 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
 
 
 def render_html(report: ClassReport) -> str:
-    return render("class.html.j2", True, report=report, svg=_svg_size())
+    svg = {"width": SVG_WIDTH, "height": SVG_HEIGHT, "bar": SVG_BAR, "baseline": SVG_HEIGHT - SVG_BOTTOM}
+    return render("class.html.j2", True, report=report, svg=svg)
 
 
 def render_md(report: ClassReport) -> str:
     return render("class.md.j2", False, report=report)
-
-
-def _svg_size() -> dict[str, int]:
-    return {"width": SVG_WIDTH, "height": SVG_HEIGHT, "bar": SVG_BAR, "baseline": SVG_HEIGHT - SVG_BOTTOM}
 
 
 def write(out: str | Path, roll: ClassRoll, rubric: Rubric, options: ReportOptions | None = None) -> ClassReport:

@@ -1,10 +1,7 @@
 """A student's ``feedback.md`` and ``feedback.html``, and :func:`render`, for them and the class report.
 
-What matters comes first: a submission-wide error (not loaded, timed out, every case failing with one message),
-then the devices not present here, said once, then the failing exercises (each known mistake named once, with its
-hint), then the passing ones, compact.  ``feedback.html`` embeds each heatmap under its exercise, with its alt
-text and caption (:func:`attach_figures`).  Templates are rendered with jinja2 (HTML autoescaped) and the filters
-``fenced``, ``md`` and ``points``.
+What matters comes first: a submission-wide error, then the devices not present here (said once), then the
+failing exercises (each known mistake named once, with its hint), then the passing ones, compact.
 """
 
 from __future__ import annotations
@@ -46,16 +43,10 @@ def _md_inline(text: str) -> str:
 @functools.cache
 def _environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=autoescape,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["fenced"] = _fenced
-    env.filters["md"] = _md_inline
-    env.filters["points"] = short_points
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=autoescape, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    )  # fmt: skip
+    env.filters.update(fenced=_fenced, md=_md_inline, points=short_points)
     return env
 
 
@@ -82,8 +73,7 @@ def write_html(folder: Path, report: StudentReport) -> None:
 
 def attach_figures(report: StudentReport, drawn: list[heatmaps.Drawn]) -> None:
     """Embed each drawn heatmap under its exercise, with its alt text and caption, or say why it is not drawn."""
-    by_hook = {heatmap.hook: heatmap for heatmap in drawn}
-    t = report.t
+    by_hook, t = {heatmap.hook: heatmap for heatmap in drawn}, report.t
     for exercise in report.exercises:
         heatmap = by_hook.get(exercise.hook)
         if heatmap is not None and heatmap.png is not None:

@@ -1,10 +1,8 @@
-"""``grades.csv``: one row per student of the class, one column of points per hook.
+"""``grades.csv``: one row per student of the class (error rows included), one column of points per hook.
 
-Columns ``student``, ``status`` (``graded``, ``review: <constructs>``, ``error: <one line>`` or ``missing``:
-:func:`~grader.instructor.report_model.status`), one per hook (points earned, hookspec order), ``total``,
-``max``; one row per student of the :class:`~grader.instructor.report_model.ClassRoll`, error rows included.
-A ``missing`` row's points are empty, not 0: an LMS import (Canvas, Moodle) leaves an empty cell ungraded,
-where a 0 would post a zero that looks like an honest one; its ``max`` is filled.
+Columns ``student``, ``status`` (:func:`~grader.instructor.report_model.status`, or ``missing``), one per hook
+(hookspec order), ``total``, ``max``.  A ``missing`` row's points are empty, not 0: an LMS import leaves an empty
+cell ungraded, where a 0 would post a zero that looks like an honest one; its ``max`` is filled.
 """
 
 from __future__ import annotations
@@ -30,16 +28,8 @@ def grades_rows(graded: Graded, rubric: Rubric, missing: Iterable[Person] = ()) 
     ]
     for sub, results in by_student(graded):
         scores = score(results, rubric)
-        earned, possible = total(scores)
-        rows.append(
-            [
-                spreadsheet_cell(sub.student),
-                spreadsheet_cell(status(sub, results)),
-                *(fmt_points(scores[h][0]) for h in HOOK_NAMES),
-                fmt_points(earned),
-                fmt_points(possible),
-            ]
-        )
+        cells = [spreadsheet_cell(sub.student), spreadsheet_cell(status(sub, results))]
+        rows.append(cells + [fmt_points(x) for x in (*(scores[h][0] for h in HOOK_NAMES), *total(scores))])
     return rows[:1] + sorted(rows[1:] + absent, key=lambda row: row[0])
 
 

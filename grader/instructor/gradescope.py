@@ -1,45 +1,22 @@
 """``attnkit gradescope DEST``: the autograder zip Gradescope runs, and what runs inside it.
 
-Gradescope unpacks an autograder zip into ``/autograder/source``, runs its
-``setup.sh`` once to build the image, then for every hand-in puts the
-learner's files in ``/autograder/submission``, runs ``/autograder/run_autograder``
-(a copy of the zip's) and reads ``/autograder/results/results.json``.
-:func:`write_bundle` writes that zip:
+Gradescope unpacks the zip into ``/autograder/source`` and runs its ``setup.sh`` once (a venv with the CPU
+torch and the kit installed editable from ``source/kit``: never in site-packages, where a learner's process
+could read the reference); for every hand-in it puts the learner's files in ``submission/``, runs
+``run_autograder`` (which takes every permission but its owner's off the kit, seed and rubric, then runs
+:func:`autograde`) and reads ``results/results.json``.  The zip also holds ``attnkit-gradescope.json`` (the
+course's seed, so every learner gets the same hidden inputs, and the versions), ``rubric.toml`` and ``kit/``:
+the whole instructor's kit, so the zip is never given to learners.  ``AUTOGRADER_ROOT`` (default
+``/autograder``) is the root both scripts and :func:`autograde` work under, so a test can lay it out anywhere.
 
-- ``setup.sh``: a virtual environment in ``source/.venv`` with the CPU build
-  of the pinned torch (from PyTorch's CPU index) and the kit installed
-  editable from ``source/kit`` (never copied into site-packages, where a
-  learner's process could read the reference);
-- ``run_autograder``: takes every permission but its owner's off the kit, the
-  seed and the rubric, then runs :func:`autograde` (``python -m grader.instructor.gradescope``)
-  from ``source/kit`` with the first Python it finds: ``$ATTNKIT_PYTHON``,
-  else ``source/.venv/bin/python``, else ``python3`` on ``PATH``;
-- ``attnkit-gradescope.json``: the course's seed (every learner gets the same
-  hidden inputs, as with ``attnkit grade --seed``) and the versions it was made with;
-- ``rubric.toml``: the course's rubric (points, all-or-nothing, visibility per test);
-- ``kit/``: the whole instructor's kit (``grader/`` with ``grader/instructor/``,
-  ``solutions/``, ``exercises/``, ``pyproject.toml``, ``constraints.txt``,
-  ``README.md``, ``conftest.py``).  The zip is the instructor's: it is uploaded to
-  Gradescope and never given to learners.
-
-``AUTOGRADER_ROOT`` (default ``/autograder``) is the root both scripts and
-:func:`autograde` work under, so a test can lay out ``<root>/source``,
-``<root>/submission`` and ``<root>/results`` anywhere.
-
-:func:`autograde` grades the one hand-in in ``submission/`` exactly as
-``attnkit grade`` grades a student of a class (same suite, seed, devices,
-limits, sandbox; in a temporary out folder) and writes Gradescope's
-``results.json``: :func:`grader.instructor.results_json.gradescope_results` with
-``execution_time``, the ``isolation:`` line the learner processes got, and
-``extra_data``.  A submission that holds no hand-in or several, or an
-autograder that fails, still writes a ``results.json`` (score 0, every test at
-0 with its points) saying why.
+:func:`autograde` grades the one hand-in exactly as ``attnkit grade`` grades a student of a class.  A
+submission with no hand-in or several, or an autograder that fails, still gets a ``results.json`` (score 0,
+every test at 0 with its points) saying why.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import secrets
@@ -144,12 +121,9 @@ def bundle_files(rubric_path: str | Path | None, seed: int) -> dict[str, bytes]:
     load_rubric(rubric_file)  # ValueError naming the file and key of anything invalid
     config = {"seed": seed, "rubric": "rubric.toml", "kit_version": kit_version(), "suite_version": suite_version()}
     setup = SETUP_SH.replace("TORCH_CPU_INDEX", TORCH_CPU_INDEX).replace("TORCH_PIN", f'"{_torch_pin()}"')
-    files = {
-        "setup.sh": setup.encode(),
-        "run_autograder": RUN_AUTOGRADER.encode(),
-        CONFIG: (json.dumps(config, indent=2) + "\n").encode(),
-        "rubric.toml": rubric_file.read_bytes(),
-    }
+    config_json = (json.dumps(config, indent=2) + "\n").encode()
+    files = {"setup.sh": setup.encode(), "run_autograder": RUN_AUTOGRADER.encode(), CONFIG: config_json}
+    files["rubric.toml"] = rubric_file.read_bytes()
     files.update((name, path.read_bytes()) for name, path in _kit_files())
     return files
 
@@ -158,9 +132,7 @@ def write_bundle(
     dest: str | Path, rubric_path: str | Path | None = None, seed: int | None = None, force: bool = False
 ) -> Bundle:
     """Write the autograder zip to ``dest`` (a ``.zip`` path whose folder exists); ``seed`` None: a random one.
-
-    The zip is written beside ``dest`` and moved over it once complete, so a crash never leaves half a zip.
-    """
+    Written beside ``dest`` and moved over it once complete, so a crash never leaves half a zip."""
     dest = Path(dest)
     if dest.suffix.lower() != ".zip":
         raise BundleError(f"{dest}: the bundle is a .zip file (Gradescope takes a zip): name it e.g. autograder.zip")
@@ -172,17 +144,14 @@ def write_bundle(
         raise FileExistsError(f"{dest}: exists; nothing was written (--force overwrites it)")
     seed = secrets.randbelow(2**31 - 1) if seed is None else seed
     files = bundle_files(rubric_path, seed)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in files.items():
-            info = zipfile.ZipInfo(name, ZIP_TIME)
-            info.external_attr = (0o100755 if name in ("setup.sh", "run_autograder") else 0o100644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buffer.getvalue())
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in files.items():
+                info = zipfile.ZipInfo(name, ZIP_TIME)
+                info.external_attr = (0o100755 if name in ("setup.sh", "run_autograder") else 0o100644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     except BaseException:
@@ -196,24 +165,13 @@ def write_bundle(
 
 def _nothing_graded(rubric: Rubric, why: str) -> dict[str, Any]:
     """A ``results.json`` for a submission that could not be graded at all: 0 points, every test listed."""
-    return {
-        "score": 0.0,
-        "max_score": rubric.max_total,
-        "output": why,
-        "visibility": rubric.default_visibility,
-        "stdout_visibility": "hidden",
-        "tests": [
-            {
-                "name": hook,
-                "score": 0.0,
-                "max_score": round(rubric.points.get(hook, 0.0), 2),
-                "status": "failed",
-                "output": why,
-                "visibility": rubric.visibility_of(hook),
-            }
-            for hook in HOOK_NAMES
-        ],
-    }
+    tests = [
+        {"name": hook, "score": 0.0, "max_score": round(rubric.points.get(hook, 0.0), 2), "status": "failed",
+         "output": why, "visibility": rubric.visibility_of(hook)}
+        for hook in HOOK_NAMES
+    ]  # fmt: skip
+    top = {"score": 0.0, "max_score": rubric.max_total, "output": why, "visibility": rubric.default_visibility}
+    return {**top, "stdout_visibility": "hidden", "tests": tests}
 
 
 def _take_in(folder: Path):
@@ -258,22 +216,16 @@ def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, An
     report = student_report(sub, results, rubric, run.report_options, run.roll.printed.get(sub.student))
     data = gradescope_results(report)
     data["output"] += f"\nisolation: {run.isolation}; hidden suite {run.suite_version}; kit {kit_version()}"
-    data["extra_data"] = {
-        "student": sub.student,
-        "isolation": run.isolation,
-        "devices": run.devices,
-        "skipped_devices": run.skipped_devices,
-        "suite_version": run.suite_version,
-        "kit_version": kit_version(),
-    }
+    data["extra_data"] = dict(
+        student=sub.student, isolation=run.isolation, devices=run.devices, skipped_devices=run.skipped_devices,
+        suite_version=run.suite_version, kit_version=kit_version(),
+    )
     return data
 
 
 def autograde(root: str | Path) -> dict[str, Any]:
-    """Grade ``root/submission`` with the bundle's rubric and seed and write ``root/results/results.json``.
-
-    Whatever happens, a ``results.json`` is written; an autograder that fails says so in it and raises.
-    """
+    """Grade ``root/submission`` with the bundle's rubric and seed and write ``root/results/results.json``;
+    whatever happens, a ``results.json`` is written (an autograder that fails says so in it and raises)."""
     root = Path(root)
     started = time.monotonic()
     source = root / "source"
@@ -304,17 +256,11 @@ def _write_results(path: Path, data: dict[str, Any], started: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m grader.instructor.gradescope",
-        description="Grade Gradescope's submission folder and write results/results.json (run_autograder runs this).",
-    )
-    parser.add_argument(
-        "--root",
-        default=os.environ.get(ROOT_ENV) or "/autograder",
-        help=f"the folder holding source/, submission/ and results/ (default: ${ROOT_ENV}, else /autograder)",
-    )
-    args = parser.parse_args(argv)
-    data = autograde(args.root)
+    description = "Grade Gradescope's submission folder and write results/results.json (run_autograder runs this)."
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor.gradescope", description=description)
+    root_help = f"the folder holding source/, submission/ and results/ (default: ${ROOT_ENV}, else /autograder)"
+    parser.add_argument("--root", default=os.environ.get(ROOT_ENV) or "/autograder", help=root_help)
+    data = autograde(parser.parse_args(argv).root)
     print(f"attnkit: {data['score']} / {data['max_score']} points; {data['output']}")
     return 0
 

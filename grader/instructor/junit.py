@@ -40,13 +40,8 @@ ERROR_STARTS = (
 
 
 def is_error(result: CaseResult) -> bool:
-    """Whether a failed case is an error (it could not be judged) rather than a wrong answer.
-
-    Errors are what grading says when the learner's code never gave an
-    answer to judge: the submission not graded, not loaded or not importable,
-    its process timed out, crashed, or broke the protocol.  A verdict's
-    message (a wrong value, shape or dtype, a missing hook) is a failure.
-    """
+    """Whether a failed case is an error (the learner's code never gave an answer to judge) rather than a wrong
+    answer (a verdict's message: a wrong value, shape or dtype, a missing hook)."""
     return result.status not in (PASSED, SKIPPED) and result.message.startswith(ERROR_STARTS)
 
 
@@ -58,19 +53,13 @@ def junit_class(student: str, hook: str | None = None) -> str:
 
 
 def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree:
-    """One ``testsuite`` per student, one ``testcase`` per case result (named ``CaseResult.test_name``).
-
-    A failed case is a ``<failure>``, or an ``<error>`` where :func:`is_error`;
-    a missing student's suite holds one ``submission`` case with an ``<error>``.
-    """
+    """One ``testsuite`` per student, one ``testcase`` per case result (named ``CaseResult.test_name``)."""
     root = ET.Element("testsuites", name="attnkit")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     seconds = 0.0
     for person in sorted(missing, key=lambda p: p.id):
-        suite = ET.SubElement(
-            root, "testsuite", name=xml_safe(inert(person.id)), tests="1", failures="0", errors="1", skipped="0"
-        )
-        suite.set("time", "0.000")
+        attrib = {"name": xml_safe(inert(person.id)), "tests": "1", "failures": "0", "errors": "1", "skipped": "0"}
+        suite = ET.SubElement(root, "testsuite", attrib, time="0.000")
         case = ET.SubElement(suite, "testcase", classname=junit_class(person.id), name="submission", time="0")
         ET.SubElement(case, "error", message="missing: no hand-in from this student of the roster", type="Missing")
         totals["tests"] += 1
@@ -92,13 +81,8 @@ def junit_tree(graded: Graded, missing: Iterable[Person] = ()) -> ET.ElementTree
             error.text = xml_safe(error_text)
         suite_seconds = 0.0
         for r in results:
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                classname=junit_class(sub.student, r.hook),
-                name=xml_safe(r.test_name),
-                time=f"{r.seconds:.3f}",
-            )
+            classname, name = junit_class(sub.student, r.hook), xml_safe(r.test_name)
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{r.seconds:.3f}")
             suite_seconds += r.seconds
             message = inert(r.message)
             if r.status == SKIPPED:

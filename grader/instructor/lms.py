@@ -1,23 +1,14 @@
-"""Grades in the shape an LMS imports: Canvas's and Moodle's gradebook CSV.
+"""Grades in the shape an LMS imports: Canvas's and Moodle's gradebook CSV, one row per student of the class.
 
-One column of points per file, the class's total under the rubric, one row
-per student of the class (:class:`~grader.instructor.report_model.ClassRoll`), the
-roster's names and emails in the columns the LMS matches students on:
-
-- ``canvas.csv``: Canvas's gradebook import, ``Student, ID, SIS User ID, SIS
-  Login ID, Section, <assignment>``, then a ``Points Possible`` row (as
-  Canvas's own export has it).  ``SIS User ID`` is the roster's id and ``SIS
-  Login ID`` its email; Canvas's internal ``ID`` and the section are left
-  empty (Canvas matches a row on any of its ids).  An assignment named
+- ``canvas.csv``: ``Student, ID, SIS User ID, SIS Login ID, Section, <assignment>``, then a ``Points
+  Possible`` row (as Canvas's own export has it); ``SIS User ID`` is the roster's id, ``SIS Login ID`` its
+  email, ``ID`` and the section empty (Canvas matches a row on any of its ids).  An assignment named
   ``Name (123)`` updates Canvas's assignment 123; a bare name makes a new one.
-- ``moodle.csv``: Moodle's "Import grades from CSV", ``Email address, ID
-  number, Full name, <assignment>``; the instructor maps ``Email address`` or
-  ``ID number`` to the user on import.
+- ``moodle.csv``: ``Email address, ID number, Full name, <assignment>`` (mapped to the user on import).
 
-Only a student whose status is ``graded`` or ``review`` gets points.  A
-``missing`` or ``error`` row's cell is empty: both LMSs leave an empty cell
-ungraded, so nothing that was not graded is posted as a zero; ``grades.csv``
-says why.  Text cells are kept from starting a spreadsheet formula.
+The points are the class's total under the rubric, only for a ``graded`` or ``review`` student: a ``missing``
+or ``error`` cell is empty, which both LMSs leave ungraded, so nothing ungraded is posted as a zero.  Text
+cells are kept from starting a spreadsheet formula.
 """
 
 from __future__ import annotations
@@ -49,24 +40,18 @@ def student_points(roll: ClassRoll, rubric: Rubric) -> list[tuple[Person, str]]:
 
 
 def canvas_rows(roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> list[list[str]]:
-    rows = [
-        CANVAS_COLUMNS + [spreadsheet_cell(assignment)],
-        ["Points Possible", "", "", "", "", fmt_points(rubric.max_total)],
-    ]
+    possible = ["Points Possible", "", "", "", "", fmt_points(rubric.max_total)]
+    rows = [CANVAS_COLUMNS + [spreadsheet_cell(assignment)], possible]
     for person, points in student_points(roll, rubric):
-        name = person.name or person.id
-        rows.append(
-            [spreadsheet_cell(name), "", spreadsheet_cell(person.id), spreadsheet_cell(person.email), "", points]
-        )
+        cells = [spreadsheet_cell(text) for text in (person.name or person.id, person.id, person.email)]
+        rows.append([cells[0], "", cells[1], cells[2], "", points])
     return rows
 
 
 def moodle_rows(roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> list[list[str]]:
     rows = [MOODLE_COLUMNS + [spreadsheet_cell(assignment)]]
     for person, points in student_points(roll, rubric):
-        rows.append(
-            [spreadsheet_cell(person.email), spreadsheet_cell(person.id), spreadsheet_cell(person.name), points]
-        )
+        rows.append([*(spreadsheet_cell(text) for text in (person.email, person.id, person.name)), points])
     return rows
 
 
@@ -85,6 +70,5 @@ def export_csv(name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "at
 
 def write(out: str | Path, name: str, roll: ClassRoll, rubric: Rubric, assignment: str = "attnkit") -> Path:
     """Write ``out/<name>.csv`` and return its path."""
-    path = class_file(out, lms_file(name))
-    write_text(path, export_csv(name, roll, rubric, assignment))
+    write_text(path := class_file(out, lms_file(name)), export_csv(name, roll, rubric, assignment))
     return path

@@ -1,11 +1,8 @@
 """The out folder's own files: every name ``attnkit grade`` writes beside the student folders, declared once.
 
-Each writer takes its file's name from here (:func:`class_file` refuses a name
-not declared) and writes it with :func:`write_text` (atomically), and intake
-reserves every one of them (:data:`CLASS_FILES`): no student id may be one, so a
-hand-in named ``class.html.py`` gets its own folder instead of colliding with the
-class report.  A new output is declared here or it cannot be written.  Stdlib
-only: intake imports it.
+Each writer takes its file's name from here (:func:`class_file` refuses a name not declared) and writes it with
+:func:`write_text` (atomically); intake reserves every one of them (:data:`CLASS_FILES`) so no student id may be
+one (a hand-in named ``class.html.py`` gets its own folder).  Stdlib only: intake imports it.
 """
 
 from __future__ import annotations

@@ -26,10 +26,9 @@ def output_text(printed: str, by_hook: Mapping[str, str] | None = None) -> str:
 
 def write_output(folder: Path, printed: str, by_hook: Mapping[str, str] | None = None) -> None:
     """``folder/output.txt``: what the learner's process printed (:func:`output_text`); removed if nothing."""
-    path = folder / "output.txt"
-    text = output_text(printed, by_hook)
+    path, text = folder / "output.txt", output_text(printed, by_hook)
     if text:
         write_text(path, text)
-    elif path.exists():
-        path.unlink()
+    else:
+        path.unlink(missing_ok=True)
 

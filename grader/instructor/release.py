@@ -1,33 +1,16 @@
-"""``attnkit release DEST``: the learner's kit, with nothing of the answers in it.
+"""``attnkit release DEST``: the learner's kit, with nothing of the answers in it (instructor-only module).
 
-Instructor-only (this module is never part of a learner's kit).  A release holds:
+A release holds ``exercises/`` (stubs, public tests, ``_expect.py``), ``notebooks/``, ``grader/`` without
+``grader/instructor/`` (the folder is the boundary: no list of files to keep), the kit's ``conftest.py``
+unchanged (it checks the reference where ``solutions`` is importable, the learner's ``exercises`` otherwise),
+a learner's ``pyproject.toml``, ``constraints.txt`` (the torch pin) and ``README.md``; never ``solutions/``,
+``grader/instructor/``, ``examples/`` or ``tests/``.  It is built in a staging folder beside DEST and scanned
+for leaks (a reference body, a catalogue id or hint, a hidden case name) before DEST is touched.
 
-- ``exercises/``: the stubs, the public tests and their helpers (``_expect.py``);
-- ``notebooks/``: one notebook per exercise group (:func:`grader.notebooks.write_notebooks`);
-- ``grader/`` without ``grader/instructor/`` (and caches): the registry, the
-  child runtime, ``attnkit check``, ``attnkit submit`` and the notebooks' check
-  cells -- the folder is the boundary, so there is no list of files to keep;
-- the kit's root ``conftest.py``, unchanged: it checks the reference where
-  ``solutions`` is importable and the learner's own ``exercises`` otherwise;
-- a learner's ``pyproject.toml`` (packages ``exercises`` and ``grader`` only),
-  ``constraints.txt`` (the torch pin) and ``README.md``.
-
-Never: ``solutions/`` (the reference and the catalogue of known mistakes),
-``grader/instructor/`` (the hidden cases, verdicts, diagnosis, the grading,
-sandbox and report machinery, this module), ``examples/`` or ``tests/``.
-
-The kit is built in a staging folder beside DEST and scanned for leaks (a
-reference function body, a catalogue id or hint, a hidden case name) before
-anything in DEST is touched; a leak stops the release with DEST unchanged.
-
-DEST must be empty or absent.  With ``force``, DEST may hold other files: the
-files an earlier release wrote (listed in ``DEST/.attnkit-release.json`` with
-the sha256 of each) and this one no longer has are removed, the files of this
-release are written over those of the earlier one, and nothing else is ever
-deleted -- files of other origin (a ``.git`` folder, say) are kept and listed
-in the summary.  A file that would be overwritten or removed but changed since
-the last release (its hash is not the recorded one; without a record, any
-existing file that differs) is never touched: the release lists those files
+DEST must be empty or absent.  With ``force``, the files an earlier release wrote (``DEST/.attnkit-release.json``
+with their sha256) and this one no longer has are removed, this release's are written over the earlier ones,
+and nothing else is ever deleted (a ``.git`` folder is kept and listed).  A file to overwrite or remove that
+changed since the last release (without a record: any that differs) is never touched: the release lists those
 and stops with nothing written.
 """
 
@@ -154,11 +137,9 @@ def learner_pyproject(project: dict) -> str:
 
 
 def learner_constraints() -> str:
-    pins = []
     path = KIT_ROOT / "constraints.txt"
-    if path.is_file():
-        pins = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip().startswith("torch")]
-    pins = pins or ["torch>=2.1"]
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    pins = [ln.strip() for ln in lines if ln.strip().startswith("torch")] or ["torch>=2.1"]
     return (
         "# The torch release this kit was tested with. Optional:\n"
         '#   pip install -e ".[notebooks]" -c constraints.txt\n'
@@ -194,17 +175,10 @@ def exercise_groups(exercises_dir: Path = EXERCISES_DIR) -> list[dict[str, str]]
 def learner_readme(version: str, exercises_dir: Path, notebooks: list[str]) -> str:
     import jinja2
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    template = env.get_template("learner_README.md.j2")
-    return template.render(
-        version=version,
-        groups=exercise_groups(exercises_dir),
-        example_notebook=notebooks[0] if notebooks else "",
+    loader = jinja2.FileSystemLoader(str(TEMPLATES))
+    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template("learner_README.md.j2").render(
+        version=version, groups=exercise_groups(exercises_dir), example_notebook=notebooks[0] if notebooks else ""
     )
 
 
@@ -233,10 +207,7 @@ def strip_comments(source: str) -> str:
 
 def reference_bodies(path: Path | None = None) -> dict[str, str]:
     """``{qualified name: body}`` of every function and method of the reference (every group's, or the file
-    ``path``), comments and whitespace removed.
-
-    The one-line bodies of :data:`GIVEN_BODIES` are left out: the stubs give them away.
-    """
+    ``path``), comments and whitespace removed; not the one-line bodies of :data:`GIVEN_BODIES` (the stubs')."""
     if path is None:
         from grader.packs import instructor_part
 
@@ -264,10 +235,8 @@ def reference_bodies(path: Path | None = None) -> dict[str, str]:
 
 
 def hidden_case_names(seed: int = 0) -> set[str]:
-    """Names of the hidden cases that say something (a hyphen and 8 characters at least), from the case builder.
-
-    Names do not depend on the seed but for the numbers in a few short ones (``T=12``).
-    """
+    """Names of the hidden cases that say something (a hyphen and 8 characters at least), from the case builder
+    (names do not depend on the seed but for the numbers in a few short ones: ``T=12``)."""
     from grader.instructor.cases import make_cases
 
     return {case.name for case in make_cases(seed) if "-" in case.name and len(case.name) >= 8}
@@ -289,8 +258,7 @@ def catalogue_strings() -> dict[str, str]:
 
 def scannable_text(path: Path) -> str:
     """What a file says, for the leak scan: Python without comments, a notebook's cell sources and outputs."""
-    data = path.read_bytes()
-    text = data.decode("utf-8", errors="replace")
+    text = path.read_bytes().decode("utf-8", errors="replace")
     if path.suffix == ".py":
         return strip_comments(text)
     if path.suffix == ".ipynb":
@@ -310,11 +278,8 @@ def scannable_text(path: Path) -> str:
 
 
 def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
-    """One line per thing of the answers found under ``root``: a reference body, a catalogue entry, a hidden case.
-
-    Hidden case names and catalogue ids that the public exercises themselves
-    use (``public_dir``) are public by definition and not reported.
-    """
+    """One line per thing of the answers found under ``root``: a reference body, a catalogue entry, a hidden case
+    (not those that the public exercises in ``public_dir`` use: public by definition)."""
     public = " ".join(
         p.read_text(encoding="utf-8", errors="replace") for p in sorted(public_dir.rglob("*.py")) if p.is_file()
     )
@@ -356,15 +321,12 @@ def find_leaks(root: Path, public_dir: Path = EXERCISES_DIR) -> list[str]:
 # --- writing the kit ---------------------------------------------------------------------
 
 
-def _skipped(path: Path) -> bool:
-    return path.name in SKIPPED_NAMES or path.name.startswith(".") or path.suffix in (".pyc", ".pyo")
-
-
 def _copy_tree(src: Path, dst: Path, leave_out: Path | None = None) -> None:
     """Copy ``src`` into ``dst`` without caches, hidden files, links, or the folder ``leave_out``."""
     dst.mkdir(parents=True, exist_ok=True)
     for child in sorted(src.iterdir()):
-        if _skipped(child) or child.is_symlink() or child == leave_out:
+        skipped = child.name in SKIPPED_NAMES or child.name.startswith(".") or child.suffix in (".pyc", ".pyo")
+        if skipped or child.is_symlink() or child == leave_out:
             continue
         if child.is_dir():
             _copy_tree(child, dst / child.name, leave_out)
@@ -415,8 +377,7 @@ def _build(stage: Path, summary: ReleaseSummary, project: dict) -> None:
 
     # the public tests run under this kit's conftest (those shipped are copies); data only, never the mistakes' code
     write_hints(stage / HINTS, KIT_ROOT / "exercises")
-    written = write_notebooks(stage / "notebooks", stage / "exercises")
-    summary.notebooks = [Path(p).name for p in written]
+    summary.notebooks = [Path(p).name for p in write_notebooks(stage / "notebooks", stage / "exercises")]
     readme = learner_readme(summary.version, stage / "exercises", summary.notebooks)
     (stage / "README.md").write_text(readme, encoding="utf-8")
 
@@ -438,19 +399,16 @@ def _check_dest(dest: Path) -> None:
 
 def _earlier_release(dest: Path) -> dict[str, str | None]:
     """``{path: sha256 it was written with}`` from DEST's record (None where an older record kept no hash)."""
-    record = dest / RECORD
-    if not record.is_file():
-        return {}
     try:
-        files = json.loads(record.read_text(encoding="utf-8")).get("files", [])
-    except (ValueError, OSError, AttributeError):
+        files = json.loads((dest / RECORD).read_text(encoding="utf-8")).get("files", [])
+    except (ValueError, OSError, AttributeError):  # no record, or not one
         return {}
     listed = files.items() if isinstance(files, dict) else ((rel, None) for rel in files if isinstance(files, list))
-    safe: dict[str, str | None] = {}
-    for rel, sha in listed:
-        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts:
-            safe[rel] = sha if isinstance(sha, str) else None
-    return safe
+    return {
+        rel: sha if isinstance(sha, str) else None
+        for rel, sha in listed
+        if isinstance(rel, str) and rel and not Path(rel).is_absolute() and ".." not in Path(rel).parts
+    }
 
 
 def _sha256(path: Path) -> str:
@@ -458,24 +416,21 @@ def _sha256(path: Path) -> str:
 
 
 def edited_files(dest: Path, stage: Path, files: list[str], earlier: dict[str, str | None], removed: list[str]):
-    """The files in DEST that ``--force`` would overwrite or remove although they changed since the last release.
-
-    A file is unchanged when its sha256 is the one the record says the last
-    release wrote, or when it already holds what this release writes; without
-    a record (an old kit), every existing file that differs counts as edited.
-    """
+    """The files in DEST that ``--force`` would overwrite or remove although they changed since the last release:
+    neither the sha256 the record says the last release wrote, nor what this release writes (without a record,
+    an old kit, every existing file that differs)."""
     edited = []
     for rel in sorted(set(files) | set(removed)):
         target = dest / rel
-        if not target.is_file() or target.is_symlink():
-            continue
-        sha = _sha256(target)
-        if rel in files and sha == _sha256(stage / rel):
-            continue
-        if earlier.get(rel) is not None and earlier[rel] == sha:
-            continue
-        edited.append(rel)
+        if target.is_file() and not target.is_symlink():
+            sha = _sha256(target)
+            if not (rel in files and sha == _sha256(stage / rel)) and earlier.get(rel) != sha:
+                edited.append(rel)
     return edited
+
+
+def _listed(items: list[str]) -> str:
+    return "\n  ".join(items[:20]) + (f"\n  … and {len(items) - 20} more" if len(items) > 20 else "")
 
 
 def release(dest: Path, force: bool = False) -> ReleaseSummary:
@@ -493,31 +448,24 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
             "reinstall the kit (pip install -e .) and release again"
         )
     summary = ReleaseSummary(dest=dest, version=version)
-    parent = dest.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
+    (parent := dest.resolve().parent).mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".attnkit-release-", dir=parent))
     try:
         _build(stage, summary, project)
         leaks = find_leaks(stage)
         if leaks:
-            shown = "\n  ".join(leaks[:20]) + (f"\n  … and {len(leaks) - 20} more" if len(leaks) > 20 else "")
-            raise ReleaseError(f"the learner's kit would leak the answers; nothing was written:\n  {shown}")
-        files = _files_under(stage)
-        summary.files = files
+            raise ReleaseError(f"the learner's kit would leak the answers; nothing was written:\n  {_listed(leaks)}")
+        files = summary.files = _files_under(stage)
         recorded = _earlier_release(dest) if force else {}
         earlier = set(recorded)
         summary.removed = sorted(rel for rel in earlier & set(existing) if rel not in files)
-        summary.kept = sorted(
-            rel
-            for rel in existing
-            if rel not in earlier and rel not in files and rel != RECORD and not SKIPPED_NAMES & set(rel.split("/"))
-        )  # caches (__pycache__, .pytest_cache …) are kept too, but not worth a line
+        ours = earlier | set(files) | {RECORD}  # caches (__pycache__, .pytest_cache …) are kept too, not worth a line
+        summary.kept = sorted(rel for rel in existing if rel not in ours and not SKIPPED_NAMES & set(rel.split("/")))
         edited = edited_files(dest, stage, files, recorded, summary.removed) if dest.is_dir() else []
         if edited:
-            shown = "\n  ".join(edited[:20]) + (f"\n  … and {len(edited) - 20} more" if len(edited) > 20 else "")
             raise ReleaseError(
                 f"{len(edited)} file(s) in {dest} changed since the last release (a learner's work?); "
-                f"nothing was written. Move them away or restore them, and release again:\n  {shown}"
+                f"nothing was written. Move them away or restore them, and release again:\n  {_listed(edited)}"
             )
         dest.mkdir(parents=True, exist_ok=True)
         for rel in summary.removed:
@@ -537,11 +485,9 @@ def release(dest: Path, force: bool = False) -> ReleaseSummary:
                 raise ReleaseError(f"{target}: is in the way (a link or a folder); remove it and release again")
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / rel, target)
-        record = {
-            "kit_version": summary.version,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "files": {rel: _sha256(dest / rel) for rel in files},
-        }
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        hashes = {rel: _sha256(dest / rel) for rel in files}
+        record = {"kit_version": summary.version, "created": created, "files": hashes}
         (dest / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -1,11 +1,9 @@
 """What every report file is written from: the class, one student's report, and the rules for text in files.
 
-The class (:class:`ClassRoll`) and the run's options for the files (:class:`ReportOptions`); one student's
-report (:func:`student_report`), computed once for every file, its fixed words in ``ReportOptions.lang``
-(:mod:`grader.instructor.messages`); a student's status in the class files (:func:`status`); points, lines,
-XML and spreadsheet cells as files write them.  Messages arrive already written (and free of hidden inputs
-unless the instructor asked to reveal them); everything a submission wrote goes through
-:func:`~grader.instructor.inert.inert`.  The writers are each a module on this one (:mod:`~grader.instructor.reports`).
+One student's report (:func:`student_report`) is computed once for every file, its fixed words in
+``ReportOptions.lang`` (:mod:`grader.instructor.messages`).  Messages arrive already written (free of hidden
+inputs unless the instructor asked to reveal them); everything a submission wrote goes through
+:func:`~grader.instructor.inert.inert`.
 """
 
 from __future__ import annotations
@@ -106,10 +104,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def spreadsheet_cell(text: str) -> str:
-    """A CSV text cell a spreadsheet will not run: one starting like a formula gets a leading ``'``.
-
-    For text cells only (ids, statuses); numbers are written as they are.
-    """
+    """A CSV text cell (ids, statuses; never numbers) a spreadsheet will not run: a formula start gets a ``'``."""
     text = inert(text)
     return "'" + text if text.startswith(_FORMULA_START) else text
 
@@ -196,15 +191,10 @@ class ExerciseReport:
         return self.t[self.status]
 
     @property
-    def skipped_shown(self) -> int:
-        """Skipped cases worth saying (not those of a device that is not present)."""
-        return sum(p.count for p in self.skips)
-
-    @property
     def counts_text(self) -> str:
-        c = self.counts
-        if self.skipped_shown:
-            return self.t["counts_skipped"].format(passed=c.passed, failed=c.failed, skipped=self.skipped_shown)
+        c, skipped = self.counts, sum(p.count for p in self.skips)  # skips worth saying: not an absent device's
+        if skipped:
+            return self.t["counts_skipped"].format(passed=c.passed, failed=c.failed, skipped=skipped)
         return self.t["counts"].format(passed=c.passed, failed=c.failed)
 
     @property
@@ -276,11 +266,7 @@ class StudentReport:
 
     @property
     def cases(self) -> HookCounts:
-        return HookCounts(
-            sum(e.counts.passed for e in self.exercises),
-            sum(e.counts.failed for e in self.exercises),
-            sum(e.counts.skipped for e in self.exercises),
-        )
+        return HookCounts(*(sum(getattr(e.counts, k) for e in self.exercises) for k in ("passed", "failed", "skipped")))
 
     @property
     def failing(self) -> list[ExerciseReport]:
@@ -298,11 +284,8 @@ class StudentReport:
     @property
     def devices_skipped_text(self) -> str:
         """The one sentence about devices not present here, or ``""``."""
-        if not self.devices_skipped:
-            return ""
-        return self.t["devices_skipped"].format(
-            devices="; ".join(self.devices_skipped), count=self.device_skipped_cases
-        )
+        devices, count = "; ".join(self.devices_skipped), self.device_skipped_cases
+        return self.t["devices_skipped"].format(devices=devices, count=count) if self.devices_skipped else ""
 
     @property
     def summary(self) -> str:
@@ -312,9 +295,7 @@ class StudentReport:
             return f"{text}; the submission could not be graded: {one_line(self.error)}"
         if self.headline:
             return f"{text}; {one_line(self.headline)}"
-        text += f"; {c.passed} of {c.ran} cases passed"
-        devices = ", ".join(self.devices_ran) or "none"
-        return text + f" (devices: {devices})"
+        return text + f"; {c.passed} of {c.ran} cases passed (devices: {', '.join(self.devices_ran) or 'none'})"
 
 
 def hook_order(results: Iterable[CaseResult]) -> list[CaseResult]:
@@ -330,11 +311,8 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
             message = clip(inert(message_in(r.message, lang)).strip())
             key = (r.mistake, message if status == SKIPPED else _kind_of(message))
-            problem = found.get(key)
-            if problem is None:
-                problem = found[key] = Problem(message, [], r.mistake, lang=lang)
-            elif message != problem.message:
-                problem.varied = True
+            problem = found.setdefault(key, Problem(message, [], r.mistake, lang=lang))
+            problem.varied = problem.varied or message != problem.message
             problem.cases.append(case_label(r.case, r.device, r.dtype))
     for problem in found.values():
         problem.hints = {m: mistake_hint(m, lang) for m in problem.mistake.split(",") if m}
@@ -371,12 +349,8 @@ def results_in(results: Iterable[CaseResult], lang: str | None) -> list[CaseResu
 def device_summary(
     results: Iterable[CaseResult], options: ReportOptions, lang: str = "en"
 ) -> tuple[list[str], list[str]]:
-    """(devices that ran, ``"device: reason"`` in ``lang`` for each device skipped).
-
-    The run's own lists come first; devices seen in the results add to them
-    (a device whose every case was skipped counts as skipped, with the first reason).
-    """
-    results = list(results)
+    """(devices that ran, ``"device: reason"`` in ``lang`` for each device skipped): the run's own lists, then
+    devices seen in the results (one whose every case was skipped counts as skipped, with the first reason)."""
     ran = list(options.devices)
     skipped = dict(options.skipped_devices)
     by_device: dict[str, list[CaseResult]] = {}
@@ -390,9 +364,7 @@ def device_summary(
         else:
             ran.append(device)
     lines = []
-    for device, reason in skipped.items():
-        if device in ran:
-            continue
+    for device, reason in ((d, r) for d, r in skipped.items() if d not in ran):
         reason = one_line(message_in(reason, lang), 200)
         said = reason.startswith(f"{device}:")  # a reason that names its device already
         lines.append(reason if said else texts(lang)["device_why"].format(device=device, reason=reason))
@@ -406,15 +378,11 @@ def student_report(
     options: ReportOptions | None = None,
     printed: Mapping[str, str] | None = None,
 ) -> StudentReport:
-    """Everything one student's feedback says, computed once for every file.
-
-    ``printed`` is what the learner's code printed per exercise (``hook -> text``);
-    it reaches the feedback only where ``options.show_output`` is set.
-    """
+    """Everything one student's feedback says, computed once for every file; ``printed`` (``hook -> text``, what
+    the learner's code printed) reaches the feedback only where ``options.show_output`` is set."""
     options = options or ReportOptions()
-    lang = options.lang
+    lang, show_output = options.lang, options.show_output
     t = texts(lang)
-    show_output = options.show_output
     results = hook_order(results)
     scores = score(results, rubric)
     counts = count_cases(results)
@@ -426,49 +394,30 @@ def student_report(
     exercises = []
     for hook in HOOK_NAMES:
         mine = [r for r in results if r.hook == hook]
-        earned, possible = scores[hook]
         exercises.append(
             ExerciseReport(
-                hook=hook,
-                signature=format_hook(hook),
-                earned=earned,
-                possible=possible,
-                counts=counts[hook],
-                all_or_nothing=hook in rubric.all_or_nothing,
+                hook, format_hook(hook), *scores[hook], counts[hook], hook in rubric.all_or_nothing,
                 failures=_problems(mine, FAILED, lang),
                 skips=_problems([r for r in mine if not absent_device(r)], SKIPPED, lang),
                 notes=_notes(results_in(mine, lang), lang),
-                figures=[],
                 visibility=rubric.visibility_of(hook),
                 printed=inert((printed or {}).get(hook, "")) if show_output else "",
                 t=t,
             )
         )
-    earned, possible = total(scores)
     said = (
-        (t["run_suite"], options.suite_version),
-        (t["run_kit"], options.kit),
-        (t["run_isolation"], options.isolation),
+        (t["run_suite"], options.suite_version), (t["run_kit"], options.kit), (t["run_isolation"], options.isolation),
     )
-    run = {label: value for label, value in said if value}
     headline = submission_error(submission, results)
     return StudentReport(
-        student=submission.student,
-        source=inert_line(submission.source),
-        format=submission.format,
-        error=inert(submission.error) if submission.error else submission.error,
-        earned=earned,
-        possible=possible,
-        exercises=exercises,
-        devices_ran=ran,
+        submission.student, inert_line(submission.source), submission.format,
+        inert(submission.error) if submission.error else submission.error,
+        *total(scores), exercises, ran,
         devices_skipped=device_summary(results_in(results, lang), options, lang)[1],
-        run=run,
+        run={label: value for label, value in said if value},
         headline=inert(message_in(headline, lang)) if headline else "",
         device_skipped_cases=sum(1 for r in results if absent_device(r)),
-        lang=lang,
-        show_output=show_output,
-        visibility=rubric.default_visibility,
-        t=t,
+        lang=lang, show_output=show_output, visibility=rubric.default_visibility, t=t,
     )
 
 
@@ -481,11 +430,8 @@ def by_student(graded: Graded) -> list[tuple[Submission, Sequence[CaseResult]]]:
 
 
 def submission_error(sub: Submission, results: Sequence[CaseResult]) -> str:
-    """Why a submission could not be graded at all, or "".
-
-    Its own error (a refused input), or the one message every case that ran
-    shares when none passed (``the submission does not import: …``).
-    """
+    """Why a submission could not be graded at all, or "": its own error (a refused input), or the one message
+    every case that ran shares when none passed (``the submission does not import: …``)."""
     if sub.error:
         return sub.error
     messages = {r.message for r in results if r.status != SKIPPED}
@@ -498,11 +444,8 @@ MAX_STATUS_CHARS = 160
 
 
 def review_constructs(findings: Iterable[str]) -> list[str]:
-    """The distinct constructs of ``file:line: construct`` findings, in order.
-
-    A finding's file holds no ``": "`` (:class:`~grader.instructor.review_flags.Finding` escapes its colons), so
-    the construct is everything after the first one, whatever ``": "`` the construct itself quotes.
-    """
+    """The distinct constructs of ``file:line: construct`` findings, in order: a finding's file holds no ``": "``
+    (:class:`~grader.instructor.review_flags.Finding` escapes its colons), so the construct is all after the first."""
     return list(dict.fromkeys(str(f).split(": ", 1)[-1] for f in findings))
 
 

@@ -1,14 +1,9 @@
 """Write everything grading leaves behind for people (:func:`write_reports`), each file by its own module.
 
-Every file is written from :mod:`~grader.instructor.report_model`: ``grades.csv``
-(:mod:`~grader.instructor.grades_csv`), ``junit.xml`` (:mod:`~grader.instructor.junit`), ``class.html`` and
-``class.md`` (:mod:`~grader.instructor.class_report`), LMS exports (:mod:`~grader.instructor.lms`), and per
-student ``results.json`` (:mod:`~grader.instructor.results_json`), ``feedback.md`` and ``feedback.html``
-(:mod:`~grader.instructor.feedback`), ``heatmap-<hook>.png`` (:mod:`~grader.instructor.heatmaps`) and
-``output.txt`` (:mod:`~grader.instructor.output_txt`).  Given the same results, every file is byte-for-byte
-the same, whatever order the submissions came in; everything a submission wrote is shown only through
-:func:`~grader.instructor.inert.inert`.  Writing one student's files can never stop another's, nor the class
-files: a failing writer is logged and reported by :func:`write_reports`, and the others go on.
+Every file is written from :mod:`~grader.instructor.report_model`.  Given the same results, every file is
+byte-for-byte the same, whatever order the submissions came in; everything a submission wrote is shown only
+through :func:`~grader.instructor.inert.inert`.  Writing one student's files can never stop another's, nor the
+class files: a failing writer is logged and reported by :func:`write_reports`, and the others go on.
 """
 
 from __future__ import annotations
@@ -70,26 +65,20 @@ def write_reports(
 ) -> list[str]:
     """Write the class files from ``roll`` and, for each of ``graded``, its own files; returns the problems.
 
-    ``roll`` is the whole class (default: just ``graded``), which ``grades.csv``, ``junit.xml``, ``class.html``,
-    ``class.md`` and each LMS export of ``options.lms`` list; every other student's own files are on disk from
-    the run that graded them.  What a learner's process printed (the roll's ``outputs`` and, per exercise,
-    ``printed``) is written as ``<student>/output.txt``, and with ``options.show_output`` also in each
-    exercise's section of the feedback.  ``figures`` (``student -> hook -> Figure``, as grading returns them)
-    are drawn here, written as ``heatmap-<hook>.png`` (replacing an earlier grading's) and embedded in
-    ``feedback.html``.  Every file is written on its own: one that fails (a student's feedback, a heatmap) is
-    logged and listed in the returned problems, one line each, and every other file is still written.
+    ``roll`` is the whole class (default: just ``graded``) the class files list; every other student's own files
+    are on disk from the run that graded them.  ``figures`` (``student -> hook -> Figure``) are drawn here,
+    written as ``heatmap-<hook>.png`` (replacing an earlier grading's) and embedded in ``feedback.html``.  A file
+    that fails is logged and listed in the returned problems, one line each; every other file is still written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     graded = by_student(graded)
     roll = roll if roll is not None and (roll.graded or roll.missing) else ClassRoll.of(graded)
-    printed = roll.outputs
     assignment = options.assignment or "attnkit"
     whole = by_student(roll.graded)
     problems: list[str] = []
-    grades, junit = class_file(out, GRADES_CSV), class_file(out, JUNIT_XML)
-    _guarded(problems, GRADES_CSV, write_grades_csv, grades, whole, rubric, roll.missing)
-    _guarded(problems, JUNIT_XML, write_junit, junit, whole, roll.missing)
+    _guarded(problems, GRADES_CSV, write_grades_csv, class_file(out, GRADES_CSV), whole, rubric, roll.missing)
+    _guarded(problems, JUNIT_XML, write_junit, class_file(out, JUNIT_XML), whole, roll.missing)
     _guarded(problems, "class.html / class.md", class_report.write, out, roll, rubric, options)
     for name in options.lms:
         _guarded(problems, f"{name} export", lms.write, out, name, roll, rubric, assignment)
@@ -106,6 +95,6 @@ def write_reports(
         _guarded(problems, f"{sub.student}/results.json", write_results_json, folder / "results.json", report)
         _guarded(problems, f"{sub.student}/feedback.md", feedback.write_md, folder, report)
         _guarded(problems, f"{sub.student}/feedback.html", feedback.write_html, folder, report)
-        by_hook = roll.printed.get(sub.student, {})
-        _guarded(problems, f"{sub.student}/output.txt", write_output, folder, printed.get(sub.student, ""), by_hook)
+        printed, by_hook = roll.outputs.get(sub.student, ""), roll.printed.get(sub.student, {})
+        _guarded(problems, f"{sub.student}/output.txt", write_output, folder, printed, by_hook)
     return problems

@@ -15,33 +15,19 @@ __all__ = ["gradescope_results", "write_results_json"]
 def gradescope_results(report: StudentReport) -> dict[str, Any]:
     """Gradescope's ``results.json``: score, max_score, output, and one test per exercise.
 
-    Each test's ``output`` says only what helps the student (failures, known
-    mistakes and their hints; ``All 12 cases passed.``), never the cases of a
-    device not present; the devices are said once, in the top ``output``.  Each
-    test's ``visibility`` is the rubric's (``visible``, ``after_due_date``,
-    ``hidden``); the top ``visibility`` is the rubric's default.
+    Each test's ``output`` says only what helps the student (failures, known mistakes and their hints), never the
+    cases of a device not present (said once, in the top ``output``); its ``visibility`` is the rubric's.
     """
     output = report.summary
     if report.devices_skipped:
         output += "; " + report.devices_skipped_text
-    return {
-        "score": round(report.earned, 2),
-        "max_score": round(report.possible, 2),
-        "output": output,
-        "visibility": report.visibility,
-        "stdout_visibility": "hidden",
-        "tests": [
-            {
-                "name": ex.hook,
-                "score": round(ex.earned, 2),
-                "max_score": round(ex.possible, 2),
-                "status": ex.status,
-                "output": "\n".join(ex.output_lines()),
-                "visibility": ex.visibility,
-            }
-            for ex in report.exercises
-        ],
-    }
+    tests = [
+        {"name": ex.hook, "score": round(ex.earned, 2), "max_score": round(ex.possible, 2), "status": ex.status,
+         "output": "\n".join(ex.output_lines()), "visibility": ex.visibility}
+        for ex in report.exercises
+    ]  # fmt: skip
+    top = {"score": round(report.earned, 2), "max_score": round(report.possible, 2), "output": output}
+    return {**top, "visibility": report.visibility, "stdout_visibility": "hidden", "tests": tests}
 
 
 def write_results_json(path: str | Path, report: StudentReport) -> None:

@@ -1,24 +1,16 @@
 """The rubric: points per exercise, the hook table's defaults with the instructor's TOML file over them.
 
-Each hook's default points and all-or-nothing flag are in its row of
-:mod:`grader.hook_table`, so a new hook arrives with its points.  The
-instructor edits one TOML file of overrides: the packaged
-``grader/instructor/rubric.toml`` (empty: the defaults hold), or one passed
-with ``--rubric``.  Under ``[points]``, a hook listed gets those points and a
-hook left out keeps its default (``hook = 0`` makes it worth nothing);
-``all_or_nothing``, when given, is the whole list of all-or-nothing hooks.
+Each hook's default points and all-or-nothing flag are in its row of :mod:`grader.hook_table`, so a new hook
+arrives with its points.  The instructor's TOML file of overrides (the packaged, empty ``rubric.toml``, or
+``--rubric``): under ``[points]`` a hook listed gets those points (``hook = 0``: worth nothing), a hook left
+out keeps its default; ``all_or_nothing``, when given, is the whole list of all-or-nothing hooks; under
+``[visibility]``, the Gradescope visibility of each exercise's test in ``results.json`` (``default`` for every
+hook not listed and the file's top ``visibility``; each one of :data:`VISIBILITIES`; left out: ``visible``).
 
-Partial credit is the share of cases passed: ``points × passed / (passed +
-failed)`` per hook.  Skipped cases (a device that is not present, an
-inconclusive ``meta`` run) count neither way.  All-or-nothing hooks earn their
-points only if no case failed.  A hook with no case that ran (all skipped, or
-none at all) earns **0** of its points: not running is never a free pass.
-
-Under ``[visibility]``, the Gradescope visibility of each exercise's test in
-``results.json``: ``default`` for every hook not listed (and the file's top
-``visibility``), a hook listed gets its own; each one of :data:`VISIBILITIES`
-(``visible``, ``after_due_date``, ``hidden``; Gradescope's
-``after_published`` too).  Left out: every test is ``visible``.
+Partial credit is the share of cases passed: ``points × passed / (passed + failed)`` per hook.  Skipped cases
+(a device that is not present, an inconclusive ``meta`` run) count neither way.  All-or-nothing hooks earn
+their points only if no case failed.  A hook with no case that ran (all skipped, or none at all) earns **0**
+of its points: not running is never a free pass.
 """
 
 from __future__ import annotations
@@ -75,40 +67,22 @@ def _number(path: Path | str, key: str, value: object) -> float:
     return float(value)
 
 
-def default_points() -> dict[str, float]:
-    """Every hook's points from the hook table, in ``HOOK_NAMES`` order (0 for a hook without a row)."""
-    table = {r.hook: float(r.points) for r in TABLE}
-    return {hook: table.get(hook, 0.0) for hook in HOOK_NAMES}
-
-
-def default_all_or_nothing() -> frozenset[str]:
-    """The hooks the hook table marks all-or-nothing."""
-    return frozenset(r.hook for r in TABLE if r.all_or_nothing and r.hook in HOOK_NAMES)
-
-
 def parse_rubric(data: dict, source: str | Path = "<rubric>") -> Rubric:
-    """The hook table's defaults with a rubric already read from TOML over them.
-
-    A clear ValueError names the file and key of anything invalid.
-    """
-    unknown_top = sorted(set(data) - {"points", "all_or_nothing", "visibility"})
-    if unknown_top:
-        raise _fail(
-            source,
-            f"unknown key(s) {', '.join(map(repr, unknown_top))}; expected [points], all_or_nothing and [visibility]",
-        )
+    """The hook table's defaults with a rubric already read from TOML over them (a ValueError names the file and
+    key of anything invalid)."""
+    unknown = ", ".join(map(repr, sorted(set(data) - {"points", "all_or_nothing", "visibility"})))
+    if unknown:
+        raise _fail(source, f"unknown key(s) {unknown}; expected [points], all_or_nothing and [visibility]")
     visibility, default_visibility = _visibility(source, data.get("visibility", {}))
     points_table = data.get("points", {})
     if not isinstance(points_table, dict):
         raise _fail(source, "[points] must be a table of hook = points")
-    points = default_points()
+    points = {r.hook: float(r.points) for r in TABLE}  # TABLE holds every hook of HOOK_NAMES, in its order
     for key, value in points_table.items():
         if key not in HOOK_NAMES:
             raise _fail(source, f"[points] {key!r} is not a hook; the hooks are: {', '.join(HOOK_NAMES)}")
         points[key] = _number(source, key, value)
-    if "all_or_nothing" not in data:
-        return Rubric(points, default_all_or_nothing(), str(source), visibility, default_visibility)
-    aon = data["all_or_nothing"]
+    aon = data.get("all_or_nothing", [r.hook for r in TABLE if r.all_or_nothing])
     if not isinstance(aon, list) or not all(isinstance(h, str) for h in aon):
         raise _fail(source, "all_or_nothing must be a list of hook names")
     for hook in aon:
@@ -121,17 +95,14 @@ def _visibility(source: str | Path, table: object) -> tuple[dict[str, str], str]
     """``[visibility]``: (hook -> visibility, the default), each checked against :data:`VISIBILITIES`."""
     if not isinstance(table, dict):
         raise _fail(source, 'visibility must be a table: [visibility] default = "visible", <hook> = "hidden"')
-    allowed = ", ".join(VISIBILITIES)
-    found = {}
     for key, value in table.items():
         if key != "default" and key not in HOOK_NAMES:
             hooks = ", ".join(HOOK_NAMES)
             raise _fail(source, f"[visibility] {key!r} is not a hook nor 'default'; the hooks are: {hooks}")
         if value not in VISIBILITIES:
-            raise _fail(source, f"[visibility] {key} = {value!r}: a visibility is one of {allowed}")
-        found[key] = value
-    default = found.pop("default", "visible")
-    return found, default
+            raise _fail(source, f"[visibility] {key} = {value!r}: a visibility is one of {', '.join(VISIBILITIES)}")
+    found = dict(table)
+    return found, found.pop("default", "visible")
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:
@@ -159,11 +130,8 @@ class HookCounts:
 
 
 def count_cases(results: Iterable[CaseResult]) -> dict[str, HookCounts]:
-    """Passed, failed and skipped cases per hook (every hook present; unknown statuses count as failed).
-
-    A case on the ``meta`` device checks shapes and devices only, so its pass
-    counts for nothing while its failure ("will fail on a GPU") costs a case.
-    """
+    """Passed, failed and skipped cases per hook (every hook present; unknown statuses count as failed).  A case on
+    the ``meta`` device checks shapes and devices only: its pass counts for nothing, its failure costs a case."""
     tally = {hook: [0, 0, 0] for hook in HOOK_NAMES}
     for r in results:
         if r.hook not in tally:
@@ -187,13 +155,8 @@ def hook_points(points: float, counts: HookCounts, all_or_nothing: bool) -> floa
 def score(results: Iterable[CaseResult], rubric: Rubric) -> dict[str, tuple[float, float]]:
     """``{hook: (earned, possible)}`` for every hook in ``HOOK_NAMES`` order, for one student's results."""
     counts = count_cases(results)
-    return {
-        hook: (
-            hook_points(rubric.points.get(hook, 0.0), counts[hook], hook in rubric.all_or_nothing),
-            rubric.points.get(hook, 0.0),
-        )
-        for hook in HOOK_NAMES
-    }
+    points = {hook: rubric.points.get(hook, 0.0) for hook in HOOK_NAMES}
+    return {hook: (hook_points(p, counts[hook], hook in rubric.all_or_nothing), p) for hook, p in points.items()}
 
 
 def total(scores: dict[str, tuple[float, float]]) -> tuple[float, float]:
