@@ -31,7 +31,6 @@ from torch import nn
 
 from grader.packs import instructor_part
 from grader.registry import Solution, adopt
-from solutions.mistake_model import knobs_for, model_function
 from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
@@ -72,6 +71,13 @@ class Mistake:
 # --- small helpers shared by the wrong implementations --------------------------------
 
 
+def _square(scores):
+    """T of ``(..., T, T)`` scores, raising ValueError like the reference (so only the mistake differs)."""
+    if scores.shape[-2] != scores.shape[-1]:
+        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
+    return scores.shape[-1]
+
+
 def _check_p(p):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
@@ -82,7 +88,20 @@ def _check_heads(d, num_heads):
         raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
 
 
-# --- the function hooks (the rest are settings of the mistake model: see _m) ----------------------------
+# --- scores ---------------------------------------------------------------------------
+
+
+def q_at_k_t(queries, keys):
+    # `q @ k.T`: on a 3-D or 4-D tensor .T reverses *all* dims, not the last two
+    return queries @ keys.permute(*reversed(range(keys.dim())))
+
+
+def keys_at_queries_t(queries, keys):
+    return keys @ queries.transpose(-2, -1)  # (..., Tk, Tq): the transpose of the scores
+
+
+def no_scaling(queries, keys):
+    return dot_product_scores(queries, keys)
 
 
 def scale_twice(queries, keys):
@@ -90,15 +109,128 @@ def scale_twice(queries, keys):
     return dot_product_scores(queries, keys) / math.sqrt(d_k) / math.sqrt(d_k)
 
 
+def scale_by_num_tokens(queries, keys):
+    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
+
+
+# --- softmax --------------------------------------------------------------------------
+
+
+def softmax_over_dim_1(scores, dim=-1):
+    return softmax_weights(scores, dim=1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
+
+
+def softmax_over_dim_0(scores, dim=-1):
+    return softmax_weights(scores, dim=0)  # the batch dimension
+
+
+def softmax_ignores_dim(scores, dim=-1):
+    return softmax_weights(scores, dim=-1)
+
+
+def softmax_without_max(scores, dim=-1):
+    exp = torch.exp(scores)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def softmax_nan_on_masked_rows(scores, dim=-1):
+    exp = torch.exp(scores - scores.amax(dim=dim, keepdim=True))  # -inf - (-inf) is NaN
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+# --- softmax with a temperature ----------------------------------------------------------
+
+
+def _check_temperature(temperature):
+    if not temperature > 0:
+        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+
+
+def temperature_after_softmax(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    return softmax_weights(scores, dim=dim) / temperature  # the weights no longer sum to 1
+
+
+def temperature_multiplied(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    return softmax_weights(scores * temperature, dim=dim)  # a small temperature flattens instead of sharpening
+
+
+def temperature_ignored(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    return softmax_weights(scores, dim=dim)
+
+
+def temperature_without_max(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    exp = torch.exp(scores / temperature)  # at temperature 1e-4 the scaled logits reach 1e4: inf / inf
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def temperature_unchecked(scores, temperature, dim=-1):
+    return softmax_weights(scores / temperature, dim=dim)  # temperature 0: scores / 0 is ±inf or NaN, no error
+
+
+# --- context vectors ------------------------------------------------------------------
+
+
 def weights_transposed(weights, values):
     return weights.transpose(-2, -1) @ values
 
 
+# --- the causal mask ------------------------------------------------------------------
+
+
+def _check_tokens(num_tokens):
+    if num_tokens < 1:
+        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+
+
+def triu_diagonal_0(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+
+
+def tril_instead_of_triu(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
+
+
+def causal_mask_ignores_device(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
+
+
+def causal_mask_float(num_tokens, device=None):
+    _check_tokens(num_tokens)
+    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
+
+
+def causal_mask_unchecked(num_tokens, device=None):
+    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=1)
+
+
 def mask_of_size_6(scores):
-    if scores.shape[-2] != scores.shape[-1]:  # the reference's ValueError, so only the mistake differs
-        raise ValueError(f"apply_causal_mask needs square (..., T, T) scores, got {tuple(scores.shape)}")
+    _square(scores)
     mask = torch.triu(torch.ones(6, 6), diagonal=1)
     return scores.masked_fill(mask.bool(), NEG_INF)
+
+
+def mask_with_zero(scores):
+    mask = causal_mask(_square(scores), device=scores.device)
+    return scores.masked_fill(mask, 0.0)
+
+
+def mask_built_on_cpu(scores):
+    num_tokens = _square(scores)
+    mask = torch.triu(torch.ones(num_tokens, num_tokens), diagonal=1).bool()
+    return scores.masked_fill(mask, NEG_INF)
+
+
+def mask_in_place(scores):
+    mask = causal_mask(_square(scores), device=scores.device)
+    scores.masked_fill_(mask, NEG_INF)
+    return scores
 
 
 def mask_without_renormalising(weights):
@@ -529,19 +661,9 @@ def plot_any_shape(weights, tokens=None):
 
 
 def _m(mistake_id, description, hint, hint_zh, overrides, source=CLASSIC, exercise=None):
-    """An entry whose exercise is the first hook it overrides (named only where it overrides none).
-
-    An override given as a knob's name (``"scale=none"``) is the mistake model's function under that knob of
-    this id: where the wrong program is exactly the model's computation, it is written once, there.
-    """
-    wrong = {}
-    for hook, fn in overrides.items():
-        if isinstance(fn, str):
-            (knob,) = [k for k in knobs_for(hook) if k.name == fn and k.id == mistake_id]
-            fn = model_function(hook, {knob})
-        wrong[hook] = fn
+    """An entry whose exercise is the first hook it overrides (named only where it overrides none)."""
     exercise = exercise or next(iter(overrides))
-    return Mistake(mistake_id, exercise, description, hint, hint_zh, source, types.MappingProxyType(wrong))
+    return Mistake(mistake_id, exercise, description, hint, hint_zh, source, types.MappingProxyType(overrides))
 
 
 CATALOGUE: tuple[Mistake, ...] = (
@@ -551,7 +673,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`queries @ keys.T`: right for 2-D input, but on batched input .T reverses every dimension",
         "On a 3-D or 4-D tensor, which dimensions does `.T` swap? Only the last two should change places.",
         "对三维或四维张量来说，`.T` 交换的是哪些维度？应当只交换最后两个维度。",
-        {"dot_product_scores": "product=q_at_k_T"},
+        {"dot_product_scores": q_at_k_t},
         SEED_003,
     ),
     _m(
@@ -559,7 +681,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`keys @ queries.T`: the scores come out transposed, (Tk, Tq) instead of (Tq, Tk)",
         "Which operand comes first in your product? Row i of the scores belongs to query i.",
         "矩阵乘法中哪个操作数在前？注意力分数的第 i 行应当属于第 i 个查询（query）。",
-        {"dot_product_scores": "product=k_at_q"},
+        {"dot_product_scores": keys_at_queries_t},
     ),
     # scaled_dot_product_scores
     _m(
@@ -567,7 +689,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "returns the plain dot products, never divided by sqrt(d_k)",
         "Compare your scores with the plain dot products: what should they be divided by?",
         "把你的分数和普通点积比较一下：它们应当除以什么？",
-        {"scaled_dot_product_scores": "scale=none"},
+        {"scaled_dot_product_scores": no_scaling},
     ),
     _m(
         "scale-by-d-k-not-sqrt",
@@ -584,7 +706,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "divides by sqrt(T) (queries.shape[-2]) instead of sqrt(d_k)",
         "Which size do you take the square root of? Look at which axis of `keys` holds d_k.",
         "你对哪个尺寸开平方根？看看 d_k 位于 `keys` 的哪一个维度。",
-        {"scaled_dot_product_scores": "scale=sqrt_T"},
+        {"scaled_dot_product_scores": scale_by_num_tokens},
     ),
     # softmax_weights
     _m(
@@ -593,7 +715,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which dimension does your softmax normalise when the scores have a batch dimension? Normalise over the "
         "keys: the last dimension, or the dim you are given.",
         "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化：最后一维，或传入的 dim。",
-        {"softmax_weights": "softmax_dim=1"},
+        {"softmax_weights": softmax_over_dim_1},
         f"{SEED_000}, {SEED_002}, {SEED_003}",
     ),
     _m(
@@ -601,28 +723,28 @@ CATALOGUE: tuple[Mistake, ...] = (
         "normalises dim=0, the batch dimension, whatever `dim` says",
         "Which dimension does your softmax normalise? Dimension 0 mixes different examples of the batch.",
         "你的 softmax 在哪个维度上归一化？第 0 维会把批次中不同的样本混在一起。",
-        {"softmax_weights": "softmax_dim=0"},
+        {"softmax_weights": softmax_over_dim_0},
     ),
     _m(
         "softmax-ignores-dim",
         "always normalises the last dimension, ignoring the `dim` argument",
         "Does your function read its `dim` argument? Try it with dim=0 and check which slices sum to 1.",
         "你的函数用到 `dim` 参数了吗？用 dim=0 试一试，看看是哪些切片的和为 1。",
-        {"softmax_weights": "softmax_dim=last"},
+        {"softmax_weights": softmax_ignores_dim},
     ),
     _m(
         "softmax-without-max",
         "exponentiates the raw scores: overflows to inf/NaN on logits around ±1e4",
         "What does exp(10000) give in floating point? Softmax does not change if you shift a slice by a constant.",
         "在浮点数里 exp(10000) 等于多少？对同一切片整体平移一个常数，softmax 的结果不变。",
-        {"softmax_weights": "stability=no_max"},
+        {"softmax_weights": softmax_without_max},
     ),
     _m(
         "softmax-nan-on-masked-rows",
         "subtracts the max even when it is -inf, so a fully masked slice becomes NaN",
         "What is -inf minus -inf? Think about a row where every entry is masked: it should come out all zeros.",
         "-inf 减去 -inf 等于多少？想一想所有元素都被遮蔽的一行：它的结果应当全是 0。",
-        {"softmax_weights": "stability=nan_rows"},
+        {"softmax_weights": softmax_nan_on_masked_rows},
     ),
     # softmax_with_temperature
     _m(
@@ -631,21 +753,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Where does the temperature go: into the softmax or after it? Check that each row of your weights still "
         "sums to 1 at temperature 2.",
         "温度应该放在哪里：softmax 之内还是之后？检查一下温度为 2 时，你的权重每一行的和是否仍为 1。",
-        {"softmax_with_temperature": "temperature=after"},
+        {"softmax_with_temperature": temperature_after_softmax},
     ),
     _m(
         "temperature-multiplied",
         "multiplies the scores by the temperature instead of dividing: a small temperature flattens the weights",
         "Does a temperature below 1 make your weights sharper (closer to one-hot) or flatter? Divide or multiply?",
         "温度小于 1 时，你的权重是变得更尖锐（更接近 one-hot）还是更平坦？应该除还是乘？",
-        {"softmax_with_temperature": "temperature=times"},
+        {"softmax_with_temperature": temperature_multiplied},
     ),
     _m(
         "temperature-ignored",
         "never uses the temperature: the plain softmax of the scores whatever the temperature",
         "Does your result change when the temperature changes? Compare temperature 1 with temperature 2.",
         "改变温度时，你的结果会变化吗？比较一下温度为 1 和温度为 2 的结果。",
-        {"softmax_with_temperature": "temperature=ignored"},
+        {"softmax_with_temperature": temperature_ignored},
     ),
     _m(
         "temperature-without-max",
@@ -653,7 +775,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "What is scores / 0.0001 for a score of 3, and what is exp of that in floating point? Shift each slice "
         "by its maximum before exponentiating.",
         "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
-        {"softmax_with_temperature": "stability=no_max"},
+        {"softmax_with_temperature": temperature_without_max},
     ),
     _m(
         "temperature-unchecked",
@@ -662,7 +784,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "(an assert is stripped by python -O and raises the wrong type).",
         "如果有人传入温度 0 或 -1，应该怎样？先检查参数并抛出 ValueError"
         "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
-        {"softmax_with_temperature": "argument_check=none"},
+        {"softmax_with_temperature": temperature_unchecked},
     ),
     # context_vectors
     _m(
@@ -678,28 +800,28 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
         "Should a token be allowed to attend to itself? Check what your mask holds on the diagonal.",
         "一个词元能否关注它自己？检查一下你的掩码在对角线上的值。",
-        {"causal_mask": "mask_shape=triu_0"},
+        {"causal_mask": triu_diagonal_0},
     ),
     _m(
         "tril-instead-of-triu",
         "`torch.tril(ones)`: the keep mask of the first approach used as the mask, so it hides the past",
         "True means 'hide this entry'. Which entries are the future: above or below the diagonal?",
         "True 表示“遮住这个位置”。哪些位置代表未来：对角线上方还是下方？",
-        {"causal_mask": "mask_shape=tril_0"},
+        {"causal_mask": tril_instead_of_triu},
     ),
     _m(
         "causal-mask-ignores-device",
         "builds the mask on the default device whatever `device` says",
         "Where does your mask live when you are asked for one on a GPU? Pass the device you are given along.",
         "当要求在 GPU 上生成掩码时，你的掩码在哪个设备上？请把传入的 device 用上。",
-        {"causal_mask": "mask_device=default"},
+        {"causal_mask": causal_mask_ignores_device},
     ),
     _m(
         "causal-mask-float",
         "returns the seeds' float 0/1 `torch.triu(torch.ones(T, T), 1)` as is, not a bool mask",
         "What dtype is your mask? masked_fill wants a boolean tensor.",
         "你的掩码是什么数据类型？masked_fill 需要布尔类型的张量。",
-        {"causal_mask": "mask_dtype=float"},
+        {"causal_mask": causal_mask_float},
         f"{SEED_000}, {SEED_003}",
     ),
     _m(
@@ -707,7 +829,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "no ValueError for num_tokens < 1: returns an empty mask or fails inside torch",
         "What should happen when someone asks for a mask of 0 tokens? Check the argument before building anything.",
         "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
-        {"causal_mask": "argument_check=none"},
+        {"causal_mask": causal_mask_unchecked},
     ),
     # apply_causal_mask
     _m(
@@ -723,14 +845,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "fills the future with 0 instead of -inf, so after softmax it still gets weight",
         "After the softmax, how much weight does a score of 0 get? The future must end up with none.",
         "经过 softmax 之后，分数为 0 的位置会得到多少权重？未来的位置最终应当完全没有权重。",
-        {"apply_causal_mask": "mask=zero"},
+        {"apply_causal_mask": mask_with_zero},
     ),
     _m(
         "mask-built-on-cpu",
         "`torch.triu(torch.ones(T, T), 1)` with no device: the mask is on the CPU whatever the scores' device",
         "On which device is the mask you create? Build it where the scores are.",
         "你创建的掩码在哪个设备上？请在 scores 所在的设备上构建它。",
-        {"apply_causal_mask": "mask_device=cpu"},
+        {"apply_causal_mask": mask_built_on_cpu},
         f"{SEED_000}, {SEED_002}",
     ),
     _m(
@@ -738,7 +860,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`scores.masked_fill_(...)`: overwrites the caller's scores instead of returning a new tensor",
         "Look for a method ending in an underscore: it changes its input. The caller's scores must stay as they were.",
         "找找以下划线结尾的方法：它会修改输入本身。调用者传入的 scores 必须保持不变。",
-        {"apply_causal_mask": "in_place=yes"},
+        {"apply_causal_mask": mask_in_place},
         SEED_003,
     ),
     # renormalize_masked_weights
