@@ -323,7 +323,7 @@ def merge_without_transpose(x):
 def _qkv(module, d_in, d_out, bias, names=("W_query", "W_key", "W_value")):
     """The three projections, made in ``names``' order (the seed's draws go to them in that order)."""
     for name in names:
-        setattr(module, name, nn.Linear(d_in, d_out, bias=bias))
+        module.add_module(name, nn.Linear(d_in, d_out, bias=bias))
 
 
 class ScaledByDIn(SelfAttention):
