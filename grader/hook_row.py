@@ -52,6 +52,11 @@ class HookRow:
     bounded_memory: bool = False
     """It must never hold as much memory at once as one batch-head's ``(Tq, Tk)`` scores: the hidden suite's long
     case and the local check measure the peak its tensors hold (:func:`grader.rules.memory_problem`)."""
+    gradients: tuple[str, ...] = ()
+    """What a gradient must reach, so that a model built on the hook can train: the tensor arguments by name; for a
+    module, ``("x", "parameters")`` (each forward's input, and every parameter of the contract).  Each such case
+    also runs backward for a cotangent the grader draws, and its vector-Jacobian products are judged like its values
+    (:mod:`grader.gradients`)."""
 
     def __post_init__(self) -> None:
         where = f"the row of {self.hook!r}"
@@ -63,6 +68,10 @@ class HookRow:
             raise ValueError(f"{where}: points must be a non-negative finite number, not {self.points!r}")
         if isinstance(self.banned, str):
             raise ValueError(f"{where}: banned must be a tuple of names, not the string {self.banned!r}")
+        if isinstance(self.gradients, str):
+            raise ValueError(f"{where}: gradients must be a tuple of names, not the string {self.gradients!r}")
+        if self.output == "module" and set(self.gradients) - {"x", "parameters"}:
+            raise ValueError(f"{where}: a module's gradients are ('x', 'parameters') or fewer, not {self.gradients!r}")
         if bool(self.banned) != bool(self.why_banned.strip()):
             raise ValueError(f"{where}: banned calls and why_banned go together (one without the other)")
 

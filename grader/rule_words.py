@@ -16,10 +16,21 @@ KEY_AXIS_LABEL = "Key positions"
 QUERY_AXIS_LABEL = "Query positions"
 CPU_BUILT = "a tensor is built on the CPU whatever the input's device"
 _ADVICE = "Walk the keys block by block, keeping a running max and sum"
+_CUTS = "`.detach()`, `.data`, `torch.no_grad()`, a NumPy round trip or `torch.tensor(...)` of a tensor"
 _ALLOCATOR = "torch's allocator gave your call {allocated} bytes at its peak, as many as {held} ({bound} bytes), "
 
 WORDS: dict[str, str] = {
     "in_place": "modified its input in place; return a new tensor and leave the inputs alone",
+    "grad.cut": f"the gradient does not reach {{inputs}}: your result does not require grad, so the graph is cut "
+    f"({_CUTS}) and a model built on it cannot train",
+    "grad.unreached": f"the gradient does not reach {{inputs}}: your result does not depend on it through autograd "
+    f"({_CUTS} on its way) and a model built on it cannot train it",
+    "grad.frozen": "frozen parameters (requires_grad=False): {names}; training cannot change them: keep the "
+    "requires_grad=True that nn.Parameter and nn.Linear give",
+    "grad.raised": "backward through your result raised {error}",
+    "grad.raised_at": "backward through your result raised {error} (at {where})",
+    "grad.not_finite": "the gradient of {input} holds {value}, first at {index}, where it must be finite: a model "
+    "built on this stops learning",
     "banned": "uses {calls}: {why}",
     "not_allowed_here": "not allowed here",
     **{f"why_banned.{r.hook}": r.why_banned for r in TABLE if r.why_banned},

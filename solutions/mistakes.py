@@ -31,6 +31,7 @@ from torch import nn
 
 from grader.packs import instructor_part
 from grader.registry import Solution, adopt
+from solutions.gradient_mistakes import ENTRIES as GRADIENT_ENTRIES
 from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
@@ -1277,6 +1278,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "如果有人传入整个批次 (b, Tq, Tk) 或多头的权重 (b, H, Tq, Tk)，应当怎样处理？画图之前先检查维度数。",
         {"plot_attention": plot_any_shape},
     ),
+    *(_m(*entry) for entry in GRADIENT_ENTRIES),  # right values, cannot train (solutions.gradient_mistakes)
 )
 
 READ_FROM_SOURCE: tuple[Mistake, ...] = (

@@ -21,6 +21,7 @@ from typing import Any
 
 from .allocations import allocator_record
 from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, recording_show
+from .gradients import describe, function_vjp
 from .kernels import banned_op
 from .load import _relative, _torch
 from .modules import _run_module
@@ -437,6 +438,16 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
     return out
 
 
+def _cotangent(call: dict[str, Any], tensors: dict[str, Any], device: str) -> Any:
+    """The cotangent the grader sent for this call's gradient pass, on ``device``; None where it asks for none."""
+    key = (call.get("vjp") or {}).get("cotangent")
+    if key is None:
+        return None
+    value = tensors[key]
+    torch = _torch()
+    return torch.empty(value.shape, dtype=value.dtype, device="meta") if device == "meta" else value.to(device)
+
+
 def sent_back(
     call: dict[str, Any], args: dict[str, Any], tensors: dict[str, Any], forwarded: list[Any]
 ) -> dict[str, Any]:
@@ -593,11 +604,15 @@ def call_hook(
         kernels(call.get("banned", []), kernel_ran)
     collecting, stop_collecting = _collecting(), _stop_collecting  # bound at import: before any learner code
     copies: list[Any] = []
+    gradient: tuple[dict, dict] | None = None
+    cotangent = _cotangent(call, tensors, device)  # where the call asks for its gradient pass
     try:
         with recorder, printed, measured, showing:
             module_spec = call.get("module")
             if module_spec is not None:
-                results, reply["module"], forwarded = _run_module(fn, args, module_spec, tensors, device)
+                results, reply["module"], forwarded, gradient = _run_module(
+                    fn, args, module_spec, tensors, device, cotangent
+                )
             else:
                 result = fn(**args)
                 stop_collecting()  # no allocation since the return: no collection ran learner code in between
@@ -610,6 +625,9 @@ def call_hook(
                     results.append(result)
             if device != "meta":
                 copies = [_early_copy(value) for value in results]
+        if module_spec is None and cotangent is not None:  # the hook once more, on fresh arguments, then backward
+            fresh = _decode_args(call.get("args", {}), tensors, device)
+            gradient = function_vjp(fn, fresh, list(call["vjp"]["wrt"]), cotangent)
         reply["ok"] = True
     except Exception as exc:
         reply["error"] = {
@@ -652,6 +670,11 @@ def call_hook(
             _close_figures(value, figures_before)
         _close_figures(None, figures_before)
     reply["results"] = described
+    if gradient is not None:
+        facts, grads = gradient
+        reply["gradient"] = {**facts, "grads": describe(grads)}
+        if device != "meta":
+            outputs.update({f"grad.{name}": _plain(g) for name, g in grads.items()})
     if collecting:
         _collect()  # the results are copies now: what a finaliser of the learner's does from here on is too late
     return reply, outputs

@@ -134,8 +134,8 @@ def map_parameters(
 def _load_parameters(module, state, tensors, device, facts):
     """Load the reference's parameters (``state``: contract name -> tensor key) as :func:`map_parameters` says.
 
-    Only parameters: the learner's buffers (the mask) are the learner's own work.  Returns False where no
-    mapping exists (nothing is loaded).  What ``load_state_dict`` did not take raises, naming every key.
+    Only parameters: the learner's buffers (the mask) are the learner's own work.  Returns the mapping's pairs, or
+    None where no mapping exists (nothing is loaded).  What ``load_state_dict`` did not take raises, naming every key.
     """
     torch = _torch()
     learner = [(name, tuple(p.shape)) for name, p in module.named_parameters()]
@@ -143,7 +143,7 @@ def _load_parameters(module, state, tensors, device, facts):
     how, pairs = map_parameters(learner, contract)
     facts["loaded_by"] = how
     if how == "none":
-        return False
+        return None
     shapes = dict(learner)
     values: dict[str, Any] = {}
     for mine, theirs, layout in pairs:
@@ -173,13 +173,14 @@ def _load_parameters(module, state, tensors, device, facts):
             + ", ".join(refused)
             + " (does your module change state_dict or load_state_dict?)"
         )
-    return True
+    return pairs
 
 
-def _run_module(fn, args, spec, tensors, device):
-    """Build a learner's module, load the reference's parameters into it, run forwards; return outputs and facts
-    (:class:`grader.child.wire.ModuleFacts`).  Where the parameters cannot be loaded, no forward runs: every
-    behaviour case says why from the facts."""
+def _run_module(fn, args, spec, tensors, device, cotangent=None):
+    """Build a learner's module, load the reference's parameters into it, run forwards; return outputs, facts
+    (:class:`grader.child.wire.ModuleFacts`), the forwards' inputs and, given a ``cotangent``, the gradient pass
+    (:func:`grader.child.gradients.module_vjp`) of the first forward, else None.  Where the parameters cannot be
+    loaded, no forward runs: every behaviour case says why from the facts."""
     torch = _torch()
     dtype = getattr(torch, spec.get("dtype", "float32"))
     if spec.get("init_seed") is not None:
@@ -196,8 +197,9 @@ def _run_module(fn, args, spec, tensors, device):
     mask = dict(module.named_buffers()).get("mask")
     facts["mask_device"] = str(mask.device) if mask is not None else None
     state = spec.get("state")
-    if state and not _load_parameters(module, state, tensors, device, facts):
-        return [], facts, []
+    pairs = _load_parameters(module, state, tensors, device, facts) if state else []
+    if pairs is None:
+        return [], facts, [], None
     module.train(bool(spec.get("train", False)))
     inputs = []
     for key in spec.get("forwards", []):
@@ -213,4 +215,9 @@ def _run_module(fn, args, spec, tensors, device):
         out = module(inputs[0])
         _stop_collecting()
         outputs.append(out)
-    return outputs, facts, inputs
+    gradient = None
+    if cotangent is not None and inputs:
+        from .gradients import module_vjp
+
+        gradient = module_vjp(module, inputs[0], pairs, cotangent, bool(spec.get("train", False)))
+    return outputs, facts, inputs, gradient

@@ -29,6 +29,17 @@ def sent_back_keys(call: dict[str, Any]) -> dict[str, str]:
     return {**back, **{f"in.x{i}": key for i, key in enumerate(forwards)}}
 
 
+def gradient_keys(call: dict[str, Any]) -> dict[str, str]:
+    """The gradients a call's gradient pass sends back (both sides read this): ``grad.<name>`` for each input it
+    asks for (``vjp.wrt``: an argument's name; a module's ``x`` and ``state.<parameter>``), each with the name of the
+    tensor the grader sent whose shape it has."""
+    vjp = call.get("vjp") or {}
+    args, module = call.get("args", {}), call.get("module") or {}
+    sent = {name: arg["tensor"] for name, arg in args.items() if "tensor" in arg}
+    sent.update(dict(zip(["x"], module.get("forwards", []))))  # a module's first forward
+    sent.update({f"state.{name}": key for name, key in (module.get("state") or {}).items()})
+    return {f"grad.{name}": sent[name] for name in vjp.get("wrt", []) if name in sent}
+
 
 class ProtocolError(Exception):
     """The other side sent something that is not a well-formed message."""
@@ -178,6 +189,16 @@ class MemoryFacts(TypedDict, total=False):
     foreign: Annotated[list[Short], msgspec.Meta(max_length=16)]  # tensors made over memory torch never allocated
 
 
+class GradientFacts(TypedDict, total=False):
+    """What the gradient pass of a call reports (``grader.child.gradients``); its gradients come as ``grad.<name>``."""
+
+    requires_grad: bool  # whether the result requires grad at all
+    unreached: Annotated[list[Name], msgspec.Meta(max_length=64)]  # the inputs no gradient reached
+    frozen: Annotated[list[Name], msgspec.Meta(max_length=1024)]  # a module's parameters that do not require grad
+    error: ErrorInfo | None  # the pass raised (the call again, or backward)
+    grads: Annotated[dict[Name, ResultInfo], msgspec.Meta(max_length=64)]  # each gradient's dtype, shape, device
+
+
 class _CallReplyId(TypedDict):
     id: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
 
@@ -193,6 +214,7 @@ class CallReply(_CallReplyId, total=False):
     results: Annotated[list[ResultInfo], msgspec.Meta(max_length=64)]
     module: ModuleFacts | None
     memory: MemoryFacts | None
+    gradient: GradientFacts | None
     peak_rss_kib: Annotated[int, msgspec.Meta(ge=0, le=2**50)]
     printed: Annotated[str, msgspec.Meta(max_length=PRINTED_CHARS)]
 
@@ -255,7 +277,8 @@ def fit(value: Any, kind: Any) -> Any:
 
 _HINTS = {
     kind: get_type_hints(kind, include_extras=True)
-    for kind in (ErrorInfo, Tick, FigureFacts, ResultInfo, ParameterFact, ModuleFacts, MemoryFacts, CallReply)
+    for kind in (ErrorInfo, Tick, FigureFacts, ResultInfo, ParameterFact, ModuleFacts, MemoryFacts, GradientFacts)
+    + (CallReply,)
     + (Parameter, HookFound, LoadReply, HelloReply)
 }
 """Resolved now: this package's names leave ``sys.modules`` before learner code loads, and with them what

@@ -34,10 +34,13 @@ _SOFTMAX_BANS = (
     "scaled_dot_product_attention",  # its kernels hold a softmax of their own
 )
 
+_QK = ("queries", "keys")
+_TRAINS = ("x", "parameters")  # a module: its input and every parameter
+
 ROWS: tuple[HookRow, ...] = (
     # --- scores and softmax
-    HookRow("dot_product_scores", "scores", "tensor", points=1),
-    HookRow("scaled_dot_product_scores", "scores", "tensor", points=1, reused_by_modules=True),
+    HookRow("dot_product_scores", "scores", "tensor", points=1, gradients=_QK),
+    HookRow("scaled_dot_product_scores", "scores", "tensor", points=1, reused_by_modules=True, gradients=_QK),
     HookRow(
         "softmax_weights",
         "scores",
@@ -46,6 +49,7 @@ ROWS: tuple[HookRow, ...] = (
         banned=_SOFTMAX_BANS,
         why_banned="this exercise is to write the stable softmax yourself (subtract the max, exponentiate, normalise)",
         reused_by_modules=True,
+        gradients=("scores",),
     ),
     HookRow(
         "softmax_with_temperature",
@@ -54,14 +58,15 @@ ROWS: tuple[HookRow, ...] = (
         points=1,
         banned=_SOFTMAX_BANS,
         why_banned="this exercise is to write the stable softmax yourself, with the scores divided by the temperature",
+        gradients=("scores",),
     ),
-    HookRow("context_vectors", "scores", "tensor", points=1, reused_by_modules=True),
+    HookRow("context_vectors", "scores", "tensor", points=1, reused_by_modules=True, gradients=("weights", "values")),
     # --- the causal mask
     HookRow("causal_mask", "masking", "mask", points=1, reused_by_modules=True),
-    HookRow("apply_causal_mask", "masking", "weights", points=2),
-    HookRow("renormalize_masked_weights", "masking", "weights", points=1),
+    HookRow("apply_causal_mask", "masking", "weights", points=2, gradients=("scores",)),
+    HookRow("renormalize_masked_weights", "masking", "weights", points=1, gradients=("weights",)),
     # --- dropout
-    HookRow("dropout_scale", "dropout", "weights", points=1),
+    HookRow("dropout_scale", "dropout", "weights", points=1, gradients=("weights",)),
     HookRow(
         "attention_dropout",
         "dropout",
@@ -73,10 +78,13 @@ ROWS: tuple[HookRow, ...] = (
         ),
         why_banned="this exercise is to write inverted dropout yourself (draw a keep mask, scale by 1/(1-p))",
         reused_by_modules=True,
+        gradients=("weights",),
     ),
     # --- heads
-    HookRow("split_heads", "heads", "tensor", points=2, reused_by_modules=True),
-    HookRow("merge_heads", "heads", "tensor", points=1, reused_by_modules=True, contiguous_result=True),
+    HookRow("split_heads", "heads", "tensor", points=2, reused_by_modules=True, gradients=("x",)),
+    HookRow(
+        "merge_heads", "heads", "tensor", points=1, reused_by_modules=True, contiguous_result=True, gradients=("x",)
+    ),
     # --- the modules
     HookRow(
         "make_self_attention",
@@ -87,6 +95,7 @@ ROWS: tuple[HookRow, ...] = (
         class_variants=("SelfAttention_v2", "SelfAttention_v1"),
         banned=_MODULE_BANS,
         why_banned="this exercise is to build attention from scores, softmax and values yourself",
+        gradients=_TRAINS,
     ),
     HookRow(
         "make_causal_attention",
@@ -96,6 +105,7 @@ ROWS: tuple[HookRow, ...] = (
         class_alias="CausalAttention",
         banned=_MODULE_BANS,
         why_banned="this exercise is to build attention from scores, mask, softmax and values yourself",
+        gradients=_TRAINS,
     ),
     HookRow(
         "make_multihead_attention",
@@ -105,6 +115,7 @@ ROWS: tuple[HookRow, ...] = (
         class_alias="MultiHeadAttention",
         banned=_MODULE_BANS,
         why_banned="this exercise is to split heads and attend per head yourself",
+        gradients=_TRAINS,
     ),
     # --- long sequences
     HookRow("sliding_window_mask", "long_sequences", "mask", points=1),
@@ -116,6 +127,7 @@ ROWS: tuple[HookRow, ...] = (
         banned=_MODULE_BANS,
         why_banned="this exercise is to compute attention block by block yourself, with a running max and sum",
         bounded_memory=True,
+        gradients=("queries", "keys", "values"),
     ),
     # --- plotting
     HookRow(

@@ -147,6 +147,10 @@ class Trial:
     tensors: dict[str, torch.Tensor]
     golds: list[torch.Tensor] = field(default_factory=list)
     inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # float64 copies, for --reveal and the properties
+    grad_golds: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The reference's VJPs in float64 (``grad.<name>``: :func:`grader.child.wire.gradient_keys`), where the call
+    asks for a gradient pass; their values are compared only where :attr:`grad_values`, their shapes always."""
+    grad_values: bool = False
 
     @property
     def hook(self) -> str:

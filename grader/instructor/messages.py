@@ -156,6 +156,8 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     "image_arrays": ("the images' arrays: {problem}", "各个图像的数组：{problem}"),
     # what was raised, or should have been
     "raised": ("raised {error}", "抛出了 {error}"),
+    "grad.values": ("the gradient of {input} is wrong: {problem}", "{input} 的梯度不对：{problem}"),
+    "grad.missing": ("sent back no gradient for {input}", "没有发回 {input} 的梯度"),
     "not_implemented": ("not implemented yet ({text})", "尚未实现 ({text})"),
     "inconclusive": ("inconclusive on the meta device: {message}", "在 meta 设备上无法判断：{message}"),
     "should_raise.raised": (
@@ -377,8 +379,17 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     ),
 }
 MESSAGES: dict[str, dict[str, str]] = {key: {"en": en, "zh": zh} for key, (en, zh) in _PAIRS.items()}
+_CUTS_ZH = "`.detach()`、`.data`、`torch.no_grad()`、经过 NumPy 的来回转换，或对张量调用 `torch.tensor(...)`"
 _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (grader.rules.WORDS)
     "in_place": "原地修改了输入；请返回一个新张量，不要改动输入",
+    "grad.cut": f"梯度到达不了 {{inputs}}：你的结果不需要梯度，计算图被切断了（{_CUTS_ZH}），基于它的模型无法训练",
+    "grad.unreached": f"梯度到达不了 {{inputs}}：你的结果没有通过自动求导依赖于它（途中有{_CUTS_ZH}），基于它的模型"
+    "无法训练它",
+    "grad.frozen": "被冻结的参数（requires_grad=False）：{names}；训练无法改变它们：请保留 nn.Parameter 和 nn.Linear "
+    "默认的 requires_grad=True",
+    "grad.raised": "对你的结果做反向传播时抛出了 {error}",
+    "grad.raised_at": "对你的结果做反向传播时抛出了 {error}（位于 {where}）",
+    "grad.not_finite": "{input} 的梯度中有 {value}，第一个在 {index}，这里的梯度必须是有限值：基于它的模型会停止学习",
     "banned": "使用了 {calls}：{why}",
     "not_allowed_here": "这里不允许使用",
     "why_banned.softmax_weights": "这道练习要你自己写出数值稳定的 softmax（减去最大值、取指数、归一化）",

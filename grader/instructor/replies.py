@@ -37,6 +37,7 @@ from grader.child.wire import (
     MemoryFacts,
     ModuleFacts,
     ResultInfo,
+    gradient_keys,
     sent_back_keys,
 )
 from grader.registry import HOOK_NAMES
@@ -100,13 +101,16 @@ def caps_for(trial: Any) -> Caps:
 
     Tensor data may be ``BLOB_MULTIPLE`` times the gold answers' size at 8 bytes an element (the widest dtype), and
     never less than ``MIN_BLOB_BYTES``; tensors come back only from a trial not on the meta device, named ``out0``
-    ... in order, and each tensor argument as the call left it (``in.<name>``, its own size more).
+    ... in order, each tensor argument as the call left it (``in.<name>``, its own size more), and the gradients of
+    a gradient pass (``grad.<name>``: :func:`~grader.child.wire.gradient_keys`).
     """
     count = output_count(trial.call)
-    expected = sum(int(gold.numel()) for gold in trial.golds) * 8
+    grads = gradient_keys(trial.call)
+    elements = sum(int(g.numel()) for g in trial.golds) + sum(int(trial.tensors[k].numel()) for k in grads.values())
+    expected = elements * 8
     back = sent_back(trial)
     sent = sum(int(trial.tensors[key].nbytes) for key in back.values())
-    names = () if trial.device == "meta" else (*(f"out{i}" for i in range(count)), *back)
+    names = () if trial.device == "meta" else (*(f"out{i}" for i in range(count)), *back, *grads)
     blob = max(BLOB_MULTIPLE * expected, MIN_BLOB_BYTES) + sent + BLOB_HEADER_BYTES
     return Caps(HEADER_BYTES, blob, names, count)
 

@@ -83,13 +83,14 @@ def _gold_args(case: Case, inputs: dict[str, Any], seed: int | None = None) -> d
     return args
 
 
-def _module_gold(reference: Solution, case: Case, dtype: str) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+def _module_gold(reference: Solution, case: Case, dtype: str, keep: bool = False) -> tuple[Any, dict[str, Any]]:
     """The gold outputs of a module case and the parameters it sends (``{}`` where it sends none).
 
     The reference is built under the case's seed; with a ``state_seed`` its parameters -- never its
     buffers -- are what the learner's module gets (set by :func:`observable_state` for an observable
     case), rounded to ``dtype``, and the gold is computed from those very values.  The gold is always
-    the reference in eval mode: for a training case, the weights that dropout must drop or scale.
+    the reference in eval mode: for a training case, the weights that dropout must drop or scale.  ``keep``: the
+    reference's module itself instead of the gold answers (in float64, those weights loaded).
     """
     spec = case.module
     if spec is None:
@@ -108,11 +109,49 @@ def _module_gold(reference: Solution, case: Case, dtype: str) -> tuple[list[torc
     with torch.no_grad():
         for name, value in params.items():  # the learner gets the weights rounded to ``dtype``; so does the gold
             module.get_parameter(name).copy_(value.double())
+        if keep:
+            return module, params
         module.eval()
         golds = [module(_cast(x, dtype).double()) for x in spec.forwards]
     if spec.train and golds:  # the call's last answer: the first forward again, in eval mode
         golds.append(golds[0])
     return golds, params
+
+
+def backward_case(case: Case) -> bool:
+    """Whether ``case`` also runs its gradient pass: its hook declares what a gradient must reach (the hook table's
+    ``gradients``), and the case computes (no expected error, no structure alone, no memory measured, a module's
+    weights loaded)."""
+    if not hook_table.row(case.hook).gradients or case.expect_error or case.structural:
+        return False
+    if case.measure_memory or case.measure_held:
+        return False
+    return case.module is None or (case.module.state_seed is not None and bool(case.module.forwards))
+
+
+def _gradient(reference: Solution, case: Case, dtype: str, shape: Any, inputs: dict, seed: int) -> tuple[Any, dict]:
+    """The cotangent of a case's first answer (of ``shape``, drawn from ``seed``, rounded to ``dtype``) and the
+    reference's VJP for it in float64, each named ``grad.<name>`` (:func:`~grader.child.wire.gradient_keys`);
+    ``(None, {})`` where the reference's answer is a constant (no gradient to judge)."""
+    cotangent = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    cotangent = _cast(cotangent, dtype).double()
+    wanted = hook_table.row(case.hook).gradients
+    with torch.enable_grad():
+        if case.module is None:
+            floats = [n for n in wanted if isinstance(inputs.get(n), torch.Tensor) and inputs[n].is_floating_point()]
+            leaves = {n: inputs[n].clone().requires_grad_() for n in floats}
+            out = reference.call(case.hook, **_gold_args(case, {**inputs, **leaves}))
+        else:
+            module, _ = _module_gold(reference, case, dtype, keep=True)
+            leaves = {"x": _cast(case.module.forwards[0], dtype).double().requires_grad_()}
+            if "parameters" in wanted:
+                leaves.update({f"state.{n}": p for n, p in module.named_parameters()})
+            out = module.eval()(leaves["x"])
+        if not leaves or not out.requires_grad:  # a constant answer (dropout with p=1): nothing to train here
+            return None, {}
+        grads = torch.autograd.grad([out], list(leaves.values()), [cotangent], allow_unused=True)
+    pairs = zip(leaves.items(), grads)
+    return cotangent, {f"grad.{n}": (torch.zeros_like(leaf) if g is None else g).detach() for (n, leaf), g in pairs}
 
 
 def _image_of(case: Case, figure: Any) -> torch.Tensor:
@@ -126,8 +165,9 @@ def _image_of(case: Case, figure: Any) -> torch.Tensor:
     return read[1]
 
 
-def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict, dict, list, dict]:
-    """The wire args, wire tensors, gold answers and float64 inputs of one case in one dtype."""
+def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | None) -> tuple[dict, ...]:
+    """The wire args, wire tensors, gold answers, float64 inputs and gold gradients of one case in one dtype;
+    ``seed`` draws its cotangent (None: no gradient pass)."""
     prefix = f"c{ci}.{dtype}"
     wire_args: dict[str, Any] = {}
     tensors: dict[str, torch.Tensor] = {}
@@ -174,6 +214,11 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
         golds = [gold] * case.repeat + others
         if hook_table.row(case.hook).output == "figure":
             golds = [_image_of(case, figure) for figure in golds]
+    grad_golds: dict[str, torch.Tensor] = {}
+    if seed is not None and golds and backward_case(case):
+        cotangent, grad_golds = _gradient(reference, case, dtype, golds[0].shape, inputs, seed)
+        if grad_golds:
+            tensors[f"{prefix}.cotangent"] = _cast(cotangent, dtype).contiguous()
     call = {
         "hook": case.hook,
         "args": wire_args,
@@ -182,6 +227,8 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
         "repeat": case.repeat,
         "module": module_wire,
     }
+    if grad_golds:  # the gradient pass: the VJP of the first answer for this cotangent, w.r.t. these inputs
+        call["vjp"] = {"cotangent": f"{prefix}.cotangent", "wrt": [key.removeprefix("grad.") for key in grad_golds]}
     if case.measure_memory:  # the child records the peak memory the call holds
         call["measure_memory"] = True
     if case.reseeds:  # the same call once more per seed, its generators seeded with it
@@ -189,22 +236,27 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str) -> tuple[dict
             {name: {"generator": seed} if "generator" in arg else arg for name, arg in wire_args.items()}
             for seed in case.reseeds
         ]
-    return call, tensors, golds, inputs
+    return call, tensors, golds, inputs, grad_golds
 
 
-def build_suite(seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solution | None = None) -> Suite:
-    """Expand the hidden cases for ``seed`` over dtypes and ``devices`` and compute the gold answers."""
+def build_suite(
+    seed: int, devices: tuple[str, ...] = ("cpu",), reference: Solution | None = None, gradients: bool = True
+) -> Suite:
+    """Expand the hidden cases for ``seed`` over dtypes and ``devices`` and compute the gold answers (and, with
+    ``gradients``, the gold VJPs of every case that has a gradient pass: :func:`backward_case`)."""
     reference = reference or load_solution("reference")
     cases = make_cases(seed)
-    prepared: dict[tuple[int, str], tuple[dict, dict, list, dict]] = {}
+    prepared: dict[tuple[int, str], tuple[dict, dict, list, dict, dict]] = {}
     grouped: dict[tuple[str, str], list[tuple[Trial, dict]]] = defaultdict(list)
     for ci, case in enumerate(cases):
         for device in devices:
             for dtype in _dtypes_for(case, device):
                 if (ci, dtype) not in prepared:
-                    prepared[(ci, dtype)] = _prepare(reference, case, ci, dtype)
-                call, tensors, golds, inputs = prepared[(ci, dtype)]
-                trial = Trial(case, device, dtype, dict(call, device=device), tensors, golds, inputs)
+                    cotangent_seed = (seed * 1_000_003 + ci) % 2**63 if gradients else None
+                    prepared[(ci, dtype)] = _prepare(reference, case, ci, dtype, cotangent_seed)
+                call, tensors, golds, inputs, grads = prepared[(ci, dtype)]
+                values = case.compare_gold and not (case.module is not None and case.module.train)
+                trial = Trial(case, device, dtype, dict(call, device=device), tensors, golds, inputs, grads, values)
                 grouped[(case.hook, device)].append((trial, tensors))
     suite = Suite(seed, tuple(devices))
     for hook in HOOK_NAMES:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 if TYPE_CHECKING:
     from grader.instructor.replies import CallReply
 
+from grader.gradients import gradient_problem, ticked
 from grader.hook_table import row
 from grader.instructor.said import Message, message_data, message_from_data, said
 from grader.rules import (
@@ -328,7 +329,46 @@ def judge(
             problem = holds(trial, received, facts)
             if problem:
                 return FAILED, problem
-    return (FAILED, said("in_place")) if trial.device != "meta" and _inputs_changed(trial, outputs) else (PASSED, "")
+    if trial.device != "meta" and _inputs_changed(trial, outputs):
+        return FAILED, said("in_place")
+    problem = _gradient_problem(trial, reply, outputs, reveal) if trial.grad_golds else None
+    return (FAILED, problem) if problem else (PASSED, "")
+
+
+def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], reveal: bool) -> str | None:
+    """What is wrong with the call's gradient pass (:mod:`grader.gradients`): its facts, then each gradient read from
+    the bytes received -- present, finite, of the input's dtype and shape, and (where the case compares values)
+    the reference's VJP within the dtype's tolerance.  On the meta device, only the described dtypes and shapes."""
+    facts = dict(reply.get("gradient") or {})
+    wanted = [key.removeprefix("grad.") for key in trial.grad_golds]
+    if not facts:
+        return said("grad.missing", input=ticked(wanted))
+    if trial.device == "meta":
+        if facts.get("error"):
+            message = str(facts["error"].get("message", ""))
+            return gpu_error_message(message, said) if is_device_error(message) else None
+        for key, gold in trial.grad_golds.items():
+            info = (facts.get("grads") or {}).get(key.removeprefix("grad."))
+            if info is not None and tuple(info.get("shape", ())) != tuple(gold.shape):
+                shape = said("shape", got=_fmt_shape(info["shape"]), expected=_fmt_shape(gold.shape))
+                return said("grad.values", input=ticked([key.removeprefix("grad.")])[0], problem=shape)
+        return None
+    received = {key.removeprefix("grad."): outputs.get(key) for key in trial.grad_golds}
+    problem = gradient_problem(facts, received, wanted, said)
+    if problem:
+        return problem
+    for key, gold in trial.grad_golds.items():
+        name = ticked([key.removeprefix("grad.")])[0]
+        got = outputs.get(key)
+        if got is None:
+            return said("grad.missing", input=name)
+        if trial.grad_values:
+            problem = value_problem(trial, got, gold, reveal)
+        elif tuple(got.shape) != tuple(gold.shape):
+            problem = said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(gold.shape))
+        if problem:
+            return said("grad.values", input=name, problem=problem)
+    return None
 
 
 def _inputs_changed(trial: Any, outputs: dict[str, Any]) -> bool:

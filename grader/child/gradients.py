@@ -1,0 +1,144 @@
+"""The gradient pass of one call: the hook run again on inputs that require grad, then backward for a cotangent the
+grader chose; what reached each input, as facts (:class:`grader.child.wire.GradientFacts`) and tensors.
+
+Each input that must get a gradient is a fresh leaf, handed to the hook as a copy that requires grad (as tensors
+inside a model are: not leaves, so an in-place step is autograd's to judge, not a leaf's rule).  A module's
+parameters are its own, after the reference's weights were loaded; a frozen one (``requires_grad=False``) is named.
+The local check (:mod:`grader.rules`) runs the same pass with a cotangent of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+import warnings
+from gc import disable as _stop_collecting
+from typing import Any
+
+from .load import _relative, _torch
+
+_OURS = os.path.dirname(os.path.abspath(__file__))
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')  # a frame in autograd's anomaly trace
+
+
+def error_info(exc: BaseException, where: str | None = None) -> dict[str, Any]:
+    """An exception as a reply's ``ErrorInfo``: its class, MRO, message and the learner's line (``where``)."""
+    return {
+        "type": type(exc).__name__,
+        "mro": [c.__name__ for c in type(exc).__mro__],
+        "message": (str(exc) or type(exc).__name__)[:2000],
+        "where": where if where is not None else learner_frame(traceback.extract_tb(exc.__traceback__)),
+    }
+
+
+def learner_frame(frames: Any) -> str | None:
+    """``file:line`` of the last frame that is the learner's (not this package's, not an installed one), or None."""
+    mine = [
+        f
+        for f in frames
+        if os.path.dirname(os.path.abspath(f.filename)) != _OURS
+        and "site-packages" not in f.filename
+        and "<" not in f.filename
+        and os.sep + "grader" + os.sep not in f.filename
+    ]
+    return f"{_relative(mine[-1].filename, os.getcwd())}:{mine[-1].lineno}" if mine else None
+
+
+def _backward(out: Any, targets: dict[str, Any], cotangent: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The VJP of ``out`` for ``cotangent`` w.r.t. each of ``targets``: facts, and the gradients that reached."""
+    torch = _torch()
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        return {"requires_grad": False, "unreached": list(targets)}, {}
+    wanted = {name: t for name, t in targets.items() if t.requires_grad}
+    grads = torch.autograd.grad([out], list(wanted.values()), [cotangent.to(out.dtype)], allow_unused=True)
+    got = {name: g for name, g in zip(wanted, grads) if g is not None}
+    return {"requires_grad": True, "unreached": [n for n in wanted if n not in got]}, got
+
+
+def _where_backward_failed(run: Any) -> str | None:
+    """The learner's line of the forward step whose backward failed, from autograd's anomaly mode (run again)."""
+    torch = _torch()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.autograd.detect_anomaly(check_nan=False):
+                run()
+        except Exception:  # noqa: BLE001 - the same failure again; only its forward trace is wanted
+            pass
+    for warning in caught:
+        text = str(warning.message)
+        if "Traceback of forward call" in text:
+            return learner_frame([traceback.FrameSummary(path, int(n), "") for path, n in _FILE_LINE.findall(text)])
+    return None
+
+
+def _pass(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``run()`` (forward and backward), its failure kept as facts with the learner's line where it can be found."""
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - learner code failing in backward is a finding, not our error
+        where = learner_frame(traceback.extract_tb(exc.__traceback__)) or _where_backward_failed(run)
+        return {"error": error_info(exc, where)}, {}
+
+
+def function_vjp(fn: Any, args: dict[str, Any], wrt: list[str], cotangent: Any) -> tuple[dict, dict]:
+    """Call ``fn`` again with the tensors of ``wrt`` requiring grad; the VJP w.r.t. each (by argument name)."""
+    torch = _torch()
+
+    def run() -> tuple[dict, dict]:
+        leaves = {
+            name: args[name].detach().clone().requires_grad_(True)
+            for name in wrt
+            if isinstance(args.get(name), torch.Tensor) and args[name].is_floating_point()
+        }
+        out = fn(**{**args, **{name: leaf.clone() for name, leaf in leaves.items()}})
+        _stop_collecting()
+        return _backward(out, leaves, cotangent)
+
+    return _pass(run)
+
+
+def module_vjp(
+    module: Any, x: Any, pairs: list[tuple[str, str, str]], cotangent: Any, train: bool
+) -> tuple[dict, dict]:
+    """One forward of ``module`` on ``x`` (requiring grad), then its VJP w.r.t. ``x`` and the parameters ``pairs``
+    load (:func:`grader.child.modules.map_parameters`), each named ``state.<the contract's name>`` and laid out as
+    the contract's; a learner's parameter that does not require grad is listed in ``frozen`` by its own name."""
+    params = dict(module.named_parameters())
+    mine = list(dict.fromkeys(m for m, _, _ in pairs if m in params))
+    frozen = [m for m in mine if not params[m].requires_grad]
+
+    def run() -> tuple[dict, dict]:
+        leaf = x.detach().clone().requires_grad_(True)
+        module.train(train)
+        out = module(leaf.clone())
+        _stop_collecting()
+        facts, got = _backward(out, {"x": leaf, **{m: params[m] for m in mine if m not in frozen}}, cotangent)
+        grads = {"x": got["x"]} if "x" in got else {}
+        for m, theirs, layout in pairs:
+            grad = got.get(m)
+            if grad is not None:
+                if layout == "transposed":
+                    grad = grad.t()
+                elif layout.startswith("rows "):
+                    start, stop = (int(n) for n in layout[5:].split(":"))
+                    grad = grad[start:stop]
+                grads[f"state.{theirs}"] = grad
+        return facts, grads
+
+    facts, grads = _pass(run)
+    return {**facts, "frozen": frozen} if frozen else facts, grads
+
+
+def describe(grads: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each gradient's dtype, shape and device (what the grader judges on the meta device)."""
+    return {
+        name: {
+            "type": "torch.Tensor",
+            "dtype": str(g.dtype).replace("torch.", ""),
+            "shape": list(g.shape),
+            "device": str(g.device),
+        }
+        for name, g in grads.items()
+    }
