@@ -57,8 +57,9 @@ def dilated_window_mask(num_tokens, window, dilation, device=None):
 
 @hookimpl
 def attention_entropy(weights):
-    # 0 * ln 0 is 0: where p == 0 take 0, never p * -inf (NaN)
-    p_log_p = torch.where(weights > 0, weights * weights.log(), torch.zeros_like(weights))  # (..., Tq, Tk)
+    # 0 * ln 0 is 0: where p == 0 take 0, never p * -inf (NaN), and log a safe p: ln 0's backward would send NaN back
+    safe = torch.where(weights > 0, weights, torch.ones_like(weights))
+    p_log_p = torch.where(weights > 0, weights * safe.log(), torch.zeros_like(weights))  # (..., Tq, Tk)
     return -p_log_p.sum(dim=-1)  # (..., Tq), in nats
 
 

@@ -33,7 +33,9 @@ def softmax_weights(scores, dim=-1):
     peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
     exp = torch.exp(scores - peak)
     total = exp.sum(dim=dim, keepdim=True)
-    return torch.where(total > 0, exp / total, torch.zeros_like(exp))
+    # a safe total: an all -inf slice's 0/0, even in the branch torch.where drops, sends NaN back in backward
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+    return torch.where(total > 0, exp / safe, torch.zeros_like(exp))
 
 
 @hookimpl
@@ -75,7 +77,10 @@ def apply_causal_mask(scores):
 def renormalize_masked_weights(weights):
     keep = ~causal_mask(weights.shape[-1], device=weights.device)
     masked = weights * keep
-    return masked / masked.sum(dim=-1, keepdim=True)
+    total = masked.sum(dim=-1, keepdim=True)  # (..., T, 1)
+    # a safe total: a row with nothing left up to the diagonal gives zeros, not 0/0 (NaN, and NaN gradients)
+    safe = torch.where(total != 0, total, torch.ones_like(total))
+    return torch.where(total != 0, masked / safe, torch.zeros_like(masked))
 
 
 # --- dropout ------------------------------------------------------------------------
@@ -85,8 +90,8 @@ def renormalize_masked_weights(weights):
 def dropout_scale(weights, keep_mask, p):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    if p == 1.0:
-        return torch.zeros_like(weights)
+    if p == 1.0:  # zeros still tied to weights: their gradient is 0, not missing
+        return weights.masked_fill(torch.ones_like(weights, dtype=torch.bool), 0.0)
     return weights * keep_mask.to(weights.dtype) / (1.0 - p)
 
 
@@ -235,7 +240,9 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
         total = total * rescale + exp.sum(dim=-1, keepdim=True)
         mixed = mixed * rescale + exp @ values[..., start : start + chunk_size, :]  # (..., Tq, dv)
         peak = new_peak
-    return torch.where(total > 0, mixed / total, torch.zeros_like(mixed))  # (..., Tq, dv)
+    # a safe total: a query that saw no key has total 0, and its 0/0, even in the dropped branch, sends NaN back
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+    return torch.where(total > 0, mixed / safe, torch.zeros_like(mixed))  # (..., Tq, dv)
 
 
 # --- plotting ----------------------------------------------------------------------------------------
