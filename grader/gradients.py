@@ -29,7 +29,8 @@ def gradient_problem(facts: dict[str, Any], grads: dict[str, Any], wanted: list[
 
     error = facts.get("error")
     if error:
-        text = f"{error.get('type', 'an exception')}: {(str(error.get('message', '')).splitlines() or [''])[0]}"
+        first = (str(error.get("message", "")).splitlines() or [""])[0].split(" Hint: enable anomaly detection")[0]
+        text = f"{error.get('type', 'an exception')}: {first}"
         where = error.get("where")
         return say("grad.raised_at", error=text, where=str(where)) if where else say("grad.raised", error=text)
     if facts.get("requires_grad") is False:
@@ -46,3 +47,42 @@ def gradient_problem(facts: dict[str, Any], grads: dict[str, Any], wanted: list[
             value = "NaN" if bool(torch.isnan(grad[index])) else "inf"
             return say("grad.not_finite", input=ticked([name])[0], index=str(index), value=value)
     return None
+
+
+def local_problem(hook: str, call: Any, arguments: dict[str, Any], result: Any, generators: dict) -> str | None:
+    """The gradient rule in the local check: ``call(**arguments)`` once more on inputs that require grad (each
+    generator argument restored to ``generators``, its state before the first call), then backward for a cotangent
+    of the local check's own; the global random state is left as it was.  None where the hook declares no
+    gradients, or nothing here can carry one."""
+    import torch
+
+    from grader.child.gradients import function_vjp
+    from grader.hook_table import row
+
+    wanted = [n for n in row(hook).gradients if isinstance(arguments.get(n), torch.Tensor)]
+    wanted = [n for n in wanted if arguments[n].is_floating_point()]
+    if not wanted or not isinstance(result, torch.Tensor) or not result.is_floating_point() or result.is_meta:
+        return None
+    fresh = dict(arguments)
+    for name, state in generators.items():
+        fresh[name] = torch.Generator(device=arguments[name].device)
+        fresh[name].set_state(state)
+    cotangent = torch.randn(result.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):
+        facts, grads = function_vjp(call, fresh, wanted, cotangent.to(result.device))
+    return gradient_problem(facts, grads, wanted)
+
+
+def local_module_problem(module: Any, x: Any, out: Any) -> str | None:
+    """The gradient rule on one forward of a learner's module in the local check: its input and every parameter."""
+    import torch
+
+    from grader.child.gradients import module_vjp
+
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.is_meta or not x.is_floating_point():
+        return None
+    pairs = [(name, name, "") for name, _ in module.named_parameters()]
+    cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):
+        facts, grads = module_vjp(module, x, pairs, cotangent.to(out.device), module.training)
+    return gradient_problem(facts, grads, ["x", *(f"state.{name}" for name, _, _ in pairs)])

@@ -25,6 +25,7 @@ import copy
 import functools
 from typing import Any, NamedTuple
 
+from grader.gradients import local_module_problem, local_problem
 from grader.hook_table import row
 from grader.rule_words import KEY_AXIS_LABEL, QUERY_AXIS_LABEL, WORDS, Say, english
 
@@ -497,6 +498,7 @@ class RuledSolution:
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         before = {k: v.clone() for k, v in arguments.items() if isinstance(v, torch.Tensor)}
+        generators = {k: v.get_state() for k, v in arguments.items() if isinstance(v, torch.Generator)}
         recorder = _recording_mode(list(row(hook).banned))
         rule = _memory_rule(hook, arguments)
         meter = _MemoryMeter(arguments.values()) if rule else None
@@ -518,6 +520,8 @@ class RuledSolution:
             self._watch_module(hook, result)
         elif isinstance(result, torch.Tensor):
             self._note(self._result_problem(hook, result, arguments))
+            sent = {k: before.get(k, v) for k, v in arguments.items()}  # as the test passed them
+            self._note(local_problem(hook, functools.partial(self.solution.call, hook), sent, result, generators))
             if not any(isinstance(v, torch.Generator) for v in arguments.values()):
                 meta = {k: "meta" if k == "device" else _on_meta(v) for k, v in arguments.items()}
                 self._note(_meta_problem(lambda: self.solution.call(hook, **meta)))
@@ -578,6 +582,8 @@ class RuledSolution:
 
         @functools.wraps(forward)
         def ruled_forward(*args: Any, **kwargs: Any) -> Any:
+            import torch
+
             from grader.child.call import _recording_mode
 
             recorder = _recording_mode(banned)
@@ -587,6 +593,8 @@ class RuledSolution:
                 raise RuleBroken(banned_message(hook, recorder.seen))
             del module.__dict__["forward"]  # a copy without this wrapper: its forward is its own
             try:
+                if args and isinstance(args[0], torch.Tensor):  # the gradient rule, on the module's own forward
+                    self._note(local_module_problem(module, args[0], out))
                 twin = copy.deepcopy(module).to("meta")
             except Exception:  # noqa: BLE001 - a module that cannot be copied gets no meta pass
                 return out

@@ -107,6 +107,7 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("softmax_dim", "last", "softmax-ignores-dim", _SOFTMAX),
     ("stability", "no_max", "softmax-without-max", _SOFTMAX),
     ("stability", "nan_rows", "softmax-nan-on-masked-rows", _SOFTMAX),
+    ("stability", "where_nan", "softmax-where-nan-grad", _SOFTMAX | _TEMPERATURE),
     ("temperature", "after", "temperature-after-softmax", _TEMPERATURE),
     ("temperature", "times", "temperature-multiplied", _TEMPERATURE),
     ("temperature", "ignored", "temperature-ignored", _TEMPERATURE),
@@ -565,7 +566,9 @@ def _softmax(scores: torch.Tensor, dim: int, k: Mapping[str, str]) -> torch.Tens
     total = e.sum(dim=d, keepdim=True)
     if stability == "nan_rows":
         return e / total
-    return torch.where(total > 0, e / total, torch.zeros_like(e))
+    if stability == "where_nan":  # the right zeros, but backward differentiates the untaken 0 / 0
+        return torch.where(total > 0, e / total, 0.0)
+    return e / torch.where(total > 0, total, torch.ones_like(total))  # a fully masked row: zeros, and zero gradients
 
 
 def _triangle(size: int, k: Mapping[str, str], device: Any, dtype: torch.dtype = torch.bool) -> torch.Tensor:

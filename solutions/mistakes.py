@@ -569,7 +569,7 @@ def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_pe
         total = total * factor + exp.sum(dim=-1, keepdim=True)
         mixed = mixed * factor + exp @ values[..., start : start + chunk_size, :]
         peak = new_peak
-    return torch.where(total > 0, mixed / total, torch.zeros_like(mixed))
+    return mixed / torch.where(total > 0, total, torch.ones_like(total))  # a query that sees nothing: zero gradients
 
 
 def _chunked(**wrong):

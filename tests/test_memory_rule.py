@@ -237,7 +237,8 @@ def test_only_calls_that_ask_are_measured():
     reply, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True), tensors)
     memory = decode(reply, CallReply, "reply")["memory"]  # as the trusted side reads it
     assert memory["largest"] == [BATCH, HEADS, 16, max(D, DV)] and memory["converted"] == []  # queries or values
-    assert memory["peak_elements"] >= BATCH * HEADS * 16 * DV and memory["peak_bytes"] >= 4 * memory["peak_elements"]
+    assert memory["peak_elements"] >= BATCH * HEADS * 16 * DV  # the float32 result, at least
+    assert memory["peak_bytes"] >= 4 * BATCH * HEADS * 16 * DV and memory["peak_bytes"] >= memory["peak_elements"]
     meta, _ = call_hook({HOOK: reference.chunked_attention}, dict(call, measure_memory=True, device="meta"), tensors)
     assert meta["ok"] and "memory" not in meta  # nothing is allocated on the meta device
 

@@ -286,7 +286,8 @@ def test_the_reference_dropout_differs_between_generator_seeds(suite):
     for trial in train:
         verdict = judge_in_process(reference, trial)
         outputs = verdict.outputs
-        assert sorted(outputs) == ["in.weights", "out0", "out1", "out2"]  # and the input, back as it was left
+        # the input, back as it was left, and the gradient pass's VJP w.r.t. the weights
+        assert sorted(outputs) == ["grad.weights", "in.weights", "out0", "out1", "out2"]
         assert torch.equal(outputs["out0"], outputs["out1"]) and not torch.equal(outputs["out0"], outputs["out2"])
         assert (verdict.status, verdict.message) == (PASSED, "")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from gc import disable as _stop_collecting  # bound before any learner code runs
 from typing import Any
 
+from .gradients import module_vjp
 from .load import _torch
 
 _ROLE_WORDS = {
@@ -217,7 +218,5 @@ def _run_module(fn, args, spec, tensors, device, cotangent=None):
         outputs.append(out)
     gradient = None
     if cotangent is not None and inputs:
-        from .gradients import module_vjp
-
         gradient = module_vjp(module, inputs[0], pairs, cotangent, bool(spec.get("train", False)))
     return outputs, facts, inputs, gradient

@@ -126,6 +126,8 @@ def observe(trial: Any, status: str, message: str, reply: CallReply | Mapping | 
         return Seen("error", (), str(error.get("type", "")), error_sizes(text), text, error.get("where"))
     if reply.get("banned"):
         return Seen("banned", message=message)
+    if str(getattr(message, "id", "")).startswith("grad."):
+        return Seen("gradient", message=_gradient_kind(message))
     if message.startswith("modified its input"):
         return Seen("mutation", outs, message=message)
     if _VALUE_MESSAGES.match(message) or not trial.case.compare_gold:
@@ -133,6 +135,18 @@ def observe(trial: Any, status: str, message: str, reply: CallReply | Mapping | 
     if message.startswith("the reference's weights cannot be loaded"):
         return OTHER
     return Seen("property", outs, message=message)
+
+
+def _gradient_kind(message: Any) -> str:
+    """What kind of break a gradient failure is, as two programs that break alike share it: the message's id, the
+    function input it names (a module's names are the learner's own, left out) and, for a backward that raised, the
+    exception and the first words of its text (never its shapes, versions or line)."""
+    params = dict(getattr(message, "params", {}))
+    name = params.get("input", params.get("inputs", ""))
+    if message.id in ("grad.raised", "grad.raised_at"):
+        kind, _, text = str(params.get("error", "")).partition(": ")
+        return f"grad.raised {kind}: {re.split(r'[:[(]', text)[0].strip()}"
+    return f"{message.id} {name}" if message.id != "grad.frozen" else message.id
 
 
 # --- the class-wide evidence: what each candidate does on each trial, computed once --------------------------
@@ -495,7 +509,20 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
         return src.builds_off_device(code, "forward") and "mask" not in buffers and bool(facts)
     if mistake in ("mask-built-on-cpu", "causal-mask-ignores-device"):
         return src.builds_off_device(code)
-    return None
+    return GRAPH_RULES[mistake](code) if mistake in GRAPH_RULES else None
+
+
+GRAPH_RULES: dict[str, Callable[[Any], bool]] = {
+    **dict.fromkeys(
+        ("softmax-detached", "context-detaches-weights", "dropout-scale-on-data", "split-heads-no-grad"), src.cuts_graph
+    ),
+    "causal-forward-no-grad": src.cuts_graph,
+    "softmax-where-nan-grad": src.calls_where,
+    "frozen-parameters": src.freezes,
+    "chunked-in-place-after-amax": src.updates_in_place,
+}
+"""The gradient mistakes (:mod:`solutions.gradient_mistakes`) are named only where the hook's code shows the break:
+a cut, a ``torch.where``, a frozen parameter, an in-place update (others break the same way, and get no hint)."""
 
 
 def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
@@ -507,7 +534,7 @@ def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
 
 # --- diagnosing one hook of one submission ------------------------------------------------------------------
 
-ASPECTS = ("values", "property", "mutation", "device", "contract")
+ASPECTS = ("values", "property", "mutation", "gradient", "device", "contract")
 
 
 def _state(aspect: str, row: HookRow) -> str:
@@ -525,7 +552,12 @@ def _state(aspect: str, row: HookRow) -> str:
         return "fail" if kind == "contract" else "pass" if kind == "pass" else "unknown"
     if trial.case.expect_error:
         return "unknown"
-    later = {"values": ("pass", "property", "mutation"), "property": ("pass", "mutation"), "mutation": ("pass",)}
+    later = {
+        "values": ("pass", "property", "mutation", "gradient"),
+        "property": ("pass", "mutation", "gradient"),
+        "mutation": ("pass", "gradient"),
+        "gradient": ("pass",),
+    }
     if kind in (("values", "error") if aspect == "values" else (aspect,)):
         return "fail"
     return "pass" if kind in later[aspect] else "unknown"
@@ -564,9 +596,11 @@ def _program_passes(aspect: str, expect: Seen) -> bool | None:
     """Whether a program that did ``expect`` passes this row in ``aspect`` (None: it fails before, unknown)."""
     if expect.kind == "pass":
         return True
-    order = ("values", "property", "mutation")
+    order = ("values", "property", "mutation", "gradient")
     if aspect in order:
-        failed_at = {"values": 0, "error": 0, "any": 0, "dropped": 0, "property": 1, "mutation": 2}.get(expect.kind, -1)
+        failed_at = {"values": 0, "error": 0, "any": 0, "dropped": 0, "property": 1, "mutation": 2, "gradient": 3}.get(
+            expect.kind, -1
+        )
         if failed_at < 0:
             return None if expect.kind in ("other", "banned") else False
         return None if failed_at < order.index(aspect) else failed_at > order.index(aspect)

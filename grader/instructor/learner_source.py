@@ -237,3 +237,49 @@ def _torch_call(node: ast.Call) -> bool:
     """``torch.ones(...)`` (not ``x.new_ones`` or ``np.ones``)."""
     func = node.func
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+
+
+# --- facts about what a hook's code does to the graph ---------------------------------------------
+
+_CUTS = frozenset({"detach", "detach_", "numpy", "no_grad", "inference_mode", "tensor", "as_tensor", "from_numpy"})
+
+
+def cuts_graph(code: Node | None) -> bool:
+    """The code takes something out of autograd's graph: ``.detach()``, ``.data``, ``torch.no_grad()`` (or inference
+    mode), a NumPy round trip, ``torch.tensor(...)`` of a tensor."""
+    return any(
+        (isinstance(n, ast.Call) and _called(n) in _CUTS) or (isinstance(n, ast.Attribute) and n.attr == "data")
+        for n in _walk(code)
+    )
+
+
+def calls_where(code: Node | None) -> bool:
+    """The code picks values with ``torch.where`` (or ``Tensor.where``)."""
+    return any(isinstance(n, ast.Call) and _called(n) == "where" for n in _walk(code))
+
+
+def freezes(code: Node | None) -> bool:
+    """The code turns a parameter's gradient off: ``requires_grad=False``, ``.requires_grad_(False)`` or
+    ``p.requires_grad = False``."""
+    def false(value: ast.expr) -> bool:
+        return isinstance(value, ast.Constant) and value.value is False
+
+    for n in _walk(code):
+        if isinstance(n, ast.keyword) and n.arg == "requires_grad" and false(n.value):
+            return True
+        if isinstance(n, ast.Call) and _called(n) == "requires_grad_" and n.args and false(n.args[0]):
+            return True
+        if isinstance(n, ast.Assign) and false(n.value):
+            if any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets):
+                return True
+    return False
+
+
+def updates_in_place(code: Node | None) -> bool:
+    """The code calls an in-place tensor method (``sub_``, ``exp_``, ``masked_fill_`` ...) or augments a tensor
+    (``x -= m``)."""
+    return any(
+        (isinstance(n, ast.Call) and _called(n).endswith("_") and not _called(n).startswith("_"))
+        or isinstance(n, ast.AugAssign)
+        for n in _walk(code)
+    )

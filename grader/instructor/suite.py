@@ -132,7 +132,8 @@ def backward_case(case: Case) -> bool:
 def _gradient(reference: Solution, case: Case, dtype: str, shape: Any, inputs: dict, seed: int) -> tuple[Any, dict]:
     """The cotangent of a case's first answer (of ``shape``, drawn from ``seed``, rounded to ``dtype``) and the
     reference's VJP for it in float64, each named ``grad.<name>`` (:func:`~grader.child.wire.gradient_keys`);
-    ``(None, {})`` where the reference's answer is a constant (no gradient to judge)."""
+    ``(None, {})`` where the reference's answer is a constant or its VJP is zero (no gradient to judge: a learner's
+    ``zeros_like`` for dropout with p=1 is as right as the reference's)."""
     cotangent = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     cotangent = _cast(cotangent, dtype).double()
     wanted = hook_table.row(case.hook).gradients
@@ -147,9 +148,11 @@ def _gradient(reference: Solution, case: Case, dtype: str, shape: Any, inputs: d
             if "parameters" in wanted:
                 leaves.update({f"state.{n}": p for n, p in module.named_parameters()})
             out = module.eval()(leaves["x"])
-        if not leaves or not out.requires_grad:  # a constant answer (dropout with p=1): nothing to train here
+        if not leaves or not out.requires_grad:
             return None, {}
         grads = torch.autograd.grad([out], list(leaves.values()), [cotangent], allow_unused=True)
+    if all(g is None or not g.any() for g in grads):  # nothing trains through it (dropout with p=1): no pass
+        return None, {}
     pairs = zip(leaves.items(), grads)
     return cotangent, {f"grad.{n}": (torch.zeros_like(leaf) if g is None else g).detach() for (n, leaf), g in pairs}
 

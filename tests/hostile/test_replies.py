@@ -581,8 +581,9 @@ def test_caps_follow_what_the_call_returns(small_suite):
     runs = {(r.hook, r.device, r.case.name, r.dtype): r for r in small_suite.trials}
     train = runs[("attention_dropout", "cpu", "train-p=0.2", "float32")]
     caps = caps_for(train)
-    assert caps.outputs == ("out0", "out1", "out2", "in.weights") and caps.results == 3  # twice one state, once another
-    # and the input back, as the call left it (the grader compares it with what it sent)
+    assert caps.outputs == ("out0", "out1", "out2", "in.weights", "grad.weights") and caps.results == 3
+    # twice one state, once another; the input back, as the call left it (the grader compares it with what it
+    # sent); and the gradient pass's VJP w.r.t. the weights
     assert caps.max_blob >= 4 * sum(g.numel() * 8 for g in train.golds)
     assert caps.max_header == 256 << 10
     meta = next(r for r in small_suite.trials if r.device == "meta")
