@@ -3,6 +3,7 @@
     python benchmarks/throughput.py                 # N=60 submissions, --jobs = the cores
     python benchmarks/throughput.py -n 60 --jobs 2 --naive 4
     python benchmarks/throughput.py -n 16 --jobs 2 --executor ray   # also (b) on a local Ray: its overhead
+    python benchmarks/throughput.py -n 24 --jobs 2 --gradients-cost  # (b) with and without the gradient passes
 
 Grades N generated submissions (copies of the sample class's perfect solution with
 distinct ids, plus a few with mistakes) with the full hidden suite on the CPU, three
@@ -69,15 +70,36 @@ def time_naive(paths: list[Path]) -> float:
     return (time.perf_counter() - started) / len(paths)
 
 
-def time_grade(folder: Path, jobs: int, out: Path, executor: str = "local") -> float:
-    """Seconds for one whole `attnkit grade` run of ``folder``."""
+WITHOUT_GRADIENTS = (
+    "import functools, sys; import grader.instructor.class_grading as c, grader.instructor.suite as s; "
+    "c.build_suite = functools.partial(s.build_suite, gradients=False); sys.argv[0] = 'attnkit'; "
+    "from grader.cli import main; main()"
+)
+"""`attnkit grade` as it was before the gradient passes (issue 23): the same suite, no call asks for a VJP."""
+
+
+def time_grade(folder: Path, jobs: int, out: Path, executor: str = "local", gradients: bool = True) -> float:
+    """Seconds for one whole `attnkit grade` run of ``folder`` (``gradients=False``: no gradient pass)."""
+    command = ["-m", "grader.cli"] if gradients else ["-c", WITHOUT_GRADIENTS]
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "grader.cli", "grade", str(folder), "--out", str(out), "--seed", str(SEED),
+        [sys.executable, *command, "grade", str(folder), "--out", str(out), "--seed", str(SEED),
          "--devices", "cpu", "--jobs", str(jobs), "--force", "--executor", executor],
         cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
     )
     return time.perf_counter() - started
+
+
+def gradient_cost(root: Path, small: int, large: int, jobs: int) -> None:
+    """The marginal cost of one more hand-in with and without the gradient passes, interleaved in one run."""
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for gradients in (False, True, False, True):
+        half = time_grade(root / "half", jobs, root / f"g-half-{gradients}", gradients=gradients)
+        whole = time_grade(root / "class", jobs, root / f"g-{gradients}", gradients=gradients)
+        runs[gradients].append((whole - half) / (large - small))
+    before, after = (min(runs[g]) for g in (False, True))
+    print(f"marginal cost per hand-in: {before:.3f} s without gradient passes, {after:.3f} s with them "
+          f"({100 * (after / before - 1):+.0f}%; best of 2 each, interleaved)")
 
 
 def time_floor(paths: list[Path]) -> float:
@@ -115,6 +137,8 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=60, help="submissions in the main run (default 60)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="attnkit grade --jobs (default: cores)")
     parser.add_argument("--naive", type=int, default=3, help="submissions timed the naive way (default 3)")
+    parser.add_argument("--gradients-cost", action="store_true",
+                        help="only compare the marginal cost per hand-in with and without the gradient passes")
     parser.add_argument("--executor", choices=["local", "ray"], default="local",
                         help="ray: also time (b) on a local Ray and print its overhead next to the local pool's")
     args = parser.parse_args()
@@ -126,6 +150,9 @@ def main() -> None:
         make_class(root / "half", small)
         print(f"{large} submissions ({sum(p.name.endswith(('.py',)) for p in paths)} .py files), seed {SEED}, "
               f"jobs {args.jobs}, {os.cpu_count()} cores")
+        if args.gradients_cost:
+            gradient_cost(root, small, large, args.jobs)
+            return
 
         naive = time_naive(paths[: args.naive])
         print(f"(a) naive, fresh pytest per submission: {naive:.2f} s per submission (timed on {args.naive})")

@@ -33,12 +33,14 @@ def gradient_problem(facts: dict[str, Any], grads: dict[str, Any], wanted: list[
         text = f"{error.get('type', 'an exception')}: {first}"
         where = error.get("where")
         return say("grad.raised_at", error=text, where=str(where)) if where else say("grad.raised", error=text)
+    where = {"where": str(facts["cut_at"])} if facts.get("cut_at") else {}
+    at = "_at" if where else ""  # with the learner's line where the child found the cut
     if facts.get("requires_grad") is False:
-        return say("grad.cut", inputs=ticked(wanted))
+        return say(f"grad.cut{at}", inputs=ticked(wanted), **where)
     if facts.get("frozen"):
         return say("grad.frozen", names=ticked(facts["frozen"]))
     if facts.get("unreached"):
-        return say("grad.unreached", inputs=ticked(facts["unreached"]))
+        return say(f"grad.unreached{at}", inputs=ticked(facts["unreached"]), **where)
     for name in wanted:
         grad = grads.get(name)
         if isinstance(grad, torch.Tensor) and grad.is_floating_point() and not bool(torch.isfinite(grad).all()):

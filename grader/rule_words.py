@@ -25,6 +25,10 @@ WORDS: dict[str, str] = {
     f"({_CUTS}) and a model built on it cannot train",
     "grad.unreached": f"the gradient does not reach {{inputs}}: your result does not depend on it through autograd "
     f"({_CUTS} on its way) and a model built on it cannot train it",
+    "grad.cut_at": f"the gradient does not reach {{inputs}}: your result does not require grad, so the graph is cut "
+    f"({_CUTS}; the last such step: {{where}}) and a model built on it cannot train",
+    "grad.unreached_at": f"the gradient does not reach {{inputs}}: your result does not depend on it through autograd "
+    f"({_CUTS} on its way; the last such step: {{where}}) and a model built on it cannot train it",
     "grad.frozen": "frozen parameters (requires_grad=False): {names}; training cannot change them: keep the "
     "requires_grad=True that nn.Parameter and nn.Linear give",
     "grad.raised": "backward through your result raised {error}",

@@ -82,11 +82,48 @@ def _pass(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         return {"error": error_info(exc, where)}, {}
 
 
+def _cut_at(forward: Any) -> str | None:
+    """Where the learner's code took a tensor out of the graph, from ``forward()`` run once more under a mode that
+    watches every torch call: the last call that took a tensor requiring grad and gave a floating tensor that does
+    not (``file:line (Tensor.detach)``), on a line of the learner's; None where none is seen.  Run only for a pass
+    whose gradient did not reach (what it costs is paid by a failing case)."""
+    torch = _torch()
+    seen: list[str] = []
+
+    class Finder(torch.overrides.TorchFunctionMode):  # type: ignore[misc, name-defined]
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = getattr(func, "__name__", "")
+            if name.endswith("_like") or name.startswith(("new_", "empty")):  # a new tensor, not a cut
+                return out
+            if isinstance(out, torch.Tensor) and out.is_floating_point() and not out.requires_grad:
+                if any(isinstance(a, torch.Tensor) and a.requires_grad for a in (*args, *(kwargs or {}).values())):
+                    where = learner_frame(traceback.extract_stack()[:-1])
+                    if where:
+                        seen.append(f"{where} ({'Tensor.data' if name == '__get__' else name})")
+            return out
+
+    try:
+        with Finder():
+            forward()
+    except Exception:  # noqa: BLE001 - the pass already said what failed; only where it cut is wanted here
+        pass
+    return seen[-1] if seen else None
+
+
+def _located(facts: dict[str, Any], forward: Any) -> dict[str, Any]:
+    """``facts`` with ``cut_at`` where the gradient did not reach and the cut can be found (:func:`_cut_at`)."""
+    if facts.get("error") or not (facts.get("requires_grad") is False or facts.get("unreached")):
+        return facts
+    where = _cut_at(forward)
+    return {**facts, "cut_at": where} if where else facts
+
+
 def function_vjp(fn: Any, args: dict[str, Any], wrt: list[str], cotangent: Any) -> tuple[dict, dict]:
     """Call ``fn`` again with the tensors of ``wrt`` requiring grad; the VJP w.r.t. each (by argument name)."""
     torch = _torch()
 
-    def run() -> tuple[dict, dict]:
+    def forward() -> tuple[Any, dict[str, Any]]:
         leaves = {
             name: args[name].detach().clone().requires_grad_(True)
             for name in wrt
@@ -94,9 +131,10 @@ def function_vjp(fn: Any, args: dict[str, Any], wrt: list[str], cotangent: Any) 
         }
         out = fn(**{**args, **{name: leaf.clone() for name, leaf in leaves.items()}})
         _stop_collecting()
-        return _backward(out, leaves, cotangent)
+        return out, leaves
 
-    return _pass(run)
+    facts, grads = _pass(lambda: _backward(*forward(), cotangent))
+    return _located(facts, forward), grads
 
 
 def module_vjp(
@@ -109,11 +147,15 @@ def module_vjp(
     mine = list(dict.fromkeys(m for m, _, _ in pairs if m in params))
     frozen = [m for m in mine if not params[m].requires_grad]
 
-    def run() -> tuple[dict, dict]:
+    def forward() -> tuple[Any, Any]:
         leaf = x.detach().clone().requires_grad_(True)
         module.train(train)
         out = module(leaf.clone())
         _stop_collecting()
+        return out, leaf
+
+    def run() -> tuple[dict, dict]:
+        out, leaf = forward()
         facts, got = _backward(out, {"x": leaf, **{m: params[m] for m in mine if m not in frozen}}, cotangent)
         grads = {"x": got["x"]} if "x" in got else {}
         for m, theirs, layout in pairs:
@@ -128,6 +170,7 @@ def module_vjp(
         return facts, grads
 
     facts, grads = _pass(run)
+    facts = _located(facts, forward)
     return {**facts, "frozen": frozen} if frozen else facts, grads
 
 

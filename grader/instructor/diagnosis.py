@@ -146,7 +146,8 @@ def _gradient_kind(message: Any) -> str:
     if message.id in ("grad.raised", "grad.raised_at"):
         kind, _, text = str(params.get("error", "")).partition(": ")
         return f"grad.raised {kind}: {re.split(r'[:[(]', text)[0].strip()}"
-    return f"{message.id} {name}" if message.id != "grad.frozen" else message.id
+    kind = message.id.removesuffix("_at")  # where the graph was cut is the learner's line, not the kind
+    return f"{kind} {name}" if kind != "grad.frozen" else kind
 
 
 # --- the class-wide evidence: what each candidate does on each trial, computed once --------------------------

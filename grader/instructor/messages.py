@@ -385,6 +385,10 @@ _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (
     "grad.cut": f"梯度到达不了 {{inputs}}：你的结果不需要梯度，计算图被切断了（{_CUTS_ZH}），基于它的模型无法训练",
     "grad.unreached": f"梯度到达不了 {{inputs}}：你的结果没有通过自动求导依赖于它（途中有{_CUTS_ZH}），基于它的模型"
     "无法训练它",
+    "grad.cut_at": f"梯度到达不了 {{inputs}}：你的结果不需要梯度，计算图被切断了（{_CUTS_ZH}；最后一处：{{where}}），"
+    "基于它的模型无法训练",
+    "grad.unreached_at": f"梯度到达不了 {{inputs}}：你的结果没有通过自动求导依赖于它（途中有{_CUTS_ZH}；最后一处："
+    "{where}），基于它的模型无法训练它",
     "grad.frozen": "被冻结的参数（requires_grad=False）：{names}；训练无法改变它们：请保留 nn.Parameter 和 nn.Linear "
     "默认的 requires_grad=True",
     "grad.raised": "对你的结果做反向传播时抛出了 {error}",

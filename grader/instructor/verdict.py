@@ -366,9 +366,28 @@ def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], rev
             problem = value_problem(trial, got, gold, reveal)
         elif tuple(got.shape) != tuple(gold.shape):
             problem = said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(gold.shape))
+        elif (scaled := _scaled_gradient(trial, key, outputs)) is not None:  # random values, elementwise (dropout)
+            problem = value_problem(trial, got, scaled, reveal)
         if problem:
             return said("grad.values", input=name, problem=problem)
     return None
+
+
+def _scaled_gradient(trial: Any, key: str, outputs: dict[str, Any]) -> Any:
+    """What the gradient of a random elementwise answer must be, from the learner's own answer: a hook whose answer
+    is its input scaled entry by entry (dropout: ``w * keep / (1 - p)``) has the VJP ``cotangent * answer / w``, the
+    keep mask scaled by ``1 / (1 - p)`` that the answer shows; the entries where ``w`` is 0 say nothing, so they
+    take the learner's own value.  None where the trial is no such case (a module's, or another shape)."""
+    import torch
+
+    name, out = key.removeprefix("grad."), outputs.get("out0")
+    sent, cotangent = trial.inputs.get(name), trial.tensors.get((trial.call.get("vjp") or {}).get("cotangent", ""))
+    if trial.case.module is not None or out is None or sent is None or cotangent is None:
+        return None
+    if not (tuple(out.shape) == tuple(sent.shape) == tuple(cotangent.shape)):
+        return None
+    w, y, c = sent.double(), out.double(), cotangent.double()
+    return torch.where(w != 0, c * y / torch.where(w != 0, w, 1.0), outputs[key].double())
 
 
 def _inputs_changed(trial: Any, outputs: dict[str, Any]) -> bool:
