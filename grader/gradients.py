@@ -70,8 +70,10 @@ def local_problem(hook: str, call: Any, arguments: dict[str, Any], result: Any, 
         fresh[name] = torch.Generator(device=arguments[name].device)
         fresh[name].set_state(state)
     cotangent = torch.randn(result.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():  # a test may call the hook under no_grad
         facts, grads = function_vjp(call, fresh, wanted, cotangent.to(result.device))
+    if facts.get("requires_grad") is False and not result.any():  # a constant 0 (dropout with p=1): nothing to
+        return None  # train through, and the grader, whose reference's gradient is 0 there too, judges no pass
     return gradient_problem(facts, grads, wanted)
 
 
@@ -85,6 +87,6 @@ def local_module_problem(module: Any, x: Any, out: Any) -> str | None:
         return None
     pairs = [(name, name, "") for name, _ in module.named_parameters()]
     cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():
         facts, grads = module_vjp(module, x, pairs, cotangent.to(out.device), module.training)
     return gradient_problem(facts, grads, ["x", *(f"state.{name}" for name, _, _ in pairs)])

@@ -628,8 +628,9 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
     def attention_dropout(weights, p, training=True, generator=None):
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-        if not (training or k.get("eval") == "active") or p == 0.0:
-            return weights.clone()
+        rows = k.get("rows") == "renormalised"
+        if not (training or k.get("eval") == "active") or p == 0.0:  # renormalised still: its backward shows it
+            return weights / weights.sum(dim=-1, keepdim=True) if rows else weights.clone()
         gen = None if k.get("generator") == "global" else generator
         draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
         keep = (draws < p) if k.get("keep") == "with_p" else (draws >= p)
@@ -637,7 +638,7 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
         if scale == "1-p" and p == 1.0:
             return torch.zeros_like(weights)  # the chapter's guard, kept by learners who renormalise after it
         out = weights * keep * ({"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale])
-        return out / out.sum(dim=-1, keepdim=True) if k.get("rows") == "renormalised" else out
+        return out / out.sum(dim=-1, keepdim=True) if rows else out
 
     functions = [dot_product_scores, scaled_dot_product_scores, softmax_weights, softmax_with_temperature]
     functions += [causal_mask, apply_causal_mask, sliding_window_mask, attention_dropout]

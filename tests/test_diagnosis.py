@@ -53,6 +53,9 @@ EXPECTED = [
     ("erin", "erin", "split_heads", "split-heads-without-transpose"),
 ]
 EXPECTED_IDS = [f"{student}-{mistake}" for student, _, _, mistake in EXPECTED]
+ALSO = {("bob", "softmax_weights"): {"softmax-where-nan-grad"}}
+"""Mistakes a hook shows beside the one its row expects: Bob guards an all -inf row with `torch.where(s > 0, e / s,
+0)` (scores.py, line 20): right zeros, NaN gradients, on the fully masked row's cases only (issue 23)."""
 GRADED = ["alice.py", "bob", "carol.zip", "dave.py", "erin"]
 WIDE = {"COLUMNS": "300"}  # rich reads the width from COLUMNS; a wide table keeps each hint on one line
 
@@ -146,8 +149,8 @@ def test_gradebook_mistake_column(graded_en, student, path, hook, mistake):
         rows = db.execute(
             "SELECT status, mistake FROM results WHERE student = ? AND hook = ?", (student, hook)
         ).fetchall()
-    named = {m for status, m in rows if status == FAILED and m}
-    assert named == {mistake}, rows
+    named = {i for status, m in rows if status == FAILED and m for i in m.split(",")}
+    assert named == {mistake} | ALSO.get((student, hook), set()), rows
     assert all(m == "" for status, m in rows if status != FAILED), "a passing case names no mistake"
 
 

@@ -168,7 +168,9 @@ def test_a_known_mistake_fails_only_its_own_hook():
     written = set(load_solution(frank).functions)  # an exercise added since frank handed in is not his mistake
     assert "apply_causal_mask" in written and "plot_attention" not in written
     failing = {hook for (hook, status), n in tally.items() if status not in (PASSED, SKIPPED) and n and hook in written}
-    assert failing == {"apply_causal_mask"}
+    # and his softmax guards an all -inf row with torch.where: right zeros, NaN gradients (issue 23), which his
+    # softmax_with_temperature and chunked_attention share: gradient cases only (test_gradients.py holds the kind)
+    assert failing - {"softmax_weights", "softmax_with_temperature", "chunked_attention"} == {"apply_causal_mask"}
 
 
 @pytest.mark.slow
@@ -183,7 +185,9 @@ def test_the_pytest_entry_point_runs_the_hidden_cases():
     assert "softmax_weights" in written and "plot_attention" not in written
     failed = [ln for ln in done.stdout.splitlines() if ln.startswith("FAILED")]
     failed = [ln for ln in failed if any(f"[{hook}[" in ln for hook in written)]  # not what he has not written
-    assert failed and all("softmax_weights" in ln for ln in failed)
+    # his temperature calls his softmax, whose torch.where guard gives NaN gradients on an all -inf row (issue 23)
+    also = [ln for ln in failed if "softmax_with_temperature[all-masked-row" in ln]
+    assert failed and all("softmax_weights" in ln for ln in failed if ln not in also)
 
 
 # --- the suite version ------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from torch import nn
 
 from grader.notebooks import notebook_to_source
 from grader.registry import HOOK_NAMES, Solution, load_solution
+from solutions.gradient_mistakes import ENTRIES as GRADIENT_ENTRIES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -1036,6 +1037,27 @@ def module_dropout_behaviour(solution: Solution, hook: str, names: dict[str, str
 # --- which pairs there are -------------------------------------------------------------------------------------
 
 PAIRS = [(sub, hook) for sub, entry in EXPECTED.items() for hook in entry["hooks"]]
+GRADIENT_IDS = frozenset(entry[0] for entry in GRADIENT_ENTRIES)
+"""Mistakes of backward only (issue 23): right values, a gradient that does not train."""
+
+
+def gradient_breaks(solution: Solution, hook: str) -> set[str]:
+    """What an independent look at the softmax's backward finds: a result cut from the graph, or NaN in the gradient
+    of a row that is all -inf (whose weights are all 0, a constant: its gradient is 0)."""
+    if hook != "softmax_weights":
+        return set()
+    scores = torch.randn(3, 4, dtype=torch.float64, generator=_gen(0))
+    scores[1] = NEG_INF
+    leaf = scores.requires_grad_()
+    out = quietly(lambda: solution.softmax_weights(leaf.clone()))
+    if not out.requires_grad:
+        return {"softmax-detached"}
+    if not torch.equal(out[1], torch.zeros_like(out[1])):  # the values are already wrong there (NaN): not backward's
+        return set()
+    (grad,) = torch.autograd.grad(out, leaf, torch.randn(out.shape, dtype=out.dtype, generator=_gen(1)))
+    return set() if torch.isfinite(grad).all() else {"softmax-where-nan-grad"}
+
+
 KNOWN_IDS = (
     {i for spec in FUNCTIONS.values() for i in spec.mistakes}
     | set(MODULE_MISTAKES)
@@ -1043,6 +1065,7 @@ KNOWN_IDS = (
     | {"attention-dropout-scale-by-inverse-p", "dropout-active-in-eval", "dropout-renormalises-rows"}
     | {"dropout-keeps-with-p", "dropout-ignores-generator", "dropout-not-scaled", "dropout-divides-by-zero"}
     | {"dropout-p-unchecked"}
+    | GRADIENT_IDS
 )
 
 
@@ -1130,6 +1153,8 @@ def assert_no_banned_calls(solution: Solution, hook: str, **kwargs: Any) -> None
 
 
 def check_function(solution: Solution, entry: dict[str, Any], hook: str, ids: list[str]) -> None:
+    assert gradient_breaks(solution, hook) == {i for i in ids if i in GRADIENT_IDS}, "the label's gradient mistakes"
+    ids = [i for i in ids if i not in GRADIENT_IDS]
     spec = FUNCTIONS[hook]
     runs = function_runs(spec)
     got = function_outcomes(getattr(solution, hook), runs)

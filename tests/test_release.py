@@ -54,13 +54,14 @@ LEARNER_GRADER = {
     "hints.py",
     "rules.py",
     "rule_words.py",
+    "gradients.py",
     "watch.py",
 }
 """What a learner's kit holds of ``grader/``: the top level of ours, ``instructor/`` left out."""
 NEVER = {"cases.py", "suite.py", "verdict.py", "replies.py", "diagnosis.py", "sandbox.py", "audit.py",
          "submission_grading.py", "class_grading.py", "intake.py", "review_flags.py", "gradebook.py",
          "reports.py", "rubric.py", "rubric.toml", "heatmaps.py", "release.py", "reference.py",
-         "mistakes.py"}  # fmt: skip
+         "mistakes.py", "gradient_mistakes.py"}  # fmt: skip
 
 GIVEN_BY_THE_STUBS = {"make_self_attention", "make_causal_attention", "make_multihead_attention"}
 """Reference functions whose body is one line the stubs give away on purpose: ``return SelfAttention(...)``."""

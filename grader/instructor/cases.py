@@ -151,6 +151,7 @@ class Trial:
     """The reference's VJPs in float64 (``grad.<name>``: :func:`grader.child.wire.gradient_keys`), where the call
     asks for a gradient pass; their values are compared only where :attr:`grad_values`, their shapes always."""
     grad_values: bool = False
+    grad_atol: float | None = None  # the gradients' absolute tolerance where above the values' (suite._gradient)
 
     @property
     def hook(self) -> str:

@@ -22,6 +22,7 @@ from safetensors.torch import save as save_tensors
 from grader import hook_table
 from grader.child.figures import figure_facts, headless_pyplot
 from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases, observable_state
+from grader.instructor.verdict import HALF_SAFETY
 from grader.registry import HOOK_NAMES, Solution, load_solution
 
 
@@ -129,32 +130,51 @@ def backward_case(case: Case) -> bool:
     return case.module is None or (case.module.state_seed is not None and bool(case.module.forwards))
 
 
-def _gradient(reference: Solution, case: Case, dtype: str, shape: Any, inputs: dict, seed: int) -> tuple[Any, dict]:
-    """The cotangent of a case's first answer (of ``shape``, drawn from ``seed``, rounded to ``dtype``) and the
-    reference's VJP for it in float64, each named ``grad.<name>`` (:func:`~grader.child.wire.gradient_keys`);
-    ``(None, {})`` where the reference's answer is a constant or its VJP is zero (no gradient to judge: a learner's
-    ``zeros_like`` for dropout with p=1 is as right as the reference's)."""
-    cotangent = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    cotangent = _cast(cotangent, dtype).double()
+def _vjp(reference: Solution, case: Case, dtype: str, inputs: dict, cotangent: Any, precision: str) -> dict | None:
+    """The reference's VJP for ``cotangent`` of a case's first answer, from its values in ``dtype``, computed in
+    ``precision``: ``{grad.<name>: float64 tensor}`` (:func:`~grader.child.wire.gradient_keys`), or None where the
+    answer is a constant (it does not require grad)."""
+    p = getattr(torch, precision)
     wanted = hook_table.row(case.hook).gradients
     with torch.enable_grad():
         if case.module is None:
-            floats = [n for n in wanted if isinstance(inputs.get(n), torch.Tensor) and inputs[n].is_floating_point()]
-            leaves = {n: inputs[n].clone().requires_grad_() for n in floats}
-            out = reference.call(case.hook, **_gold_args(case, {**inputs, **leaves}))
+            cast = {n: v.to(p) if v.is_floating_point() else v for n, v in inputs.items()}
+            leaves = {n: cast[n].requires_grad_() for n in wanted if n in cast and cast[n].is_floating_point()}
+            out = reference.call(case.hook, **_gold_args(case, cast))
         else:
-            module, _ = _module_gold(reference, case, dtype, keep=True)
-            leaves = {"x": _cast(case.module.forwards[0], dtype).double().requires_grad_()}
+            module = _module_gold(reference, case, dtype, keep=True)[0].to(p)
+            leaves = {"x": _cast(case.module.forwards[0], dtype).to(p).requires_grad_()}
             if "parameters" in wanted:
-                leaves.update({f"state.{n}": p for n, p in module.named_parameters()})
+                leaves.update({f"state.{n}": param for n, param in module.named_parameters()})
             out = module.eval()(leaves["x"])
         if not leaves or not out.requires_grad:
-            return None, {}
-        grads = torch.autograd.grad([out], list(leaves.values()), [cotangent], allow_unused=True)
-    if all(g is None or not g.any() for g in grads):  # nothing trains through it (dropout with p=1): no pass
-        return None, {}
+            return None
+        grads = torch.autograd.grad([out], list(leaves.values()), [cotangent.to(out.dtype)], allow_unused=True)
     pairs = zip(leaves.items(), grads)
-    return cotangent, {f"grad.{n}": (torch.zeros_like(leaf) if g is None else g).detach() for (n, leaf), g in pairs}
+    return {f"grad.{n}": (torch.zeros_like(leaf) if g is None else g).detach().double() for (n, leaf), g in pairs}
+
+
+def _gradient(reference: Solution, case: Case, dtype: str, shape: Any, inputs: dict, seed: int) -> tuple:
+    """The cotangent of a case's first answer (of ``shape``, drawn from ``seed``, rounded to ``dtype``), the
+    reference's VJP for it in float64 and the gradients' absolute tolerance in ``dtype`` (None: the values'); or
+    ``(None, {}, None)`` where the answer is a constant or its VJP is zero (no gradient to judge: a learner's
+    ``zeros_like`` for dropout with p=1 is as right as the reference's).
+
+    Backward sums over more terms than forward (a cancellation's rounding shows where the gold is near 0), so in
+    float32 and the half dtypes the tolerance is the values', or ``HALF_SAFETY`` times the reference's own error
+    in that dtype where that is more: the calibration rule of the half values (:func:`~grader.instructor.verdict.
+    calibrated`), per case."""
+    cotangent = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    cotangent = _cast(cotangent, dtype).double()
+    gold = _vjp(reference, case, dtype, inputs, cotangent, "float64")
+    if gold is None or not any(g.any() for g in gold.values()):  # nothing trains through it (dropout with p=1)
+        return None, {}, None
+    atol = None
+    if dtype != "float64" and case.compare_gold and not (case.module is not None and case.module.train):
+        own = _vjp(reference, case, dtype, inputs, cotangent, dtype) or {}
+        errors = [float((own[k] - g).abs().max()) for k, g in gold.items() if k in own and g.numel()]
+        atol = HALF_SAFETY * max(errors, default=0.0)
+    return cotangent, gold, atol
 
 
 def _image_of(case: Case, figure: Any) -> torch.Tensor:
@@ -218,8 +238,9 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | N
         if hook_table.row(case.hook).output == "figure":
             golds = [_image_of(case, figure) for figure in golds]
     grad_golds: dict[str, torch.Tensor] = {}
+    grad_atol = None
     if seed is not None and golds and backward_case(case):
-        cotangent, grad_golds = _gradient(reference, case, dtype, golds[0].shape, inputs, seed)
+        cotangent, grad_golds, grad_atol = _gradient(reference, case, dtype, golds[0].shape, inputs, seed)
         if grad_golds:
             tensors[f"{prefix}.cotangent"] = _cast(cotangent, dtype).contiguous()
     call = {
@@ -239,7 +260,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | N
             {name: {"generator": seed} if "generator" in arg else arg for name, arg in wire_args.items()}
             for seed in case.reseeds
         ]
-    return call, tensors, golds, inputs, grad_golds
+    return call, tensors, golds, inputs, (grad_golds, grad_atol)
 
 
 def build_suite(
@@ -257,9 +278,10 @@ def build_suite(
                 if (ci, dtype) not in prepared:
                     cotangent_seed = (seed * 1_000_003 + ci) % 2**63 if gradients else None
                     prepared[(ci, dtype)] = _prepare(reference, case, ci, dtype, cotangent_seed)
-                call, tensors, golds, inputs, grads = prepared[(ci, dtype)]
+                call, tensors, golds, inputs, (grads, atol) = prepared[(ci, dtype)]
                 values = case.compare_gold and not (case.module is not None and case.module.train)
-                trial = Trial(case, device, dtype, dict(call, device=device), tensors, golds, inputs, grads, values)
+                call = dict(call, device=device)
+                trial = Trial(case, device, dtype, call, tensors, golds, inputs, grads, values, atol)
                 grouped[(case.hook, device)].append((trial, tensors))
     suite = Suite(seed, tuple(devices))
     for hook in HOOK_NAMES:

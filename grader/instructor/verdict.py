@@ -156,8 +156,9 @@ def _expected_dtype(trial: Any) -> str:
     return row(trial.hook).expected_dtype or trial.dtype
 
 
-def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str | None:
-    """Compare one received tensor with its gold answer; say what is wrong, or None."""
+def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False, atol: float | None = None) -> str | None:
+    """Compare one received tensor with its gold answer; say what is wrong, or None.  ``atol``: an absolute
+    tolerance above the dtype's (a gradient's, calibrated per case)."""
     import torch
 
     expected_dtype = _expected_dtype(trial)
@@ -176,7 +177,8 @@ def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False) -> str 
     if torch.isnan(g64).any() and not torch.isnan(w64).any():
         where = tuple(torch.isnan(g64).nonzero()[0].tolist())
         return said("nan", index=str(where))
-    rtol, atol = tolerance(trial.hook, trial.dtype)
+    rtol, dtype_atol = tolerance(trial.hook, trial.dtype)
+    atol = max(dtype_atol, atol or 0.0)
     try:
         torch.testing.assert_close(g64, w64, rtol=rtol, atol=atol, equal_nan=True)
     except AssertionError:
@@ -363,7 +365,7 @@ def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], rev
         if got is None:
             return said("grad.missing", input=name)
         if trial.grad_values:
-            problem = value_problem(trial, got, gold, reveal)
+            problem = value_problem(trial, got, gold, reveal, trial.grad_atol)
         elif tuple(got.shape) != tuple(gold.shape):
             problem = said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(gold.shape))
         elif (scaled := _scaled_gradient(trial, key, outputs)) is not None:  # random values, elementwise (dropout)

@@ -532,7 +532,8 @@ def test_caching_outputs_fails_every_again_case(world, rubric):
     """A cache keyed by shape passes a shape's first case and fails the same shape with fresh values.
 
     Cases of different names may share a shape (``large-logits`` and ``masked`` do), so the cache can
-    fail a first-seen case too; what matters is that no "-again" case passes and that it costs points.
+    fail a first-seen case too; what matters is that no "-again" case passes and that it costs points.  Its
+    first answers' values are right; their gradient pass, which calls it again, gets the cached tensor.
     """
     attack = BY_NAME["caches_outputs"]
     row = world.d2.rows()[attack.name]
@@ -541,8 +542,11 @@ def test_caching_outputs_fails_every_again_case(world, rubric):
         again = [(c, s) for c, s, _ in cases if c.endswith("-again")]
         assert again, f"{hook} has no -again case"
         assert {s for _, s in again} == {"failed"}, f"{hook}: a cached output passed a fresh-values case"
-        assert [m for _, s, m in cases if s == "failed" and "values differ" not in m] == []
-        assert any(s == "passed" for _, s, _ in cases), f"{hook}: the cache's first answers should pass"
+        # and the gradient pass (issue 23) calls it again: a cached answer does not depend on its input
+        cut = "the gradient does not reach"
+        assert [m for _, s, m in cases if s == "failed" and "values differ" not in m and cut not in m] == []
+        first = [(s, m) for c, s, m in cases if not c.endswith("-again")]
+        assert any(s == "passed" or cut in m for s, m in first), f"{hook}: the cache's first values should be right"
         assert row[hook] < rubric.points[hook]
 
 

@@ -26,4 +26,4 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
         l = l * rescale + p.sum(-1, keepdim=True)  # noqa: E741
         acc = acc * rescale + p @ v_block  # (..., Tq, dv)
         m = m_new
-    return torch.where(l > 0, acc / l, torch.zeros_like(acc))
+    return acc / torch.where(l > 0, l, torch.ones_like(l))  # a query that sees no key: 0, and a 0 gradient

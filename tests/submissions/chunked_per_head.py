@@ -24,7 +24,7 @@ def _one_head(q, k, v, chunk_size, causal):
         total = total * scale + weights.sum(dim=1, keepdim=True)
         acc = acc * scale + weights @ v[start : start + chunk_size]
         best = new_best
-    return torch.where(total > 0, acc / total, torch.zeros_like(acc))
+    return acc / torch.where(total > 0, total, torch.ones_like(total))  # a query that sees no key: 0, and a 0 gradient
 
 
 def chunked_attention(queries, keys, values, chunk_size, causal=False):
