@@ -31,8 +31,9 @@ def gradient_problem(facts: dict[str, Any], grads: dict[str, Any], wanted: list[
     if error:
         first = (str(error.get("message", "")).splitlines() or [""])[0].split(" Hint: enable anomaly detection")[0]
         text = f"{error.get('type', 'an exception')}: {first}"
-        where = error.get("where")
-        return say("grad.raised_at", error=text, where=str(where)) if where else say("grad.raised", error=text)
+        where, called = error.get("where"), facts.get("stage") == "call"
+        kind = "grad.call_raised" if called else "grad.raised"  # the hook itself, on inputs that require grad
+        return say(f"{kind}_at", error=text, where=str(where)) if where else say(kind, error=text)
     where = {"where": str(facts["cut_at"])} if facts.get("cut_at") else {}
     at = "_at" if where else ""  # with the learner's line where the child found the cut
     if facts.get("requires_grad") is False:

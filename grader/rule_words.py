@@ -33,6 +33,9 @@ WORDS: dict[str, str] = {
     "requires_grad=True that nn.Parameter and nn.Linear give",
     "grad.raised": "backward through your result raised {error}",
     "grad.raised_at": "backward through your result raised {error} (at {where})",
+    "grad.call_raised": "called on inputs that require grad (as a model's are), your code raised {error}",
+    "grad.call_raised_at": "called on inputs that require grad (as a model's are), your code raised {error} (at "
+    "{where})",
     "grad.not_finite": "the gradient of {input} holds {value}, first at {index}, where it must be finite: a model "
     "built on this stops learning",
     "banned": "uses {calls}: {why}",

@@ -73,13 +73,28 @@ def _where_backward_failed(run: Any) -> str | None:
     return None
 
 
+class _CallFailed(Exception):
+    """The hook itself raised when called again on inputs that require grad (not backward): ``__cause__``."""
+
+
+def _called(forward: Any) -> Any:
+    try:
+        return forward()
+    except Exception as exc:
+        raise _CallFailed from exc
+
+
 def _pass(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``run()`` (forward and backward), its failure kept as facts with the learner's line where it can be found."""
+    """``run()`` (forward and backward), its failure kept as facts with the learner's line where it can be found,
+    and ``stage``: ``call`` where the hook itself raised on inputs that require grad, else ``backward``."""
     try:
         return run()
+    except _CallFailed as failed:
+        exc = failed.__cause__ or failed
+        return {"error": error_info(exc), "stage": "call"}, {}
     except Exception as exc:  # noqa: BLE001 - learner code failing in backward is a finding, not our error
         where = learner_frame(traceback.extract_tb(exc.__traceback__)) or _where_backward_failed(run)
-        return {"error": error_info(exc, where)}, {}
+        return {"error": error_info(exc, where), "stage": "backward"}, {}
 
 
 def _cut_at(forward: Any) -> str | None:
@@ -98,7 +113,7 @@ def _cut_at(forward: Any) -> str | None:
                 return out
             if isinstance(out, torch.Tensor) and out.is_floating_point() and not out.requires_grad:
                 if any(isinstance(a, torch.Tensor) and a.requires_grad for a in (*args, *(kwargs or {}).values())):
-                    where = learner_frame(traceback.extract_stack()[:-1])
+                    where = _calling_learner(traceback.extract_stack()[:-1])
                     if where:
                         seen.append(f"{where} ({'Tensor.data' if name == '__get__' else name})")
             return out
@@ -109,6 +124,19 @@ def _cut_at(forward: Any) -> str | None:
     except Exception:  # noqa: BLE001 - the pass already said what failed; only where it cut is wanted here
         pass
     return seen[-1] if seen else None
+
+
+def _calling_learner(frames: Any) -> str | None:
+    """``file:line`` of the learner's line that made a torch call: the nearest frame below it that is not torch's
+    own (``nn.Linear.forward`` calls ``F.linear`` for the learner), where that frame is the learner's; None where
+    it is ours (the pass detaching its own inputs) or the call runs inside an ``autograd.Function``'s forward
+    (where grad is off by design: a missing gradient there is its backward's)."""
+    if any(f.filename.endswith(os.path.join("torch", "autograd", "function.py")) for f in frames):
+        return None
+    for frame in reversed(frames):
+        if "site-packages" not in frame.filename:
+            return learner_frame([frame])
+    return None
 
 
 def _located(facts: dict[str, Any], forward: Any) -> dict[str, Any]:
@@ -133,7 +161,7 @@ def function_vjp(fn: Any, args: dict[str, Any], wrt: list[str], cotangent: Any) 
         _stop_collecting()
         return out, leaves
 
-    facts, grads = _pass(lambda: _backward(*forward(), cotangent))
+    facts, grads = _pass(lambda: _backward(*_called(forward), cotangent))
     return _located(facts, forward), grads
 
 
@@ -155,7 +183,7 @@ def module_vjp(
         return out, leaf
 
     def run() -> tuple[dict, dict]:
-        out, leaf = forward()
+        out, leaf = _called(forward)
         facts, got = _backward(out, {"x": leaf, **{m: params[m] for m in mine if m not in frozen}}, cotangent)
         grads = {"x": got["x"]} if "x" in got else {}
         for m, theirs, layout in pairs:

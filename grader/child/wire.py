@@ -196,6 +196,7 @@ class GradientFacts(TypedDict, total=False):
     unreached: Annotated[list[Name], msgspec.Meta(max_length=64)]  # the inputs no gradient reached
     frozen: Annotated[list[Name], msgspec.Meta(max_length=1024)]  # a module's parameters that do not require grad
     error: ErrorInfo | None  # the pass raised (the call again, or backward)
+    stage: Annotated[str, msgspec.Meta(max_length=20)]  # where it raised: "call" (again, inputs requiring grad)
     cut_at: Name  # where a gradient that did not reach left the graph: "file:line (call)", the learner's line
     grads: Annotated[dict[Name, ResultInfo], msgspec.Meta(max_length=64)]  # each gradient's dtype, shape, device
 

@@ -143,9 +143,9 @@ def _gradient_kind(message: Any) -> str:
     exception and the first words of its text (never its shapes, versions or line)."""
     params = dict(getattr(message, "params", {}))
     name = params.get("input", params.get("inputs", ""))
-    if message.id in ("grad.raised", "grad.raised_at"):
+    if message.id in ("grad.raised", "grad.raised_at", "grad.call_raised", "grad.call_raised_at"):
         kind, _, text = str(params.get("error", "")).partition(": ")
-        return f"grad.raised {kind}: {re.split(r'[:[(]', text)[0].strip()}"
+        return f"{message.id.removesuffix('_at')} {kind}: {re.split(r'[:[(]', text)[0].strip()}"
     kind = message.id.removesuffix("_at")  # where the graph was cut is the learner's line, not the kind
     return f"{kind} {name}" if kind != "grad.frozen" else kind
 

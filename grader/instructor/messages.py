@@ -393,6 +393,8 @@ _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (
     "默认的 requires_grad=True",
     "grad.raised": "对你的结果做反向传播时抛出了 {error}",
     "grad.raised_at": "对你的结果做反向传播时抛出了 {error}（位于 {where}）",
+    "grad.call_raised": "在需要梯度的输入上（模型中的输入正是如此）调用时，你的代码抛出了 {error}",
+    "grad.call_raised_at": "在需要梯度的输入上（模型中的输入正是如此）调用时，你的代码抛出了 {error}（位于 {where}）",
     "grad.not_finite": "{input} 的梯度中有 {value}，第一个在 {index}，这里的梯度必须是有限值：基于它的模型会停止学习",
     "banned": "使用了 {calls}：{why}",
     "not_allowed_here": "这里不允许使用",

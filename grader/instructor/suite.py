@@ -154,23 +154,25 @@ def _vjp(reference: Solution, case: Case, dtype: str, inputs: dict, cotangent: A
     return {f"grad.{n}": (torch.zeros_like(leaf) if g is None else g).detach().double() for (n, leaf), g in pairs}
 
 
-def _gradient(reference: Solution, case: Case, dtype: str, shape: Any, inputs: dict, seed: int) -> tuple:
+def _gradient(reference: Solution, case: Case, dtype: str, answer: Any, inputs: dict, seed: int) -> tuple:
     """The cotangent of a case's first answer (of ``shape``, drawn from ``seed``, rounded to ``dtype``), the
     reference's VJP for it in float64 and the gradients' absolute tolerance in ``dtype`` (None: the values'); or
     ``(None, {}, None)`` where the answer is a constant or its VJP is zero (no gradient to judge: a learner's
     ``zeros_like`` for dropout with p=1 is as right as the reference's).
 
     Backward sums over more terms than forward (a cancellation's rounding shows where the gold is near 0), so in
-    float32 and the half dtypes the tolerance is the values', or ``HALF_SAFETY`` times the reference's own error
-    in that dtype where that is more: the calibration rule of the half values (:func:`~grader.instructor.verdict.
-    calibrated`), per case."""
-    cotangent = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    cotangent = _cast(cotangent, dtype).double()
+    float32 the tolerance is the values', or ``HALF_SAFETY`` times the reference's own error in float32 where that
+    is more: the calibration rule of the half values (:func:`~grader.instructor.verdict.calibrated`), per case.
+    (A half gradient's values are not compared: :func:`build_suite`.)"""
+    cotangent = torch.randn(answer.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    # where the answer is -inf (a masked score) it is a constant: no gradient flows back through it, whichever way
+    # it was made (masked_fill sends 0 back, an added -inf mask the cotangent itself); a softmax after sends 0 there
+    cotangent = _cast(cotangent.masked_fill(~torch.isfinite(answer), 0.0), dtype).double()
     gold = _vjp(reference, case, dtype, inputs, cotangent, "float64")
     if gold is None or not any(g.any() for g in gold.values()):  # nothing trains through it (dropout with p=1)
         return None, {}, None
     atol = None
-    if dtype != "float64" and case.compare_gold and not (case.module is not None and case.module.train):
+    if dtype == "float32" and case.compare_gold and not (case.module is not None and case.module.train):
         own = _vjp(reference, case, dtype, inputs, cotangent, dtype) or {}
         errors = [float((own[k] - g).abs().max()) for k, g in gold.items() if k in own and g.numel()]
         atol = HALF_SAFETY * max(errors, default=0.0)
@@ -240,7 +242,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | N
     grad_golds: dict[str, torch.Tensor] = {}
     grad_atol = None
     if seed is not None and golds and backward_case(case):
-        cotangent, grad_golds, grad_atol = _gradient(reference, case, dtype, golds[0].shape, inputs, seed)
+        cotangent, grad_golds, grad_atol = _gradient(reference, case, dtype, golds[0], inputs, seed)
         if grad_golds:
             tensors[f"{prefix}.cotangent"] = _cast(cotangent, dtype).contiguous()
     call = {
@@ -279,7 +281,10 @@ def build_suite(
                     cotangent_seed = (seed * 1_000_003 + ci) % 2**63 if gradients else None
                     prepared[(ci, dtype)] = _prepare(reference, case, ci, dtype, cotangent_seed)
                 call, tensors, golds, inputs, (grads, atol) = prepared[(ci, dtype)]
-                values = case.compare_gold and not (case.module is not None and case.module.train)
+                # the values of a gradient are compared where the answer's are, but in float16/bfloat16: there the
+                # rounding of backward's intermediates (a 1/w of 12 where the gradient is 0) is bounded by no
+                # tolerance of the gradient's own scale; float32 judges the same values (README, Gradients)
+                values = case.compare_gold and dtype not in HALF and not (case.module is not None and case.module.train)
                 call = dict(call, device=device)
                 trial = Trial(case, device, dtype, call, tensors, golds, inputs, grads, values, atol)
                 grouped[(case.hook, device)].append((trial, tensors))
