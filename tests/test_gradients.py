@@ -221,7 +221,7 @@ def test_the_mutants_graded_in_a_sandbox_lose_points_on_their_hooks(tmp_path, ru
     finally:
         template.close()
     scores = score(results, rubric)
-    for name, (hook, message_id, names, _) in mutants.items():
+    for name, (hook, message_id, _, _) in mutants.items():
         failed = [r for r in results if r.hook == hook and r.status == FAILED]
         assert failed, name
         assert all(r.message.params.get("message", r.message).id.startswith(message_id) for r in failed), name

@@ -161,7 +161,11 @@ def function_vjp(fn: Any, args: dict[str, Any], wrt: list[str], cotangent: Any) 
         _stop_collecting()
         return out, leaves
 
-    facts, grads = _pass(lambda: _backward(*_called(forward), cotangent))
+    def run() -> tuple[dict, dict]:
+        out, leaves = _called(forward)
+        return _backward(out, leaves, cotangent)
+
+    facts, grads = _pass(run)
     return _located(facts, forward), grads
 
 

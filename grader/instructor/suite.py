@@ -190,7 +190,7 @@ def _image_of(case: Case, figure: Any) -> torch.Tensor:
     return read[1]
 
 
-def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | None) -> tuple[dict, ...]:
+def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | None) -> tuple[Any, ...]:
     """The wire args, wire tensors, gold answers, float64 inputs and gold gradients of one case in one dtype;
     ``seed`` draws its cotangent (None: no gradient pass)."""
     prefix = f"c{ci}.{dtype}"
@@ -272,7 +272,7 @@ def build_suite(
     ``gradients``, the gold VJPs of every case that has a gradient pass: :func:`backward_case`)."""
     reference = reference or load_solution("reference")
     cases = make_cases(seed)
-    prepared: dict[tuple[int, str], tuple[dict, dict, list, dict, dict]] = {}
+    prepared: dict[tuple[int, str], tuple[Any, ...]] = {}
     grouped: dict[tuple[str, str], list[tuple[Trial, dict]]] = defaultdict(list)
     for ci, case in enumerate(cases):
         for device in devices:

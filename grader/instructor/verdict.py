@@ -341,7 +341,7 @@ def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], rev
     """What is wrong with the call's gradient pass (:mod:`grader.gradients`): its facts, then each gradient read from
     the bytes received -- present, finite, of the input's dtype and shape, and (where the case compares values)
     the reference's VJP within the dtype's tolerance.  On the meta device, only the described dtypes and shapes."""
-    facts = dict(reply.get("gradient") or {})
+    facts: dict[str, Any] = dict(reply.get("gradient") or {})
     wanted = [key.removeprefix("grad.") for key in trial.grad_golds]
     if not facts:
         return said("grad.missing", input=ticked(wanted))
