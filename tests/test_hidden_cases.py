@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -260,3 +261,28 @@ def test_module_cases_send_parameters_only_never_the_mask():
     sent = [key for t in suite.trials if t.case.module is not None for key in (t.call["module"]["state"] or {})]
     assert sent and all(key.endswith((".weight", ".bias")) for key in sent), sorted(set(sent))
     assert "mask" not in {key.rsplit(".", 1)[-1] for key in sent}
+
+
+def _same_types(got, sent) -> bool:
+    """Equal values of the same Python types, all the way down (``(1, 2) != [1, 2]`` here)."""
+    if type(got) is not type(sent):
+        return False
+    if isinstance(sent, (tuple, list)):
+        return len(got) == len(sent) and all(_same_types(g, s) for g, s in zip(got, sent))
+    return got == sent or got != got  # NaN
+
+
+def test_every_plain_argument_reaches_the_learner_with_the_type_the_contract_states():
+    from grader.child.call import _decode_args
+
+    suite = build_suite(0, ("cpu",), gradients=False)
+    plain = 0
+    for trial in suite.trials:
+        for args in [trial.call["args"], *trial.call.get("also", [])]:
+            received = _decode_args(json.loads(json.dumps(args)), trial.tensors, "cpu")  # what the learner gets
+            for name, value in trial.case.args.items():
+                if "value" in args.get(name, {}):
+                    plain += 1
+                    assert _same_types(received[name], value), (trial.hook, trial.case.name, name)
+    assert plain > 100  # the walk saw the plain arguments (tokens as a tuple of two lists among them)
+    assert any(isinstance(t.case.args.get("tokens"), tuple) for t in suite.trials)

@@ -324,7 +324,7 @@ NOT_JUDGED = {  # what grading says where no answer came back to judge: an error
     "crash": "the process ended during this call (sys.exit, os._exit, a crash, or a resource limit)",
     "after a crash": "not run: an earlier case of softmax_weights (c1) failed with: timed out after 2 s",
     "malformed": "sent a malformed reply: 'id' is missing",
-    "restarts": "stopped after 6 restarts of the learner's process",
+    "restarts": "stopped after 2 restarts of the learner's process",
 }
 
 

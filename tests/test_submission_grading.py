@@ -22,6 +22,7 @@ from processes import proc_stat
 from grader.instructor.cases import HALF
 from grader.instructor.diagnosis import Fingerprints
 from grader.instructor.intake import read_submission
+from grader.instructor.report_model import status, timed_out_hooks
 from grader.instructor.rubric import count_cases, score
 from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission
@@ -392,3 +393,26 @@ def test_the_gpu_child_goes_on_numbering_the_submissions_calls(monkeypatch):
     cpu.calls_sent = 41
     sg._grade_on_gpu(cpu, "0", {3: object()}, None)
     assert seen == [41]
+
+
+# --- one exercise's loop never costs another exercise its cases ------------------------------------------------
+
+LOOP_CALLERS = {"softmax_weights", "softmax_with_temperature", "make_self_attention", "make_causal_attention",
+                "make_multihead_attention"}  # Alice's functions that call her softmax_weights
+
+
+@pytest.mark.slow
+def test_a_loop_in_one_exercise_ends_only_the_exercises_that_call_it(tmp_path, suite, template, rubric):
+    head = "def softmax_weights(scores, dim=-1):\n"
+    source = learner_code.alice_with(None).replace(head, head + "    while True:\n        pass\n", 1)
+    path = tmp_path / "loopy.py"
+    path.write_text(source, encoding="utf-8")
+    # 1 s per call and 8 s for the submission: the loops' timeouts alone would use up the submission's time
+    outcome = grade_submission(read_submission(path), suite, template, Limits(call_seconds=1, submission_seconds=8))
+    scores = score(outcome.results, rubric)
+    assert {hook for hook, (earned, possible) in scores.items() if earned < possible} == LOOP_CALLERS
+    assert not_passed([r for r in outcome.results if r.hook not in LOOP_CALLERS]) == []
+    assert set(timed_out_hooks(outcome.results)) == LOOP_CALLERS
+    assert status(outcome.submission, outcome.results) == "timed out: " + ", ".join(
+        hook for hook in HOOK_NAMES if hook in LOOP_CALLERS
+    )

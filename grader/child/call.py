@@ -26,7 +26,7 @@ from .kernels import banned_op
 from .load import _relative, _torch
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
-from .wire import PRINTED_CHARS, sent_back_keys
+from .wire import PRINTED_CHARS, plain_from_wire, sent_back_keys
 
 
 def _func_name(func: Any) -> str:
@@ -434,7 +434,7 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
         elif "device" in arg:
             out[name] = device
         else:
-            out[name] = arg.get("value")
+            out[name] = plain_from_wire(arg.get("value"))
     return out
 
 

@@ -41,6 +41,27 @@ def gradient_keys(call: dict[str, Any]) -> dict[str, str]:
     return {f"grad.{name}": sent[name] for name in vjp.get("wrt", []) if name in sent}
 
 
+def plain_to_wire(value: Any) -> Any:
+    """A plain argument (None, bool, int, float, str, tuple, list) as JSON that keeps its Python type: JSON has
+    one kind of array, so a tuple travels as ``{"tuple": [...]}`` and every other list stays a list."""
+    if isinstance(value, tuple):
+        return {"tuple": [plain_to_wire(v) for v in value]}
+    if isinstance(value, list):
+        return [plain_to_wire(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a case's argument of type {type(value).__name__} cannot travel as plain data")
+
+
+def plain_from_wire(value: Any) -> Any:
+    """The inverse of :func:`plain_to_wire` (the child decodes what the trusted side sent)."""
+    if isinstance(value, dict):
+        return tuple(plain_from_wire(v) for v in value["tuple"])
+    if isinstance(value, list):
+        return [plain_from_wire(v) for v in value]
+    return value
+
+
 class ProtocolError(Exception):
     """The other side sent something that is not a well-formed message."""
 

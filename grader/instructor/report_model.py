@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
 from grader.instructor.intake import Submission
 from grader.instructor.messages import texts
 from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
-from grader.instructor.said import message_in
+from grader.instructor.said import Message, message_in
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
 
@@ -464,13 +465,31 @@ def review_summary(findings: Iterable[str]) -> str:
     return "; ".join(key + ", ".join(names) if names else key for key, names in groups.items())
 
 
+OUT_OF_TIME = frozenset({"timed_out", "time_limit", "restarts"})
+"""The ids of the messages that say a learner's process ran out of time (or of restarts)."""
+
+
+def _out_of_time(message: Any) -> bool:
+    """Whether ``message`` (or a message it quotes: ``not run: … failed with: <reason>``) says time ran out."""
+    return getattr(message, "id", None) in OUT_OF_TIME or any(
+        isinstance(p, Message) and _out_of_time(p) for p in getattr(message, "params", {}).values()
+    )
+
+
+def timed_out_hooks(results: Iterable[CaseResult]) -> list[str]:
+    """The exercises some of whose cases ended because time (or restarts) ran out, in the order of the results."""
+    return list(dict.fromkeys(r.hook for r in results if r.status == FAILED and _out_of_time(r.message)))
+
+
 def status(sub: Submission, results: Sequence[CaseResult]) -> str:
-    """``graded``, ``review: <constructs>`` (points unchanged) or ``error: <one line>``, for grades.csv."""
+    """``graded``, ``review: <constructs>`` (points unchanged), ``timed out: <exercises>`` (beside a review: the
+    exercises whose cases ran out of time) or ``error: <one line>``, for grades.csv and the class report."""
     error = submission_error(sub, results)
     if error:
         return "error: " + one_line(inert(error), MAX_STATUS_CHARS)
-    if sub.review:
-        return "review: " + one_line(inert(review_summary(sub.review)), MAX_STATUS_CHARS)
-    return "graded"
+    said = ["review: " + one_line(inert(review_summary(sub.review)), MAX_STATUS_CHARS)] if sub.review else []
+    if timed := timed_out_hooks(results):
+        said.append("timed out: " + ", ".join(timed))
+    return "; ".join(said) or "graded"
 
 

@@ -183,9 +183,10 @@ def capture_file() -> int:
 class ChildGone(Exception):
     """The child stopped answering: it exited, crashed, hung or broke the protocol."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, lost: float = 0.0) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.lost = lost  # seconds a call spent to its own time limit: the hook's, not the submission's
 
 
 @dataclass
@@ -239,7 +240,7 @@ class Child:
             kill_group(self.pid)
             if self.deadline < call_deadline:
                 raise ChildGone(submission) from None
-            raise ChildGone(said("timed_out", seconds=f"{timeout:g}")) from None
+            raise ChildGone(said("timed_out", seconds=f"{timeout:g}"), lost=timeout) from None
         except (EOFError, ConnectionError):
             raise ChildGone(said("ended")) from None
         except Exception as exc:  # ProtocolError, OSError, ...: nothing the child sends escapes as anything else

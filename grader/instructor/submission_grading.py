@@ -19,6 +19,7 @@ import os
 import queue
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,9 @@ from grader.instructor.witnessed import WHERE, witnessed_findings
 from grader.registry import HOOK_NAMES, format_hook, signature_problem
 from grader.rules import banned_message
 
-MAX_RESTARTS = 6
+MAX_RESTARTS = 2
+"""How many times one exercise's calls may end the learner's process (a crash, a timeout) before its other cases
+are failed unrun: each exercise has its own (:meth:`_Session.ensure`)."""
 PRINTED_PER_HOOK = 8 * 1024
 """At most this many characters of what one exercise's calls printed are kept (each call's part is capped too)."""
 STORED_MESSAGE_BYTES = 1 << 20
@@ -138,15 +141,17 @@ class _Session:
     stats: Stats
     gpu: str | None = None  # the GPU this session's child may see, or None for a CPU child
     child: Child | None = None
-    restarts: int = 0
+    restarts: Counter[str] = field(default_factory=Counter)  # hook -> its learner processes dropped
     calls_sent: int = 0  # call ids run on across batches and children, so a stale reply never answers a later call
     load_reply: LoadReply | None = None
     child_calls_from: int = 0  # the first call id the current child was sent
 
-    def ensure(self) -> Child:
+    def ensure(self, hook: str = "") -> Child:
+        """The child, started (and the submission loaded) where there is none; ChildGone once ``hook`` has had
+        :data:`MAX_RESTARTS`: one exercise's restarts never end another's cases."""
+        if self.restarts[hook] >= MAX_RESTARTS:
+            raise ChildGone(said("restarts", n=MAX_RESTARTS))
         if self.child is None:
-            if self.restarts > MAX_RESTARTS:
-                raise ChildGone(said("restarts", n=MAX_RESTARTS))
             self.child = self.template.spawn(self.limits, self.gpu, deadline=self.deadline)
             self.child_calls_from = self.calls_sent
             sub = self.submission
@@ -163,12 +168,15 @@ class _Session:
                 self.stats.cuda_init_seconds = cuda_init
         return self.child
 
-    def drop(self) -> None:
-        """Close the child after a crash or timeout: the next call starts another, within :data:`MAX_RESTARTS`."""
+    def drop(self, hook: str, gone: ChildGone) -> None:
+        """Close the child after a crash or timeout of a call of ``hook``: the next call starts another, within
+        ``hook``'s :data:`MAX_RESTARTS`.  The time a call spent to its own limit is given back to the submission's
+        deadline: a loop in one exercise never uses up another's time (the restarts bound what is given back)."""
         if self.child is not None:
             self.close()
-            self.restarts += 1
+            self.restarts[hook] += 1
             self.stats.restarts += 1
+            self.deadline += gone.lost
 
     def close(self) -> None:
         if self.child is not None:
@@ -373,7 +381,7 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
     first = session.calls_sent
     with contextlib.ExitStack() as closing:
         try:
-            child = session.ensure()  # a child started now is sent ids from `first` on (child_calls_from)
+            child = session.ensure(batch.hook)  # a child started now is sent ids from `first` on (child_calls_from)
             session.calls_sent += len(batch.calls)
             meter = _held_meter(child, batch)
             if meter is not None:
@@ -381,7 +389,7 @@ def _grade_batch(session: _Session, batch: Batch, verdicts: _Verdicts) -> list[C
             child.send({"op": "call", "calls": [dict(c, id=first + i) for i, c in enumerate(batch.calls)]}, batch.blob)
         except ChildGone as exc:
             session.calls_sent = first + len(batch.calls)
-            session.drop()
+            session.drop(batch.hook, exc)
             return every_trial(session.submission.student, batch.trials, FAILED, exc.reason)
         return _judge_replies(session, batch, verdicts, child, first, meter)
 
@@ -403,11 +411,12 @@ def _judge_replies(
     student = session.submission.student
     results: list[CaseResult] = []
     for i, trial in enumerate(batch.trials):
+        gone = ChildGone("")
         try:
             limit = session.limits.call_seconds * trial.case.call_factor
             reply, outputs = _read_reply(child, trial, first + i, limit)
         except ChildGone as exc:
-            reason = exc.reason
+            reason, gone = exc.reason, exc
         except MalformedReply as exc:
             reason = said("malformed", why=str(exc))
         except Exception as exc:  # nothing a child sends may stop the class
@@ -418,7 +427,7 @@ def _judge_replies(
             held = (meter.finish() or UNREAD) if meter is not None else None  # reset, then unread: it fails
             results.append(verdicts.judge(trial, reply, outputs, first + i, held))
             continue
-        session.drop()
+        session.drop(batch.hook, gone)
         results.append(_result(student, trial, FAILED, reason))
         later = said("not_run", hook=batch.hook, case=trial.case.name, reason=reason)
         return results + every_trial(student, batch.trials[i + 1 :], FAILED, later)

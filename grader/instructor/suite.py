@@ -21,6 +21,7 @@ from safetensors.torch import save as save_tensors
 
 from grader import hook_table
 from grader.child.figures import figure_facts, headless_pyplot
+from grader.child.wire import plain_to_wire
 from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases, observable_state
 from grader.instructor.verdict import HALF_SAFETY
 from grader.registry import HOOK_NAMES, Solution, load_solution
@@ -211,7 +212,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | N
         elif value is DEVICE:
             wire_args[name] = {"device": True}
         else:
-            wire_args[name] = {"value": value}
+            wire_args[name] = {"value": plain_to_wire(value)}
     golds: list[torch.Tensor] = []
     module_wire = None
     if case.module is not None:
