@@ -28,6 +28,7 @@ from grader import hookspecs
 from grader.child.load import (
     Broken,
     LoadError,
+    build,
     describe_parameters,
     find_callable,
     import_submission_parts,
@@ -69,12 +70,25 @@ def format_hook(hook: str) -> str:
 # --- signatures -----------------------------------------------------------------
 
 
-def signature_problem(hook: str, params: list[dict[str, Any]], say: Say = english) -> str | None:
+def takes_positionally(hook: str, params: list[dict[str, Any]]) -> bool:
+    """Whether a class with ``params`` is built by the hook's arguments in the contract's order
+    (:func:`grader.child.load.build`): one positional parameter per argument, any others with defaults."""
+    expected = list(hook_signature(hook).parameters)
+    positional = [p for p in params if p["kind"] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+    spread = any(p["kind"] == "VAR_POSITIONAL" for p in params)
+    required = [p for p in params if not p["default"] and p["kind"] not in ("VAR_POSITIONAL", "VAR_KEYWORD")]
+    return (len(positional) >= len(expected) or spread) and all(p in positional[: len(expected)] for p in required)
+
+
+def signature_problem(
+    hook: str, params: list[dict[str, Any]], say: Say = english, is_class: bool = False
+) -> str | None:
     """Say what is wrong with a callable's parameters for ``hook``, or None.
 
     The names must be the hook's (the grader passes arguments by name); a catch-all ``**kwargs`` is accepted.
     An argument the hook passes but the function does not take, or a parameter without a default the hook
-    never passes, is a problem.
+    never passes, is a problem.  A class (``is_class``) may name its parameters otherwise where it takes the
+    hook's arguments in the contract's order (:func:`takes_positionally`).
     """
     expected = list(hook_signature(hook).parameters)
     named = [p for p in params if p["kind"] in ("POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY", "POSITIONAL_ONLY")]
@@ -90,7 +104,7 @@ def signature_problem(hook: str, params: list[dict[str, Any]], say: Say = englis
     missing = [n for n in expected if n not in names]
     if missing and not takes_var_kw:
         problems.append(say("signature.missing", names=", ".join(repr(n) for n in missing)))
-    if not problems:
+    if not problems or (is_class and takes_positionally(hook, params)):
         return None
     said = problems[-1]
     for problem in reversed(problems[:-1]):
@@ -109,7 +123,8 @@ def make_plugin_manager() -> pluggy.PluginManager:
 
 
 def _adapter(hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A hook implementation that calls ``fn`` by keyword, whatever names and defaults ``fn`` declares.
+    """A hook implementation that calls ``fn`` by keyword (a class as :func:`~grader.child.load.build` does),
+    whatever names and defaults ``fn`` declares.
 
     pluggy reads an implementation's parameter names through ``inspect.unwrap``, so the adapter wraps the
     hookspec (``__wrapped__``): pluggy sees the hook's own names and passes their values, which the adapter binds
@@ -119,7 +134,7 @@ def _adapter(hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(spec)
 
     def adapter(*args: Any, **kwargs: Any) -> Any:
-        return fn(**signature.bind(*args, **kwargs).arguments)
+        return build(fn, signature.bind(*args, **kwargs).arguments, list(signature.parameters))
 
     adapter.__name__ = adapter.__qualname__ = hook
     adapter.__wrapped__ = spec  # type: ignore[attr-defined]
@@ -192,7 +207,7 @@ def adopt(name: str, origin: str, namespaces: list[Any], broken: list[Broken] | 
             problems.append(f"{origin}: no function {hook}{alias}; the hook is {format_hook(hook)}")
             continue
         try:
-            problem = signature_problem(hook, describe_parameters(found))
+            problem = signature_problem(hook, describe_parameters(found), is_class=inspect.isclass(found))
         except (TypeError, ValueError) as exc:  # builtins without a signature
             problem = f"cannot read its signature ({exc})"
         if problem:

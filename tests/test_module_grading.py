@@ -590,3 +590,25 @@ def test_a_module_that_changes_its_input_in_place_fails_for_it(suite):
     assert on_cpu and set(on_cpu.values()) == {IN_PLACE}, on_cpu
     honest = verdicts(suite, solution_with(make_causal_attention=maker(CausalAttention)), CAUSAL)
     assert failing(honest) == set()
+
+
+class RenamedParameters(MultiHeadAttention):
+    """The chapter's class with its parameters named as some learners name them."""
+
+    def __init__(self, d_in, d_out, context_len, dropout_rate, n_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_len, dropout_rate, n_heads, qkv_bias)
+
+
+class ReorderedParameters(MultiHeadAttention):
+    """The contract's names in another order: built by name, never positionally."""
+
+    def __init__(self, d_in, d_out, num_heads, context_length, dropout, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+
+
+@pytest.mark.parametrize("cls", [RenamedParameters, ReorderedParameters], ids=["renamed", "reordered"])
+def test_an_adopted_class_is_built_in_the_contracts_order_or_by_its_names(suite, cls):
+    solution = adopt("variant", "tests/test_module_grading.py", [types.SimpleNamespace(MultiHeadAttention=cls)])
+    assert solution.implements(MHA), solution.problems
+    trials = [t for t in suite.trials if t.hook == MHA and t.dtype == "float32" and t.device == "cpu"]
+    assert trials and [t.case.name for t in trials if judge_in_process(solution, t).status == FAILED] == []

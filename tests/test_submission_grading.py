@@ -416,3 +416,17 @@ def test_a_loop_in_one_exercise_ends_only_the_exercises_that_call_it(tmp_path, s
     assert status(outcome.submission, outcome.results) == "timed out: " + ", ".join(
         hook for hook in HOOK_NAMES if hook in LOOP_CALLERS
     )
+
+
+@pytest.mark.slow
+def test_a_class_that_names_its_parameters_otherwise_is_built_in_the_contracts_order(tmp_path, suite, template, rubric):
+    source = learner_code.alice_with(None).replace("def make_multihead_attention(", "def _her_maker(", 1)
+    source += (
+        "\n\nclass MultiHeadAttention(MultiHeadAttention):\n"
+        "    def __init__(self, d_in, d_out, context_len, dropout_rate, n_heads, qkv_bias=False):\n"
+        "        super().__init__(d_in, d_out, context_len, dropout_rate, n_heads, qkv_bias)\n"
+    )
+    path = tmp_path / "renamed.py"
+    path.write_text(source, encoding="utf-8")
+    results = grade_submission(read_submission(path), suite, template, LIMITS).results
+    assert of(results, "make_multihead_attention") and not_passed(results) == []

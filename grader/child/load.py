@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import itertools
 import os
 import re
 import sys
@@ -27,6 +28,27 @@ def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
     """The parameters of ``fn`` as plain data: ``[{"name", "kind", "default"}]``."""
     sig = inspect.signature(fn)
     return [{"name": p.name, "kind": p.kind.name, "default": p.default is not p.empty} for p in sig.parameters.values()]
+
+
+def build(fn: Callable[..., Any], args: dict[str, Any], order: list[str]) -> Any:
+    """Call a hook's ``fn`` with ``args``: by name, as every hook is called; but a class (adopted for a module hook)
+    whose parameters are named otherwise (``n_heads``, ``dropout_rate``) is built positionally in the contract's
+    ``order``, as the chapter builds it.  Whichever way its signature takes, nothing is guessed."""
+    if not inspect.isclass(fn):
+        return fn(**args)
+    try:
+        inspect.signature(fn).bind(**args)
+        return fn(**args)
+    except (TypeError, ValueError):
+        pass
+    named = list(itertools.takewhile(args.__contains__, order))
+    positional = [args[name] for name in named]
+    rest = {name: value for name, value in args.items() if name not in named}
+    try:
+        inspect.signature(fn).bind(*positional, **rest)
+    except (TypeError, ValueError):
+        return fn(**args)  # neither way: the error says what the contract passes
+    return fn(*positional, **rest)
 
 
 def find_callable(

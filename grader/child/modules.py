@@ -8,7 +8,7 @@ from gc import disable as _stop_collecting  # bound before any learner code runs
 from typing import Any
 
 from .gradients import module_vjp
-from .load import _torch
+from .load import _torch, build
 
 _ROLE_WORDS = {
     "query": ("q", "query", "queries"),
@@ -186,7 +186,7 @@ def _run_module(fn, args, spec, tensors, device, cotangent=None):
     dtype = getattr(torch, spec.get("dtype", "float32"))
     if spec.get("init_seed") is not None:
         torch.manual_seed(int(spec["init_seed"]))
-    module = fn(**args)
+    module = build(fn, args, list(spec.get("order", [])))
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"{type(module).__name__} is not an nn.Module")
     facts: dict[str, Any] = {

@@ -5,6 +5,7 @@ then ``call`` batches, until ``bye``).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import select
@@ -163,7 +164,8 @@ def _load(
             params = describe_parameters(fn)
         except (TypeError, ValueError):
             params = []
-        found[hook] = {"params": params, "where": where_defined(fn, header["entry"], str(root))}
+        where = where_defined(fn, header["entry"], str(root))
+        found[hook] = {"params": params, "where": where, "is_class": inspect.isclass(fn)}
     return {"hooks": found, "load_errors": load_errors}
 
 

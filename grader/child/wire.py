@@ -248,9 +248,13 @@ class Parameter(TypedDict):
     default: bool
 
 
-class HookFound(TypedDict):
+class _HookWhere(TypedDict):
     params: Annotated[list[Parameter], msgspec.Meta(max_length=256)]
     where: Annotated[str, msgspec.Meta(max_length=500)]
+
+
+class HookFound(_HookWhere, total=False):
+    is_class: bool  # a class adopted for a module hook: built positionally where its names are not the contract's
 
 
 class LoadReply(TypedDict, total=False):

@@ -369,7 +369,7 @@ def _unusable_hooks(found: dict[str, HookFound], load_errors: dict[str, str] | N
             missing = said("no_function", hook=hook, signature=format_hook(hook))
             unusable[hook] = (load_errors or {}).get(hook) or missing
             continue
-        problem = signature_problem(hook, [dict(p) for p in info.get("params", [])], said)
+        problem = signature_problem(hook, [dict(p) for p in info.get("params", [])], said, info.get("is_class", False))
         if problem:
             where = str(info.get("where", ""))
             unusable[hook] = said("bad_signature", where=where, problem=problem, signature=format_hook(hook))

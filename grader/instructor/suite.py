@@ -24,7 +24,7 @@ from grader.child.figures import figure_facts, headless_pyplot
 from grader.child.wire import plain_to_wire
 from grader.instructor.cases import DEVICE, HALF, Case, GeneratorSeed, Trial, make_cases, observable_state
 from grader.instructor.verdict import HALF_SAFETY
-from grader.registry import HOOK_NAMES, Solution, load_solution
+from grader.registry import HOOK_NAMES, Solution, hook_signature, load_solution
 
 
 @dataclass
@@ -232,6 +232,7 @@ def _prepare(reference: Solution, case: Case, ci: int, dtype: str, seed: int | N
             "train": case.module.train,
             "eval_too": case.module.train,  # the training cases read the module's own eval-mode weights too
             "forwards": forwards,
+            "order": list(hook_signature(case.hook).parameters),  # a class is built in this order
         }
     elif case.expect_error is None:
         with torch.no_grad():
