@@ -31,6 +31,8 @@ WORDS: dict[str, str] = {
     f"({_CUTS} on its way; the last such step: {{where}}) and a model built on it cannot train it",
     "grad.frozen": "frozen parameters (requires_grad=False): {names}; training cannot change them: keep the "
     "requires_grad=True that nn.Parameter and nn.Linear give",
+    "raised_in_library": "{kind} was raised inside a library your code called (at {where}), not by a raise of your "
+    "own: {text}; where the input is wrong, check it and raise {kind} yourself",
     "grad.raised": "backward through your result raised {error}",
     "grad.raised_at": "backward through your result raised {error} (at {where})",
     "grad.call_raised": "called on inputs that require grad (as a model's are), your code raised {error}",

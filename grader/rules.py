@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import traceback
 from typing import Any, NamedTuple
 
+from grader.child.gradients import learner_frame, raised_by_learner
 from grader.gradients import local_module_problem, local_problem
 from grader.hook_table import row
 from grader.rule_words import KEY_AXIS_LABEL, QUERY_AXIS_LABEL, WORDS, Say, english
@@ -509,7 +511,13 @@ class RuledSolution:
             meter if meter is not None else contextlib.nullcontext(),
             recording_show(shown) if figures else contextlib.nullcontext(),
         ):
-            result = self.solution.call(hook, **arguments)
+            try:
+                result = self.solution.call(hook, **arguments)
+            except ValueError as exc:  # a case that asks for a raise counts the learner's own (as the grader does)
+                if raised_by_learner(exc):
+                    raise
+                where = learner_frame(traceback.extract_tb(exc.__traceback__)) or "?"
+                raise RuleBroken(english("raised_in_library", kind=type(exc).__name__, where=where, text=exc)) from exc
         if recorder.seen or shown:
             raise RuleBroken(banned_message(hook, recorder.seen + shown))
         if rule and meter is not None:

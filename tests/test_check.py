@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 from learner_code import answers_of, reference_source
 
 from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
 from grader.cli import main
 from grader.hook_table import GROUPS
-from grader.registry import HOOK_NAMES
+from grader.registry import HOOK_NAMES, load_solution
+from grader.rules import RuleBroken, RuledSolution
 
 KIT = Path(__file__).resolve().parent.parent
 
@@ -494,3 +496,17 @@ def test_check_prints_no_numpy_warning_where_numpy_is_missing(tmp_path):
     )
     assert "0 of 2 exercises passing" in done.stdout, done.stdout + done.stderr
     assert "NumPy" not in done.stderr + done.stdout, done.stderr
+
+
+def test_the_local_check_counts_a_raise_only_from_the_learners_own_code(tmp_path):
+    (tmp_path / "library_raises.py").write_text(
+        "import math\nimport torch\n\n\ndef softmax_with_temperature(scores, temperature, dim=-1):\n"
+        "    root = math.sqrt(temperature)  # math's ValueError for a negative temperature\n"
+        "    return torch.softmax(scores / (root * root), dim=dim)\n",
+        encoding="utf-8",
+    )
+    ruled = RuledSolution(load_solution(tmp_path / "library_raises.py"))
+    with pytest.raises(RuleBroken, match=r"ValueError was raised inside a library your code called \(at .*:6\)"):
+        ruled.call("softmax_with_temperature", torch.randn(2, 3), -1.0)
+    with pytest.raises(ValueError, match="temperature"):  # the reference's own raise
+        RuledSolution(load_solution("reference")).call("softmax_with_temperature", torch.randn(2, 3), -1.0)

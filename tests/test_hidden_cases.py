@@ -286,3 +286,43 @@ def test_every_plain_argument_reaches_the_learner_with_the_type_the_contract_sta
                     assert _same_types(received[name], value), (trial.hook, trial.case.name, name)
     assert plain > 100  # the walk saw the plain arguments (tokens as a tuple of two lists among them)
     assert any(isinstance(t.case.args.get("tokens"), tuple) for t in suite.trials)
+
+
+LIBRARY_RAISES = '''
+import math
+
+import numpy as np
+import torch
+
+
+def softmax_with_temperature(scores, temperature, dim=-1):
+    root = math.sqrt(temperature)  # math's ValueError for a negative temperature, raised from C
+    return torch.softmax(scores / (root * root), dim=dim)
+
+
+def plot_attention(weights, tokens=None):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.imshow(weights.detach().double().numpy())
+    if tokens is not None:
+        rows, cols = tokens if len(tokens) == 2 and not isinstance(tokens[0], str) else (tokens, tokens)
+        cols = np.asarray(cols).reshape(weights.shape[1])  # NumPy's ValueError where the lengths differ
+        ax.set_xticks(range(len(cols)), list(cols))
+        ax.set_yticks(range(len(rows)), list(rows))
+    return fig
+'''
+
+
+@pytest.mark.slow
+def test_a_raise_counts_only_where_the_learners_own_code_raises(tmp_path):
+    (tmp_path / "library_raises.py").write_text(LIBRARY_RAISES, encoding="utf-8")
+    solution = load_solution(tmp_path / "library_raises.py")
+    suite = build_suite(0, ("cpu",), gradients=False)
+    raising = [t for t in suite.trials if t.case.expect_error and t.dtype == "float32" and solution.implements(t.hook)]
+    verdicts = {(t.hook, t.case.name): judge_in_process(solution, t) for t in raising}
+    library = {case for (hook, case), v in verdicts.items() if "raised inside a library it called" in v.message}
+    assert {"T=-1-raises", "wrong-token-count-raises"} <= library
+    assert all(v.status != PASSED for (_, case), v in verdicts.items() if case in library)
+    reference = load_solution("reference")
+    assert all(judge_in_process(reference, t).status == PASSED for t in raising)

@@ -119,7 +119,8 @@ def test_grades_csv_status_tells_an_error_from_a_zero(first):
     rows = rows_by_student(first[0] / "grades.csv")
     assert sorted(rows) == sorted(FIRST)
     status = {student: row[1] for student, row in rows.items()}
-    assert status["ada"] == status["bea"] == status["fay"] == "graded"
+    assert status["ada"] == status["bea"] == "graded"
+    assert status["fay"] == "timed out: softmax_weights"  # its loop ends its own cases only, and says so
     assert status["eve"].startswith("error: ") and "import" in status["eve"], status["eve"]
     assert float(rows["eve"][-2]) == 0.0  # an error earns nothing, and says why
 

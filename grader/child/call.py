@@ -10,7 +10,6 @@ import os
 import site
 import sys
 import time
-import traceback
 import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -21,9 +20,9 @@ from typing import Any
 
 from .allocations import allocator_record
 from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, recording_show
-from .gradients import describe, function_vjp
+from .gradients import describe, error_info, function_vjp
 from .kernels import banned_op
-from .load import _relative, _torch
+from .load import _torch
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
 from .wire import PRINTED_CHARS, plain_from_wire, sent_back_keys
@@ -630,12 +629,7 @@ def call_hook(
             gradient = function_vjp(fn, fresh, list(call["vjp"]["wrt"]), cotangent)
         reply["ok"] = True
     except Exception as exc:
-        reply["error"] = {
-            "type": type(exc).__name__,
-            "mro": [c.__name__ for c in type(exc).__mro__],
-            "message": (str(exc) or type(exc).__name__)[:2000],
-            "where": _learner_frame(exc),
-        }
+        reply["error"] = error_info(exc)
         results = []
     finally:
         if kernels is not None:
@@ -678,13 +672,3 @@ def call_hook(
     if collecting:
         _collect()  # the results are copies now: what a finaliser of the learner's does from here on is too late
     return reply, outputs
-
-
-def _learner_frame(exc: BaseException) -> str | None:
-    ours = os.path.dirname(os.path.abspath(__file__))  # this package's frames are never the learner's
-    mine = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if os.path.dirname(f.filename) != ours and "site-packages" not in f.filename and "<" not in f.filename
-    ]
-    return f"{_relative(mine[-1].filename, os.getcwd())}:{mine[-1].lineno}" if mine else None

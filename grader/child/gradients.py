@@ -9,6 +9,7 @@ The local check (:mod:`grader.rules`) runs the same pass with a cotangent of its
 
 from __future__ import annotations
 
+import dis
 import os
 import re
 import traceback
@@ -19,30 +20,48 @@ from typing import Any
 from .load import _relative, _torch
 
 _OURS = os.path.dirname(os.path.abspath(__file__))
+_KIT = os.path.dirname(_OURS) + os.sep  # the grader package (its runtime, the local check's rules)
+_STDLIB = os.path.dirname(os.__file__) + os.sep
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')  # a frame in autograd's anomaly trace
 
 
 def error_info(exc: BaseException, where: str | None = None) -> dict[str, Any]:
-    """An exception as a reply's ``ErrorInfo``: its class, MRO, message and the learner's line (``where``)."""
+    """An exception as a reply's ``ErrorInfo``: its class, MRO, message, the learner's line (``where``) and
+    whether the learner's own ``raise`` (or ``assert``) raised it (``own``)."""
     return {
         "type": type(exc).__name__,
         "mro": [c.__name__ for c in type(exc).__mro__],
         "message": (str(exc) or type(exc).__name__)[:2000],
         "where": where if where is not None else learner_frame(traceback.extract_tb(exc.__traceback__)),
+        "own": raised_by_learner(exc),
     }
 
 
+def _learners(filename: str) -> bool:
+    """Whether a frame's file is the learner's: not the kit's (its grader package), not the standard library's, not
+    an installed one's (but the kit's own solutions, judged in-process as a learner's are, wherever installed)."""
+    packages = "site-packages" in filename or "dist-packages" in filename
+    installed = packages and os.sep + "solutions" + os.sep not in filename
+    return not installed and "<" not in filename and not os.path.abspath(filename).startswith((_KIT, _STDLIB))
+
+
 def learner_frame(frames: Any) -> str | None:
-    """``file:line`` of the last frame that is the learner's (not this package's, not an installed one), or None."""
-    mine = [
-        f
-        for f in frames
-        if os.path.dirname(os.path.abspath(f.filename)) != _OURS
-        and "site-packages" not in f.filename
-        and "<" not in f.filename
-        and os.sep + "grader" + os.sep not in f.filename
-    ]
+    """``file:line`` of the last frame that is the learner's, or None."""
+    mine = [f for f in frames if _learners(f.filename)]
     return f"{_relative(mine[-1].filename, os.getcwd())}:{mine[-1].lineno}" if mine else None
+
+
+def raised_by_learner(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a ``raise`` statement (or an ``assert``) in the learner's code: the innermost
+    frame is the learner's and stopped at a raise instruction.  A NumPy or torch error raised from C inside a call
+    the learner made stops at that call, and one raised in an installed library's Python is in its frame."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or not _learners(tb.tb_frame.f_code.co_filename):
+        return False
+    at = next((i for i in dis.get_instructions(tb.tb_frame.f_code) if i.offset == tb.tb_lasti), None)
+    return at is None or at.opname.startswith(("RAISE", "RERAISE"))  # None: an offset this Python counts otherwise
 
 
 def _backward(out: Any, targets: dict[str, Any], cotangent: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -139,11 +139,15 @@ Short = Annotated[str, msgspec.Meta(max_length=100)]
 Label = Annotated[str, msgspec.Meta(max_length=FIGURE_TEXT)]
 
 
-class ErrorInfo(TypedDict):
+class _Raised(TypedDict):
     type: Annotated[str, msgspec.Meta(max_length=200)]
     mro: Annotated[list[Annotated[str, msgspec.Meta(max_length=200)]], msgspec.Meta(max_length=64)]
     message: Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)]
     where: Annotated[str, msgspec.Meta(max_length=500)] | None
+
+
+class ErrorInfo(_Raised, total=False):
+    own: bool  # raised by a raise (or assert) of the learner's own code (grader.child.gradients.raised_by_learner)
 
 
 class Tick(TypedDict):

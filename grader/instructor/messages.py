@@ -164,6 +164,11 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
         "should raise {wanted} ({what}), raised {kind}: {text}",
         "应当抛出 {wanted} ({what})，却抛出了 {kind}: {text}",
     ),
+    "should_raise.not_own": (
+        "should raise {wanted} ({what}) with a raise of its own; this {kind} was raised inside a library it called: "
+        "{text}",
+        "应当用自己的 raise 抛出 {wanted} ({what})；这个 {kind} 是在它调用的库内部抛出的：{text}",
+    ),
     "should_raise.returned": (
         "should raise {wanted} ({what}), returned normally",
         "应当抛出 {wanted} ({what})，却正常返回了",
@@ -395,6 +400,8 @@ _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (
     "grad.raised_at": "对你的结果做反向传播时抛出了 {error}（位于 {where}）",
     "grad.call_raised": "在需要梯度的输入上（模型中的输入正是如此）调用时，你的代码抛出了 {error}",
     "grad.call_raised_at": "在需要梯度的输入上（模型中的输入正是如此）调用时，你的代码抛出了 {error}（位于 {where}）",
+    "raised_in_library": "{kind} 是在你的代码调用的库内部抛出的（位置 {where}），不是你自己的 raise：{text}；"
+    "输入不对时，请自己检查并抛出 {kind}",
     "grad.not_finite": "{input} 的梯度中有 {value}，第一个在 {index}，这里的梯度必须是有限值：基于它的模型会停止学习",
     "banned": "使用了 {calls}：{why}",
     "not_allowed_here": "这里不允许使用",

@@ -261,8 +261,11 @@ def judge(
     spawned = list(reply.get("spawned") or [])
     if case.expect_error:
         wanted = said("an_exception") if case.expect_error == "Exception" else case.expect_error
-        if error and case.expect_error in error.get("mro", []):
+        if error and case.expect_error in error.get("mro", []) and error.get("own") is True:
             return (FAILED, spawn_message(spawned, said)) if spawned else (PASSED, "")
+        if error and case.expect_error in error.get("mro", []):  # a library's error, raised inside a call it made
+            message = said("should_raise.not_own", wanted=wanted, what=case.what, kind=kind, text=text)
+            return FAILED, said("at", message=message, where=str(error["where"])) if error.get("where") else message
         if error:
             return FAILED, said("should_raise.raised", wanted=wanted, what=case.what, kind=kind, text=text)
         return FAILED, said("should_raise.returned", wanted=wanted, what=case.what)
