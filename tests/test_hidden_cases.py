@@ -7,6 +7,7 @@ import inspect
 import json
 import subprocess
 import sys
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from grader.instructor.cases import make_cases
 from grader.instructor.suite import build_suite
 from grader.instructor.suite_version import suite_version, verdict_modules
 from grader.instructor.verdict import PASSED, SKIPPED, judge_in_process
-from grader.registry import HOOK_NAMES, load_solution
+from grader.registry import HOOK_NAMES, adopt, load_solution
 
 KIT = Path(__file__).resolve().parent.parent
 
@@ -326,3 +327,21 @@ def test_a_raise_counts_only_where_the_learners_own_code_raises(tmp_path):
     assert all(v.status != PASSED for (_, case), v in verdicts.items() if case in library)
     reference = load_solution("reference")
     assert all(judge_in_process(reference, t).status == PASSED for t in raising)
+
+
+@pytest.mark.slow
+def test_a_dropout_mask_drawn_on_the_cpu_fails_a_training_case_on_meta():
+    """d2l's ``dropout_layer`` draws ``torch.rand(X.shape)``: on the CPU whatever the weights' device."""
+
+    def attention_dropout(weights, p, training=True, generator=None):
+        if not training or p == 0:
+            return weights
+        mask = (torch.rand(weights.shape) > p).float()
+        return mask * weights / (1 - p)
+
+    cpu_mask = adopt("cpu-mask", "tests", [types.SimpleNamespace(attention_dropout=attention_dropout)])
+    reference = load_solution("reference")
+    meta = [t for t in build_suite(0, ("meta",), gradients=False).trials if t.hook == "attention_dropout"]
+    training = [t for t in meta if t.case.args["training"]]
+    assert training and all(judge_in_process(reference, t).status == PASSED for t in meta)
+    assert all("will fail on a GPU" in judge_in_process(cpu_mask, t).message for t in training)

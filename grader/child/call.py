@@ -427,7 +427,7 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
                 value = value.detach().requires_grad_(True)  # a leaf that requires grad, as a model's weights do
             out[name] = value
         elif "generator" in arg:
-            gen = torch.Generator(device=device)
+            gen = torch.Generator(device="cpu" if device == "meta" else device)  # meta has none: a CPU one draws there
             gen.manual_seed(int(arg["generator"]))
             out[name] = gen
         elif "device" in arg:
