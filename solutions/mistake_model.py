@@ -111,6 +111,7 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("temperature", "after", "temperature-after-softmax", _TEMPERATURE),
     ("temperature", "times", "temperature-multiplied", _TEMPERATURE),
     ("temperature", "ignored", "temperature-ignored", _TEMPERATURE),
+    ("softmax_dim", "all", "temperature-over-every-element", _TEMPERATURE),
     ("stability", "no_max", "temperature-without-max", _TEMPERATURE),
     ("argument_check", "none", "temperature-unchecked", _TEMPERATURE),
     ("mask_shape", "triu_0", "triu-diagonal-0", _MASK | _APPLY),
@@ -554,6 +555,8 @@ def _product(queries: torch.Tensor, keys: torch.Tensor, product: str) -> torch.T
 
 
 def _softmax(scores: torch.Tensor, dim: int, k: Mapping[str, str]) -> torch.Tensor:
+    if k.get("softmax_dim") == "all":  # one softmax of every element: no slice sums to 1
+        return _softmax(scores.reshape(-1), 0, {**k, "softmax_dim": "arg"}).reshape(scores.shape)
     d = {"arg": dim, "1": 1, "0": 0, "last": -1}[k.get("softmax_dim", "arg")]
     stability = k.get("stability", "guarded")
     if stability == "no_max":
@@ -598,7 +601,8 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
             raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
         where = k.get("temperature", "divides")
         scaled = {"divides": scores / temperature, "times": scores * temperature, "after": scores, "ignored": scores}
-        weights = _softmax(scaled[where], dim, {"stability": k.get("stability", "guarded")})
+        steps = {"stability": k.get("stability", "guarded"), "softmax_dim": k.get("softmax_dim", "arg")}
+        weights = _softmax(scaled[where], dim, steps)
         return weights / temperature if where == "after" else weights
 
     def causal_mask(num_tokens, device=None):

@@ -168,6 +168,12 @@ def temperature_without_max(scores, temperature, dim=-1):
     return exp / exp.sum(dim=dim, keepdim=True)
 
 
+def temperature_over_every_element(scores, temperature, dim=-1):
+    _check_temperature(temperature)
+    scaled = scores / temperature  # one softmax of the whole tensor: the weights of all rows together sum to 1
+    return softmax_weights(scaled.reshape(-1), dim=0).reshape(scores.shape)
+
+
 def temperature_unchecked(scores, temperature, dim=-1):
     return softmax_weights(scores / temperature, dim=dim)  # temperature 0: scores / 0 is ±inf or NaN, no error
 
@@ -777,6 +783,15 @@ CATALOGUE: tuple[Mistake, ...] = (
         "by its maximum before exponentiating.",
         "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
         {"softmax_with_temperature": temperature_without_max},
+    ),
+    _m(
+        "temperature-over-every-element",
+        "normalises over every element of the scores at once (one sum of the whole tensor), not over `dim`",
+        "Which elements does your denominator add up? Check that each slice along `dim` (each row, for dim=-1) of "
+        "your weights sums to 1, not the whole tensor.",
+        "你的分母把哪些元素加在了一起？检查一下你的权重沿 `dim` 的每个切片（dim=-1 时即每一行）之和是否为 1，而不是整个"
+        "张量之和为 1。",
+        {"softmax_with_temperature": temperature_over_every_element},
     ),
     _m(
         "temperature-unchecked",

@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from grader.cli import main
@@ -378,6 +379,45 @@ def test_the_temperature_reference_and_two_mistakes_at_once(unit_trials, fingerp
     both = _knobs(TEMPERATURE, "temperature=times", "argument_check=none")
     rows = _rows(unit_trials, mm.knob_solution(TEMPERATURE, both), TEMPERATURE)
     assert _named(rows, fingerprints) == {"temperature-multiplied", "temperature-unchecked"}
+
+
+def _learners_temperature(scores, temperature, dim=-1):
+    """A learner's: one sum over every element, no max subtracted, no ValueError for temperature <= 0."""
+    e = torch.exp(scores / temperature)
+    return e / e.sum()
+
+
+def test_a_wrong_value_is_named_and_hinted_before_the_missing_value_error(unit_trials, fingerprints):
+    import types
+
+    from grader.instructor.feedback import render_feedback_md
+    from grader.instructor.intake import Submission
+    from grader.instructor.report_model import student_report
+    from grader.instructor.verdict import CaseResult
+    from grader.registry import adopt
+    from solutions import reference
+
+    learner = adopt("lu", "lu", [types.SimpleNamespace(softmax_with_temperature=_learners_temperature), reference])
+    trials = [t for t in unit_trials if t.hook == TEMPERATURE and t.dtype == "float32"]  # float32: quick
+    verdicts = [judge_in_process(learner, t) for t in trials]
+    rows = [HookRow(t, observe(t, v.status, v.message, v.reply, v.outputs), {}) for t, v in zip(trials, verdicts)]
+    assert {"values", "contract"} <= {r.seen.kind for r in rows}
+    named = diagnose_hook(TEMPERATURE, rows, fingerprints)
+    values = {"temperature-over-every-element", "temperature-without-max"}
+    assert {i: ids for i, ids in named.items() if rows[i].seen.kind == "values"}, "the wrong values are named"
+    assert all(ids == values for i, ids in named.items() if rows[i].seen.kind == "values")
+    assert all(ids == {"temperature-unchecked"} for i, ids in named.items() if rows[i].seen.kind == "contract")
+    results = [
+        CaseResult("lu", TEMPERATURE, t.case.name, t.device, t.dtype, v.status, v.message, 0.0,
+                   ",".join(sorted(named.get(i, ()))))
+        for i, (t, v) in enumerate(zip(trials, verdicts))
+    ]  # fmt: skip
+    report = student_report(Submission("lu", "lu.py", "py", {}, "lu.py", "sha"), results, load_rubric())
+    (ex,) = [e for e in report.exercises if e.hook == TEMPERATURE]
+    order = [k.mistake for k in ex.known_mistakes]
+    assert set(order[:2]) == values and order[2:] == ["temperature-unchecked"], order
+    md = md_text(render_feedback_md(report))
+    assert max(md.index(by_id(m).hint) for m in values) < md.index(by_id("temperature-unchecked").hint)
 
 
 @pytest.mark.slow

@@ -92,6 +92,81 @@ def test_the_failing_exercise_comes_first_its_mistake_once_and_no_device_tables(
     assert "Skipped in" not in md
 
 
+MODULE = "make_causal_attention"
+WHATS = ("one token", "padded batch", "long context", "float64 inputs", "qkv bias", "eval mode", "no batch", "wide")
+
+
+def many_kinds(values: int = 7) -> list[CaseResult]:
+    """``MODULE`` fails ``values`` cases each with a bare value difference (each case its own words, so its own
+    kind), then a case with no weight dropped and one with no ``mask`` buffer: kinds that name their cause."""
+    out = [
+        case(MODULE, FAILED, f"v{i}", message=said("case", what=WHATS[i], message=said(
+            "values_differ", diff="0.3", index="(0, 1)", got="0.5", expected="0.2")))
+        for i in range(values)
+    ]  # fmt: skip
+    out.append(case(MODULE, FAILED, "train", message=said("training.none_dropped", p="0.5")))
+    out.append(case(MODULE, FAILED, "buffer", message=said("mask_buffer.missing", found="")))
+    return out
+
+
+def test_every_kind_that_names_its_cause_is_shown_before_bare_value_differences(rubric):
+    report = student_report(sub(), many_kinds(), rubric, OPTIONS)
+    (ex,) = [e for e in report.exercises if e.hook == MODULE]
+    assert len(ex.failures) == 9
+    for page in (render_feedback_md(report), render_feedback_html(report)):
+        dropped, buffer = page.find("no attention weight was dropped"), page.find("no buffer named")
+        assert dropped > 0 and buffer > 0, "a kind that names its cause is hidden"
+        assert max(dropped, buffer) < page.find("values differ"), "a bare value difference before a named cause"
+        shown = page.count("values differ")
+        assert shown == 6 - 2, "the other kinds fill what is left of the six"
+        assert "3 more kinds of failure" in page
+    lines = gradescope_results(report)["tests"]
+    (output,) = [t["output"] for t in lines if t["name"] == MODULE]
+    assert output.index("no attention weight was dropped") < output.index("values differ")
+
+
+def test_kinds_that_name_a_cause_are_never_hidden_however_many(rubric):
+    buffers = [f" (your module's buffers: m{chr(97 + i)})" for i in range(8)]  # letters: each its own kind
+    causes = [case(MODULE, FAILED, f"b{i}", message=said("mask_buffer.missing", found=b))
+              for i, b in enumerate(buffers)]
+    report = student_report(sub(), many_kinds(2) + causes, rubric, OPTIONS)
+    md = render_feedback_md(report)
+    assert all(f"buffers: m{chr(97 + i)}" in md for i in range(8)) and "no attention weight was dropped" in md
+    assert md.count("values differ") == 1, "one bare kind still shows what the values look like"
+
+
+TEMPERATURE = "softmax_with_temperature"
+
+
+def value_and_contract(values: int, contracts: int) -> list[CaseResult]:
+    """``TEMPERATURE`` with its contract cases first: a missing ValueError, then wrong values (NaN, differences)."""
+    unchecked = [case(TEMPERATURE, FAILED, f"T={-i}-raises", message=said("case", what=f"temperature {-i} raises",
+        message=said("should_raise.returned", wanted="ValueError", what=f"temperature {-i}")),
+        mistake="temperature-unchecked") for i in range(contracts)]  # fmt: skip
+    wrong = [case(TEMPERATURE, FAILED, f"v{i}", message=said("nan", index="(0, 1)"), mistake="temperature-without-max")
+             for i in range(values)]  # fmt: skip
+    return unchecked + wrong
+
+
+@pytest.mark.parametrize(("values", "contracts"), [(6, 2), (2, 4)], ids=["more-values", "fewer-values"])
+def test_the_hint_for_wrong_values_comes_before_the_one_for_a_missing_value_error(rubric, values, contracts):
+    report = student_report(sub(), value_and_contract(values, contracts), rubric, OPTIONS)
+    (ex,) = [e for e in report.exercises if e.hook == TEMPERATURE]
+    assert [k.mistake for k in ex.known_mistakes] == ["temperature-without-max", "temperature-unchecked"]
+    for page in (render_feedback_md(report), render_feedback_html(report)):
+        assert page.index("temperature-without-max") < page.index("temperature-unchecked")
+    (output,) = [t["output"] for t in gradescope_results(report)["tests"] if t["name"] == TEMPERATURE]
+    assert output.index("temperature-without-max") < output.index("temperature-unchecked")
+
+
+def test_of_two_value_mistakes_the_one_that_explains_more_cases_comes_first(rubric):
+    results = [case(TEMPERATURE, FAILED, "a", message=said("nan", index="(0, 1)"), mistake="temperature-without-max")]
+    results += [case(TEMPERATURE, FAILED, f"b{i}", message=said("values_differ", diff="0.3", index="(0, 1)", got="0.5",
+                     expected="0.2"), mistake="temperature-multiplied") for i in range(3)]  # fmt: skip
+    (ex,) = [e for e in student_report(sub(), results, rubric, OPTIONS).exercises if e.hook == TEMPERATURE]
+    assert [k.mistake for k in ex.known_mistakes] == ["temperature-multiplied", "temperature-without-max"]
+
+
 def test_a_submission_wide_error_is_the_first_thing_on_the_page(rubric):
     message = "the submission does not import: SyntaxError: invalid syntax (ada.py, line 3)"
     results = [case(h, FAILED, "c0", message=message) for h in HOOK_NAMES]

@@ -124,7 +124,24 @@ def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 
 MAX_PROBLEMS_SHOWN = 6
-"""At most this many kinds of failure are shown per exercise in the feedback (the rest are counted)."""
+"""Kinds of failure shown per exercise in the feedback: every kind that names its cause, then bare value differences
+up to this many in all (at least one; the rest are counted)."""
+
+_WRAPPED = {
+    "case": "message", "output": "problem", "at": "message", "image_array": "problem", "image_arrays": "problem",
+}  # fmt: skip
+"""Messages that wrap another (its parameter): what the inner one says is what the failure says."""
+_BARE = frozenset({"values_differ", "values_shown", "wrong_entries", "nan", "shape"})
+"""Messages that say only that the values (or the shape) differ, not why."""
+_CONTRACT = frozenset({"should_raise.raised", "should_raise.returned"})
+"""Messages that say an expected error did not come: a secondary mistake beside wrong values."""
+
+
+def _said_id(message: str) -> str:
+    """The id of what ``message`` says, inside the messages that wrap it ("" for text not said by id)."""
+    while isinstance(message, Message) and message.id in _WRAPPED:
+        message = message.params.get(_WRAPPED[message.id], "")  # type: ignore[assignment]
+    return message.id if isinstance(message, Message) else ""
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
@@ -146,6 +163,12 @@ class Problem:
     hints: dict[str, tuple[str, str]] = field(default_factory=dict)  # each id of ``mistake``: (description, hint)
     varied: bool = False  # its cases' messages differ in their values: ``message`` is the first case's
     lang: str = "en"  # the language of the report it is in
+    said_id: str = ""  # the id of what its message says (_said_id): how much it says
+
+    @property
+    def bare(self) -> bool:
+        """Whether it says only that values (or a shape) differ, naming no cause."""
+        return self.said_id in _BARE
 
     @property
     def count(self) -> int:
@@ -199,12 +222,20 @@ class ExerciseReport:
         return self.t["counts"].format(passed=c.passed, failed=c.failed)
 
     @property
+    def ordered_failures(self) -> list[Problem]:
+        """The kinds of failure by how much they say: those that name a cause, then bare value differences."""
+        return sorted(self.failures, key=lambda p: p.bare)
+
+    @property
     def shown_failures(self) -> list[Problem]:
-        return self.failures[:MAX_PROBLEMS_SHOWN]
+        """Every kind that names its cause, never hidden; bare value differences fill the rest of the six."""
+        ordered = self.ordered_failures
+        causes = sum(1 for p in ordered if not p.bare)
+        return ordered[: max(MAX_PROBLEMS_SHOWN, causes + 1)]
 
     @property
     def more_failures(self) -> str:
-        rest = len(self.failures) - MAX_PROBLEMS_SHOWN
+        rest = len(self.failures) - len(self.shown_failures)
         return self.t["more_problems"].format(rest=rest) if rest > 0 else ""
 
     @property
@@ -219,7 +250,7 @@ class ExerciseReport:
     def output_lines(self) -> list[str]:
         """``results.json``'s output for this exercise: what helps the student, no skipped-device noise."""
         t = self.t
-        lines = [p.line(t["failed"], t) for p in self.failures]
+        lines = [p.line(t["failed"], t) for p in self.ordered_failures]
         if self.status == FAILED:
             lines += [p.line(t["skipped"], t) for p in self.skips]
         lines[:0] = [  # each known mistake once per exercise, before the failures that show it
@@ -238,12 +269,16 @@ class ExerciseReport:
 
     @property
     def known_mistakes(self) -> list[Problem]:
-        """One entry per known mistake the failures look like (its id, description and hint), in order."""
+        """One entry per known mistake the failures look like (its id, description and hint), the main one first:
+        a mistake seen beyond a missing error before one seen only there (a wrong value before a missing
+        ``ValueError``), then the one that explains the most failing cases (ties: in case order)."""
         seen: dict[str, Problem] = {}
+        secondary: dict[str, bool] = {}
         for p in self.failures:
             for mistake, (description, hint) in p.hints.items():
                 seen.setdefault(mistake, Problem("", [], mistake, description, hint, lang=p.lang)).cases.extend(p.cases)
-        return list(seen.values())
+                secondary[mistake] = secondary.get(mistake, True) and p.said_id in _CONTRACT
+        return sorted(seen.values(), key=lambda k: (secondary[k.mistake], -k.count))
 
 
 @dataclass
@@ -312,7 +347,7 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
             message = clip(inert(message_in(r.message, lang)).strip())
             key = (r.mistake, message if status == SKIPPED else _kind_of(message))
-            problem = found.setdefault(key, Problem(message, [], r.mistake, lang=lang))
+            problem = found.setdefault(key, Problem(message, [], r.mistake, lang=lang, said_id=_said_id(r.message)))
             problem.varied = problem.varied or message != problem.message
             problem.cases.append(case_label(r.case, r.device, r.dtype))
     for problem in found.values():
