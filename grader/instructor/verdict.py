@@ -264,8 +264,8 @@ def judge(
         if error and case.expect_error in error.get("mro", []) and error.get("own") is True:
             return (FAILED, spawn_message(spawned, said)) if spawned else (PASSED, "")
         if error and case.expect_error in error.get("mro", []):  # a library's error, raised inside a call it made
-            message = said("should_raise.not_own", wanted=wanted, what=case.what, kind=kind, text=text)
-            return FAILED, said("at", message=message, where=str(error["where"])) if error.get("where") else message
+            library = said("should_raise.not_own", wanted=wanted, what=case.what, kind=kind, text=text)
+            return FAILED, said("at", message=library, where=str(error["where"])) if error.get("where") else library
         if error:
             return FAILED, said("should_raise.raised", wanted=wanted, what=case.what, kind=kind, text=text)
         return FAILED, said("should_raise.returned", wanted=wanted, what=case.what)
