@@ -405,3 +405,10 @@ def test_class_settings_refuse_a_change_unless_forced(tmp_path):
         assert book.class_settings() == drawn  # a refusal changes nothing
         forced, notes = class_grading.class_settings(book, ClassSettings("", "v2", ["cpu"]), force=True)
         assert forced == ClassSettings(drawn.seed, "v2", ["cpu"]) == book.class_settings() and notes
+
+
+def test_the_class_report_counts_who_timed_out(first):
+    out = first[0]
+    for page in ("class.md", "class.html"):
+        text = (out / page).read_text(encoding="utf-8")
+        assert "1 timed out" in text and "timed out: softmax" in text.replace("\\_", "_"), page

@@ -144,6 +144,11 @@ class ClassReport:
         return self._of("review")
 
     @property
+    def timed_out(self) -> list[Line]:
+        """Students some of whose exercises ran out of time (grades.csv's ``timed out: …``, beside a review too)."""
+        return [line for line in self.students if "timed out: " in line.status]
+
+    @property
     def missing(self) -> list[Line]:
         return self._of(MISSING)
 
