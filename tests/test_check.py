@@ -494,3 +494,4 @@ def test_check_prints_no_numpy_warning_where_numpy_is_missing(tmp_path):
     )
     assert "0 of 2 exercises passing" in done.stdout, done.stdout + done.stderr
     assert "NumPy" not in done.stderr + done.stdout, done.stderr
+
