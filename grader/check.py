@@ -10,6 +10,8 @@ grader's rules beyond values (:mod:`grader.rules`): banned calls, the meta-devic
 pass, in-place changes, the result's dtype and contiguity, and the grader's time limit on a call
 (:mod:`grader.deadline`): an exercise whose test runs out of time fails with the grader's words, its other tests
 are not run, and the other exercises are checked.
+
+The public tests are the kit's where the command runs (:func:`use_kit_here`), whatever else is importable.
 """
 
 from __future__ import annotations
@@ -261,6 +263,35 @@ class _Collector:
                     if self.say is not None:
                         self.say(f"{hook}: {said}")
         result.nodeids.append(report.nodeid)
+
+
+def kit_exercises(cwd: Path | None = None) -> Path | None:
+    """The ``exercises/`` folder of the kit the command runs in: ``cwd`` itself, or the one in ``cwd`` or the
+    nearest folder above it; None outside a kit."""
+    here = (Path.cwd() if cwd is None else Path(cwd)).resolve()
+    if here.name == "exercises" and (here / "__init__.py").is_file():
+        return here
+    return next((f / "exercises" for f in (here, *here.parents) if (f / "exercises" / "__init__.py").is_file()), None)
+
+
+def use_kit_here(cwd: Path | None = None) -> Path | None:
+    """Make ``exercises`` the kit's where the command runs, ahead of any other importable one (an editable
+    install of a checkout, whose finder the ``attnkit`` script would use): its root goes first on ``sys.path``
+    and an ``exercises`` loaded from elsewhere is forgotten, so the loader, the public tests and the watch all
+    read this kit.  Returns its folder; None outside a kit (then the importable ``exercises`` is checked)."""
+    folder = kit_exercises(cwd)
+    if folder is None:
+        return None
+    root = str(folder.parent)
+    sys.path[:] = [root, *(p for p in sys.path if p != root)]
+    inside = str(folder) + os.sep
+    for name in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
+        if not os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(inside):
+            del sys.modules[name]
+    import importlib
+
+    importlib.invalidate_caches()
+    return folder
 
 
 def public_tests_dir() -> Path:

@@ -119,9 +119,13 @@ def check(exercise: tuple[str, ...], solution: str, lang: str, watch: bool) -> N
     under the first round's time (torch stays loaded); Ctrl-C stops it, with
     exit status 0.
 
-    A test that runs longer than the grader's limit on a call fails its
-    exercise with the grader's words.
+    It checks the exercises/ of the kit it runs in (the table's title names
+    the folder); a test that runs longer than the grader's limit on a call
+    fails its exercise with the grader's words.
     """
+    from grader.check import use_kit_here  # first: see grader.check's NumPy note
+
+    use_kit_here()
     console = Console()
     if not watch:
         sys.exit(_check_once(console, solution, list(exercise), lang))
@@ -148,6 +152,7 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
         FAILING,
         NOT_STARTED,
         PASSING,
+        public_tests_dir,
         run_public_cases,
     )
     from grader.registry import SolutionError, load_solution
@@ -172,7 +177,8 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
         )
     failing = [r.exercise for r in results if r.status == FAILING and not r.timed_out]  # no hint reruns a loop
     known = _known_mistakes(loaded, failing, lang) if failing else {}
-    table = Table(title=f"attnkit check — {solution}", show_lines=False)
+    title = f"attnkit check — {public_tests_dir() if solution == 'exercises' else solution}"  # which folder
+    table = Table(title=title, show_lines=False, min_width=min(len(title) + 4, console.width))
     table.add_column("exercise", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("cases", justify="right", no_wrap=True)
