@@ -221,7 +221,7 @@ class _Collector:
         if ruled is not None:
             ruled.pending.clear()
         try:
-            with time_limit(self.seconds):
+            with time_limit(self._seconds(hook)):
                 result = yield
         except TimedOut as exc:
             self._stopped[hook] = str(exc)
@@ -229,6 +229,15 @@ class _Collector:
         if ruled is not None and ruled.pending:
             raise RuleBroken(ruled.pending[0])
         return result
+
+    def _seconds(self, hook: str) -> float | None:
+        """The grader's limit on a call of ``hook``: a call whose memory is measured may take longer."""
+        from grader.hook_table import row
+        from grader.rules import MEASURED_CALL_FACTOR
+
+        if not self.seconds or not hook:
+            return self.seconds
+        return self.seconds * (MEASURED_CALL_FACTOR if row(hook).bounded_memory else 1)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:

@@ -17,7 +17,8 @@ from grader.instructor.messages import MESSAGES
 LOOP = "import torch\n\n\ndef softmax_weights(scores, dim=-1):\n    while True:\n        pass\n\n\n"
 """A learner's softmax_weights that never returns: the loop is line 5."""
 
-SECONDS = 1.0
+SECONDS = 2.0
+"""Short enough for a quick test, long enough for a passing case on a loaded machine."""
 
 
 def graders_words(seconds: float) -> str:
@@ -72,15 +73,16 @@ def test_a_watch_round_after_the_loop_is_fixed_passes(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(deadline, "CALL_SECONDS", 0.5)
     path = tmp_path / "mine.py"
-    path.write_text(LOOP, encoding="utf-8")
+    path.write_text("def causal_mask(num_tokens, device=None):\n    while True:\n        pass\n", encoding="utf-8")
     out = io.StringIO()
     console = Console(file=out, width=300)
     codes: list[int] = []
 
     def one_round() -> None:
-        codes.append(_check_once(console, str(path), ["softmax_weights"], "en"))
+        codes.append(_check_once(console, str(path), ["causal_mask"], "en"))  # an exercise of few cases
         if len(codes) == 1:  # the learner fixes the loop and saves
-            path.write_text(reference_source(("softmax_weights",)), encoding="utf-8")
+            path.write_text(reference_source(("causal_mask",)), encoding="utf-8")
+            monkeypatch.setattr(deadline, "CALL_SECONDS", 30.0)  # the fixed code is not held to the loop's quick limit
         else:
             raise KeyboardInterrupt  # Ctrl-C after the second round
 
@@ -98,3 +100,14 @@ def test_the_local_limit_is_the_graders_limit_on_a_call() -> None:
     from grader.instructor.sandbox import Limits
 
     assert deadline.CALL_SECONDS == Limits().call_seconds
+
+
+def test_a_measured_exercise_has_the_graders_longer_limit() -> None:
+    """The grader lets a call whose memory it measures (chunked_attention's long case) take MEASURED_CALL_FACTOR
+    times the limit: the local check, which measures it too, gives its tests as long."""
+    from grader.check import _Collector
+    from grader.rules import MEASURED_CALL_FACTOR
+
+    collector = _Collector(["chunked_attention", "softmax_weights"], seconds=SECONDS)
+    assert collector._seconds("chunked_attention") == SECONDS * MEASURED_CALL_FACTOR
+    assert collector._seconds("softmax_weights") == SECONDS
