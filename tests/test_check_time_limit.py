@@ -104,10 +104,11 @@ def test_the_local_limit_is_the_graders_limit_on_a_call() -> None:
 
 def test_a_measured_exercise_has_the_graders_longer_limit() -> None:
     """The grader lets a call whose memory it measures (chunked_attention's long case) take MEASURED_CALL_FACTOR
-    times the limit: the local check, which measures it too, gives its tests as long."""
-    from grader.check import _Collector
+    times the limit: the local check, which measures it too and runs it for its gradient and on meta, gives each
+    of those as long."""
+    from grader.check import MEASURED_RUNS, _Collector
     from grader.rules import MEASURED_CALL_FACTOR
 
     collector = _Collector(["chunked_attention", "softmax_weights"], seconds=SECONDS)
-    assert collector._seconds("chunked_attention") == SECONDS * MEASURED_CALL_FACTOR
+    assert collector._seconds("chunked_attention") == SECONDS * MEASURED_CALL_FACTOR * MEASURED_RUNS
     assert collector._seconds("softmax_weights") == SECONDS
