@@ -7,7 +7,11 @@ default) and folds the results into one row per exercise: *not started* while
 the stub still raises ``NotImplementedError``, *failing* with the first
 failure in one line, or *passing*.  Each call a test makes is held to the
 grader's rules beyond values (:mod:`grader.rules`): banned calls, the meta-device
-pass, in-place changes, the result's dtype and contiguity.
+pass, in-place changes, the result's dtype and contiguity, and the grader's time limit on a call
+(:mod:`grader.deadline`): an exercise whose test runs out of time fails with the grader's words, its other tests
+are not run, and the other exercises are checked.
+
+The public tests are the kit's where the command runs (:func:`use_kit_here`), whatever else is importable.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import io
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grader import deadline
+from grader.deadline import TimedOut, time_limit
 from grader.registry import HOOK_NAMES, Solution, SolutionError, load_solution
 from grader.rules import RuleBroken, RuledSolution
 
@@ -36,6 +42,10 @@ warnings.filterwarnings("ignore", message=NUMPY_WARNING, category=UserWarning)
 
 IN_MEMORY_SOLUTION = pytest.StashKey[Any]()
 """Where :func:`run_public_cases` leaves a solution object (say, a notebook's) for the ``solution`` fixture."""
+
+MEASURED_RUNS = 3
+"""How many times the local rules run each call of a hook whose memory is measured: measured, for its gradient,
+and on the meta device (:class:`grader.rules.RuledSolution`)."""
 
 NOT_STARTED = "not started"
 FAILING = "failing"
@@ -55,6 +65,8 @@ class ExerciseResult:
     problem: str = ""
     """Why the solution's function cannot be called at all, though it is there: its signature, or its module's
     load error.  Such an exercise is *failing*, not *not started*."""
+    timed_out: bool = False
+    """A test ran out of time (:mod:`grader.deadline`); the exercise's later tests were not run."""
 
     @property
     def first_failure(self) -> str:
@@ -138,6 +150,9 @@ def failure_line(nodeid: str, exc: BaseException, learner: LearnerFiles) -> str 
     if isinstance(exc, NotImplementedError):
         return None
     case, text = nodeid.split("::")[-1], one_line(str(exc))
+    if isinstance(exc, TimedOut):  # the grader's words, and where the learner's code was when time ran out
+        where = learner.deepest(exc)
+        return f"{case}: {text}" + (f" (at {where})" if where else "")
     if isinstance(exc, AssertionError):
         return None if text.startswith("case '") else f"{case}: {text}"
     if not isinstance(exc, Exception):  # pytest.fail and friends: their message is the reason
@@ -149,8 +164,21 @@ def failure_line(nodeid: str, exc: BaseException, learner: LearnerFiles) -> str 
 class _Collector:
     """A pytest plugin that files each test's outcome under its exercise marker."""
 
-    def __init__(self, wanted: list[str], ruled: RuledSolution | None = None) -> None:
+    def __init__(
+        self,
+        wanted: list[str],
+        ruled: RuledSolution | None = None,
+        seconds: float | None = None,
+        checking: Callable[[str], None] | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
         self.results = {hook: ExerciseResult(hook) for hook in wanted}
+        self.seconds = seconds
+        self.checking = checking
+        self.say = say
+        self._stopped: dict[str, str] = {}  # exercise -> the words of its test that ran out of time
+        self._timed_out: set[str] = set()  # the tests that did
+        self._current = ""
         self._exercise_of: dict[str, str] = {}
         self._messages: dict[str, str] = {}
         self.ruled = ruled
@@ -179,21 +207,51 @@ class _Collector:
                 kept.append(item)
         items[:] = kept
 
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        hook = self._exercise_of.get(nodeid, "")
+        if hook and hook != self._current and self.checking is not None:
+            self.checking(hook)
+        self._current = hook or self._current
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        """A test whose own checks passed still fails on the first grading rule one of its calls broke."""
+        """A test whose own checks passed still fails on the first grading rule one of its calls broke; a test
+        runs within the grader's time limit, and once one of an exercise runs out of time, its others fail
+        unrun (as the grader's later cases of a hook that timed out)."""
+        hook = self._exercise_of.get(item.nodeid, "")
+        if hook in self._stopped:
+            raise TimedOut(self._stopped[hook])
         ruled = self.ruled
         if ruled is not None:
             ruled.pending.clear()
-        result = yield
+        try:
+            with time_limit(self._seconds(hook)):
+                result = yield
+        except TimedOut as exc:
+            self._stopped[hook] = str(exc)
+            raise
         if ruled is not None and ruled.pending:
             raise RuleBroken(ruled.pending[0])
         return result
+
+    def _seconds(self, hook: str) -> float | None:
+        """A test's limit: the grader's on a call, but for a hook whose calls' memory is measured, which may take
+        ``MEASURED_CALL_FACTOR`` times as long, and whose public tests' calls the rules make :data:`MEASURED_RUNS`
+        times (the reference's long-sequence test took 60 s so on a loaded machine).  A plain hook's tests take
+        milliseconds: its limit is the grader's."""
+        from grader.hook_table import row
+        from grader.rules import MEASURED_CALL_FACTOR
+
+        if not self.seconds or not hook or not row(hook).bounded_memory:
+            return self.seconds
+        return self.seconds * MEASURED_CALL_FACTOR * MEASURED_RUNS
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield
         if report.failed and call.excinfo is not None:
+            if isinstance(call.excinfo.value, TimedOut):
+                self._timed_out.add(report.nodeid)
             message = failure_line(item.nodeid, call.excinfo.value, self.learner_files)
             if message:
                 self._messages[report.nodeid] = message
@@ -214,8 +272,42 @@ class _Collector:
                 result.first_not_implemented = result.first_not_implemented or one_line(message)
             else:
                 result.failed += 1
-                result.first_error = result.first_error or self._messages.get(report.nodeid) or one_line(message)
+                said = self._messages.get(report.nodeid) or one_line(message)
+                result.first_error = result.first_error or said
+                if report.nodeid in self._timed_out and not result.timed_out:
+                    result.timed_out = True
+                    if self.say is not None:
+                        self.say(f"{hook}: {said}")
         result.nodeids.append(report.nodeid)
+
+
+def kit_exercises(cwd: Path | None = None) -> Path | None:
+    """The ``exercises/`` folder of the kit the command runs in: ``cwd`` itself, or the one in ``cwd`` or the
+    nearest folder above it; None outside a kit."""
+    here = (Path.cwd() if cwd is None else Path(cwd)).resolve()
+    if here.name == "exercises" and (here / "__init__.py").is_file():
+        return here
+    return next((f / "exercises" for f in (here, *here.parents) if (f / "exercises" / "__init__.py").is_file()), None)
+
+
+def use_kit_here(cwd: Path | None = None) -> Path | None:
+    """Make ``exercises`` the kit's where the command runs, ahead of any other importable one (an editable
+    install of a checkout, whose finder the ``attnkit`` script would use): its root goes first on ``sys.path``
+    and an ``exercises`` loaded from elsewhere is forgotten, so the loader, the public tests and the watch all
+    read this kit.  Returns its folder; None outside a kit (then the importable ``exercises`` is checked)."""
+    folder = kit_exercises(cwd)
+    if folder is None:
+        return None
+    root = str(folder.parent)
+    sys.path[:] = [root, *(p for p in sys.path if p != root)]
+    inside = str(folder) + os.sep
+    for name in [k for k in sys.modules if k == "exercises" or k.startswith("exercises.")]:
+        if not os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(inside):
+            del sys.modules[name]
+    import importlib
+
+    importlib.invalidate_caches()
+    return folder
 
 
 def public_tests_dir() -> Path:
@@ -239,12 +331,21 @@ class _InMemory:
 
 
 def run_public_cases(
-    solution: Any = "exercises", exercises: list[str] | None = None, tests_dir: Path | None = None
+    solution: Any = "exercises",
+    exercises: list[str] | None = None,
+    tests_dir: Path | None = None,
+    *,
+    seconds: float | None = None,
+    checking: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[ExerciseResult]:
     """Run the public cases for ``exercises`` (default: all) against ``solution``.
 
     ``solution`` is anything ``load_solution`` takes, or an already loaded
-    :class:`~grader.registry.Solution` (a notebook's functions, say).
+    :class:`~grader.registry.Solution` (a notebook's functions, say).  Each test
+    has ``seconds`` (default: the grader's :data:`~grader.deadline.CALL_SECONDS`).
+    Progress: ``checking(exercise)`` as each exercise's first test starts,
+    ``say(line)`` as an exercise runs out of time.
     """
     wanted = list(exercises) if exercises else list(HOOK_NAMES)
     unknown = [e for e in wanted if e not in HOOK_NAMES]
@@ -256,7 +357,8 @@ def run_public_cases(
         except SolutionError:
             pass  # the solution fixture fails every test with the reason
     ruled = RuledSolution(solution) if isinstance(solution, Solution) else None
-    collector = _Collector(wanted, ruled)
+    seconds = deadline.CALL_SECONDS if seconds is None else seconds
+    collector = _Collector(wanted, ruled, seconds, _outside(checking), _outside(say))
     plugins: list[Any] = [collector]
     if not isinstance(solution, str):
         plugins.append(_InMemory(ruled or solution))
@@ -279,6 +381,19 @@ def run_public_cases(
         for hook in wanted:
             collector.results[hook].problem = _unusable(ruled.solution, hook)
     return [collector.results[hook] for hook in wanted]
+
+
+def _outside(progress: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """``progress``, called with the caller's ``sys.stdout`` and ``sys.stderr`` (the run silences its own)."""
+    if progress is None:
+        return None
+    out, err = sys.stdout, sys.stderr
+
+    def call(text: str) -> None:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            progress(text)
+
+    return call
 
 
 def _unusable(solution: Solution, hook: str) -> str:

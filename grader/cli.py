@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +118,14 @@ def check(exercise: tuple[str, ...], solution: str, lang: str, watch: bool) -> N
     With --watch it stays running and checks again on every save, in well
     under the first round's time (torch stays loaded); Ctrl-C stops it, with
     exit status 0.
+
+    It checks the exercises/ of the kit it runs in (the table's title names
+    the folder); a test that runs longer than the grader's limit on a call
+    fails its exercise with the grader's words.
     """
+    from grader.check import use_kit_here  # first: see grader.check's NumPy note
+
+    use_kit_here()
     console = Console()
     if not watch:
         sys.exit(_check_once(console, solution, list(exercise), lang))
@@ -139,7 +148,13 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
     """
     import time
 
-    from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases  # first: see grader.check's NumPy note
+    from grader.check import (  # first: see grader.check's NumPy note
+        FAILING,
+        NOT_STARTED,
+        PASSING,
+        public_tests_dir,
+        run_public_cases,
+    )
     from grader.registry import SolutionError, load_solution
 
     def took() -> str:
@@ -153,10 +168,17 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
     except ImportError as exc:  # `--solution reference` in a learner's kit, which has no solutions/
         console.print(f"[red]Cannot load {escape(solution)!r}:[/] {escape(str(exc))}")
         return 1
-    results = run_public_cases(solution=loaded, exercises=exercise or None)
-    failing = [r.exercise for r in results if r.status == FAILING]
+    with _progress_console(console) as shown, shown.status("Checking …") as status:
+        results = run_public_cases(
+            solution=loaded,
+            exercises=exercise or None,
+            checking=lambda hook: status.update(f"Checking {escape(hook)} …"),
+            say=lambda line: shown.print(escape(line), highlight=False),
+        )
+    failing = [r.exercise for r in results if r.status == FAILING and not r.timed_out]  # no hint reruns a loop
     known = _known_mistakes(loaded, failing, lang) if failing else {}
-    table = Table(title=f"attnkit check — {solution}", show_lines=False)
+    title = f"attnkit check — {public_tests_dir() if solution == 'exercises' else solution}"  # which folder
+    table = Table(title=title, show_lines=False, min_width=min(len(title) + 4, console.width))
     table.add_column("exercise", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("cases", justify="right", no_wrap=True)
@@ -176,6 +198,21 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
     done = sum(r.status == PASSING for r in results)
     console.print(f"{done} of {len(results)} exercises passing.{took()}")
     return 0 if done == len(results) else 1
+
+
+@contextlib.contextmanager
+def _progress_console(console: Console) -> Iterator[Console]:
+    """A console for the progress of a run, writing where ``console`` does: the run silences ``sys.stdout``, and
+    pytest's capture points the descriptor elsewhere while a test runs, so it writes to a copy of the descriptor."""
+    console.file.flush()
+    try:
+        fd = os.dup(console.file.fileno())
+    except (AttributeError, OSError, ValueError):  # not a file with a descriptor (a test's stream)
+        yield Console(file=console.file)
+        return
+    encoding = getattr(console.file, "encoding", None) or "utf-8"
+    with os.fdopen(fd, "w", encoding=encoding, errors="replace") as stream:
+        yield Console(file=stream)
 
 
 def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str, list[tuple[str, str]]]:

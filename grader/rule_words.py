@@ -123,6 +123,7 @@ WORDS: dict[str, str] = {
     "signature.unknown": "unknown parameter(s) {names}",
     "signature.missing": "missing parameter(s) {names}",
     "and_then": "{first}; {then}",
+    "timed_out": "timed out after {seconds} s (an infinite loop, or far too slow)",
 }
 """Every rule's failure in English, by id, with its ``{parameters}``: the local check says them so
 (:func:`english`), the grader says them by id (``grader.instructor.messages``, which takes their English from

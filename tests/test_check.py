@@ -510,3 +510,32 @@ def test_the_local_check_counts_a_raise_only_from_the_learners_own_code(tmp_path
         ruled.call("softmax_with_temperature", torch.randn(2, 3), -1.0)
     with pytest.raises(ValueError, match="temperature"):  # the reference's own raise
         RuledSolution(load_solution("reference")).call("softmax_with_temperature", torch.randn(2, 3), -1.0)
+
+
+@pytest.fixture
+def warm_check() -> None:
+    """The first check in a process imports torch's and pytest's parts: paid in the setup, not the test's call."""
+    run_public_cases("reference", ["merge_heads"])
+
+
+def test_the_kit_where_check_runs_wins_over_an_importable_exercises(tmp_path, monkeypatch, warm_check):
+    """An instructor's checkout installed editable makes its own ``exercises`` importable (this test's process has
+    this checkout's): in a kit's folder, ``attnkit check`` checks the kit's, and its title names the folder."""
+    import importlib
+
+    kit, _ = _kit_copy(tmp_path)
+    (kit / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")  # as a release's: pytest's root is the kit
+    heads = kit / "exercises" / "heads.py"
+    heads.write_text(heads.read_text() + "\n\n" + reference_source(("merge_heads",)))
+    assert importlib.util.find_spec("exercises").submodule_search_locations[0] == str(KIT / "exercises")
+    monkeypatch.chdir(kit / "exercises")  # anywhere in the kit
+    path, modules = sys.path[:], {k for k in sys.modules if k.split(".")[0] == "exercises"}
+    try:
+        result = CliRunner().invoke(main, ["check", "merge_heads"], terminal_width=400)
+    finally:
+        sys.path[:] = path
+        for name in [k for k in sys.modules if k.split(".")[0] == "exercises" and k not in modules]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
+    assert f"attnkit check — {(kit / 'exercises').resolve()}" in result.output, result.output
+    assert "1 of 1 exercises passing" in result.output, result.output  # the kit's merge_heads, not the stub

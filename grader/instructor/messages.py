@@ -355,10 +355,6 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
         "not run: an earlier case of {hook} ({case}) failed with: {reason}",
         "未运行：{hook} 的前一个用例（{case}）失败了：{reason}",
     ),
-    "timed_out": (
-        "timed out after {seconds} s (an infinite loop, or far too slow)",
-        "超时：{seconds} s（死循环，或者太慢）",
-    ),
     "time_limit": ("the submission used up its {seconds} s time limit", "提交用完了 {seconds} s 的时间限制"),
     "gone": ("the process is gone ({why})", "进程已经不在了（{why}）"),
     "ended": (
@@ -488,6 +484,7 @@ _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (
     "signature.unknown": "未知的参数 {names}",
     "signature.missing": "缺少参数 {names}",
     "and_then": "{first}；{then}",
+    "timed_out": "超时：{seconds} s（死循环，或者太慢）",
 }
 MESSAGES.update({key: {"en": KIT[key], "zh": zh} for key, zh in _KIT_ZH.items()})
 """Every message grading says: ``id -> {language: template}``, the templates' ``{parameters}`` the same in every
