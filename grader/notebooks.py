@@ -50,8 +50,17 @@ from typing import Any
 
 import nbformat
 
-from grader.handin import CHECK_TAG, METADATA_KEY, SOLUTION_TAG, cell_tags, graded_cells, notebook_metadata
+from grader.handin import (
+    CHECK_TAG,
+    METADATA_KEY,
+    SOLUTION_TAG,
+    cell_tags,
+    graded_cells,
+    notebook_metadata,
+    undefined_names,
+)
 from grader.hook_table import CLASS_ALIASES, GROUPS, HELPERS_OF_MODULES, hooks_in, row
+from grader.notebook_helpers import helpers, ready, span, target_names
 from grader.registry import HOOK_NAMES
 
 IMPORTS = "import math\n\nimport torch\nfrom torch import nn"
@@ -421,20 +430,6 @@ def _constant_value(node: ast.expr | None, defined: set[str]) -> bool:
     return root is not None and root in defined
 
 
-def _target_names(target: ast.expr) -> list[str] | None:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        names: list[str] = []
-        for elt in target.elts:
-            sub = _target_names(elt)
-            if sub is None:
-                return None
-            names += sub
-        return names
-    return None
-
-
 KIT_PACKAGES = frozenset({"grader", "exercises", "solutions"})
 """The kit's own packages: a submission never sees them, so imports of them are left out."""
 
@@ -489,7 +484,7 @@ def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
         scope.defined.add(node.name)
         return node
     if isinstance(node, ast.Assign):
-        targets = [_target_names(target) for target in node.targets]
+        targets = [target_names(target) for target in node.targets]
         if None in targets or not _constant_value(node.value, scope.defined):
             return None
         scope.defined.update(name for names in targets for name in names or ())
@@ -502,12 +497,6 @@ def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
         scope.defined.add(node.target.id)
         return node
     return None
-
-
-def _span(node: ast.stmt) -> tuple[int, int]:
-    decorators = getattr(node, "decorator_list", [])
-    start = min([d.lineno for d in decorators] + [node.lineno])
-    return start, node.end_lineno or node.lineno
 
 
 def _is_future(node: ast.stmt) -> bool:
@@ -525,8 +514,14 @@ def _convert_cell(
     replaced: dict[int, str],
     scope: _Scope,
     deadline: _Deadline,
+    only: frozenset[int] | None = None,
 ) -> tuple[list[str], int]:
-    """The cell's lines, one for one, with dropped statements commented out; and how many were kept."""
+    """The cell's lines, one for one, with dropped statements commented out; and how many were kept.
+
+    ``only`` (an untagged cell of a tagged notebook): the first lines of the statements that may be kept, each
+    only where what it evaluates when defined is defined by then (:func:`~grader.notebook_helpers.ready`); the
+    others are dropped.
+    """
     original = list(lines)
     for n, line in replaced.items():
         original[n - 1] = line
@@ -537,7 +532,7 @@ def _convert_cell(
     # [first line, last line, statements], extended in place so that many statements stay linear
     clusters: list[list[Any]] = []
     for node in tree.body:
-        start, end = _span(node)
+        start, end = span(node)
         if clusters and start <= clusters[-1][1]:
             clusters[-1][1] = max(clusters[-1][1], end)
             clusters[-1][2].append(node)
@@ -551,6 +546,8 @@ def _convert_cell(
         for node in nodes:
             if _is_future(node):
                 scope.futures.extend(a.name for a in node.names)  # type: ignore[attr-defined]
+                continue
+            if only is not None and (span(node)[0] not in only or not ready(node, scope.defined, scope.futures)):
                 continue
             chosen = _keep(node, scope)
             if chosen is not None:
@@ -732,40 +729,87 @@ def notebook_to_source(text: str) -> str:
 
 
 def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
+    """The module of the graded cells; in a notebook with tagged cells, with what its untagged cells define that
+    the tagged code uses and does not define itself (:func:`~grader.notebook_helpers.helpers`): the check cell
+    ran with them too."""
     deadline.check()
     chosen = graded_cells(nb.cells)
     strict = any(SOLUTION_TAG in cell_tags(c) for _, c in chosen)  # tagged cells: a syntax error is an error
+    source, scope = _assemble(chosen, {}, strict, deadline)
+    if not strict:
+        return source
+    try:
+        wanted = undefined_names(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+    if not wanted:
+        return source
+    pulled = helpers(_untagged_trees(nb.cells, deadline), wanted, scope.defined, deadline.check)
+    if not pulled:
+        return source
+    cells = sorted(chosen + [(n, c) for n, c in enumerate(nb.cells, start=1) if n in pulled], key=lambda nc: nc[0])
+    return _assemble(cells, pulled, strict, deadline)[0]
 
+
+def _parsed_cell(number: int, cell: Any) -> tuple[list[str], ast.Module | None, dict[int, str]]:
+    """A code cell's lines (magics replaced where it does not parse without), its tree and the lines replaced;
+    the tree is None for a cell magic.  A SyntaxError, ValueError, RecursionError or MemoryError goes up."""
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(source)
+    lines = _lines(source)
+    if _is_cell_magic(lines):
+        return lines, None, {}
+    try:
+        return lines, ast.parse("\n".join(lines), filename=f"<cell {number}>"), {}
+    except SyntaxError:
+        stripped, replaced = _strip_magics(lines)
+        return stripped, ast.parse("\n".join(stripped), filename=f"<cell {number}>"), replaced
+
+
+def _untagged_trees(cells: list[Any], deadline: _Deadline) -> list[tuple[int, ast.Module]]:
+    """``(number, tree)`` of each code cell tagged neither solution nor check that parses (magics replaced)."""
+    trees = []
+    for number, cell in enumerate(cells, start=1):
+        tags = cell_tags(cell)
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or {SOLUTION_TAG, CHECK_TAG} & set(tags):
+            continue
+        deadline.check()
+        try:
+            tree = _parsed_cell(number, cell)[1]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if tree is not None:
+            trees.append((number, tree))
+    return trees
+
+
+def _assemble(
+    chosen: list[tuple[int, Any]], pulled: dict[int, frozenset[int]], strict: bool, deadline: _Deadline
+) -> tuple[str, _Scope]:
+    """The converted module of the ``chosen`` cells, and what it defines; a cell in ``pulled`` (untagged, taken
+    for the helpers the tagged code uses) keeps only the statements starting on the lines it names."""
     scope = _Scope()
     body: list[str] = []
     kept = 0
     for number, cell in chosen:
         deadline.check()
-        source = cell.get("source", "")
-        if isinstance(source, list):
-            source = "".join(source)
-        lines = _lines(source)
-        if _is_cell_magic(lines):
-            body += [f"# --- cell {number}: a cell magic, not run ---", ""]
-            continue
-        replaced: dict[int, str] = {}
+        must_parse = strict and number not in pulled
         try:
-            try:
-                tree = ast.parse("\n".join(lines), filename=f"<cell {number}>")
-            except SyntaxError:
-                stripped, replaced = _strip_magics(lines)
-                tree = ast.parse("\n".join(stripped), filename=f"<cell {number}>")
-                lines = stripped
+            lines, tree, replaced = _parsed_cell(number, cell)
         except SyntaxError as exc:
-            if strict:
+            if must_parse:
                 raise NotebookError(f"cell {number}: SyntaxError: {exc.msg} (line {exc.lineno})") from None
             body += [f"# --- cell {number}: not used, SyntaxError: {exc.msg} (line {exc.lineno}) ---", ""]
             continue
         except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-            if strict:
+            if must_parse:
                 raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
             continue
-        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, deadline)
+        if tree is None:
+            body += [f"# --- cell {number}: a cell magic, not run ---", ""]
+            continue
+        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, deadline, pulled.get(number))
         kept += count
         body += cell_lines + [""]
     if not kept:
@@ -780,4 +824,4 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
         ast.parse(result)
     except SyntaxError as exc:  # cells that parse alone but not together
         raise NotebookError(f"the notebook's code does not parse: SyntaxError: {exc.msg} (line {exc.lineno})") from None
-    return result
+    return result, scope

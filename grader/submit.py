@@ -72,6 +72,7 @@ from grader.handin import (
     safe_name,
     text_problem,
     too_big,
+    undefined_names,
 )
 
 MERGED_NOTEBOOK = "notebooks.ipynb"
@@ -301,29 +302,6 @@ def syntax_problem(name: str, data: bytes) -> str | None:
     except ValueError as exc:  # null bytes
         return f"{name}: cannot be parsed ({exc})"
     return None
-
-
-def undefined_names(source: str) -> list[str]:
-    """Module-level names the code reads (at the top level or in a function) but never defines, sorted, read with
-    :mod:`symtable` (nothing run); ``[]`` with a ``from m import *``, which defines anything."""
-    import ast
-    import builtins
-    import symtable
-
-    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.parse(source).body):
-        return []
-    top = symtable.symtable(source, "<hand-in>", "exec")
-    defined = {sym.get_name() for sym in top.get_symbols() if sym.is_assigned() or sym.is_imported()}
-    defined |= set(dir(builtins)) | {"__name__", "__file__", "__doc__", "__builtins__", "__spec__"}
-    used: set[str] = {sym.get_name() for sym in top.get_symbols() if sym.is_referenced()}
-    tables = list(top.get_children())
-    while tables:
-        table = tables.pop()
-        tables += table.get_children()
-        for sym in table.get_symbols():
-            if sym.is_referenced() and sym.is_global() and not sym.is_declared_global():
-                used.add(sym.get_name())
-    return sorted(used - defined)
 
 
 def notebook_problem(name: str, source: str) -> str | None:

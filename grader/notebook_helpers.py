@@ -1,0 +1,130 @@
+"""Helpers from a notebook's untagged cells: what the graded (tagged) cells call but do not define.
+
+A learner who defines a helper in a new cell of the kit's notebook, untagged, and calls it from a tagged answer
+cell has the check cell pass: the kernel ran the new cell.  The grader takes the tagged cells only, so the helper
+would be missing (``NameError``).  :func:`helpers` finds, in the untagged cells, the statements that define what
+the tagged code reads and does not define (and what those read in turn); the conversion
+(:func:`grader.notebooks.notebook_to_source`) keeps them, in their cells' places, and nothing else of those cells.
+A name the tagged cells define is never taken from an untagged cell: the tags still say what is graded.
+
+Read with :mod:`ast` and :mod:`symtable` only: nothing here runs a line of the notebook.  A definition taken must
+be able to run at import (:func:`ready`): what a ``def`` or ``class`` evaluates when it runs must be defined by then.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from grader.handin import undefined_names
+
+
+def target_names(target: ast.expr) -> list[str] | None:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        names: list[str] = []
+        for elt in target.elts:
+            sub = target_names(elt)
+            if sub is None:
+                return None
+            names += sub
+        return names
+    return None
+
+
+def span(node: ast.stmt) -> tuple[int, int]:
+    decorators = getattr(node, "decorator_list", [])
+    start = min([d.lineno for d in decorators] + [node.lineno])
+    return start, node.end_lineno or node.lineno
+
+
+def bound(node: ast.stmt) -> set[str]:
+    """The names a top-level statement the conversion may keep binds (none for any other statement)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.Import):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        return {a.asname or a.name for a in node.names if a.name != "*"}
+    if isinstance(node, ast.Assign):
+        return {name for target in node.targets for name in target_names(target) or ()}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    return set()
+
+
+def helpers(
+    untagged: list[tuple[int, ast.Module]],
+    wanted: list[str],
+    defined: set[str],
+    check: Callable[[], None] = lambda: None,
+) -> dict[int, frozenset[int]]:
+    """``{cell number: first lines of statements}``: what the ``untagged`` cells (``(number, tree)``) define of
+    the names the tagged cells' module reads and does not define (``wanted``; it defines ``defined``), and what
+    that needs in turn.  A statement binding a name the tagged cells define is never taken: those cells say what
+    is graded.  Where several cells define a name, each is taken, in order, so the last one wins, as in the
+    kernel.  ``check`` is called now and then (a deadline)."""
+    offers: dict[str, list[tuple[int, int, list[str]]]] = {}  # name -> (cell, first line, names it reads)
+    for number, tree in untagged:
+        check()
+        for node in tree.body:
+            names = bound(node)
+            if not names or names & defined:
+                continue
+            try:
+                reads = undefined_names(ast.unparse(node))
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            for name in names:
+                offers.setdefault(name, []).append((number, span(node)[0], reads))
+    pulled: dict[int, set[int]] = {}
+    todo, seen = sorted(wanted, reverse=True), set(wanted)
+    while todo:
+        for number, line, reads in offers.get(todo.pop(), []):
+            pulled.setdefault(number, set()).add(line)
+            fresh = [name for name in reads if name not in seen and name not in defined]
+            seen.update(fresh)
+            todo += fresh
+    return {number: frozenset(lines) for number, lines in pulled.items()}
+
+
+def _evaluated_names(nodes: list[ast.AST]) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def ready(node: ast.stmt, defined: set[str], futures: list[str]) -> bool:
+    """Whether a statement from an untagged cell can run at import: each name it evaluates when it runs (a
+    function's decorators, defaults and annotations; a class's bases, decorators and a body of definitions,
+    constants and docstrings) is defined by then.  Imports and constants: the conversion's own rules decide."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return _evaluated_names(_when_defined(node, futures)) <= defined
+    if not isinstance(node, ast.ClassDef):
+        return True
+    inside = set(defined)
+    if not _evaluated_names([*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]) <= inside:
+        return False
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            evaluated: list[ast.AST] = _when_defined(stmt, futures)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            evaluated = [stmt.value] if isinstance(stmt, ast.Assign) else [stmt.value, stmt.annotation]
+        elif isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            evaluated = []
+        else:
+            return False
+        if not _evaluated_names(evaluated) <= inside:
+            return False
+        inside |= bound(stmt)
+    return True
+
+
+def _when_defined(node: ast.FunctionDef | ast.AsyncFunctionDef, futures: list[str]) -> list[ast.AST]:
+    """What a ``def`` evaluates when it runs: decorators, defaults, annotations (none under ``annotations``)."""
+    args = node.args
+    evaluated: list[ast.AST] = [*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d)]
+    if "annotations" not in futures:
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        evaluated += [a.annotation for a in every if a is not None and a.annotation is not None]
+        evaluated += [node.returns] if node.returns is not None else []
+    return evaluated
