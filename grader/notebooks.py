@@ -14,7 +14,10 @@ Two directions, both without running a line of the code they handle:
   level.  Everything else (prints, plots, training loops, a ``time.sleep(3600)``) is commented out, so it never
   runs at grading time.  Dropped lines stay in place as comments, so a line number in the converted module maps
   straight back to the notebook: each cell starts with a ``# --- cell N ---`` line (N counts every cell of the
-  notebook, markdown included, from 1) and its lines follow one for one.
+  notebook, markdown included, from 1) and its lines follow one for one.  In a notebook with tagged cells, what
+  its other cells (the check cells left out) define that the tagged code uses and does not define is kept too,
+  in its cell's place (a helper in a cell of the learner's own: the check cell ran with it;
+  :mod:`grader.notebook_helpers`); an error's place is said by cell (:mod:`grader.cell_places`).
 
 This filter is about a learner's experiments, not security: a class body, a decorator or a default argument
 still runs at import, which is why submissions are only ever imported in the grader's sandbox.
@@ -248,12 +251,13 @@ HOW_TO = (
     "names and signatures. Run the cells in order, then run the last cell: it runs the public cases "
     "for this notebook's exercises and shows a table, *not started*, *failing* or *passing* per exercise, "
     "with a hint where your code looks like a known mistake.\n\n"
-    "When you hand this notebook in, only the code cells tagged `attnkit-solution` are graded, and of "
-    "them only the imports, function and class definitions and simple constants (`D_K = 4`): "
-    "prints, plots and experiments at the top level of a cell are left out, so they never run at "
-    "grading time. Add cells of your own for experiments; give a cell the tag `attnkit-solution` "
-    "(View → Cell Toolbar → Tags, or the property inspector) when it holds code that must be graded, "
-    "such as a helper function."
+    "When you hand this notebook in, the code cells tagged `attnkit-solution` are graded, with what "
+    "your own cells define that they use (a helper function in a cell you added counts, as it did "
+    "when the last cell ran), and of all that only the imports, function and class definitions and "
+    "simple constants (`D_K = 4`): prints, plots and experiments at the top level of a cell are left "
+    "out, so they never run at grading time. Add cells of your own for experiments: a function there "
+    "never replaces the one in a tagged cell. An error is shown with its cell: the cell's number "
+    "(counting every cell from the top, text cells too) and its first line."
 )
 
 MODULES_NOTE = (
