@@ -7,16 +7,15 @@ the tagged code reads and does not define (and what those read in turn); the con
 (:func:`grader.notebooks.notebook_to_source`) keeps them, in their cells' places, and nothing else of those cells.
 A name the tagged cells define is never taken from an untagged cell: the tags still say what is graded.
 
-Read with :mod:`ast` and :mod:`symtable` only: nothing here runs a line of the notebook.  A definition taken must
-be able to run at import (:func:`ready`): what a ``def`` or ``class`` evaluates when it runs must be defined by then.
+Read with :mod:`ast` only: nothing here runs a line of the notebook, and the work is linear in its size.  A
+definition taken must be able to run at import (:func:`ready`): what a ``def`` or ``class`` evaluates when it
+runs must be defined by then.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-
-from grader.handin import undefined_names
 
 
 def target_names(target: ast.expr) -> list[str] | None:
@@ -65,28 +64,39 @@ def helpers(
     that needs in turn.  A statement binding a name the tagged cells define is never taken: those cells say what
     is graded.  Where several cells define a name, each is taken, in order, so the last one wins, as in the
     kernel.  ``check`` is called now and then (a deadline)."""
-    offers: dict[str, list[tuple[int, int, list[str]]]] = {}  # name -> (cell, first line, names it reads)
+    offers: dict[str, list[tuple[int, ast.stmt]]] = {}  # name -> (cell, statement) binding it
     for number, tree in untagged:
         check()
         for node in tree.body:
             names = bound(node)
-            if not names or names & defined:
-                continue
-            try:
-                reads = undefined_names(ast.unparse(node))
-            except (SyntaxError, ValueError, RecursionError):
-                continue
-            for name in names:
-                offers.setdefault(name, []).append((number, span(node)[0], reads))
+            if names and not names & defined:
+                for name in names:
+                    offers.setdefault(name, []).append((number, node))
     pulled: dict[int, set[int]] = {}
     todo, seen = sorted(wanted, reverse=True), set(wanted)
     while todo:
-        for number, line, reads in offers.get(todo.pop(), []):
-            pulled.setdefault(number, set()).add(line)
-            fresh = [name for name in reads if name not in seen and name not in defined]
+        for number, node in offers.get(todo.pop(), []):
+            check()
+            pulled.setdefault(number, set()).add(span(node)[0])
+            fresh = [name for name in reads(node) if name not in seen and name not in defined]
             seen.update(fresh)
             todo += fresh
     return {number: frozenset(lines) for number, lines in pulled.items()}
+
+
+def reads(node: ast.stmt) -> set[str]:
+    """The module's names a statement may read, from its tree alone (linear, nothing compiled): every name it
+    loads but those bound inside it (parameters, assignments, loop variables); a name a function both binds and
+    reads from the module (a class attribute of the same name, say) is missed: its definition is not taken."""
+    loaded: set[str] = set()
+    local: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            (loaded if isinstance(n.ctx, ast.Load) else local).add(n.id)
+        elif isinstance(n, ast.arg):
+            local.add(n.arg)
+    top = bound(node) if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)) else set()
+    return loaded - (local - top)
 
 
 def _evaluated_names(nodes: list[ast.AST]) -> set[str]:

@@ -739,7 +739,8 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
     deadline.check()
     chosen = graded_cells(nb.cells)
     strict = any(SOLUTION_TAG in cell_tags(c) for _, c in chosen)  # tagged cells: a syntax error is an error
-    source, scope = _assemble(chosen, {}, strict, deadline)
+    parsed: dict[int, Any] = {}  # cell number -> _parsed_cell's answer (or its error): each cell parsed once
+    source, scope = _assemble(chosen, {}, strict, deadline, parsed)
     if not strict:
         return source
     try:
@@ -748,11 +749,11 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
         return source
     if not wanted:
         return source
-    pulled = helpers(_untagged_trees(nb.cells, deadline), wanted, scope.defined, deadline.check)
+    pulled = helpers(_untagged_trees(nb.cells, deadline, parsed), wanted, scope.defined, deadline.check)
     if not pulled:
         return source
     cells = sorted(chosen + [(n, c) for n, c in enumerate(nb.cells, start=1) if n in pulled], key=lambda nc: nc[0])
-    return _assemble(cells, pulled, strict, deadline)[0]
+    return _assemble(cells, pulled, strict, deadline, parsed)[0]
 
 
 def _parsed_cell(number: int, cell: Any) -> tuple[list[str], ast.Module | None, dict[int, str]]:
@@ -771,7 +772,19 @@ def _parsed_cell(number: int, cell: Any) -> tuple[list[str], ast.Module | None, 
         return stripped, ast.parse("\n".join(stripped), filename=f"<cell {number}>"), replaced
 
 
-def _untagged_trees(cells: list[Any], deadline: _Deadline) -> list[tuple[int, ast.Module]]:
+def _parsed(number: int, cell: Any, parsed: dict[int, Any]) -> tuple[list[str], ast.Module | None, dict[int, str]]:
+    """:func:`_parsed_cell`, once a cell: its answer, or the error it raised, is kept in ``parsed``."""
+    if number not in parsed:
+        try:
+            parsed[number] = _parsed_cell(number, cell)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            parsed[number] = exc
+    if isinstance(parsed[number], BaseException):
+        raise parsed[number]
+    return parsed[number]  # type: ignore[no-any-return]
+
+
+def _untagged_trees(cells: list[Any], deadline: _Deadline, parsed: dict[int, Any]) -> list[tuple[int, ast.Module]]:
     """``(number, tree)`` of each code cell tagged neither solution nor check that parses (magics replaced)."""
     trees = []
     for number, cell in enumerate(cells, start=1):
@@ -780,7 +793,7 @@ def _untagged_trees(cells: list[Any], deadline: _Deadline) -> list[tuple[int, as
             continue
         deadline.check()
         try:
-            tree = _parsed_cell(number, cell)[1]
+            tree = _parsed(number, cell, parsed)[1]
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         if tree is not None:
@@ -789,7 +802,11 @@ def _untagged_trees(cells: list[Any], deadline: _Deadline) -> list[tuple[int, as
 
 
 def _assemble(
-    chosen: list[tuple[int, Any]], pulled: dict[int, frozenset[int]], strict: bool, deadline: _Deadline
+    chosen: list[tuple[int, Any]],
+    pulled: dict[int, frozenset[int]],
+    strict: bool,
+    deadline: _Deadline,
+    parsed: dict[int, Any],
 ) -> tuple[str, _Scope]:
     """The converted module of the ``chosen`` cells, and what it defines; a cell in ``pulled`` (untagged, taken
     for the helpers the tagged code uses) keeps only the statements starting on the lines it names."""
@@ -800,7 +817,7 @@ def _assemble(
         deadline.check()
         must_parse = strict and number not in pulled
         try:
-            lines, tree, replaced = _parsed_cell(number, cell)
+            lines, tree, replaced = _parsed(number, cell, parsed)
         except SyntaxError as exc:
             if must_parse:
                 raise NotebookError(f"cell {number}: SyntaxError: {exc.msg} (line {exc.lineno})") from None
