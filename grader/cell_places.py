@@ -15,9 +15,12 @@ Text only: nothing here runs or imports the learner's code.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import linecache
 import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 CELL_PLACE = "cell {cell} (`{first}`), line {line}"
@@ -29,7 +32,7 @@ _MARKER = re.compile(r"# --- cell (\d+)\b")
 _DROPPED = re.compile(r"^(?:.*?  )?# \[(?:not run|left out|partly run)\] (.*)$")  # grader.notebooks' comments
 
 
-def first_line(lines: list[str]) -> str:
+def first_line(lines: Iterable[str]) -> str:
     """The first line of a cell that is not blank, stripped and cut short, without backticks."""
     line = next((ln.strip() for ln in lines if ln.strip()), "")
     line = line.replace("`", "'")
@@ -39,16 +42,23 @@ def first_line(lines: list[str]) -> str:
 def converted_place(source: str, lineno: int) -> tuple[int, str, int] | None:
     """``(cell, first line, line in the cell)`` of line ``lineno`` of a module made of a notebook, or None
     where that line is in no cell (the header)."""
-    lines = source.splitlines()
+    lines, starts = _cells(source)
     if not 0 < lineno <= len(lines):
         return None
-    for n in range(lineno - 1, -1, -1):
-        marker = _MARKER.match(lines[n])
-        if marker:
-            end = next((m for m in range(n + 1, len(lines)) if _MARKER.match(lines[m])), len(lines))
-            cell = [_original(line) for line in lines[n + 1 : end]]
-            return int(marker.group(1)), first_line(cell), lineno - n - 1
-    return None
+    at = bisect.bisect_right(starts, lineno - 1) - 1  # the last cell marker at or above the line
+    if at < 0:
+        return None
+    start = starts[at]
+    end = starts[at + 1] if at + 1 < len(starts) else len(lines)
+    number = int(_MARKER.match(lines[start]).group(1))  # type: ignore[union-attr]
+    return number, first_line(_original(lines[n]) for n in range(start + 1, end)), lineno - start - 1
+
+
+@functools.lru_cache(maxsize=16)
+def _cells(source: str) -> tuple[list[str], list[int]]:
+    """The module's lines and the indices of its cell markers (read once a module: a hand-in's messages are many)."""
+    lines = source.splitlines()
+    return lines, [n for n, line in enumerate(lines) if _MARKER.match(line)]
 
 
 def _original(line: str) -> str:
