@@ -5,7 +5,8 @@ cell has the check cell pass: the kernel ran the new cell.  The grader takes the
 would be missing (``NameError``).  :func:`helpers` finds, in the untagged cells, the statements that define what
 the tagged code reads and does not define (and what those read in turn); the conversion
 (:func:`grader.notebooks.notebook_to_source`) keeps them, in their cells' places, and nothing else of those cells.
-A name the tagged cells define is never taken from an untagged cell: the tags still say what is graded.
+A name the tagged cells define is never taken from an untagged cell (the tags still say what is graded), but
+for a stub they leave (:func:`stubs`): the learner's answer in a cell below it is what the kernel ran.
 
 Read with :mod:`ast` only: nothing here runs a line of the notebook, and the work is linear in its size.  A
 definition taken must be able to run at import (:func:`ready`): what a ``def`` or ``class`` evaluates when it
@@ -84,6 +85,28 @@ def helpers(
     return {number: frozenset(lines) for number, lines in pulled.items()}
 
 
+def stubs(tagged: list[ast.Module]) -> set[str]:
+    """The functions the tagged cells (in order) leave as stubs: their last definition only raises
+    ``NotImplementedError`` (after a docstring).  The learner's own cell that defines one later answers it, as the
+    kernel run in order does: an untagged definition of a stub is taken like a helper's."""
+    last: dict[str, ast.stmt] = {}
+    for tree in tagged:
+        for node in tree.body:
+            for name in bound(node):
+                last[name] = node
+    return {name for name, node in last.items() if isinstance(node, ast.FunctionDef) and _is_stub(node)}
+
+
+def _is_stub(node: ast.FunctionDef) -> bool:
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
 def reads(node: ast.stmt) -> set[str]:
     """The module's names a statement may read, from its tree alone (linear, nothing compiled): every name it
     loads but those bound inside it (parameters, assignments, loop variables); a name a function both binds and
@@ -117,8 +140,11 @@ def ready(node: ast.stmt, defined: set[str], futures: list[str]) -> bool:
     for stmt in node.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             evaluated: list[ast.AST] = _when_defined(stmt, futures)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            evaluated = [stmt.value] if isinstance(stmt, ast.Assign) else [stmt.value, stmt.annotation]
+        elif isinstance(stmt, ast.Assign):
+            evaluated = [stmt.value]
+        elif isinstance(stmt, ast.AnnAssign):  # a dataclass's field, say
+            annotation = [] if "annotations" in futures else [stmt.annotation]
+            evaluated = [*annotation, *([stmt.value] if stmt.value is not None else [])]
         elif isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
             evaluated = []
         else:

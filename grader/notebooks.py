@@ -63,7 +63,7 @@ from grader.handin import (
     undefined_names,
 )
 from grader.hook_table import CLASS_ALIASES, GROUPS, HELPERS_OF_MODULES, hooks_in, row
-from grader.notebook_helpers import helpers, ready, span, target_names
+from grader.notebook_helpers import helpers, ready, span, stubs, target_names
 from grader.registry import HOOK_NAMES
 
 IMPORTS = "import math\n\nimport torch\nfrom torch import nn"
@@ -256,7 +256,8 @@ HOW_TO = (
     "when the last cell ran), and of all that only the imports, function and class definitions and "
     "simple constants (`D_K = 4`): prints, plots and experiments at the top level of a cell are left "
     "out, so they never run at grading time. Add cells of your own for experiments: a function there "
-    "never replaces the one in a tagged cell. An error is shown with its cell: the cell's number "
+    "never replaces your answer in a tagged cell (only a stub that still raises `NotImplementedError`, "
+    "when your cell comes after it). An error is shown with its cell: the cell's number "
     "(counting every cell from the top, text cells too) and its first line."
 )
 
@@ -734,8 +735,8 @@ def notebook_to_source(text: str) -> str:
 
 def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
     """The module of the graded cells; in a notebook with tagged cells, with what its untagged cells define that
-    the tagged code uses and does not define itself (:func:`~grader.notebook_helpers.helpers`): the check cell
-    ran with them too."""
+    the tagged code uses and does not define itself, or leaves a stub (:mod:`grader.notebook_helpers`): the check
+    cell ran with them too."""
     deadline.check()
     chosen = graded_cells(nb.cells)
     strict = any(SOLUTION_TAG in cell_tags(c) for _, c in chosen)  # tagged cells: a syntax error is an error
@@ -744,12 +745,13 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
     if not strict:
         return source
     try:
-        wanted = undefined_names(source)
+        left = stubs([v[1] for n, _ in chosen if isinstance(v := parsed.get(n), tuple) and v[1] is not None])
+        wanted = sorted({*undefined_names(source), *left})
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
     if not wanted:
         return source
-    pulled = helpers(_untagged_trees(nb.cells, deadline, parsed), wanted, scope.defined, deadline.check)
+    pulled = helpers(_untagged_trees(nb.cells, deadline, parsed), wanted, scope.defined - left, deadline.check)
     if not pulled:
         return source
     cells = sorted(chosen + [(n, c) for n, c in enumerate(nb.cells, start=1) if n in pulled], key=lambda nc: nc[0])

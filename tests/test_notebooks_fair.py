@@ -248,3 +248,16 @@ def test_the_check_cell_and_the_grade_agree_on_helpers_and_name_the_cell(tmp_pat
     scores = [r.message for r in results if r.hook == "dot_product_scores"]
     assert all(f"(at cell {broken_cell} (`# broken helper`), line 3)" in m for m in scores), scores[:3]
     assert not any("nina.py" in m for r in results for m in (r.message, r.note))
+
+
+def test_an_answer_written_in_a_new_cell_below_its_stub_is_graded():
+    """The kit's stub left in its tagged cell, the answer in a cell of the learner's own below it: the kernel, run
+    in order, has the answer (the check cell passes), so the grade does too.  Above the stub, the stub wins there
+    and here; a tagged answer is never replaced."""
+    stub = ('def f(x):\n    """Double x."""\n    raise NotImplementedError("write f")', SOLVED)
+    answer = ("def f(x):\n    return 2 * x", set())
+    assert run(notebook_to_source(notebook(stub, answer)))["f"](3) == 6
+    with pytest.raises(NotImplementedError):
+        run(notebook_to_source(notebook(answer, stub)))["f"](3)
+    tagged = ("def f(x):\n    return 3 * x", SOLVED)
+    assert run(notebook_to_source(notebook(tagged, answer)))["f"](3) == 9
