@@ -11,8 +11,8 @@ in the learner's kit and is imported by the instructor's side.
 - **The caps** (``MAX_*``), with :func:`size_text` / :func:`too_big` for the one-line refusals naming them.
 - **Text**: UTF-8 without null bytes (:func:`text_problem`); **names**: :func:`safe_name` (a student id or a packed
   file's name).
-- **Notebooks**: the cell tags, :func:`cell_tags`, :func:`graded_cells` (the cells the grader takes) and
-  :func:`notebook_metadata` (the kernelspec).
+- **Notebooks**: the cell tags, :func:`cell_tags`, :func:`graded_cells` (the cells the grader takes),
+  :func:`undefined_names` (what kept code reads but never defines) and :func:`notebook_metadata` (the kernelspec).
 - **The manifest** (``manifest.json`` in a zip ``attnkit submit`` writes) and the student id it carries:
   :data:`MANIFEST`, :data:`STUDENT_ENV`, :func:`manifest_student`, :func:`manifest_time`.
 - **The kit's version**: :func:`kit_version`, one answer everywhere.
@@ -63,6 +63,7 @@ __all__ = [
     "source_tree_version",
     "text_problem",
     "too_big",
+    "undefined_names",
 ]
 
 KIT_PACKAGE = "exercises"
@@ -191,6 +192,29 @@ def graded_cells(cells: Iterable[Any]) -> list[tuple[int, Any]]:
     code = [(n, c) for n, c in enumerate(cells, start=1) if isinstance(c, dict) and c.get("cell_type") == "code"]
     tagged = [(n, c) for n, c in code if SOLUTION_TAG in cell_tags(c)]
     return tagged or [(n, c) for n, c in code if CHECK_TAG not in cell_tags(c)]
+
+
+def undefined_names(source: str) -> list[str]:
+    """Module-level names the code reads (at the top level or in a function) but never defines, sorted, read with
+    :mod:`symtable` (nothing run); ``[]`` with a ``from m import *``, which defines anything."""
+    import ast
+    import builtins
+    import symtable
+
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.parse(source).body):
+        return []
+    top = symtable.symtable(source, "<hand-in>", "exec")
+    defined = {sym.get_name() for sym in top.get_symbols() if sym.is_assigned() or sym.is_imported()}
+    defined |= set(dir(builtins)) | {"__name__", "__file__", "__doc__", "__builtins__", "__spec__"}
+    used: set[str] = {sym.get_name() for sym in top.get_symbols() if sym.is_referenced()}
+    tables = list(top.get_children())
+    while tables:
+        table = tables.pop()
+        tables += table.get_children()
+        for sym in table.get_symbols():
+            if sym.is_referenced() and sym.is_global() and not sym.is_declared_global():
+                used.add(sym.get_name())
+    return sorted(used - defined)
 
 
 def notebook_metadata(attnkit: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,9 @@ Every generated notebook ends with a cell tagged ``attnkit-check``::
 :func:`check` adopts the functions (and the chapter's classes) defined in the kernel, runs the public cases of
 the given exercises in-process, asks the catalogue of known mistakes about the failing ones (where the
 catalogue and ``grader.instructor`` are installed; a learner's kit asks its hints file, :mod:`grader.hints`,
-instead), and shows one row per exercise: an HTML table in Jupyter, plain text elsewhere.  Either way the
+instead), and shows one row per exercise: an HTML table in Jupyter, plain text elsewhere.  A failure's place in
+the learner's code names the cell as IPython does (``cell In[7] (`def helper(x):`), line 2``), never the kernel's
+temporary file (:func:`grader.cell_places.in_kernel`).  Either way the
 status words (*not started*, *failing*, *passing*) and a final "N of M exercises passing." are in the output.
 """
 
@@ -20,6 +22,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from grader.cell_places import in_kernel
 from grader.check import FAILING, NOT_STARTED, PASSING, run_public_cases
 from grader.registry import adopt
 
@@ -76,7 +79,7 @@ def collect(namespace: Any, hooks: list[str], lang: str = "en") -> list[CheckRow
     rows = []
     for r in results:
         total = r.passed + r.failed + r.not_implemented
-        failure = "" if r.status in (PASSING, NOT_STARTED) else r.first_failure
+        failure = "" if r.status in (PASSING, NOT_STARTED) else in_kernel(r.first_failure)  # a cell, not a file
         rows.append(CheckRow(r.exercise, r.status, r.passed, total, failure, *hints.get(r.exercise, ("", ""))))
     return rows
 

@@ -14,7 +14,10 @@ Two directions, both without running a line of the code they handle:
   level.  Everything else (prints, plots, training loops, a ``time.sleep(3600)``) is commented out, so it never
   runs at grading time.  Dropped lines stay in place as comments, so a line number in the converted module maps
   straight back to the notebook: each cell starts with a ``# --- cell N ---`` line (N counts every cell of the
-  notebook, markdown included, from 1) and its lines follow one for one.
+  notebook, markdown included, from 1) and its lines follow one for one.  In a notebook with tagged cells, what
+  its other cells (the check cells left out) define that the tagged code uses and does not define is kept too,
+  in its cell's place (a helper in a cell of the learner's own: the check cell ran with it;
+  :mod:`grader.notebook_helpers`); an error's place is said by cell (:mod:`grader.cell_places`).
 
 This filter is about a learner's experiments, not security: a class body, a decorator or a default argument
 still runs at import, which is why submissions are only ever imported in the grader's sandbox.
@@ -50,8 +53,17 @@ from typing import Any
 
 import nbformat
 
-from grader.handin import CHECK_TAG, METADATA_KEY, SOLUTION_TAG, cell_tags, graded_cells, notebook_metadata
+from grader.handin import (
+    CHECK_TAG,
+    METADATA_KEY,
+    SOLUTION_TAG,
+    cell_tags,
+    graded_cells,
+    notebook_metadata,
+    undefined_names,
+)
 from grader.hook_table import CLASS_ALIASES, GROUPS, HELPERS_OF_MODULES, hooks_in, row
+from grader.notebook_helpers import helpers, ready, span, stubs, target_names
 from grader.registry import HOOK_NAMES
 
 IMPORTS = "import math\n\nimport torch\nfrom torch import nn"
@@ -239,12 +251,14 @@ HOW_TO = (
     "names and signatures. Run the cells in order, then run the last cell: it runs the public cases "
     "for this notebook's exercises and shows a table, *not started*, *failing* or *passing* per exercise, "
     "with a hint where your code looks like a known mistake.\n\n"
-    "When you hand this notebook in, only the code cells tagged `attnkit-solution` are graded, and of "
-    "them only the imports, function and class definitions and simple constants (`D_K = 4`): "
-    "prints, plots and experiments at the top level of a cell are left out, so they never run at "
-    "grading time. Add cells of your own for experiments; give a cell the tag `attnkit-solution` "
-    "(View → Cell Toolbar → Tags, or the property inspector) when it holds code that must be graded, "
-    "such as a helper function."
+    "When you hand this notebook in, the code cells tagged `attnkit-solution` are graded, with what "
+    "your own cells define that they use (a helper function in a cell you added counts, as it did "
+    "when the last cell ran), and of all that only the imports, function and class definitions and "
+    "simple constants (`D_K = 4`): prints, plots and experiments at the top level of a cell are left "
+    "out, so they never run at grading time. Add cells of your own for experiments: a function there "
+    "never replaces your answer in a tagged cell (only a stub that still raises `NotImplementedError`, "
+    "when your cell comes after it). An error is shown with its cell: the cell's number "
+    "(counting every cell from the top, text cells too) and its first line."
 )
 
 MODULES_NOTE = (
@@ -421,20 +435,6 @@ def _constant_value(node: ast.expr | None, defined: set[str]) -> bool:
     return root is not None and root in defined
 
 
-def _target_names(target: ast.expr) -> list[str] | None:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        names: list[str] = []
-        for elt in target.elts:
-            sub = _target_names(elt)
-            if sub is None:
-                return None
-            names += sub
-        return names
-    return None
-
-
 KIT_PACKAGES = frozenset({"grader", "exercises", "solutions"})
 """The kit's own packages: a submission never sees them, so imports of them are left out."""
 
@@ -489,7 +489,7 @@ def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
         scope.defined.add(node.name)
         return node
     if isinstance(node, ast.Assign):
-        targets = [_target_names(target) for target in node.targets]
+        targets = [target_names(target) for target in node.targets]
         if None in targets or not _constant_value(node.value, scope.defined):
             return None
         scope.defined.update(name for names in targets for name in names or ())
@@ -502,12 +502,6 @@ def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
         scope.defined.add(node.target.id)
         return node
     return None
-
-
-def _span(node: ast.stmt) -> tuple[int, int]:
-    decorators = getattr(node, "decorator_list", [])
-    start = min([d.lineno for d in decorators] + [node.lineno])
-    return start, node.end_lineno or node.lineno
 
 
 def _is_future(node: ast.stmt) -> bool:
@@ -525,8 +519,14 @@ def _convert_cell(
     replaced: dict[int, str],
     scope: _Scope,
     deadline: _Deadline,
+    only: frozenset[int] | None = None,
 ) -> tuple[list[str], int]:
-    """The cell's lines, one for one, with dropped statements commented out; and how many were kept."""
+    """The cell's lines, one for one, with dropped statements commented out; and how many were kept.
+
+    ``only`` (an untagged cell of a tagged notebook): the first lines of the statements that may be kept, each
+    only where what it evaluates when defined is defined by then (:func:`~grader.notebook_helpers.ready`); the
+    others are dropped.
+    """
     original = list(lines)
     for n, line in replaced.items():
         original[n - 1] = line
@@ -537,7 +537,7 @@ def _convert_cell(
     # [first line, last line, statements], extended in place so that many statements stay linear
     clusters: list[list[Any]] = []
     for node in tree.body:
-        start, end = _span(node)
+        start, end = span(node)
         if clusters and start <= clusters[-1][1]:
             clusters[-1][1] = max(clusters[-1][1], end)
             clusters[-1][2].append(node)
@@ -551,6 +551,8 @@ def _convert_cell(
         for node in nodes:
             if _is_future(node):
                 scope.futures.extend(a.name for a in node.names)  # type: ignore[attr-defined]
+                continue
+            if only is not None and (span(node)[0] not in only or not ready(node, scope.defined, scope.futures)):
                 continue
             chosen = _keep(node, scope)
             if chosen is not None:
@@ -732,40 +734,105 @@ def notebook_to_source(text: str) -> str:
 
 
 def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
+    """The module of the graded cells; in a notebook with tagged cells, with what its untagged cells define that
+    the tagged code uses and does not define itself, or leaves a stub (:mod:`grader.notebook_helpers`): the check
+    cell ran with them too."""
     deadline.check()
     chosen = graded_cells(nb.cells)
     strict = any(SOLUTION_TAG in cell_tags(c) for _, c in chosen)  # tagged cells: a syntax error is an error
+    parsed: dict[int, Any] = {}  # cell number -> _parsed_cell's answer (or its error): each cell parsed once
+    source, scope = _assemble(chosen, {}, strict, deadline, parsed)
+    if not strict:
+        return source
+    try:
+        left = stubs([v[1] for n, _ in chosen if isinstance(v := parsed.get(n), tuple) and v[1] is not None])
+        wanted = sorted({*undefined_names(source), *left})
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+    if not wanted:
+        return source
+    pulled = helpers(_untagged_trees(nb.cells, deadline, parsed), wanted, scope.defined - left, deadline.check)
+    if not pulled:
+        return source
+    cells = sorted(chosen + [(n, c) for n, c in enumerate(nb.cells, start=1) if n in pulled], key=lambda nc: nc[0])
+    return _assemble(cells, pulled, strict, deadline, parsed)[0]
 
+
+def _parsed_cell(number: int, cell: Any) -> tuple[list[str], ast.Module | None, dict[int, str]]:
+    """A code cell's lines (magics replaced where it does not parse without), its tree and the lines replaced;
+    the tree is None for a cell magic.  A SyntaxError, ValueError, RecursionError or MemoryError goes up."""
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(source)
+    lines = _lines(source)
+    if _is_cell_magic(lines):
+        return lines, None, {}
+    try:
+        return lines, ast.parse("\n".join(lines), filename=f"<cell {number}>"), {}
+    except SyntaxError:
+        stripped, replaced = _strip_magics(lines)
+        return stripped, ast.parse("\n".join(stripped), filename=f"<cell {number}>"), replaced
+
+
+def _parsed(number: int, cell: Any, parsed: dict[int, Any]) -> tuple[list[str], ast.Module | None, dict[int, str]]:
+    """:func:`_parsed_cell`, once a cell: its answer, or the error it raised, is kept in ``parsed``."""
+    if number not in parsed:
+        try:
+            parsed[number] = _parsed_cell(number, cell)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            parsed[number] = exc
+    if isinstance(parsed[number], BaseException):
+        raise parsed[number]
+    return parsed[number]  # type: ignore[no-any-return]
+
+
+def _untagged_trees(cells: list[Any], deadline: _Deadline, parsed: dict[int, Any]) -> list[tuple[int, ast.Module]]:
+    """``(number, tree)`` of each code cell tagged neither solution nor check that parses (magics replaced)."""
+    trees = []
+    for number, cell in enumerate(cells, start=1):
+        tags = cell_tags(cell)
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or {SOLUTION_TAG, CHECK_TAG} & set(tags):
+            continue
+        deadline.check()
+        try:
+            tree = _parsed(number, cell, parsed)[1]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if tree is not None:
+            trees.append((number, tree))
+    return trees
+
+
+def _assemble(
+    chosen: list[tuple[int, Any]],
+    pulled: dict[int, frozenset[int]],
+    strict: bool,
+    deadline: _Deadline,
+    parsed: dict[int, Any],
+) -> tuple[str, _Scope]:
+    """The converted module of the ``chosen`` cells, and what it defines; a cell in ``pulled`` (untagged, taken
+    for the helpers the tagged code uses) keeps only the statements starting on the lines it names."""
     scope = _Scope()
     body: list[str] = []
     kept = 0
     for number, cell in chosen:
         deadline.check()
-        source = cell.get("source", "")
-        if isinstance(source, list):
-            source = "".join(source)
-        lines = _lines(source)
-        if _is_cell_magic(lines):
-            body += [f"# --- cell {number}: a cell magic, not run ---", ""]
-            continue
-        replaced: dict[int, str] = {}
+        must_parse = strict and number not in pulled
         try:
-            try:
-                tree = ast.parse("\n".join(lines), filename=f"<cell {number}>")
-            except SyntaxError:
-                stripped, replaced = _strip_magics(lines)
-                tree = ast.parse("\n".join(stripped), filename=f"<cell {number}>")
-                lines = stripped
+            lines, tree, replaced = _parsed(number, cell, parsed)
         except SyntaxError as exc:
-            if strict:
+            if must_parse:
                 raise NotebookError(f"cell {number}: SyntaxError: {exc.msg} (line {exc.lineno})") from None
             body += [f"# --- cell {number}: not used, SyntaxError: {exc.msg} (line {exc.lineno}) ---", ""]
             continue
         except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-            if strict:
+            if must_parse:
                 raise NotebookError(f"cell {number}: cannot parse it ({type(exc).__name__})") from None
             continue
-        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, deadline)
+        if tree is None:
+            body += [f"# --- cell {number}: a cell magic, not run ---", ""]
+            continue
+        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, deadline, pulled.get(number))
         kept += count
         body += cell_lines + [""]
     if not kept:
@@ -780,4 +847,4 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
         ast.parse(result)
     except SyntaxError as exc:  # cells that parse alone but not together
         raise NotebookError(f"the notebook's code does not parse: SyntaxError: {exc.msg} (line {exc.lineno})") from None
-    return result
+    return result, scope

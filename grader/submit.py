@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.handin import (
+    CHECK_TAG,
     KIT_PACKAGE,
     MANIFEST,
     MAX_ENTRIES,
@@ -72,6 +73,7 @@ from grader.handin import (
     safe_name,
     text_problem,
     too_big,
+    undefined_names,
 )
 
 MERGED_NOTEBOOK = "notebooks.ipynb"
@@ -188,7 +190,9 @@ def _read_text(path: Path, limit: int, kind: str) -> bytes:
 
 def merge_notebooks(paths: list[Path]) -> bytes:
     """One notebook holding, from each notebook in turn, the code cells the grader would take, all tagged: so each
-    counts as it would on its own (its ``attnkit-solution`` cells, else every code cell but the check cells)."""
+    counts as it would on its own (its ``attnkit-solution`` cells, else every code cell but the check cells); a
+    tagged notebook's other code cells but the check cells follow in their places, untagged, so that a helper
+    defined there is graded with the tagged cells that call it, as on its own (:mod:`grader.notebook_helpers`)."""
     import nbformat
 
     v4 = nbformat.v4
@@ -201,13 +205,22 @@ def merge_notebooks(paths: list[Path]) -> bytes:
             line = (str(exc) or type(exc).__name__).splitlines()[0]
             raise SubmitError(f"{path.name}: not a notebook ({line})") from None
         cells.append(v4.new_markdown_cell(f"# From `{path.name}`", id=f"n{index}"))
-        for n, (_, cell) in enumerate(graded_cells(nb.cells), start=1):
+        chosen = dict(graded_cells(nb.cells))
+        helpers_too = any(SOLUTION_TAG in cell_tags(c) for c in chosen.values())  # untagged cells may hold helpers
+        taken = 0
+        for number, cell in enumerate(nb.cells, start=1):
+            tags = set(cell_tags(cell))
+            if number in chosen:
+                tags.add(SOLUTION_TAG)
+            elif not helpers_too or cell.get("cell_type") != "code" or CHECK_TAG in tags:
+                continue
+            taken += 1
             metadata = dict(cell.get("metadata") or {})
-            metadata["tags"] = sorted(set(cell_tags(cell)) | {SOLUTION_TAG})
+            metadata["tags"] = sorted(tags)
             metadata["attnkit_from"] = path.name
             source = cell.get("source", "")
             source = "".join(source) if isinstance(source, list) else str(source)
-            cells.append(v4.new_code_cell(source, id=f"n{index}-{n}", metadata=metadata))
+            cells.append(v4.new_code_cell(source, id=f"n{index}-{taken}", metadata=metadata))
     merged = v4.new_notebook(cells=cells)
     merged.metadata = nbformat.from_dict(notebook_metadata({"merged_from": [p.name for p in paths]}))
     nbformat.validate(merged)
@@ -303,29 +316,6 @@ def syntax_problem(name: str, data: bytes) -> str | None:
     return None
 
 
-def undefined_names(source: str) -> list[str]:
-    """Module-level names the code reads (at the top level or in a function) but never defines, sorted, read with
-    :mod:`symtable` (nothing run); ``[]`` with a ``from m import *``, which defines anything."""
-    import ast
-    import builtins
-    import symtable
-
-    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.parse(source).body):
-        return []
-    top = symtable.symtable(source, "<hand-in>", "exec")
-    defined = {sym.get_name() for sym in top.get_symbols() if sym.is_assigned() or sym.is_imported()}
-    defined |= set(dir(builtins)) | {"__name__", "__file__", "__doc__", "__builtins__", "__spec__"}
-    used: set[str] = {sym.get_name() for sym in top.get_symbols() if sym.is_referenced()}
-    tables = list(top.get_children())
-    while tables:
-        table = tables.pop()
-        tables += table.get_children()
-        for sym in table.get_symbols():
-            if sym.is_referenced() and sym.is_global() and not sym.is_declared_global():
-                used.add(sym.get_name())
-    return sorted(used - defined)
-
-
 def notebook_problem(name: str, source: str) -> str | None:
     """Why the module the grader makes of a notebook would fail: names it uses that no kept cell defines."""
     missing = undefined_names(source)
@@ -392,17 +382,15 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _in_notebook(line: str, entry: str, name: str, source: str) -> str:
-    """``scores.py:12: NameError: …`` in the module made of a notebook, as ``scores.ipynb: cell 3, line 2: …``."""
+    """``scores.py:12: NameError: …`` in the module made of a notebook, as
+    ``scores.ipynb: cell 3 (`class Settings:`), line 2: …`` (:mod:`grader.cell_places`)."""
+    from grader.cell_places import converted_place, place_text
+
     match = re.match(re.escape(entry) + r":(\d+): (.*)", line)
     if not match:
         return f"{name}: {line}"
-    lineno = int(match.group(1))
-    lines = source.splitlines()[:lineno]
-    for n in range(len(lines) - 1, -1, -1):
-        cell = re.match(r"# --- cell (\d+)", lines[n])
-        if cell:
-            return f"{name}: cell {cell.group(1)}, line {lineno - n - 1}: {match.group(2)}"
-    return f"{name}: {match.group(2)}"
+    place = converted_place(source, int(match.group(1)))
+    return f"{name}: {place_text(*place)}: {match.group(2)}" if place else f"{name}: {match.group(2)}"
 
 
 def load_problem(

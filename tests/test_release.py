@@ -48,6 +48,8 @@ LEARNER_GRADER = {
     "check.py",
     "notebook_check.py",
     "notebooks.py",
+    "notebook_helpers.py",
+    "cell_places.py",
     "submit.py",
     "handin.py",
     "cli.py",

@@ -462,7 +462,8 @@ def test_a_notebook_whose_kept_code_fails_at_import_is_refused_naming_the_cell(k
     shutil.copy(kit / "notebooks" / "scores.ipynb", notebook)
     add_cell(notebook, "class Settings:\n    WIDTH = int('wide')\n")  # a class body runs at import
     cell = len(json.loads(notebook.read_text())["cells"])
-    with pytest.raises(SubmitError, match=rf"^scores\.ipynb: cell {cell}, line 2: ValueError: invalid literal"):
+    where = rf"cell {cell} \(`class Settings:`\), line 2"  # the cell by its number and first line
+    with pytest.raises(SubmitError, match=rf"^scores\.ipynb: {where}: ValueError: invalid literal"):
         submit([notebook], tmp_path / "out.zip", student="ann", cwd=tmp_path, validation=NO_CHECKS)
 
 

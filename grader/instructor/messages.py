@@ -17,6 +17,7 @@ the report's language from the mistakes' catalogue, not from here.
 
 from __future__ import annotations
 
+from grader.cell_places import CELL_PLACE
 from grader.hook_table import TABLE
 from grader.instructor.case_words import case_messages
 from grader.rule_words import WORDS as KIT
@@ -129,6 +130,7 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     "case.again": ("{what}, again with fresh values of the same shapes", "{what}，再换一组同样形状的新值"),
     "output": ("output {n}: {problem}", "输出 {n}：{problem}"),
     "at": ("{message} (at {where})", "{message}（位于 {where}）"),
+    "cell_place": (CELL_PLACE, "第 {cell} 个单元格（`{first}`）第 {line} 行"),  # a place in a notebook hand-in
     "none": ("none", "无"),
     "something": ("something", "某个对象"),
     # a value, a shape, a dtype (grader.instructor.verdict)

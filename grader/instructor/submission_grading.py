@@ -32,6 +32,7 @@ from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
 from grader.instructor.held_memory import UNREAD, Held, ProcessMeter, open_meter
 from grader.instructor.intake import Submission
 from grader.instructor.learner_source import LearnerSource
+from grader.instructor.notebook_places import in_notebook, results_in_notebook
 from grader.instructor.replies import (
     LOAD_CAPS,
     CallReply,
@@ -282,7 +283,7 @@ def grade_submission(
     verdicts = _Verdicts(student, reveal, suite.fingerprints)
     done: dict[int, list[CaseResult]] = {}
     try:
-        refused = _load(session)
+        refused = in_notebook(submission, _load(session))
         if refused:
             return Outcome(submission, every_trial(student, suite.trials, FAILED, refused), stats=stats)
         settled = _settled_batches(suite, session.load_reply or LoadReply(), gpus, student)
@@ -309,7 +310,8 @@ def _outcome(session: _Session, verdicts: _Verdicts, results: list[CaseResult]) 
     results, hidden = verdicts.unhidden(results, stats.heard_banned)
     source = LearnerSource.of(session.submission.files, (session.load_reply or {}).get("hooks"))
     submission = _with_heard(session.submission, stats.witnessed, hidden)
-    return Outcome(submission, verdicts.named(results, source), verdicts.figures, stats)
+    named = results_in_notebook(submission, verdicts.named(results, source))  # its places: the notebook's cells
+    return Outcome(submission, named, verdicts.figures, stats)
 
 
 def _with_heard(submission: Submission, witnessed: list[str], hidden: list[str] | None = None) -> Submission:
