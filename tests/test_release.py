@@ -50,6 +50,7 @@ LEARNER_GRADER = {
     "notebooks.py",
     "notebook_helpers.py",
     "cell_places.py",
+    "deadline.py",
     "submit.py",
     "handin.py",
     "cli.py",
