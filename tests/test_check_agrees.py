@@ -88,15 +88,19 @@ def _grader(path: Path, trials, hook: str):
     return [(t, judge_in_process(solution, t)) for t in trials if t.hook == hook]
 
 
-def test_the_chapters_assert_passes_the_check_with_the_graders_note(tmp_path):
-    (result,) = run_public_cases(str(_learner(tmp_path, multihead(ASSERTS, BUFFER))), ["make_multihead_attention"])
+@pytest.fixture(scope="module")
+def chapters_assert(tmp_path_factory):
+    """The chapter's MultiHeadAttention (its assert) and what the check makes of it, run once for the module."""
+    path = _learner(tmp_path_factory.mktemp("assert"), multihead(ASSERTS, BUFFER))
+    (result,) = run_public_cases(str(path), ["make_multihead_attention"])
+    return path, result
+
+
+def test_the_chapters_assert_passes_the_check_with_the_graders_note(chapters_assert):
+    _, result = chapters_assert
     assert result.status == PASSING, result
     note = english("prefer", kind="AssertionError", why=english("prefer.value_error"))
     assert result.notes == [note]
-    # a ValueError passes without a note
-    raises = "if d_out % num_heads:\n            raise ValueError('d_out must be divisible by num_heads')"
-    (result,) = run_public_cases(str(_learner(tmp_path, multihead(raises, BUFFER))), ["make_multihead_attention"])
-    assert result.status == PASSING and result.notes == [], result
 
 
 @pytest.mark.slow
@@ -139,3 +143,24 @@ def test_a_plain_mask_attribute_is_failed_by_the_grader_in_the_checks_words(tmp_
     local = result.first_failure.partition(": ")[2].split(" (raised")[0]
     assert local in failed["reference-weights"]
     assert english("mask_buffer.missing", found="") in failed["mask-buffer"]
+
+
+def test_the_note_shows_in_the_check_table_and_the_notebooks_check_cell(chapters_assert):
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from grader.cli import main
+    from grader.notebook_check import as_text, collect
+
+    path, _ = chapters_assert
+    shown = CliRunner().invoke(main, ["check", "make_multihead_attention", "--solution", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "note: raising AssertionError" in " ".join(shown.output.split()), shown.output  # the table wraps it
+    spec = importlib.util.spec_from_file_location("notebook_cells", path)
+    assert spec is not None and spec.loader is not None
+    cells = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cells)
+    (row,) = collect(vars(cells), ["make_multihead_attention"])
+    assert row.status == PASSING and row.note.startswith("raising AssertionError here is accepted.")
+    assert "note: raising AssertionError" in as_text([row])
