@@ -13,8 +13,11 @@ and device under test.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
+
+from grader.rule_words import english  # the grader's words, where a test says what the grader says
 
 CHAPTER_INPUTS = [
     [0.43, 0.15, 0.89],  # Your
@@ -116,6 +119,30 @@ def expect_raises(exc_type, case, fn, *args, **kwargs):
         first = (str(exc).splitlines() or [""])[0]
         raise AssertionError(f"case '{case}': expected {exc_type.__name__}, got {type(exc).__name__}: {first}") from exc
     raise AssertionError(f"case '{case}': expected {exc_type.__name__}, but it returned {_summary(result)}")
+
+
+class AttnkitNote(UserWarning):
+    """The grader's note on a case that passes: worth telling the learner, for no points (``attnkit check`` says
+    it)."""
+
+
+def expect_raises_preferring(preferred, why, case, fn, *args, **kwargs):
+    """Fail unless ``fn(*args, **kwargs)`` raises, as the grader's case does: any exception will do, and one other
+    than ``preferred`` passes with the grader's note (an :class:`AttnkitNote` warning; ``why``: the words' id).
+
+    A NotImplementedError (an unfinished stub) propagates unchanged.
+    """
+    __tracebackhide__ = True
+    try:
+        result = fn(*args, **kwargs)
+    except preferred:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - accepted, with the grader's note
+        warnings.warn(AttnkitNote(english("prefer", kind=type(exc).__name__, why=english(why))), stacklevel=2)
+        return
+    raise AssertionError(f"case '{case}': expected {preferred.__name__}, but it returned {_summary(result)}")
 
 
 def expect_unchanged(tensor, snapshot, case, name="the input"):

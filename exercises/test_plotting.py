@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from exercises._expect import expect, expect_close, expect_raises, f64, rand
+from exercises._expect import english, expect, expect_close, expect_raises, f64, rand
+from grader.rules import is_transpose
 
 plt = pytest.importorskip("matplotlib.pyplot", reason="plot_attention needs matplotlib: pip install matplotlib")
 Figure = pytest.importorskip("matplotlib.figure").Figure
@@ -36,6 +37,13 @@ def read_figure(fig, case):
     }
 
 
+def expect_image(array, weights, case, what):
+    """The image's array is the weights as they are: its transpose is named in the grader's words."""
+    weights = f64(weights.detach())
+    expect(not is_transpose(array, weights), case, english("figure.transposed"))
+    expect_close(array, weights, f"{case}: {what}")
+
+
 def tick_labels(ticks, count):
     """The label of the tick at each position 0 .. count - 1 (None where there is none)."""
     return [ticks.get(float(j)) for j in range(count)]
@@ -48,7 +56,7 @@ def test_plot_attention_worked_example(solution):
     weights = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
     tokens = (["Your", "journey"], ["Your", "journey", "starts"])
     got = read_figure(solution.plot_attention(weights, tokens), "worked example")
-    expect_close(got["array"], f64(weights), "worked example: the image's array is the weights")
+    expect_image(got["array"], weights, "worked example", "the image's array is the weights")
     expect(tick_labels(got["xticks"], 3) == ["Your", "journey", "starts"], "worked example",
            f"the x ticks must be the key tokens, got {tick_labels(got['xticks'], 3)}")  # fmt: skip
     expect(tick_labels(got["yticks"], 2) == ["Your", "journey"], "worked example",
@@ -62,7 +70,7 @@ def test_plot_attention_draws_the_weights_as_they_are(solution, shape, dtype, de
     weights = rand(*shape, seed=3, dtype=dtype, device=device, low=0.0).softmax(dim=-1)
     case = f"{shape[0]}x{shape[1]}"
     got = read_figure(solution.plot_attention(weights), case)
-    expect_close(got["array"], f64(weights), f"{case}: the image's array (row i = query i)")
+    expect_image(got["array"], weights, case, "the image's array (row i = query i)")
     expect(got["xlabel"] == "Key positions", case, f'x axis labelled {got["xlabel"]!r}, expected "Key positions"')
     expect(got["ylabel"] == "Query positions", case, f'y axis labelled {got["ylabel"]!r}, expected "Query positions"')
     expect(got["colorbar"], case, "the figure needs a colorbar for the image")
@@ -80,7 +88,7 @@ def test_plot_attention_one_sequence_names_both_axes(solution):
 def test_plot_attention_takes_weights_that_require_grad(solution, device):
     weights = rand(3, 4, seed=5, device=device, low=0.0).softmax(dim=-1).requires_grad_()
     got = read_figure(solution.plot_attention(weights), "requires grad")
-    expect_close(got["array"], f64(weights.detach()), "requires grad: detach before drawing")
+    expect_image(got["array"], weights, "requires grad", "detach before drawing")
 
 
 @pytest.mark.exercise("plot_attention")

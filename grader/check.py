@@ -46,6 +46,8 @@ IN_MEMORY_SOLUTION = pytest.StashKey[Any]()
 MEASURED_RUNS = 3
 """How many times the local rules run each call of a hook whose memory is measured: measured, for its gradient,
 and on the meta device (:class:`grader.rules.RuledSolution`)."""
+NOTE_WARNING = "AttnkitNote"
+"""The class name of the warning a public test gives for the grader's note on a case that passes."""
 
 NOT_STARTED = "not started"
 FAILING = "failing"
@@ -62,6 +64,8 @@ class ExerciseResult:
     first_error: str = ""
     first_not_implemented: str = ""
     nodeids: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """The grader's notes on cases that pass (``exercises._expect.AttnkitNote``): worth telling, for no points."""
     problem: str = ""
     """Why the solution's function cannot be called at all, though it is there: its signature, or its module's
     load error.  Such an exercise is *failing*, not *not started*."""
@@ -256,6 +260,14 @@ class _Collector:
             if message:
                 self._messages[report.nodeid] = message
         return report
+
+    def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str, location: Any) -> None:
+        """A public test's note (``exercises._expect.AttnkitNote``): the grader's note, filed under the exercise."""
+        hook = self._exercise_of.get(nodeid)
+        if hook is not None and getattr(warning_message.category, "__name__", "") == NOTE_WARNING:
+            note = str(warning_message.message)
+            if note not in self.results[hook].notes:
+                self.results[hook].notes.append(note)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         hook = self._exercise_of.get(report.nodeid)

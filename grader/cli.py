@@ -188,6 +188,8 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
         detail = "" if r.status in (PASSING, NOT_STARTED) else escape(r.first_failure)
         for mistake, text in known.get(r.exercise, []):
             detail += f"\n[bold]looks like {mistake}[/]: {escape(text)}"
+        for note in r.notes:  # the grader's note on a case that passes, for no points
+            detail += ("\n" if detail else "") + f"[dim]note:[/] {escape(note)}"
         table.add_row(
             r.exercise,
             f"[{STATUS_STYLE[r.status]}]{r.status}[/]",

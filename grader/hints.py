@@ -16,7 +16,13 @@ result (the return value, or the exception's class, and the tensor arguments as
 the call left them) gives two hashes of the values rounded to
 :data:`DECIMALS` decimals in float64, on two grids half a step apart, so that
 float noise (float32 against float64, another order of operations) moves a
-value across a rounding edge of one grid at most.
+value across a rounding edge of one grid at most.  A figure is compared by
+what it shows (its images' arrays, colorbars, labels and ticks).  A module
+hook's module is recorded twice over: its form (:func:`module_form`: its
+buffers, state_dict keys and plain tensor attributes, under
+:func:`built_key`), and each forward the tests make (under
+:func:`forward_key`, which holds the global generator's state at the build:
+the weights the test's seed gave).
 
 :func:`known_mistakes` reruns the public cases of the failing exercises with
 the learner's code recorded and names a mistake when the learner's results
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +108,27 @@ def _value_parts(value: Any, decimals: int, offset: float) -> list[bytes]:
         return [b"float", repr(round(value, decimals) + 0.0).encode()]
     if value is None or isinstance(value, (bool, int, str, torch.dtype, torch.device)):
         return [f"{type(value).__name__} {value}".encode()]
+    if hasattr(value, "savefig") and hasattr(value, "axes"):  # a matplotlib Figure: what it shows
+        return _figure_parts(value, decimals, offset)
     return [f"object {type(value).__name__}".encode()]  # an nn.Module, say: not compared by value
+
+
+def _figure_parts(figure: Any, decimals: int, offset: float) -> list[bytes]:
+    """A figure's images (their arrays), whether each has a colorbar, and its axes' labels and ticks."""
+    import numpy as np
+    import torch
+
+    parts = [b"figure"]
+    for ax in figure.axes:
+        for image in ax.images:
+            array = np.ma.filled(np.ma.asarray(image.get_array(), dtype=np.float64), np.nan)
+            parts += _tensor_parts(torch.from_numpy(np.array(array)), decimals, offset)
+            parts.append(f"colorbar {image.colorbar is not None}".encode())
+        if ax.images:
+            ticks = [(list(axis.get_majorticklocs()), [t.get_text() for t in axis.get_ticklabels()])
+                     for axis in (ax.xaxis, ax.yaxis)]  # fmt: skip
+            parts.append(f"labels {ax.get_xlabel()!r} {ax.get_ylabel()!r} {ticks!r}".encode())
+    return parts
 
 
 def draws(hook: str) -> bool:
@@ -139,6 +165,52 @@ def call_keys(hook: str, arguments: Mapping[str, Any]) -> list[str]:
     return keys
 
 
+def built_key(hook: str, arguments: Mapping[str, Any]) -> str:
+    """The key of a module hook's build: the hook and its arguments (what the module holds, its form, is kept)."""
+    return call_key(hook, {**arguments, "_part": "built"})
+
+
+def forward_key(hook: str, arguments: Mapping[str, Any], built_state: Any, x: Any, training: bool) -> str:
+    """The key of a forward call of a module a module hook built: its build's arguments, the global generator's
+    state when it was built (its weights: the public tests seed it first), the input, its dtype (dropout draws
+    differ between dtypes) and the module's mode."""
+    forward = {"_part": "forward", "_state": built_state, "_x": x, "_dtype": x.dtype, "_training": training}
+    return call_key(hook, {**arguments, **forward})
+
+
+def module_form(module: Any) -> dict[str, list[str]]:
+    """What a module holds, by name: its buffers, its state_dict's keys, its tensors held as plain attributes."""
+    import torch
+
+    plain = sorted(k for k, v in vars(module).items() if isinstance(v, torch.Tensor))
+    buffers = sorted(name for name, _ in module.named_buffers())
+    return {"buffers": buffers, "state": sorted(module.state_dict()), "plain": plain}
+
+
+def watch_forward(module: Any, seen: Callable[[Any, Any], None]) -> None:
+    """Call ``seen(x, output)`` after each call of ``module`` on one tensor, ``output`` what it returned or
+    :func:`raised` (not a NotImplementedError: a stub says nothing); the module's own forward runs as it is."""
+    import torch
+
+    forward = module.forward
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        one = len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor)
+        try:
+            output = forward(*args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as exc:
+            if one:
+                seen(args[0], raised(exc))
+            raise
+        if one:
+            seen(args[0], output)
+        return output
+
+    module.forward = watched
+
+
 def fingerprint(result: Any, arguments: Mapping[str, Any]) -> Fingerprint:
     """Two hashes of what a call did (its result, and the tensor arguments afterwards), on grids half a step apart."""
     import torch
@@ -173,6 +245,8 @@ class Recorder:
         self.seen: dict[str, dict[str, Fingerprint]] = {}
 
     def __getattr__(self, name: str) -> Any:
+        import torch
+
         from grader.registry import HOOK_NAMES, hook_signature
 
         attribute = getattr(self._solution, name)
@@ -185,6 +259,7 @@ class Recorder:
             arguments = dict(bound.arguments)
             keys = call_keys(name, arguments)
             mine = self.seen.setdefault(name, {})
+            state = torch.get_rng_state()
             try:
                 result = attribute(*args, **kwargs)
             except NotImplementedError:
@@ -195,10 +270,25 @@ class Recorder:
                 raise
             for key in keys:
                 mine.setdefault(key, fingerprint(result, arguments))
+            if isinstance(result, torch.nn.Module):
+                record_module(mine, name, arguments, result, state)
             return result
 
         recorded.__name__ = name
         return recorded
+
+
+def record_module(
+    seen: dict[str, Fingerprint], hook: str, arguments: Mapping[str, Any], module: Any, state: Any
+) -> None:
+    """Record what a module hook built (under :func:`built_key`) and, as the tests call it, what its forward
+    returns (under :func:`forward_key`; ``state``: the global generator's state before the build)."""
+    seen.setdefault(built_key(hook, arguments), fingerprint(module_form(module), {}))
+
+    def forward_seen(x: Any, output: Any) -> None:
+        seen.setdefault(forward_key(hook, arguments, state, x, module.training), fingerprint(output, {}))
+
+    watch_forward(module, forward_seen)
 
 
 def record_public_outputs(

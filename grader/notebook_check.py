@@ -40,6 +40,7 @@ class CheckRow:
     first_failure: str = ""
     mistake: str = ""  # the id of a catalogued mistake the failing code looks like
     hint: str = ""
+    note: str = ""  # the grader's note on a case that passes (the chapter's assert, say): for no points
 
     @property
     def cases(self) -> str:
@@ -80,7 +81,8 @@ def collect(namespace: Any, hooks: list[str], lang: str = "en") -> list[CheckRow
     for r in results:
         total = r.passed + r.failed + r.not_implemented
         failure = "" if r.status in (PASSING, NOT_STARTED) else in_kernel(r.first_failure)  # a cell, not a file
-        rows.append(CheckRow(r.exercise, r.status, r.passed, total, failure, *hints.get(r.exercise, ("", ""))))
+        found = hints.get(r.exercise, ("", ""))
+        rows.append(CheckRow(r.exercise, r.status, r.passed, total, failure, *found, note="; ".join(r.notes)))
     return rows
 
 
@@ -90,7 +92,8 @@ def summary(rows: list[CheckRow]) -> str:
 
 
 def _hint_text(row: CheckRow) -> str:
-    return f"looks like {row.mistake}: {row.hint}" if row.mistake else ""
+    parts = [f"looks like {row.mistake}: {row.hint}"] if row.mistake else []
+    return "  ".join(parts + ([f"note: {row.note}"] if row.note else []))
 
 
 def as_text(rows: list[CheckRow]) -> str:
@@ -118,6 +121,7 @@ def as_html(rows: list[CheckRow]) -> str:
     for r in rows:
         colour = STATUS_COLOUR.get(r.status, "inherit")
         hint = f"<b>looks like {esc(r.mistake)}</b>: {esc(r.hint)}" if r.mistake else ""
+        hint += f"{'<br>' if hint else ''}<i>note:</i> {esc(r.note)}" if r.note else ""
         out.append(
             f"<tr><td><code>{esc(r.exercise)}</code></td>"
             f'<td style="color: {colour}; font-weight: bold">{esc(r.status)}</td>'

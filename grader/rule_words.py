@@ -124,6 +124,17 @@ WORDS: dict[str, str] = {
     "signature.missing": "missing parameter(s) {names}",
     "and_then": "{first}; {then}",
     "timed_out": "timed out after {seconds} s (an infinite loop, or far too slow)",
+    # the module's form, as the grader's cases word it (the public tests say them so too)
+    "mask_buffer.missing": "your module has no buffer named `mask`{found}: the contract holds the causal mask with "
+    "self.register_buffer('mask', ...), so state_dict saves it and .to(device) moves it. A mask built in forward "
+    "on x.device computes the same and loses only this case",
+    "mask_buffer.found": " (your module's buffers: {buffers})",
+    "mask_buffer.not_saved": "the `mask` buffer is not in state_dict (persistent=False?): register it with "
+    "register_buffer('mask', …)",
+    "mask_buffer.device": "the `mask` buffer stayed on {where} after .to({device})",
+    "prefer": "raising {kind} here is accepted. {why}",
+    "prefer.value_error": "Prefer `raise ValueError(...)`: python -O strips assert statements, so the check would "
+    "vanish, and a bad argument is the caller's mistake, not a bug in your code (which is what assert is for).",
 }
 """Every rule's failure in English, by id, with its ``{parameters}``: the local check says them so
 (:func:`english`), the grader says them by id (``grader.instructor.messages``, which takes their English from

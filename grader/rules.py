@@ -474,6 +474,9 @@ class RuledSolution:
     def __init__(self, solution: Any) -> None:
         self.solution = solution
         self.pending: list[str] = []
+        self.failed_on_meta: set[str] = set()
+        """The module hooks whose meta pass failed once: the grader fails one case for it (its module's meta case),
+        so the check fails one test, not every test that calls the module's forward."""
 
     def __getattr__(self, name: str) -> Any:
         from grader.registry import HOOK_NAMES, hook_signature
@@ -608,7 +611,11 @@ class RuledSolution:
                 return out
             finally:
                 module.forward = ruled_forward
-            self._note(_meta_problem(lambda: twin(*_on_meta(args), **{k: _on_meta(v) for k, v in kwargs.items()})))
+            if hook not in self.failed_on_meta:
+                problem = _meta_problem(lambda: twin(*_on_meta(args), **{k: _on_meta(v) for k, v in kwargs.items()}))
+                if problem:
+                    self.failed_on_meta.add(hook)
+                    self._note(problem)
             return out
 
         module.forward = ruled_forward

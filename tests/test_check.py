@@ -183,7 +183,8 @@ def _learner(tmp_path: Path, code: str) -> Path:
 PLOT_MISTAKES = {
     # id: (the learner's plot_attention, what the check's first failure says)
     "transposed": ("fig = plt.figure(); ax = fig.gca(); fig.colorbar(ax.imshow(w.T), ax=ax)\n"
-                   "    ax.set_xlabel('Key positions'); ax.set_ylabel('Query positions')", "the image's array"),
+                   "    ax.set_xlabel('Key positions'); ax.set_ylabel('Query positions')",
+                   "the image is the transpose of the weights"),  # the grader's words
     "no-colorbar": ("fig, ax = plt.subplots(); ax.imshow(w)\n"
                     "    ax.set_xlabel('Key positions'); ax.set_ylabel('Query positions')", "colorbar"),
     "returns-axes": ("fig, ax = plt.subplots(); fig.colorbar(ax.imshow(w), ax=ax)\n"

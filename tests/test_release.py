@@ -601,6 +601,24 @@ PASTED = {
         "        raise ValueError('p')\n"
         "    return weights * keep_mask / p if p else weights * keep_mask.to(weights.dtype)\n",
     ),
+    "mask-plain-attribute": (  # a module hook's mistake: named from its form and outputs on the public inputs
+        "modules",
+        "make_causal_attention",
+        "import torch\n\n\n"
+        "class CausalAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.dropout = nn.Dropout(dropout)\n"
+        "        self.mask = torch.triu(torch.ones(context_length, context_length), diagonal=1).bool()\n\n"
+        "    def forward(self, x):\n"
+        "        b, t, _ = x.shape\n"
+        "        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)\n"
+        "        s = (q @ k.transpose(1, 2)).masked_fill(self.mask[:t, :t], -torch.inf)\n"
+        "        return self.dropout(torch.softmax(s / k.shape[-1] ** 0.5, dim=-1)) @ v\n",
+    ),
     "different wrong answer": (
         "scores",
         "softmax_weights",

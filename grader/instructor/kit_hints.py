@@ -6,11 +6,14 @@ Instructor-only; ``attnkit release`` writes the result into the kit as
 reference, through a :class:`FanOut`: every call of a function hook is made
 again by each catalogued mistake of that hook, on copies of the arguments (a
 generator copied with its state), and recorded with :mod:`grader.hints`' keys
-and fingerprints.  A mistake keeps the inputs where its fingerprint differs
-from the reference's (its *marks*); a mistake with none (it only differs on
-devices, say) is left out, and so are the module hooks, whose results are
-modules.  The file holds ids, descriptions, hints and hashes: data, never code
-(:func:`problems_in` is the release's leak scan of it).
+and fingerprints.  A module hook's mistake builds its twin beside the
+reference's module (under the same global generator's state, as the public
+test seeded it: the public weights), its form is recorded, and every forward
+of the reference's module is made again by every twin.  A mistake keeps the
+inputs where its fingerprint differs from the reference's (its *marks*); a
+mistake with none (it only differs on devices, say) is left out.  The file
+holds ids, descriptions, hints and hashes: data, never code (:func:`problems_in`
+is the release's leak scan of it).
 """
 
 from __future__ import annotations
@@ -24,10 +27,26 @@ from typing import Any
 
 import torch
 
-from grader.hints import FORMAT, HASH_CHARS, call_keys, fingerprint, raised, same
+from grader.hints import (
+    FORMAT,
+    HASH_CHARS,
+    Fingerprint,
+    built_key,
+    call_keys,
+    fingerprint,
+    forward_key,
+    module_form,
+    raised,
+    same,
+    watch_forward,
+)
 from grader.registry import HOOK_NAMES, Solution, hook_signature
 
 MODULE_HOOKS = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})
+NAMED_FROM_CODE = frozenset({"mask-made-in-forward-on-cpu"})
+"""Mistakes the public inputs cannot tell from right work: a mask built in forward on the CPU looks, on the CPU,
+like one built on ``x.device`` (no buffer, the same outputs), which loses one case only; the grader names it from
+the learner's code (``grader.instructor.diagnosis``), so the kit holds no hint for it."""
 FIELDS = ("id", "exercise", "description", "hint", "hint_zh", "fingerprints")
 OTHER_STATE = torch.Generator().manual_seed(20_240_601).get_state()
 """A global generator state no public test sets: a result that changes under it depends on the global state."""
@@ -36,7 +55,7 @@ _HASH = re.compile(rf"[0-9a-f]{{{HASH_CHARS}}}")
 
 def _copy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return value.detach().clone().requires_grad_(value.requires_grad)  # a test's leaf that requires grad
     if isinstance(value, torch.Generator):
         twin = torch.Generator(device=value.device)
         twin.set_state(value.get_state())
@@ -64,10 +83,69 @@ class FanOut:
             result = raised(exc)
         return fingerprint(result, arguments)
 
+    @staticmethod
+    def _build(solution: Solution, hook: str, given: dict[str, Any], rng: torch.Tensor) -> tuple[Any, Fingerprint]:
+        """A module hook's module built by ``solution`` under the global generator's state ``rng`` (None where
+        there is none), and the fingerprint of its form (or of what it raised)."""
+        torch.set_rng_state(rng)
+        try:
+            module = solution.call(hook, **{k: _copy(v) for k, v in given.items()})
+        except Exception as exc:  # noqa: BLE001 - what the mistake raises is its fingerprint
+            return None, fingerprint(raised(exc), {})
+        if not isinstance(module, torch.nn.Module):
+            return None, fingerprint(module, {})
+        return module, fingerprint(module_form(module), {})
+
+    def _module_hook(self, name: str, given: dict[str, Any], build: Any) -> Any:
+        """The reference's module for the test; each mistake of the hook builds its twin under the same global
+        state, and each forward of the reference's module is made again by every twin (in its dtype and mode,
+        from the global state it started from), every result recorded under the keys the learner's side uses."""
+        rng = torch.get_rng_state()
+        key = built_key(name, given)
+        twins = {}
+        for mistake, (hook, solution) in self._mistakes.items():
+            if hook == name:
+                twin, self.seen[mistake][key] = self._build(solution, name, given, rng)
+                if twin is not None:
+                    twins[mistake] = twin
+        torch.set_rng_state(rng)
+        module = build()
+        self.reference_seen.setdefault(name, {})[key] = fingerprint(module_form(module), {})
+        started: list[torch.Tensor] = []
+        module.register_forward_pre_hook(lambda _module, _args: started.append(torch.get_rng_state()))
+
+        def forward_seen(x: torch.Tensor, output: Any) -> None:
+            call = forward_key(name, given, rng, x, module.training)
+            self.reference_seen[name][call] = fingerprint(output, {})
+            after = torch.get_rng_state()
+            dtype = next((p.dtype for p in module.parameters()), x.dtype)
+            for mistake, twin in twins.items():
+                torch.set_rng_state(started[-1])
+                try:
+                    out = twin.to(device=x.device, dtype=dtype).train(module.training)(x.detach().clone())
+                except NotImplementedError:  # no forward: the learner's side records none (a stub says nothing)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - what the mistake raises is its fingerprint
+                    out = raised(exc)
+                self.seen[mistake][call] = fingerprint(out, {})
+            torch.set_rng_state(after)  # the test goes on as the reference left it
+
+        watch_forward(module, forward_seen)
+        return module
+
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._reference, name)
-        if name not in HOOK_NAMES or name in MODULE_HOOKS:
+        if name not in HOOK_NAMES:
             return attribute
+        if name in MODULE_HOOKS:
+
+            def built(*args: Any, **kwargs: Any) -> Any:
+                bound = hook_signature(name).bind(*args, **kwargs)
+                bound.apply_defaults()
+                return self._module_hook(name, dict(bound.arguments), lambda: attribute(*args, **kwargs))
+
+            built.__name__ = name
+            return built
 
         def fanned(*args: Any, **kwargs: Any) -> Any:
             bound = hook_signature(name).bind(*args, **kwargs)
@@ -99,7 +177,7 @@ def build_hints(tests_dir: Path) -> dict[str, Any]:
     from grader.registry import load_solution
     from solutions.mistakes import catalogue, mistake_solution
 
-    chosen = [m for m in catalogue() if m.exercise not in MODULE_HOOKS and m.exercise in m.overrides]
+    chosen = [m for m in catalogue() if m.exercise in m.overrides and m.id not in NAMED_FROM_CODE]
     fan = FanOut(load_solution("reference"), {m.id: (m.exercise, mistake_solution(m)) for m in chosen})
     hooks = sorted({m.exercise for m in chosen}, key=HOOK_NAMES.index)
     # each test runs in float32, then float64: where their inputs share a key, the float64 result is kept

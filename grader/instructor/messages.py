@@ -226,23 +226,6 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     ),
     "names.role": ("by the roles your names give them", "按你的名字所表示的角色"),
     "names.order": ("by creation order and shape", "按创建顺序和形状"),
-    "mask_buffer.missing": (
-        "your module has no buffer named `mask`{found}: the contract holds the causal mask with "
-        "self.register_buffer('mask', ...), so state_dict saves it and .to(device) moves it. A mask built in forward "
-        "on x.device computes the same and loses only this case",
-        "你的模块没有名为 `mask` 的 buffer{found}：约定用 self.register_buffer('mask', ...) 保存因果掩码，这样 "
-        "state_dict 会保存它，.to(device) 会移动它。在 forward 中于 x.device 上构建的掩码计算结果相同，只会失去这一个用"
-        "例",
-    ),
-    "mask_buffer.found": (" (your module's buffers: {buffers})", "（你的模块的 buffer：{buffers}）"),
-    "mask_buffer.not_saved": (
-        "the `mask` buffer is not in state_dict (persistent=False?): register it with register_buffer('mask', …)",
-        "`mask` buffer 不在 state_dict 中（persistent=False？）：用 register_buffer('mask', …) 注册它",
-    ),
-    "mask_buffer.device": (
-        "the `mask` buffer stayed on {where} after .to({device})",
-        "调用 .to({device}) 之后，`mask` buffer 仍留在 {where} 上",
-    ),
     "training.none_dropped": (
         "in training mode with dropout={p} no attention weight was dropped: apply the dropout (nn.Dropout(dropout), "
         "called in forward) to the attention weights, after the softmax",
@@ -295,13 +278,6 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     ),
     "extras.buffer": ("an extra buffer {names}: fine, noted", "一个额外的 buffer {names}：没问题，记下了"),
     "extras.buffers": ("an extra buffers {names}: fine, noted", "额外的 buffer {names}：没问题，记下了"),
-    "prefer": ("raising {kind} here is accepted. {why}", "在这里抛出 {kind} 是可以接受的。{why}"),
-    "prefer.value_error": (
-        "Prefer `raise ValueError(...)`: python -O strips assert statements, so the check would vanish, and a bad "
-        "argument is the caller's mistake, not a bug in your code (which is what assert is for).",
-        "更好的做法是 `raise ValueError(...)`：python -O 会去掉 assert 语句，检查就会消失；而且错误的参数是调用者的错，"
-        "不是你代码中的 bug（那才是 assert 的用途）。",
-    ),
     # what the kernel says a measured call held (grader.instructor.held_memory)
     "held.unread": (
         "the grader could not read the kernel's record of your process after your call; nothing was measured",
@@ -487,6 +463,16 @@ _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (
     "signature.missing": "缺少参数 {names}",
     "and_then": "{first}；{then}",
     "timed_out": "超时：{seconds} s（死循环，或者太慢）",
+    "mask_buffer.missing": "你的模块没有名为 `mask` 的 buffer{found}：约定用 self.register_buffer('mask', ...) 保存因果"
+    "掩码，这样 state_dict 会保存它，.to(device) 会移动它。在 forward 中于 x.device 上构建的掩码计算结果相同，只会失去"
+    "这一个用例",
+    "mask_buffer.found": "（你的模块的 buffer：{buffers}）",
+    "mask_buffer.not_saved": "`mask` buffer 不在 state_dict 中（persistent=False？）：用 register_buffer('mask', …) "
+    "注册它",
+    "mask_buffer.device": "调用 .to({device}) 之后，`mask` buffer 仍留在 {where} 上",
+    "prefer": "在这里抛出 {kind} 是可以接受的。{why}",
+    "prefer.value_error": "更好的做法是 `raise ValueError(...)`：python -O 会去掉 assert 语句，检查就会消失；"
+    "而且错误的参数是调用者的错，不是你代码中的 bug（那才是 assert 的用途）。",
 }
 MESSAGES.update({key: {"en": KIT[key], "zh": zh} for key, zh in _KIT_ZH.items()})
 """Every message grading says: ``id -> {language: template}``, the templates' ``{parameters}`` the same in every
