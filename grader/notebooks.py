@@ -513,7 +513,6 @@ def _comment(line: str, why: str = "not run") -> str:
 
 
 def _convert_cell(
-    number: int,
     lines: list[str],
     tree: ast.Module,
     replaced: dict[int, str],
@@ -573,7 +572,7 @@ def _convert_cell(
         else:
             for i in range(start, end + 1):
                 out[i - 1] = _comment(original[i - 1])
-    return [f"# --- cell {number} ---", *out], kept_count
+    return out, kept_count
 
 
 def _source_bytes(source: Any) -> int:
@@ -832,9 +831,9 @@ def _assemble(
         if tree is None:
             body += [f"# --- cell {number}: a cell magic, not run ---", ""]
             continue
-        cell_lines, count = _convert_cell(number, lines, tree, replaced, scope, deadline, pulled.get(number))
+        cell_lines, count = _convert_cell(lines, tree, replaced, scope, deadline, pulled.get(number))
         kept += count
-        body += cell_lines + [""]
+        body += [f"# --- cell {number} ---", *cell_lines, ""]
     if not kept:
         raise NotebookError("no Python code found in the notebook")
     header = ["# Converted from a notebook by attnkit: each cell starts at its '# --- cell N ---' line;"]

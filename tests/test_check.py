@@ -530,13 +530,15 @@ def test_the_kit_where_check_runs_wins_over_an_importable_exercises(tmp_path, mo
     heads.write_text(heads.read_text() + "\n\n" + reference_source(("merge_heads",)))
     assert importlib.util.find_spec("exercises").submodule_search_locations[0] == str(KIT / "exercises")
     monkeypatch.chdir(kit / "exercises")  # anywhere in the kit
-    path, modules = sys.path[:], {k for k in sys.modules if k.split(".")[0] == "exercises"}
+    monkeypatch.setenv("COLUMNS", "400")  # the title on one line
+    path, modules = sys.path[:], {k: m for k, m in sys.modules.items() if k.split(".")[0] == "exercises"}
     try:
         result = CliRunner().invoke(main, ["check", "merge_heads"], terminal_width=400)
-    finally:
+    finally:  # this process's exercises and public tests as they were: later tests import them
         sys.path[:] = path
-        for name in [k for k in sys.modules if k.split(".")[0] == "exercises" and k not in modules]:
+        for name in [k for k in sys.modules if k.split(".")[0] == "exercises"]:
             del sys.modules[name]
+        sys.modules.update(modules)
         importlib.invalidate_caches()
     assert f"attnkit check — {(kit / 'exercises').resolve()}" in result.output, result.output
     assert "1 of 1 exercises passing" in result.output, result.output  # the kit's merge_heads, not the stub

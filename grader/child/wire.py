@@ -54,9 +54,12 @@ def plain_to_wire(value: Any) -> Any:
 
 
 def plain_from_wire(value: Any) -> Any:
-    """The inverse of :func:`plain_to_wire` (the child decodes what the trusted side sent)."""
-    if isinstance(value, dict):
+    """The inverse of :func:`plain_to_wire` (the child decodes what the trusted side sent; a JSON object other
+    than a tuple's, which the grader never sends, stays a dict)."""
+    if isinstance(value, dict) and value.keys() == {"tuple"} and isinstance(value["tuple"], list):
         return tuple(plain_from_wire(v) for v in value["tuple"])
+    if isinstance(value, dict):
+        return {k: plain_from_wire(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain_from_wire(v) for v in value]
     return value
