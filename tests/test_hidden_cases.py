@@ -345,3 +345,26 @@ def test_a_dropout_mask_drawn_on_the_cpu_fails_a_training_case_on_meta():
     training = [t for t in meta if t.case.args["training"]]
     assert training and all(judge_in_process(reference, t).status == PASSED for t in meta)
     assert all("will fail on a GPU" in judge_in_process(cpu_mask, t).message for t in training)
+
+
+@pytest.mark.slow
+def test_a_keep_mask_drawn_with_bernoulli_is_the_exercise_and_f_dropout_is_not():
+    def attention_dropout(weights, p, training=True, generator=None):
+        if not 0 <= p <= 1:
+            raise ValueError(f"p must be in [0, 1], got {p}")
+        if not training or p == 0:
+            return weights
+        if p == 1:
+            return torch.zeros_like(weights)
+        keep = torch.bernoulli(torch.full_like(weights, 1 - p), generator=generator)  # on the weights' device
+        return weights * keep / (1 - p)
+
+    def library_dropout(weights, p, training=True, generator=None):
+        return torch.nn.functional.dropout(weights, p, training)
+
+    trials = [t for t in build_suite(0, ("cpu", "meta")).trials if t.hook == "attention_dropout"]
+    drawn = adopt("bernoulli", "tests", [types.SimpleNamespace(attention_dropout=attention_dropout)])
+    assert [t.case.name for t in trials if judge_in_process(drawn, t).status != PASSED] == []
+    library = adopt("f-dropout", "tests", [types.SimpleNamespace(attention_dropout=library_dropout)])
+    banned = [judge_in_process(library, t).message for t in trials if t.device == "cpu" and t.case.args["training"]]
+    assert banned and all("uses" in message and "dropout" in message for message in banned)

@@ -430,3 +430,9 @@ def test_a_class_that_names_its_parameters_otherwise_is_built_in_the_contracts_o
     path.write_text(source, encoding="utf-8")
     results = grade_submission(read_submission(path), suite, template, LIMITS).results
     assert of(results, "make_multihead_attention") and not_passed(results) == []
+
+
+@pytest.mark.slow
+def test_a_keep_mask_drawn_with_bernoulli_keeps_every_case_in_the_sandbox(grade):
+    """The kernel watch hears aten::bernoulli_ inside torch.bernoulli: drawing a mask is the exercise, not a ban."""
+    assert not_passed(of(grade("dropout_bernoulli"), "attention_dropout")) == []

@@ -28,7 +28,7 @@ MARK = "attnkit: a banned kernel, heard"
 
 def banned_op(op: str, banned: Iterable[str]) -> bool:
     """Whether the aten operator ``op`` (``aten::_softmax.out``, ``_safe_softmax``) holds every word of a banned
-    name (``softmax`` is in ``_log_softmax_backward_data``; ``bernoulli_`` only in ``bernoulli_``)."""
+    name (``softmax`` is in ``_log_softmax_backward_data``; ``dropout`` in ``feature_alpha_dropout``)."""
     words = set(op.split("::")[-1].split(".")[0].split("_"))
     return any(set(b.split("_")) <= words for b in banned)
 

@@ -73,7 +73,9 @@ ROWS: tuple[HookRow, ...] = (
         "weights",
         points=2,
         banned=(
-            *("dropout", "native_dropout", "feature_dropout", "alpha_dropout", "bernoulli_"),
+            # every aten dropout kernel holds the word (banned_op); drawing the keep mask (torch.bernoulli,
+            # Tensor.bernoulli_, torch.rand) is the exercise, never banned
+            *("dropout", "native_dropout", "feature_dropout", "alpha_dropout"),
             *("dropout1d", "dropout2d", "dropout3d"),
         ),
         why_banned="this exercise is to write inverted dropout yourself (draw a keep mask, scale by 1/(1-p))",
