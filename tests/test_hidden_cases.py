@@ -368,3 +368,44 @@ def test_a_keep_mask_drawn_with_bernoulli_is_the_exercise_and_f_dropout_is_not()
     library = adopt("f-dropout", "tests", [types.SimpleNamespace(attention_dropout=library_dropout)])
     banned = [judge_in_process(library, t).message for t in trials if t.device == "cpu" and t.case.args["training"]]
     assert banned and all("uses" in message and "dropout" in message for message in banned)
+
+
+@pytest.mark.parametrize("filename", ["<ipython-input-3-0f1e>", "<string>", "cell.py"])
+def test_a_raise_is_the_learners_own_in_a_file_a_cell_or_an_exec_and_never_from_inside_a_call(filename, tmp_path):
+    from grader.child.gradients import raised_by_learner
+
+    source = """
+import math
+import numpy as np
+
+def own(t):
+    if t <= 0:
+        raise ValueError("t <= 0")
+
+def helper(t):
+    own(t)
+
+def inside(t):
+    return math.sqrt(t) + np.broadcast_to(np.zeros(3), (4,))
+
+def caught(t):
+    try:
+        inside(t)
+    except ValueError:
+        raise
+
+def chained(t):
+    try:
+        inside(t)
+    except ValueError as e:
+        raise ValueError("mine") from e
+"""
+    name = str(tmp_path / filename) if filename.endswith(".py") else filename
+    namespace: dict = {}
+    exec(compile(source, name, "exec"), namespace)
+    owned = {}
+    for fn in ("own", "helper", "inside", "caught", "chained"):
+        with pytest.raises(ValueError) as raised:
+            namespace[fn](-1.0)
+        owned[fn] = raised_by_learner(raised.value)
+    assert owned == {"own": True, "helper": True, "inside": False, "caught": False, "chained": True}

@@ -37,12 +37,20 @@ def error_info(exc: BaseException, where: str | None = None) -> dict[str, Any]:
     }
 
 
-def _learners(filename: str) -> bool:
-    """Whether a frame's file is the learner's: not the kit's (its grader package), not the standard library's, not
-    an installed one's (but the kit's own solutions, judged in-process as a learner's are, wherever installed)."""
+def _library(filename: str) -> bool:
+    """Whether a frame's code is not the learner's: the kit's (its grader package), the standard library's (frozen
+    modules too), an installed one's (but the kit's own solutions, judged in-process as a learner's, wherever they
+    are installed).  ``<ipython-input-3-…>`` or ``<string>`` is the learner's: a cell, an ``exec``."""
     packages = "site-packages" in filename or "dist-packages" in filename
+    if filename.startswith("<"):
+        return filename.startswith("<frozen ")
     installed = packages and os.sep + "solutions" + os.sep not in filename
-    return not installed and "<" not in filename and not os.path.abspath(filename).startswith((_KIT, _STDLIB))
+    return installed or os.path.abspath(filename).startswith((_KIT, _STDLIB))
+
+
+def _learners(filename: str) -> bool:
+    """Whether a frame is the learner's, in a file a message can name."""
+    return not filename.startswith("<") and not _library(filename)
 
 
 def learner_frame(frames: Any) -> str | None:
@@ -58,7 +66,7 @@ def raised_by_learner(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    if tb is None or not _learners(tb.tb_frame.f_code.co_filename):
+    if tb is None or _library(tb.tb_frame.f_code.co_filename):
         return False
     at = next((i for i in dis.get_instructions(tb.tb_frame.f_code) if i.offset == tb.tb_lasti), None)
     return at is None or at.opname.startswith(("RAISE", "RERAISE"))  # None: an offset this Python counts otherwise

@@ -1,5 +1,7 @@
 """Draws the keep mask with torch.bernoulli on the weights' device: the exercise done another way (never banned)."""
 
+import torch
+
 
 def attention_dropout(weights, p, training=True, generator=None):
     if not 0 <= p <= 1:
