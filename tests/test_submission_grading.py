@@ -407,8 +407,8 @@ def test_a_loop_in_one_exercise_ends_only_the_exercises_that_call_it(tmp_path, s
     source = learner_code.alice_with(None).replace(head, head + "    while True:\n        pass\n", 1)
     path = tmp_path / "loopy.py"
     path.write_text(source, encoding="utf-8")
-    # 1 s per call and 8 s for the submission: the loops' timeouts alone would use up the submission's time
-    outcome = grade_submission(read_submission(path), suite, template, Limits(call_seconds=1, submission_seconds=8))
+    # 1 s per call and 12 s for the submission: the loops' ten timeouts and the rest would use up its time
+    outcome = grade_submission(read_submission(path), suite, template, Limits(call_seconds=1, submission_seconds=12))
     scores = score(outcome.results, rubric)
     assert {hook for hook, (earned, possible) in scores.items() if earned < possible} == LOOP_CALLERS
     assert not_passed([r for r in outcome.results if r.hook not in LOOP_CALLERS]) == []
@@ -436,3 +436,19 @@ def test_a_class_that_names_its_parameters_otherwise_is_built_in_the_contracts_o
 def test_a_keep_mask_drawn_with_bernoulli_keeps_every_case_in_the_sandbox(grade):
     """The kernel watch hears aten::bernoulli_ inside torch.bernoulli: drawing a mask is the exercise, not a ban."""
     assert not_passed(of(grade("dropout_bernoulli"), "attention_dropout")) == []
+
+
+@pytest.mark.slow
+def test_what_timeouts_give_back_is_bounded_by_the_submissions_own_time(tmp_path, suite, template):
+    """A submission that hangs in every exercise: each timeout is given back, but in all at most its own time."""
+    source = learner_code.alice_with(None)
+    hang = "(*args, **kwargs):\n    while True:\n        pass\n\n\n"
+    for hook in HOOK_NAMES:
+        source = source.replace(f"\ndef {hook}(", f"\ndef {hook}{hang}def _{hook}(", 1)
+    path = tmp_path / "hangs.py"
+    path.write_text(source, encoding="utf-8")
+    limits = Limits(call_seconds=0.5, submission_seconds=4)
+    started = time.monotonic()
+    outcome = grade_submission(read_submission(path), suite, template, limits)
+    assert time.monotonic() - started < 2 * limits.submission_seconds + 6  # the loops alone would take over 20 s
+    assert [r for r in outcome.results if r.status == PASSED] == []

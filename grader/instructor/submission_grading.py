@@ -142,7 +142,8 @@ class _Session:
     stats: Stats
     gpu: str | None = None  # the GPU this session's child may see, or None for a CPU child
     child: Child | None = None
-    restarts: Counter[str] = field(default_factory=Counter)  # hook -> its learner processes dropped
+    restarts: Counter[str] = field(default_factory=Counter)  # hook -> its learner processes dropped (every device)
+    given_back: float = 0.0  # seconds of timeouts given back to the deadline, at most limits.submission_seconds
     calls_sent: int = 0  # call ids run on across batches and children, so a stale reply never answers a later call
     load_reply: LoadReply | None = None
     child_calls_from: int = 0  # the first call id the current child was sent
@@ -172,12 +173,16 @@ class _Session:
     def drop(self, hook: str, gone: ChildGone) -> None:
         """Close the child after a crash or timeout of a call of ``hook``: the next call starts another, within
         ``hook``'s :data:`MAX_RESTARTS`.  The time a call spent to its own limit is given back to the submission's
-        deadline: a loop in one exercise never uses up another's time (the restarts bound what is given back)."""
+        deadline: a loop in one exercise never uses up another's time.  What is given back is bounded by the
+        restarts, and in all by ``limits.submission_seconds``: a submission that loops everywhere takes at most
+        twice its time."""
         if self.child is not None:
             self.close()
             self.restarts[hook] += 1
             self.stats.restarts += 1
-            self.deadline += gone.lost
+            back = min(gone.lost, self.limits.submission_seconds - self.given_back)
+            self.deadline += back
+            self.given_back += back
 
     def close(self) -> None:
         if self.child is not None:
@@ -356,6 +361,7 @@ def _grade_on_gpu(
     """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline."""
     session = _Session(cpu.template, cpu.submission, cpu.limits, cpu.deadline, cpu.stats, gpu=gpu)
     session.calls_sent = cpu.calls_sent  # call ids are the submission's: the witness's lines name them
+    session.restarts, session.given_back = cpu.restarts, cpu.given_back  # the budgets are the submission's
     try:
         return {i: _grade_batch(session, batch, verdicts) for i, batch in batches.items()}
     finally:
