@@ -426,6 +426,10 @@ def _on_meta(value: Any) -> Any:
         return torch.empty_like(value, device="meta")
     if isinstance(value, (list, tuple)):
         return type(value)(_on_meta(v) for v in value)
+    if isinstance(value, torch.Generator):  # meta has none: a CPU one in the same state draws there, as in grading
+        copy = torch.Generator()
+        copy.set_state(value.get_state())
+        return copy
     return value
 
 
@@ -533,9 +537,8 @@ class RuledSolution:
             self._note(self._result_problem(hook, result, arguments))
             sent = {k: before.get(k, v) for k, v in arguments.items()}  # as the test passed them
             self._note(local_problem(hook, functools.partial(self.solution.call, hook), sent, result, generators))
-            if not any(isinstance(v, torch.Generator) for v in arguments.values()):
-                meta = {k: "meta" if k == "device" else _on_meta(v) for k, v in arguments.items()}
-                self._note(_meta_problem(lambda: self.solution.call(hook, **meta)))
+            meta = {k: "meta" if k == "device" else _on_meta(v) for k, v in arguments.items()}
+            self._note(_meta_problem(lambda: self.solution.call(hook, **meta)))
         if any(not _same(arguments[k], v) for k, v in before.items()):
             self._note(IN_PLACE)
         return result

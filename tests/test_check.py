@@ -542,3 +542,26 @@ def test_the_kit_where_check_runs_wins_over_an_importable_exercises(tmp_path, mo
         importlib.invalidate_caches()
     assert f"attnkit check — {(kit / 'exercises').resolve()}" in result.output, result.output
     assert "1 of 1 exercises passing" in result.output, result.output  # the kit's merge_heads, not the stub
+
+
+def test_the_local_check_fails_a_dropout_mask_drawn_on_the_cpu_as_the_grader_does(tmp_path):
+    (tmp_path / "cpu_mask.py").write_text(
+        "import torch\n\n\ndef attention_dropout(weights, p, training=True, generator=None):\n"
+        "    if not training or p == 0:\n        return weights\n"
+        "    keep = (torch.rand(weights.shape, generator=generator) > p).float()  # on the CPU, whatever the device\n"
+        "    return keep * weights / (1 - p)\n",
+        encoding="utf-8",
+    )
+    ruled = RuledSolution(load_solution(tmp_path / "cpu_mask.py"))
+    generator = torch.Generator().manual_seed(3)
+    state = generator.get_state()
+    ruled.call("attention_dropout", torch.rand(2, 4, 4), 0.5, True, generator)
+    assert any("will fail on a GPU" in problem for problem in ruled.pending), ruled.pending
+    reference, plain = RuledSolution(load_solution("reference")), load_solution("reference")
+    generator.set_state(state)
+    ruled_out = reference.call("attention_dropout", torch.ones(2, 4, 4), 0.5, True, generator)
+    after_ruled = generator.get_state()
+    generator.set_state(state)
+    plain_out = plain.call("attention_dropout", torch.ones(2, 4, 4), 0.5, True, generator)
+    assert reference.pending == [] and torch.equal(ruled_out, plain_out)  # the meta pass drew from a copy
+    assert torch.equal(after_ruled, generator.get_state())
