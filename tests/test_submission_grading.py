@@ -452,3 +452,15 @@ def test_what_timeouts_give_back_is_bounded_by_the_submissions_own_time(tmp_path
     outcome = grade_submission(read_submission(path), suite, template, limits)
     assert time.monotonic() - started < 2 * limits.submission_seconds + 6  # the loops alone would take over 20 s
     assert [r for r in outcome.results if r.status == PASSED] == []
+
+
+@pytest.mark.slow
+def test_code_that_loops_on_some_inputs_only_is_graded_on_the_others(tmp_path, suite, template):
+    head = "def softmax_weights(scores, dim=-1):\n"
+    loop = "    while scores.dim() == 4:  # loops on heads' scores only\n        pass\n"
+    path = tmp_path / "loops_on_4d.py"
+    path.write_text(learner_code.alice_with(None).replace(head, head + loop, 1), encoding="utf-8")
+    results = of(grade_submission(read_submission(path), suite, template, LIMITS).results, "softmax_weights", "cpu")
+    four_d = {t.case.name for t in suite.trials if t.hook == "softmax_weights" and t.case.args["scores"].dim() == 4}
+    failed = {r.case for r in results if r.status != PASSED}
+    assert four_d and failed == four_d, (four_d, failed)  # every other case ran, in another learner's process

@@ -438,7 +438,14 @@ def _judge_replies(
         session.drop(batch.hook, gone)
         results.append(_result(student, trial, FAILED, reason))
         later = said("not_run", hook=batch.hook, case=trial.case.name, reason=reason)
-        return results + every_trial(student, batch.trials[i + 1 :], FAILED, later)
+        # the same case in its other dtypes follows it (the same inputs): not run; the other cases run in another
+        # learner's process while the exercise has restarts left (code that loops on some inputs only)
+        end = next((j for j in range(i + 1, len(batch.trials)) if batch.trials[j].case is not trial.case), None)
+        if end is None or session.restarts[batch.hook] >= MAX_RESTARTS:
+            return results + every_trial(student, batch.trials[i + 1 :], FAILED, later)
+        rest = dataclasses.replace(batch, trials=batch.trials[end:], calls=batch.calls[end:])
+        same = every_trial(student, batch.trials[i + 1 : end], FAILED, later)
+        return results + same + _grade_batch(session, rest, verdicts)
     return results
 
 
