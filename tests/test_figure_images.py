@@ -74,6 +74,17 @@ def grid(weights: torch.Tensor, tokens: Any = None) -> Any:
     return fig
 
 
+def grid_shared_colorbar_on_the_last(weights: torch.Tensor, tokens: Any = None) -> Any:
+    """One colour scale for every head, its colorbar made from the last head's image."""
+    w = weights.detach().cpu().numpy()
+    fig, axes = plt.subplots(1, w.shape[0], squeeze=False)
+    images = [ax.imshow(w[h], vmin=float(w.min()), vmax=float(w.max())) for h, ax in enumerate(axes[0])]
+    axes[0][0].set_xlabel(KEY_AXIS_LABEL)
+    axes[0][0].set_ylabel(QUERY_AXIS_LABEL)
+    fig.colorbar(images[-1], ax=list(axes[0]))
+    return fig
+
+
 def grid_missing_one(weights: torch.Tensor, tokens: Any = None) -> Any:
     return grid(weights[:-1])
 
@@ -268,6 +279,7 @@ def test_the_gold_of_a_grid_is_its_stack(rectangular):
 def test_a_correct_grid_passes(rectangular, square):
     assert graded(rectangular, grid) == (PASSED, "")
     assert graded(square, grid) == (PASSED, "")
+    assert graded(square, grid_shared_colorbar_on_the_last) == (PASSED, "")  # red team: one colorbar, any image
 
 
 @pytest.mark.parametrize(
@@ -353,6 +365,7 @@ def ruled(fn: Any, weights: torch.Tensor) -> list[str]:
     "fn, phrase",
     [
         (grid, None),
+        (grid_shared_colorbar_on_the_last, None),
         (grid_missing_one, "the figure draws 2 images; expected 3, one per head"),
         (grid_reordered, "the heads are out of order: image 0 shows head 2"),
         (grid_transposed, "the images are the transposes of the heads' weights"),
@@ -360,7 +373,8 @@ def ruled(fn: Any, weights: torch.Tensor) -> list[str]:
         (grid_scaled, "the images' arrays differ from the weights"),
         (grid_without_colorbar, "the figure has no colorbar for the image"),
     ],
-    ids=["correct", "missing-one", "reordered", "transposed", "mixed-shapes", "scaled", "no-colorbar"],
+    ids=["correct", "shared-colorbar", "missing-one", "reordered", "transposed", "mixed-shapes", "scaled",
+         "no-colorbar"],
 )
 def test_the_local_check_reads_a_grid_as_the_grader_does(fn, phrase):
     pending = ruled(fn, heads(3, 4, 5, seed=4).to(torch.float32))

@@ -77,7 +77,8 @@ def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
     """What the grader reads of a returned figure: ``(facts, its images' array as a float64 tensor or None)``.
 
     None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images) and,
-    for the first one, its axes' labels and ticks (:func:`_ticks`), ``colorbar`` and ``array_problem`` (why an array
+    for the first one, its axes' labels and ticks (:func:`_ticks`); ``colorbar`` (some image has one: a grid's shared
+    colorbar may read any of them) and ``array_problem`` (why an array
     could not be read as numbers).  The array: the image's own for one image; for several (at most
     :data:`FIGURE_IMAGES`) of one shape, stacked in axes order, ``(n, *image_shape)``; of several shapes, none and
     ``image_shapes``.  How many images a figure must hold is the trusted side's to say
@@ -96,7 +97,7 @@ def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
         ylabel=str(ax.get_ylabel())[:FIGURE_TEXT],
         xticks=_ticks(ax.xaxis),
         yticks=_ticks(ax.yaxis),
-        colorbar=getattr(image, "colorbar", None) is not None,
+        colorbar=any(getattr(each, "colorbar", None) is not None for _, each in images),  # one shared is enough
     )
     if len(images) > FIGURE_IMAGES:
         return facts, None
