@@ -121,7 +121,7 @@ ROUTES = {
     "mkldnn": (mkldnn_redispatched, ["softmax"]),
     "meta": (lambda: torch.softmax(torch.empty(3, 4, device="meta"), -1), ["softmax"]),
     "sparse": (lambda: torch.sparse.softmax(x.to_sparse(), 1), ["softmax"]),
-    "thread": (in_a_thread, ["dropout", "bernoulli_"]),
+    "thread": (in_a_thread, ["dropout"]),
     "sdpa": (sdpa, ["scaled_dot_product_attention"]),
     "sdpa-math-off": (sdpa_math_off, ["scaled_dot_product_attention"]),
     "dropout-composite": (lambda: torch.nn.functional.dropout(x, 0.5), ["dropout"]),
@@ -181,7 +181,7 @@ def kernels_heard():
         ("mkldnn", ["torch.ops.aten._softmax"]),
         ("meta", ["torch.ops.aten._softmax", "torch.ops.aten.softmax"]),
         ("sparse", ["torch.ops.aten._sparse_softmax"]),
-        ("thread", ["torch.ops.aten.bernoulli_", "torch.ops.aten.dropout"]),
+        ("thread", ["torch.ops.aten.dropout"]),  # torch.bernoulli is no ban (drawing the keep mask is the exercise)
         ("sdpa", ["torch.ops.aten._scaled_dot_product_attention_math", "torch.ops.aten.scaled_dot_product_attention"]),
         ("sdpa-math-off", ["torch.ops.aten._scaled_dot_product_attention_math"]),
         ("dropout-composite", ["torch.ops.aten.dropout"]),
