@@ -1,34 +1,19 @@
 """Reading submissions safely: files become text, nothing is ever executed here.
 
 A submission reaches the learner's sandboxed process (:mod:`grader.child`) as ``{relpath: source text}`` plus an
-*entry* (the file or folder to import).  This module makes that on the trusted side, importing or running nothing:
+*entry* (the file or folder to import): a ``.py`` file (``{"alice.py": text}``, entry ``alice.py``); a folder's
+graded ``.py`` files (:func:`grader.handin.is_graded_source`), recursively, keyed under its own name; a learner's
+whole kit (``exercises/__init__.py`` inside): only ``exercises/...``, so ``from exercises.scores import x`` works;
+a ``.zip`` of any of these (capped entry count and sizes, declared *and* counted while reading; no absolute paths,
+no ``..``, no links; entries sharing one top folder are that folder); a ``.ipynb`` notebook, converted by
+``grader.notebooks.notebook_to_source``.
 
-- a ``.py`` file: ``files={"alice.py": text}``, ``entry="alice.py"``;
-- a folder of loose modules or a package: its ``.py`` files, recursively, keyed under the folder's own name
-  (``{"alice/scores.py": ...}``, ``entry="alice"``); test files, ``conftest.py``, hidden files, ``__pycache__`` and
-  hidden folders left out (:func:`grader.handin.is_graded_source`);
-- a learner's whole kit (a folder holding ``exercises/__init__.py``): only the ``exercises`` package, keyed
-  ``exercises/...``, ``entry="exercises"``, so ``from exercises.scores import x`` keeps working;
-- a ``.zip`` of any of these, read entry by entry with caps on entry count and sizes (declared *and* counted while
-  reading), no absolute paths, no ``..``, no links; a zip whose entries share one top folder is that folder;
-- a ``.ipynb`` notebook, converted by ``grader.notebooks.notebook_to_source`` (one it refuses is an error row).
-
-Intake never follows a link: a submission path, a class member, a file, folder or notebook inside a folder and a zip
-entry that is a symbolic link are refused with an error row naming it (files are opened with ``O_NOFOLLOW`` and
-checked to be regular files, so a FIFO cannot hang the grader).  The caps and the test-file, text and student id
-rules are :mod:`grader.handin`'s, the ones ``attnkit submit`` packs by: a zip it writes is accepted here.  Every
-submission read is scanned (never run) for known evasion constructs (:mod:`grader.instructor.review_flags`):
-``Submission.review``.
-
-:func:`read_submission` never raises for bad input: every problem is ``Submission.error``, one line, an error row.
-:func:`collect` (what ``attnkit grade`` calls) never drops and never invents: a path that does not exist or yields
-nothing is an :class:`IntakeError` (a usage error; nothing is written).  A folder is a class or one submission by
-its shape (:func:`folder_reading`), never by its code nor by a marker one learner can drop into a class folder (an
-``__init__.py``, an ``exercises/``), unless ``--class`` / ``--one`` force it; what a class folder holds that is no
-hand-in is a :class:`Skipped` with its reason (:func:`sort_out`; strays such as READMEs and ``.DS_Store``
-silently).  Ids come from what the instructor collected, never from what a learner wrote, whatever the order the
-files come in (:func:`identify`).  Every text made here from a learner's input (an error, a note, a skipped reason)
-is one inert line (:func:`~grader.instructor.inert.inert_line`).  The result is an :class:`Intake`.
+Intake never follows a link: files are opened with ``O_NOFOLLOW`` and must be regular (a FIFO cannot hang the
+grader).  The caps and the test-file, text and id rules are :mod:`grader.handin`'s, the ones ``attnkit submit``
+packs by.  Every submission read is scanned, never run, for known evasion constructs (``Submission.review``).
+:func:`read_submission` never raises for bad input (``Submission.error``, an error row); :func:`collect` never
+drops and never invents (a path that yields nothing is an :class:`IntakeError`).  Every text made here from a
+learner's input is one inert line (:func:`~grader.instructor.inert.inert_line`).
 """
 
 from __future__ import annotations
@@ -151,14 +136,13 @@ def _id_from_path(path: Path) -> str:
 
 
 RESERVED_IDS = frozenset(name.lower() for name in CLASS_FILES)
-"""The files ``attnkit grade`` writes beside the student folders (lower case), as the writers declare them
-(:data:`grader.instructor.out_folder.CLASS_FILES`): no student may take one."""
+"""The files ``attnkit grade`` writes beside the student folders (lower case): no student may take one."""
 
 CANONICAL_SUFFIXES = ("", ".py", ".zip", ".ipynb")
 """A file whose name is ``<id><suffix>`` with one of these (lower case) suffixes names its id exactly."""
 ONE_FILE_SUFFIXES = (".py", ".ipynb")
-"""The hand-ins collected as one file of code; a ``.zip`` or a folder is a container, packed and named by whoever
-packed it: a container named exactly as an id claims it less well than one file so named (:func:`_claim_rank`)."""
+"""Hand-ins of one file of code; a ``.zip`` or folder is a container, named by whoever packed it, so it claims an
+id less well than one file so named (:func:`_claim_rank`)."""
 
 ID_HASH_CHARS = 8
 """Hex digits of sha256 added to an id that collides: ``a_b-1c2d3e4f``."""
@@ -187,13 +171,10 @@ def deduplicate_ids(
 ) -> list[Submission]:
     """Make student ids unique (ignoring case, for macOS and Windows), whatever order the submissions come in.
 
-    An id claimed by one submission only is kept.  Among several claimants, the one whose file name is exactly the
-    id (``alice.py``, not ``Alice.py`` or ``alice.PY``), and of those the one file of code rather than a container
-    (``alice.zip``, ``alice/``: :func:`_claim_rank`), keeps it; every other claimant, and all when no single one is
-    exact, gets ``<id>-<8 hex digits of sha256 of its file name>`` (of its path, where the names are the same too).
-    Never kept: an id equal to one of the grader's own output files (``grades.csv`` …), one in ``owned`` (ids other
-    hand-ins own: a roster's), a roster student's id (``roster_ids``: these names do not name the student, so the id
-    is not theirs, whether or not the student handed in).  Each changed id gets a line in ``Submission.notes`` why.
+    Among several claimants of an id, the single best by :func:`_claim_rank` keeps it; every other, and all when no
+    single one is best, gets ``<id>-<8 hex digits of sha256 of its file name>`` (of its path where names tie).
+    Never kept: a file the grader writes (``grades.csv`` …), an id in ``owned`` (other hand-ins', a roster's), a
+    roster student's id (``roster_ids``: these names do not name the student).  Each change is noted why.
     """
     claims: dict[str, list[Submission]] = {}
     for sub in submissions:
@@ -217,13 +198,11 @@ def deduplicate_ids(
         keeper = best[0] if len(best) == 1 else None
         if keeper is not None:
             taken.add(key)
-        others = sorted({_name_of(Path(sub.source)) for sub in subs})
-        shown = _listed(others, 4)
-        for sub in subs:
-            if sub is not keeper:
-                kept = f", kept by {_name_of(Path(keeper.source))!r}" if keeper is not None else ""
-                kept += f" ({PACKED_LOSES})" if keeper is not None and min(ranks) == 0 and _claim_rank(sub) == 1 else ""
-                renamed.append((sub, f"{sub.student!r} is claimed by {len(subs)} submissions ({shown}){kept}"))
+        shown = _listed(sorted({_name_of(Path(sub.source)) for sub in subs}), 4)
+        kept = f", kept by {_name_of(Path(keeper.source))!r}" if keeper is not None else ""
+        for sub in [sub for sub in subs if sub is not keeper]:
+            packed = f" ({PACKED_LOSES})" if keeper is not None and min(ranks) == 0 and _claim_rank(sub) == 1 else ""
+            renamed.append((sub, f"{sub.student!r} is claimed by {len(subs)} submissions ({shown}){kept}{packed}"))
     # The hash of the file name, or of the whole path where two names are the same; identical paths
     # (the same file given twice) are told apart by a counter, which cannot depend on anything else.
     names = [_name_of(Path(sub.source)) for sub, _ in renamed]
@@ -237,8 +216,7 @@ def deduplicate_ids(
             n += 1
             candidate = _hashed_id(sub.student, f"{seed}#{n}", 2 * ID_HASH_CHARS)
         taken.add(candidate.lower())
-        source = _name_of(Path(sub.source))
-        _note(sub, f"{source!r} was given the id {candidate!r}: {why}")
+        _note(sub, f"{_name_of(Path(sub.source))!r} was given the id {candidate!r}: {why}")
         sub.student = candidate
     for sub in submissions:  # an id its name gives only once made safe (ｂｏｂ → bob, =SUM(1) → _SUM_1_): said too
         stem = _stem(Path(sub.source))
@@ -248,17 +226,12 @@ def deduplicate_ids(
     return submissions
 
 
-# --- text and hashing -------------------------------------------------------------
-
-
 def decode_source(data: bytes, name: str) -> str:
     """UTF-8 text without null bytes (:func:`grader.handin.text_problem`) declaring no other coding
     (:func:`coding_problem`), or :class:`Refused` saying where not."""
     why = text_problem(data)
-    if why is not None:
-        raise Refused(f"{name}: {why}")
-    text = data.decode("utf-8").removeprefix("\ufeff")
-    why = coding_problem(text)
+    text = data.decode("utf-8").removeprefix("\ufeff") if why is None else ""
+    why = coding_problem(text) if why is None else why
     if why is not None:
         raise Refused(f"{name}: {why}")
     return text
@@ -273,19 +246,15 @@ def coding_problem(text: str) -> str | None:
     the UTF-8 text; Python's importer would decode the same bytes with the declared coding (``# -*- coding: utf-7
     -*-`` makes a comment of the scan's code of the importer's), so the text scanned would not be the text run."""
     for number, line in enumerate(re.split(r"\r\n|\r|\n", text)[:2], 1):  # lines as Python's tokenizer splits them
-        found = _CODING.match(line)
-        if found is None:
+        if (found := _CODING.match(line)) is None:
             continue
-        declared = found.group(1)
         try:
-            known = codecs.lookup(declared).name
+            known = codecs.lookup(found.group(1)).name
         except LookupError:
             known = ""
         if known not in ("utf-8", "utf-8-sig"):
-            return (
-                f"line {number} declares the coding {declared[:40]!r}: only UTF-8 is graded "
-                "(save the file as UTF-8 and remove the declaration)"
-            )
+            return f"line {number} declares the coding {found.group(1)[:40]!r}: only UTF-8 is graded " \
+                   "(save the file as UTF-8 and remove the declaration)"  # fmt: skip
     return None
 
 
@@ -340,16 +309,8 @@ def _read_file(path: Path, limit: int, shown: str, kind: str) -> bytes:
         return _read_capped(fh, limit, shown)
 
 
-# --- a tree of files, from a folder or a zip ------------------------------------------
-#
-# Both are first listed (nothing read yet), then a layout is chosen, then only the
-# .py files the layout needs are read as text, counting bytes as they come.
-
-
-def _top_notebooks(path: Path) -> list[Path]:
-    """The ``*.ipynb`` entries at the top of a folder, links included (so they are refused, not followed)."""
-    with os.scandir(path) as entries:
-        return sorted(Path(e.path) for e in entries if e.name.lower().endswith(".ipynb") and not is_hidden(e.name))
+# A folder or a zip is first listed (nothing read yet), then a layout is chosen, then only the .py files the
+# layout needs are read as text, counting bytes as they come.
 
 
 def _read_folder(path: Path, student: str) -> Submission:
@@ -380,15 +341,15 @@ def _read_folder(path: Path, student: str) -> Submission:
                 continue
             _check_name(rel, "folder")
             mode = os.lstat(full).st_mode
-            if stat.S_ISLNK(mode):
-                raise Refused(f"refused folder: {full.relative_to(path).as_posix()} is a symbolic link")
             if not stat.S_ISREG(mode):
-                raise Refused(f"refused folder: {full.relative_to(path).as_posix()} is not a regular file")
+                why = "is a symbolic link" if stat.S_ISLNK(mode) else "is not a regular file"
+                raise Refused(f"refused folder: {full.relative_to(path).as_posix()} {why}")
             listing[rel] = full
             if len(listing) > MAX_ENTRIES:
                 raise Refused(f"refused folder: more than {MAX_ENTRIES} .py files")
     if not listing:
-        notebooks = _top_notebooks(path)
+        with os.scandir(path) as ls:  # links included: refused, not followed
+            notebooks = sorted(Path(e.path) for e in ls if e.name.lower().endswith(".ipynb") and not is_hidden(e.name))
         if len(notebooks) == 1:
             if notebooks[0].is_symlink():
                 raise _NotebookError(f"refused folder: {notebooks[0].name} is a symbolic link")
@@ -458,75 +419,70 @@ def _read_zip(path: Path, student: str) -> Submission:
             zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
             raise Refused(f"refused zip: not a readable zip archive ({exc})") from None
-        return _read_zip_members(zf, path, student)
+        with zf:
+            infos = zf.infolist()
+            if len(infos) > MAX_ENTRIES:
+                raise Refused(f"refused zip: {len(infos)} entries is over the {MAX_ENTRIES} entry limit")
+            declared = sum(max(i.file_size, 0) for i in infos)
+            if declared > MAX_TOTAL_BYTES:
+                raise Refused(f"refused zip: {too_big(declared, 'unpacked', MAX_TOTAL_BYTES)}")
+            entries: dict[str, zipfile.ZipInfo] = {}
+            for info in infos:
+                rel = _zip_entry_path(info)
+                if not rel or info.is_dir():
+                    continue
+                parts = rel.split("/")
+                if any(is_skipped_dir(p) for p in parts[:-1]) or is_hidden(parts[-1]):
+                    continue
+                if rel in entries:
+                    raise Refused(f"refused zip: entry {rel!r} appears twice")
+                if rel.endswith(".py") and info.file_size > MAX_PY_BYTES:
+                    raise Refused(f"refused zip: {rel}: {too_big(info.file_size, '.py file', MAX_PY_BYTES)}")
+                entries[rel] = info
+            # A zip whose entries all share one top folder is that folder.
+            tops = {rel.split("/")[0] for rel in entries}
+            name = path.resolve().name.removesuffix(path.suffix) or "submission"
+            wrapped = len(tops) == 1 and all("/" in rel for rel in entries)
+            if wrapped:
+                name = tops.pop()
+                entries = {rel.split("/", 1)[1]: info for rel, info in entries.items()}
+            budget = [MAX_TOTAL_BYTES]  # counted while reading: declared sizes can lie
 
+            def read(rel: str, limit: int) -> bytes:
+                # ZipExtFile stops at the declared size and checks the CRC, so a size that lies
+                # ends as BadZipFile; _read_capped counts what is actually read either way.
+                if budget[0] < limit:
+                    too_much = f"refused zip: more than {size_text(MAX_TOTAL_BYTES)} when unpacked, over the limit"
+                else:
+                    too_much = f"refused zip: {rel} unpacks to more than {size_text(limit)}, over the limit"
+                data = _read_capped(zf.open(entries[rel]), min(limit, budget[0]), rel, too_much)
+                budget[0] -= len(data)
+                return data
 
-def _read_zip_members(zf: zipfile.ZipFile, path: Path, student: str) -> Submission:
-    with zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_ENTRIES:
-            raise Refused(f"refused zip: {len(infos)} entries is over the {MAX_ENTRIES} entry limit")
-        declared = sum(max(i.file_size, 0) for i in infos)
-        if declared > MAX_TOTAL_BYTES:
-            raise Refused(f"refused zip: {too_big(declared, 'unpacked', MAX_TOTAL_BYTES)}")
-        entries: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            rel = _zip_entry_path(info)
-            if not rel or info.is_dir():
-                continue
-            parts = rel.split("/")
-            if any(is_skipped_dir(p) for p in parts[:-1]) or is_hidden(parts[-1]):
-                continue
-            if rel in entries:
-                raise Refused(f"refused zip: entry {rel!r} appears twice")
-            if rel.endswith(".py") and info.file_size > MAX_PY_BYTES:
-                raise Refused(f"refused zip: {rel}: {too_big(info.file_size, '.py file', MAX_PY_BYTES)}")
-            entries[rel] = info
-        # A zip whose entries all share one top folder is that folder.
-        tops = {rel.split("/")[0] for rel in entries}
-        name = path.resolve().name.removesuffix(path.suffix) or "submission"
-        wrapped = len(tops) == 1 and all("/" in rel for rel in entries)
-        if wrapped:
-            name = tops.pop()
-            entries = {rel.split("/", 1)[1]: info for rel, info in entries.items()}
-        budget = [MAX_TOTAL_BYTES]  # counted while reading: declared sizes can lie
-
-        def read(rel: str, limit: int) -> bytes:
-            # ZipExtFile stops at the declared size and checks the CRC, so a size that lies
-            # ends as BadZipFile; _read_capped counts what is actually read either way.
-            if budget[0] < limit:
-                too_much = f"refused zip: more than {size_text(MAX_TOTAL_BYTES)} when unpacked, over the limit"
-            else:
-                too_much = f"refused zip: {rel} unpacks to more than {size_text(limit)}, over the limit"
-            data = _read_capped(zf.open(entries[rel]), min(limit, budget[0]), rel, too_much)
-            budget[0] -= len(data)
-            return data
-
-        try:
-            manifest = _zip_manifest(read, entries) if MANIFEST in entries else None
             try:
-                sub = _zip_submission(entries, read, path, student, name, wrapped)
-            except Refused as exc:
-                exc.claimed, exc.handed_in = manifest_student(manifest), manifest_time(manifest)
-                raise
-        except zipfile.BadZipFile as exc:
-            raise Refused(f"refused zip: corrupt archive ({exc})") from None
-        except (NotImplementedError, RuntimeError, OSError, EOFError, ValueError, zlib.error) as exc:
-            raise Refused(f"refused zip: cannot read it ({type(exc).__name__}: {exc})") from None
-        if isinstance(manifest, str):
-            _note(sub, f"{path.name}: {manifest}; its id is taken from its name")
-        elif manifest is not None:
-            sub.claimed, sub.handed_in = manifest_student(manifest), manifest_time(manifest)
-        return sub
+                manifest = _zip_manifest(read, entries) if MANIFEST in entries else None
+                try:
+                    sub = _zip_submission(entries, read, path, student, name, wrapped)
+                except Refused as exc:
+                    exc.claimed, exc.handed_in = manifest_student(manifest), manifest_time(manifest)
+                    raise
+            except zipfile.BadZipFile as exc:
+                raise Refused(f"refused zip: corrupt archive ({exc})") from None
+            except (NotImplementedError, RuntimeError, OSError, EOFError, ValueError, zlib.error) as exc:
+                raise Refused(f"refused zip: cannot read it ({type(exc).__name__}: {exc})") from None
+            if isinstance(manifest, str):
+                _note(sub, f"{path.name}: {manifest}; its id is taken from its name")
+            elif manifest is not None:
+                sub.claimed, sub.handed_in = manifest_student(manifest), manifest_time(manifest)
+            return sub
 
 
 def _zip_manifest(read, entries: dict[str, zipfile.ZipInfo]) -> object:
     """The zip's parsed ``manifest.json`` (plain JSON data, never code), or a string saying why it is unreadable."""
     if entries[MANIFEST].file_size > MAX_PY_BYTES:
         return f"{MANIFEST} is over {size_text(MAX_PY_BYTES)}, not read"
-    data = read(MANIFEST, MAX_PY_BYTES)
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(read(MANIFEST, MAX_PY_BYTES).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return f"{MANIFEST} is not JSON ({type(exc).__name__})"
 
@@ -550,9 +506,6 @@ def _zip_submission(entries, read, path: Path, student: str, name: str, wrapped:
         f"{entry}/{rel[len(keep) :]}": decode_source(read(rel, MAX_PY_BYTES), rel) for rel in py if rel.startswith(keep)
     }
     return _made(student, source, "zip", files, entry)
-
-
-# --- notebooks -----------------------------------------------------------------------
 
 
 def _from_notebook(text: str, student: str, source: str, name: str) -> Submission:
@@ -579,19 +532,15 @@ def _read_notebook_file(path: Path, student: str, source: str) -> Submission:
     return _from_notebook(decode_source(data, path.name), student, source, path.name)
 
 
-# --- the public entry points -----------------------------------------------------------
-
-
 def _made(student: str, source: str, fmt: str, files: dict[str, str], entry: str) -> Submission:
     """A submission read whole: its hash, and its review findings (its source scanned, never run)."""
     return Submission(student, source, fmt, files, entry, files_sha256(files), review=scan_files(files))
 
 
 def _format_of(path: Path) -> str:
-    if path.is_dir():
-        return "folder"
-    suffix = path.suffix.lower()
-    return {".py": "py", ".zip": "zip", ".ipynb": "ipynb"}.get(suffix, "folder" if not suffix else "unknown")
+    return "folder" if path.is_dir() else {".py": "py", ".zip": "zip", ".ipynb": "ipynb", "": "folder"}.get(
+        path.suffix.lower(), "unknown"
+    )
 
 
 def read_submission(path: str | os.PathLike[str]) -> Submission:
@@ -632,8 +581,7 @@ def collected_time(path: Path) -> datetime | None:
     """When a hand-in was collected: the LMS's attempt time in its name (:data:`LMS_TIME`), else the time of the
     file or folder on the instructor's disk (its mtime, not followed through a link); None when neither is known.
     Never the time a manifest states: the learner writes that."""
-    found = LMS_TIME.search(_name_of(path))
-    if found is not None:
+    if (found := LMS_TIME.search(_name_of(path))) is not None:
         year, month, day, hour, minute, second = (int(g) for g in found.groups())
         with contextlib.suppress(ValueError):  # no such date: the time on disk stands
             return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
@@ -664,16 +612,12 @@ def _read_submission(p: Path, source: str) -> Submission:
             return _read_notebook_file(p, student, source)
         raise Refused(f"{p.name}: {NOT_A_SUBMISSION}")
     except Refused as exc:
-        fmt = "ipynb" if isinstance(exc, _NotebookError) else fmt
-        return Submission(
-            student, source, fmt, sha256=_file_sha256(p), error=str(exc), claimed=exc.claimed, handed_in=exc.handed_in
-        )
+        return Submission(student, source, "ipynb" if isinstance(exc, _NotebookError) else fmt, sha256=_file_sha256(p),
+                          error=str(exc), claimed=exc.claimed, handed_in=exc.handed_in)  # fmt: skip
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return Submission(student, source, fmt, error=f"{p.name}: cannot read it ({reason})")
 
-
-# --- what a folder is: a class, or one submission ----------------------------------------------
 
 HAND_IN_SUFFIXES = (".py", ".ipynb", ".zip")
 """The files a class folder's members may be (besides folders)."""
@@ -724,11 +668,9 @@ def is_stray(name: str) -> bool:
 def sort_out(path: Path) -> tuple[list[Path], list[Skipped]]:
     """A class folder's members (each one submission), sorted by name, and what is skipped there, with why.
 
-    Members are the ``.py`` (not test files, not ``__init__.py``), ``.ipynb`` and ``.zip`` files, the folders, and
-    the symbolic links (each an error row naming it, never read).  Strays (:func:`is_stray`) are left out without a
-    word; anything else is a :class:`Skipped`: other files, test files, a folder ``attnkit grade`` wrote (it holds
-    ``gradebook.sqlite``), a FIFO or socket.
-    """
+    Members: ``.py`` (no test file, no ``__init__.py``), ``.ipynb`` and ``.zip`` files, folders, and symbolic links
+    (each an error row naming it, never read).  Strays (:func:`is_stray`) are left out without a word; the rest is a
+    :class:`Skipped` (other files, test files, a folder ``attnkit grade`` wrote, a FIFO or socket)."""
     members: list[Path] = []
     skipped: list[Skipped] = []
     with os.scandir(path) as found:
@@ -791,11 +733,9 @@ def _is_kit(path: Path, members: list[Path]) -> bool:
 
 
 def _kit_by_product(member: Path, released: bool) -> bool:
-    """What a learner's kit grows beside its folders: a virtual environment (a folder holding ``pyvenv.cfg``, or
-    named as one, :data:`VENV_NAMES`), an editable install's ``*.egg-info``; and, only where the kit's release
-    record is there (``released``: the kit ``attnkit release`` wrote, never a class folder), ``attnkit submit``'s
-    ``submission-<id>-<date>.zip`` and the learner's notebooks (each listed as skipped, :data:`BESIDE_KIT`).  A
-    ``.py`` file is never one: beside it an ``exercises/`` is one more hand-in of a class."""
+    """What a learner's kit grows beside its folders: a virtual environment, an editable install's ``*.egg-info``;
+    and only where the kit's release record is (``released``: never a class folder) ``attnkit submit``'s zips and
+    the learner's notebooks (each skipped, :data:`BESIDE_KIT`).  Never a ``.py`` file (then it is a class)."""
     if member.is_symlink():
         return False
     if member.is_dir():
@@ -803,11 +743,6 @@ def _kit_by_product(member: Path, released: bool) -> bool:
     suffix = member.suffix.lower()
     submitted = suffix == ".zip" and ATTNKIT_NAME.fullmatch(_stem(member)) is not None
     return released and _regular(member) and (suffix == ".ipynb" or submitted)
-
-
-def _top_py(path: Path) -> list[Path]:
-    with os.scandir(path) as found:
-        return sorted(Path(e.path) for e in found if is_graded_source(e.name) and e.is_file(follow_symlinks=False))
 
 
 LMS_FOLDER = re.compile(r".+_\d+_assign(?:submission|feedback)_[a-z]+_?")
@@ -818,22 +753,14 @@ assignsubmission_file_``): the instructor's collection, never a class (:func:`fo
 def folder_reading(path: Path, listed: bool = False, collected: bool = False) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
-    By the folder's shape and own name alone, never by the code or names in it: those are the learner's and can look
-    like anything (hooks under ``if True:``, decoys of every hook name, a file named as another student's LMS
-    download); the folder a class is collected into, and the name an LMS gives one learner's folder, are not.
-
-    - One, whatever it holds, when its own name is one learner's as collected: an LMS's folder name
-      (:data:`LMS_FOLDER`), or ``collected`` (a roster's file pattern matches it).  No name inside it is read as
-      collected (a file named as another's LMS download or with an attempt time claims no id or time).
-    - One: a learner's kit, ``exercises/__init__.py`` beside nothing but the kit's folders (:data:`KIT_FOLDERS`) and
-      files that are no hand-in.  Beside other hand-ins an ``exercises/`` is one more member (:data:`KIT_IN_CLASS`).
-    - One: a folder whose only hand-in is one ``.py`` or notebook, or a package's ``__init__.py`` alone (graded
-      under the folder's name, as ``attnkit grade bob/`` means).  No other ``__init__.py`` makes a folder one: in a
-      class folder a learner put it there; it is skipped (:data:`PACKAGE_INIT`).
-    - Else a class: each ``.py``, ``.ipynb``, ``.zip`` and folder in it is one submission (:func:`sort_out`).  One
-      learner's loose modules are told from a class of two only by the instructor: ``--one``, or naming the folder
-      beside other hand-ins (``listed``: ``attnkit grade alice.py erin/``, a shell's ``submissions/*``), where
-      ``.py`` files only, a package or a kit is one.  (``attnkit grade classA classB`` stays two classes.)
+    By the folder's shape and own name alone, never by the code or names in it (the learner's: they can look like
+    anything, a decoy hook or a file named as another student's LMS download).  One: a folder named as one
+    learner's by the collection (:data:`LMS_FOLDER`, or ``collected``: a roster pattern matches it); a learner's
+    kit (``exercises/__init__.py`` beside only :data:`KIT_FOLDERS` and no hand-in); a folder whose only hand-in is
+    one ``.py`` or notebook, or a lone package ``__init__.py`` (any other one is skipped, :data:`PACKAGE_INIT`).
+    Else a class (:func:`sort_out`).  One learner's loose modules are told from a class only by the instructor:
+    ``--one``, or naming the folder beside other hand-ins (``listed``), where ``.py`` files only, a package or a
+    kit is one (``attnkit grade classA classB`` stays two classes).
     """
     if collected or LMS_FOLDER.fullmatch(_name_of(path)):
         return "one"
@@ -850,17 +777,15 @@ def folder_reading(path: Path, listed: bool = False, collected: bool = False) ->
 def _not_in_one(path: Path) -> list[Skipped]:
     """What reading ``path`` as one submission leaves out: notebooks and zips beside its top-level ``.py`` files,
     every hand-in file beside a kit's ``exercises/`` (its package is graded)."""
-    if (path / KIT_PACKAGE / "__init__.py").exists() and not (path / "__init__.py").exists():
-        members, _ = sort_out(path)
-        return [Skipped(str(m), BESIDE_KIT) for m in members if m.suffix.lower() in HAND_IN_SUFFIXES and m.is_file()]
-    if not _top_py(path):
-        return []
     members, _ = sort_out(path)
+    if (path / KIT_PACKAGE / "__init__.py").exists() and not (path / "__init__.py").exists():
+        return [Skipped(str(m), BESIDE_KIT) for m in members if m.suffix.lower() in HAND_IN_SUFFIXES and m.is_file()]
+    with os.scandir(path) as ls:
+        if not any(is_graded_source(e.name) and e.is_file(follow_symlinks=False) for e in ls):
+            return []
     why = "beside the .py files of a folder graded as one submission: not graded (--class grades each)"
     return [Skipped(str(m), why) for m in members if m.suffix.lower() in (".ipynb", ".zip")]
 
-
-# --- the whole intake ---------------------------------------------------------------------------
 
 READINGS = ("auto", "class", "one")
 """How a folder given to :func:`collect` is read: decided by :func:`folder_reading`, or forced."""
@@ -910,10 +835,8 @@ def collect(
     """Read every submission named by ``paths``, or :class:`IntakeError` (nothing is graded then).
 
     A path that does not exist, a folder that yields no submission and nothing at all to grade are errors.  A folder
-    is read as :func:`folder_reading` says (by its shape, never its code), or as ``reading`` forces (``"class"``:
-    every member its own submission; ``"one"``: the folder is one).  A file that is not a hand-in is skipped
-    (silently when a stray, such as a README a shell glob picked up).  Ids are given by :func:`identify`.
-    """
+    is read as :func:`folder_reading` says or ``reading`` forces; a file that is not a hand-in is skipped (silently
+    when a stray, such as a README a shell glob picked up).  Ids are given by :func:`identify`."""
     if reading not in READINGS:
         raise ValueError(f"reading must be one of {', '.join(READINGS)}, not {reading!r}")
     paths = list(paths)
@@ -970,25 +893,22 @@ def collect_submissions(paths: list[str]) -> list[Submission]:
 
 
 def _by_file_name(roster: Roster, sub: Submission) -> RosterEntry | None:
-    """The student a hand-in's file or folder stem names (id, email or email's local part), or None.  Only a name
-    that is already a safe id names anyone (``Alice.py`` names ``alice``): one that had to be sanitised
-    (``ａｌｉｃｅ.py``, ``alice .py``, a confusable of another's id) names no one."""
+    """The student a hand-in's stem names (id, email or its local part), or None.  Only a name that is already a
+    safe id names anyone: one that had to be sanitised (``ａｌｉｃｅ.py``, a confusable of an id) names no one."""
     stem = _stem(Path(sub.source))
     return roster.by_name(stem) if safe_name(stem, "") == stem else None
 
 
 PATTERN_RANK, EXACT_RANK, PACKED_RANK, VARIANT_RANK = 0, 1, 2, 3
-"""How well a hand-in claims the roster student it is given: by the student's file pattern (the LMS's name), by one
-file of code named exactly as one of the student's names (:func:`_name_rank`), by a container so named, by a name
-that names them only up to case."""
+"""How well a hand-in claims its roster student: by the student's file pattern, by one file of code named exactly
+as one of the student's names (:func:`_name_rank`), by a container so named, by a name equal only up to case."""
 
 PACKED_LOSES = "one file named as the id outranks a .zip or folder of that name: whoever packs a container names it"
 
 
 def _name_rank(sub: Submission, entry: RosterEntry) -> int:
-    """:data:`EXACT_RANK` for a ``.py`` or ``.ipynb`` whose name is exactly one of ``entry``'s names (id, email,
-    email's local part, as the roster spells them or in lower case) with a lower-case suffix, :data:`PACKED_RANK`
-    for a ``.zip`` or folder so named; else :data:`VARIANT_RANK` (``Alice.py``, ``ALICE.py``, ``alice.PY``)."""
+    """:data:`EXACT_RANK` for a ``.py``/``.ipynb`` named exactly as one of ``entry``'s names (as spelled or in lower
+    case), :data:`PACKED_RANK` for a ``.zip`` or folder so named; else :data:`VARIANT_RANK` (``Alice.py``)."""
     name, stem = _name_of(Path(sub.source)), _stem(Path(sub.source))
     spelled = {entry.id, *((safe_name(entry.email), safe_name(entry.email.split("@", 1)[0])) if entry.email else ())}
     spelled |= {n.lower() for n in spelled}
@@ -1002,8 +922,7 @@ def _name_claim(sub: Submission, roster: Roster | None) -> tuple[str, RosterEntr
     """The id a name in ``attnkit submit``'s form claims (:data:`ATTNKIT_NAME`) and the roster student it names
     (only where the name is already a safe id, as :func:`_by_file_name`), or None for any other name."""
     stem = _stem(Path(sub.source))
-    made = ATTNKIT_NAME.fullmatch(safe_name(stem))
-    if made is None:
+    if (made := ATTNKIT_NAME.fullmatch(safe_name(stem))) is None:
         return None
     entry = roster.by_name(made.group(1)) if roster is not None and safe_name(stem, "") == stem else None
     return safe_name(made.group(1)), entry
@@ -1023,11 +942,9 @@ def _settle_name_claims(
     named: list[Submission],
     with_roster: bool,
 ) -> tuple[list[tuple[Submission, RosterEntry | None]], list[Submission]]:
-    """Which names in attnkit submit's form (``claims``, by the id they claim, lower case) get that id, with the
-    roster student it names (granted), and which take no one's and are graded under their whole stem (disowned):
-    a claim is granted only where no hand-in holds the id by a name the instructor collected (``owned`` by a
-    roster, or ``named``), the id is no file attnkit grade writes, and no other name claims it.  Each disowned
-    claim gets a note saying why; a granted one, with a roster, a note that no roster pattern confirms it."""
+    """Which names in attnkit submit's form (``claims``, by lower-case id) get that id (granted, with the roster
+    student it names), which are graded under their whole stem (disowned, noted why): granted only where no
+    hand-in holds the id by a collected name (``owned``, ``named``), it is no reserved name and no other claims it."""
     held: dict[str, list[str]] = {}
     for sub in [*(sub for subs in owned.values() for sub in subs), *named]:  # an owned one's id is its key
         held.setdefault(sub.student.lower(), []).append(_name_of(Path(sub.source)))
@@ -1069,37 +986,23 @@ def identify(
 ) -> Intake:
     """Give every submission its student id, whatever order they come in; :class:`IntakeError` when it cannot.
 
-    The id comes from what the instructor collected, never from what the learner wrote.  In this order:
+    The id comes from what the instructor collected, never from what the learner wrote, in this order:
+    1. with a roster, the student whose file ``pattern`` matches its name (two patterns: an error row, never a
+    refusal of the class); 2. with a roster, the student its stem names when it is already a safe id
+    (:func:`_by_file_name`); 3. its stem, sanitised, made unique by :func:`deduplicate_ids`.
 
-    1. with a roster, the student whose file ``pattern`` matches its file name; a name two patterns match is an
-       error row for that hand-in (graded under its name, 3), never a refusal of the class;
-    2. with a roster, the student its file or folder stem names (id, email or email's local part), when that stem
-       is already a safe id (:func:`_by_file_name`);
-    3. its name's stem, sanitised, made unique by :func:`deduplicate_ids` (never an id a roster student's hand-in has).
+    A name in attnkit submit's form (:data:`ATTNKIT_NAME`) is a claim: its ``<id>`` is the learner's own
+    ``--student``, not a name the instructor or an LMS gave.  It is the hand-in's id only when no other hand-in has
+    it by 1-3 and no other name claims it (with a roster, noted as confirmed by no pattern); else the hand-in is
+    graded under its whole stem with a note why, and never enters a ``--latest`` contest.  A manifest's id
+    (``Submission.claimed``) only confirms: another one is a note on that row.
 
-    **A name in attnkit submit's form is a claim.**  A file name is the instructor's where the instructor or the LMS
-    named it: a roster pattern matches the prefix an LMS writes (Canvas ``<lastfirst>_<user id>_…``, Blackboard
-    ``<assignment>_<user>_attempt_…``, a Moodle folder ``<full name>_<id>_assignsubmission_file_``), and a file the
-    instructor named (``alice.py``) is one per name in a folder.  ``submission-<id>-<date>.zip`` is the name
-    ``attnkit submit`` writes from the learner's own ``--student`` (:data:`ATTNKIT_NAME`); where collection keeps
-    learner file names (a shared folder, an upload kept as named) its ``<id>`` is as much the learner's as the
-    manifest's.  So that ``<id>`` (the roster student it names, or itself) is the hand-in's id only when no other
-    hand-in has it by 1-3 and no other name claims it too; then, with a roster, its row notes that no roster pattern
-    confirms it.  Otherwise it is graded under its whole stem (``submission-alice-2026-01-01``) with a note saying
-    why, and never enters a ``--latest`` contest (two such names for one id take it from no one).
-
-    The id its manifest claims (``Submission.claimed``) only confirms: a claim of another id (another hand-in's, a
-    reserved name, a path) is a note on that row.  Ids from 1-2 are the student's own: a hand-in that names its
-    student less exactly than another of theirs (a pattern beats a name; one file of code named exactly,
-    ``alice.py``, beats a ``.zip`` or folder so named, a container whoever packed it named; that beats a case
-    variant) takes no roster id and is graded under its own (:func:`_demote_weaker_claims`).  Two equally good are
-    the same student's: that row is an error naming them, unless ``latest``, which keeps the one collected last
-    (:func:`collected_time`: an LMS's attempt time in the name, else the file's time on disk; never a manifest's
-    date) and lists the others as ``skipped`` (superseded); an error row again when that cannot be told.  No other
-    name (one sanitised to a roster id) takes a roster student's id.  A hand-in matching no one on the roster is
-    graded under its own id and listed in ``unmatched`` and ``notes``: an instructor expects a stray hand-in graded
-    and shown, not dropped (fix the roster, and the next run files it).  Roster students without a hand-in are
-    ``missing``.
+    A hand-in naming its student less exactly than another of theirs (pattern > one file named exactly > a
+    container so named > a case variant) takes no roster id (:func:`_demote_weaker_claims`).  Two equally good are
+    an error row naming them, unless ``latest`` keeps the one collected last (:func:`collected_time`, never a
+    manifest's date) and skips the others; an error row again when that cannot be told.  A hand-in matching no one
+    on the roster is graded under its own id and listed in ``unmatched`` and ``notes`` (an instructor expects a
+    stray hand-in shown, not dropped); roster students without a hand-in are ``missing``.
     """
     skipped = list(skipped or [])
     if roster is not None:
@@ -1186,29 +1089,18 @@ def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | No
     """A note on ``sub`` when its manifest claims another id than the one it was given (a claim only confirms),
     unless its name claims the same (``named``, attnkit submit's ``<id>``: its note says it already)."""
     claim = sub.claimed
-    if claim is None:
-        return
     own = entry.names if entry is not None else {sub.student.lower()}
-    if claim.lower() in own or (named is not None and safe_name(claim).lower() == named.lower()):
+    if claim is None or claim.lower() in own or (named is not None and safe_name(claim).lower() == named.lower()):
         return
-    name = _name_of(Path(sub.source))
-    whose = roster.by_name(claim) if roster is not None else None
-    hint = (
-        f" ({whose.id} on the roster: if it is theirs, give the roster a file pattern for it)"
-        if whose is not None and entry is None
-        else ""
-    )
-    _note(
-        sub,
-        f"{name!r}: its manifest claims the id {claim!r}{hint}; graded as {sub.student!r}, the id its "
-        "file name gives (a manifest's id only confirms it)",
-    )
+    whose = roster.by_name(claim) if roster is not None and entry is None else None
+    hint = f" ({whose.id} on the roster: if it is theirs, give the roster a file pattern for it)" if whose else ""
+    _note(sub, f"{_name_of(Path(sub.source))!r}: its manifest claims the id {claim!r}{hint}; graded as "
+               f"{sub.student!r}, the id its file name gives (a manifest's id only confirms it)")  # fmt: skip
 
 
 def _demote_weaker_claims(owned: dict[str, list[Submission]], ranks: dict[int, int]) -> list[Submission]:
-    """The hand-ins that claim their roster student less well than another of the student's (a case variant beside
-    an exact name, any name beside the student's file pattern): removed from ``owned``, each with a note; they take
-    no roster id and are graded under their own (``--latest`` orders only the claims that are equally good)."""
+    """The hand-ins that claim their roster student less well than another of theirs (:data:`PATTERN_RANK` …):
+    removed from ``owned``, each noted; graded under their own id (``--latest`` orders only equally good claims)."""
     demoted: list[Submission] = []
     for subs in owned.values():
         best = min(ranks[id(sub)] for sub in subs)
@@ -1224,9 +1116,8 @@ def _demote_weaker_claims(owned: dict[str, list[Submission]], ranks: dict[int, i
 
 
 def _latest_of_each(owned: dict[str, list[Submission]], latest: bool) -> list[tuple[Submission, str]]:
-    """The hand-ins that another hand-in of the same student supersedes, with why.  Where there are several and
-    not ``latest``, or ``latest`` cannot tell which one is the last (by ``collected``), the student's row is an
-    error naming them (the first by name), the others are listed as skipped: the rest of the class is graded."""
+    """The hand-ins another of the same student's supersedes, with why.  Without ``latest``, or where it cannot tell
+    the last (by ``collected``), the first by name is an error row naming them, the others skipped."""
     losers: list[tuple[Submission, str]] = []
     for _, subs in sorted(owned.items()):
         if len(subs) < 2:
@@ -1245,12 +1136,11 @@ def _latest_of_each(owned: dict[str, list[Submission]], latest: bool) -> list[tu
                   "the same time"  # fmt: skip
         else:
             winner = _name_of(Path(best[0].source))
-            for sub in subs:
-                if sub is not best[0]:
-                    then = sub.collected.isoformat() if sub.collected else "?"
-                    losers.append((sub, inert_line(
-                        f"superseded by {winner!r} ({sub.student}'s latest hand-in, collected "
-                        f"{newest.isoformat() if newest else '?'}; this one {then})")))  # fmt: skip
+            for sub in [sub for sub in subs if sub is not best[0]]:
+                then = sub.collected.isoformat() if sub.collected else "?"
+                losers.append((sub, inert_line(
+                    f"superseded by {winner!r} ({sub.student}'s latest hand-in, collected "
+                    f"{newest.isoformat() if newest else '?'}; this one {then})")))  # fmt: skip
             continue
         row = subs[0]
         row.error = inert_line(
