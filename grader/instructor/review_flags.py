@@ -5,48 +5,30 @@ be faked.  What that process *reports* about itself (the banned-call list, wheth
 structure of the module it built, the device a mask lives on) can be, by code that reaches into the grader's
 child runtime, torch's ``__torch_function__`` machinery or the interpreter itself.  Honest code for these
 exercises never needs any of that, so :func:`scan_files` lists each such construct as ``file:line: construct``.
-A finding never changes points: the submission's status in ``grades.csv`` becomes ``review: <constructs>`` and
-the lines go to the instructor.
+A finding never changes points: the status in ``grades.csv`` becomes ``review: <constructs>``.
 
-What is flagged (aliases, ``from … import …``, ``getattr``/``setattr`` with constant names,
-``__import__``/``importlib.import_module`` and the text handed to ``exec``/``eval``/``compile`` are all followed):
+Aliases, ``from … import …``, ``getattr``/``setattr`` with constant names, ``__import__``/``import_module`` and the
+text handed to ``exec``/``eval``/``compile`` are followed.  Flagged:
 
-- torch internals: any private (``_``) attribute or module of torch, ``DisableTorchFunction*``,
-  ``torch.overrides`` (where the banned-call recorder lives), ``torch.jit`` (scripted code calls torch without
-  ``__torch_function__``, so the recorder never sees it), compiled code of one's own (``torch.utils.cpp_extension``,
-  ``torch.library``, ``torch.ops.load_library``, ``ExtensionFileLoader``), torch's ``__dict__``, and defining
-  ``__torch_function__``/``__torch_dispatch__``;
-- the interpreter: ``sys.modules``, ``import __main__`` and the string ``"__main__"`` (except in
-  ``if __name__ == "__main__":``), ``ctypes``/``cffi``, ``gc``'s object walkers, frame inspection (``sys._getframe``,
-  ``inspect.currentframe``…, ``f_back``, ``tb_frame``…), ``__subclasses__``, ``__globals__``, ``__code__``,
-  ``__closure__``, ``__builtins__``, ``sys.settrace``/``setprofile`` (and ``threading``'s), any other private
-  attribute of ``sys``, the grader's own ``grader.child``/``grader.instructor.sandbox``;
-- patching: assignment, ``del``, ``setattr``/``delattr`` (and ``object.__setattr__``…) on anything of torch
-  (``torch.backends.*`` settings excepted) or of ``builtins``; ``vars``, ``dir``, ``inspect.getmembers`` of torch,
-  ``sys`` … (every member, by a name read at run time);
-- the device check's stand-in: ``is_meta`` and the string ``"meta"`` (a mask made on the CPU unless the input is
-  on the meta device passes the pass that stands in for a GPU);
-- module facts: a class that overrides what the grader asks a module about (``state_dict``, ``named_buffers``,
-  ``to``, ``__getattr__`` …), touches ``nn.Module`` internals (``_buffers``, state-dict hooks), or sets members by
-  computed names in its body (``vars()[name] = …``);
-- hidden access: ``getattr``/``setattr``/``delattr``/``hasattr`` with a computed name on torch, ``sys``, ``gc``,
-  ``inspect``, ``builtins``, ``importlib`` or ``ctypes``; ``__import__``/``import_module`` of a computed name;
-  ``exec``, ``eval`` or ``compile`` of anything but a constant string (which is scanned in turn); string
-  constants naming any of the above (``"_C"``, ``"f_back"``…, as handed to ``operator.attrgetter``); a dotted
-  path to a private attribute in a string (as ``string.Formatter().get_field`` walks it), a format field that
-  reads one (``"{0._C}"``), and ``attrgetter``/``get_field`` of a dotted name with a computed part;
-- code that runs what the scan cannot read: unpickling (``pickle``, ``marshal``, ``dill``…; ``torch.load``
-  without ``weights_only=True``), loading code from a file (``importlib.util.spec_from_file_location``,
-  ``importlib.reload``, ``runpy``, ``zipimport``, ``sys.path`` and ``sys``'s import hooks), a code file named in a
-  string (``"m.py"``), and an ``import`` of a module the hand-in does not hold, the standard library does not
-  have and the grader's environment does not install (a module written at run time);
-- code in strings: a string constant that parses as Python statements is scanned as code too (what a hand-in
-  writes to a file and imports is flagged where it is written).
+- torch internals: private attributes or modules, ``DisableTorchFunction*``, ``torch.overrides``, ``torch.jit``,
+  compiled code of one's own (:data:`NATIVE_PATHS`), torch's ``__dict__``, ``__torch_function__`` definitions;
+- the interpreter: ``sys.modules``, ``__main__`` (except ``if __name__ == "__main__":``), ``ctypes``/``cffi``,
+  ``gc``'s object walkers, frame inspection, :data:`EVASION_DUNDERS`, ``__builtins__``, trace and profile hooks,
+  other private ``sys`` attributes, the grader's own :data:`GRADER_INTERNALS`;
+- patching anything of torch (``torch.backends.*`` settings excepted) or of ``builtins``; listing every member of
+  torch, ``sys`` … (:data:`MEMBER_LISTINGS`); asking for the meta device (:data:`META_CHECK`);
+- module facts: a class that overrides what the grader asks a module (:data:`MODULE_FACT_METHODS`), touches
+  ``nn.Module`` internals, or sets members by computed names in its body (``vars()[name] = …``);
+- hidden access: a computed name on a sensitive module, a computed import, ``exec``/``eval``/``compile`` of
+  anything but a constant string (scanned in turn), strings naming any of the above, a dotted path or a format
+  field (``"{0._C}"``) reaching a private attribute;
+- code the scan cannot read: unpickling, loading code from a file, a code file named in a string, an import of a
+  module the hand-in does not hold and neither the standard library nor the environment has (written at run
+  time); a string constant that parses as Python statements is scanned as code too.
 
 The scan reads the text that is run: intake refuses a coding declaration other than UTF-8
 (:func:`grader.instructor.intake.coding_problem`).  Code that does not parse is not flagged (it cannot be
-imported either); code that cannot be scanned (absurd nesting, more than :data:`MAX_SCANNED_BYTES` in all) is
-flagged as such.
+imported either); code that cannot be scanned (absurd nesting, over :data:`MAX_SCANNED_BYTES`) is flagged as such.
 """
 
 from __future__ import annotations
@@ -198,22 +180,19 @@ class Finding:
 
 
 def scan_files(files: dict[str, str]) -> list[str]:
-    """``file:line: construct`` for every known evasion construct in ``files`` (``{relpath: source}``), sorted.
-
-    At most :data:`MAX_FINDINGS` of them, then one saying the scan stopped there.
-    """
+    """``file:line: construct`` for every known evasion construct in ``files`` (``{relpath: source}``), sorted:
+    at most :data:`MAX_FINDINGS` of them, the last saying the scan stopped there."""
     findings: set[Finding] = set()
     budget = _Budget()
     for rel in sorted(files):
         if budget.findings <= 0:
             break
-        text = files[rel]
-        size = len(text.encode("utf-8", "surrogatepass"))
+        size = len(files[rel].encode("utf-8", "surrogatepass"))
         if size > budget.bytes:
             findings.add(Finding(rel, 1, f"not scanned (over {MAX_SCANNED_BYTES >> 20} MB of source in all)"))
             continue
         budget.bytes -= size
-        found = _scan(text, rel, 0, None, None, budget)
+        found = _scan(files[rel], rel, 0, None, None, budget)
         budget.findings -= len(found)
         findings |= found
     findings |= _unheld_imports(files)
@@ -229,18 +208,14 @@ def _installed_modules() -> frozenset[str]:
     """The top-level modules a hand-in may import without holding them: the standard library's and the installed."""
     import importlib.metadata
 
-    return (
-        frozenset(sys.stdlib_module_names)
-        | frozenset(sys.builtin_module_names)
-        | frozenset(importlib.metadata.packages_distributions())
+    return frozenset({*sys.stdlib_module_names, *sys.builtin_module_names}) | frozenset(
+        importlib.metadata.packages_distributions()
     )
 
 
 def _unheld_imports(files: dict[str, str]) -> set[Finding]:
-    """Each ``import`` of a module the hand-in does not hold and the grader's environment does not have.
-
-    Such a module can only be one the hand-in writes at run time (or a typo, which fails at import anyway).
-    """
+    """Each ``import`` of a module the hand-in does not hold and the grader's environment does not have: one the
+    hand-in writes at run time (or a typo, which fails at import anyway)."""
     held = {part for rel in files for part in rel.removesuffix(".py").split("/")}
     unheld: set[Finding] = set()
     for rel in sorted(files):
@@ -254,11 +229,9 @@ def _unheld_imports(files: dict[str, str]) -> set[Finding]:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 names = [node.module]
-            for name in names:
-                top = name.split(".")[0]
-                if top not in held and top not in _installed_modules():
-                    why = f"imports {top[:40]}, a module the hand-in does not hold (written at run time?)"
-                    unheld.add(Finding(rel, int(getattr(node, "lineno", 1)), why))
+            for top in {name.split(".")[0] for name in names} - held - _installed_modules():
+                why = f"imports {top[:40]}, a module the hand-in does not hold (written at run time?)"
+                unheld.add(Finding(rel, int(getattr(node, "lineno", 1)), why))
     return unheld
 
 
@@ -349,8 +322,7 @@ def path_constructs(path: str) -> tuple[str, ...]:
     found: list[str] = []
     if rest[:1] == ["__dict__"]:
         found.append(f"{root}.__dict__")
-    if root in ("torch", "importlib") and ("library" in path or "_extension" in path or "ExtensionFile" in path):
-        found += [native for native in NATIVE_PATHS if path == native or path.startswith(native + ".")]
+    found += [native for native in NATIVE_PATHS if path == native or path.startswith(native + ".")]
     if root in UNPICKLERS:
         found.append(f"unpickling ({root})")
     elif root in LOADING_MODULES:
@@ -362,19 +334,14 @@ def path_constructs(path: str) -> tuple[str, ...]:
     if root == "torch":
         if rest and rest[0] in TORCH_FLAGGED_MODULES:
             found.append(f"torch.{rest[0]}")
-        if "._" not in path and ".Disable" not in path:  # every other torch construct starts so
-            return tuple(found)
         for i, part in enumerate(rest):
-            if part.startswith("DisableTorchFunction"):
+            if part.startswith(("DisableTorchFunction", "_DisableTorch")):
                 found.append("DisableTorchFunction")
-            elif part.startswith("_") or part in TORCH_FLAGGED_DUNDERS:
-                if part.startswith("_DisableTorch"):
-                    found.append("DisableTorchFunction")
-                if part in TORCH_FUNCTION_INTERNALS:
-                    found.append(f"torch function internals ({part})")
-                if _private(part) or part in TORCH_FLAGGED_DUNDERS:
-                    found.append(".".join(["torch", *rest[: i + 1]]))
-                    break
+            if part in TORCH_FUNCTION_INTERNALS:
+                found.append(f"torch function internals ({part})")
+            if _private(part) or part in TORCH_FLAGGED_DUNDERS:  # the first private part is the construct
+                found.append(".".join(["torch", *rest[: i + 1]]))
+                break
     elif root == "sys" and rest:
         if rest[0] == "modules":
             found.append("sys.modules")
@@ -529,11 +496,8 @@ class _Scanner:
     # --- names -----------------------------------------------------------------------------
 
     def resolve(self, node: ast.expr) -> set[str]:
-        """The dotted paths an expression may stand for (``F.softmax`` → ``torch.nn.functional.softmax``).
-
-        At most :data:`MAX_PATHS_PER_NAME` paths of at most :data:`MAX_PATH_PARTS` parts, so that no
-        source can make the scan explode.
-        """
+        """The dotted paths an expression may stand for (``F.softmax`` → ``torch.nn.functional.softmax``): at most
+        :data:`MAX_PATHS_PER_NAME` of at most :data:`MAX_PATH_PARTS` parts, so no source can make the scan explode."""
         paths = self._resolve(node)
         if len(paths) > MAX_PATHS_PER_NAME:
             paths = set(sorted(paths)[:MAX_PATHS_PER_NAME])
@@ -561,9 +525,7 @@ class _Scanner:
     def _bind(self, name: str, paths: Iterable[str], node: ast.AST) -> bool:
         known = self.bindings.setdefault(name, set())
         before = len(known)
-        for path in sorted(paths):
-            if path in known:
-                continue
+        for path in sorted(set(paths) - known):
             if len(known) >= MAX_PATHS_PER_NAME:
                 self.tangled.setdefault(name, node)
                 break
@@ -591,8 +553,7 @@ class _Scanner:
         for _ in range(8):  # aliases of aliases, to a fixed point
             changed = False
             for node in assignments:
-                targets = _assigned(node)
-                names = [t.id for t in targets if isinstance(t, ast.Name) and t.id not in self.tangled]
+                names = [t.id for t in _assigned(node) if isinstance(t, ast.Name) and t.id not in self.tangled]
                 if node.value is None or not names:
                     continue
                 paths = self.resolve(node.value)
@@ -604,7 +565,7 @@ class _Scanner:
     def _collect_values(self, nodes: list[ast.AST]) -> None:
         """Each name's assigned values, for :meth:`_may_be_hidden`; None where the scan cannot say (a parameter)."""
 
-        def bind(target: ast.AST, value: ast.expr | None) -> None:
+        def bind(target: ast.AST | None, value: ast.expr | None) -> None:
             for t in _targets(target) if isinstance(target, ast.expr) else ():
                 if isinstance(t, ast.Name):
                     self.values.setdefault(t.id, []).append(value)
@@ -616,9 +577,7 @@ class _Scanner:
             elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 bind(node.target, node.value)
             elif isinstance(node, (ast.AugAssign, ast.withitem)):
-                bound = node.target if isinstance(node, ast.AugAssign) else node.optional_vars
-                if bound is not None:
-                    bind(bound, None)
+                bind(node.target if isinstance(node, ast.AugAssign) else node.optional_vars, None)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 items = node.iter.elts if isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)) else None
                 if isinstance(node.target, ast.Name) and items is not None:
@@ -920,11 +879,8 @@ class _Scanner:
 
     def _made_class(self, node: ast.Call, members: ast.expr) -> None:
         """``type(name, bases, members)``: a class body by other means."""
-        if not isinstance(members, ast.Dict):
-            self.add(node, "a class made by type() with members the scan cannot read")
-            return
-        for key in members.keys:
-            name = _constant_str(key) if key is not None else None
+        for key in members.keys if isinstance(members, ast.Dict) else [None]:
+            name = _constant_str(key)
             if name is None:
                 self.add(node, "a class made by type() with members the scan cannot read")
             elif name in MODULE_FACT_METHODS:
