@@ -548,16 +548,15 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
 
     The student id is the file stem, folder name or zip stem, sanitised; a path that is a symbolic link is refused,
     whatever it points to; its time as collected is :func:`collected_time`'s."""
-    source = str(path)
+    source, p = str(path), Path(path)
     if shown_path(source) != source:  # a name not valid UTF-8: every report, note and the gradebook would fail on it
-        p = Path(path)
         sub = Submission(
             _id_from_path(p), shown_path(source), _format_of(p), sha256=_file_sha256(p),
             error=f"{shown_path(p.name)}: its name is not valid UTF-8: not graded (rename it)",
         )  # fmt: skip
     else:
-        sub = _read_submission(Path(path), source)
-    sub.collected = collected_time(Path(path))
+        sub = _read_submission(p, source)
+    sub.collected = collected_time(p)
     return sub
 
 
@@ -753,14 +752,11 @@ assignsubmission_file_``): the instructor's collection, never a class (:func:`fo
 def folder_reading(path: Path, listed: bool = False, collected: bool = False) -> str:
     """How ``attnkit grade`` reads a folder: ``"class"`` (each member its own submission) or ``"one"`` submission.
 
-    By the folder's shape and own name alone, never by the code or names in it (the learner's: they can look like
-    anything, a decoy hook or a file named as another student's LMS download).  One: a folder named as one
-    learner's by the collection (:data:`LMS_FOLDER`, or ``collected``: a roster pattern matches it); a learner's
-    kit (``exercises/__init__.py`` beside only :data:`KIT_FOLDERS` and no hand-in); a folder whose only hand-in is
-    one ``.py`` or notebook, or a lone package ``__init__.py`` (any other one is skipped, :data:`PACKAGE_INIT`).
-    Else a class (:func:`sort_out`).  One learner's loose modules are told from a class only by the instructor:
-    ``--one``, or naming the folder beside other hand-ins (``listed``), where ``.py`` files only, a package or a
-    kit is one (``attnkit grade classA classB`` stays two classes).
+    By its shape and own name alone, never by the code or names in it (the learner's: decoys can look like
+    anything).  One: a folder the collection named as one learner's (:data:`LMS_FOLDER`, or ``collected`` by a
+    roster pattern); a learner's kit (:func:`_is_kit`); a folder whose only hand-in is one ``.py`` or notebook, or
+    a lone package ``__init__.py``.  Else a class (:func:`sort_out`), unless the instructor names the folder beside
+    other hand-ins (``listed``), where ``.py`` files only, a package or a kit is one.
     """
     if collected or LMS_FOLDER.fullmatch(_name_of(path)):
         return "one"
@@ -936,11 +932,12 @@ def _listed(names: list[str], limit: int = 3) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+_Claims = dict[str, list[tuple[Submission, str, RosterEntry | None]]]
+"""Names in attnkit submit's form by the lower-case id they claim: (hand-in, the id, the roster student it names)."""
+
+
 def _settle_name_claims(
-    claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]],
-    owned: dict[str, list[Submission]],
-    named: list[Submission],
-    with_roster: bool,
+    claims: _Claims, owned: dict[str, list[Submission]], named: list[Submission], with_roster: bool
 ) -> tuple[list[tuple[Submission, RosterEntry | None]], list[Submission]]:
     """Which names in attnkit submit's form (``claims``, by lower-case id) get that id (granted, with the roster
     student it names), which are graded under their whole stem (disowned, noted why): granted only where no
@@ -986,34 +983,26 @@ def identify(
 ) -> Intake:
     """Give every submission its student id, whatever order they come in; :class:`IntakeError` when it cannot.
 
-    The id comes from what the instructor collected, never from what the learner wrote, in this order:
-    1. with a roster, the student whose file ``pattern`` matches its name (two patterns: an error row, never a
-    refusal of the class); 2. with a roster, the student its stem names when it is already a safe id
-    (:func:`_by_file_name`); 3. its stem, sanitised, made unique by :func:`deduplicate_ids`.
-
-    A name in attnkit submit's form (:data:`ATTNKIT_NAME`) is a claim: its ``<id>`` is the learner's own
-    ``--student``, not a name the instructor or an LMS gave.  It is the hand-in's id only when no other hand-in has
-    it by 1-3 and no other name claims it (with a roster, noted as confirmed by no pattern); else the hand-in is
-    graded under its whole stem with a note why, and never enters a ``--latest`` contest.  A manifest's id
-    (``Submission.claimed``) only confirms: another one is a note on that row.
-
-    A hand-in naming its student less exactly than another of theirs (pattern > one file named exactly > a
-    container so named > a case variant) takes no roster id (:func:`_demote_weaker_claims`).  Two equally good are
-    an error row naming them, unless ``latest`` keeps the one collected last (:func:`collected_time`, never a
-    manifest's date) and skips the others; an error row again when that cannot be told.  A hand-in matching no one
-    on the roster is graded under its own id and listed in ``unmatched`` and ``notes`` (an instructor expects a
-    stray hand-in shown, not dropped); roster students without a hand-in are ``missing``.
+    The id comes from what the instructor collected, never from what the learner wrote: 1. with a roster, the
+    student whose file ``pattern`` matches its name (two patterns: an error row, never a refusal of the class);
+    2. with a roster, the student its stem names when it is already a safe id; 3. its sanitised stem, made unique
+    (:func:`deduplicate_ids`).  A name in attnkit submit's form (:data:`ATTNKIT_NAME`) is only a claim, the
+    learner's own ``--student``: it gives the id only when no other hand-in has it by 1-3 and no other name claims
+    it, else the hand-in is graded under its whole stem (noted), outside any ``--latest`` contest.  A manifest's
+    id (``Submission.claimed``) only confirms: another one is a note.  A hand-in naming its student less exactly
+    than another of theirs takes no roster id (:func:`_demote_weaker_claims`); two equally good are an error row,
+    unless ``latest`` keeps the one collected last (:func:`collected_time`) and skips the others.  Off-roster
+    hand-ins are graded under their own id and listed in ``unmatched`` (shown, not dropped); roster students
+    without a hand-in are ``missing``.
     """
     skipped = list(skipped or [])
-    if roster is not None:
-        reserved = [e.id for e in roster.entries if e.id.lower() in RESERVED_IDS]
-        if reserved:
-            raise IntakeError(f"roster: the id {reserved[0]!r} is the name of a file attnkit grade writes; rename it")
+    if roster is not None and (reserved := [e.id for e in roster.entries if e.id.lower() in RESERVED_IDS]):
+        raise IntakeError(f"roster: the id {reserved[0]!r} is the name of a file attnkit grade writes; rename it")
     owned: dict[str, list[Submission]] = {}
     named: list[Submission] = []
     off_roster: list[Submission] = []
     entries: dict[int, RosterEntry] = {}
-    claims: dict[str, list[tuple[Submission, str, RosterEntry | None]]] = {}
+    claims: _Claims = {}
 
     ranks: dict[int, int] = {}
 
@@ -1068,21 +1057,13 @@ def identify(
     name_claims = {id(sub): claimed for group in claims.values() for sub, claimed, _ in group}
     for sub in kept:
         _check_claim(sub, entries.get(id(sub)), roster, name_claims.get(id(sub)))
-    for sub in off_roster:
-        if id(sub) not in dropped:
-            _note(sub, f"{_name_of(Path(sub.source))!r} matches no one on the roster: graded as {sub.student!r}")
+    for sub in [sub for sub in off_roster if id(sub) not in dropped]:
+        _note(sub, f"{_name_of(Path(sub.source))!r} matches no one on the roster: graded as {sub.student!r}")
     found = {sub.student.lower() for sub in kept}
-    unmatched = [
-        sub for sub in [*off_roster, *demoted, *(disowned if roster is not None else [])] if id(sub) not in dropped
-    ]
-    return Intake(
-        submissions=kept,
-        skipped=skipped,
-        missing=[e for e in roster.entries if e.id.lower() not in found] if roster is not None else [],
-        notes=[note for sub in kept for note in sub.notes],
-        roster=roster,
-        unmatched=sorted({sub.student for sub in unmatched}),
-    )
+    missing = [e for e in roster.entries if e.id.lower() not in found] if roster is not None else []
+    strays = [*off_roster, *demoted, *(disowned if roster is not None else [])]
+    unmatched = {sub.student for sub in strays if id(sub) not in dropped}
+    return Intake(kept, skipped, missing, [note for sub in kept for note in sub.notes], roster, sorted(unmatched))
 
 
 def _check_claim(sub: Submission, entry: RosterEntry | None, roster: Roster | None, named: str | None) -> None:
