@@ -117,9 +117,6 @@ def _note(sub: Submission, text: str) -> None:
     sub.notes.append(inert_line(text))
 
 
-# --- student ids --------------------------------------------------------------------
-
-
 def _name_of(path: Path) -> str:
     return path.name if path.name not in ("", ".", "..") else path.resolve().name
 

@@ -69,8 +69,7 @@ CODE_LOADERS = tuple(
 )
 """Ways to import code from a file of one's choice (one written at run time)."""
 LOADING_MODULES = frozenset({"runpy", "zipimport", "imp"})
-SYS_IMPORT_STATE = frozenset({"path", "meta_path", "path_hooks", "path_importer_cache"})
-"""``sys``'s import state: where ``import`` finds code."""
+SYS_IMPORT_STATE = frozenset({"path", "meta_path", "path_hooks", "path_importer_cache"})  # where import finds code
 CODE_FILE_SUFFIXES = (".py", ".pyc", ".pyw", ".pth", ".so")
 
 SENSITIVE_ROOTS = (
@@ -78,7 +77,6 @@ SENSITIVE_ROOTS = (
 )
 """Modules on which a ``getattr`` with a computed name hides what it reaches."""
 PATCHED_ROOTS = frozenset({"torch", "builtins"})
-"""Modules whose attributes a submission must not assign, delete or ``setattr``."""
 PATCHABLE_BY_NAME = frozenset({"torch", "F", "nn", "builtins"})
 """Names flagged when assigned through even where the file does not import them (a helper module might)."""
 TORCH_SETTINGS = ("torch.backends.",)
@@ -130,8 +128,7 @@ a mask made on the CPU unless ``scores.is_meta``); honest code never needs to as
 
 SUSPICIOUS_STRINGS = frozenset({"_C", "_getframe", "_current_frames", "settrace", "setprofile", "sys.modules"}).union(
     FRAME_ATTRIBUTES, EVASION_DUNDERS, MODULE_INTERNALS, STATE_DICT_HOOKS, TORCH_FUNCTION_INTERNALS, GC_WALKERS
-) | NATIVE_CODE
-"""String constants that only ever serve to reach one of the constructs by name."""
+) | NATIVE_CODE  # strings that only ever serve to reach a construct by name
 
 SETATTR_LIKE = frozenset(
     "builtins.setattr builtins.delattr builtins.object.__setattr__ builtins.object.__delattr__"
@@ -142,8 +139,7 @@ HANDED_ON = (GETATTR_LIKE | SETATTR_LIKE) - {"builtins.hasattr"}
 """Handed to ``functools.reduce``, ``map`` … a ``getattr`` reads a name the scan never sees at its call."""
 ATTRGETTERS = frozenset({"operator.attrgetter", "operator.methodcaller", "inspect.getattr_static"})
 MEMBER_LISTINGS = frozenset({"builtins.vars", "inspect.getmembers", "inspect.getmembers_static", "builtins.dir"})
-"""Of torch, ``sys`` …: every member, reached by a name read at run time (red team 7's 1b found torch's private
-fused kernel by ``inspect.getmembers``)."""
+"""Of torch, ``sys`` …: every member, by a name read at run time (red team 7's 1b found a private kernel so)."""
 CLASS_NAMESPACES = frozenset({"builtins.vars", "builtins.locals"})
 """Called bare in a class body: the body's own namespace, where a key set by a computed name is a member."""
 ATTRIBUTE_DUNDERS = frozenset({"__getattribute__", "__getattr__", "__setattr__", "__delattr__"})
@@ -493,8 +489,6 @@ class _Scanner:
         self.values: dict[str, list[Any]] = {}  # name -> what is bound to it (_collect_values)
         self.calls: dict[str, list[tuple[ast.Call, bool]]] = {}  # function name -> its calls (by attribute?)
 
-    # --- names -----------------------------------------------------------------------------
-
     def resolve(self, node: ast.expr) -> set[str]:
         """The dotted paths an expression may stand for (``F.softmax`` → ``torch.nn.functional.softmax``): at most
         :data:`MAX_PATHS_PER_NAME` of at most :data:`MAX_PATH_PARTS` parts, so no source can make the scan explode."""
@@ -608,8 +602,6 @@ class _Scanner:
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 self.values.setdefault(node.name, []).append(None)
 
-    # --- constructs ----------------------------------------------------------------------------
-
     def add(self, node: ast.AST, construct: str) -> None:
         line = self.at_line or int(getattr(node, "lineno", 1) or 1)
         self.findings.add(Finding(self.filename, line, construct))
@@ -711,11 +703,8 @@ class _Scanner:
         return known is None or "." in known
 
     def _may_be_hidden(self, node: ast.expr, depth: int = 0) -> bool:
-        """Whether a computed attribute name may be a private or dunder one (``"__%s__" % "globals"``).
-
-        Not when it provably begins with a letter: ``f"w_{i}"``, ``"layer" + str(i)``, a name only ever bound
-        to such values (``for part in ("q", "k")``).  What the scan cannot follow may be anything.
-        """
+        """Whether a computed attribute name may be a private or dunder one (``"__%s__" % "globals"``): not when it
+        provably begins with a letter (``f"w_{i}"``, a name only ever bound to such values); else it may be anything."""
         text = _constant_str(node)
         if text is not None:
             return not text[:1].isalpha()
@@ -738,22 +727,19 @@ class _Scanner:
         text = _constant_str(node)
         if text is not None:
             return re.escape(text)
+        if isinstance(node, ast.FormattedValue):  # a part of an f-string: a conversion or a spec may make it anything
+            plain = node.conversion == -1 and node.format_spec is None
+            return self._name_pattern(node.value, depth) if plain else ".*"
         if depth > 8:
             return ".*"
         if isinstance(node, ast.JoinedStr):
-            return "".join(self._part_pattern(v, depth + 1) for v in node.values)
+            return "".join(self._name_pattern(v, depth + 1) for v in node.values)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self._name_pattern(node.left, depth + 1) + self._name_pattern(node.right, depth + 1)
         if isinstance(node, ast.Name) and (bound := self.values.get(node.id)):
             if all(isinstance(v, ast.expr) for v in bound):
                 return "(?:" + "|".join(self._name_pattern(v, depth + 1) for v in bound) + ")"
         return ".*"
-
-    def _part_pattern(self, part: ast.expr, depth: int) -> str:
-        if isinstance(part, ast.FormattedValue):  # a conversion or a format spec may make it anything
-            plain = part.conversion == -1 and part.format_spec is None
-            return self._name_pattern(part.value, depth) if plain else ".*"
-        return self._name_pattern(part, depth)
 
     def _value_may_be_hidden(self, value: Any, depth: int) -> bool:
         """One value a name is bound to (:meth:`_collect_values`): an expression, the items of a sequence a loop
@@ -889,8 +875,7 @@ class _Scanner:
                 self.add(node, f"defines {name}")
 
     def _class(self, node: ast.ClassDef) -> None:
-        bases = [b for b in node.bases if not (isinstance(b, ast.Name) and b.id == "object")]
-        if not bases:
+        if all(isinstance(b, ast.Name) and b.id == "object" for b in node.bases):
             return
         for call in _class_scope_calls(node):  # ``vars()[name] = f`` in the body: members by computed names
             if self.resolve(call.func) & CLASS_NAMESPACES and not call.args:
