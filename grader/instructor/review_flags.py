@@ -588,9 +588,8 @@ class _Scanner:
                 for index, (arg, default) in enumerate(zip(params, defaults)):
                     marker = None if name is None else ("param", name, index, arg.arg, default)
                     self.values.setdefault(arg.arg, []).append(marker)
-                for other in [node.args.vararg, node.args.kwarg, *node.args.kwonlyargs]:
-                    if other is not None:
-                        self.values.setdefault(other.arg, []).append(None)
+                for other in filter(None, [node.args.vararg, node.args.kwarg, *node.args.kwonlyargs]):
+                    self.values.setdefault(other.arg, []).append(None)
             elif isinstance(node, ast.Call):
                 if isinstance(node.func, ast.Name):
                     self.calls.setdefault(node.func.id, []).append((node, False))
@@ -776,6 +775,8 @@ class _Scanner:
     def _call(self, node: ast.Call) -> None:
         funcs = self.resolve(node.func)
         args = node.args
+        first = _constant_str(args[0]) if args else None
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else None
         if funcs & (GETATTR_LIKE | SETATTR_LIKE) and len(args) >= 2:
             target, name = args[0], _constant_str(args[1])
             verb = next(iter(sorted(funcs & (GETATTR_LIKE | SETATTR_LIKE)))).rsplit(".", 1)[-1].strip("_")
@@ -803,38 +804,31 @@ class _Scanner:
                 self.add(node, f"assignment of {ast.unparse(target)}.{name}")
         elif funcs & ATTRGETTERS and any(_constant_str(a) is None and self._path_may_be_hidden(a) for a in args):
             self.add(node, f"{sorted(funcs & ATTRGETTERS)[0]} with a computed name that may be private")
-        elif isinstance(node.func, ast.Attribute) and node.func.attr in FIELD_READERS and args and (
-            _constant_str(args[0]) is None and self._path_may_be_hidden(args[0])
-        ):
-            self.add(node, f"{node.func.attr} with a computed field name that may be private")
+        elif attr in FIELD_READERS and args and first is None and self._path_may_be_hidden(args[0]):
+            self.add(node, f"{attr} with a computed field name that may be private")
         elif funcs & RESOLVERS:
-            named = _constant_str(args[0]) if args else None
-            if named is None:
+            if first is None:
                 self.add(node, f"{sorted(funcs & RESOLVERS)[0]} with a computed name")
             else:
-                self._path(node, named.replace(":", "."))
-        elif isinstance(node.func, ast.Attribute) and node.func.attr in ATTRIBUTE_DUNDERS and args and (
-            self._may_be_hidden(args[0])
-        ):
-            self.add(node, f"{node.func.attr} with a computed name that may be private")
+                self._path(node, first.replace(":", "."))
+        elif attr in ATTRIBUTE_DUNDERS and args and self._may_be_hidden(args[0]):
+            self.add(node, f"{attr} with a computed name that may be private")
         elif "builtins.type" in funcs and len(args) == 3:
             self._made_class(node, args[2])
         elif funcs & IMPORTERS:
-            module = _constant_str(args[0]) if args else None
-            if module is None:
+            if first is None:
                 self.add(node, "__import__ with a computed name")
             else:
-                self._path(node, module)
+                self._path(node, first)
         elif funcs & RUNNERS:
-            code = _constant_str(args[0]) if args else None
             kind = sorted(funcs & RUNNERS)[0].rsplit(".", 1)[-1]
-            if code is None:
+            if first is None:
                 self.add(node, f"{kind} of a computed string")
             elif self.depth >= MAX_NESTED_SOURCE:
                 self.add(node, f"{kind} of a string nested {MAX_NESTED_SOURCE} deep")
             else:
                 line = self.at_line or node.lineno
-                for finding in _scan(code, self.filename, self.depth + 1, line, self.bindings, self.budget):
+                for finding in _scan(first, self.filename, self.depth + 1, line, self.bindings, self.budget):
                     self.add(node, finding.construct)
         elif "torch.load" in funcs and not any(
             k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
