@@ -1,19 +1,15 @@
 """Reading submissions safely: files become text, nothing is ever executed here.
 
 A submission reaches the learner's sandboxed process (:mod:`grader.child`) as ``{relpath: source text}`` plus an
-*entry* (the file or folder to import): a ``.py`` file (``{"alice.py": text}``, entry ``alice.py``); a folder's
-graded ``.py`` files (:func:`grader.handin.is_graded_source`), recursively, keyed under its own name; a learner's
-whole kit (``exercises/__init__.py`` inside): only ``exercises/...``, so ``from exercises.scores import x`` works;
-a ``.zip`` of any of these (capped entry count and sizes, declared *and* counted while reading; no absolute paths,
-no ``..``, no links; entries sharing one top folder are that folder); a ``.ipynb`` notebook, converted by
-``grader.notebooks.notebook_to_source``.
-
-Intake never follows a link: files are opened with ``O_NOFOLLOW`` and must be regular (a FIFO cannot hang the
-grader).  The caps and the test-file, text and id rules are :mod:`grader.handin`'s, the ones ``attnkit submit``
-packs by.  Every submission read is scanned, never run, for known evasion constructs (``Submission.review``).
-:func:`read_submission` never raises for bad input (``Submission.error``, an error row); :func:`collect` never
-drops and never invents (a path that yields nothing is an :class:`IntakeError`).  Every text made here from a
-learner's input is one inert line (:func:`~grader.instructor.inert.inert_line`).
+*entry* to import: a ``.py`` file; a folder's graded ``.py`` files (:func:`grader.handin.is_graded_source`) keyed
+under its name; a learner's kit, only its ``exercises`` package (so ``from exercises.scores import x`` works); a
+``.zip`` of any of these (entry count and sizes capped, declared *and* counted while reading; no absolute paths,
+``..`` or links; one shared top folder is that folder); a ``.ipynb`` (:func:`grader.notebooks.notebook_to_source`).
+Intake never follows a link, and opens only regular files (``O_NOFOLLOW``: a FIFO cannot hang the grader).  The
+caps and rules are :mod:`grader.handin`'s, which ``attnkit submit`` packs by.  Every submission read is scanned,
+never run, for evasion constructs (``Submission.review``).  :func:`read_submission` never raises for bad input (an
+error row); :func:`collect` never drops and never invents.  Every text made here from a learner's input is one
+inert line (:func:`~grader.instructor.inert.inert_line`).
 """
 
 from __future__ import annotations
@@ -124,8 +120,7 @@ def _name_of(path: Path) -> str:
 def _stem(path: Path) -> str:
     """A hand-in's file name without its suffix, or its folder's name, as given (not sanitised)."""
     name = _name_of(path)
-    suffix = Path(name).suffix
-    return name[: -len(suffix)] if suffix and not path.is_dir() else name
+    return Path(name).stem if not path.is_dir() else name
 
 
 def _id_from_path(path: Path) -> str:

@@ -325,8 +325,6 @@ def path_constructs(path: str) -> tuple[str, ...]:
         found.append(f"code loaded from a file ({root})")
     elif root == "importlib":
         found += [f"code loaded from a file ({p})" for p in CODE_LOADERS if path == p or path.startswith(p + ".")]
-    elif root == "sys" and rest and rest[0] in SYS_IMPORT_STATE:
-        found.append(f"sys.{rest[0]}")
     if root == "torch":
         if rest and rest[0] in TORCH_FLAGGED_MODULES:
             found.append(f"torch.{rest[0]}")
@@ -339,11 +337,9 @@ def path_constructs(path: str) -> tuple[str, ...]:
                 found.append(".".join(["torch", *rest[: i + 1]]))
                 break
     elif root == "sys" and rest:
-        if rest[0] == "modules":
-            found.append("sys.modules")
-        elif rest[0] in ("_getframe", "_current_frames"):
+        if rest[0] in ("_getframe", "_current_frames"):
             found.append(f"frame inspection (sys.{rest[0]})")
-        elif rest[0] in SYS_HOOKS or _private(rest[0]):
+        elif rest[0] in SYS_HOOKS | SYS_IMPORT_STATE | {"modules"} or _private(rest[0]):
             found.append(f"sys.{rest[0]}")
     elif root in _MEMBERS and rest and rest[0] in _MEMBERS[root][0]:
         found.append(_MEMBERS[root][1].format(rest[0]))
