@@ -540,15 +540,8 @@ def read_submission(path: str | os.PathLike[str]) -> Submission:
 
     The student id is the file stem, folder name or zip stem, sanitised; a path that is a symbolic link is refused,
     whatever it points to; its time as collected is :func:`collected_time`'s."""
-    source, p = str(path), Path(path)
-    if shown_path(source) != source:  # a name not valid UTF-8: every report, note and the gradebook would fail on it
-        sub = Submission(
-            _id_from_path(p), shown_path(source), _format_of(p), sha256=_file_sha256(p),
-            error=f"{shown_path(p.name)}: its name is not valid UTF-8: not graded (rename it)",
-        )  # fmt: skip
-    else:
-        sub = _read_submission(p, source)
-    sub.collected = collected_time(p)
+    sub = _read_submission(Path(path), str(path))
+    sub.collected = collected_time(Path(path))
     return sub
 
 
@@ -583,9 +576,11 @@ def collected_time(path: Path) -> datetime | None:
 
 
 def _read_submission(p: Path, source: str) -> Submission:
-    student = _id_from_path(p)
-    fmt = _format_of(p)
+    student, fmt = _id_from_path(p), _format_of(p)
     try:
+        if shown_path(source) != source:  # a name not valid UTF-8 would fail every report, note and the gradebook
+            source = shown_path(source)
+            raise Refused(f"{shown_path(p.name)}: its name is not valid UTF-8: not graded (rename it)")
         if p.is_symlink():
             raise Refused(f"{p.name} is a symbolic link, not followed")
         if not p.exists():
