@@ -323,9 +323,8 @@ def _read_folder(path: Path, student: str) -> Submission:
         walked += len(dirnames) + len(filenames)
         if walked > MAX_WALKED:
             raise Refused(f"refused folder: more than {MAX_WALKED} entries")
-        for d in dirnames:
-            if (here / d).is_symlink():
-                raise Refused(f"refused folder: {(here / d).relative_to(path).as_posix()} is a symbolic link")
+        if links := [d for d in dirnames if (here / d).is_symlink()]:
+            raise Refused(f"refused folder: {(here / links[0]).relative_to(path).as_posix()} is a symbolic link")
         for fname in sorted(filenames):
             full = here / fname
             rel = full.relative_to(root).as_posix()
@@ -973,14 +972,11 @@ def identify(
     The id comes from what the instructor collected, never from what the learner wrote: 1. with a roster, the
     student whose file ``pattern`` matches its name (two patterns: an error row, never a refusal of the class);
     2. with a roster, the student its stem names when it is already a safe id; 3. its sanitised stem, made unique
-    (:func:`deduplicate_ids`).  A name in attnkit submit's form (:data:`ATTNKIT_NAME`) is only a claim, the
-    learner's own ``--student``: it gives the id only when no other hand-in has it by 1-3 and no other name claims
-    it, else the hand-in is graded under its whole stem (noted), outside any ``--latest`` contest.  A manifest's
-    id (``Submission.claimed``) only confirms: another one is a note.  A hand-in naming its student less exactly
-    than another of theirs takes no roster id (:func:`_demote_weaker_claims`); two equally good are an error row,
-    unless ``latest`` keeps the one collected last (:func:`collected_time`) and skips the others.  Off-roster
-    hand-ins are graded under their own id and listed in ``unmatched`` (shown, not dropped); roster students
-    without a hand-in are ``missing``.
+    (:func:`deduplicate_ids`).  A name in attnkit submit's form (:data:`ATTNKIT_NAME`) is only a claim, never in a
+    ``--latest`` contest (:func:`_settle_name_claims`); a manifest's id only confirms (:func:`_check_claim`); a
+    student's less exact names take no roster id (:func:`_demote_weaker_claims`); equally good ones are an error row
+    unless ``latest`` (:func:`_latest_of_each`).  Hand-ins off the roster are graded under their own id and listed
+    in ``unmatched`` (shown, not dropped); roster students without a hand-in are ``missing``.
     """
     skipped = list(skipped or [])
     if roster is not None and (reserved := [e.id for e in roster.entries if e.id.lower() in RESERVED_IDS]):

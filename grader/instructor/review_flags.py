@@ -529,9 +529,8 @@ class _Scanner:
                     top = alias.name.split(".")[0]
                     self._bind(alias.asname or top, [alias.name if alias.asname else top], node)
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                for alias in node.names:
-                    if alias.name != "*":
-                        self._bind(alias.asname or alias.name, [f"{node.module}.{alias.name}"], node)
+                for alias in [alias for alias in node.names if alias.name != "*"]:
+                    self._bind(alias.asname or alias.name, [f"{node.module}.{alias.name}"], node)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.defined.add(node.name)
             elif isinstance(node, ast.arg):
@@ -618,11 +617,10 @@ class _Scanner:
                     self._path(node, alias.name)
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 self._path(node, node.module)
-                for alias in node.names:
-                    if alias.name != "*":
-                        self._path(node, f"{node.module}.{alias.name}")
-                        for construct in _name_constructs(alias.name):
-                            self.add(node, construct)
+                for alias in [alias for alias in node.names if alias.name != "*"]:
+                    self._path(node, f"{node.module}.{alias.name}")
+                    for construct in _name_constructs(alias.name):
+                        self.add(node, construct)
             elif isinstance(node, ast.Attribute):
                 for construct in _name_constructs(node.attr):
                     self.add(node, construct)
