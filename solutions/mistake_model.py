@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.registry import Solution, adopt
+from grader.registry import Solution, adopt, hook_signature
 from solutions import reference
 
 SELF, CAUSAL, MHA = "make_self_attention", "make_causal_attention", "make_multihead_attention"
@@ -681,28 +681,18 @@ class KnobModule(nn.Module):
             raise raised.error from None
 
 
-def _module_model(hook: str, setting: frozenset[Knob]) -> Callable[..., Any]:
-    def build(**args: Any) -> nn.Module:
-        return KnobModule(ModuleConfig.of(hook, args), setting)
+def hook_function(hook: str, build: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function with ``hook``'s signature that hands ``build`` every argument (defaults filled in) by name."""
+    signature = hook_signature(hook)
 
-    if hook == SELF:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return build(**bound.arguments)
 
-        def make_self_attention(d_in, d_out, qkv_bias=False):
-            return build(d_in=d_in, d_out=d_out, qkv_bias=qkv_bias)
-
-        return make_self_attention
-    if hook == CAUSAL:
-
-        def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
-            return build(d_in=d_in, d_out=d_out, context_length=context_length, dropout=dropout, qkv_bias=qkv_bias)
-
-        return make_causal_attention
-
-    def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        args = {"context_length": context_length, "dropout": dropout, "num_heads": num_heads, "qkv_bias": qkv_bias}
-        return build(d_in=d_in, d_out=d_out, **args)
-
-    return make_multihead_attention
+    call.__name__ = call.__qualname__ = hook
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    return call
 
 
 def model_function(hook: str, setting: Iterable[Knob]) -> Callable[..., Any]:
@@ -711,7 +701,7 @@ def model_function(hook: str, setting: Iterable[Knob]) -> Callable[..., Any]:
     if any(hook not in knob.hooks for knob in setting):
         raise ValueError(f"{', '.join(sorted(k.name for k in setting))}: not all knobs of {hook}")
     if hook in MODULE_HOOKS:
-        return _module_model(hook, setting)
+        return hook_function(hook, lambda **args: KnobModule(ModuleConfig.of(hook, args), setting))
     return _function_model(hook, by_step(setting))
 
 

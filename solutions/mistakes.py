@@ -32,6 +32,7 @@ from torch import nn
 from grader.packs import instructor_part
 from grader.registry import Solution, adopt
 from solutions.gradient_mistakes import ENTRIES as GRADIENT_ENTRIES
+from solutions.mistake_model import hook_function
 from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
@@ -324,13 +325,19 @@ def merge_without_transpose(x):
     return x.reshape(b, num_tokens, num_heads * head_dim)
 
 
-# --- self-attention modules -------------------------------------------------------------
+# --- attention modules ------------------------------------------------------------------
 
 
 def _qkv(module, d_in, d_out, bias, names=("W_query", "W_key", "W_value")):
     """The three projections, made in ``names``' order (the seed's draws go to them in that order)."""
     for name in names:
         module.add_module(name, nn.Linear(d_in, d_out, bias=bias))
+
+
+def _made(**classes):
+    """Overrides: each module hook named (``make_causal_attention=SoftmaxTwice``) builds its class from every
+    argument, in the hook's order."""
+    return {hook: hook_function(hook, lambda cls=cls, **args: cls(*args.values())) for hook, cls in classes.items()}
 
 
 class ScaledByDIn(SelfAttention):
@@ -373,37 +380,28 @@ class MatrixNames(nn.Module):
         return context_vectors(weights, values)
 
 
-class BiasedSelfAttention(SelfAttention):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
-
-
-def _self_attention(cls):
-    def make_self_attention(d_in, d_out, qkv_bias=False):
-        return cls(d_in, d_out, qkv_bias)
-
-    return make_self_attention
-
-
-# --- causal and multi-head attention modules ---------------------------------------------------
+class AssertsDivisible(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
 
 
 def _forward(module, x, dropout_at="weights", mask="sliced", training=None, twice=False, by_d_out=False,
-             project=True):  # fmt: skip
+             project=True, split=split_heads, merge=merge_heads):  # fmt: skip
     """The chapter's causal forward (multi-head where the module has ``num_heads``) with one step done otherwise.
 
     ``dropout_at``: weights, nowhere, context or scores (before the mask and the softmax); ``mask``: "sliced"
     to T, "whole" (ctx, ctx), "cpu" (made in forward, on the CPU whatever x's device) or None (never
     applied); ``training``: what dropout is told (None: the module's mode); ``twice``: a second softmax, of the
     masked weights; ``by_d_out``: scores scaled by sqrt(d_out), not sqrt(head_dim); ``project``: out_proj
-    applied.  T is read first where the chapter reads it first (so a bad input fails the same way).
+    applied; ``split``, ``merge``: how the heads are split and merged.  T is read first where the chapter reads
+    it first (so a bad input fails the same way).
     """
     heads = getattr(module, "num_heads", None)
     num_tokens = x.shape[-2] if heads or mask == "sliced" else None
     queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
     if heads:
-        queries, keys, values = (split_heads(t, heads) for t in (queries, keys, values))
+        queries, keys, values = (split(t, heads) for t in (queries, keys, values))
     p = module.dropout
     training = module.training if training is None else training
     d_k = module.W_key.out_features if by_d_out else keys.shape[-1]
@@ -426,15 +424,27 @@ def _forward(module, x, dropout_at="weights", mask="sliced", training=None, twic
         context = attention_dropout(context, p, training)
     if not heads:
         return context
-    context = merge_heads(context)
+    context = merge(context)
     return module.out_proj(context) if project else context  # no out_proj: the heads concatenated
 
 
-def _variant(base, name, **how):
-    """A subclass ``name`` of ``base`` whose forward is :func:`_forward` with ``how``."""
-    return type(name, (base,), {"forward": lambda self, x: _forward(self, x, **how)})
+def _variant(base, name, biased=False, held="buffer", **how):
+    """A subclass ``name`` of ``base``, built from every argument in order: its forward :func:`_forward` with
+    ``how`` (where given); ``biased``: `nn.Linear(d_in, d_out)`, bias=True whatever qkv_bias says; ``held``: the
+    mask as a plain attribute ("attribute": not in state_dict, .to() leaves it) or not at all (None)."""
+
+    def __init__(self, *args):
+        base.__init__(self, *args[:-1], True if biased else args[-1])
+        if held != "buffer":
+            del self.mask
+        if held == "attribute":
+            self.mask = causal_mask(args[2])
+
+    body = {"__init__": __init__, **({"forward": lambda self, x: _forward(self, x, **how)} if how else {})}
+    return type(name, (base,), body)
 
 
+BiasedSelfAttention = _variant(SelfAttention, "BiasedSelfAttention", biased=True)
 SoftmaxTwice = _variant(CausalAttention, "SoftmaxTwice", twice=True)
 MaskNotSliced = _variant(CausalAttention, "MaskNotSliced", mask="whole")
 MaskNotApplied = _variant(CausalAttention, "MaskNotApplied", mask=None)
@@ -442,94 +452,20 @@ DropoutNeverApplied = _variant(CausalAttention, "DropoutNeverApplied", dropout_a
 DropoutOnContext = _variant(CausalAttention, "DropoutOnContext", dropout_at="context")
 DropoutOnScores = _variant(CausalAttention, "DropoutOnScores", dropout_at="scores")
 DropoutInEval = _variant(CausalAttention, "DropoutInEval", training=True)  # training left at its default
+MaskAttribute = _variant(CausalAttention, "MaskAttribute", held="attribute")
+MaskMadeInForward = _variant(CausalAttention, "MaskMadeInForward", held=None, mask="cpu")
+AlwaysBiased = _variant(CausalAttention, "AlwaysBiased", biased=True)
 NoOutProj = _variant(MultiHeadAttention, "NoOutProj", project=False)  # out_proj made, as the chapter makes it
 HeadsDropoutNeverApplied = _variant(MultiHeadAttention, "HeadsDropoutNeverApplied", dropout_at="nowhere")
 HeadsDropoutOnContext = _variant(MultiHeadAttention, "HeadsDropoutOnContext", dropout_at="context")
 HeadsDropoutOnScores = _variant(MultiHeadAttention, "HeadsDropoutOnScores", dropout_at="scores")
 ScaledByDOut = _variant(MultiHeadAttention, "ScaledByDOut", by_d_out=True)
-
-
-class MaskAttribute(CausalAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, qkv_bias)
-        self.dropout = dropout
-        self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
-
-
-class MaskMadeInForward(CausalAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, qkv_bias)
-        self.dropout = dropout
-
-    def forward(self, x):
-        return _forward(self, x, mask="cpu")
-
-
-class AlwaysBiased(CausalAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
-        self.dropout = dropout
-        self.register_buffer("mask", causal_mask(context_length))
-
-
-def _causal_attention(cls):
-    def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
-        return cls(d_in, d_out, context_length, dropout, qkv_bias)
-
-    return make_causal_attention
-
-
-class HeadsWithoutTranspose(MultiHeadAttention):
-    def forward(self, x):
-        b, num_tokens, _ = x.shape
-        head_dim = self.W_query.out_features // self.num_heads
-
-        def heads(t):
-            return t.reshape(b, self.num_heads, num_tokens, head_dim)  # `view(b, H, T, hd)`: no transpose
-
-        queries, keys, values = heads(self.W_query(x)), heads(self.W_key(x)), heads(self.W_value(x))
-        scores = scaled_dot_product_scores(queries, keys)
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
-        context = context_vectors(weights, values).reshape(b, num_tokens, -1)
-        return self.out_proj(context)
-
-
-class HeadsMaskAttribute(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        del self.mask
-        self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
-
-
-class HeadsMaskMadeInForward(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        del self.mask
-
-    def forward(self, x):
-        return _forward(self, x, mask="cpu")
-
-
-class HeadsAlwaysBiased(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias=True)  # whatever qkv_bias says
-
-
-class AssertsDivisible(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-
-
-def _multihead_attention(cls):
-    def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        return cls(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-
-    return make_multihead_attention
+HeadsWithoutTranspose = _variant(  # `view(b, H, T, hd)`: no transpose, either way
+    MultiHeadAttention, "HeadsWithoutTranspose", split=split_without_transpose, merge=merge_without_transpose
+)
+HeadsMaskAttribute = _variant(MultiHeadAttention, "HeadsMaskAttribute", held="attribute")
+HeadsMaskMadeInForward = _variant(MultiHeadAttention, "HeadsMaskMadeInForward", held=None, mask="cpu")
+HeadsAlwaysBiased = _variant(MultiHeadAttention, "HeadsAlwaysBiased", biased=True)
 
 
 # --- long sequences -------------------------------------------------------------------
@@ -997,7 +933,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "divides the scores by sqrt(d_in), the input width, instead of sqrt(d_k) of the keys",
         "When d_in and d_out differ, which one is the key dimension? Scale by the width of the keys.",
         "当 d_in 和 d_out 不同时，哪一个才是键（key）的维度？请按 keys 的宽度来缩放。",
-        {"make_self_attention": _self_attention(ScaledByDIn)},
+        _made(make_self_attention=ScaledByDIn),
         SEED_002,
     ),
     _m(
@@ -1005,21 +941,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "divides the attention weights by sqrt(d_k) after the softmax instead of the scores before it",
         "Do your attention weights still sum to 1 per row? The scaling belongs before the softmax.",
         "你的注意力权重每一行的和还是 1 吗？缩放应当放在 softmax 之前。",
-        {"make_self_attention": _self_attention(ScaledAfterSoftmax)},
+        _made(make_self_attention=ScaledAfterSoftmax),
     ),
     _m(
         "projections-in-wrong-order",
         "creates W_key before W_query, so torch.manual_seed gives different weights than the chapter",
         "With the same seed your numbers differ from the chapter's: in what order do you create the three layers?",
         "在相同的随机种子下你的数值和书中不同：你创建三个线性层的顺序是什么？",
-        {"make_self_attention": _self_attention(KeyFirst)},
+        _made(make_self_attention=KeyFirst),
     ),
     _m(
         "forward-misspelled",
         "the method is named `foward`, so nn.Module has no forward to call",
         "Is the method nn.Module calls spelled exactly right? Check its name letter by letter.",
         "nn.Module 会调用的那个方法名字拼写正确吗？逐个字母检查一下。",
-        {"make_self_attention": _self_attention(ForwardMisspelled)},
+        _made(make_self_attention=ForwardMisspelled),
         SEED_003,
     ),
     _m(
@@ -1027,7 +963,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "names the layers Wq_matrix/Wk_matrix/Wv_matrix, so the chapter's state_dict does not load",
         "Compare the keys of your state_dict with the chapter's: what are the three layers called?",
         "把你的 state_dict 的键和书中的比较一下：这三个线性层应当叫什么名字？",
-        {"make_self_attention": _self_attention(MatrixNames)},
+        _made(make_self_attention=MatrixNames),
         SEED_003,
     ),
     # make_causal_attention
@@ -1036,7 +972,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "applies softmax to the scores, masks the weights, then applies softmax again",
         "How many times does your forward call softmax? The mask goes on the scores, before the only softmax.",
         "你的 forward 调用了几次 softmax？掩码应当作用在分数上，然后只做一次 softmax。",
-        {"make_causal_attention": _causal_attention(SoftmaxTwice)},
+        _made(make_causal_attention=SoftmaxTwice),
         SEED_003,
     ),
     _m(
@@ -1044,10 +980,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`self.mask = torch.triu(...)`: a plain attribute, so not in state_dict and left behind by .to(device)",
         "Is your mask in the module's state_dict, and does .to(device) move it? Look at how you store it.",
         "你的掩码在模块的 state_dict 里吗？.to(device) 会移动它吗？看看你是怎样保存它的。",
-        {
-            "make_causal_attention": _causal_attention(MaskAttribute),
-            "make_multihead_attention": _multihead_attention(HeadsMaskAttribute),
-        },
+        _made(make_causal_attention=MaskAttribute, make_multihead_attention=HeadsMaskAttribute),
     ),
     _m(
         "mask-made-in-forward-on-cpu",
@@ -1056,10 +989,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "buffer.",
         "你在 forward 里构建的掩码在哪个设备上？请在 x 所在的设备上构建它（device=x.device），"
         "或者把它作为 buffer 保存。",
-        {
-            "make_causal_attention": _causal_attention(MaskMadeInForward),
-            "make_multihead_attention": _multihead_attention(HeadsMaskMadeInForward),
-        },
+        _made(make_causal_attention=MaskMadeInForward, make_multihead_attention=HeadsMaskMadeInForward),
         SEED_000,
     ),
     _m(
@@ -1067,25 +997,25 @@ CATALOGUE: tuple[Mistake, ...] = (
         "uses the whole (context_length, context_length) mask, which fails for T < context_length",
         "Your input can be shorter than context_length. What size must the mask be for T tokens?",
         "输入可能比 context_length 短。对于 T 个词元，掩码应当是多大？",
-        {"make_causal_attention": _causal_attention(MaskNotSliced)},
+        _made(make_causal_attention=MaskNotSliced),
     ),
     _m(
         "mask-not-applied",
         "registers the mask buffer but never applies it: every token sees the future",
         "Change a later token: do the earlier outputs change? Follow your mask through forward.",
         "改变后面的一个词元：前面的输出变了吗？在 forward 中跟踪一下你的掩码。",
-        {"make_causal_attention": _causal_attention(MaskNotApplied)},
+        _made(make_causal_attention=MaskNotApplied),
     ),
     _m(
         "linear-bias-ignores-qkv-bias",
         "`nn.Linear(d_in, d_out)`: bias=True always, ignoring qkv_bias (the chapter has no bias)",
         "Does your module use its qkv_bias argument? Look at what nn.Linear does by default.",
         "你的模块用到 qkv_bias 参数了吗？看看 nn.Linear 默认会做什么。",
-        {
-            "make_causal_attention": _causal_attention(AlwaysBiased),
-            "make_self_attention": _self_attention(BiasedSelfAttention),
-            "make_multihead_attention": _multihead_attention(HeadsAlwaysBiased),
-        },
+        _made(
+            make_causal_attention=AlwaysBiased,
+            make_self_attention=BiasedSelfAttention,
+            make_multihead_attention=HeadsAlwaysBiased,
+        ),
         SEED_000,
     ),
     _m(
@@ -1093,17 +1023,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "calls attention dropout without passing self.training, so dropout stays on in eval",
         "Is your module deterministic after .eval()? Check what tells your dropout the module's mode.",
         "调用 .eval() 之后你的模块输出是确定的吗？看看是什么把模块的模式告诉了 dropout。",
-        {"make_causal_attention": _causal_attention(DropoutInEval)},
+        _made(make_causal_attention=DropoutInEval),
     ),
     _m(
         "dropout-never-applied",
         "holds the dropout (nn.Dropout or the rate) but never applies it in forward",
         "Where in forward does your dropout act? In training mode some attention weights must be dropped.",
         "你的 dropout 在 forward 的哪里起作用？在训练模式下，应当有一部分注意力权重被丢弃。",
-        {
-            "make_causal_attention": _causal_attention(DropoutNeverApplied),
-            "make_multihead_attention": _multihead_attention(HeadsDropoutNeverApplied),
-        },
+        _made(make_causal_attention=DropoutNeverApplied, make_multihead_attention=HeadsDropoutNeverApplied),
     ),
     _m(
         "dropout-on-context",
@@ -1111,10 +1038,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "What does your dropout drop: attention weights, or the context vectors made from them? It belongs right "
         "after the softmax.",
         "你的 dropout 丢弃的是什么：注意力权重，还是由它们得到的上下文向量？它应当紧跟在 softmax 之后。",
-        {
-            "make_causal_attention": _causal_attention(DropoutOnContext),
-            "make_multihead_attention": _multihead_attention(HeadsDropoutOnContext),
-        },
+        _made(make_causal_attention=DropoutOnContext, make_multihead_attention=HeadsDropoutOnContext),
     ),
     _m(
         "dropout-on-scores",
@@ -1122,10 +1046,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "A dropped score becomes 0, and the softmax still gives it weight. Should dropout come before or after "
         "the softmax?",
         "被丢弃的分数变成 0，softmax 之后它仍然会得到权重。dropout 应当放在 softmax 之前还是之后？",
-        {
-            "make_causal_attention": _causal_attention(DropoutOnScores),
-            "make_multihead_attention": _multihead_attention(HeadsDropoutOnScores),
-        },
+        _made(make_causal_attention=DropoutOnScores, make_multihead_attention=HeadsDropoutOnScores),
     ),
     # make_multihead_attention
     _m(
@@ -1133,7 +1054,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "makes out_proj but returns the concatenated heads without applying it",
         "After the heads are merged, is there one more layer in the chapter's MultiHeadAttention?",
         "把各个头合并之后，书中的 MultiHeadAttention 还有一层什么？",
-        {"make_multihead_attention": _multihead_attention(NoOutProj)},
+        _made(make_multihead_attention=NoOutProj),
         SEED_002,
     ),
     _m(
@@ -1141,14 +1062,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "splits (and merges) heads with a bare view to (b, H, T, hd), without transpose",
         "Inside forward, does each head see every token? Check how you move heads in front of tokens and back.",
         "在 forward 中，每个头都看到了所有词元吗？检查你是怎样把头移到词元前面、再移回来的。",
-        {"make_multihead_attention": _multihead_attention(HeadsWithoutTranspose)},
+        _made(make_multihead_attention=HeadsWithoutTranspose),
     ),
     _m(
         "mha-scale-by-d-out",
         "divides each head's scores by sqrt(d_out) instead of sqrt(head_dim)",
         "What is d_k for one head? Each head's keys are narrower than d_out.",
         "对单个头来说 d_k 是多少？每个头的 keys 比 d_out 窄。",
-        {"make_multihead_attention": _multihead_attention(ScaledByDOut)},
+        _made(make_multihead_attention=ScaledByDOut),
     ),
     # sliding_window_mask
     _m(
@@ -1320,7 +1241,7 @@ ACCEPTED: tuple[Mistake, ...] = (
         "`assert d_out % num_heads == 0` raises AssertionError (and vanishes under python -O) instead of ValueError",
         "Which exception does a bad argument deserve? An assert is for bugs, and python -O removes it.",
         "参数不合法时应当抛出哪种异常？assert 用于检查程序错误，而且 python -O 会把它去掉。",
-        {"make_multihead_attention": _multihead_attention(AssertsDivisible)},
+        _made(make_multihead_attention=AssertsDivisible),
         SEED_003,
     ),
 )
