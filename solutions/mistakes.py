@@ -37,6 +37,7 @@ from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
     SelfAttention,
+    _token_names,
     attention_dropout,
     causal_mask,
     context_vectors,
@@ -189,33 +190,17 @@ def weights_transposed(weights, values):
 # --- the causal mask ------------------------------------------------------------------
 
 
-def _check_tokens(num_tokens):
-    if num_tokens < 1:
-        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+def _causal_mask(triangle=torch.triu, diagonal=1, checked=True, dtype=torch.bool, on_device=True):
+    """causal_mask as ``triangle(ones, diagonal)`` of ``dtype`` (None: the float default), on the default device
+    unless ``on_device``; ``checked``: the reference's ValueError."""
 
+    def causal_mask(num_tokens, device=None):
+        if checked and num_tokens < 1:
+            raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+        ones = torch.ones(num_tokens, num_tokens, dtype=dtype, device=device if on_device else None)
+        return triangle(ones, diagonal=diagonal)
 
-def triu_diagonal_0(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
-
-
-def tril_instead_of_triu(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
-
-
-def causal_mask_ignores_device(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
-
-
-def causal_mask_float(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
-
-
-def causal_mask_unchecked(num_tokens, device=None):
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=1)
+    return causal_mask
 
 
 def mask_of_size_6(scores):
@@ -539,16 +524,6 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
 # --- plotting -------------------------------------------------------------------------------------------
 
 
-def _token_names(tokens, num_queries, num_keys):
-    """``(query_tokens, key_tokens)`` as the reference reads ``tokens``, raising ValueError like it."""
-    items = list(tokens)
-    pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
-    queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
-    if (len(queries), len(keys)) != (num_queries, num_keys):
-        raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
-    return [str(t) for t in queries], [str(t) for t in keys]
-
-
 def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=False, swap_ticks=False,
                  detach=True, show=False, axes=False):  # fmt: skip
     """The reference's plot with one thing changed (each mistake below names which)."""
@@ -752,28 +727,28 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
         "Should a token be allowed to attend to itself? Check what your mask holds on the diagonal.",
         "一个词元能否关注它自己？检查一下你的掩码在对角线上的值。",
-        {"causal_mask": triu_diagonal_0},
+        {"causal_mask": _causal_mask(diagonal=0)},
     ),
     _m(
         "tril-instead-of-triu",
         "`torch.tril(ones)`: the keep mask of the first approach used as the mask, so it hides the past",
         "True means 'hide this entry'. Which entries are the future: above or below the diagonal?",
         "True 表示“遮住这个位置”。哪些位置代表未来：对角线上方还是下方？",
-        {"causal_mask": tril_instead_of_triu},
+        {"causal_mask": _causal_mask(torch.tril, diagonal=0)},
     ),
     _m(
         "causal-mask-ignores-device",
         "builds the mask on the default device whatever `device` says",
         "Where does your mask live when you are asked for one on a GPU? Pass the device you are given along.",
         "当要求在 GPU 上生成掩码时，你的掩码在哪个设备上？请把传入的 device 用上。",
-        {"causal_mask": causal_mask_ignores_device},
+        {"causal_mask": _causal_mask(on_device=False)},
     ),
     _m(
         "causal-mask-float",
         "returns the seeds' float 0/1 `torch.triu(torch.ones(T, T), 1)` as is, not a bool mask",
         "What dtype is your mask? masked_fill wants a boolean tensor.",
         "你的掩码是什么数据类型？masked_fill 需要布尔类型的张量。",
-        {"causal_mask": causal_mask_float},
+        {"causal_mask": _causal_mask(dtype=None)},
         f"{SEED_000}, {SEED_003}",
     ),
     _m(
@@ -781,7 +756,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "no ValueError for num_tokens < 1: returns an empty mask or fails inside torch",
         "What should happen when someone asks for a mask of 0 tokens? Check the argument before building anything.",
         "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
-        {"causal_mask": causal_mask_unchecked},
+        {"causal_mask": _causal_mask(checked=False)},
     ),
     # apply_causal_mask
     _m(
