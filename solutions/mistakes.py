@@ -119,16 +119,18 @@ def scale_by_num_tokens(queries, keys):
 # --- softmax --------------------------------------------------------------------------
 
 
-def softmax_over_dim_1(scores, dim=-1):
-    return softmax_weights(scores, dim=1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
+def _softmax_over(fixed):
+    """softmax_weights normalising dim ``fixed`` whatever ``dim`` says."""
+
+    def softmax(scores, dim=-1):
+        return softmax_weights(scores, dim=fixed)
+
+    return softmax
 
 
-def softmax_over_dim_0(scores, dim=-1):
-    return softmax_weights(scores, dim=0)  # the batch dimension
-
-
-def softmax_ignores_dim(scores, dim=-1):
-    return softmax_weights(scores, dim=-1)
+softmax_over_dim_1 = _softmax_over(1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
+softmax_over_dim_0 = _softmax_over(0)  # the batch dimension
+softmax_ignores_dim = _softmax_over(-1)
 
 
 def softmax_without_max(scores, dim=-1):
@@ -144,40 +146,20 @@ def softmax_nan_on_masked_rows(scores, dim=-1):
 # --- softmax with a temperature ----------------------------------------------------------
 
 
-def _check_temperature(temperature):
-    if not temperature > 0:
-        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+def _temperature(weights_of, checked=True):
+    """softmax_with_temperature as ``weights_of(scores, temperature, dim)``; ``checked``: the reference's
+    ValueError (unchecked, temperature 0 makes scores / 0 ±inf or NaN, no error)."""
+
+    def softmax_with_temperature(scores, temperature, dim=-1):
+        if checked and not temperature > 0:
+            raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+        return weights_of(scores, temperature, dim)
+
+    return softmax_with_temperature
 
 
-def temperature_after_softmax(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores, dim=dim) / temperature  # the weights no longer sum to 1
-
-
-def temperature_multiplied(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores * temperature, dim=dim)  # a small temperature flattens instead of sharpening
-
-
-def temperature_ignored(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores, dim=dim)
-
-
-def temperature_without_max(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    exp = torch.exp(scores / temperature)  # at temperature 1e-4 the scaled logits reach 1e4: inf / inf
-    return exp / exp.sum(dim=dim, keepdim=True)
-
-
-def temperature_over_every_element(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    scaled = scores / temperature  # one softmax of the whole tensor: the weights of all rows together sum to 1
-    return softmax_weights(scaled.reshape(-1), dim=0).reshape(scores.shape)
-
-
-def temperature_unchecked(scores, temperature, dim=-1):
-    return softmax_weights(scores / temperature, dim=dim)  # temperature 0: scores / 0 is ±inf or NaN, no error
+def _over_every_element(scores, temperature, dim):
+    return softmax_weights((scores / temperature).reshape(-1), dim=0).reshape(scores.shape)
 
 
 # --- context vectors ------------------------------------------------------------------
@@ -671,21 +653,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Where does the temperature go: into the softmax or after it? Check that each row of your weights still "
         "sums to 1 at temperature 2.",
         "温度应该放在哪里：softmax 之内还是之后？检查一下温度为 2 时，你的权重每一行的和是否仍为 1。",
-        {"softmax_with_temperature": temperature_after_softmax},
+        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s, dim=d) / t)},
     ),
     _m(
         "temperature-multiplied",
         "multiplies the scores by the temperature instead of dividing: a small temperature flattens the weights",
         "Does a temperature below 1 make your weights sharper (closer to one-hot) or flatter? Divide or multiply?",
         "温度小于 1 时，你的权重是变得更尖锐（更接近 one-hot）还是更平坦？应该除还是乘？",
-        {"softmax_with_temperature": temperature_multiplied},
+        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s * t, dim=d))},
     ),
     _m(
         "temperature-ignored",
         "never uses the temperature: the plain softmax of the scores whatever the temperature",
         "Does your result change when the temperature changes? Compare temperature 1 with temperature 2.",
         "改变温度时，你的结果会变化吗？比较一下温度为 1 和温度为 2 的结果。",
-        {"softmax_with_temperature": temperature_ignored},
+        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s, dim=d))},
     ),
     _m(
         "temperature-without-max",
@@ -693,7 +675,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "What is scores / 0.0001 for a score of 3, and what is exp of that in floating point? Shift each slice "
         "by its maximum before exponentiating.",
         "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
-        {"softmax_with_temperature": temperature_without_max},
+        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_without_max(s / t, d))},
     ),
     _m(
         "temperature-over-every-element",
@@ -702,7 +684,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "your weights sums to 1, not the whole tensor.",
         "你的分母把哪些元素加在了一起？检查一下你的权重沿 `dim` 的每个切片（dim=-1 时即每一行）之和是否为 1，而不是整个"
         "张量之和为 1。",
-        {"softmax_with_temperature": temperature_over_every_element},
+        {"softmax_with_temperature": _temperature(_over_every_element)},
     ),
     _m(
         "temperature-unchecked",
@@ -711,7 +693,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "(an assert is stripped by python -O and raises the wrong type).",
         "如果有人传入温度 0 或 -1，应该怎样？先检查参数并抛出 ValueError"
         "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
-        {"softmax_with_temperature": temperature_unchecked},
+        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s / t, dim=d), checked=False)},
     ),
     # context_vectors
     _m(
