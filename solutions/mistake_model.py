@@ -248,13 +248,7 @@ def attend(
             step = "heads"
             q, key, v = (_split(t, cfg.num_heads, heads) for t in (q, key, v))
         step = "product"
-        product = k.get("product", "q_at_k")
-        if product == "q_at_k":
-            scores = q @ key.transpose(-2, -1)
-        elif product == "q_at_k_T":  # `.T` reverses every dim
-            scores = q @ key.permute(*reversed(range(key.dim())))
-        else:
-            scores = key @ q.transpose(-2, -1)
+        scores = _product(q, key, k.get("product", "q_at_k"))
         step = "scale"
         d_k, num_tokens = key.shape[-1], x.shape[-2]
         scale = k.get("scale", "sqrt_d_k")
@@ -547,7 +541,7 @@ def _weights_explained(value: str, got: torch.Tensor, w: torch.Tensor, trace: Ma
 
 
 def _product(queries: torch.Tensor, keys: torch.Tensor, product: str) -> torch.Tensor:
-    if product == "q_at_k_T":
+    if product == "q_at_k_T":  # `.T` reverses every dim
         return queries @ keys.permute(*reversed(range(keys.dim())))
     if product == "k_at_q":
         return keys @ queries.transpose(-2, -1)
@@ -644,12 +638,9 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
         out = weights * keep * ({"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale])
         return out / out.sum(dim=-1, keepdim=True) if rows else out
 
-    functions = [dot_product_scores, scaled_dot_product_scores, softmax_weights, softmax_with_temperature]
-    functions += [causal_mask, apply_causal_mask, sliding_window_mask, attention_dropout]
-    for fn in functions:
-        if fn.__name__ == hook:
-            return fn
-    raise KeyError(f"the mistake model has no function {hook}")
+    if hook not in FUNCTION_HOOKS:
+        raise KeyError(f"the mistake model has no function {hook}")
+    return locals()[hook]
 
 
 # --- the model as solutions: for the audit, and to check it against the catalogue ------------------------
