@@ -91,6 +91,12 @@ def _check_heads(d, num_heads):
         raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
 
 
+def _hook(hook, wrong, **how):
+    """Overrides: ``hook`` as ``wrong(**arguments, **how)``, a plain function with the hook's signature (``how``
+    names the step done wrong)."""
+    return {hook: hook_function(hook, functools.partial(wrong, **how))}
+
+
 # --- scores ---------------------------------------------------------------------------
 
 
@@ -119,18 +125,8 @@ def scale_by_num_tokens(queries, keys):
 # --- softmax --------------------------------------------------------------------------
 
 
-def _softmax_over(fixed):
-    """softmax_weights normalising dim ``fixed`` whatever ``dim`` says."""
-
-    def softmax(scores, dim=-1):
-        return softmax_weights(scores, dim=fixed)
-
-    return softmax
-
-
-softmax_over_dim_1 = _softmax_over(1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
-softmax_over_dim_0 = _softmax_over(0)  # the batch dimension
-softmax_ignores_dim = _softmax_over(-1)
+def _fixed_dim(scores, dim=-1, fixed=-1):
+    return softmax_weights(scores, dim=fixed)  # whatever dim says
 
 
 def softmax_without_max(scores, dim=-1):
@@ -146,16 +142,12 @@ def softmax_nan_on_masked_rows(scores, dim=-1):
 # --- softmax with a temperature ----------------------------------------------------------
 
 
-def _temperature(weights_of, checked=True):
+def _tempered(scores, temperature, dim=-1, weights_of=lambda s, t, d: softmax_weights(s / t, dim=d), checked=True):
     """softmax_with_temperature as ``weights_of(scores, temperature, dim)``; ``checked``: the reference's
     ValueError (unchecked, temperature 0 makes scores / 0 ±inf or NaN, no error)."""
-
-    def softmax_with_temperature(scores, temperature, dim=-1):
-        if checked and not temperature > 0:
-            raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
-        return weights_of(scores, temperature, dim)
-
-    return softmax_with_temperature
+    if checked and not temperature > 0:
+        raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+    return weights_of(scores, temperature, dim)
 
 
 def _over_every_element(scores, temperature, dim):
@@ -172,17 +164,14 @@ def weights_transposed(weights, values):
 # --- the causal mask ------------------------------------------------------------------
 
 
-def _causal_mask(triangle=torch.triu, diagonal=1, checked=True, dtype=torch.bool, on_device=True):
+def _causal_mask(num_tokens, device=None, triangle=torch.triu, diagonal=1, checked=True, dtype=torch.bool,
+                 on_device=True):  # fmt: skip
     """causal_mask as ``triangle(ones, diagonal)`` of ``dtype`` (None: the float default), on the default device
     unless ``on_device``; ``checked``: the reference's ValueError."""
-
-    def causal_mask(num_tokens, device=None):
-        if checked and num_tokens < 1:
-            raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
-        ones = torch.ones(num_tokens, num_tokens, dtype=dtype, device=device if on_device else None)
-        return triangle(ones, diagonal=diagonal)
-
-    return causal_mask
+    if checked and num_tokens < 1:
+        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+    ones = torch.ones(num_tokens, num_tokens, dtype=dtype, device=device if on_device else None)
+    return triangle(ones, diagonal=diagonal)
 
 
 def mask_of_size_6(scores):
@@ -245,20 +234,17 @@ def p_not_checked(weights, keep_mask, p):
     return weights * keep_mask.to(weights.dtype) / (1.0 - p)
 
 
-def _attention_dropout(in_eval=False, keep_below=False, global_rng=False, by_p=False):
+def _attention_dropout(weights, p, training=True, generator=None, in_eval=False, keep_below=False, global_rng=False,
+                       by_p=False):  # fmt: skip
     """attention_dropout dropping in eval too, keeping with probability p, drawing from the global generator, or
     scaling the survivors by 1/p (each keyword names its mistake)."""
-
-    def attention_dropout(weights, p, training=True, generator=None):
-        _check_p(p)
-        if not (training or in_eval) or p == 0.0:
-            return weights.clone()
-        gen = None if global_rng else generator
-        draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
-        keep = draws < p if keep_below else draws >= p
-        return weights * keep / p if by_p else dropout_scale(weights, keep, p)
-
-    return attention_dropout
+    _check_p(p)
+    if not (training or in_eval) or p == 0.0:
+        return weights.clone()
+    gen = None if global_rng else generator
+    draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
+    keep = draws < p if keep_below else draws >= p
+    return weights * keep / p if by_p else dropout_scale(weights, keep, p)
 
 
 def dropout_then_renormalise(weights, p, training=True, generator=None):
@@ -438,25 +424,21 @@ HeadsAlwaysBiased = _variant(MultiHeadAttention, "HeadsAlwaysBiased", biased=Tru
 # --- long sequences -------------------------------------------------------------------
 
 
-def _window_mask(checked=True, back=0, future=True):
+def _window_mask(num_tokens, window, device=None, checked=True, back=0, future=True):
     """sliding_window_mask hiding the keys more than ``window - 1 + back`` behind each query, and the future
     unless ``future`` is False; ``checked``: the reference's ValueErrors."""
-
-    def sliding_window_mask(num_tokens, window, device=None):
-        if checked and num_tokens < 1:
-            raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
-        if checked and window < 1:
-            raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
-        ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-        too_far = torch.tril(ones, diagonal=-(window + back))
-        return torch.triu(ones, diagonal=1) | too_far if future else too_far
-
-    return sliding_window_mask
+    if checked and num_tokens < 1:
+        raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
+    if checked and window < 1:
+        raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    too_far = torch.tril(ones, diagonal=-(window + back))
+    return torch.triu(ones, diagonal=1) | too_far if future else too_far
 
 
 def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_peak=NEG_INF, scaled=True,
             local_positions=False, whole_chunks_only=False):  # fmt: skip
-    """The reference's online softmax with one step done wrong (each keyword names the step)."""
+    """chunked_attention: the reference's online softmax with one step done wrong (each keyword names the step)."""
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     q = queries / math.sqrt(queries.shape[-1]) if scaled else queries
     stats = (*queries.shape[:-1], 1)
@@ -481,15 +463,6 @@ def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_pe
     return mixed / torch.where(total > 0, total, torch.ones_like(total))  # a query that sees nothing: zero gradients
 
 
-def _chunked(**wrong):
-    """chunked_attention with the online softmax's steps done as ``wrong`` says (:func:`_online`)."""
-
-    def chunked_attention(queries, keys, values, chunk_size, causal=False):
-        return _online(queries, keys, values, chunk_size, causal, **wrong)
-
-    return chunked_attention
-
-
 def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
     scores = scaled_dot_product_scores(queries, keys)  # (..., Tq, Tk): the whole thing, at once
     if causal:
@@ -508,7 +481,7 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
 
 def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=False, swap_ticks=False,
                  detach=True, show=False, axes=False):  # fmt: skip
-    """The reference's plot with one thing changed (each mistake below names which)."""
+    """plot_attention: the reference's plot with one thing changed (each mistake below names which)."""
     import matplotlib.pyplot as plt
 
     if weights.dim() != 2:
@@ -531,15 +504,6 @@ def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=Fa
     if show:
         plt.show()
     return ax if axes else fig
-
-
-def _plot(**wrong):
-    """plot_attention with one thing drawn otherwise (:func:`_drawn_wrong`)."""
-
-    def plot_attention(weights, tokens=None):
-        return _drawn_wrong(weights, tokens, **wrong)
-
-    return plot_attention
 
 
 def plot_any_shape(weights, tokens=None):
@@ -615,7 +579,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which dimension does your softmax normalise when the scores have a batch dimension? Normalise over the "
         "keys: the last dimension, or the dim you are given.",
         "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化：最后一维，或传入的 dim。",
-        {"softmax_weights": softmax_over_dim_1},
+        _hook("softmax_weights", _fixed_dim, fixed=1),
         f"{SEED_000}, {SEED_002}, {SEED_003}",
     ),
     _m(
@@ -623,14 +587,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "normalises dim=0, the batch dimension, whatever `dim` says",
         "Which dimension does your softmax normalise? Dimension 0 mixes different examples of the batch.",
         "你的 softmax 在哪个维度上归一化？第 0 维会把批次中不同的样本混在一起。",
-        {"softmax_weights": softmax_over_dim_0},
+        _hook("softmax_weights", _fixed_dim, fixed=0),
     ),
     _m(
         "softmax-ignores-dim",
         "always normalises the last dimension, ignoring the `dim` argument",
         "Does your function read its `dim` argument? Try it with dim=0 and check which slices sum to 1.",
         "你的函数用到 `dim` 参数了吗？用 dim=0 试一试，看看是哪些切片的和为 1。",
-        {"softmax_weights": softmax_ignores_dim},
+        _hook("softmax_weights", _fixed_dim, fixed=-1),
     ),
     _m(
         "softmax-without-max",
@@ -653,21 +617,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Where does the temperature go: into the softmax or after it? Check that each row of your weights still "
         "sums to 1 at temperature 2.",
         "温度应该放在哪里：softmax 之内还是之后？检查一下温度为 2 时，你的权重每一行的和是否仍为 1。",
-        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s, dim=d) / t)},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_weights(s, dim=d) / t),
     ),
     _m(
         "temperature-multiplied",
         "multiplies the scores by the temperature instead of dividing: a small temperature flattens the weights",
         "Does a temperature below 1 make your weights sharper (closer to one-hot) or flatter? Divide or multiply?",
         "温度小于 1 时，你的权重是变得更尖锐（更接近 one-hot）还是更平坦？应该除还是乘？",
-        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s * t, dim=d))},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_weights(s * t, dim=d)),
     ),
     _m(
         "temperature-ignored",
         "never uses the temperature: the plain softmax of the scores whatever the temperature",
         "Does your result change when the temperature changes? Compare temperature 1 with temperature 2.",
         "改变温度时，你的结果会变化吗？比较一下温度为 1 和温度为 2 的结果。",
-        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s, dim=d))},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_weights(s, dim=d)),
     ),
     _m(
         "temperature-without-max",
@@ -675,7 +639,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "What is scores / 0.0001 for a score of 3, and what is exp of that in floating point? Shift each slice "
         "by its maximum before exponentiating.",
         "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
-        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_without_max(s / t, d))},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_without_max(s / t, d)),
     ),
     _m(
         "temperature-over-every-element",
@@ -684,7 +648,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "your weights sums to 1, not the whole tensor.",
         "你的分母把哪些元素加在了一起？检查一下你的权重沿 `dim` 的每个切片（dim=-1 时即每一行）之和是否为 1，而不是整个"
         "张量之和为 1。",
-        {"softmax_with_temperature": _temperature(_over_every_element)},
+        _hook("softmax_with_temperature", _tempered, weights_of=_over_every_element),
     ),
     _m(
         "temperature-unchecked",
@@ -693,7 +657,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "(an assert is stripped by python -O and raises the wrong type).",
         "如果有人传入温度 0 或 -1，应该怎样？先检查参数并抛出 ValueError"
         "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
-        {"softmax_with_temperature": _temperature(lambda s, t, d: softmax_weights(s / t, dim=d), checked=False)},
+        _hook("softmax_with_temperature", _tempered, checked=False),
     ),
     # context_vectors
     _m(
@@ -709,28 +673,28 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
         "Should a token be allowed to attend to itself? Check what your mask holds on the diagonal.",
         "一个词元能否关注它自己？检查一下你的掩码在对角线上的值。",
-        {"causal_mask": _causal_mask(diagonal=0)},
+        _hook("causal_mask", _causal_mask, diagonal=0),
     ),
     _m(
         "tril-instead-of-triu",
         "`torch.tril(ones)`: the keep mask of the first approach used as the mask, so it hides the past",
         "True means 'hide this entry'. Which entries are the future: above or below the diagonal?",
         "True 表示“遮住这个位置”。哪些位置代表未来：对角线上方还是下方？",
-        {"causal_mask": _causal_mask(torch.tril, diagonal=0)},
+        _hook("causal_mask", _causal_mask, triangle=torch.tril, diagonal=0),
     ),
     _m(
         "causal-mask-ignores-device",
         "builds the mask on the default device whatever `device` says",
         "Where does your mask live when you are asked for one on a GPU? Pass the device you are given along.",
         "当要求在 GPU 上生成掩码时，你的掩码在哪个设备上？请把传入的 device 用上。",
-        {"causal_mask": _causal_mask(on_device=False)},
+        _hook("causal_mask", _causal_mask, on_device=False),
     ),
     _m(
         "causal-mask-float",
         "returns the seeds' float 0/1 `torch.triu(torch.ones(T, T), 1)` as is, not a bool mask",
         "What dtype is your mask? masked_fill wants a boolean tensor.",
         "你的掩码是什么数据类型？masked_fill 需要布尔类型的张量。",
-        {"causal_mask": _causal_mask(dtype=None)},
+        _hook("causal_mask", _causal_mask, dtype=None),
         f"{SEED_000}, {SEED_003}",
     ),
     _m(
@@ -738,7 +702,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "no ValueError for num_tokens < 1: returns an empty mask or fails inside torch",
         "What should happen when someone asks for a mask of 0 tokens? Check the argument before building anything.",
         "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
-        {"causal_mask": _causal_mask(checked=False)},
+        _hook("causal_mask", _causal_mask, checked=False),
     ),
     # apply_causal_mask
     _m(
@@ -823,14 +787,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "keeps each entry with probability 1-p but scales the survivors by 1/p",
         "With p=0.2, how much must the surviving 80% grow so the expected weight stays the same?",
         "当 p=0.2 时，被保留的 80% 元素要放大多少倍，期望权重才保持不变？",
-        {"attention_dropout": _attention_dropout(by_p=True)},
+        _hook("attention_dropout", _attention_dropout, by_p=True),
     ),
     _m(
         "dropout-active-in-eval",
         "drops entries even when training=False",
         "What should dropout do when the model is being evaluated? Look at the `training` argument.",
         "模型在评估时 dropout 应当做什么？看看 `training` 参数。",
-        {"attention_dropout": _attention_dropout(in_eval=True)},
+        _hook("attention_dropout", _attention_dropout, in_eval=True),
     ),
     _m(
         "dropout-renormalises-rows",
@@ -844,14 +808,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "keeps each entry with probability p instead of 1-p",
         "p is the probability of dropping an entry. With p=0.2, about what share of the entries should survive?",
         "p 是丢弃一个元素的概率。当 p=0.2 时，大约应当有多少比例的元素被保留？",
-        {"attention_dropout": _attention_dropout(keep_below=True)},
+        _hook("attention_dropout", _attention_dropout, keep_below=True),
     ),
     _m(
         "dropout-ignores-generator",
         "draws the keep mask from the global RNG, ignoring `generator`",
         "Where do your random numbers come from? The same generator state must give the same mask.",
         "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
-        {"attention_dropout": _attention_dropout(global_rng=True)},
+        _hook("attention_dropout", _attention_dropout, global_rng=True),
     ),
     # split_heads
     _m(
@@ -1034,21 +998,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "masks keys with `j < i - window`: each query sees window + 1 keys",
         "Count the keys row i may see, itself included: there should be exactly `window` of them.",
         "数一数第 i 行能看到几个键（包括它自己）：应当正好是 `window` 个。",
-        {"sliding_window_mask": _window_mask(back=1)},
+        _hook("sliding_window_mask", _window_mask, back=1),
     ),
     _m(
         "window-sees-one-too-few",
         "masks keys with `j <= i - window + 1`: each query sees only window - 1 keys (window 1 sees nothing)",
         "With window = 1, what may token i still see? Count the keys of one row, itself included.",
         "当 window = 1 时，第 i 个词元还能看到什么？数一数一行里能看到的键（包括它自己）。",
-        {"sliding_window_mask": _window_mask(back=-1)},
+        _hook("sliding_window_mask", _window_mask, back=-1),
     ),
     _m(
         "window-forgets-future",
         "masks only the keys too far back: the future stays visible",
         "A sliding window is still causal. Which entries above the diagonal does your mask hide?",
         "滑动窗口仍然是因果的。你的掩码遮住对角线上方的元素了吗？",
-        {"sliding_window_mask": _window_mask(future=False)},
+        _hook("sliding_window_mask", _window_mask, future=False),
         SEED_002,
     ),
     _m(
@@ -1056,7 +1020,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "accepts window < 1 (or num_tokens < 1) instead of raising ValueError",
         "What should window = 0 mean? A row that sees nothing is not a mask anyone wants: raise ValueError.",
         "window = 0 应当是什么意思？一行什么也看不到的掩码没有用处：请抛出 ValueError。",
-        {"sliding_window_mask": _window_mask(checked=False)},
+        _hook("sliding_window_mask", _window_mask, checked=False),
     ),
     # chunked_attention
     _m(
@@ -1065,7 +1029,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "When a block raises the running max, the sums so far were computed against the old max. What factor "
         "brings them to the new one?",
         "当某个块提高了运行最大值时，之前的累加和是相对旧的最大值算的。用什么因子把它们换算到新的最大值？",
-        {"chunked_attention": _chunked(rescale=False)},
+        _hook("chunked_attention", _online, rescale=False),
         SEED_002,
     ),
     _m(
@@ -1073,14 +1037,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "starts the running max at 0 instead of -inf: when every score is far below zero, exp underflows to 0",
         "What is the max of an empty set of scores? Try keys that make every score very negative.",
         "空集合的最大值是多少？试试让所有分数都非常负的键。",
-        {"chunked_attention": _chunked(first_peak=0.0)},
+        _hook("chunked_attention", _online, first_peak=0.0),
     ),
     _m(
         "chunked-no-scaling",
         "never divides the scores by sqrt(d)",
         "Is this still *scaled* dot-product attention? Compare one block of your scores with q k^T / sqrt(d).",
         "这还是*缩放*点积注意力吗？把你的某一块分数和 q k^T / sqrt(d) 比较一下。",
-        {"chunked_attention": _chunked(scaled=False)},
+        _hook("chunked_attention", _online, scaled=False),
     ),
     _m(
         "causal-offset-per-chunk",
@@ -1088,14 +1052,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "In the block that starts at key s, where is its first key in the whole sequence? Compare positions, "
         "not indices within the block.",
         "从第 s 个键开始的那一块里，第一个键在整个序列中的位置是多少？请比较全局位置，而不是块内下标。",
-        {"chunked_attention": _chunked(local_positions=True)},
+        _hook("chunked_attention", _online, local_positions=True),
     ),
     _m(
         "last-partial-chunk-dropped",
         "walks only whole blocks, so the last Tk % chunk_size keys are never seen",
         "When chunk_size does not divide Tk, is the last, shorter block part of your loop?",
         "当 chunk_size 不能整除 Tk 时，最后那个较短的块在你的循环里吗？",
-        {"chunked_attention": _chunked(whole_chunks_only=True)},
+        _hook("chunked_attention", _online, whole_chunks_only=True),
     ),
     _m(
         "full-attention-sliced",
@@ -1113,7 +1077,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which axis of the image holds the queries? imshow puts the rows of its array down the side, and row i "
         "of the weights is query i.",
         "图像的哪一个轴对应查询（query）？imshow 把数组的行画在纵轴上，而权重的第 i 行属于第 i 个查询。",
-        {"plot_attention": _plot(transpose=True)},
+        _hook("plot_attention", _drawn_wrong, transpose=True),
     ),
     _m(
         "plot-without-colorbar",
@@ -1121,7 +1085,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "How would a reader tell a weight of 0.2 from 0.8 in your picture? Something on the figure must say "
         "which colour means which value.",
         "读者怎样从你的图中分辨 0.2 和 0.8 的权重？图上需要有东西说明每种颜色代表多大的数值。",
-        {"plot_attention": _plot(colorbar=False)},
+        _hook("plot_attention", _drawn_wrong, colorbar=False),
         SEED_002,
     ),
     _m(
@@ -1130,14 +1094,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which positions run across the image, and which down its side? Check your labels against the rows "
         "and columns of the weights.",
         "横轴上排列的是哪种位置，纵轴上又是哪种？请对照权重矩阵的行和列检查你的坐标轴标签。",
-        {"plot_attention": _plot(swap_labels=True)},
+        _hook("plot_attention", _drawn_wrong, swap_labels=True),
     ),
     _m(
         "plot-tokens-on-wrong-axes",
         "labels the x ticks with the query tokens and the y ticks with the key tokens",
         "With different query and key tokens, which ones belong under the columns? The columns are the keys.",
         "当查询和键的词元不同时，哪一组应该标在列的下方？列对应的是键（key）。",
-        {"plot_attention": _plot(swap_ticks=True)},
+        _hook("plot_attention", _drawn_wrong, swap_ticks=True),
     ),
     _m(
         "plot-without-detach",
@@ -1146,7 +1110,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "tensor before numpy (and matplotlib) may read it?",
         "用模块算出来的权重（需要梯度的张量）试一试你的函数。这样的张量在交给 numpy（以及 matplotlib）"
         "之前需要先做什么？",
-        {"plot_attention": _plot(detach=False)},
+        _hook("plot_attention", _drawn_wrong, detach=False),
     ),
     _m(
         "plot-shows-figure",
@@ -1154,14 +1118,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Who decides when a figure is shown: the function that draws it, or the code that calls it? Return the "
         "figure and leave showing to the caller.",
         "图什么时候显示，应该由画图的函数决定，还是由调用它的代码决定？把 Figure 返回，让调用者去显示。",
-        {"plot_attention": _plot(show=True)},
+        _hook("plot_attention", _drawn_wrong, show=True),
     ),
     _m(
         "plot-returns-axes",
         "returns the Axes it drew on (`ax`) instead of the Figure",
         "What does `plt.subplots()` give you, and which of the two does the exercise ask you to return?",
         "`plt.subplots()` 返回了哪两样东西？这个练习要求你返回的是其中哪一个？",
-        {"plot_attention": _plot(axes=True)},
+        _hook("plot_attention", _drawn_wrong, axes=True),
     ),
     _m(
         "plot-any-shape",
