@@ -100,26 +100,13 @@ def _hook(hook, wrong, **how):
 # --- scores ---------------------------------------------------------------------------
 
 
-def q_at_k_t(queries, keys):
-    # `q @ k.T`: on a 3-D or 4-D tensor .T reverses *all* dims, not the last two
-    return queries @ keys.permute(*reversed(range(keys.dim())))
-
-
-def keys_at_queries_t(queries, keys):
-    return keys @ queries.transpose(-2, -1)  # (..., Tk, Tq): the transpose of the scores
-
-
-def no_scaling(queries, keys):
-    return dot_product_scores(queries, keys)
+def scale_by_num_tokens(queries, keys):
+    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
 
 
 def scale_twice(queries, keys):
     d_k = keys.shape[-1]
     return dot_product_scores(queries, keys) / math.sqrt(d_k) / math.sqrt(d_k)
-
-
-def scale_by_num_tokens(queries, keys):
-    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
 
 
 # --- softmax --------------------------------------------------------------------------
@@ -152,13 +139,6 @@ def _tempered(scores, temperature, dim=-1, weights_of=lambda s, t, d: softmax_we
 
 def _over_every_element(scores, temperature, dim):
     return softmax_weights((scores / temperature).reshape(-1), dim=0).reshape(scores.shape)
-
-
-# --- context vectors ------------------------------------------------------------------
-
-
-def weights_transposed(weights, values):
-    return weights.transpose(-2, -1) @ values
 
 
 # --- the causal mask ------------------------------------------------------------------
@@ -531,13 +511,12 @@ def _m(mistake_id, description, hint, hint_zh, overrides, source=CLASSIC, exerci
 
 
 CATALOGUE: tuple[Mistake, ...] = (
-    # dot_product_scores
     _m(
         "q-at-k-t-batched",
         "`queries @ keys.T`: right for 2-D input, but on batched input .T reverses every dimension",
         "On a 3-D or 4-D tensor, which dimensions does `.T` swap? Only the last two should change places.",
         "对三维或四维张量来说，`.T` 交换的是哪些维度？应当只交换最后两个维度。",
-        {"dot_product_scores": q_at_k_t},
+        {"dot_product_scores": lambda queries, keys: queries @ keys.permute(*reversed(range(keys.dim())))},
         SEED_003,
     ),
     _m(
@@ -545,15 +524,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`keys @ queries.T`: the scores come out transposed, (Tk, Tq) instead of (Tq, Tk)",
         "Which operand comes first in your product? Row i of the scores belongs to query i.",
         "矩阵乘法中哪个操作数在前？注意力分数的第 i 行应当属于第 i 个查询（query）。",
-        {"dot_product_scores": keys_at_queries_t},
+        {"dot_product_scores": lambda queries, keys: keys @ queries.transpose(-2, -1)},
     ),
-    # scaled_dot_product_scores
     _m(
         "no-scaling",
         "returns the plain dot products, never divided by sqrt(d_k)",
         "Compare your scores with the plain dot products: what should they be divided by?",
         "把你的分数和普通点积比较一下：它们应当除以什么？",
-        {"scaled_dot_product_scores": no_scaling},
+        {"scaled_dot_product_scores": lambda queries, keys: dot_product_scores(queries, keys)},
     ),
     _m(
         "scale-by-d-k-not-sqrt",
@@ -572,7 +550,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "你对哪个尺寸开平方根？看看 d_k 位于 `keys` 的哪一个维度。",
         {"scaled_dot_product_scores": scale_by_num_tokens},
     ),
-    # softmax_weights
     _m(
         "softmax-over-dim-1",
         "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
@@ -610,7 +587,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "-inf 减去 -inf 等于多少？想一想所有元素都被遮蔽的一行：它的结果应当全是 0。",
         {"softmax_weights": softmax_nan_on_masked_rows},
     ),
-    # softmax_with_temperature
     _m(
         "temperature-after-softmax",
         "divides the softmax's weights by the temperature instead of the scores: the rows no longer sum to 1",
@@ -659,15 +635,13 @@ CATALOGUE: tuple[Mistake, ...] = (
         "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
         _hook("softmax_with_temperature", _tempered, checked=False),
     ),
-    # context_vectors
     _m(
         "weights-transposed",
         "`weights.T @ values`: mixes the values by columns of the weights instead of rows",
         "Each context vector is one row of the weights times the values. Are you using rows or columns?",
         "每个上下文向量等于权重的一行乘以 values。你用的是行还是列？",
-        {"context_vectors": weights_transposed},
+        {"context_vectors": lambda weights, values: weights.transpose(-2, -1) @ values},
     ),
-    # causal_mask
     _m(
         "triu-diagonal-0",
         "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
@@ -704,7 +678,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
         _hook("causal_mask", _causal_mask, checked=False),
     ),
-    # apply_causal_mask
     _m(
         "mask-of-size-6",
         "`torch.triu(torch.ones(6, 6), 1)`: a mask of the chapter's fixed size, wrong for any other T",
@@ -736,7 +709,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"apply_causal_mask": mask_in_place},
         SEED_003,
     ),
-    # renormalize_masked_weights
     _m(
         "mask-without-renormalising",
         "`attn_weights * tril`: zeroes the future but never divides, so rows no longer sum to 1",
@@ -752,7 +724,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "除法之前你在哪个维度上求和？必须是每一行的和为 1。",
         {"renormalize_masked_weights": renormalise_columns},
     ),
-    # dropout_scale
     _m(
         "dropout-scale-by-inverse-p",
         "scales the kept entries by 1/p instead of 1/(1-p)",
@@ -781,7 +752,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "p = 1.5 是一个概率吗？在使用参数之前先检查它。",
         {"dropout_scale": p_not_checked},
     ),
-    # attention_dropout
     _m(
         "attention-dropout-scale-by-inverse-p",
         "keeps each entry with probability 1-p but scales the survivors by 1/p",
@@ -817,7 +787,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
         _hook("attention_dropout", _attention_dropout, global_rng=True),
     ),
-    # split_heads
     _m(
         "split-heads-without-transpose",
         "`x.view(b, H, T, hd)` straight from (b, T, d): mixes tokens into heads",
@@ -840,7 +809,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"split_heads": split_unchecked},
         SEED_002,
     ),
-    # merge_heads
     _m(
         "merge-without-transpose",
         "`x.reshape(b, T, H*hd)` straight from (b, H, T, hd): tokens and heads are scrambled",
@@ -848,7 +816,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "按相反的顺序一步步撤销 split_heads：在展平之前，头和词元分别在哪个维度？",
         {"merge_heads": merge_without_transpose},
     ),
-    # make_self_attention
     _m(
         "scale-by-d-in",
         "divides the scores by sqrt(d_in), the input width, instead of sqrt(d_k) of the keys",
@@ -887,7 +854,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         _made(make_self_attention=MatrixNames),
         SEED_003,
     ),
-    # make_causal_attention
     _m(
         "softmax-twice",
         "applies softmax to the scores, masks the weights, then applies softmax again",
@@ -969,7 +935,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "被丢弃的分数变成 0，softmax 之后它仍然会得到权重。dropout 应当放在 softmax 之前还是之后？",
         _made(make_causal_attention=DropoutOnScores, make_multihead_attention=HeadsDropoutOnScores),
     ),
-    # make_multihead_attention
     _m(
         "no-out-proj",
         "makes out_proj but returns the concatenated heads without applying it",
@@ -992,7 +957,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "对单个头来说 d_k 是多少？每个头的 keys 比 d_out 窄。",
         _made(make_multihead_attention=ScaledByDOut),
     ),
-    # sliding_window_mask
     _m(
         "window-sees-one-too-many",
         "masks keys with `j < i - window`: each query sees window + 1 keys",
@@ -1022,7 +986,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "window = 0 应当是什么意思？一行什么也看不到的掩码没有用处：请抛出 ValueError。",
         _hook("sliding_window_mask", _window_mask, checked=False),
     ),
-    # chunked_attention
     _m(
         "chunks-not-rescaled",
         "adds each block's exp(score - new max) to sums kept relative to the old max, never rescaling them",
@@ -1070,7 +1033,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"chunked_attention": full_attention_sliced},
         SEED_002,
     ),
-    # plot_attention
     _m(
         "plot-transposed",
         "draws `weights.T`: keys down the side and queries across, the transpose of the chapter's heatmap",
