@@ -297,12 +297,9 @@ def attend(
             trace.update(weights=weights, values=v, scores=scores, mask=m, heads=heads)
             trace["out_proj"] = k.get("out_proj", "applied")
         step = "dropout"
-        if dropout == "weights":
-            weights = _dropout(weights, p, generator)
-        elif dropout == "unscaled":
-            weights = _dropout(weights, p, generator, scaled=False)
-        elif dropout == "renormalised":
-            weights = _dropout(weights, p, generator)
+        if dropout in ("weights", "unscaled", "renormalised"):
+            weights = _dropout(weights, p, generator, scaled=dropout != "unscaled")
+        if dropout == "renormalised":
             weights = weights / weights.sum(dim=-1, keepdim=True)
         step = "context"
         context = weights @ v
