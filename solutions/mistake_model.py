@@ -52,7 +52,7 @@ class Knob:
         return f"{self.step}={self.value}"
 
 
-# (step, value, mistake id, hooks): the first setting of each step, not listed, is the chapter's
+# (step, values, mistake id, hooks), one knob per value: the first setting of each step, not listed, is the chapter's
 _C, _M = frozenset({CAUSAL, MHA}), frozenset({MHA})
 _ALL = frozenset(MODULE_HOOKS)
 _KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
@@ -66,18 +66,14 @@ _KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("scale", "after_softmax", "scale-after-softmax", _ALL),
     ("softmax_dim", "1", "softmax-over-dim-1", _ALL),
     ("softmax_dim", "0", "softmax-over-dim-0", _ALL),
-    ("softmax_again", "masked_first", "softmax-twice", _C),
-    ("softmax_again", "unmasked_first", "softmax-twice", _C),
+    ("softmax_again", "masked_first unmasked_first", "softmax-twice", _C),
     ("mask", "not_applied", "mask-not-applied", _C),
     ("mask", "zero", "mask-with-zero", _C),
     ("mask", "after_softmax", "mask-without-renormalising", _C),
     ("mask_size", "context_length", "mask-not-sliced", _C),
-    ("mask_size", "six", "mask-of-size-6", _C),
-    ("mask_size", "six_sliced", "mask-of-size-6", _C),
+    ("mask_size", "six six_sliced", "mask-of-size-6", _C),
     ("mask_shape", "triu_0", "triu-diagonal-0", _C),
-    ("mask_shape", "tril_-1", "tril-instead-of-triu", _C),
-    ("mask_shape", "tril_0", "tril-instead-of-triu", _C),
-    ("mask_shape", "tril_1", "tril-instead-of-triu", _C),
+    ("mask_shape", "tril_-1 tril_0 tril_1", "tril-instead-of-triu", _C),
     ("heads", "view", "mha-heads-without-transpose", _M),
     ("heads", "interleaved", "split-heads-interleaved", _M),
     ("heads", "merge_view", "merge-without-transpose", _M),
@@ -115,9 +111,7 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("stability", "no_max", "temperature-without-max", _TEMPERATURE),
     ("argument_check", "none", "temperature-unchecked", _TEMPERATURE),
     ("mask_shape", "triu_0", "triu-diagonal-0", _MASK | _APPLY),
-    ("mask_shape", "tril_-1", "tril-instead-of-triu", _MASK | _APPLY),
-    ("mask_shape", "tril_0", "tril-instead-of-triu", _MASK | _APPLY),
-    ("mask_shape", "tril_1", "tril-instead-of-triu", _MASK | _APPLY),
+    ("mask_shape", "tril_-1 tril_0 tril_1", "tril-instead-of-triu", _MASK | _APPLY),
     ("mask_dtype", "float", "causal-mask-float", _MASK),
     ("mask_device", "default", "causal-mask-ignores-device", _MASK),
     ("argument_check", "none", "causal-mask-unchecked", _MASK),
@@ -136,7 +130,7 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("window_future", "visible", "window-forgets-future", _WINDOW),
     ("window_check", "none", "window-unchecked", _WINDOW),
 )
-KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, v, i, h in _KNOBS + _FUNCTION_KNOBS)
+KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, vs, i, h in _KNOBS + _FUNCTION_KNOBS for v in vs.split())
 """Every knob of the model: the module hooks' and the function hooks' it covers."""
 FUNCTION_HOOKS = frozenset().union(*(h for *_, h in _FUNCTION_KNOBS))
 
