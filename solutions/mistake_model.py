@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from grader.registry import Solution, adopt
+from grader.registry import Solution, adopt, hook_signature
 from solutions import reference
 
 SELF, CAUSAL, MHA = "make_self_attention", "make_causal_attention", "make_multihead_attention"
@@ -52,7 +52,7 @@ class Knob:
         return f"{self.step}={self.value}"
 
 
-# (step, value, mistake id, hooks): the first setting of each step, not listed, is the chapter's
+# (step, values, mistake id, hooks), one knob per value: the first setting of each step, not listed, is the chapter's
 _C, _M = frozenset({CAUSAL, MHA}), frozenset({MHA})
 _ALL = frozenset(MODULE_HOOKS)
 _KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
@@ -66,18 +66,14 @@ _KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("scale", "after_softmax", "scale-after-softmax", _ALL),
     ("softmax_dim", "1", "softmax-over-dim-1", _ALL),
     ("softmax_dim", "0", "softmax-over-dim-0", _ALL),
-    ("softmax_again", "masked_first", "softmax-twice", _C),
-    ("softmax_again", "unmasked_first", "softmax-twice", _C),
+    ("softmax_again", "masked_first unmasked_first", "softmax-twice", _C),
     ("mask", "not_applied", "mask-not-applied", _C),
     ("mask", "zero", "mask-with-zero", _C),
     ("mask", "after_softmax", "mask-without-renormalising", _C),
     ("mask_size", "context_length", "mask-not-sliced", _C),
-    ("mask_size", "six", "mask-of-size-6", _C),
-    ("mask_size", "six_sliced", "mask-of-size-6", _C),
+    ("mask_size", "six six_sliced", "mask-of-size-6", _C),
     ("mask_shape", "triu_0", "triu-diagonal-0", _C),
-    ("mask_shape", "tril_-1", "tril-instead-of-triu", _C),
-    ("mask_shape", "tril_0", "tril-instead-of-triu", _C),
-    ("mask_shape", "tril_1", "tril-instead-of-triu", _C),
+    ("mask_shape", "tril_-1 tril_0 tril_1", "tril-instead-of-triu", _C),
     ("heads", "view", "mha-heads-without-transpose", _M),
     ("heads", "interleaved", "split-heads-interleaved", _M),
     ("heads", "merge_view", "merge-without-transpose", _M),
@@ -115,9 +111,7 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("stability", "no_max", "temperature-without-max", _TEMPERATURE),
     ("argument_check", "none", "temperature-unchecked", _TEMPERATURE),
     ("mask_shape", "triu_0", "triu-diagonal-0", _MASK | _APPLY),
-    ("mask_shape", "tril_-1", "tril-instead-of-triu", _MASK | _APPLY),
-    ("mask_shape", "tril_0", "tril-instead-of-triu", _MASK | _APPLY),
-    ("mask_shape", "tril_1", "tril-instead-of-triu", _MASK | _APPLY),
+    ("mask_shape", "tril_-1 tril_0 tril_1", "tril-instead-of-triu", _MASK | _APPLY),
     ("mask_dtype", "float", "causal-mask-float", _MASK),
     ("mask_device", "default", "causal-mask-ignores-device", _MASK),
     ("argument_check", "none", "causal-mask-unchecked", _MASK),
@@ -136,7 +130,7 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("window_future", "visible", "window-forgets-future", _WINDOW),
     ("window_check", "none", "window-unchecked", _WINDOW),
 )
-KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, v, i, h in _KNOBS + _FUNCTION_KNOBS)
+KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, vs, i, h in _KNOBS + _FUNCTION_KNOBS for v in vs.split())
 """Every knob of the model: the module hooks' and the function hooks' it covers."""
 FUNCTION_HOOKS = frozenset().union(*(h for *_, h in _FUNCTION_KNOBS))
 
@@ -248,13 +242,7 @@ def attend(
             step = "heads"
             q, key, v = (_split(t, cfg.num_heads, heads) for t in (q, key, v))
         step = "product"
-        product = k.get("product", "q_at_k")
-        if product == "q_at_k":
-            scores = q @ key.transpose(-2, -1)
-        elif product == "q_at_k_T":  # `.T` reverses every dim
-            scores = q @ key.permute(*reversed(range(key.dim())))
-        else:
-            scores = key @ q.transpose(-2, -1)
+        scores = _product(q, key, k.get("product", "q_at_k"))
         step = "scale"
         d_k, num_tokens = key.shape[-1], x.shape[-2]
         scale = k.get("scale", "sqrt_d_k")
@@ -303,12 +291,9 @@ def attend(
             trace.update(weights=weights, values=v, scores=scores, mask=m, heads=heads)
             trace["out_proj"] = k.get("out_proj", "applied")
         step = "dropout"
-        if dropout == "weights":
-            weights = _dropout(weights, p, generator)
-        elif dropout == "unscaled":
-            weights = _dropout(weights, p, generator, scaled=False)
-        elif dropout == "renormalised":
-            weights = _dropout(weights, p, generator)
+        if dropout in ("weights", "unscaled", "renormalised"):
+            weights = _dropout(weights, p, generator, scaled=dropout != "unscaled")
+        if dropout == "renormalised":
             weights = weights / weights.sum(dim=-1, keepdim=True)
         step = "context"
         context = weights @ v
@@ -547,7 +532,7 @@ def _weights_explained(value: str, got: torch.Tensor, w: torch.Tensor, trace: Ma
 
 
 def _product(queries: torch.Tensor, keys: torch.Tensor, product: str) -> torch.Tensor:
-    if product == "q_at_k_T":
+    if product == "q_at_k_T":  # `.T` reverses every dim
         return queries @ keys.permute(*reversed(range(keys.dim())))
     if product == "k_at_q":
         return keys @ queries.transpose(-2, -1)
@@ -644,12 +629,9 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
         out = weights * keep * ({"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale])
         return out / out.sum(dim=-1, keepdim=True) if rows else out
 
-    functions = [dot_product_scores, scaled_dot_product_scores, softmax_weights, softmax_with_temperature]
-    functions += [causal_mask, apply_causal_mask, sliding_window_mask, attention_dropout]
-    for fn in functions:
-        if fn.__name__ == hook:
-            return fn
-    raise KeyError(f"the mistake model has no function {hook}")
+    if hook not in FUNCTION_HOOKS:
+        raise KeyError(f"the mistake model has no function {hook}")
+    return locals()[hook]
 
 
 # --- the model as solutions: for the audit, and to check it against the catalogue ------------------------
@@ -681,28 +663,18 @@ class KnobModule(nn.Module):
             raise raised.error from None
 
 
-def _module_model(hook: str, setting: frozenset[Knob]) -> Callable[..., Any]:
-    def build(**args: Any) -> nn.Module:
-        return KnobModule(ModuleConfig.of(hook, args), setting)
+def hook_function(hook: str, build: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function with ``hook``'s signature that hands ``build`` every argument (defaults filled in) by name."""
+    signature = hook_signature(hook)
 
-    if hook == SELF:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return build(**bound.arguments)
 
-        def make_self_attention(d_in, d_out, qkv_bias=False):
-            return build(d_in=d_in, d_out=d_out, qkv_bias=qkv_bias)
-
-        return make_self_attention
-    if hook == CAUSAL:
-
-        def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
-            return build(d_in=d_in, d_out=d_out, context_length=context_length, dropout=dropout, qkv_bias=qkv_bias)
-
-        return make_causal_attention
-
-    def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        args = {"context_length": context_length, "dropout": dropout, "num_heads": num_heads, "qkv_bias": qkv_bias}
-        return build(d_in=d_in, d_out=d_out, **args)
-
-    return make_multihead_attention
+    call.__name__ = call.__qualname__ = hook
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    return call
 
 
 def model_function(hook: str, setting: Iterable[Knob]) -> Callable[..., Any]:
@@ -711,7 +683,7 @@ def model_function(hook: str, setting: Iterable[Knob]) -> Callable[..., Any]:
     if any(hook not in knob.hooks for knob in setting):
         raise ValueError(f"{', '.join(sorted(k.name for k in setting))}: not all knobs of {hook}")
     if hook in MODULE_HOOKS:
-        return _module_model(hook, setting)
+        return hook_function(hook, lambda **args: KnobModule(ModuleConfig.of(hook, args), setting))
     return _function_model(hook, by_step(setting))
 
 

@@ -32,10 +32,12 @@ from torch import nn
 from grader.packs import instructor_part
 from grader.registry import Solution, adopt
 from solutions.gradient_mistakes import ENTRIES as GRADIENT_ENTRIES
+from solutions.mistake_model import hook_function
 from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
     SelfAttention,
+    _token_names,
     attention_dropout,
     causal_mask,
     context_vectors,
@@ -89,20 +91,17 @@ def _check_heads(d, num_heads):
         raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
 
 
+def _hook(hook, wrong, **how):
+    """Overrides: ``hook`` as ``wrong(**arguments, **how)``, a plain function with the hook's signature (``how``
+    names the step done wrong)."""
+    return {hook: hook_function(hook, functools.partial(wrong, **how))}
+
+
 # --- scores ---------------------------------------------------------------------------
 
 
-def q_at_k_t(queries, keys):
-    # `q @ k.T`: on a 3-D or 4-D tensor .T reverses *all* dims, not the last two
-    return queries @ keys.permute(*reversed(range(keys.dim())))
-
-
-def keys_at_queries_t(queries, keys):
-    return keys @ queries.transpose(-2, -1)  # (..., Tk, Tq): the transpose of the scores
-
-
-def no_scaling(queries, keys):
-    return dot_product_scores(queries, keys)
+def scale_by_num_tokens(queries, keys):
+    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
 
 
 def scale_twice(queries, keys):
@@ -110,23 +109,11 @@ def scale_twice(queries, keys):
     return dot_product_scores(queries, keys) / math.sqrt(d_k) / math.sqrt(d_k)
 
 
-def scale_by_num_tokens(queries, keys):
-    return dot_product_scores(queries, keys) / math.sqrt(queries.shape[-2])
-
-
 # --- softmax --------------------------------------------------------------------------
 
 
-def softmax_over_dim_1(scores, dim=-1):
-    return softmax_weights(scores, dim=1)  # `torch.softmax(x, dim=1)`: right only for 2-D scores
-
-
-def softmax_over_dim_0(scores, dim=-1):
-    return softmax_weights(scores, dim=0)  # the batch dimension
-
-
-def softmax_ignores_dim(scores, dim=-1):
-    return softmax_weights(scores, dim=-1)
+def _fixed_dim(scores, dim=-1, fixed=-1):
+    return softmax_weights(scores, dim=fixed)  # whatever dim says
 
 
 def softmax_without_max(scores, dim=-1):
@@ -142,79 +129,29 @@ def softmax_nan_on_masked_rows(scores, dim=-1):
 # --- softmax with a temperature ----------------------------------------------------------
 
 
-def _check_temperature(temperature):
-    if not temperature > 0:
+def _tempered(scores, temperature, dim=-1, weights_of=lambda s, t, d: softmax_weights(s / t, dim=d), checked=True):
+    """softmax_with_temperature as ``weights_of(scores, temperature, dim)``; ``checked``: the reference's
+    ValueError (unchecked, temperature 0 makes scores / 0 ±inf or NaN, no error)."""
+    if checked and not temperature > 0:
         raise ValueError(f"softmax_with_temperature needs temperature > 0, got {temperature}")
+    return weights_of(scores, temperature, dim)
 
 
-def temperature_after_softmax(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores, dim=dim) / temperature  # the weights no longer sum to 1
-
-
-def temperature_multiplied(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores * temperature, dim=dim)  # a small temperature flattens instead of sharpening
-
-
-def temperature_ignored(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    return softmax_weights(scores, dim=dim)
-
-
-def temperature_without_max(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    exp = torch.exp(scores / temperature)  # at temperature 1e-4 the scaled logits reach 1e4: inf / inf
-    return exp / exp.sum(dim=dim, keepdim=True)
-
-
-def temperature_over_every_element(scores, temperature, dim=-1):
-    _check_temperature(temperature)
-    scaled = scores / temperature  # one softmax of the whole tensor: the weights of all rows together sum to 1
-    return softmax_weights(scaled.reshape(-1), dim=0).reshape(scores.shape)
-
-
-def temperature_unchecked(scores, temperature, dim=-1):
-    return softmax_weights(scores / temperature, dim=dim)  # temperature 0: scores / 0 is ±inf or NaN, no error
-
-
-# --- context vectors ------------------------------------------------------------------
-
-
-def weights_transposed(weights, values):
-    return weights.transpose(-2, -1) @ values
+def _over_every_element(scores, temperature, dim):
+    return softmax_weights((scores / temperature).reshape(-1), dim=0).reshape(scores.shape)
 
 
 # --- the causal mask ------------------------------------------------------------------
 
 
-def _check_tokens(num_tokens):
-    if num_tokens < 1:
+def _causal_mask(num_tokens, device=None, triangle=torch.triu, diagonal=1, checked=True, dtype=torch.bool,
+                 on_device=True):  # fmt: skip
+    """causal_mask as ``triangle(ones, diagonal)`` of ``dtype`` (None: the float default), on the default device
+    unless ``on_device``; ``checked``: the reference's ValueError."""
+    if checked and num_tokens < 1:
         raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
-
-
-def triu_diagonal_0(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
-
-
-def tril_instead_of_triu(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.tril(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))
-
-
-def causal_mask_ignores_device(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
-
-
-def causal_mask_float(num_tokens, device=None):
-    _check_tokens(num_tokens)
-    return torch.triu(torch.ones(num_tokens, num_tokens, device=device), diagonal=1)
-
-
-def causal_mask_unchecked(num_tokens, device=None):
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device), diagonal=1)
+    ones = torch.ones(num_tokens, num_tokens, dtype=dtype, device=device if on_device else None)
+    return triangle(ones, diagonal=diagonal)
 
 
 def mask_of_size_6(scores):
@@ -277,20 +214,17 @@ def p_not_checked(weights, keep_mask, p):
     return weights * keep_mask.to(weights.dtype) / (1.0 - p)
 
 
-def _attention_dropout(in_eval=False, keep_below=False, global_rng=False, by_p=False):
+def _attention_dropout(weights, p, training=True, generator=None, in_eval=False, keep_below=False, global_rng=False,
+                       by_p=False):  # fmt: skip
     """attention_dropout dropping in eval too, keeping with probability p, drawing from the global generator, or
     scaling the survivors by 1/p (each keyword names its mistake)."""
-
-    def attention_dropout(weights, p, training=True, generator=None):
-        _check_p(p)
-        if not (training or in_eval) or p == 0.0:
-            return weights.clone()
-        gen = None if global_rng else generator
-        draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
-        keep = draws < p if keep_below else draws >= p
-        return weights * keep / p if by_p else dropout_scale(weights, keep, p)
-
-    return attention_dropout
+    _check_p(p)
+    if not (training or in_eval) or p == 0.0:
+        return weights.clone()
+    gen = None if global_rng else generator
+    draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
+    keep = draws < p if keep_below else draws >= p
+    return weights * keep / p if by_p else dropout_scale(weights, keep, p)
 
 
 def dropout_then_renormalise(weights, p, training=True, generator=None):
@@ -324,13 +258,19 @@ def merge_without_transpose(x):
     return x.reshape(b, num_tokens, num_heads * head_dim)
 
 
-# --- self-attention modules -------------------------------------------------------------
+# --- attention modules ------------------------------------------------------------------
 
 
 def _qkv(module, d_in, d_out, bias, names=("W_query", "W_key", "W_value")):
     """The three projections, made in ``names``' order (the seed's draws go to them in that order)."""
     for name in names:
         module.add_module(name, nn.Linear(d_in, d_out, bias=bias))
+
+
+def _made(**classes):
+    """Overrides: each module hook named (``make_causal_attention=SoftmaxTwice``) builds its class from every
+    argument, in the hook's order."""
+    return {hook: hook_function(hook, lambda cls=cls, **args: cls(*args.values())) for hook, cls in classes.items()}
 
 
 class ScaledByDIn(SelfAttention):
@@ -373,37 +313,28 @@ class MatrixNames(nn.Module):
         return context_vectors(weights, values)
 
 
-class BiasedSelfAttention(SelfAttention):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
-
-
-def _self_attention(cls):
-    def make_self_attention(d_in, d_out, qkv_bias=False):
-        return cls(d_in, d_out, qkv_bias)
-
-    return make_self_attention
-
-
-# --- causal and multi-head attention modules ---------------------------------------------------
+class AssertsDivisible(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
 
 
 def _forward(module, x, dropout_at="weights", mask="sliced", training=None, twice=False, by_d_out=False,
-             project=True):  # fmt: skip
+             project=True, split=split_heads, merge=merge_heads):  # fmt: skip
     """The chapter's causal forward (multi-head where the module has ``num_heads``) with one step done otherwise.
 
     ``dropout_at``: weights, nowhere, context or scores (before the mask and the softmax); ``mask``: "sliced"
     to T, "whole" (ctx, ctx), "cpu" (made in forward, on the CPU whatever x's device) or None (never
     applied); ``training``: what dropout is told (None: the module's mode); ``twice``: a second softmax, of the
     masked weights; ``by_d_out``: scores scaled by sqrt(d_out), not sqrt(head_dim); ``project``: out_proj
-    applied.  T is read first where the chapter reads it first (so a bad input fails the same way).
+    applied; ``split``, ``merge``: how the heads are split and merged.  T is read first where the chapter reads
+    it first (so a bad input fails the same way).
     """
     heads = getattr(module, "num_heads", None)
     num_tokens = x.shape[-2] if heads or mask == "sliced" else None
     queries, keys, values = module.W_query(x), module.W_key(x), module.W_value(x)
     if heads:
-        queries, keys, values = (split_heads(t, heads) for t in (queries, keys, values))
+        queries, keys, values = (split(t, heads) for t in (queries, keys, values))
     p = module.dropout
     training = module.training if training is None else training
     d_k = module.W_key.out_features if by_d_out else keys.shape[-1]
@@ -426,15 +357,27 @@ def _forward(module, x, dropout_at="weights", mask="sliced", training=None, twic
         context = attention_dropout(context, p, training)
     if not heads:
         return context
-    context = merge_heads(context)
+    context = merge(context)
     return module.out_proj(context) if project else context  # no out_proj: the heads concatenated
 
 
-def _variant(base, name, **how):
-    """A subclass ``name`` of ``base`` whose forward is :func:`_forward` with ``how``."""
-    return type(name, (base,), {"forward": lambda self, x: _forward(self, x, **how)})
+def _variant(base, name, biased=False, held="buffer", **how):
+    """A subclass ``name`` of ``base``, built from every argument in order: its forward :func:`_forward` with
+    ``how`` (where given); ``biased``: `nn.Linear(d_in, d_out)`, bias=True whatever qkv_bias says; ``held``: the
+    mask as a plain attribute ("attribute": not in state_dict, .to() leaves it) or not at all (None)."""
+
+    def __init__(self, *args):
+        base.__init__(self, *args[:-1], True if biased else args[-1])
+        if held != "buffer":
+            del self.mask
+        if held == "attribute":
+            self.mask = causal_mask(args[2])
+
+    body = {"__init__": __init__, **({"forward": lambda self, x: _forward(self, x, **how)} if how else {})}
+    return type(name, (base,), body)
 
 
+BiasedSelfAttention = _variant(SelfAttention, "BiasedSelfAttention", biased=True)
 SoftmaxTwice = _variant(CausalAttention, "SoftmaxTwice", twice=True)
 MaskNotSliced = _variant(CausalAttention, "MaskNotSliced", mask="whole")
 MaskNotApplied = _variant(CausalAttention, "MaskNotApplied", mask=None)
@@ -442,118 +385,40 @@ DropoutNeverApplied = _variant(CausalAttention, "DropoutNeverApplied", dropout_a
 DropoutOnContext = _variant(CausalAttention, "DropoutOnContext", dropout_at="context")
 DropoutOnScores = _variant(CausalAttention, "DropoutOnScores", dropout_at="scores")
 DropoutInEval = _variant(CausalAttention, "DropoutInEval", training=True)  # training left at its default
+MaskAttribute = _variant(CausalAttention, "MaskAttribute", held="attribute")
+MaskMadeInForward = _variant(CausalAttention, "MaskMadeInForward", held=None, mask="cpu")
+AlwaysBiased = _variant(CausalAttention, "AlwaysBiased", biased=True)
 NoOutProj = _variant(MultiHeadAttention, "NoOutProj", project=False)  # out_proj made, as the chapter makes it
 HeadsDropoutNeverApplied = _variant(MultiHeadAttention, "HeadsDropoutNeverApplied", dropout_at="nowhere")
 HeadsDropoutOnContext = _variant(MultiHeadAttention, "HeadsDropoutOnContext", dropout_at="context")
 HeadsDropoutOnScores = _variant(MultiHeadAttention, "HeadsDropoutOnScores", dropout_at="scores")
 ScaledByDOut = _variant(MultiHeadAttention, "ScaledByDOut", by_d_out=True)
-
-
-class MaskAttribute(CausalAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, qkv_bias)
-        self.dropout = dropout
-        self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
-
-
-class MaskMadeInForward(CausalAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, qkv_bias)
-        self.dropout = dropout
-
-    def forward(self, x):
-        return _forward(self, x, mask="cpu")
-
-
-class AlwaysBiased(CausalAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        nn.Module.__init__(self)
-        _qkv(self, d_in, d_out, True)  # `nn.Linear(d_in, d_out)`: bias=True whatever qkv_bias says
-        self.dropout = dropout
-        self.register_buffer("mask", causal_mask(context_length))
-
-
-def _causal_attention(cls):
-    def make_causal_attention(d_in, d_out, context_length, dropout, qkv_bias=False):
-        return cls(d_in, d_out, context_length, dropout, qkv_bias)
-
-    return make_causal_attention
-
-
-class HeadsWithoutTranspose(MultiHeadAttention):
-    def forward(self, x):
-        b, num_tokens, _ = x.shape
-        head_dim = self.W_query.out_features // self.num_heads
-
-        def heads(t):
-            return t.reshape(b, self.num_heads, num_tokens, head_dim)  # `view(b, H, T, hd)`: no transpose
-
-        queries, keys, values = heads(self.W_query(x)), heads(self.W_key(x)), heads(self.W_value(x))
-        scores = scaled_dot_product_scores(queries, keys)
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], NEG_INF)
-        weights = attention_dropout(softmax_weights(scores), self.dropout, self.training)
-        context = context_vectors(weights, values).reshape(b, num_tokens, -1)
-        return self.out_proj(context)
-
-
-class HeadsMaskAttribute(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        del self.mask
-        self.mask = causal_mask(context_length)  # a plain attribute: not in state_dict, .to() leaves it
-
-
-class HeadsMaskMadeInForward(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        del self.mask
-
-    def forward(self, x):
-        return _forward(self, x, mask="cpu")
-
-
-class HeadsAlwaysBiased(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias=True)  # whatever qkv_bias says
-
-
-class AssertsDivisible(MultiHeadAttention):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-
-
-def _multihead_attention(cls):
-    def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        return cls(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-
-    return make_multihead_attention
+HeadsWithoutTranspose = _variant(  # `view(b, H, T, hd)`: no transpose, either way
+    MultiHeadAttention, "HeadsWithoutTranspose", split=split_without_transpose, merge=merge_without_transpose
+)
+HeadsMaskAttribute = _variant(MultiHeadAttention, "HeadsMaskAttribute", held="attribute")
+HeadsMaskMadeInForward = _variant(MultiHeadAttention, "HeadsMaskMadeInForward", held=None, mask="cpu")
+HeadsAlwaysBiased = _variant(MultiHeadAttention, "HeadsAlwaysBiased", biased=True)
 
 
 # --- long sequences -------------------------------------------------------------------
 
 
-def _window_mask(checked=True, back=0, future=True):
+def _window_mask(num_tokens, window, device=None, checked=True, back=0, future=True):
     """sliding_window_mask hiding the keys more than ``window - 1 + back`` behind each query, and the future
     unless ``future`` is False; ``checked``: the reference's ValueErrors."""
-
-    def sliding_window_mask(num_tokens, window, device=None):
-        if checked and num_tokens < 1:
-            raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
-        if checked and window < 1:
-            raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
-        ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-        too_far = torch.tril(ones, diagonal=-(window + back))
-        return torch.triu(ones, diagonal=1) | too_far if future else too_far
-
-    return sliding_window_mask
+    if checked and num_tokens < 1:
+        raise ValueError(f"sliding_window_mask needs num_tokens >= 1, got {num_tokens}")
+    if checked and window < 1:
+        raise ValueError(f"sliding_window_mask needs window >= 1, got {window}")
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    too_far = torch.tril(ones, diagonal=-(window + back))
+    return torch.triu(ones, diagonal=1) | too_far if future else too_far
 
 
 def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_peak=NEG_INF, scaled=True,
             local_positions=False, whole_chunks_only=False):  # fmt: skip
-    """The reference's online softmax with one step done wrong (each keyword names the step)."""
+    """chunked_attention: the reference's online softmax with one step done wrong (each keyword names the step)."""
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
     q = queries / math.sqrt(queries.shape[-1]) if scaled else queries
     stats = (*queries.shape[:-1], 1)
@@ -578,15 +443,6 @@ def _online(queries, keys, values, chunk_size, causal, *, rescale=True, first_pe
     return mixed / torch.where(total > 0, total, torch.ones_like(total))  # a query that sees nothing: zero gradients
 
 
-def _chunked(**wrong):
-    """chunked_attention with the online softmax's steps done as ``wrong`` says (:func:`_online`)."""
-
-    def chunked_attention(queries, keys, values, chunk_size, causal=False):
-        return _online(queries, keys, values, chunk_size, causal, **wrong)
-
-    return chunked_attention
-
-
 def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
     scores = scaled_dot_product_scores(queries, keys)  # (..., Tq, Tk): the whole thing, at once
     if causal:
@@ -603,19 +459,9 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
 # --- plotting -------------------------------------------------------------------------------------------
 
 
-def _token_names(tokens, num_queries, num_keys):
-    """``(query_tokens, key_tokens)`` as the reference reads ``tokens``, raising ValueError like it."""
-    items = list(tokens)
-    pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
-    queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
-    if (len(queries), len(keys)) != (num_queries, num_keys):
-        raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
-    return [str(t) for t in queries], [str(t) for t in keys]
-
-
 def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=False, swap_ticks=False,
                  detach=True, show=False, axes=False):  # fmt: skip
-    """The reference's plot with one thing changed (each mistake below names which)."""
+    """plot_attention: the reference's plot with one thing changed (each mistake below names which)."""
     import matplotlib.pyplot as plt
 
     if weights.dim() != 2:
@@ -638,15 +484,6 @@ def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=Fa
     if show:
         plt.show()
     return ax if axes else fig
-
-
-def _plot(**wrong):
-    """plot_attention with one thing drawn otherwise (:func:`_drawn_wrong`)."""
-
-    def plot_attention(weights, tokens=None):
-        return _drawn_wrong(weights, tokens, **wrong)
-
-    return plot_attention
 
 
 def plot_any_shape(weights, tokens=None):
@@ -674,13 +511,12 @@ def _m(mistake_id, description, hint, hint_zh, overrides, source=CLASSIC, exerci
 
 
 CATALOGUE: tuple[Mistake, ...] = (
-    # dot_product_scores
     _m(
         "q-at-k-t-batched",
         "`queries @ keys.T`: right for 2-D input, but on batched input .T reverses every dimension",
         "On a 3-D or 4-D tensor, which dimensions does `.T` swap? Only the last two should change places.",
         "对三维或四维张量来说，`.T` 交换的是哪些维度？应当只交换最后两个维度。",
-        {"dot_product_scores": q_at_k_t},
+        {"dot_product_scores": lambda queries, keys: queries @ keys.permute(*reversed(range(keys.dim())))},
         SEED_003,
     ),
     _m(
@@ -688,15 +524,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`keys @ queries.T`: the scores come out transposed, (Tk, Tq) instead of (Tq, Tk)",
         "Which operand comes first in your product? Row i of the scores belongs to query i.",
         "矩阵乘法中哪个操作数在前？注意力分数的第 i 行应当属于第 i 个查询（query）。",
-        {"dot_product_scores": keys_at_queries_t},
+        {"dot_product_scores": lambda queries, keys: keys @ queries.transpose(-2, -1)},
     ),
-    # scaled_dot_product_scores
     _m(
         "no-scaling",
         "returns the plain dot products, never divided by sqrt(d_k)",
         "Compare your scores with the plain dot products: what should they be divided by?",
         "把你的分数和普通点积比较一下：它们应当除以什么？",
-        {"scaled_dot_product_scores": no_scaling},
+        {"scaled_dot_product_scores": lambda queries, keys: dot_product_scores(queries, keys)},
     ),
     _m(
         "scale-by-d-k-not-sqrt",
@@ -715,14 +550,13 @@ CATALOGUE: tuple[Mistake, ...] = (
         "你对哪个尺寸开平方根？看看 d_k 位于 `keys` 的哪一个维度。",
         {"scaled_dot_product_scores": scale_by_num_tokens},
     ),
-    # softmax_weights
     _m(
         "softmax-over-dim-1",
         "normalises dim=1 whatever `dim` says (`torch.softmax(x, dim=1)`): right for 2-D scores only",
         "Which dimension does your softmax normalise when the scores have a batch dimension? Normalise over the "
         "keys: the last dimension, or the dim you are given.",
         "当 scores 带有批次维度时，你的 softmax 在哪个维度上归一化？请在键所在的维度上归一化：最后一维，或传入的 dim。",
-        {"softmax_weights": softmax_over_dim_1},
+        _hook("softmax_weights", _fixed_dim, fixed=1),
         f"{SEED_000}, {SEED_002}, {SEED_003}",
     ),
     _m(
@@ -730,14 +564,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "normalises dim=0, the batch dimension, whatever `dim` says",
         "Which dimension does your softmax normalise? Dimension 0 mixes different examples of the batch.",
         "你的 softmax 在哪个维度上归一化？第 0 维会把批次中不同的样本混在一起。",
-        {"softmax_weights": softmax_over_dim_0},
+        _hook("softmax_weights", _fixed_dim, fixed=0),
     ),
     _m(
         "softmax-ignores-dim",
         "always normalises the last dimension, ignoring the `dim` argument",
         "Does your function read its `dim` argument? Try it with dim=0 and check which slices sum to 1.",
         "你的函数用到 `dim` 参数了吗？用 dim=0 试一试，看看是哪些切片的和为 1。",
-        {"softmax_weights": softmax_ignores_dim},
+        _hook("softmax_weights", _fixed_dim, fixed=-1),
     ),
     _m(
         "softmax-without-max",
@@ -753,28 +587,27 @@ CATALOGUE: tuple[Mistake, ...] = (
         "-inf 减去 -inf 等于多少？想一想所有元素都被遮蔽的一行：它的结果应当全是 0。",
         {"softmax_weights": softmax_nan_on_masked_rows},
     ),
-    # softmax_with_temperature
     _m(
         "temperature-after-softmax",
         "divides the softmax's weights by the temperature instead of the scores: the rows no longer sum to 1",
         "Where does the temperature go: into the softmax or after it? Check that each row of your weights still "
         "sums to 1 at temperature 2.",
         "温度应该放在哪里：softmax 之内还是之后？检查一下温度为 2 时，你的权重每一行的和是否仍为 1。",
-        {"softmax_with_temperature": temperature_after_softmax},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_weights(s, dim=d) / t),
     ),
     _m(
         "temperature-multiplied",
         "multiplies the scores by the temperature instead of dividing: a small temperature flattens the weights",
         "Does a temperature below 1 make your weights sharper (closer to one-hot) or flatter? Divide or multiply?",
         "温度小于 1 时，你的权重是变得更尖锐（更接近 one-hot）还是更平坦？应该除还是乘？",
-        {"softmax_with_temperature": temperature_multiplied},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_weights(s * t, dim=d)),
     ),
     _m(
         "temperature-ignored",
         "never uses the temperature: the plain softmax of the scores whatever the temperature",
         "Does your result change when the temperature changes? Compare temperature 1 with temperature 2.",
         "改变温度时，你的结果会变化吗？比较一下温度为 1 和温度为 2 的结果。",
-        {"softmax_with_temperature": temperature_ignored},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_weights(s, dim=d)),
     ),
     _m(
         "temperature-without-max",
@@ -782,7 +615,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "What is scores / 0.0001 for a score of 3, and what is exp of that in floating point? Shift each slice "
         "by its maximum before exponentiating.",
         "分数为 3 时，scores / 0.0001 是多少？它的 exp 在浮点数里又是多少？在取指数之前，先把每个切片减去它的最大值。",
-        {"softmax_with_temperature": temperature_without_max},
+        _hook("softmax_with_temperature", _tempered, weights_of=lambda s, t, d: softmax_without_max(s / t, d)),
     ),
     _m(
         "temperature-over-every-element",
@@ -791,7 +624,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "your weights sums to 1, not the whole tensor.",
         "你的分母把哪些元素加在了一起？检查一下你的权重沿 `dim` 的每个切片（dim=-1 时即每一行）之和是否为 1，而不是整个"
         "张量之和为 1。",
-        {"softmax_with_temperature": temperature_over_every_element},
+        _hook("softmax_with_temperature", _tempered, weights_of=_over_every_element),
     ),
     _m(
         "temperature-unchecked",
@@ -800,44 +633,42 @@ CATALOGUE: tuple[Mistake, ...] = (
         "(an assert is stripped by python -O and raises the wrong type).",
         "如果有人传入温度 0 或 -1，应该怎样？先检查参数并抛出 ValueError"
         "（assert 会被 python -O 去掉，而且抛出的异常类型不对）。",
-        {"softmax_with_temperature": temperature_unchecked},
+        _hook("softmax_with_temperature", _tempered, checked=False),
     ),
-    # context_vectors
     _m(
         "weights-transposed",
         "`weights.T @ values`: mixes the values by columns of the weights instead of rows",
         "Each context vector is one row of the weights times the values. Are you using rows or columns?",
         "每个上下文向量等于权重的一行乘以 values。你用的是行还是列？",
-        {"context_vectors": weights_transposed},
+        {"context_vectors": lambda weights, values: weights.transpose(-2, -1) @ values},
     ),
-    # causal_mask
     _m(
         "triu-diagonal-0",
         "`torch.triu(ones)` with diagonal 0: masks the diagonal too, so a token cannot attend to itself",
         "Should a token be allowed to attend to itself? Check what your mask holds on the diagonal.",
         "一个词元能否关注它自己？检查一下你的掩码在对角线上的值。",
-        {"causal_mask": triu_diagonal_0},
+        _hook("causal_mask", _causal_mask, diagonal=0),
     ),
     _m(
         "tril-instead-of-triu",
         "`torch.tril(ones)`: the keep mask of the first approach used as the mask, so it hides the past",
         "True means 'hide this entry'. Which entries are the future: above or below the diagonal?",
         "True 表示“遮住这个位置”。哪些位置代表未来：对角线上方还是下方？",
-        {"causal_mask": tril_instead_of_triu},
+        _hook("causal_mask", _causal_mask, triangle=torch.tril, diagonal=0),
     ),
     _m(
         "causal-mask-ignores-device",
         "builds the mask on the default device whatever `device` says",
         "Where does your mask live when you are asked for one on a GPU? Pass the device you are given along.",
         "当要求在 GPU 上生成掩码时，你的掩码在哪个设备上？请把传入的 device 用上。",
-        {"causal_mask": causal_mask_ignores_device},
+        _hook("causal_mask", _causal_mask, on_device=False),
     ),
     _m(
         "causal-mask-float",
         "returns the seeds' float 0/1 `torch.triu(torch.ones(T, T), 1)` as is, not a bool mask",
         "What dtype is your mask? masked_fill wants a boolean tensor.",
         "你的掩码是什么数据类型？masked_fill 需要布尔类型的张量。",
-        {"causal_mask": causal_mask_float},
+        _hook("causal_mask", _causal_mask, dtype=None),
         f"{SEED_000}, {SEED_003}",
     ),
     _m(
@@ -845,9 +676,8 @@ CATALOGUE: tuple[Mistake, ...] = (
         "no ValueError for num_tokens < 1: returns an empty mask or fails inside torch",
         "What should happen when someone asks for a mask of 0 tokens? Check the argument before building anything.",
         "如果有人要求生成 0 个词元的掩码，应该怎样？在构建之前先检查参数。",
-        {"causal_mask": causal_mask_unchecked},
+        _hook("causal_mask", _causal_mask, checked=False),
     ),
-    # apply_causal_mask
     _m(
         "mask-of-size-6",
         "`torch.triu(torch.ones(6, 6), 1)`: a mask of the chapter's fixed size, wrong for any other T",
@@ -879,7 +709,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"apply_causal_mask": mask_in_place},
         SEED_003,
     ),
-    # renormalize_masked_weights
     _m(
         "mask-without-renormalising",
         "`attn_weights * tril`: zeroes the future but never divides, so rows no longer sum to 1",
@@ -895,7 +724,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         "除法之前你在哪个维度上求和？必须是每一行的和为 1。",
         {"renormalize_masked_weights": renormalise_columns},
     ),
-    # dropout_scale
     _m(
         "dropout-scale-by-inverse-p",
         "scales the kept entries by 1/p instead of 1/(1-p)",
@@ -924,20 +752,19 @@ CATALOGUE: tuple[Mistake, ...] = (
         "p = 1.5 是一个概率吗？在使用参数之前先检查它。",
         {"dropout_scale": p_not_checked},
     ),
-    # attention_dropout
     _m(
         "attention-dropout-scale-by-inverse-p",
         "keeps each entry with probability 1-p but scales the survivors by 1/p",
         "With p=0.2, how much must the surviving 80% grow so the expected weight stays the same?",
         "当 p=0.2 时，被保留的 80% 元素要放大多少倍，期望权重才保持不变？",
-        {"attention_dropout": _attention_dropout(by_p=True)},
+        _hook("attention_dropout", _attention_dropout, by_p=True),
     ),
     _m(
         "dropout-active-in-eval",
         "drops entries even when training=False",
         "What should dropout do when the model is being evaluated? Look at the `training` argument.",
         "模型在评估时 dropout 应当做什么？看看 `training` 参数。",
-        {"attention_dropout": _attention_dropout(in_eval=True)},
+        _hook("attention_dropout", _attention_dropout, in_eval=True),
     ),
     _m(
         "dropout-renormalises-rows",
@@ -951,16 +778,15 @@ CATALOGUE: tuple[Mistake, ...] = (
         "keeps each entry with probability p instead of 1-p",
         "p is the probability of dropping an entry. With p=0.2, about what share of the entries should survive?",
         "p 是丢弃一个元素的概率。当 p=0.2 时，大约应当有多少比例的元素被保留？",
-        {"attention_dropout": _attention_dropout(keep_below=True)},
+        _hook("attention_dropout", _attention_dropout, keep_below=True),
     ),
     _m(
         "dropout-ignores-generator",
         "draws the keep mask from the global RNG, ignoring `generator`",
         "Where do your random numbers come from? The same generator state must give the same mask.",
         "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
-        {"attention_dropout": _attention_dropout(global_rng=True)},
+        _hook("attention_dropout", _attention_dropout, global_rng=True),
     ),
-    # split_heads
     _m(
         "split-heads-without-transpose",
         "`x.view(b, H, T, hd)` straight from (b, T, d): mixes tokens into heads",
@@ -983,7 +809,6 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"split_heads": split_unchecked},
         SEED_002,
     ),
-    # merge_heads
     _m(
         "merge-without-transpose",
         "`x.reshape(b, T, H*hd)` straight from (b, H, T, hd): tokens and heads are scrambled",
@@ -991,13 +816,12 @@ CATALOGUE: tuple[Mistake, ...] = (
         "按相反的顺序一步步撤销 split_heads：在展平之前，头和词元分别在哪个维度？",
         {"merge_heads": merge_without_transpose},
     ),
-    # make_self_attention
     _m(
         "scale-by-d-in",
         "divides the scores by sqrt(d_in), the input width, instead of sqrt(d_k) of the keys",
         "When d_in and d_out differ, which one is the key dimension? Scale by the width of the keys.",
         "当 d_in 和 d_out 不同时，哪一个才是键（key）的维度？请按 keys 的宽度来缩放。",
-        {"make_self_attention": _self_attention(ScaledByDIn)},
+        _made(make_self_attention=ScaledByDIn),
         SEED_002,
     ),
     _m(
@@ -1005,21 +829,21 @@ CATALOGUE: tuple[Mistake, ...] = (
         "divides the attention weights by sqrt(d_k) after the softmax instead of the scores before it",
         "Do your attention weights still sum to 1 per row? The scaling belongs before the softmax.",
         "你的注意力权重每一行的和还是 1 吗？缩放应当放在 softmax 之前。",
-        {"make_self_attention": _self_attention(ScaledAfterSoftmax)},
+        _made(make_self_attention=ScaledAfterSoftmax),
     ),
     _m(
         "projections-in-wrong-order",
         "creates W_key before W_query, so torch.manual_seed gives different weights than the chapter",
         "With the same seed your numbers differ from the chapter's: in what order do you create the three layers?",
         "在相同的随机种子下你的数值和书中不同：你创建三个线性层的顺序是什么？",
-        {"make_self_attention": _self_attention(KeyFirst)},
+        _made(make_self_attention=KeyFirst),
     ),
     _m(
         "forward-misspelled",
         "the method is named `foward`, so nn.Module has no forward to call",
         "Is the method nn.Module calls spelled exactly right? Check its name letter by letter.",
         "nn.Module 会调用的那个方法名字拼写正确吗？逐个字母检查一下。",
-        {"make_self_attention": _self_attention(ForwardMisspelled)},
+        _made(make_self_attention=ForwardMisspelled),
         SEED_003,
     ),
     _m(
@@ -1027,16 +851,15 @@ CATALOGUE: tuple[Mistake, ...] = (
         "names the layers Wq_matrix/Wk_matrix/Wv_matrix, so the chapter's state_dict does not load",
         "Compare the keys of your state_dict with the chapter's: what are the three layers called?",
         "把你的 state_dict 的键和书中的比较一下：这三个线性层应当叫什么名字？",
-        {"make_self_attention": _self_attention(MatrixNames)},
+        _made(make_self_attention=MatrixNames),
         SEED_003,
     ),
-    # make_causal_attention
     _m(
         "softmax-twice",
         "applies softmax to the scores, masks the weights, then applies softmax again",
         "How many times does your forward call softmax? The mask goes on the scores, before the only softmax.",
         "你的 forward 调用了几次 softmax？掩码应当作用在分数上，然后只做一次 softmax。",
-        {"make_causal_attention": _causal_attention(SoftmaxTwice)},
+        _made(make_causal_attention=SoftmaxTwice),
         SEED_003,
     ),
     _m(
@@ -1044,10 +867,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "`self.mask = torch.triu(...)`: a plain attribute, so not in state_dict and left behind by .to(device)",
         "Is your mask in the module's state_dict, and does .to(device) move it? Look at how you store it.",
         "你的掩码在模块的 state_dict 里吗？.to(device) 会移动它吗？看看你是怎样保存它的。",
-        {
-            "make_causal_attention": _causal_attention(MaskAttribute),
-            "make_multihead_attention": _multihead_attention(HeadsMaskAttribute),
-        },
+        _made(make_causal_attention=MaskAttribute, make_multihead_attention=HeadsMaskAttribute),
     ),
     _m(
         "mask-made-in-forward-on-cpu",
@@ -1056,10 +876,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "buffer.",
         "你在 forward 里构建的掩码在哪个设备上？请在 x 所在的设备上构建它（device=x.device），"
         "或者把它作为 buffer 保存。",
-        {
-            "make_causal_attention": _causal_attention(MaskMadeInForward),
-            "make_multihead_attention": _multihead_attention(HeadsMaskMadeInForward),
-        },
+        _made(make_causal_attention=MaskMadeInForward, make_multihead_attention=HeadsMaskMadeInForward),
         SEED_000,
     ),
     _m(
@@ -1067,25 +884,25 @@ CATALOGUE: tuple[Mistake, ...] = (
         "uses the whole (context_length, context_length) mask, which fails for T < context_length",
         "Your input can be shorter than context_length. What size must the mask be for T tokens?",
         "输入可能比 context_length 短。对于 T 个词元，掩码应当是多大？",
-        {"make_causal_attention": _causal_attention(MaskNotSliced)},
+        _made(make_causal_attention=MaskNotSliced),
     ),
     _m(
         "mask-not-applied",
         "registers the mask buffer but never applies it: every token sees the future",
         "Change a later token: do the earlier outputs change? Follow your mask through forward.",
         "改变后面的一个词元：前面的输出变了吗？在 forward 中跟踪一下你的掩码。",
-        {"make_causal_attention": _causal_attention(MaskNotApplied)},
+        _made(make_causal_attention=MaskNotApplied),
     ),
     _m(
         "linear-bias-ignores-qkv-bias",
         "`nn.Linear(d_in, d_out)`: bias=True always, ignoring qkv_bias (the chapter has no bias)",
         "Does your module use its qkv_bias argument? Look at what nn.Linear does by default.",
         "你的模块用到 qkv_bias 参数了吗？看看 nn.Linear 默认会做什么。",
-        {
-            "make_causal_attention": _causal_attention(AlwaysBiased),
-            "make_self_attention": _self_attention(BiasedSelfAttention),
-            "make_multihead_attention": _multihead_attention(HeadsAlwaysBiased),
-        },
+        _made(
+            make_causal_attention=AlwaysBiased,
+            make_self_attention=BiasedSelfAttention,
+            make_multihead_attention=HeadsAlwaysBiased,
+        ),
         SEED_000,
     ),
     _m(
@@ -1093,17 +910,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "calls attention dropout without passing self.training, so dropout stays on in eval",
         "Is your module deterministic after .eval()? Check what tells your dropout the module's mode.",
         "调用 .eval() 之后你的模块输出是确定的吗？看看是什么把模块的模式告诉了 dropout。",
-        {"make_causal_attention": _causal_attention(DropoutInEval)},
+        _made(make_causal_attention=DropoutInEval),
     ),
     _m(
         "dropout-never-applied",
         "holds the dropout (nn.Dropout or the rate) but never applies it in forward",
         "Where in forward does your dropout act? In training mode some attention weights must be dropped.",
         "你的 dropout 在 forward 的哪里起作用？在训练模式下，应当有一部分注意力权重被丢弃。",
-        {
-            "make_causal_attention": _causal_attention(DropoutNeverApplied),
-            "make_multihead_attention": _multihead_attention(HeadsDropoutNeverApplied),
-        },
+        _made(make_causal_attention=DropoutNeverApplied, make_multihead_attention=HeadsDropoutNeverApplied),
     ),
     _m(
         "dropout-on-context",
@@ -1111,10 +925,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "What does your dropout drop: attention weights, or the context vectors made from them? It belongs right "
         "after the softmax.",
         "你的 dropout 丢弃的是什么：注意力权重，还是由它们得到的上下文向量？它应当紧跟在 softmax 之后。",
-        {
-            "make_causal_attention": _causal_attention(DropoutOnContext),
-            "make_multihead_attention": _multihead_attention(HeadsDropoutOnContext),
-        },
+        _made(make_causal_attention=DropoutOnContext, make_multihead_attention=HeadsDropoutOnContext),
     ),
     _m(
         "dropout-on-scores",
@@ -1122,18 +933,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "A dropped score becomes 0, and the softmax still gives it weight. Should dropout come before or after "
         "the softmax?",
         "被丢弃的分数变成 0，softmax 之后它仍然会得到权重。dropout 应当放在 softmax 之前还是之后？",
-        {
-            "make_causal_attention": _causal_attention(DropoutOnScores),
-            "make_multihead_attention": _multihead_attention(HeadsDropoutOnScores),
-        },
+        _made(make_causal_attention=DropoutOnScores, make_multihead_attention=HeadsDropoutOnScores),
     ),
-    # make_multihead_attention
     _m(
         "no-out-proj",
         "makes out_proj but returns the concatenated heads without applying it",
         "After the heads are merged, is there one more layer in the chapter's MultiHeadAttention?",
         "把各个头合并之后，书中的 MultiHeadAttention 还有一层什么？",
-        {"make_multihead_attention": _multihead_attention(NoOutProj)},
+        _made(make_multihead_attention=NoOutProj),
         SEED_002,
     ),
     _m(
@@ -1141,36 +948,35 @@ CATALOGUE: tuple[Mistake, ...] = (
         "splits (and merges) heads with a bare view to (b, H, T, hd), without transpose",
         "Inside forward, does each head see every token? Check how you move heads in front of tokens and back.",
         "在 forward 中，每个头都看到了所有词元吗？检查你是怎样把头移到词元前面、再移回来的。",
-        {"make_multihead_attention": _multihead_attention(HeadsWithoutTranspose)},
+        _made(make_multihead_attention=HeadsWithoutTranspose),
     ),
     _m(
         "mha-scale-by-d-out",
         "divides each head's scores by sqrt(d_out) instead of sqrt(head_dim)",
         "What is d_k for one head? Each head's keys are narrower than d_out.",
         "对单个头来说 d_k 是多少？每个头的 keys 比 d_out 窄。",
-        {"make_multihead_attention": _multihead_attention(ScaledByDOut)},
+        _made(make_multihead_attention=ScaledByDOut),
     ),
-    # sliding_window_mask
     _m(
         "window-sees-one-too-many",
         "masks keys with `j < i - window`: each query sees window + 1 keys",
         "Count the keys row i may see, itself included: there should be exactly `window` of them.",
         "数一数第 i 行能看到几个键（包括它自己）：应当正好是 `window` 个。",
-        {"sliding_window_mask": _window_mask(back=1)},
+        _hook("sliding_window_mask", _window_mask, back=1),
     ),
     _m(
         "window-sees-one-too-few",
         "masks keys with `j <= i - window + 1`: each query sees only window - 1 keys (window 1 sees nothing)",
         "With window = 1, what may token i still see? Count the keys of one row, itself included.",
         "当 window = 1 时，第 i 个词元还能看到什么？数一数一行里能看到的键（包括它自己）。",
-        {"sliding_window_mask": _window_mask(back=-1)},
+        _hook("sliding_window_mask", _window_mask, back=-1),
     ),
     _m(
         "window-forgets-future",
         "masks only the keys too far back: the future stays visible",
         "A sliding window is still causal. Which entries above the diagonal does your mask hide?",
         "滑动窗口仍然是因果的。你的掩码遮住对角线上方的元素了吗？",
-        {"sliding_window_mask": _window_mask(future=False)},
+        _hook("sliding_window_mask", _window_mask, future=False),
         SEED_002,
     ),
     _m(
@@ -1178,16 +984,15 @@ CATALOGUE: tuple[Mistake, ...] = (
         "accepts window < 1 (or num_tokens < 1) instead of raising ValueError",
         "What should window = 0 mean? A row that sees nothing is not a mask anyone wants: raise ValueError.",
         "window = 0 应当是什么意思？一行什么也看不到的掩码没有用处：请抛出 ValueError。",
-        {"sliding_window_mask": _window_mask(checked=False)},
+        _hook("sliding_window_mask", _window_mask, checked=False),
     ),
-    # chunked_attention
     _m(
         "chunks-not-rescaled",
         "adds each block's exp(score - new max) to sums kept relative to the old max, never rescaling them",
         "When a block raises the running max, the sums so far were computed against the old max. What factor "
         "brings them to the new one?",
         "当某个块提高了运行最大值时，之前的累加和是相对旧的最大值算的。用什么因子把它们换算到新的最大值？",
-        {"chunked_attention": _chunked(rescale=False)},
+        _hook("chunked_attention", _online, rescale=False),
         SEED_002,
     ),
     _m(
@@ -1195,14 +1000,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "starts the running max at 0 instead of -inf: when every score is far below zero, exp underflows to 0",
         "What is the max of an empty set of scores? Try keys that make every score very negative.",
         "空集合的最大值是多少？试试让所有分数都非常负的键。",
-        {"chunked_attention": _chunked(first_peak=0.0)},
+        _hook("chunked_attention", _online, first_peak=0.0),
     ),
     _m(
         "chunked-no-scaling",
         "never divides the scores by sqrt(d)",
         "Is this still *scaled* dot-product attention? Compare one block of your scores with q k^T / sqrt(d).",
         "这还是*缩放*点积注意力吗？把你的某一块分数和 q k^T / sqrt(d) 比较一下。",
-        {"chunked_attention": _chunked(scaled=False)},
+        _hook("chunked_attention", _online, scaled=False),
     ),
     _m(
         "causal-offset-per-chunk",
@@ -1210,14 +1015,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "In the block that starts at key s, where is its first key in the whole sequence? Compare positions, "
         "not indices within the block.",
         "从第 s 个键开始的那一块里，第一个键在整个序列中的位置是多少？请比较全局位置，而不是块内下标。",
-        {"chunked_attention": _chunked(local_positions=True)},
+        _hook("chunked_attention", _online, local_positions=True),
     ),
     _m(
         "last-partial-chunk-dropped",
         "walks only whole blocks, so the last Tk % chunk_size keys are never seen",
         "When chunk_size does not divide Tk, is the last, shorter block part of your loop?",
         "当 chunk_size 不能整除 Tk 时，最后那个较短的块在你的循环里吗？",
-        {"chunked_attention": _chunked(whole_chunks_only=True)},
+        _hook("chunked_attention", _online, whole_chunks_only=True),
     ),
     _m(
         "full-attention-sliced",
@@ -1228,14 +1033,13 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"chunked_attention": full_attention_sliced},
         SEED_002,
     ),
-    # plot_attention
     _m(
         "plot-transposed",
         "draws `weights.T`: keys down the side and queries across, the transpose of the chapter's heatmap",
         "Which axis of the image holds the queries? imshow puts the rows of its array down the side, and row i "
         "of the weights is query i.",
         "图像的哪一个轴对应查询（query）？imshow 把数组的行画在纵轴上，而权重的第 i 行属于第 i 个查询。",
-        {"plot_attention": _plot(transpose=True)},
+        _hook("plot_attention", _drawn_wrong, transpose=True),
     ),
     _m(
         "plot-without-colorbar",
@@ -1243,7 +1047,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "How would a reader tell a weight of 0.2 from 0.8 in your picture? Something on the figure must say "
         "which colour means which value.",
         "读者怎样从你的图中分辨 0.2 和 0.8 的权重？图上需要有东西说明每种颜色代表多大的数值。",
-        {"plot_attention": _plot(colorbar=False)},
+        _hook("plot_attention", _drawn_wrong, colorbar=False),
         SEED_002,
     ),
     _m(
@@ -1252,14 +1056,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Which positions run across the image, and which down its side? Check your labels against the rows "
         "and columns of the weights.",
         "横轴上排列的是哪种位置，纵轴上又是哪种？请对照权重矩阵的行和列检查你的坐标轴标签。",
-        {"plot_attention": _plot(swap_labels=True)},
+        _hook("plot_attention", _drawn_wrong, swap_labels=True),
     ),
     _m(
         "plot-tokens-on-wrong-axes",
         "labels the x ticks with the query tokens and the y ticks with the key tokens",
         "With different query and key tokens, which ones belong under the columns? The columns are the keys.",
         "当查询和键的词元不同时，哪一组应该标在列的下方？列对应的是键（key）。",
-        {"plot_attention": _plot(swap_ticks=True)},
+        _hook("plot_attention", _drawn_wrong, swap_ticks=True),
     ),
     _m(
         "plot-without-detach",
@@ -1268,7 +1072,7 @@ CATALOGUE: tuple[Mistake, ...] = (
         "tensor before numpy (and matplotlib) may read it?",
         "用模块算出来的权重（需要梯度的张量）试一试你的函数。这样的张量在交给 numpy（以及 matplotlib）"
         "之前需要先做什么？",
-        {"plot_attention": _plot(detach=False)},
+        _hook("plot_attention", _drawn_wrong, detach=False),
     ),
     _m(
         "plot-shows-figure",
@@ -1276,14 +1080,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Who decides when a figure is shown: the function that draws it, or the code that calls it? Return the "
         "figure and leave showing to the caller.",
         "图什么时候显示，应该由画图的函数决定，还是由调用它的代码决定？把 Figure 返回，让调用者去显示。",
-        {"plot_attention": _plot(show=True)},
+        _hook("plot_attention", _drawn_wrong, show=True),
     ),
     _m(
         "plot-returns-axes",
         "returns the Axes it drew on (`ax`) instead of the Figure",
         "What does `plt.subplots()` give you, and which of the two does the exercise ask you to return?",
         "`plt.subplots()` 返回了哪两样东西？这个练习要求你返回的是其中哪一个？",
-        {"plot_attention": _plot(axes=True)},
+        _hook("plot_attention", _drawn_wrong, axes=True),
     ),
     _m(
         "plot-any-shape",
@@ -1320,7 +1124,7 @@ ACCEPTED: tuple[Mistake, ...] = (
         "`assert d_out % num_heads == 0` raises AssertionError (and vanishes under python -O) instead of ValueError",
         "Which exception does a bad argument deserve? An assert is for bugs, and python -O removes it.",
         "参数不合法时应当抛出哪种异常？assert 用于检查程序错误，而且 python -O 会把它去掉。",
-        {"make_multihead_attention": _multihead_attention(AssertsDivisible)},
+        _made(make_multihead_attention=AssertsDivisible),
         SEED_003,
     ),
 )

@@ -142,12 +142,9 @@ class SelfAttention(nn.Module):
         return context_vectors(weights, values)
 
 
-class CausalAttention(nn.Module):
+class CausalAttention(SelfAttention):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        super().__init__(d_in, d_out, qkv_bias)
         self.dropout = dropout
         self.register_buffer("mask", causal_mask(context_length))
 
@@ -160,18 +157,13 @@ class CausalAttention(nn.Module):
         return context_vectors(weights, values)  # (b, T, d_out)
 
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(CausalAttention):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
         if d_out % num_heads != 0:
             raise ValueError(f"d_out={d_out} is not divisible by num_heads={num_heads}")
+        super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
         self.num_heads = num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = dropout
-        self.register_buffer("mask", causal_mask(context_length))
 
     def forward(self, x):
         num_tokens = x.shape[-2]
@@ -255,18 +247,24 @@ def plot_attention(weights, tokens=None):
     if weights.dim() != 2:
         raise ValueError(f"plot_attention draws one (Tq, Tk) matrix, got shape {tuple(weights.shape)}")
     num_queries, num_keys = weights.shape
-    if tokens is not None:  # one sequence names both axes (square weights); a pair is (queries, keys)
-        items = list(tokens)
-        pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
-        queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
-        if (len(queries), len(keys)) != (num_queries, num_keys):
-            raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
+    names = None if tokens is None else _token_names(tokens, num_queries, num_keys)
     fig, ax = plt.subplots()
     image = ax.imshow(weights.detach().cpu().numpy())  # row i: query i, column j: key j
     fig.colorbar(image, ax=ax)
     ax.set_xlabel("Key positions")
     ax.set_ylabel("Query positions")
-    if tokens is not None:
-        ax.set_xticks(range(num_keys), [str(t) for t in keys], rotation=90)
-        ax.set_yticks(range(num_queries), [str(t) for t in queries])
+    if names is not None:
+        ax.set_xticks(range(num_keys), names[1], rotation=90)
+        ax.set_yticks(range(num_queries), names[0])
     return fig
+
+
+def _token_names(tokens, num_queries, num_keys):
+    """``(query_tokens, key_tokens)`` as strings: one sequence names both axes (square weights); a pair is
+    (queries, keys).  ValueError where they do not fit the weights."""
+    items = list(tokens)
+    pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
+    queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
+    if (len(queries), len(keys)) != (num_queries, num_keys):
+        raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
+    return [str(t) for t in queries], [str(t) for t in keys]
