@@ -475,11 +475,9 @@ class _Printed:
 
     def write(self, text: str) -> int:
         text = str(text)
-        room = PRINTED_CHARS - self.kept
-        if room > 0:
-            self.parts.append(text[:room])
-            self.kept += min(room, len(text))
-        self.lost += max(0, len(text) - max(room, 0))
+        kept = text[: max(PRINTED_CHARS - self.kept, 0)]
+        self.parts.append(kept)
+        self.kept, self.lost = self.kept + len(kept), self.lost + len(text) - len(kept)
         return len(text)
 
     def __enter__(self) -> _Printed:

@@ -56,11 +56,8 @@ def find_callable(
     names = [alias] if isinstance(alias, str) else list(alias or ())
     for ns in namespaces:
         candidate = getattr(ns, hook, None)
-        for name in names if candidate is None else ():
-            candidate = getattr(ns, name, None)
-            if inspect.isclass(candidate):
-                break
-            candidate = None
+        if candidate is None:
+            candidate = next((c for c in (getattr(ns, name, None) for name in names) if inspect.isclass(c)), None)
         if callable(candidate):
             return candidate
     return None
