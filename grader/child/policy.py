@@ -261,10 +261,6 @@ def filesystem_policy(kit_roots: list[str]) -> FilesystemPolicy:
 
 def _kit_holes(kit_roots: list[str]) -> list[str]:
     """The kit's folders, and the kit's entries in every folder of packages on ``sys.path``."""
-    holes = [os.path.realpath(r) for r in kit_roots]
-    for entry in sys.path:
-        if entry and os.path.isdir(entry):
-            holes += [
-                os.path.realpath(os.path.join(entry, n)) for n in os.listdir(entry) if n.startswith(_KIT_PACKAGES)
-            ]
-    return holes
+    folders = [entry for entry in sys.path if entry and os.path.isdir(entry)]
+    found = [os.path.join(folder, n) for folder in folders for n in os.listdir(folder) if n.startswith(_KIT_PACKAGES)]
+    return [os.path.realpath(path) for path in [*kit_roots, *found]]
