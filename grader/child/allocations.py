@@ -1,13 +1,9 @@
 """The CPU allocator's own record of a measured call: the peak of the bytes torch allocated during it.
 
-The memory meter (``call._MemoryMeter``) is a dispatch mode, and code can step out of the modes
-(``_disable_current_modes``, reached by routes the review scan cannot read: round 5's m1).  The allocator reports every
-allocation to the profiler whatever modes are on, so the call runs inside a profiler session that records memory only.
-The session is checked to be the one opened here: closing it must succeed, it must have started before the call did, and
-a marker allocation of a size drawn per call must be its first event.  A session switched off or replaced during the
-call (red team 8's a4: closed with a public ``profile().__exit__()``, which hands its record, marker and all, to the
-call, then opened anew) is reported as such.
-
+The memory meter is a dispatch mode, which code can step out of (round 5's m1); the allocator reports every allocation
+to the profiler whatever modes are on, so the call runs inside a profiler session recording memory only.  The session
+must be the one opened here: closing it succeeds, it started before the call, and a marker allocation of a size drawn
+per call is its first event; one switched off or replaced during the call (red team 8's a4) is reported as such.
 :func:`bind` takes what it uses while no learner code has run (the template, before it forks).
 """
 
@@ -47,10 +43,9 @@ FOREIGN_MAKERS = (
     ("torch.UntypedStorage", "from_buffer"), ("torch.UntypedStorage", "from_file"),
     ("torch.utils.dlpack", "to_dlpack"), ("torch", "to_dlpack"),
 )  # fmt: skip
-"""Where a tensor or storage may be made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, a numpy
-array), or a tensor's memory handed out of torch (``to_dlpack``'s capsule, which numpy reads: red team 10's a1): the
-allocator's record cannot weigh what is done there (red team 8's a1, a2, a3, a5), so a measured call may not do it.
-What a maker makes is noted when its storage cannot be resized (memory torch did not allocate); a capsule always."""
+"""Where a tensor may be made over memory torch's allocator never gave (a ``bytearray``, an ``mmap``, numpy), or its
+memory handed out of torch (``to_dlpack``: red team 10's a1), unweighed by the record (red team 8's a1-a5): noted when
+its storage cannot be resized; a capsule always."""
 
 _foreign: list[str] = []  # what the measured call now running made over foreign memory
 _recording = [False]

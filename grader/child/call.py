@@ -22,7 +22,7 @@ from .allocations import allocator_record
 from .figures import FIGURE_TEXT, _close_figures, _open_figures, figure_facts, recording_show
 from .gradients import describe, error_info, function_vjp
 from .kernels import banned_op
-from .load import _torch
+from .load import _torch, on_device, tensor_facts
 from .modules import _run_module
 from .spawns import _spawn_facts, spawns_heard
 from .wire import PRINTED_CHARS, plain_from_wire, sent_back_keys
@@ -43,26 +43,22 @@ def _func_name(func: Any) -> str:
 
 
 def _aten_name(func: Any, banned: list[str]) -> str | None:
-    """``torch.ops.aten.<op>`` where ``func`` is an aten operator (an overload such as ``softmax.int``, or a
-    private kernel such as ``_safe_softmax`` or ``_scaled_dot_product_flash_attention_for_cpu``) whose name
-    holds every word of a banned name; None for anything else."""
-    schema = getattr(func, "_schema", None)
-    if schema is None:  # torch.ops.aten.softmax (the packet) resolves to an overload, which comes here too
-        return None
+    """``torch.ops.aten.<op>`` where ``func`` is an aten operator (an overload: ``softmax.int``; a private kernel:
+    ``_safe_softmax``) whose name holds every word of a banned name; None for anything else."""
+    schema = getattr(func, "_schema", None)  # torch.ops.aten.softmax (the packet) resolves to an overload: here too
     op = str(getattr(schema, "name", "")).split("::")[-1]
-    return f"torch.ops.aten.{op}" if banned_op(op, banned) else None
+    return f"torch.ops.aten.{op}" if schema is not None and banned_op(op, banned) else None
 
 
 def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None) -> Any:
     """A recorder of every banned torch call made inside it (``seen``), both ways in.
 
-    A TorchFunctionMode names the call as the learner wrote it (``torch.softmax``, ``Tensor.softmax``,
-    ``F.softmax``; ``banned`` holds base names).  It cannot see what runs while it handles a call (``F.softmin``
-    calls ``Tensor.softmax`` inside its own handler, a backward hook inside ``Tensor.backward``'s): a
-    TorchDispatchMode sees every aten op under it and names the kernel (``torch.ops.aten._softmax``) instead.
-    Each name is also told to the witness (``tell``) as it is recorded: a reply that leaves it out (its list
-    cleared by code that reached it) is caught on the grader's side.  A learning aid, not a security boundary:
-    code can leave the modes (the review scan and the witness flag what that takes).
+    A TorchFunctionMode names the call as the learner wrote it (``torch.softmax``, ``Tensor.softmax``, ``F.softmax``;
+    ``banned`` holds base names).  It cannot see what runs while it handles a call (``F.softmin`` calls
+    ``Tensor.softmax`` inside its own handler, a backward hook inside ``Tensor.backward``'s): a TorchDispatchMode sees
+    every aten op under it and names the kernel (``torch.ops.aten._softmax``) instead.  Each name is also told to the
+    witness (``tell``) as it is recorded: a reply that leaves it out is caught on the grader's side.  A learning aid,
+    not a security boundary: code can leave the modes (the review scan and the witness flag what that takes).
     """
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -77,20 +73,12 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
                 tell(name)
 
     class CallRecorder(function_base):
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: list[str] = []
-
         def __torch_function__(self, func, types, args=(), kwargs=None):
             base = getattr(func, "__name__", "")
             note(self.seen, _func_name(func) if base in banned else _aten_name(func, banned))
             return func(*args, **(kwargs or {}))
 
     class KernelRecorder(dispatch_base):
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: list[str] = []
-
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             note(self.seen, _aten_name(func, banned))
             return func(*args, **(kwargs or {}))
@@ -99,6 +87,7 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
         def __init__(self) -> None:
             super().__init__()
             self.calls, self.kernels = CallRecorder(), KernelRecorder()
+            self.calls.seen, self.kernels.seen = [], []
 
         @property
         def seen(self) -> list[str]:
@@ -116,17 +105,16 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
 
 CONVERSIONS = ("numpy", "__array__", "tolist", "__dlpack__", "untyped_storage", "storage", "data_ptr", "__reduce_ex__",
                "share_memory_", "apply_", "map_", "map2_")  # fmt: skip
-"""Tensor methods that carry a tensor's values out of torch (a numpy array, a Python list, raw memory, a pickle's
-bytes: ``torch.save``), or hand them to a Python callable (``apply_``), where the measuring mode cannot see: a
-measured call may not call them (:func:`grader.rules.memory_problem`)."""
+"""Tensor methods that carry a tensor's values out of torch (numpy, a list, raw memory, a pickle's bytes) or hand them
+to a Python callable (``apply_``), unseen by the measuring mode: a measured call may not call them."""
 
 COPIES_ATTRIBUTES = ("__deepcopy__", "__reduce_ex__", "__setstate__")
 """Tensor methods that copy a tensor's own attributes, and so run what those attributes' classes define."""
 
 CALLS_BACK = "gc.enable or saved-tensor hooks of its own (torch runs what either leaves inside its operations)"
-"""What the meter notes when a measured call turns the collector on (the grader turns it off for the call) or sets
-saved-tensor hooks: either runs callables of the learner's (a finaliser, ``pack``) inside torch's own functions,
-where the modes stand aside, and a C callable (``functools.partial``) runs there with no frame to watch."""
+"""Noted when a measured call turns the collector on (off for the call) or sets saved-tensor hooks: either runs the
+learner's callables (a finaliser, ``pack``) inside torch's functions, where the modes stand aside, and a C callable
+(``functools.partial``) runs there with no frame to watch."""
 
 _LIBRARIES = tuple(
     dict.fromkeys(
@@ -136,21 +124,19 @@ _LIBRARIES = tuple(
         for folder in (place, os.path.realpath(place))
     )
 ) + ("<",)  # fmt: skip
-"""Where Python's, the libraries' and the grader's own code lives (taken before any learner code runs), and code
-made from text (``<string>``: a dataclass's ``__init__``, a namedtuple's; what the learner's code makes so is the
-witness's, ``grader.child.witness``); code from any other file is the learner's (:func:`_watch_nested`)."""
+"""Where Python's, the libraries' and the grader's code lives (taken before learner code runs), and code made from
+text (``<string>``: a dataclass's ``__init__``; the learner's such code is the witness's); any other file is the
+learner's (:func:`_watch_nested`)."""
 
 
 def _watch_nested(noted: list[str]) -> tuple[list[Any], Callable[..., None]]:
     """``(handing, watch)``: a profile function that notes ``"<function> (your code ran inside it)"`` in ``noted``
-    when learner code starts while ``handing[-1]`` (a function or an operator a mode hands on) runs.
+    when learner code (a frame outside :data:`_LIBRARIES`) starts while ``handing[-1]`` (what a mode hands on) runs.
 
     The function mode steps aside while the function it was handed runs, and learner code may run inside it: a
-    callback (``Tensor.apply_``'s: round 9's a3 took the whole scores to numpy there), a subclass's
-    ``__torch_function__``, an attribute's ``__deepcopy__``, saved-tensor hooks (round 10's a2), a finaliser, a
-    signal's handler.  So the mode notes it in ``handing`` and makes ``watch`` the profile function, which looks for
-    a frame of code outside :data:`_LIBRARIES`.  The dispatch mode marks its own bookkeeping with None (nothing is
-    handed on); a kernel of the learner's own under it is ``torch.library``'s, which the review scan flags.
+    callback (``Tensor.apply_``'s: round 9's a3), a subclass's ``__torch_function__``, an attribute's
+    ``__deepcopy__``, saved-tensor hooks (round 10's a2), a finaliser, a signal's handler.  The dispatch mode marks its
+    own bookkeeping with None; a kernel of the learner's own under it is ``torch.library``'s, which the scan flags.
     """
     libraries, setprofile = _LIBRARIES, sys.setprofile
     handing: list[Any] = []
@@ -171,24 +157,21 @@ FOREIGN = "memory torch did not allocate (from_numpy, frombuffer, as_tensor of a
 """What the meter notes when an op of a measured call is given a tensor over such memory."""
 
 PACKERS = ("fbgemm_pack_gemm_matrix_fp16", "fbgemm_pack_quantized_matrix", "_wrapped_linear_prepack")
-"""torch functions that keep a matrix packed in fbgemm's own memory behind a small handle tensor: memory neither
-the measuring mode nor torch's allocator sees, so a measured call may not call them.  An op that hands back
-packed weights as an object (``torch.ops.quantized.linear_prepack_fp16``) is caught by what it returns."""
+"""torch functions that keep a matrix packed in fbgemm's memory behind a small handle: unseen by the mode and the
+allocator, so a measured call may not call them (one returning packed weights as an object is caught by that)."""
 
 
 class _MemoryMeter:
     """Around a measured call: the peak of the memory its tensors hold at once, and the conversions it made.
 
     A ``TorchDispatchMode`` weighs the storage under every tensor an op returns, and under those an op writes into
-    before it runs.  A storage first seen as the output of an op that aliases nothing counts whole; so does one an
-    op first writes into that is not the inputs' (made before the call, or by no op: ``torch.frombuffer``,
-    ``from_numpy``, ``UntypedStorage`` and ``set_``).  The inputs' storages (and views of them) count only for what
-    they grow by (``resize_``, ``out=``).  A storage counts until it is freed (a weak reference: views keep it
-    alive, as they keep its memory), in bytes and in elements of the narrowest dtype that views it.  After each op
-    the live totals are compared with their peaks; the largest storage live at the peak of elements is kept, with
-    the shape and op that made it (``matmul``'s result under the shape ``_unsafe_view`` hands back).  A
-    ``TorchFunctionMode`` notes the calls of :data:`CONVERSIONS`.  Both see the calling thread only, which is why a
-    call may start no thread (:func:`_watch_spawns`).  A learning aid, like the recorder: code can leave the modes.
+    before it runs.  A storage first seen as the output of an op that aliases nothing counts whole; so does one an op
+    first writes into that is not the inputs' (``frombuffer``, ``from_numpy``, ``UntypedStorage``, ``set_``).  The
+    inputs' storages count only for what they grow by (``resize_``, ``out=``).  A storage counts until freed (a weak
+    reference: views keep it alive), in bytes and in elements of the narrowest dtype that views it.  The largest storage
+    live at the peak of elements is kept, with its shape (as ``_unsafe_view`` hands it back) and op.  A
+    ``TorchFunctionMode`` notes :data:`CONVERSIONS`.  Both see the calling thread only (hence no thread may start):
+    a learning aid, like the recorder.
     """
 
     def __init__(self, inputs: Iterable[Any] = ()) -> None:
@@ -197,7 +180,6 @@ class _MemoryMeter:
 
         self._inputs = [t.untyped_storage() for t in inputs if isinstance(t, torch.Tensor) and t.device.type != "meta"]
         self._input_keys = {id(s) for s in self._inputs}  # the storages are held: their ids stay theirs
-
         self.elements = self.bytes = 0  # live now, beyond what was there before the call
         self.peak_elements = self.peak_bytes = 0
         self.largest: list[int] | None = None  # the largest storage live at the peak of elements, and its op
@@ -218,7 +200,6 @@ class _MemoryMeter:
         collecting, saved_hooks = _collecting, torch._C._autograd._top_saved_tensors_default_hooks
         values = {torch.Tensor, torch.nn.Parameter, int, float, bool, complex, str, type(None), slice, type(...),
                   torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format}  # fmt: skip
-
         function, libraries, hook_files = types.FunctionType, _LIBRARIES, ("checkpoint.py", "graph.py")
 
         def torch_hooks(hooks: Any) -> bool:
@@ -234,10 +215,8 @@ class _MemoryMeter:
             return all(type(v) in values or (type(v) in (tuple, list) and plain(v)) for v in items)
 
         def note_foreign(args: tuple, kwargs: dict) -> None:
-            """Note :data:`FOREIGN` once, when an op is given a tensor (not the call's inputs) whose storage cannot
-            be resized: memory torch's allocator did not give (``from_numpy``, ``frombuffer``, ``from_file`` …),
-            weighed by neither record (red team 8's a1, a3).  ``torch.tensor`` of an array copies it (``lift_fresh``,
-            ``_to_copy``): not noted."""
+            """Note :data:`FOREIGN` once, when an op is given a tensor (not an input) whose storage cannot be resized:
+            memory weighed by neither record (red team 8's a1, a3); ``torch.tensor`` of an array copies (not noted)."""
             for arg in (*args, *kwargs.values()):
                 for value in arg if isinstance(arg, (list, tuple)) else (arg,):
                     if isinstance(value, tensor) and value.device.type == "cpu" and value.layout == strided:
@@ -366,13 +345,8 @@ class _MemoryMeter:
 
     def facts(self) -> dict[str, Any]:
         """The reply's ``memory`` record (``grader.child.wire.MemoryFacts``)."""
-        return {
-            "peak_elements": self.peak_elements,
-            "peak_bytes": self.peak_bytes,
-            "largest": self.largest,
-            "op": self.op[:100],
-            "converted": self.converted[:16],
-        }
+        peaks = {"peak_elements": self.peak_elements, "peak_bytes": self.peak_bytes, "largest": self.largest}
+        return {**peaks, "op": self.op[:100], "converted": self.converted[:16]}
 
     def __enter__(self) -> _MemoryMeter:
         self._collected = _collecting()
@@ -416,11 +390,7 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
     out: dict[str, Any] = {}
     for name, arg in spec.items():
         if "tensor" in arg:
-            value = tensors[arg["tensor"]]
-            if device == "meta":
-                value = torch.empty(value.shape, dtype=value.dtype, device="meta")
-            else:
-                value = value.to(device)
+            value = on_device(tensors[arg["tensor"]], device)
             if arg.get("transposed"):
                 value = value.transpose(-2, -1)
             if arg.get("requires_grad") and value.is_floating_point():
@@ -440,16 +410,10 @@ def _decode_args(spec: dict[str, Any], tensors: dict[str, Any], device: str) -> 
 def _cotangent(call: dict[str, Any], tensors: dict[str, Any], device: str) -> Any:
     """The cotangent the grader sent for this call's gradient pass, on ``device``; None where it asks for none."""
     key = (call.get("vjp") or {}).get("cotangent")
-    if key is None:
-        return None
-    value = tensors[key]
-    torch = _torch()
-    return torch.empty(value.shape, dtype=value.dtype, device="meta") if device == "meta" else value.to(device)
+    return None if key is None else on_device(tensors[key], device)
 
 
-def sent_back(
-    call: dict[str, Any], args: dict[str, Any], tensors: dict[str, Any], forwarded: list[Any]
-) -> dict[str, Any]:
+def sent_back(call: dict[str, Any], args: dict[str, Any], tensors: dict[str, Any], forwarded: list[Any]) -> dict:
     """Each input as the call left it, laid out as it came (:func:`.wire.sent_back_keys`; the grader compares the
     bytes): a tensor argument as the hook got it, a module's forward input as ``forwarded`` (its forwards got it)."""
     torch = _torch()
@@ -469,14 +433,8 @@ def _describe_result(value: Any) -> dict[str, Any]:
     torch = _torch()
     info: dict[str, Any] = {"type": f"{type(value).__module__}.{type(value).__qualname__}"}
     if isinstance(value, torch.Tensor):
-        info.update(
-            is_tensor=True,
-            exact_tensor=type(value) is torch.Tensor,
-            dtype=str(value.dtype).replace("torch.", ""),
-            shape=list(value.shape),
-            device=str(value.device),
-            contiguous=bool(value.is_contiguous()),
-        )
+        info.update(is_tensor=True, exact_tensor=type(value) is torch.Tensor, **tensor_facts(value))
+        info["contiguous"] = bool(value.is_contiguous())
     return info
 
 
@@ -484,10 +442,9 @@ def _early_copy(value: Any) -> Any:
     """A call's tensor result copied (:func:`_plain`) as the call returns, while its records are still open, or
     None where it is no tensor.  A tensor that cannot be copied raises: the call failed (never read later).
 
-    Learner code may run after a call returns (a finaliser the next collection runs, a thread started at import):
-    round 9's a6 and a8 returned zeros and filled them from a finaliser once the modes had closed.  The collector
-    stays off from the call's return until the reply is built, and the values sent are these copies (round 10's a4
-    made the copy raise, from a timer's signal handler, to have the value read later).
+    Learner code may run after a call returns (a finaliser, a thread): round 9's a6 and a8 filled returned zeros from a
+    finaliser once the modes had closed.  The collector stays off until the reply is built, and the values sent are
+    these copies (round 10's a4 made the copy raise, from a signal handler, to have the value read later).
     """
     tensor = _torch().Tensor
     if issubclass(type(value), tensor):
@@ -514,17 +471,13 @@ class _Printed:
 
     def __init__(self) -> None:
         self.parts: list[str] = []
-        self.kept = 0
-        self.lost = 0
-        self._saved: tuple[Any, Any] | None = None
+        self.kept = self.lost = 0
 
     def write(self, text: str) -> int:
         text = str(text)
-        room = PRINTED_CHARS - self.kept
-        if room > 0:
-            self.parts.append(text[:room])
-            self.kept += min(room, len(text))
-        self.lost += max(0, len(text) - max(room, 0))
+        kept = text[: max(PRINTED_CHARS - self.kept, 0)]
+        self.parts.append(kept)
+        self.kept, self.lost = self.kept + len(kept), self.lost + len(text) - len(kept)
         return len(text)
 
     def __enter__(self) -> _Printed:
@@ -533,8 +486,7 @@ class _Printed:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._saved is not None:
-            sys.stdout, sys.stderr = self._saved
+        sys.stdout, sys.stderr = self._saved
 
     @property
     def text(self) -> str:

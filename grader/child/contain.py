@@ -1,15 +1,13 @@
-"""Putting a freshly forked child in its sandbox before any learner code runs, one step after another
-(nsjail's ``containProc`` is the model), each returning the names of the layers that took.
-
-A step the kernel refuses is left out and the isolation line says so, with one exception: a child that
-cannot stop being root exits rather than run learner code.  What each step allows is declared in :mod:`.policy`:
-FILESYSTEM (Landlock), TEMPORARY_FOLDERS and the work folder's tmpfs (the mount namespace), DEVICES (its /dev) and
-SYSCALLS (seccomp, by name through libseccomp, the one filter there is).
+"""Putting a freshly forked child in its sandbox before any learner code runs, one step after another (nsjail's
+``containProc`` is the model), each returning the names of the layers that took.  A step the kernel refuses is left out
+and the isolation line says so, except that a child that cannot stop being root exits rather than run learner code.
+What each step allows is declared in :mod:`.policy`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import sys
@@ -36,18 +34,13 @@ _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 _PR_SET_CHILD_SUBREAPER = 36
 
-_LIBC: Any = None
 
-
+@functools.cache
 def _libc() -> Any:
     """The C library, loaded once (in the template: ``find_library`` runs ``ldconfig``, which a child may not)."""
-    global _LIBC
-    if _LIBC is None:
-        import ctypes
-        import ctypes.util
+    import ctypes.util
 
-        _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return _LIBC
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 def _libseccomp() -> Any:
@@ -105,16 +98,12 @@ class _Plan:
 
 def contain(config: dict[str, Any]) -> list[str]:
     """Put this process (a fresh fork of the template) in its sandbox; return the layers that took, in order.
-
-    The steps: leave the grader's uid behind when it is root; new user, PID, network, IPC and mount namespaces (forking
-    once: the caller goes on as PID 1 of the new PID namespace); a ``/proc``, empty temporary folders, a size-capped
-    work folder and a minimal ``/dev`` of its own; a fresh session keyring; no capabilities; resource limits; Landlock;
-    seccomp. ``config["contained"]`` gets what the hello reply reports (the seccomp backend, the uid outside).
-    """
+    ``config["contained"]`` gets what the hello reply reports (the seccomp backend, the uid outside)."""
     plan = _Plan(config)
-    took: list[str] = []
-    prepare_sandbox_user(plan)
-    took += enter_namespaces(plan)
+    if plan.root:  # the workdir handed to the sandbox uid, and no supplementary group of root's follows
+        os.chown(plan.workdir, plan.uid, plan.gid)
+        os.setgroups([])
+    took = enter_namespaces(plan)
     sources = open_mount_sources(plan) if plan.namespaces else None
     took += take_mapped_ids(plan)
     took += private_mounts(plan, sources)
@@ -129,21 +118,13 @@ def contain(config: dict[str, Any]) -> list[str]:
     return took
 
 
-def prepare_sandbox_user(plan: _Plan) -> None:
-    """As root, the workdir handed to the sandbox uid, and no supplementary group of root's follows."""
-    if plan.root:
-        os.chown(plan.workdir, plan.uid, plan.gid)
-        os.setgroups([])
-
-
 def enter_namespaces(plan: _Plan) -> list[str]:
     """New user, PID, network, mount and IPC namespaces; then fork, and go on as PID 1 of the new PID namespace.
 
-    As root, the template (in the parent namespace) maps the new namespace's root to the sandbox uid; unprivileged, the
-    child maps its root to the grader's own uid and gid (read before ``unshare``).  Where a user namespace is refused,
-    root makes the other namespaces without one.  When PID 1 ends the kernel kills everything left in its namespace,
-    ``setsid`` escapees included; the new network namespace has no interface up, loopback included; the new IPC
-    namespace has no SysV object or POSIX queue of anyone else's, and takes its own with it when it ends.
+    As root, the template maps the new namespace's root to the sandbox uid; unprivileged, the child maps it to the
+    grader's own ids; where a user namespace is refused, root makes the others without one.  When PID 1 ends the kernel
+    kills everything left in its namespace (``setsid`` escapees too); the network namespace has no interface up; the IPC
+    namespace holds no one else's SysV object or POSIX queue.
     """
     if "namespaces" in plan.without or not sys.platform.startswith("linux"):
         if plan.root:
@@ -167,7 +148,19 @@ def enter_namespaces(plan: _Plan) -> list[str]:
         plan.map_fd = None
     if not plan.namespaces:
         return []
-    _become_pid_one(plan)
+    # fork: the parent waits and exits, holding a pipe whose end-of-file tells the child it has gone
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid != 0:
+        os.close(read_end)
+        os.closerange(3, write_end)  # the learner's socket among them: only the child holds it
+        os.closerange(write_end + 1, 1 << 16)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os._exit(0)
+    os.close(write_end)
+    plan.parent_fd = read_end
+    die_with_parent(0, read_end)
     return took + ["pid-ns", "net-ns", "ipc-ns"]
 
 
@@ -187,10 +180,7 @@ def _parent_maps_ids(plan: _Plan) -> bool:
 
 
 def _map_ids(process: str, uid: int, gid: int) -> bool:
-    """Map root of ``process``'s (``self``, a pid) new user namespace to ``uid`` and ``gid`` outside.
-
-    Our own (read before ``unshare``): files made inside then belong to us outside.
-    """
+    """Map root of ``process``'s (``self``, a pid) new user namespace to ``uid`` and ``gid`` outside."""
     try:
         for name, text in (("uid_map", f"0 {uid} 1"), ("setgroups", "deny"), ("gid_map", f"0 {gid} 1")):
             with open(f"/proc/{process}/{name}", "w") as fh:
@@ -201,11 +191,8 @@ def _map_ids(process: str, uid: int, gid: int) -> bool:
 
 
 def map_child_ids(pid: int, channel: socket.socket, uid: int, gid: int) -> None:
-    """The template's half of a root child's user namespace: map its root to ``uid``/``gid`` when asked.
-
-    Only a process with CAP_SETUID in the parent namespace may map another uid
-    than its own, so the parent writes the child's maps (as nsjail does).
-    """
+    """The template's half of a root child's user namespace: map its root to ``uid``/``gid`` when asked (only a
+    process with CAP_SETUID in the parent namespace may map another uid than its own, as in nsjail)."""
     try:
         channel.settimeout(10.0)
         if channel.recv(1) != b"u":
@@ -217,37 +204,20 @@ def map_child_ids(pid: int, channel: socket.socket, uid: int, gid: int) -> None:
         channel.close()
 
 
-def _become_pid_one(plan: _Plan) -> None:
-    """Fork: the parent waits and exits, holding a pipe whose end-of-file tells the child it has gone."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid != 0:
-        os.close(read_end)
-        os.closerange(3, write_end)  # the learner's socket among them: only the child holds it
-        os.closerange(write_end + 1, 1 << 16)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-        os._exit(0)
-    os.close(write_end)
-    plan.parent_fd = read_end
-    die_with_parent(0, read_end)
-
-
-def _after_id_change(plan: _Plan) -> None:
-    """A change of uid clears the parent-death signal and makes /proc/self root's: put both back."""
+def _become(plan: _Plan, uid: int, gid: int) -> list[str]:
+    """Take ``uid`` and ``gid``; a change of uid clears the parent-death signal and makes /proc/self root's: put both
+    back.  ``uid-<n>`` where this process is the sandbox uid outside."""
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    plan.ids_dropped = True
     _libc().prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
     die_with_parent(0 if plan.namespaces else plan.parent_pid, plan.parent_fd)
+    return [f"uid-{plan.uid}"] if _outside_uid() == plan.uid else []
 
 
 def take_mapped_ids(plan: _Plan) -> list[str]:
     """Root with a user namespace: become its root, which is the sandbox uid outside, before mounting anything."""
-    if plan.namespaces != "user" or not plan.root:
-        return []
-    os.setresgid(0, 0, 0)
-    os.setresuid(0, 0, 0)
-    plan.ids_dropped = True
-    _after_id_change(plan)
-    return [f"uid-{plan.uid}"] if _outside_uid() == plan.uid else []
+    return _become(plan, 0, 0) if plan.namespaces == "user" and plan.root else []
 
 
 def _outside_uid() -> int:
@@ -270,23 +240,8 @@ def _processes_of(uid: int) -> int:
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
+                count += os.stat(f"/proc/{entry}").st_uid == uid
     return count
-
-
-def _can_search(path: str, uid: int, gid: int) -> bool:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    if uid == 0:
-        return True
-    if st.st_uid == uid:
-        return bool(st.st_mode & 0o100)
-    if st.st_gid == gid:
-        return bool(st.st_mode & 0o010)
-    return bool(st.st_mode & 0o001)
 
 
 def _topmost(paths: list[str]) -> list[str]:
@@ -312,32 +267,30 @@ def _needed_folders(plan: _Plan) -> list[str]:
 
 
 def _closed_folders(folders: list[str], uid: int, gid: int) -> list[str]:
-    """The topmost folders on the way to ``folders`` that ``uid`` may not enter (a 0700 ``/root`` holding pyenv).
+    """The topmost folders on the way to ``folders`` that ``uid`` may not enter (a 0700 ``/root`` holding pyenv); asked
+    before any namespace, inside which root's files look as the overflow uid's (the sandbox uid)."""
 
-    Asked before any namespace: inside a user namespace, root's files look as
-    if they belonged to the overflow uid (which is the sandbox uid).
-    """
-    searchable: dict[str, bool] = {}
+    @functools.cache
+    def searchable(path: str) -> bool:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        return uid == 0 or bool(st.st_mode & bit)
+
     closed: list[str] = []
     for path in folders:
         parts = path.split(os.sep)[1:-1]
-        for i in range(1, len(parts) + 1):
-            ancestor = os.sep + os.path.join(*parts[:i])
-            if ancestor not in searchable:
-                searchable[ancestor] = _can_search(ancestor, uid, gid)
-            if not searchable[ancestor]:
-                closed.append(ancestor)
-                break
+        ancestors = (os.sep + os.path.join(*parts[:i]) for i in range(1, len(parts) + 1))
+        closed += [a for a in ancestors if not searchable(a)][:1]  # the first on the way
     return _topmost(closed)
 
 
 def open_mount_sources(plan: _Plan) -> dict[str, Any]:
-    """What :func:`private_mounts` binds back, opened now (``O_PATH``), before any id is dropped.
-
-    Three kinds: the folders shadowed by an empty tmpfs (:data:`TEMPORARY_FOLDERS`, and any folder on the way to Python
-    or the workdir that the sandbox uid may not enter); what the child needs from under them (its workdir, Python and
-    its packages), bound back in place; and the device files of its own ``/dev``.
-    """
+    """What :func:`private_mounts` mounts, opened now (``O_PATH``), before any id is dropped: the folders shadowed by an
+    empty tmpfs (:data:`TEMPORARY_FOLDERS`, closed folders on the way to Python or the workdir), what the child needs
+    from under them (bound back in place), and the device files of its own ``/dev``."""
     import glob
 
     temporary = [p for p in _topmost([os.path.realpath(f) for f in TEMPORARY_FOLDERS]) if os.path.isdir(p)]
@@ -347,9 +300,7 @@ def open_mount_sources(plan: _Plan) -> dict[str, Any]:
     shadowed = [(f, "1777", "64m") for f in temporary] + [(f, "0755", "1m") for f in closed]
     folders = [f for f, _, _ in shadowed]
     keep = _topmost([p for p in _needed_folders(plan) if _inside(p, folders) and p not in folders])
-    devices = [f"/dev/{name}" for name in DEVICES]
-    if plan.cuda:
-        devices += sorted(glob.glob("/dev/nvidia*"))
+    devices = [f"/dev/{name}" for name in DEVICES] + (sorted(glob.glob("/dev/nvidia*")) if plan.cuda else [])
     return {
         "shadowed": shadowed,
         "keep": {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep},
@@ -378,12 +329,9 @@ def _bind(libc: Any, fd: int, target: str, recursive: bool = True) -> bool:
 def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
     """In the child's mount namespace: its own ``/proc``, empty ``/tmp`` and ``/run``, work folder and ``/dev``.
 
-    A fresh ``/proc`` (PID 1 of a new PID namespace mounts it) shows no process outside the sandbox: not the grader's
-    command line, not its environment. Empty temporary folders hide other processes' files and unix sockets; what the
-    child needs from under them is bound back (see :func:`open_mount_sources`).  ``mount-ns`` takes when all of that
-    did; ``tmpfs-work`` when the work folder is a tmpfs of ``plan.work_bytes`` (:func:`_work_tmpfs`); ``dev`` when the
-    child's ``/dev`` holds only :data:`DEVICES` (and ``/dev/nvidia*`` for a CUDA child): no terminal, no ``/dev/kmsg``,
-    no console, no disk, no loop device.
+    A fresh ``/proc`` shows no process outside the sandbox (not the grader's command line or environment); empty
+    temporary folders hide other processes' files and unix sockets.  ``mount-ns`` takes when all of that did;
+    ``tmpfs-work`` and ``dev`` (only :data:`DEVICES`, and ``/dev/nvidia*`` for CUDA: no terminal, kmsg, disk) each.
     """
     if sources is None:
         return []
@@ -393,12 +341,10 @@ def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
             return []
         if libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
             return []
-        for folder, mode, size in sources["shadowed"]:
-            if not _mount_tmpfs(libc, folder, mode, size):
-                return []
-        for path, fd in sources["keep"].items():
-            if not _bind(libc, fd, path):
-                return []
+        if not all(_mount_tmpfs(libc, folder, mode, size) for folder, mode, size in sources["shadowed"]):
+            return []
+        if not all(_bind(libc, fd, path) for path, fd in sources["keep"].items()):
+            return []
         took = ["mount-ns"]
         if "tmpfs-work" not in plan.without and _work_tmpfs(libc, plan):
             took.append("tmpfs-work")
@@ -406,19 +352,13 @@ def private_mounts(plan: _Plan, sources: dict[str, Any] | None) -> list[str]:
             took.append("dev")
         return took
     finally:
-        for fds in ("keep", "devices"):
-            for fd in sources[fds].values():
-                os.close(fd)
+        for fd in [*sources["keep"].values(), *sources["devices"].values()]:
+            os.close(fd)
 
 
 def _work_tmpfs(libc: Any, plan: _Plan) -> bool:
-    """A tmpfs of ``plan.work_bytes`` (and an inode count to match) over the work folder, before learner code runs.
-
-    Nothing the learner writes lands on the grader's filesystem; past the cap a
-    write fails with ENOSPC; all of it goes when the namespace's last process
-    ends, whatever its permissions.  The trusted side reads nothing from it: the child's output goes to a
-    descriptor the grader made (:mod:`grader.instructor.reclaim`'s guardian reclaims the folder where no tmpfs took).
-    """
+    """A tmpfs of ``plan.work_bytes`` (and inodes to match) over the work folder: nothing the learner writes lands on
+    the grader's filesystem, past the cap a write fails with ENOSPC, and all of it goes with the namespace."""
     size = max(plan.work_bytes, 1 << 20)
     options = f"size={size},nr_inodes={max(size >> 12, 1024)},mode=0700".encode()
     if libc.mount(b"tmpfs", plan.workdir.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) != 0:
@@ -432,9 +372,8 @@ def _minimal_dev(libc: Any, devices: dict[str, int]) -> bool:
     """A tmpfs on ``/dev`` holding binds of ``devices``, ``/dev/shm`` and the ``fd``/``std*`` links."""
     if not _mount_tmpfs(libc, "/dev", "0755", "1m", _MS_NOSUID | _MS_NOEXEC):
         return False
-    for path, fd in devices.items():
-        if not _bind(libc, fd, path, recursive=False):
-            return False
+    if not all(_bind(libc, fd, path, recursive=False) for path, fd in devices.items()):
+        return False
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "0"), ("stdout", "1"), ("stderr", "2")):
         os.symlink(target if name == "fd" else f"/proc/self/fd/{target}", f"/dev/{name}")
     os.mkdir("/dev/shm")
@@ -454,12 +393,8 @@ def join_fresh_session_keyring(plan: _Plan) -> list[str]:
 
 
 def drop_privileges(plan: _Plan) -> list[str]:
-    """Root: become the sandbox uid (where no user namespace did it); then no capability at all.
-
-    The bounding set goes first (dropping it needs CAP_SETPCAP, which a setresuid away from root takes), then the uid,
-    then every capability left (a user namespace's root has them all inside it).  A root child that is still root
-    afterwards raises: it never runs learner code.
-    """
+    """Root: become the sandbox uid (where no user namespace did it); then no capability at all.  The bounding set
+    goes first (that needs CAP_SETPCAP, which leaving root takes); a root child still root afterwards raises."""
     import ctypes
 
     libc = _libc()
@@ -471,12 +406,7 @@ def drop_privileges(plan: _Plan) -> list[str]:
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     if plan.root and not plan.ids_dropped:
         os.setgroups([])
-        os.setresgid(plan.gid, plan.gid, plan.gid)
-        os.setresuid(plan.uid, plan.uid, plan.uid)
-        plan.ids_dropped = True
-        _after_id_change(plan)
-        if _outside_uid() == plan.uid:
-            took.append(f"uid-{plan.uid}")
+        took += _become(plan, plan.uid, plan.gid)
     if plan.root and _outside_uid() == 0:
         raise PermissionError("the learner's process would run as root")
     libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
@@ -501,18 +431,10 @@ def _own_status(keys: tuple[bytes, ...], base: int) -> int:
     return found
 
 
-def _limit(resource_name: str, value: int) -> None:
-    import resource
-
-    kind = getattr(resource, resource_name)
-    with contextlib.suppress(ValueError, OSError):
-        soft, hard = resource.getrlimit(kind)
-        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(kind, (min(value, new_hard), new_hard))
-
-
 def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
     """``setrlimit`` for each of ``limits``; the process and address-space counts are relative to now."""
+    import resource
+
     limits = dict(limits)
     if "RLIMIT_NPROC" in limits:  # counted per user (per user namespace): allow this many more than exist now
         before = plan.processes_before if plan.processes_before is not None else _processes_of(os.getuid())
@@ -521,29 +443,25 @@ def set_limits(limits: dict[str, Any], plan: _Plan) -> None:
         limits["RLIMIT_AS"] = int(limits["RLIMIT_AS"]) + max(0, _own_status((b"VmSize:",), 10)) * 1024  # kB
     for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CORE"):
         if name in limits:
-            _limit(name, int(limits[name]))
-
-
-def _landlock_abi(libc: Any) -> int:
-    try:
-        return max(0, int(libc.syscall(_LANDLOCK_CREATE_RULESET, None, 0, 1)))  # LANDLOCK_CREATE_RULESET_VERSION
-    except (OSError, AttributeError):
-        return 0
+            value, kind = int(limits[name]), getattr(resource, name)
+            with contextlib.suppress(ValueError, OSError):
+                hard = resource.getrlimit(kind)[1]
+                new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
+                resource.setrlimit(kind, (min(value, new_hard), new_hard))
 
 
 def restrict_filesystem(plan: _Plan) -> list[str]:
-    """Landlock: the child's filesystem policy (:func:`filesystem_policy`), its work folder writable.
-
-    No TCP; no signal to, and no abstract unix socket of, a process outside its sandbox (Landlock ABI 6).  This is the
-    only fence for files where there is no mount namespace: ``/dev/pts``, ``/dev/kmsg`` or ``/etc/shadow`` are out of
-    reach either way.
-    """
+    """Landlock: the child's filesystem policy, its work folder writable; no TCP; no signal to, or abstract unix socket
+    of, a process outside its sandbox (ABI 6).  The only fence for files where there is no mount namespace."""
     import ctypes
 
     if "landlock" in plan.without:
         return []
     libc = _libc()
-    abi = _landlock_abi(libc)
+    try:
+        abi = max(0, int(libc.syscall(_LANDLOCK_CREATE_RULESET, None, 0, 1)))  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        abi = 0
     if abi < 1:
         return []
     truncate = 1 << 14 if abi >= 3 else 0
@@ -589,11 +507,8 @@ def restrict_filesystem(plan: _Plan) -> list[str]:
 
 
 def filter_syscalls(plan: _Plan) -> list[str]:
-    """seccomp: :data:`SYSCALLS`, by name through libseccomp, which knows every architecture's numbers.
-
-    Without libseccomp there is no filter, and the isolation line says
-    ``seccomp-missing``: never a weaker filter in silence.
-    """
+    """seccomp: :data:`SYSCALLS`, by name through libseccomp (every architecture's numbers); without it no filter, and
+    the isolation line says ``seccomp-missing``: never a weaker filter in silence."""
     if "seccomp" in plan.without:
         return []
     scmp = None if "libseccomp" in plan.without else _libseccomp()  # "libseccomp": as if it were missing (tests)
@@ -634,22 +549,16 @@ def seccomp_filter(scmp: Any, cuda: bool = False) -> Any:
 def highest_named_syscall(scmp: Any) -> int:
     """The highest syscall number of this architecture that libseccomp can name."""
     for number in range(1023, -1, -1):
-        try:
+        with contextlib.suppress(ValueError):
             if scmp.resolve_syscall(scmp.Arch.NATIVE, number):
                 return number
-        except ValueError:
-            continue
     return -1
 
 
 def die_with_parent(parent_pid: int, parent_fd: int | None = None) -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere).
-
-    Each child dies with the template, and the template kills its children's process groups when the grader's end of the
-    control socket closes, so a grader killed mid-run leaves no learner process behind.  ``parent_pid`` 0 is a parent
-    outside our PID namespace, whose pid we cannot see; then ``parent_fd``, a pipe the parent holds open, tells whether
-    it is still there.
-    """
+    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere): a grader killed mid-run leaves no
+    learner process behind.  ``parent_pid`` 0 is a parent outside our PID namespace; then ``parent_fd``, a pipe it
+    holds open, tells whether it is still there."""
     import select
     import signal
 

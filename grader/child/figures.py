@@ -33,11 +33,8 @@ def headless_pyplot() -> Any:
 
 @contextlib.contextmanager
 def recording_show(seen: list[str]) -> Iterator[None]:
-    """For the block's duration, ``pyplot.show`` and ``Figure.show`` do nothing but note their name in ``seen``.
-
-    The torch recorder sees torch calls only; this one sees the two ways to show a figure (a learner who
-    kept ``show`` under another name before the block is not caught: a learning aid, like the recorder).
-    """
+    """For the block's duration, ``pyplot.show`` and ``Figure.show`` do nothing but note their name in ``seen`` (a
+    ``show`` kept under another name is not caught: a learning aid, like the recorder)."""
     plt = headless_pyplot()
     if plt is None:
         yield
@@ -45,11 +42,7 @@ def recording_show(seen: list[str]) -> Iterator[None]:
     import matplotlib.figure
 
     def recorder(name: str) -> Callable[..., None]:
-        def show(*args: Any, **kwargs: Any) -> None:
-            if name not in seen:
-                seen.append(name)
-
-        return show
+        return lambda *args, **kwargs: None if name in seen else seen.append(name)
 
     saved = [(plt, plt.show), (matplotlib.figure.Figure, matplotlib.figure.Figure.show)]
     plt.show = recorder("pyplot.show")
@@ -74,15 +67,13 @@ def _ticks(axis: Any) -> list[dict[str, Any]]:
 
 
 def figure_facts(value: Any) -> tuple[dict[str, Any], Any] | None:
-    """What the grader reads of a returned figure: ``(facts, its images' array as a float64 tensor or None)``.
+    """What the grader reads of a returned figure: ``(facts, its images' array as a float64 tensor or None)``; None
+    when ``value`` is not a matplotlib ``Figure``.
 
-    None when ``value`` is not a matplotlib ``Figure``.  The facts: ``images`` (how many ``imshow`` images) and,
-    for the first one, its axes' labels and ticks (:func:`_ticks`); ``colorbar`` (some image has one: a grid's shared
-    colorbar may read any of them) and ``array_problem`` (why an array
-    could not be read as numbers).  The array: the image's own for one image; for several (at most
-    :data:`FIGURE_IMAGES`) of one shape, stacked in axes order, ``(n, *image_shape)``; of several shapes, none and
-    ``image_shapes``.  How many images a figure must hold is the trusted side's to say
-    (:func:`grader.rules.expected_images`).  Nothing is drawn; the figure is left open (the caller closes it).
+    The facts: ``images`` (how many ``imshow`` images); the first one's axes' labels and ticks; ``colorbar`` (some image
+    has one: a grid's shared colorbar may read any); ``array_problem`` (why an array is not numbers).  The array: the
+    image's own for one image; several (at most :data:`FIGURE_IMAGES`) of one shape stacked in axes order,
+    ``(n, *image_shape)``; of several shapes, none and ``image_shapes``.  Nothing is drawn; the figure is left open.
     """
     figure_module = sys.modules.get("matplotlib.figure")
     if figure_module is None or not isinstance(value, figure_module.Figure):

@@ -1,10 +1,9 @@
 """The gradient pass of one call: the hook run again on inputs that require grad, then backward for a cotangent the
 grader chose; what reached each input, as facts (:class:`grader.child.wire.GradientFacts`) and tensors.
 
-Each input that must get a gradient is a fresh leaf, handed to the hook as a copy that requires grad (as tensors
-inside a model are: not leaves, so an in-place step is autograd's to judge, not a leaf's rule).  A module's
-parameters are its own, after the reference's weights were loaded; a frozen one (``requires_grad=False``) is named.
-The local check (:mod:`grader.rules`) runs the same pass with a cotangent of its own.
+Each input is a fresh leaf handed to the hook as a copy that requires grad (not a leaf, as tensors inside a model: an
+in-place step is autograd's to judge).  A module's parameters are its own, the reference's weights loaded; a frozen one
+is named.  The local check (:mod:`grader.rules`) runs the same pass with a cotangent of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import warnings
 from gc import disable as _stop_collecting
 from typing import Any
 
-from .load import _relative, _torch
+from .load import _relative, _torch, tensor_facts
 
 _OURS = os.path.dirname(os.path.abspath(__file__))
 _KIT = os.path.dirname(_OURS) + os.sep  # the grader package (its runtime, the local check's rules)
@@ -38,9 +37,8 @@ def error_info(exc: BaseException, where: str | None = None) -> dict[str, Any]:
 
 
 def _library(filename: str) -> bool:
-    """Whether a frame's code is not the learner's: the kit's (its grader package), the standard library's (frozen
-    modules too), an installed one's (but the kit's own solutions, judged in-process as a learner's, wherever they
-    are installed).  ``<ipython-input-3-…>`` or ``<string>`` is the learner's: a cell, an ``exec``."""
+    """Whether a frame's code is not the learner's: the kit's grader package, the standard library's (frozen too), an
+    installed one's (but the kit's own solutions, judged as a learner's).  ``<string>``, a cell's, is the learner's."""
     packages = "site-packages" in filename or "dist-packages" in filename
     if filename.startswith("<"):
         return filename.startswith("<frozen ")
@@ -48,21 +46,15 @@ def _library(filename: str) -> bool:
     return installed or os.path.abspath(filename).startswith((_KIT, _STDLIB))
 
 
-def _learners(filename: str) -> bool:
-    """Whether a frame is the learner's, in a file a message can name."""
-    return not filename.startswith("<") and not _library(filename)
-
-
 def learner_frame(frames: Any) -> str | None:
-    """``file:line`` of the last frame that is the learner's, or None."""
-    mine = [f for f in frames if _learners(f.filename)]
+    """``file:line`` of the last frame that is the learner's, in a file a message can name, or None."""
+    mine = [f for f in frames if not f.filename.startswith("<") and not _library(f.filename)]
     return f"{_relative(mine[-1].filename, os.getcwd())}:{mine[-1].lineno}" if mine else None
 
 
 def raised_by_learner(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised by a ``raise`` statement (or an ``assert``) in the learner's code: the innermost
-    frame is the learner's and stopped at a raise instruction.  A NumPy or torch error raised from C inside a call
-    the learner made stops at that call, and one raised in an installed library's Python is in its frame."""
+    """Whether ``exc`` was raised by a ``raise`` (or an ``assert``) in the learner's code: the innermost frame is the
+    learner's and stopped at a raise instruction (an error raised from C stops at the call instead)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -125,10 +117,9 @@ def _pass(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _cut_at(forward: Any) -> str | None:
-    """Where the learner's code took a tensor out of the graph, from ``forward()`` run once more under a mode that
-    watches every torch call: the last call that took a tensor requiring grad and gave a floating tensor that does
-    not (``file:line (Tensor.detach)``), on a line of the learner's; None where none is seen.  Run only for a pass
-    whose gradient did not reach (what it costs is paid by a failing case)."""
+    """Where the learner's code took a tensor out of the graph (``file:line (Tensor.detach)``), from ``forward()`` run
+    again under a mode watching every torch call: the last that took a tensor requiring grad and gave a floating one
+    that does not; None where none is seen.  Run only for a pass whose gradient did not reach."""
     torch = _torch()
     seen: list[str] = []
 
@@ -154,10 +145,8 @@ def _cut_at(forward: Any) -> str | None:
 
 
 def _calling_learner(frames: Any) -> str | None:
-    """``file:line`` of the learner's line that made a torch call: the nearest frame below it that is not torch's
-    own (``nn.Linear.forward`` calls ``F.linear`` for the learner), where that frame is the learner's; None where
-    it is ours (the pass detaching its own inputs) or the call runs inside an ``autograd.Function``'s forward
-    (where grad is off by design: a missing gradient there is its backward's)."""
+    """``file:line`` of the learner's line that made a torch call: the nearest frame that is not torch's own, where it
+    is the learner's; None where it is ours, or inside an ``autograd.Function``'s forward (grad off by design)."""
     if any(f.filename.endswith(os.path.join("torch", "autograd", "function.py")) for f in frames):
         return None
     for frame in reversed(frames):
@@ -199,9 +188,8 @@ def function_vjp(fn: Any, args: dict[str, Any], wrt: list[str], cotangent: Any) 
 def module_vjp(
     module: Any, x: Any, pairs: list[tuple[str, str, str]], cotangent: Any, train: bool
 ) -> tuple[dict, dict]:
-    """One forward of ``module`` on ``x`` (requiring grad), then its VJP w.r.t. ``x`` and the parameters ``pairs``
-    load (:func:`grader.child.modules.map_parameters`), each named ``state.<the contract's name>`` and laid out as
-    the contract's; a learner's parameter that does not require grad is listed in ``frozen`` by its own name."""
+    """One forward of ``module`` on ``x`` (requiring grad), then its VJP w.r.t. ``x`` and the parameters ``pairs`` load
+    (each ``state.<the contract's name>``, laid out as the contract's); ``frozen`` lists those not requiring grad."""
     params = dict(module.named_parameters())
     mine = list(dict.fromkeys(m for m, _, _ in pairs if m in params))
     frozen = [m for m in mine if not params[m].requires_grad]
@@ -235,12 +223,4 @@ def module_vjp(
 
 def describe(grads: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each gradient's dtype, shape and device (what the grader judges on the meta device)."""
-    return {
-        name: {
-            "type": "torch.Tensor",
-            "dtype": str(g.dtype).replace("torch.", ""),
-            "shape": list(g.shape),
-            "device": str(g.device),
-        }
-        for name, g in grads.items()
-    }
+    return {name: {"type": "torch.Tensor", **tensor_facts(g)} for name, g in grads.items()}

@@ -1,15 +1,11 @@
 """Banned calls heard where every route to them ends: the kernel torch runs for the tensors' backend.
 
-The recording modes (:func:`.call._recording_mode`) name a banned call as the learner wrote it, but code in
-the learner's process can step out of them: ``torch._C.DisableTorchFunction`` with
-``torch.utils._python_dispatch._disable_current_modes``, a dispatch key excluded, an operator's
-``redispatch`` (round 5's facts f1, f2); and a mode sees one thread.  Whatever the route, the work ends in
-an aten operator's kernel for a backend (CPU, CUDA, Meta, sparse, nested, …).  Before the learner's code
-loads, every such kernel of an operator whose name holds a banned name's words is replaced by one that
-notes it while a call that bans it runs, then runs the kernel it replaced, on any thread.
-
-The kernels replaced, the library that holds the replacements and the state of the running call live only
-in closures of functions the dispatcher holds: no module, mode or object the learner's code can reach
+The recording modes name a banned call as the learner wrote it, but code can step out of them
+(``DisableTorchFunction`` with ``_disable_current_modes``, a dispatch key excluded, ``redispatch``: round 5's f1, f2),
+and a mode sees one thread.  Whatever the route, the work ends in an aten operator's kernel for a backend.  Before the
+learner's code loads, every such kernel of an operator whose name holds a banned name's words is replaced by one that
+notes it while a call that bans it runs, then runs the kernel it replaced, on any thread.  The replaced kernels, their
+library and the running call's state live only in closures the dispatcher holds: nothing the learner's code can reach
 without an audited step (``gc``, a frame) leads to them.
 """
 
@@ -34,9 +30,8 @@ def banned_op(op: str, banned: Iterable[str]) -> bool:
 
 
 def watch_kernels(universe: Iterable[str]) -> Switch:
-    """Replace the kernels of every aten operator matching a name of ``universe`` (the bans a submission's calls
-    may carry); return ``running(banned, note)``: from now on ``note("torch.ops.aten.<op>")`` is called for each
-    kernel run of an operator matching ``banned``; ``running([], None)`` when the call ends."""
+    """Replace the kernels of every aten operator matching a name of ``universe``; return ``running(banned, note)``:
+    from then on ``note("torch.ops.aten.<op>")`` is called for each kernel run of an operator matching ``banned``."""
     import torch
 
     universe = sorted(set(universe))
@@ -80,8 +75,8 @@ FORWARDING = re.compile(r"(Autograd|Autocast|FuncTorch|Python|Functionalize|ADIn
 
 
 def registered_keys(dump: str) -> list[str]:
-    """The keys with an active kernel of their own in ``torch._C._dispatch_dump(op)``'s table, but the alias keys
-    and :data:`FORWARDING`'s: a backend the enum does not name (``MkldnnCPU``: round 6's a1) among them."""
+    """The keys with a kernel of their own in ``_dispatch_dump(op)``'s table, but alias keys and :data:`FORWARDING`'s
+    (a backend the enum does not name, ``MkldnnCPU``: round 6's a1)."""
     keys = re.findall(r"^(\w+): registered at", dump, flags=re.MULTILINE)
     return [k for k in keys if k != "debug" and not FORWARDING.match(k)]  # "debug:" is the schema's own line
 
@@ -104,10 +99,9 @@ def _parses(C: Any, key: str) -> bool:
 
 
 def _kernels_of(C: Any, op: str) -> list[tuple[str, Any]]:
-    """``(key, kernel)`` for each kernel ``op`` runs now that is its own work: the backends' (``CPU`` …, one
-    computed from ``CompositeExplicitAutograd`` included, and any other key its table lists) and a
-    decomposition's (``CompositeImplicitAutograd``, one kernel for every backend without its own:
-    ``scaled_dot_product_attention``'s math path runs as other operators, none of them banned by that name)."""
+    """``(key, kernel)`` for each kernel ``op`` runs now that is its own work: the backends' (one computed from
+    ``CompositeExplicitAutograd`` too, any key its table lists) and a decomposition's (``CompositeImplicitAutograd``:
+    ``scaled_dot_product_attention``'s math path runs as other operators, none banned by that name)."""
     composite = C._dispatch_has_kernel_for_dispatch_key(op, "CompositeImplicitAutograd")
     found = []
     if composite and (decomposition := _kernel_for(C, op, "AutogradCPU")) is not None:

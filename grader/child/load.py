@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-# --- loading a submission ----------------------------------------------------------
-
 
 def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
     """The parameters of ``fn`` as plain data: ``[{"name", "kind", "default"}]``."""
@@ -31,9 +29,8 @@ def describe_parameters(fn: Callable[..., Any]) -> list[dict[str, Any]]:
 
 
 def build(fn: Callable[..., Any], args: dict[str, Any], order: list[str]) -> Any:
-    """Call a hook's ``fn`` with ``args``: by name, as every hook is called; but a class (adopted for a module hook)
-    whose parameters are named otherwise (``n_heads``, ``dropout_rate``) is built positionally in the contract's
-    ``order``, as the chapter builds it.  Whichever way its signature takes, nothing is guessed."""
+    """Call a hook's ``fn`` with ``args`` by name; but a class (adopted for a module hook) whose parameters are named
+    otherwise (``n_heads``) is built positionally in the contract's ``order``, as the chapter builds it."""
     if not inspect.isclass(fn):
         return fn(**args)
     try:
@@ -54,20 +51,13 @@ def build(fn: Callable[..., Any], args: dict[str, Any], order: list[str]) -> Any
 def find_callable(
     namespaces: list[Any], hook: str, alias: str | list[str] | tuple[str, ...] | None = None
 ) -> Callable[..., Any] | None:
-    """The first function named ``hook`` in ``namespaces``, else the first class named one of ``alias``.
-
-    ``alias`` is the chapter's class name (or names, first preferred) for a module hook (``SelfAttention``,
-    ``SelfAttention_v2``, ``SelfAttention_v1``), from :mod:`grader.hook_table`; the trusted side passes it, in-process
-    or in the ``load`` message (this file imports nothing of the kit).
-    """
+    """The first function named ``hook`` in ``namespaces``, else the first class named one of ``alias`` (the chapter's
+    class names for a module hook, first preferred, from :mod:`grader.hook_table`, passed by the trusted side)."""
     names = [alias] if isinstance(alias, str) else list(alias or ())
     for ns in namespaces:
         candidate = getattr(ns, hook, None)
-        for name in names if candidate is None else ():
-            candidate = getattr(ns, name, None)
-            if inspect.isclass(candidate):
-                break
-            candidate = None
+        if candidate is None:
+            candidate = next((c for c in (getattr(ns, name, None) for name in names) if inspect.isclass(c)), None)
         if callable(candidate):
             return candidate
     return None
@@ -101,10 +91,8 @@ class LoadError(Exception):
 
 
 def _is_test_file(path: Path) -> bool:
-    """Test files (``test_*.py``, ``*_test.py``, ``conftest.py``) and hidden files are never a submission's code.
-
-    A copy of :func:`grader.handin.is_skipped_file` (this file imports nothing of the kit); a test holds them equal.
-    """
+    """Test files (``test_*.py``, ``*_test.py``, ``conftest.py``) and hidden files are never a submission's code
+    (a copy of :func:`grader.handin.is_skipped_file`: this file imports nothing of the kit; a test holds them equal)."""
     name = path.name
     return name.startswith(("test_", ".")) or name.endswith("_test.py") or name == "conftest.py"
 
@@ -113,12 +101,10 @@ def _is_test_file(path: Path) -> bool:
 def _on_path(folder: Path, *module_names: str, keep: bool = False) -> Iterator[None]:
     """Put ``folder`` first on ``sys.path`` and shadow ``module_names`` while importing.
 
-    Stale ``sys.modules`` entries for the names are dropped so the file on disk is what gets imported, and come back
-    afterwards so the kit's own packages are not replaced.  With ``keep`` (a learner's process) the submission's
-    modules stay where they shadow nothing, as ``import`` leaves them: ``typing.get_type_hints`` and ``dataclasses``
-    look a class's module up there (round 6's F1).
+    Stale ``sys.modules`` entries for the names are dropped while importing and come back afterwards.  With ``keep``
+    (a learner's process) the submission's modules stay where they shadow nothing, as ``import`` leaves them:
+    ``typing.get_type_hints`` and ``dataclasses`` look a class's module up there (round 6's F1).
     """
-
     inside = str(folder.resolve()) + os.sep
 
     def owned(key: str) -> bool:
@@ -161,12 +147,9 @@ def _error_line(root: Path, exc: BaseException) -> str:
 
 
 def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
-    """Import a ``.py`` file or a folder and return its module namespaces.
-
-    A folder with ``__init__.py`` is imported as a package (and its modules); any other folder as loose modules.
-    Test files are never imported.  Any exception at import time, ``SystemExit`` included, becomes a
-    :class:`LoadError` naming the file and line.  :func:`import_submission_parts` is the lenient form.
-    """
+    """Import a ``.py`` file or a folder (a package with ``__init__.py``, else loose modules; never test files) and
+    return its module namespaces.  Any exception at import, ``SystemExit`` included, is a :class:`LoadError` naming
+    the file and line.  :func:`import_submission_parts` is the lenient form."""
     namespaces, broken = import_submission_parts(path)
     if broken:
         raise LoadError(broken[0][0])
@@ -174,11 +157,8 @@ def import_submission(path: Path, keep_modules: bool = False) -> list[Any]:
 
 
 def defined_names(path: Path) -> tuple[str, ...]:
-    """The names a module's top level defines (functions, classes, plain assignments), read without running it.
-
-    With :mod:`ast`; where the source does not parse (the SyntaxError that broke
-    it), the ``def`` and ``class`` lines at column 0.
-    """
+    """The names a module's top level defines (functions, classes, plain assignments), read with :mod:`ast` without
+    running it; where the source does not parse, the ``def`` and ``class`` lines at column 0."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -204,10 +184,9 @@ Broken = tuple[str, tuple[str, ...]]
 def import_submission_parts(path: Path, keep: bool = False) -> tuple[list[Any], list[Broken]]:
     """Like :func:`import_submission`, but a folder's module that fails to import costs only what it defines.
 
-    Returns the namespaces that imported and, for each module that did not, its error line and :func:`defined_names`.  A
-    package whose ``__init__`` fails is imported module by module under a bare package of the same name. Raises
-    :class:`LoadError` when nothing imports at all (an ``__init__`` that defines nothing does not count), or a single
-    file does not.  ``keep``: the modules stay in ``sys.modules`` (:func:`_on_path`).
+    Returns the namespaces that imported and, for each module that did not, its error line and :func:`defined_names`.
+    A package whose ``__init__`` fails is imported module by module under a bare package.  Raises :class:`LoadError`
+    when nothing imports (an ``__init__`` that defines nothing does not count), or a single file does not.
     """
     path = path.resolve()
     broken: list[Broken] = []
@@ -270,10 +249,17 @@ def _import_each(names: list[str], files: list[Path], root: Path, broken: list[B
     return loaded
 
 
-# --- the child: running calls ------------------------------------------------------------
-
-
 def _torch():
     import torch
 
     return torch
+
+
+def on_device(value: Any, device: str) -> Any:
+    """A tensor sent by the grader on ``device``; on the meta device an empty tensor of its shape and dtype."""
+    return _torch().empty(value.shape, dtype=value.dtype, device="meta") if device == "meta" else value.to(device)
+
+
+def tensor_facts(value: Any) -> dict[str, Any]:
+    """A tensor's dtype, shape and device, as a reply describes them."""
+    return {"dtype": str(value.dtype).replace("torch.", ""), "shape": list(value.shape), "device": str(value.device)}

@@ -8,34 +8,24 @@ from gc import disable as _stop_collecting  # bound before any learner code runs
 from typing import Any
 
 from .gradients import module_vjp
-from .load import _torch, build
+from .load import _torch, build, on_device
 
-_ROLE_WORDS = {
-    "query": ("q", "query", "queries"),
-    "key": ("k", "key", "keys"),
-    "value": ("v", "value", "values"),
-    "out": ("o", "out", "output"),
-}
+_ROLE_WORDS = {"query": ("q", "query", "queries"), "key": ("k", "key", "keys"), "value": ("v", "value", "values")}
+_ROLE_WORDS["out"] = ("o", "out", "output")
 _ROLE_AFFIXES = ("", "w", "proj", "projection", "to", "linear", "lin", "layer", "fc", "weight", "weights")
 
 
 def _role_of(name):
-    """``("query" | "key" | "value" | "out" | None, "weight" | "bias")`` read from a parameter's name.
-
-    ``W_query.weight``, ``w_q.weight``, ``Wq``, ``q_proj.weight``, ``proj_k.bias``, ``to_v.weight``,
-    ``out_proj.weight``, ``W_o`` all name their role; anything else (``qkv.weight``, ``last_layer.weight``,
-    ``lin1.weight``) names none.  Only the words the chapter and its learners use, so it never guesses.
-    """
+    """``("query" | "key" | "value" | "out" | None, "weight" | "bias")`` read from a parameter's name: ``W_query``,
+    ``w_q``, ``Wq``, ``q_proj``, ``proj_k``, ``to_v``, ``out_proj``, ``W_o`` name their role; ``qkv``, ``lin1`` none
+    (only the words the chapter and its learners use, so it never guesses)."""
     parts = name.split(".")
     kind = "bias" if parts[-1] == "bias" else "weight"
     stem = parts[-2] if parts[-1] in ("weight", "bias") and len(parts) > 1 else parts[-1]
     word = "".join(ch for ch in stem.lower() if ch.isalpha())
     for role, words in _ROLE_WORDS.items():
-        for core in words:
-            for before in _ROLE_AFFIXES:
-                for after in _ROLE_AFFIXES:
-                    if word == before + core + after and not (before and after):
-                        return role, kind
+        if any(word in (core + affix, affix + core) for core in words for affix in _ROLE_AFFIXES):  # one side only
+            return role, kind
     return None, kind
 
 
@@ -50,7 +40,7 @@ def _fits(mine, theirs):
 
 def _by_role(learner, contract):
     """The mapping by role names (``Wq`` → ``W_query``): each contract parameter's role names exactly one of the
-    learner's, of a shape that fits.  The learner's other parameters are extras, left as the module makes them."""
+    learner's, of a shape that fits (the learner's others are left as the module makes them)."""
     roles: dict = {}
     for name, shape in learner:
         roles.setdefault(_role_of(name), []).append((name, shape))
@@ -65,12 +55,9 @@ def _by_role(learner, contract):
 
 
 def _by_order(learner, contract):
-    """The mapping by creation order and shape, weights and biases each in their own order.
-
-    A learner's parameter takes the next contract parameter of its kind (2-D weights, 1-D biases) of the same
-    shape, or the non-square one transposed; or, where its first dimension is the sum of the next few of the
-    same kind (``nn.Linear(d_in, 3 * d_out)`` for query, key and value at once), those few stacked by rows.
-    """
+    """The mapping by creation order and shape, weights and biases each in their own order: a learner's parameter
+    takes the next of its kind of the same shape, or the non-square one transposed; or, where its first dimension
+    sums the next few (``nn.Linear(d_in, 3 * d_out)``), those stacked by rows."""
     queues: dict[int, list] = {}
     for theirs, shape in contract:
         queues.setdefault(len(shape), []).append((theirs, shape))
@@ -104,21 +91,10 @@ def map_parameters(
 ) -> tuple[str, list[tuple[str, str, str]]]:
     """How the reference's parameters go onto a learner's module: ``(how, [(learner's, contract's, layout)])``.
 
-    ``learner`` and ``contract`` are ``(name, shape)`` in creation order, as ``named_parameters()`` lists them (own
-    parameters first, then submodules' as assigned).  A ``layout`` is ``""`` (as it is), ``"transposed"`` or
-    ``"rows a:b"`` (one block of a stacked parameter).  Other parameters of the learner's are left as they are.
-
-    - ``"name"``: every one of the contract's parameters is the learner's module's by name and shape.
-    - ``"role"``: every parameter on both sides names its role in a word learners use (``Wq``, ``w_key``,
-      ``value_proj``, ``W_o``), one of the learner's per role and kind, and the shapes fit: each takes its role's.
-    - ``"order"``: otherwise, in creation order (the chapter's: ``W_query``, ``W_key``, ``W_value``, ``out_proj``),
-      weights and biases each in their order, where the shapes fit.  A 2-D parameter of the contract's non-square
-      shape transposed (``x @ W``, the chapter's ``SelfAttention_v1``) gets the weight transposed (a square one never
-      is: the mapping is never a guess); one whose rows are the next few stacked (``nn.Linear(d_in, 3 * d_out)``)
-      gets them stacked.
-    - ``"none"``: neither (another count of parameters, or a shape that fits no way); nothing is loaded.
-
-    Pure data in, data out: the trusted side calls it too, on what a child reported, to write its messages.
+    ``learner`` and ``contract`` are ``(name, shape)`` in ``named_parameters()`` order.  A ``layout`` is ``""``,
+    ``"transposed"`` or ``"rows a:b"`` (one block of a stacked parameter).  ``how``: ``"name"`` (every one by name and
+    shape), ``"role"`` (:func:`_by_role`), ``"order"`` (:func:`_by_order`; a square weight is never transposed: no
+    guess) or ``"none"`` (nothing is loaded).  Pure data: the trusted side calls it too, to write its messages.
     """
     learner = [(name, tuple(shape)) for name, shape in learner]
     contract = [(name, tuple(shape)) for name, shape in contract]
@@ -133,11 +109,9 @@ def map_parameters(
 
 
 def _load_parameters(module, state, tensors, device, facts):
-    """Load the reference's parameters (``state``: contract name -> tensor key) as :func:`map_parameters` says.
-
-    Only parameters: the learner's buffers (the mask) are the learner's own work.  Returns the mapping's pairs, or
-    None where no mapping exists (nothing is loaded).  What ``load_state_dict`` did not take raises, naming every key.
-    """
+    """Load the reference's parameters (``state``: contract name -> tensor key) as :func:`map_parameters` says; only
+    parameters (the mask buffer is the learner's own work).  The pairs, or None where no mapping exists; what
+    ``load_state_dict`` did not take raises, naming every key."""
     torch = _torch()
     learner = [(name, tuple(p.shape)) for name, p in module.named_parameters()]
     contract = [(name, tuple(tensors[key].shape)) for name, key in state.items()]
@@ -161,26 +135,19 @@ def _load_parameters(module, state, tensors, device, facts):
         values[mine] = value.to(device)
     result = module.load_state_dict(values, strict=False)
     refused = [name for name in values if name in set(result.unexpected_keys)]
-    if device != "meta":
-        now = dict(module.named_parameters())
-        refused += [
-            name
-            for name, value in values.items()
-            if name not in refused and (name not in now or not torch.equal(now[name].detach(), value))
-        ]
+    now = dict(module.named_parameters())
+    for name, value in values.items() if device != "meta" else ():
+        if name not in refused and (name not in now or not torch.equal(now[name].detach(), value)):
+            refused.append(name)
     if refused:
-        raise RuntimeError(
-            "load_state_dict did not load the reference's weights into "
-            + ", ".join(refused)
-            + " (does your module change state_dict or load_state_dict?)"
-        )
+        why = "(does your module change state_dict or load_state_dict?)"
+        raise RuntimeError(f"load_state_dict did not load the reference's weights into {', '.join(refused)} {why}")
     return pairs
 
 
 def _run_module(fn, args, spec, tensors, device, cotangent=None):
-    """Build a learner's module, load the reference's parameters into it, run forwards; return outputs, facts
-    (:class:`grader.child.wire.ModuleFacts`), the forwards' inputs and, given a ``cotangent``, the gradient pass
-    (:func:`grader.child.gradients.module_vjp`) of the first forward, else None.  Where the parameters cannot be
+    """Build a learner's module, load the reference's parameters, run forwards; return outputs, facts, the forwards'
+    inputs and, given a ``cotangent``, the first forward's gradient pass (else None).  Where the parameters cannot be
     loaded, no forward runs: every behaviour case says why from the facts."""
     torch = _torch()
     dtype = getattr(torch, spec.get("dtype", "float32"))
@@ -202,10 +169,7 @@ def _run_module(fn, args, spec, tensors, device, cotangent=None):
     if pairs is None:
         return [], facts, [], None
     module.train(bool(spec.get("train", False)))
-    inputs = []
-    for key in spec.get("forwards", []):
-        x = tensors[key]
-        inputs.append(torch.empty(x.shape, dtype=x.dtype, device="meta") if device == "meta" else x.to(device))
+    inputs = [on_device(tensors[key], device) for key in spec.get("forwards", [])]
     outputs = []
     for x in inputs:
         out = module(x)

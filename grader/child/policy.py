@@ -16,13 +16,8 @@ WORK_BYTES = 64 << 20
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 _SANDBOX_NAMESPACES = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC
-_ANY_NAMESPACE = (
-    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
-)
+_ANY_NAMESPACE = _SANDBOX_NAMESPACES | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWUSER
 _KIT_PACKAGES = ("solutions", "grader", "exercises", "__editable__", "attnkit")
-
-
-# --- the policy, as data -------------------------------------------------------------------------
 
 
 class Grant(NamedTuple):
@@ -64,9 +59,8 @@ FILESYSTEM: tuple[Grant, ...] = (
     Grant("/sys/module/nvidia", "read", cuda=True),
     Grant("/dev/nvidia*", "gpu", cuda=True),
 )
-"""Everything a learner's process may touch on the filesystem, besides Python itself (the standard library, every folder
-of packages on ``sys.path``, the interpreter: :func:`filesystem_policy`, less the kit) and its own work folder, which it
-may ``write``.  Nothing else: not ``/etc`` or ``/dev`` whole, not ``/home``, not ``/root``, not the kit."""
+"""Everything a learner's process may touch on the filesystem besides Python itself (:func:`filesystem_policy`, less
+the kit) and its own work folder (``write``): not ``/etc`` or ``/dev`` whole, not ``/home``, ``/root`` or the kit."""
 
 TEMPORARY_FOLDERS = ("/tmp", "/run", "/var/run")
 """Each an empty tmpfs (mode 1777, 64 MiB) in the child's mount namespace: no other process's files or
@@ -91,26 +85,22 @@ class Action(NamedTuple):
 _MAP_SHARED, _MAP_ANONYMOUS = 0x01, 0x20  # MAP_SHARED_VALIDATE (0x03) holds MAP_SHARED too
 _AF_UNIX = 1
 _SOCKET_FAMILIES_REFUSED = (_AF_UNIX, 17, 21, 29, 30, 31, 38, 40, 41, 44)
-"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP: on a CPU run no family at all
-(:data:`CPU_SYSCALLS`); a GPU run keeps INET, INET6 and NETLINK, which see only the child's own, empty, network
-namespace, for the driver's sake."""
+"""AF_UNIX, PACKET, RDS, CAN, TIPC, BLUETOOTH, ALG, VSOCK, KCM, XDP (a CPU run: no family at all); a GPU run keeps
+INET, INET6 and NETLINK, which see only the child's own, empty, network namespace, for the driver's sake."""
 _FILE_IOCTLS = tuple(t << 8 for t in (ord("f"), ord("v"), ord("X"), 0x94))
-"""The ioctl types of files' own attributes (bits 8-15 of the request): ``f`` (FS_IOC_SETFLAGS, EXT4_IOC_SETVERSION,
-FS_IOC_ENABLE_VERITY, FS_IOC_SET_ENCRYPTION_POLICY …), ``v`` (FS_IOC_SETVERSION), ``X`` (FS_IOC_FSSETXATTR) and
-btrfs's; an owner may use several on a file it cannot write (red team 13b: a generation number changed)."""
+"""The ioctl types of files' own attributes (bits 8-15 of the request): ``f`` (FS_IOC_SETFLAGS …), ``v``, ``X``
+(FS_IOC_FSSETXATTR) and btrfs's; an owner may use several on a file it cannot write (red team 13b)."""
 SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("keyctl", "add_key", "request_key"), Action("EPERM")),  # the keyrings: the grader's secrets
     **dict.fromkeys(("bpf", "perf_event_open", "userfaultfd"), Action("EPERM")),  # kernel-exploit tools
     # memory no cap counts: a memfd is neither the work folder's tmpfs nor address space until mapped
     **dict.fromkeys(("memfd_create", "memfd_secret"), Action("EPERM")),
-    # nor extended attributes, which the kernel keeps in its own memory past any size or inode cap (red team
-    # files4 x1: 250 MB on each of /tmp, /run, /dev, /dev/shm and the output capture); as on a filesystem without
+    # nor extended attributes, kept in kernel memory past any size or inode cap (red team files4 x1)
     **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr"), Action("ENOTSUP")),
-    # nor any file's metadata, which Landlock does not guard: an unprivileged grader's learner has the grader's own
-    # uid outside its namespaces, so it owns the instructor's files (red team 12b: chmod 000 of the Python's folder
-    # stopped the class, of the out folder lost every report, utime forged --latest); a mode, owner or time set is
-    # skipped, as copying a file sets them (shutil.copy, red team 13b); extended attributes neither read nor
-    # removed (another hand-in's could name its LMS link), as on a filesystem without them
+    # nor any file's metadata, which Landlock does not guard: an unprivileged grader's learner has the grader's uid
+    # outside, so owns the instructor's files (red team 12b: chmod 000, utime forged --latest); a mode, owner or time
+    # set is skipped, as copying a file sets them (red team 13b); xattrs neither read nor removed, as on a filesystem
+    # without them
     **dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
                      "utimes", "futimesat", "utimensat"), Action("skip")),  # fmt: skip
     **dict.fromkeys(("getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr", "removexattr",
@@ -132,32 +122,26 @@ SYSCALLS: dict[str, Action] = {
     **dict.fromkeys(("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"), Action("EPERM")),
     **dict.fromkeys(("swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup"), Action("EPERM")),
     **dict.fromkeys(("lookup_dcookie", "iopl", "ioperm", "modify_ldt"), Action("EPERM")),  # the last three: x86
-    # no timer signals: a handler runs wherever the interpreter is when one comes, inside the grader's recording
-    # modes while they stand aside too (red team 10's a3); the grader keeps the time from outside
+    # no timer signals: a handler runs inside the recording modes while they stand aside too (red team 10's a3)
     **dict.fromkeys(("setitimer", "alarm", "timer_create"), Action("EPERM")),
-    # nor a way to make the kernel forget which pages a call touched (grader.instructor.held_memory reads their
-    # accessed bits): MADV_FREE, MADV_COLD and MADV_PAGEOUT clear them, MADV_POPULATE_READ and _WRITE map pages no
-    # code touched; as on a kernel without them
+    # nor a way to make the kernel forget which pages a call touched (held_memory reads their accessed bits):
+    # MADV_FREE, _COLD, _PAGEOUT clear them, _POPULATE_READ and _WRITE map untouched pages
     "madvise": Action("EINVAL", tuple(When(2, 0xFFFFFFFF, advice) for advice in (8, 20, 21, 22, 23))),
     "process_madvise": Action("EPERM"),
     # as on a kernel without them: the C library falls back from clone3 to clone, whose flags the filter sees
     **dict.fromkeys(("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register"), Action("ENOSYS")),
-    # nor the kernel's own asynchronous I/O, whose writes no count of bytes written sees and whose contexts are the
-    # machine's (red team 13b: fs.aio-max-nr used up), nor file watches, counted per user across the machine
-    # (an unprivileged grader's own uid: its inotify instances used up)
+    # nor kernel AIO (writes no byte count sees; contexts the machine's: red team 13b), nor file watches (per user)
     **dict.fromkeys(
         ("io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel", "io_destroy"), Action("ENOSYS")
     ),
     **dict.fromkeys(
         ("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark"), Action("ENOSYS")
     ),
-    # nor buffers of the kernel's that hold what a call puts there, out of its process's memory (held_memory reads
-    # that memory): socket pairs' queues, pipes filled by splice (what write puts there is counted)
+    # nor kernel buffers holding what a call puts there, out of its memory: socket pairs' queues, splice's pipes
     "socketpair": Action("EACCES"),
     **dict.fromkeys(("splice", "vmsplice", "tee"), Action("EPERM")),
-    # no unix socket of the machine's is reached by path; the kernel reads the family as an int: the low 32 bits;
-    # and no family a network namespace does not wall off (vsock reaches the host), nor raw packets, the
-    # kernel's crypto, XDP, or rare ones with a history of exploits
+    # no unix socket reached by path (the family: the low 32 bits), no family a network namespace does not wall off
+    # (vsock reaches the host), nor raw packets, the kernel's crypto, XDP, or rare ones with a history of exploits
     "socket": Action("EACCES", tuple(When(0, 0xFFFFFFFF, family) for family in _SOCKET_FAMILIES_REFUSED)),
     # clone with any namespace flag
     "clone": Action("EPERM", tuple(When(0, 1 << b, 1 << b) for b in range(32) if _ANY_NAMESPACE & (1 << b))),
@@ -166,12 +150,10 @@ SYSCALLS: dict[str, Action] = {
 architecture (i386 through ``int 0x80``, x32 on x86-64) gets :data:`FOREIGN_ARCHITECTURE`."""
 
 CPU_SYSCALLS: dict[str, Action] = {
-    # where the grader reads what a call held from the kernel (held_memory, CPU runs): no socket at all, whose
-    # queue is kernel memory out of the process's (a netlink socket's own, red team 12a: 8 MiB each)
+    # held_memory reads what a CPU call held: no socket at all, whose queue is kernel memory (red team 12a: netlink)
     "socket": Action("EACCES"),
-    # nor pages of a file (the work folder's tmpfs) written through a shared mapping and unmapped, out of the
-    # process's memory and its count of bytes written (red team 12a); shared anonymous memory is freed when
-    # unmapped; the CUDA driver maps its devices shared, and its sockets, so a GPU run keeps both
+    # nor a file's pages written through a shared mapping and unmapped (red team 12a); the CUDA driver maps its
+    # devices shared, and its sockets, so a GPU run keeps both
     "mmap": Action("EACCES", (When(3, _MAP_SHARED | _MAP_ANONYMOUS, _MAP_SHARED),)),
 }
 """What a child given no GPU is refused besides :data:`SYSCALLS` (its entries replace theirs)."""
@@ -181,14 +163,12 @@ def syscall_policy(cuda: bool) -> dict[str, Action]:
     """The seccomp policy of a child given a GPU (``cuda``) or not."""
     return SYSCALLS if cuda else {**SYSCALLS, **CPU_SYSCALLS}
 
+
 FOREIGN_ARCHITECTURE = "kill"
 
 NEWER_SYSCALLS = 128
 """The syscall numbers just above the highest libseccomp can name get ENOSYS, as on an older kernel: a syscall newer
 than the library (``getxattrat``, ``removexattrat`` of Linux 6.13) is no way around a rule of :data:`SYSCALLS`."""
-
-
-# --- the filesystem policy, compiled ------------------------------------------------------------------
 
 
 class _Node:
@@ -202,10 +182,9 @@ class _Node:
 class FilesystemPolicy:
     """Grants compiled into a tree of path components; a node's rights hold beneath it, as Landlock's do.
 
-    Paths are resolved (``/proc/self`` is kept as it is, for the process that applies the rules); a path that does not
-    exist is no rule.  ``holes`` are cut out of every grant: a folder holding one is granted entry by entry, and only
-    listed itself (Python's importer lists the folders it imports from). A grant inside a hole still holds (a virtual
-    environment in the kit's checkout).
+    Paths are resolved (``/proc/self`` kept as it is); a path that does not exist is no rule.  ``holes`` are cut out of
+    every grant: a folder holding one is granted entry by entry, and only listed itself (Python's importer lists it).
+    A grant inside a hole still holds (a virtual environment in the kit's checkout).
     """
 
     def __init__(self, grants: tuple[Grant, ...] | list[Grant] = (), holes: list[str] | None = None) -> None:
@@ -267,11 +246,8 @@ class FilesystemPolicy:
 
 
 def filesystem_policy(kit_roots: list[str]) -> FilesystemPolicy:
-    """:data:`FILESYSTEM` (less its CUDA grants) and Python itself, less the kit: computed once, in the template.
-
-    Python: the standard library and every folder of packages on ``sys.path``, the interpreter and its ``pyvenv.cfg``.
-    A folder that holds any of the kit (its checkout, an installed attnkit, an editable install's finder) is granted
-    entry by entry, leaving the kit out.
+    """:data:`FILESYSTEM` (less its CUDA grants) and Python itself (the standard library, every folder of ``sys.path``,
+    the interpreter, its ``pyvenv.cfg``), less the kit (granted around entry by entry): computed once, in the template.
     """
     import sysconfig
 
@@ -285,10 +261,6 @@ def filesystem_policy(kit_roots: list[str]) -> FilesystemPolicy:
 
 def _kit_holes(kit_roots: list[str]) -> list[str]:
     """The kit's folders, and the kit's entries in every folder of packages on ``sys.path``."""
-    holes = [os.path.realpath(r) for r in kit_roots]
-    for entry in sys.path:
-        if entry and os.path.isdir(entry):
-            holes += [
-                os.path.realpath(os.path.join(entry, n)) for n in os.listdir(entry) if n.startswith(_KIT_PACKAGES)
-            ]
-    return holes
+    folders = [entry for entry in sys.path if entry and os.path.isdir(entry)]
+    found = [os.path.join(folder, n) for folder in folders for n in os.listdir(folder) if n.startswith(_KIT_PACKAGES)]
+    return [os.path.realpath(path) for path in [*kit_roots, *found]]

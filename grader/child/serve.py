@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .call import call_hook
-from .contain import _PR_SET_CHILD_SUBREAPER, SANDBOX_UID, _libc, contain, die_with_parent, map_child_ids
+from .contain import _PR_SET_CHILD_SUBREAPER, SANDBOX_UID, _inside, _libc, contain, die_with_parent, map_child_ids
 from .figures import headless_pyplot
 from .kernels import Switch, watch_kernels
 from .load import (
@@ -50,8 +50,7 @@ def child_main(
     sock: socket.socket, config: dict[str, Any], isolation: list[str], kernels: Watched | None = None
 ) -> None:
     """Serve one submission, already contained (:func:`contain`): ``load`` once, then ``call`` batches, until ``bye``
-    or end-of-file.  ``isolation`` names the layers that took (the ``hello`` reply says them, the seccomp backend and
-    the uid outside); ``kernels``: the names whose kernels the template watched, and the watch's switch."""
+    or end-of-file.  ``isolation`` names the layers that took; ``kernels``: the template's watch (names, switch)."""
     workdir = Path(config["workdir"])
     os.chdir(workdir)
     out = config.get("output_fd")  # the grader's capture file (a memfd): what is printed lands where it reads
@@ -125,9 +124,8 @@ def _load(
 ) -> dict[str, Any]:
     """Write the submission's files (sent as text) and import them; find ``hooks`` (or their ``aliases``).
 
-    Before the first file loads, the witness (:func:`.witness.witness`) starts and the kernels of the names the
-    calls may ban (``banned``) are watched: by the template's watch (``watched``) where it holds every name, else
-    here (:func:`.kernels.watch_kernels`); the witness's writer and the kernels' switch go into ``tell``.
+    Before the first file loads, the witness starts and the kernels of the names the calls may ban are watched (by the
+    template's watch where it holds every name, else here); the witness's writer and the kernels' switch go in ``tell``.
     """
     root = workdir / "submission"
     written = []
@@ -180,7 +178,7 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
     def kit_folder(entry: str) -> bool:
         real = os.path.realpath(entry or ".")
         installed = os.path.basename(real) in ("site-packages", "dist-packages")  # Landlock leaves the kit out of it
-        return _within(real, roots) and not _within(real, environments) and not installed
+        return _inside(real, roots) and not _inside(real, environments) and not installed
 
     def editable_install(obj: Any) -> bool:  # setuptools' finders for `pip install -e`
         owner = getattr(obj, "__self__", obj)
@@ -194,39 +192,19 @@ def _drop_kit_from_path(kit_roots: list[str]) -> None:
     sys.path_importer_cache.clear()
 
 
-def _within(path: str, folders: list[str]) -> bool:
-    return any(path == f or path.startswith(f + os.sep) for f in folders)
-
-
-def _release_free_memory() -> None:
-    """Hand freed heap back to the OS before forking: every child starts with the template's RSS."""
-    import gc
-
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        _libc().malloc_trim(0)
-
-
-def _warm_meta() -> None:
-    """Pay the meta device's one-off start-up (lazy imports) once, here, not in every child.
+def _warm(meta: bool) -> None:
+    """Pay one-off start-ups (lazy imports) once, here, not in every child: the meta device's (where ``meta``), and the
+    recording modes' (some 90 MB touched: no child's first call, which the grader may measure from outside).
 
     Meta tensors carry shapes only and run no kernels: no OpenMP thread pool starts, forked children stay safe."""
     import torch
 
-    a = torch.empty(2, 3, 4, device="meta")
-    b = torch.empty(2, 5, 4, device="meta")
-    scores = (a @ b.transpose(-2, -1)) / 2.0
-    mask = torch.ones(3, 5, dtype=torch.bool, device="meta").triu(1)
-    scores.masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
-
-
-def _warm_modes() -> None:
-    """Run a meta op under the calls' recording modes once, here: their one-off start-up (lazy imports, some 90 MB
-    touched) is then no child's first call, which the grader may measure from outside (``held_memory``)."""
-    import torch
-
     from .call import _recording_mode
 
+    if meta:
+        a, b = torch.empty(2, 3, 4, device="meta"), torch.empty(2, 5, 4, device="meta")
+        mask = torch.ones(3, 5, dtype=torch.bool, device="meta").triu(1)
+        ((a @ b.transpose(-2, -1)) / 2.0).masked_fill(mask, float("-inf")).exp().sum(dim=-1, keepdim=True)
     with _recording_mode(["softmax"]):
         (torch.empty(2, 3, device="meta") @ torch.empty(3, 2, device="meta")).softmax(-1)
 
@@ -276,17 +254,17 @@ def serve_template(
     warm_figures: bool = True,
     banned: Collection[str] = (),
 ) -> None:
-    """Import torch once, watch the kernels of ``banned`` (:func:`.kernels.watch_kernels`: every child forked
-    holds its own copy of the watch), then fork a child for each request on the control socket.
+    """Import torch once, watch the kernels of ``banned`` (every child forked holds its own copy of the watch), then
+    fork a child for each request on the control socket.
 
-    The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.  A request is a child's config with
-    three file descriptors attached (the child's end of a socket pair, the grader's capture file for its fds 1 and
-    2, the writing end of the grader's witness pipe: :mod:`.witness`); the reply is the child's pid.  The template
-    never runs a torch op, so forked children start with a clean OpenMP state.  It never touches a child's folder:
-    the grader's guardians (``grader/instructor/reclaim.py``) reclaim each, and the template's own.
+    The control socket is a ``SOCK_SEQPACKET`` pair, one JSON object a packet.  A request is a child's config with three
+    file descriptors attached (the child's socket, the grader's capture file for its fds 1 and 2, the writing end of
+    the grader's witness pipe); the reply is the child's pid.  The template never runs a torch op (children start with
+    a clean OpenMP state), nor touches a child's folder (``grader/instructor/reclaim.py``'s guardians reclaim each).
     """
     # what containment imports, imported here: a child may not be able to read the standard library
     # before its mounts are in place (a pyenv Python under a 0700 /root, say)
+    import gc
     import glob  # noqa: F401
     import resource  # noqa: F401
     import signal
@@ -308,16 +286,16 @@ def serve_template(
             headless_pyplot()
             import matplotlib.figure  # noqa: F401
 
-    if warm_meta:
-        _warm_meta()
-    _warm_modes()
+    _warm(warm_meta)
     kernels = (frozenset(banned), watch_kernels(banned))  # once here, not in each child (80 ms each)
     _drop_kit_from_path(kit_roots)
     for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
         del sys.modules[name]  # this package's code runs on; a learner's `import grader` finds nothing of the kit
     filesystem = filesystem_policy(kit_roots)  # what Landlock allows, the same for every child
     _libc()
-    _release_free_memory()
+    gc.collect()  # freed heap back to the OS before forking: every child starts with the template's RSS
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().malloc_trim(0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     with contextlib.suppress(OSError, AttributeError):  # and so are their orphans: a dead child's group empties at once
         _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -388,12 +366,11 @@ def serve_template(
 def _kill_strays(template_pid: int, children: list[int], seconds: float = 2.0) -> None:
     """Kill every process the template adopted that is none of its children, and what those started.
 
-    The template is their subreaper: a learner's process that left its child's group and outlived the child (``setsid``,
-    a double fork) comes here where no PID namespace ends it (red team files4 n1).  The kernel lists a process's
-    children (``/proc/<pid>/task/<tid>/children``: none of it written by the learner).  Each stray is killed the moment
-    it is read, before it can fork again: one that hops to a fresh pid by forking and exiting (round 5's p1) is caught
-    at the pid it holds, and what a killed one forked is killed too (listed under the killed one until it is adopted).
-    Three rounds; once one is found, until none is found for 50 ms (or ``seconds`` pass).
+    The template is their subreaper: a learner's process that left its child's group and outlived it (``setsid``, a
+    double fork) comes here where no PID namespace ends it (red team files4 n1); the kernel lists its children
+    (``/proc/<pid>/task/<tid>/children``).  Each stray is killed the moment it is read, before it can fork again (round
+    5's p1 hopped pids by forking), and what a killed one forked too.  Three rounds; once one is found, until none is
+    found for 50 ms (or ``seconds`` pass).
     """
     killed: list[int] = []
     rounds, calm, ends = 0, 0.0, time.monotonic() + seconds

@@ -20,12 +20,9 @@ _SPAWNS: list[str] | None = None
 
 
 def _watch_spawns() -> None:
-    """From now on, in this process, note every thread and process started (child side, before learner code loads).
-
-    An audit hook (it cannot be removed) hears every ``SPAWN_EVENTS`` event.  Python before 3.12 raises no event for
-    a new thread, nor any Python for ``_posixsubprocess.fork_exec`` (``multiprocessing``'s spawn): those entry points
-    are replaced by ones that raise the event first.  A call also measures what runs (:func:`_spawn_facts`).
-    """
+    """From now on, in this process, note every thread and process started (child side, before learner code loads):
+    an audit hook hears ``SPAWN_EVENTS``; the entry points that raise none (a thread before Python 3.12,
+    ``_posixsubprocess.fork_exec``) are replaced by ones that raise the event first."""
     global _SPAWNS
     seen: list[str] = []
 
@@ -70,14 +67,9 @@ _REAPED: list[tuple[float, ...]] = []
 
 
 def _spawn_facts(since: int = 0) -> list[str]:
-    """What the learner's process started, for a reply: the events heard, and what is measured now.
-
-    Every process heard since the watch began (one may escape measurement: a double fork without a PID namespace of its
-    own), the threads heard from event ``since`` on (a thread still running is measured).  Measured where the learner's
-    code cannot hide it: a Python thread other than this one (``sys._current_frames``, the interpreter's own list), a
-    child process not yet reaped (``waitid`` without reaping it), a child process reaped since the watch began (the
-    kernel's ``RUSAGE_CHILDREN`` accounting moved).  Empty where nothing is watched.
-    """
+    """What the learner's process started, for a reply: every process heard since the watch began, the threads heard
+    from event ``since`` on, and what is measured where its code cannot hide it: another Python thread
+    (``sys._current_frames``), a child not yet reaped (``waitid``), one reaped (``RUSAGE_CHILDREN`` moved)."""
     if _SPAWNS is None:
         return []
     import resource

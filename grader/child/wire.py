@@ -21,18 +21,16 @@ _LEN = struct.Struct(">Q")
 
 
 def sent_back_keys(call: dict[str, Any]) -> dict[str, str]:
-    """The inputs a call sends back as it left them, for the grader to compare (both sides read this):
-    ``in.<name>`` for each tensor argument and ``in.x<i>`` for its module's i-th forward, each with the name of
-    the tensor the grader sent."""
+    """The inputs a call sends back as it left them (both sides read this): ``in.<name>`` for each tensor argument and
+    ``in.x<i>`` for its module's i-th forward, each with the name of the tensor the grader sent."""
     back = {f"in.{name}": arg["tensor"] for name, arg in call.get("args", {}).items() if "tensor" in arg}
     forwards = (call.get("module") or {}).get("forwards", [])
     return {**back, **{f"in.x{i}": key for i, key in enumerate(forwards)}}
 
 
 def gradient_keys(call: dict[str, Any]) -> dict[str, str]:
-    """The gradients a call's gradient pass sends back (both sides read this): ``grad.<name>`` for each input it
-    asks for (``vjp.wrt``: an argument's name; a module's ``x`` and ``state.<parameter>``), each with the name of the
-    tensor the grader sent whose shape it has."""
+    """The gradients a call's gradient pass sends back (both sides read this): ``grad.<name>`` for each input of
+    ``vjp.wrt`` (an argument; a module's ``x``, ``state.<parameter>``), named by the sent tensor of its shape."""
     vjp = call.get("vjp") or {}
     args, module = call.get("args", {}), call.get("module") or {}
     sent = {name: arg["tensor"] for name, arg in args.items() if "tensor" in arg}
@@ -75,11 +73,8 @@ def send_message(sock: socket.socket, header: dict[str, Any], blob: bytes = b"")
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
-    """``n`` bytes from ``sock``; with a ``deadline`` (``time.monotonic()``), TimeoutError once it passes.
-
-    The time left is recomputed before every ``recv``, so a peer that drips one
-    byte at a time cannot stretch a read past the deadline.
-    """
+    """``n`` bytes from ``sock``; with a ``deadline`` (``time.monotonic()``), TimeoutError once it passes (recomputed
+    before every ``recv``: a peer that drips one byte at a time cannot stretch a read past it)."""
     chunks = bytearray()
     while len(chunks) < n:
         if deadline is not None:
@@ -97,11 +92,9 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> b
 def recv_message(
     sock: socket.socket, max_blob: int = 1 << 30, max_header: int = MAX_HEADER, deadline: float | None = None
 ) -> tuple[dict[str, Any], bytes]:
-    """One message: ``(header, blob)``.  Sizes over the caps are refused from the length prefix, unread.
-
-    Raises ProtocolError for anything that is not a well-formed message (a header that is not a JSON object, too deeply
-    nested JSON, bad UTF-8), EOFError when the peer closed, TimeoutError when ``deadline`` passed.
-    """
+    """One message: ``(header, blob)``; sizes over the caps are refused from the length prefix, unread.  Raises
+    ProtocolError for a malformed one (a header that is no JSON object, too deep, bad UTF-8), EOFError when the peer
+    closed, TimeoutError when ``deadline`` passed."""
     (size,) = _LEN.unpack(_recv_exact(sock, 8, deadline))
     if size > max_header:
         raise ProtocolError(f"header of {size} bytes is over the {max_header} byte limit")
@@ -129,8 +122,7 @@ FIGURE_TEXT = 200  # The longest axis or tick label (``grader.child.figures`` se
 
 FIGURE_TICKS = 1024  # The most ticks of one axis.
 
-FIGURE_IMAGES = 64
-"""The most images a figure's array stacks, and the most image shapes its facts list (``grader.child.figures``)."""
+FIGURE_IMAGES = 64  # The most images a figure's array stacks, and the most image shapes its facts list.
 
 MAX_DIMS = 16
 
@@ -140,12 +132,13 @@ Name = Annotated[str, msgspec.Meta(max_length=300)]
 Shape = Annotated[list[Annotated[int, msgspec.Meta(ge=0, le=2**48)]], msgspec.Meta(max_length=MAX_DIMS)]
 Short = Annotated[str, msgspec.Meta(max_length=100)]
 Label = Annotated[str, msgspec.Meta(max_length=FIGURE_TEXT)]
+Message = Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)]
 
 
 class _Raised(TypedDict):
     type: Annotated[str, msgspec.Meta(max_length=200)]
     mro: Annotated[list[Annotated[str, msgspec.Meta(max_length=200)]], msgspec.Meta(max_length=64)]
-    message: Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)]
+    message: Message
     where: Annotated[str, msgspec.Meta(max_length=500)] | None
 
 
@@ -268,10 +261,8 @@ class LoadReply(TypedDict, total=False):
     """The answer to ``load``: the hooks found and their parameters, or why the submission does not import."""
 
     hooks: Annotated[dict[Short, HookFound], msgspec.Meta(max_length=64)]
-    import_error: Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)] | None
-    load_errors: Annotated[
-        dict[Short, Annotated[str, msgspec.Meta(max_length=MESSAGE_CHARS)]], msgspec.Meta(max_length=64)
-    ]
+    import_error: Message | None
+    load_errors: Annotated[dict[Short, Message], msgspec.Meta(max_length=64)]
     isolation: Annotated[str, msgspec.Meta(max_length=200)]
     cuda_init_seconds: Seconds | None
 
@@ -309,11 +300,6 @@ def fit(value: Any, kind: Any) -> Any:
     return value
 
 
-_HINTS = {
-    kind: get_type_hints(kind, include_extras=True)
-    for kind in (ErrorInfo, Tick, FigureFacts, ResultInfo, ParameterFact, ModuleFacts, MemoryFacts, GradientFacts)
-    + (CallReply,)
-    + (Parameter, HookFound, LoadReply, HelloReply)
-}
+_HINTS = {kind: get_type_hints(kind, include_extras=True) for kind in list(globals().values()) if is_typeddict(kind)}
 """Resolved now: this package's names leave ``sys.modules`` before learner code loads, and with them what
 ``get_type_hints`` would resolve the annotations against."""

@@ -1,20 +1,16 @@
 """What the learner's code does to its own process that no reply can take back.
 
-Every fact a reply carries is written by the learner's process, and code in that process can rewrite it.  Rewriting it
-needs one of a few things, each an audit event: running code made from text at run time (what hides it from the review
-scan), unpickling, reaching the interpreter's frames or objects, tracing, ctypes, replacing a function's code.  An audit
-hook (it cannot be removed) writes each kind of event the learner's code raises, once, to a pipe whose reading end only
-the grader holds, before the event takes effect.  A written line cannot be taken back; a write that fails (the pipe
-closed, replaced or full) refuses the event. The grader turns the lines into review flags
-(``grader.instructor.witnessed``).
+Every fact a reply carries is written by the learner's process, and code there can rewrite it, which needs one of a
+few things, each an audit event: running code made from text (hidden from the review scan), unpickling, reaching the
+interpreter's frames or objects, tracing, ctypes, replacing a function's code.  An audit hook (it cannot be removed)
+writes each kind the learner's code raises, once, to a pipe only the grader reads, before the event takes effect; a
+write that fails (the pipe closed, replaced or full) refuses the event.  The grader turns the lines into review flags.
 
 An event is the learner's when a frame of a submission's file is on the stack before any library module's top level (a
-``<module>`` a standard loader imports from outside the work folder: a library imported lazily raises hundreds of
-these), and the caller is neither the runtime nor one of the standard library's own users (``namedtuple``,
-``dataclasses``, ``typing``, ``enum``, ``logging``, ``traceback``'s text, ``ast.parse``).  Code imported by a loader of
-the learner's, or from a file its process wrote, is the learner's; and code made from text with no library import on the
-stack is too: the runtime never makes any, a callback the learner's code left behind does (``weakref.finalize``, a
-stream's ``flush``).
+lazily imported library raises hundreds), and the caller is neither the runtime nor one of the standard library's own
+users (``namedtuple``, ``dataclasses``, ``typing``, ``enum``, ``logging``, ``traceback``, ``ast.parse``).  Code imported
+by a loader of the learner's, or from a file its process wrote, is the learner's; so is code made from text with no
+library import on the stack: the runtime never makes any, a callback the learner left does (``weakref.finalize``).
 """
 
 from __future__ import annotations
@@ -64,19 +60,16 @@ _STDLIB_CALLERS: dict[tuple[str, str], frozenset[str] | None] = {
     ("matplotlib/_api/__init__.py", "warn_external"): None,  # a warning's stacklevel, outside matplotlib
     ("torch/library.py", "__init__"): None,  # where a library of operators is made (torch.vmap's, at first use)
 }
-"""``(file's tail, function)`` of standard-library (and torch's) code, outside the work folder, that raises these
-events for its own use, on any input, and where it hands what it reached to another function, the functions it
-must be handing it to (the caller's caller: a generator's consumer) for the event not to count."""
+"""``(file's tail, function)`` of standard-library (and torch's) code that raises these events for its own use on any
+input; and, where it hands what it reached on, the functions (the caller's caller) it must hand it to."""
 
 _PLAIN_ANNOTATION = (ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Load,
                      ast.BinOp, ast.BitOr, ast.Constant)  # fmt: skip
 
 
 def _input_checks() -> dict[tuple[str, str], Callable[[Any, tuple[Any, ...]], bool]]:
-    """For a caller of :data:`_STDLIB_CALLERS` that makes code from what it is given, the check that what it was
-    given cannot be code: read from its frames and the event's arguments, never by calling the learner's objects;
-    every name they use bound now, before any learner code runs (none is looked up in a module it could rewrite).
-    """
+    """For a caller of :data:`_STDLIB_CALLERS` that makes code from what it is given, the check that it cannot be code:
+    read from frames and the event's arguments, never by calling the learner's objects; every name bound now."""
     parse, walk, compile_, iskeyword = ast.parse, ast.walk, compile, keyword.iskeyword
     forward_ref = typing.ForwardRef
     forward_arg = vars(forward_ref)["__forward_arg__"]  # the slot itself: the class's attribute may be replaced
@@ -85,11 +78,9 @@ def _input_checks() -> dict[tuple[str, str], Callable[[Any, tuple[Any, ...]], bo
     unreadable = (SyntaxError, ValueError, RecursionError, MemoryError, TypeError)
 
     def plain_fields(frame: Any, args: tuple[Any, ...]) -> bool:
-        """dataclasses pastes each field's name into the source of ``__init__``, ``__eq__`` …: a name taken from
-        an ``__annotations__`` the learner wrote (``"x=print('run')) or (1"``) is code of the learner's (round 5's
-        f3).  The code must be made for ``_process_class`` through dataclasses' own frames only (no descriptor of
-        the learner's between), and its own ``fields`` (a dict of the names it uses) hold exact ``str`` identifiers.
-        """
+        """dataclasses pastes field names into the source it compiles: a name from the learner's ``__annotations__``
+        (``"x=print('run')) or (1"``) is the learner's code (round 5's f3).  Only dataclasses' own frames up to
+        ``_process_class``, whose ``fields`` hold exact ``str`` identifiers."""
         file = frame.f_code.co_filename
         while frame is not None and frame.f_code.co_name != "_process_class":
             if frame.f_code.co_filename != file:
@@ -139,10 +130,9 @@ CODE_EVENTS = frozenset({*_MAKES_CODE, "pickle.find_class"})
 def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]:
     """From now on, write the learner's events to ``fd`` (child side, once its files are written, before they load).
 
-    ``submission`` is the folder of the submission's files, ``files`` the paths the grader wrote
-    there: any other file of the work folder imported is code the learner's process wrote.
-    Everything the hook needs is bound here, none of it reachable from a module's globals.
-    Returns ``tell``, which writes one line of the runtime's own (a banned call as it is recorded) the same way.
+    ``files``: the paths the grader wrote in ``submission``; any other file of the work folder imported is the learner's
+    process's.  Everything the hook needs is bound here, none of it reachable from a module's globals.  Returns
+    ``tell``, which writes one line of the runtime's own (a banned call as it is recorded) the same way.
     """
     identity_of, identity = _identity, _identity(fd)
     fstat, write, getframe, realpath, sep = os.fstat, os.write, sys._getframe, os.path.realpath, os.sep
@@ -161,8 +151,7 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
     standard_loaders = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader)
 
     def imported_file(frame: Any) -> str | None:
-        """The file a standard loader loads in this frame of importlib's (``self``), or None: a loader of the
-        learner's (a subclass, an attribute of its own, a path that is not a plain string)."""
+        """The file a standard loader loads in this frame of importlib's, or None for the learner's loader."""
         loader = None if frame is None else frame.f_locals.get("self")
         if kind_of(loader) not in standard_loaders or names(members(loader)) - {"name", "path"}:
             return None
@@ -171,10 +160,8 @@ def witness(fd: int, submission: str, files: list[str]) -> Callable[[str], None]
 
     def library_top_level(frame: Any) -> bool:
         """A library module's top level, imported now by a standard loader from outside the work folder."""
-        if frame.f_code.co_name != "<module>" or frame.f_back is None:
-            return False
         back = frame.f_back
-        if back.f_code.co_name != "_call_with_frames_removed":
+        if frame.f_code.co_name != "<module>" or back is None or back.f_code.co_name != "_call_with_frames_removed":
             return False
         path = imported_file(back.f_back)
         return path is not None and not path.startswith(work)
