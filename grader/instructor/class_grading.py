@@ -400,11 +400,8 @@ def class_roster(book: Gradebook, given: RosterRows | None, force: bool) -> tupl
 def _run_to_write(book: Gradebook, settings: ClassSettings) -> int:
     """The id of the unfinished run to resume under the class's conditions, or of a new one."""
     previous = book.latest_unfinished_run()
-    if (
-        previous is not None
-        and previous["suite_version"] == settings.suite_version
-        and sorted(previous["devices"]) == sorted(settings.devices)
-        and str(previous["seed"]) == str(settings.seed)
+    if previous is not None and (previous["suite_version"], str(previous["seed"]), sorted(previous["devices"])) == (
+        settings.suite_version, str(settings.seed), sorted(settings.devices)
     ):
         return int(previous["id"])
     return book.start_run(
