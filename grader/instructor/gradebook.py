@@ -306,7 +306,12 @@ class Gradebook:
         rows = self._rows(
             f"SELECT {RESULT_COLUMNS} FROM results WHERE run_id = ? AND student = ? ORDER BY rowid", run_id, student
         )
-        return [CaseResult(*r[:6], _read_said(r[6], r[10]), *r[7:9], _read_said(r[9], r[11])) for r in rows]
+        return [
+            CaseResult(student, hook, case, device, dtype, status, _read_said(message, message_said), seconds, mistake,
+                       _read_said(note, note_said))
+            for student, hook, case, device, dtype, status, message, seconds, mistake, note, message_said, note_said
+            in rows
+        ]  # fmt: skip
 
     def figures(self, run_id: int, student: str) -> dict[str, Figure]:
         """The heatmaps' data recorded with a submission in a run, ``hook -> Figure`` (``{}`` for none)."""
