@@ -1,31 +1,27 @@
 """Grade a whole class: plan the run, grade what is left in parallel, sum up.
 
-:func:`grade_class`, under one :class:`GradeOptions`: :func:`plan` (hold the run to the out folder's class,
-resume the unfinished run or start one, reuse what the gradebook already holds, list what is left); the
-grading loop (an :class:`Executor` maps one work item over what is left, each outcome recorded in
-``gradebook.sqlite`` as it arrives, so a stopped run loses at most the submissions in flight); the summary, a
-:class:`GradeRun`: this run's outcomes and the whole class as the gradebook holds it.
+:func:`grade_class`, under one :class:`GradeOptions`: :func:`plan` (hold the run to the out folder's class, resume
+the unfinished run or start one, reuse what the gradebook holds); the grading loop (an :class:`Executor` maps one
+work item over what is left, each outcome recorded in ``gradebook.sqlite`` as it arrives, so a stopped run loses
+at most the submissions in flight); the summary, a :class:`GradeRun`.
 
 One ``--out`` is one class.  Its first run draws the seed (or takes ``--seed``) and records it with the suite
-version and the devices (:class:`~grader.instructor.gradebook.ClassSettings`); every later run grades under
-them, so a late hand-in gets the same inputs as the rest of the class.  Other conditions are refused
-(:class:`OutFolderConflict`) unless ``force``, which makes them the class's and regrades the whole class from
-the hand-ins the gradebook keeps.  The roster is the class's too: stored when first given, used when not
-given; one that only adds students is taken, one that drops or changes a student is refused unless ``force``
-(merging would keep a student who left the course ``missing`` for ever; refusing says what changed).
+version and the devices (:class:`~grader.instructor.gradebook.ClassSettings`); every later run grades under them,
+so a late hand-in gets the same inputs as the rest.  Other conditions are refused (:class:`OutFolderConflict`)
+unless ``force``, which makes them the class's and regrades the whole class from the hand-ins the gradebook keeps.
+The roster is the class's too: one that only adds students is taken, one that drops or changes a student is
+refused unless ``force`` (merging would keep a student who left the course ``missing`` for ever).
 
-The executor is one small interface, ``map_unordered(fn, items, stop)``; :class:`LocalExecutor` (a thread per
-job, each driving one sandboxed child at a time) is the default.  Work item (a
-:class:`~grader.instructor.intake.Submission`) and result (an
-:class:`~grader.instructor.submission_grading.Outcome`) are plain data; nothing is written to disk by a worker,
-and the work item never raises for one submission (a failure becomes its error row).  The work item is built
-from a :class:`WorkSpec` by :func:`local_work`, or by the executor's own ``prepare(spec, stop)`` where its
-workers are elsewhere (:mod:`grader.instructor.ray_executor`); the driver stays the only writer either way.
+The executor is one small interface, ``map_unordered(fn, items, stop)``; :class:`LocalExecutor` (a thread per job,
+each driving one sandboxed child at a time) is the default.  Work item and result are plain data; a worker writes
+nothing to disk and never raises for one submission (a failure becomes its error row).  The work item is built from
+a :class:`WorkSpec` by :func:`local_work`, or by the executor's own ``prepare(spec, stop)`` where its workers are
+elsewhere (:mod:`grader.instructor.ray_executor`); the driver stays the only writer either way.
 
-Stopping: once ``GradeOptions.stop`` is set (``attnkit grade`` sets it on SIGINT and SIGTERM), the executor
-hands out nothing more, the sandbox template kills every learner process in flight, nothing more is recorded
-(a submission in flight is graded again on resume), and :func:`grade_class` raises :class:`GradingStopped`.
-A ``KeyboardInterrupt`` in the grading loop stops the same way and is re-raised.
+Stopping: once ``GradeOptions.stop`` is set (``attnkit grade`` sets it on SIGINT and SIGTERM, and so does a
+``KeyboardInterrupt`` in the loop, re-raised), the executor hands out nothing more, the sandbox template kills every
+learner process in flight, nothing more is recorded (a submission in flight is graded again on resume), and
+:func:`grade_class` raises :class:`GradingStopped`.
 """
 
 from __future__ import annotations
@@ -117,12 +113,9 @@ class GradingStopped(Exception):
 class Executor(Protocol):
     """Runs ``fn`` over ``items`` and yields ``(item, result)`` pairs as each finishes.
 
-    Once ``stop`` is set it hands out no more items, cancels those not started, yields nothing more and returns
-    promptly; work in flight is abandoned, its results dropped, and ended where the executor can (the local
-    one's threads wait on sandboxed children, which the caller ends: :meth:`~grader.instructor.sandbox.Template.stop`).
-    Optional: ``prepare(spec, stop)``, a context manager giving ``(work item, isolation)`` built from a
-    :class:`WorkSpec` where the executor's workers build their own (default: :func:`local_work`), and
-    ``describe()``, one line for the summary (``local, 2 jobs``).
+    Once ``stop`` is set it starts and yields nothing more and returns promptly; work in flight is abandoned (the
+    caller ends the local one's sandboxed children: :meth:`~grader.instructor.sandbox.Template.stop`).  Optional:
+    ``prepare(spec, stop)`` (default :func:`local_work`) and ``describe()``, one line for the summary.
     """
 
     def map_unordered(
@@ -196,7 +189,7 @@ class Plan:
 
     @property
     def conditions(self) -> list[str]:
-        """Every device of the run, sorted: with the seed and the version, what makes two gradings comparable."""
+        """Every device of the run, sorted (with the seed and the version: what makes gradings comparable)."""
         return sorted(self.ran + list(self.skipped))
 
 
@@ -233,20 +226,14 @@ class GradeRun:
     def report_options(self) -> ReportOptions:
         """This run's conditions for the reports; ``dataclasses.replace`` adds the files' own choices (``lang``…)."""
         return ReportOptions(
-            devices=tuple(self.devices),
-            skipped_devices=dict(self.skipped_devices),
-            suite_version=self.suite_version,
-            kit=kit_version(),
-            isolation=self.isolation,
-            seed=self.seed,
-        )
+            devices=tuple(self.devices), skipped_devices=dict(self.skipped_devices), suite_version=self.suite_version,
+            kit=kit_version(), isolation=self.isolation, seed=self.seed,
+        )  # fmt: skip
 
 
 def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tuple[list[str], dict[str, str]]:
-    """Split the requested devices into those that run and those skipped with a reason.
-
-    A device in ``required`` that is not available raises ``RuntimeError``.
-    """
+    """Split the requested devices into those that run and those skipped with a reason (``RuntimeError`` where
+    a device in ``required`` is not available)."""
     known = available_devices()
     required = list(required)
     wanted = list(dict.fromkeys([*requested, *required]))
@@ -257,8 +244,7 @@ def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tu
     skipped = {device: reason for device in wanted if (reason := known[device]) is not None}
     if "cpu" not in ran:
         ran.insert(0, "cpu")
-    missing = [d for d in required if d in skipped]
-    if missing:
+    if missing := [d for d in required if d in skipped]:
         raise RuntimeError(", ".join(f"{d}: {skipped[d]}" for d in missing) + " (required with --require)")
     return ran, skipped
 
@@ -266,9 +252,8 @@ def choose_devices(requested: Iterable[str], required: Iterable[str] = ()) -> tu
 def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | None = None) -> GradeRun:
     """Grade every submission under ``paths`` (or of an :class:`Intake`) into ``out/gradebook.sqlite``.
 
-    Running again resumes the unfinished run (same seed) and grades only what is missing.  Writing the reports
-    is the caller's (:func:`~grader.instructor.reports.write_reports`).  Raises :class:`GradingStopped` when
-    ``options.stop`` is set before the class is done: the run stays unfinished, to resume.
+    Running again resumes the unfinished run (same seed) and grades only what is missing; the reports are the
+    caller's.  Raises :class:`GradingStopped` when ``options.stop`` is set before the class is done.
     """
     options = options or GradeOptions()
     devices = choose_devices(options.devices or default_devices(), options.require)
@@ -276,9 +261,8 @@ def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | No
     if options.roster is None and intake.roster is not None:
         options = dataclasses.replace(options, roster=intake.roster)
     out.mkdir(parents=True, exist_ok=True)
-    submissions = intake.submissions
     with Gradebook(class_file(out, GRADEBOOK)) as book:
-        planned = plan(book, submissions, options, devices)
+        planned = plan(book, intake.submissions, options, devices)
         if options.on_start:
             options.on_start(len(planned.todo))
         executor = ""
@@ -292,7 +276,7 @@ def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | No
             raise GradingStopped(len(planned.reused) + len(graded), len(planned.submissions))
         book.finish_run(planned.run_id)
         roll = class_roll(book, planned, out)
-    return dataclasses.replace(_summary(planned, {**planned.reused, **graded}, isolation, roll), executor=executor)
+    return _summary(planned, {**planned.reused, **graded}, isolation, roll, executor)
 
 
 def plan(
@@ -300,18 +284,14 @@ def plan(
 ) -> Plan:
     """Decide what this run does; ``devices`` is :func:`choose_devices`'s ``(ran, skipped)``.
 
-    The run grades under the out folder's conditions (:func:`class_settings`; a conflict raises
-    :class:`OutFolderConflict` before anything is written unless ``options.force``) and roster
-    (:func:`class_roster`), resuming the latest unfinished run under them, else starting one.  A submission is
-    reused, unless ``options.force`` or it has an error of its own, when the run already holds it unchanged or
-    an identical input was graded under identical conditions (then recorded in this run).  Everything else is
-    left to grade, and so is every student of the class with no grading under its conditions (after a forced
-    change of them), from the hand-in the gradebook keeps.
+    The run grades under the out folder's conditions (:func:`class_settings`) and roster (:func:`class_roster`),
+    resuming the latest unfinished run under them, else starting one.  A submission is reused, unless
+    ``options.force`` or it has an error of its own, when the run holds it unchanged or an identical input was
+    graded under identical conditions.  Everything else is left to grade, and so is every student of the class with
+    no grading under its conditions (after a forced change of them), from the hand-in the gradebook keeps.
     """
     ran, skipped = devices
-    wanted = ClassSettings(
-        options.seed if options.seed is not None else "", suite_version(), sorted(ran + list(skipped))
-    )
+    wanted = ClassSettings("" if options.seed is None else options.seed, suite_version(), sorted(ran + list(skipped)))
     settings, notes = class_settings(book, wanted, options.force)
     roster, roster_notes = class_roster(book, options.roster, options.force)
     run_id = _run_to_write(book, settings)
@@ -350,8 +330,7 @@ def class_settings(book: Gradebook, wanted: ClassSettings, force: bool) -> tuple
     """
     have = book.class_settings()
     if have is None:
-        seed = wanted.seed if wanted.seed != "" else secrets.randbelow(2**31 - 1)
-        settings = dataclasses.replace(wanted, seed=seed)
+        settings = dataclasses.replace(wanted, seed=secrets.randbelow(2**31 - 1) if wanted.seed == "" else wanted.seed)
         book.set_class_settings(settings)
         return settings, []
     if wanted.seed == "":
@@ -392,11 +371,8 @@ def _roster_rows(roster: RosterRows) -> list[dict[str, str]]:
 
 
 def class_roster(book: Gradebook, given: RosterRows | None, force: bool) -> tuple[list[dict[str, str]], list[str]]:
-    """``(the class's roster rows, notes)``: the stored one, or ``given`` where it may replace it.
-
-    A first roster is stored, and so is one that keeps every stored student unchanged and adds some (the note
-    names them); one that drops or changes a student is refused unless ``force``.
-    """
+    """``(the class's roster rows, notes)``: the stored one, or ``given`` where it may replace it (a first one, one
+    that only adds students; one that drops or changes a student only with ``force``)."""
     stored = book.roster_rows()
     if given is None:
         return stored or [], []
@@ -410,9 +386,7 @@ def class_roster(book: Gradebook, given: RosterRows | None, force: bool) -> tupl
     changed = sorted(i for i in set(old) & set(new) if old[i] != new[i])
     added = sorted(set(new) - set(old))
     if (dropped or changed) and not force:
-        parts = ([f"drops {', '.join(dropped)}"] if dropped else []) + (
-            [f"changes {', '.join(changed)}"] if changed else []
-        )
+        parts = [f"{verb} {', '.join(ids)}" for verb, ids in (("drops", dropped), ("changes", changed)) if ids]
         raise OutFolderConflict(
             f"{book.path.parent} holds another roster for this class: the one given {' and '.join(parts)}. "
             "Nothing was graded. Leave out --roster to use the stored one, or --force to replace it."
@@ -426,11 +400,8 @@ def class_roster(book: Gradebook, given: RosterRows | None, force: bool) -> tupl
 def _run_to_write(book: Gradebook, settings: ClassSettings) -> int:
     """The id of the unfinished run to resume under the class's conditions, or of a new one."""
     previous = book.latest_unfinished_run()
-    if (
-        previous is not None
-        and previous["suite_version"] == settings.suite_version
-        and sorted(previous["devices"]) == sorted(settings.devices)
-        and str(previous["seed"]) == str(settings.seed)
+    if previous is not None and (previous["suite_version"], str(previous["seed"]), sorted(previous["devices"])) == (
+        settings.suite_version, str(settings.seed), sorted(settings.devices)
     ):
         return int(previous["id"])
     return book.start_run(
@@ -444,12 +415,12 @@ def _reusable(
     """The outcome ``sub`` already has: ``recorded`` in this run unchanged, or an identical earlier grading."""
     if recorded is not None and recorded[0].sha256 == sub.sha256 and not recorded[0].error:
         return Outcome(_heard_again(sub, recorded[0].review), recorded[1], book.figures(planned.run_id, sub.student))
-    found = book.find_graded_with_figures(sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
+    conditions = (sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
+    found = book.find_graded_with_figures(*conditions)
     if found is None:
         return None
     results, figures = found
-    review = book.review_of_grading(sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
-    sub = _heard_again(sub, review)
+    sub = _heard_again(sub, book.review_of_grading(*conditions))
     book.record(planned.run_id, sub, results, figures)
     return Outcome(sub, results, figures)
 
@@ -478,7 +449,7 @@ class WorkSpec:
         )
 
     def build_suite(self) -> Suite:
-        """The prepared suite: the same trials, fingerprints and skips wherever it is built."""
+        """The prepared suite: the same wherever it is built."""
         suite = build_suite(self.seed, self.ran + tuple(self.skipped))
         suite.fingerprints, suite.skipped = Fingerprints(), dict(self.skipped)
         return suite
@@ -486,16 +457,12 @@ class WorkSpec:
 
 @contextmanager
 def local_work(spec: WorkSpec, stop: threading.Event) -> Iterator[tuple[_Work, str]]:
-    """``(work item, isolation)`` on this machine: a warm template (its own fresh process) and the suite.
-
-    The template boots while the suite is built; ``stop`` ends its learner processes (:func:`_stopping`).
-    Raises ``RuntimeError`` or :class:`~grader.instructor.sandbox.ChildGone` where the template cannot start, or
-    was stopped while it booted.
-    """
+    """``(work item, isolation)`` on this machine: a warm template (booting while the suite is built) and the suite;
+    ``stop`` ends its learner processes.  ``RuntimeError`` or ``ChildGone`` where the template cannot start, or was
+    stopped while it booted."""
     with Template(warm_meta="meta" in spec.ran) as template, _stopping(template, stop):
         suite = spec.build_suite()
-        isolation = template.isolation()
-        yield _Work(suite, template, spec.limits, spec.reveal, GpuPool.visible()), isolation
+        yield _Work(suite, template, spec.limits, spec.reveal, GpuPool.visible()), template.isolation()
 
 
 @dataclass
@@ -519,12 +486,8 @@ class _Work:
 
 @contextmanager
 def _stopping(template: Template, stop: threading.Event) -> Iterator[None]:
-    """While inside, a watcher ends the template's work in flight as soon as ``stop`` is set.
-
-    A thread of its own, so the learner processes die at once wherever the main thread is waiting (the
-    executor, the template's boot).  An exception from inside (``KeyboardInterrupt``, say) ends them too, so the
-    threads in flight are woken before anyone waits for them.
-    """
+    """While inside, a watcher thread ends the template's work in flight as soon as ``stop`` is set, wherever the
+    main thread waits; an exception from inside (``KeyboardInterrupt``) ends it too, before anyone waits for it."""
     left = threading.Event()
 
     def watch() -> None:
@@ -548,15 +511,12 @@ def _stopping(template: Template, stop: threading.Event) -> Iterator[None]:
 
 
 def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, dict[str, Outcome]]:
-    """Grade ``planned.todo``, recording each outcome as it arrives; ``(isolation, outcomes by student)``.
-
-    Once ``options.stop`` is set nothing more is recorded and the outcomes so far are returned.
-    """
+    """Grade ``planned.todo``, recording each outcome as it arrives, until ``options.stop`` is set;
+    ``(isolation, outcomes by student)``."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # verdicts on small tensors; the parallelism is the executor's
     graded: dict[str, Outcome] = {}
-    stop = options.stop
-    isolation = "none"
+    stop, isolation = options.stop, "none"
     prepare = getattr(options.executor, "prepare", local_work)  # an executor whose workers build their own
     try:
         with contextlib.ExitStack() as opened:
@@ -578,9 +538,8 @@ def _grade(book: Gradebook, planned: Plan, options: GradeOptions) -> tuple[str, 
                 if stop.is_set():  # its learner process may have been killed by the stop: never recorded
                     break
                 outcome = dataclasses.replace(outcome, results=limit_stored_messages(outcome.results))
-                stats = outcome.stats
-                book.record(planned.run_id, outcome.submission, outcome.results, outcome.figures, stats.output,
-                            stats.printed)
+                sub, stats = outcome.submission, outcome.stats
+                book.record(planned.run_id, sub, outcome.results, outcome.figures, stats.output, stats.printed)
                 graded[outcome.submission.student] = outcome
                 if options.on_graded:
                     options.on_graded(outcome)
@@ -611,9 +570,7 @@ def stale_folders(out: Path, students: Iterable[str]) -> list[str]:
     except OSError:
         return []
     return [
-        e.name
-        for e in entries
-        if e.is_dir() and e.name not in keep and any((e / name).is_file() for name in STUDENT_FILES)
+        e.name for e in entries if e.is_dir() and e.name not in keep and any((e / n).is_file() for n in STUDENT_FILES)
     ]
 
 
@@ -622,9 +579,7 @@ def class_roll(book: Gradebook, planned: Plan, out: Path) -> ClassRoll:
     what each printed, the roster's students with no hand-in, and folders of no student of the class."""
     settings = ClassSettings(planned.seed, planned.version, planned.conditions)
     latest = book.class_results(settings)
-    people = {
-        row["id"]: Person(row["id"], row.get("name", ""), row.get("email", "")) for row in planned.roster if row["id"]
-    }
+    people = {r["id"]: Person(r["id"], r.get("name", ""), r.get("email", "")) for r in planned.roster if r["id"]}
     return ClassRoll(
         graded=[(sub, results) for _, sub, results in latest.values()],
         missing=[person for student, person in people.items() if student not in latest],
@@ -635,17 +590,13 @@ def class_roll(book: Gradebook, planned: Plan, out: Path) -> ClassRoll:
     )
 
 
-def _summary(planned: Plan, outcomes: dict[str, Outcome], isolation: str, roll: ClassRoll | None = None) -> GradeRun:
+def _summary(planned: Plan, outcomes: dict[str, Outcome], isolation: str, roll: ClassRoll, executor: str) -> GradeRun:
     """The :class:`GradeRun`: outcomes in student order, and what the learner processes reported."""
     ordered = [outcomes[sub.student] for sub in sorted(planned.submissions, key=lambda s: s.student)]
     cuda_starts = [o.stats.cuda_init_seconds for o in ordered if o.stats.cuda_init_seconds is not None]
     peaks = [o.stats.peak_rss_kib for o in ordered if o.stats.peak_rss_kib]
     return GradeRun(
         planned.run_id, planned.seed, planned.version, planned.ran, planned.skipped, ordered, list(planned.reused),
-        isolation,
-        cuda_overhead_seconds=sum(cuda_starts) / len(cuda_starts) if cuda_starts else None,
-        peak_child_rss_mib=max(peaks) / 1024 if peaks else None,
-        roll=roll or ClassRoll(),
-        notes=list(planned.notes),
-        regraded_from_gradebook=list(planned.regraded_from_gradebook),
-    )
+        isolation, sum(cuda_starts) / len(cuda_starts) if cuda_starts else None, max(peaks) / 1024 if peaks else None,
+        roll, list(planned.notes), list(planned.regraded_from_gradebook), executor,
+    )  # fmt: skip

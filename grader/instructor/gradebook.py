@@ -1,30 +1,24 @@
-"""The gradebook: ``gradebook.sqlite``, written as grading goes, so a stopped run resumes.
+"""The gradebook: ``gradebook.sqlite`` (stdlib :mod:`sqlite3`, WAL), written as grading goes, so a stopped run resumes.
 
-Tables (stdlib :mod:`sqlite3`, WAL journal): ``runs`` (start, finish, seed, suite version, devices, kit
-version, the learner processes' isolation); ``submissions`` (per run and student: source, sha256 of its files,
-format, error, review findings and id notes as JSON lists, its files, what it printed, capped); ``results`` (one
-row per case); ``figures`` (each heatmap's hook, label and matrices as safetensors bytes, so a resumed or reused
-grading draws the same heatmaps); ``class_settings`` (the out folder's seed, suite version, devices and roster:
-the conditions every run into it grades under, see :mod:`grader.instructor.class_grading`).
+``figures`` keeps each heatmap's matrices as safetensors bytes, so a resumed or reused grading draws the same;
+``class_settings`` the out folder's conditions and roster (:mod:`grader.instructor.class_grading`).  Each
+submission is recorded in one transaction: a run killed part way loses at most the submission in flight.
+:meth:`Gradebook.find_graded` finds an earlier grading of identical input under identical conditions (suite
+version, seed, devices), so a rerun reuses it.  One connection is shared by all threads behind a lock.
 
-Each submission is recorded in one transaction, so a run killed part way loses at most the submission in
-flight.  :meth:`Gradebook.find_graded` finds an earlier grading of identical input (student, sha256) under
-identical conditions (suite version, seed, devices), so a rerun reuses it.  One connection is shared by all
-threads behind a lock.
-
-Older schema versions are migrated when opened: v2 added ``submissions.review`` and ``notes``; v3 the
-``figures`` table; v4 ``submissions.files``, ``output``, ``printed``, ``results.note`` and ``class_settings``
-(an older gradebook's class takes its latest run's conditions); v5 ``results.message_said`` and ``note_said``,
-the id and parameters of a message said by id (:func:`~grader.instructor.said.message_data`), so a report of
-any language can be written later (``message`` and ``note`` stay English; ``''``: the text as it is).
+Older schemas are migrated when opened (:data:`ADDED_COLUMNS`; v3 added ``figures``, v4 ``class_settings``: an
+older gradebook's class takes its latest run's conditions).  ``results.message_said`` and ``note_said`` (v5) hold
+the id and parameters of a message said by id (:func:`~grader.instructor.said.message_data`), so a report of any
+language can be written later (``message`` and ``note`` stay English; ``''``: the text as it is).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -165,6 +159,8 @@ def _read_said(text: str, said: str | None) -> str:
 
 
 SUBMISSION_COLUMNS = "student, source, format, entry, sha256, error, review, notes"
+RESULT_COLUMNS = "student, hook, case_name, device, dtype, status, message, seconds, mistake, note, message_said, " \
+    "note_said"
 
 
 def _submission(row: tuple, files: str | None = None) -> Submission:
@@ -179,11 +175,6 @@ def _text_rows(rows: Iterable[Mapping[str, object]]) -> list[dict[str, str]]:
     return [{str(k): "" if v is None else str(v) for k, v in row.items()} for row in rows]
 
 
-def _figure_row(run_id: int, student: str, hook: str, figure: Figure) -> tuple[int, str, str, str, bytes]:
-    tensors = save_tensors({"expected": figure.expected.contiguous(), "received": figure.received.contiguous()})
-    return run_id, student, hook, figure.label, tensors
-
-
 def _devices_key(devices: Iterable[str]) -> list[str]:
     """Devices compared as a set: ``["cuda", "cpu"]`` and ``["cpu", "cuda"]`` are the same conditions."""
     return sorted(set(devices))
@@ -195,7 +186,7 @@ class Gradebook:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -208,16 +199,35 @@ class Gradebook:
                     f"{self.path}: gradebook schema version {version}, this attnkit reads {SCHEMA_VERSION}"
                 )
             self._conn.executescript(SCHEMA)
-            self._migrate()
+            for table, columns in ADDED_COLUMNS.items():  # what an older gradebook lacks; tables made now have them
+                have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+                for name, default in columns.items():
+                    if name not in have:
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} TEXT NOT NULL DEFAULT {default}")
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
-    def _migrate(self) -> None:
-        """Add the columns an older gradebook lacks (each with its default); tables created now have them."""
-        for table, columns in ADDED_COLUMNS.items():
-            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-            for name, default in columns.items():
-                if name not in have:
-                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} TEXT NOT NULL DEFAULT {default}")
+    def _rows(self, sql: str, *args: Any) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    def _row(self, sql: str, *args: Any) -> Any:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchone()
+
+    def _insert(self, table: str, columns: str, rows: Iterable[tuple]) -> None:
+        marks = ", ".join("?" * len(columns.split(",")))
+        self._conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     # --- runs ------------------------------------------------------------------------
 
@@ -235,31 +245,25 @@ class Gradebook:
 
     def set_isolation(self, run_id: int, isolation: str) -> None:
         """Record what the learner's processes of this run were isolated with (known once one has started)."""
-        with self._lock:
-            self._conn.execute("UPDATE runs SET isolation = ? WHERE id = ?", (str(isolation), run_id))
+        self._rows("UPDATE runs SET isolation = ? WHERE id = ?", str(isolation), run_id)
 
     def finish_run(self, run_id: int) -> None:
-        with self._lock:
-            self._conn.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (_now(), run_id))
+        self._rows("UPDATE runs SET finished_at = ? WHERE id = ?", _now(), run_id)
 
-    def _run_dict(self, row: tuple) -> dict[str, Any]:
+    def _run(self, where: str, *args: Any) -> dict[str, Any] | None:
+        """The run's row as a dict (``devices`` a list, ``seed`` an int where it is one)."""
+        row = self._row(f"SELECT * FROM runs WHERE {where}", *args)
+        if row is None:
+            return None
         keys = ("id", "started_at", "finished_at", "seed", "suite_version", "devices", "kit_version", "isolation")
-        run = dict(zip(keys, row))
-        run["seed"] = _seed_out(run["seed"])
-        run["devices"] = json.loads(run["devices"])
-        return run
+        return {**dict(zip(keys, row)), "seed": _seed_out(row[3]), "devices": json.loads(row[5])}
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
-        """The run's row as a dict (``devices`` a list, ``seed`` an int where it is one)."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return self._run_dict(row) if row else None
+        return self._run("id = ?", run_id)
 
     def latest_unfinished_run(self) -> dict[str, Any] | None:
         """The most recent run that never finished (a run that was stopped), or None."""
-        with self._lock:
-            row = self._conn.execute("SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
-        return self._run_dict(row) if row else None
+        return self._run("finished_at IS NULL ORDER BY id DESC LIMIT 1")
 
     # --- submissions -----------------------------------------------------------------------
 
@@ -276,47 +280,32 @@ class Gradebook:
         if len(output) > OUTPUT_STORED:
             output = output[:OUTPUT_STORED] + f"\n[... {len(output) - OUTPUT_STORED} more characters not kept]"
         printed_json = json.dumps({str(h): str(t)[:OUTPUT_STORED] for h, t in sorted((printed or {}).items()) if t})
-        student = submission.student
-        figure_rows = [_figure_row(run_id, student, hook, figure) for hook, figure in sorted((figures or {}).items())]
+        sub, student = submission, submission.student
+        figure_rows = [
+            (run_id, student, hook, f.label, save_tensors({"expected": f.expected.contiguous(),
+                                                            "received": f.received.contiguous()}))
+            for hook, f in sorted((figures or {}).items())
+        ]  # fmt: skip
         rows = [
             (run_id, student, r.hook, r.case, r.device, r.dtype, r.status, r.message, float(r.seconds), r.mistake,
              r.note, _said(r.message), _said(r.note))
             for r in results
         ]  # fmt: skip
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                for table in ("figures", "results", "submissions"):
-                    self._conn.execute(f"DELETE FROM {table} WHERE run_id = ? AND student = ?", (run_id, student))
-                self._conn.execute(
-                    f"INSERT INTO submissions (run_id, {SUBMISSION_COLUMNS}, graded_at, files, output, printed)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id, student, submission.source, submission.format, submission.entry, submission.sha256,
-                        submission.error, json.dumps([str(f) for f in submission.review]),
-                        json.dumps([str(n) for n in submission.notes]), _now(), json.dumps(dict(submission.files)),
-                        str(output), printed_json,
-                    ),
-                )  # fmt: skip
-                self._conn.executemany(
-                    "INSERT INTO results (run_id, student, hook, case_name, device, dtype, status, message, seconds,"
-                    " mistake, note, message_said, note_said) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                self._conn.executemany(
-                    "INSERT INTO figures (run_id, student, hook, label, tensors) VALUES (?, ?, ?, ?, ?)", figure_rows
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._transaction():
+            for table in ("figures", "results", "submissions"):
+                self._conn.execute(f"DELETE FROM {table} WHERE run_id = ? AND student = ?", (run_id, student))
+            self._insert("submissions", f"run_id, {SUBMISSION_COLUMNS}, graded_at, files, output, printed", [(
+                run_id, student, sub.source, sub.format, sub.entry, sub.sha256, sub.error,
+                json.dumps([str(f) for f in sub.review]), json.dumps([str(n) for n in sub.notes]), _now(),
+                json.dumps(dict(sub.files)), str(output), printed_json,
+            )])  # fmt: skip
+            self._insert("results", f"run_id, {RESULT_COLUMNS}", rows)
+            self._insert("figures", "run_id, student, hook, label, tensors", figure_rows)
 
     def _results(self, run_id: int, student: str) -> list[CaseResult]:
-        rows = self._conn.execute(
-            "SELECT student, hook, case_name, device, dtype, status, message, seconds, mistake, note, message_said,"
-            " note_said FROM results WHERE run_id = ? AND student = ? ORDER BY rowid",
-            (run_id, student),
-        ).fetchall()
+        rows = self._rows(
+            f"SELECT {RESULT_COLUMNS} FROM results WHERE run_id = ? AND student = ? ORDER BY rowid", run_id, student
+        )
         return [
             CaseResult(student, hook, case, device, dtype, status, _read_said(message, message_said), seconds, mistake,
                        _read_said(note, note_said))
@@ -326,11 +315,9 @@ class Gradebook:
 
     def figures(self, run_id: int, student: str) -> dict[str, Figure]:
         """The heatmaps' data recorded with a submission in a run, ``hook -> Figure`` (``{}`` for none)."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT hook, label, tensors FROM figures WHERE run_id = ? AND student = ? ORDER BY hook",
-                (run_id, student),
-            ).fetchall()
+        rows = self._rows(
+            "SELECT hook, label, tensors FROM figures WHERE run_id = ? AND student = ? ORDER BY hook", run_id, student
+        )
         loaded = [(hook, label, load_tensors(bytes(blob))) for hook, label, blob in rows]
         return {hook: Figure(label, t["expected"], t["received"]) for hook, label, t in loaded}
 
@@ -340,37 +327,28 @@ class Gradebook:
         """``(run id, error)`` of the latest grading of this exact input under these conditions, or None."""
         if not sha256:
             return None
+        rows = self._rows(
+            "SELECT s.run_id, s.error, r.devices FROM submissions s JOIN runs r ON r.id = s.run_id"
+            " WHERE s.student = ? AND s.sha256 = ? AND r.suite_version = ? AND r.seed = ?"
+            " ORDER BY s.graded_at DESC, s.run_id DESC",
+            student, sha256, str(suite_version), str(seed),
+        )  # fmt: skip
         wanted = _devices_key(devices)
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT s.run_id, s.error, r.devices FROM submissions s JOIN runs r ON r.id = s.run_id"
-                " WHERE s.student = ? AND s.sha256 = ? AND r.suite_version = ? AND r.seed = ?"
-                " ORDER BY s.graded_at DESC, s.run_id DESC",
-                (student, sha256, str(suite_version), str(seed)),
-            ).fetchall()
-        for run_id, error, devices_json in rows:
-            if _devices_key(json.loads(devices_json)) == wanted:
-                return int(run_id), error
-        return None
+        found = ((int(run_id), error) for run_id, error, devices in rows if _devices_key(json.loads(devices)) == wanted)
+        return next(found, None)
 
     def find_previous(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
     ) -> tuple[str | None, list[CaseResult]] | None:
         """``(error, results)`` of the latest grading of this exact input under these conditions, or None."""
         found = self._latest_grading(student, sha256, suite_version, seed, devices)
-        if found is None:
-            return None
-        with self._lock:
-            return found[1], self._results(found[0], student)
+        return None if found is None else (found[1], self._results(found[0], student))
 
     def find_graded(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
     ) -> list[CaseResult] | None:
-        """Results of an earlier grading of identical input under identical conditions, or None.
-
-        A submission recorded with an error (refused, failed to import) is never
-        reused: reading it again is cheap and the error comes back fresh.
-        """
+        """Results of an earlier grading of identical input under identical conditions, or None; never one recorded
+        with an error (refused, failed to import): reading it again is cheap and the error comes back fresh."""
         found = self.find_graded_with_figures(student, sha256, suite_version, seed, devices)
         return None if found is None else found[0]
 
@@ -381,9 +359,7 @@ class Gradebook:
         found = self._latest_grading(student, sha256, suite_version, seed, devices)
         if found is None or found[1] is not None:
             return None
-        with self._lock:
-            results = self._results(found[0], student)
-        return results, self.figures(found[0], student)
+        return self._results(found[0], student), self.figures(found[0], student)
 
     def review_of_grading(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
@@ -394,24 +370,21 @@ class Gradebook:
 
     def _column(self, name: str, run_id: int, student: str) -> Any:
         """One column of a submission's row, or None where the run holds no such submission."""
-        with self._lock:
-            row = self._conn.execute(
-                f"SELECT {name} FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
-            ).fetchone()
+        row = self._row(f"SELECT {name} FROM submissions WHERE run_id = ? AND student = ?", run_id, student)
         return None if row is None else row[0]
 
     # --- the class: its conditions, its roster, its latest gradings ----------------------------
 
     def _setting(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM class_settings WHERE key = ?", (key,)).fetchone()
+        row = self._row("SELECT value FROM class_settings WHERE key = ?", key)
         return None if row is None else str(row[0])
 
     def _set(self, key: str, value: str) -> None:
-        self._conn.execute(
+        self._rows(
             "INSERT INTO class_settings (key, value) VALUES (?, ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+            key, value,
+        )  # fmt: skip
 
     def class_settings(self) -> ClassSettings | None:
         """The out folder's conditions; for a gradebook from before they were kept, its latest run's; else None."""
@@ -421,42 +394,33 @@ class Gradebook:
                 return ClassSettings(
                     _seed_out(seed), self._setting("suite_version") or "", json.loads(self._setting("devices") or "[]")
                 )
-            row = self._conn.execute(
-                "SELECT seed, suite_version, devices FROM runs ORDER BY id DESC LIMIT 1"
-            ).fetchone()
-        if row is None:
-            return None
-        return ClassSettings(_seed_out(row[0]), str(row[1]), _devices_key(json.loads(row[2])))
+            row = self._row("SELECT seed, suite_version, devices FROM runs ORDER BY id DESC LIMIT 1")
+        return None if row is None else ClassSettings(_seed_out(row[0]), str(row[1]), _devices_key(json.loads(row[2])))
 
     def set_class_settings(self, settings: ClassSettings) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+        with self._transaction():
             self._set("seed", str(settings.seed))
             self._set("suite_version", str(settings.suite_version))
             self._set("devices", json.dumps(_devices_key(settings.devices)))
-            self._conn.execute("COMMIT")
 
     def roster_rows(self) -> list[dict[str, str]] | None:
         """The class's roster as stored (``id``, ``name``, ``email``, ``pattern`` per row), or None."""
-        with self._lock:
-            text = self._setting("roster")
+        text = self._setting("roster")
         return None if text is None else _text_rows(json.loads(text))
 
     def set_roster_rows(self, rows: Iterable[Mapping[str, object]]) -> None:
-        value = json.dumps(_text_rows(rows))
-        with self._lock:
-            self._set("roster", value)
+        self._set("roster", json.dumps(_text_rows(rows)))
 
     def class_results(self, settings: ClassSettings) -> dict[str, tuple[int, Submission, list[CaseResult]]]:
         """``student -> (run id, submission with its files, results)``: the latest grading of every student
         recorded under ``settings`` (the class of this out folder), students sorted."""
         wanted = _devices_key(settings.devices)
         with self._lock:
-            rows = self._conn.execute(
+            rows = self._rows(
                 "SELECT s.run_id, s.student, r.devices FROM submissions s JOIN runs r ON r.id = s.run_id"
                 " WHERE r.suite_version = ? AND r.seed = ? ORDER BY s.graded_at, s.run_id",
-                (str(settings.suite_version), str(settings.seed)),
-            ).fetchall()
+                str(settings.suite_version), str(settings.seed),
+            )  # fmt: skip
             latest = {
                 student: int(run_id) for run_id, student, devices in rows if _devices_key(json.loads(devices)) == wanted
             }
@@ -465,7 +429,7 @@ class Gradebook:
     def stored_submissions(self) -> dict[str, Submission]:
         """The latest hand-in recorded of every student ever graded into this gradebook (with its files)."""
         with self._lock:
-            rows = self._conn.execute("SELECT run_id, student FROM submissions ORDER BY graded_at, run_id").fetchall()
+            rows = self._rows("SELECT run_id, student FROM submissions ORDER BY graded_at, run_id")
             latest = {student: int(run_id) for run_id, student in rows}
             return {student: self._stored(run_id, student)[0] for student, run_id in sorted(latest.items())}
 
@@ -478,17 +442,15 @@ class Gradebook:
         return _string_dict(self._column("printed", run_id, student))
 
     def _stored(self, run_id: int, student: str) -> tuple[Submission, list[CaseResult]]:
-        row = self._conn.execute(
-            f"SELECT {SUBMISSION_COLUMNS}, files FROM submissions WHERE run_id = ? AND student = ?", (run_id, student)
-        ).fetchone()
+        row = self._row(
+            f"SELECT {SUBMISSION_COLUMNS}, files FROM submissions WHERE run_id = ? AND student = ?", run_id, student
+        )
         return _submission(row[:-1], row[-1]), self._results(run_id, student)
 
     def results_for_run(self, run_id: int) -> dict[str, tuple[Submission, list[CaseResult]]]:
         """Every submission recorded in a run (``files`` left empty) with its results, by student."""
         with self._lock:
-            subs = self._conn.execute(
-                f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE run_id = ? ORDER BY student", (run_id,)
-            ).fetchall()
+            subs = self._rows(f"SELECT {SUBMISSION_COLUMNS} FROM submissions WHERE run_id = ? ORDER BY student", run_id)
             return {row[0]: (_submission(row), self._results(run_id, row[0])) for row in subs}
 
     def close(self) -> None:

@@ -1,18 +1,11 @@
 """The words of a student's feedback, per language: the page's fixed texts, and every message grading says, by id.
 
-:data:`TEXTS` holds every heading, table header, status word and sentence the
-feedback templates (``feedback.md.j2``, ``feedback.html.j2``) and the
-Gradescope ``results.json`` write; :func:`texts` gives a language's (English
-where a language or a key is missing).
-
-:data:`MESSAGES` is the one table of what grading says about a case: an id, and
-its template in each language with named ``{parameters}``, the same in every
-language.  Grading says a message by id (:func:`grader.instructor.said.said`);
-the report renders it in its language (:func:`grader.instructor.said.message_in`).
-A parameter is a value or a name, anything a learner wrote, or a message itself.
-The failures of the kit's rules (:data:`grader.rules.WORDS`) take their English
-from the kit, which says them in the learner's local check.  The hints come in
-the report's language from the mistakes' catalogue, not from here.
+:data:`TEXTS` holds every fixed word the feedback templates and Gradescope's ``results.json`` write; :func:`texts`
+gives a language's (English where a language or a key is missing).  :data:`MESSAGES` is what grading says about a
+case: an id, and its template in each language with the same named ``{parameters}`` (a value, a name, anything a
+learner wrote, or a message).  Grading says a message by id (:func:`grader.instructor.said.said`); the report
+renders it in its language (:func:`grader.instructor.said.message_in`).  The kit's rules take their English from
+the kit (:data:`grader.rules.WORDS`), which says them in the local check; hints come from the mistakes' catalogue.
 """
 
 from __future__ import annotations
@@ -117,12 +110,18 @@ def texts(lang: str | None) -> Texts:
     return Texts(TEXTS.get(str(lang or "en"), EN))
 
 
-
-
 # --- grading's messages, by id ---------------------------------------------------------------------------------
 
 _ADVICE = "逐块遍历键，并维护滚动的最大值与和"
 _TRY_AGAIN = "哪一步需要一次拿到全部？"
+_EXTRAS = ("that the contract's module does not have: the cases leave them as your module makes them",
+           "约定的模块中没有的额外参数 {names}：用例会保持它们在你的模块中创建时的样子")
+_RUNNING = (
+    " your call started (or your code started before it) still ran as it returned: the grader cannot weigh what they "
+    "hold. Start no process",
+    "你的调用（或在它之前你的代码）启动的 {n} 个进程在调用返回时仍在运行：评分程序无法衡量它们持有多少内存。不要启"
+    "动进程",
+)
 
 _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     # how messages nest
@@ -266,16 +265,8 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
     ),
     "extras.one": ("your module has {first}", "你的模块有{first}"),
     "extras.both": ("your module has {first}; and {then}", "你的模块有{first}；还有{then}"),
-    "extras.parameter": (
-        "extra parameter {names} that the contract's module does not have: the cases leave them as your module makes "
-        "them",
-        "约定的模块中没有的额外参数 {names}：用例会保持它们在你的模块中创建时的样子",
-    ),
-    "extras.parameters": (
-        "extra parameters {names} that the contract's module does not have: the cases leave them as your module makes "
-        "them",
-        "约定的模块中没有的额外参数 {names}：用例会保持它们在你的模块中创建时的样子",
-    ),
+    "extras.parameter": ("extra parameter {names} " + _EXTRAS[0], _EXTRAS[1]),
+    "extras.parameters": ("extra parameters {names} " + _EXTRAS[0], _EXTRAS[1]),
     "extras.buffer": ("an extra buffer {names}: fine, noted", "一个额外的 buffer {names}：没问题，记下了"),
     "extras.buffers": ("an extra buffers {names}: fine, noted", "额外的 buffer {names}：没问题，记下了"),
     # what the kernel says a measured call held (grader.instructor.held_memory)
@@ -283,18 +274,8 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
         "the grader could not read the kernel's record of your process after your call; nothing was measured",
         "调用结束后，评分程序无法读取内核对你的进程的记录；什么也没有度量到",
     ),
-    "held.running": (
-        "{n} process your call started (or your code started before it) still ran as it returned: the grader cannot "
-        "weigh what they hold. Start no process",
-        "你的调用（或在它之前你的代码）启动的 {n} 个进程在调用返回时仍在运行：评分程序无法衡量它们持有多少内存。不要启"
-        "动进程",
-    ),
-    "held.running_many": (
-        "{n} processes your call started (or your code started before it) still ran as it returned: the grader cannot "
-        "weigh what they hold. Start no process",
-        "你的调用（或在它之前你的代码）启动的 {n} 个进程在调用返回时仍在运行：评分程序无法衡量它们持有多少内存。不要启"
-        "动进程",
-    ),
+    "held.running": ("{n} process" + _RUNNING[0], _RUNNING[1]),
+    "held.running_many": ("{n} processes" + _RUNNING[0], _RUNNING[1]),
     "held.too_much": (
         "the kernel's record of your process (read by the grader, outside it) says your call held {amount} MiB "
         "({where}): room for {scores}, {allowed} MiB{form}; a chunked version holds a few blocks of ({tq}, {block}). "

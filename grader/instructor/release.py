@@ -1,17 +1,15 @@
 """``attnkit release DEST``: the learner's kit, with nothing of the answers in it (instructor-only module).
 
-A release holds ``exercises/`` (stubs, public tests, ``_expect.py``), ``notebooks/``, ``grader/`` without
-``grader/instructor/`` (the folder is the boundary: no list of files to keep), the kit's ``conftest.py``
-unchanged (it checks the reference where ``solutions`` is importable, the learner's ``exercises`` otherwise),
-a learner's ``pyproject.toml``, ``constraints.txt`` (the torch pin) and ``README.md``; never ``solutions/``,
-``grader/instructor/``, ``examples/`` or ``tests/``.  It is built in a staging folder beside DEST and scanned
-for leaks (a reference body, a catalogue id or hint, a hidden case name) before DEST is touched.
+A release holds ``exercises/``, ``notebooks/``, ``grader/`` without ``grader/instructor/`` (the folder is the
+boundary: no list of files to keep), the kit's ``conftest.py`` unchanged (it checks ``solutions`` where importable,
+the learner's ``exercises`` otherwise), a learner's ``pyproject.toml``, ``constraints.txt`` and ``README.md``.  It
+is built in a staging folder beside DEST and scanned for leaks (a reference body, a catalogue id or hint, a hidden
+case name) before DEST is touched.
 
-DEST must be empty or absent.  With ``force``, the files an earlier release wrote (``DEST/.attnkit-release.json``
-with their sha256) and this one no longer has are removed, this release's are written over the earlier ones,
-and nothing else is ever deleted (a ``.git`` folder is kept and listed).  A file to overwrite or remove that
-changed since the last release (without a record: any that differs) is never touched: the release lists those
-and stops with nothing written.
+DEST must be empty or absent.  With ``force``, the files an earlier release wrote (:data:`RECORD`, with their
+sha256) and this one no longer has are removed, this release's written over the earlier ones, and nothing else is
+ever deleted (a ``.git`` folder is kept and listed).  A file to overwrite or remove that changed since the last
+release (without a record: any that differs) is never touched: the release lists those and stops, writing nothing.
 """
 
 from __future__ import annotations

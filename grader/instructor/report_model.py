@@ -112,8 +112,7 @@ def spreadsheet_cell(text: str) -> str:
 
 def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
     """A message on one line: its non-blank lines joined, cut to ``limit`` characters."""
-    line = " · ".join(part.strip() for part in text.splitlines() if part.strip())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return clip(" · ".join(part.strip() for part in text.splitlines() if part.strip()), limit)
 
 
 def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
@@ -229,9 +228,8 @@ class ExerciseReport:
     @property
     def shown_failures(self) -> list[Problem]:
         """Every kind that names its cause, never hidden; bare value differences fill the rest of the six."""
-        ordered = self.ordered_failures
-        causes = sum(1 for p in ordered if not p.bare)
-        return ordered[: max(MAX_PROBLEMS_SHOWN, causes + 1)]
+        causes = sum(1 for p in self.failures if not p.bare)
+        return self.ordered_failures[: max(MAX_PROBLEMS_SHOWN, causes + 1)]
 
     @property
     def more_failures(self) -> str:
@@ -387,8 +385,7 @@ def device_summary(
 ) -> tuple[list[str], list[str]]:
     """(devices that ran, ``"device: reason"`` in ``lang`` for each device skipped): the run's own lists, then
     devices seen in the results (one whose every case was skipped counts as skipped, with the first reason)."""
-    ran = list(options.devices)
-    skipped = dict(options.skipped_devices)
+    ran, skipped = list(options.devices), dict(options.skipped_devices)
     by_device: dict[str, list[CaseResult]] = {}
     for r in results:
         by_device.setdefault(r.device, []).append(r)
@@ -417,12 +414,10 @@ def student_report(
     """Everything one student's feedback says, computed once for every file; ``printed`` (``hook -> text``, what
     the learner's code printed) reaches the feedback only where ``options.show_output`` is set."""
     options = options or ReportOptions()
-    lang, show_output = options.lang, options.show_output
-    t = texts(lang)
+    lang, show_output, t = options.lang, options.show_output, texts(options.lang)
     results = hook_order(results)
-    scores = score(results, rubric)
-    counts = count_cases(results)
-    ran, skipped = device_summary(results, options)
+    scores, counts = score(results, rubric), count_cases(results)
+    ran = device_summary(results, options)[0]
 
     def absent_device(r: CaseResult) -> bool:
         return r.status == SKIPPED and r.device not in ran
@@ -493,10 +488,7 @@ def review_summary(findings: Iterable[str]) -> str:
     groups: dict[str, list[str]] = {}  # "assignment of " -> the names, or a construct -> []
     for construct in review_constructs(findings):
         prefix = next((p for p in _GROUPED if construct.startswith(p)), None)
-        if prefix is None:
-            groups.setdefault(construct, [])
-        else:
-            groups.setdefault(prefix, []).append(construct[len(prefix) :])
+        groups.setdefault(prefix or construct, []).extend([construct[len(prefix) :]] if prefix else [])
     return "; ".join(key + ", ".join(names) if names else key for key, names in groups.items())
 
 

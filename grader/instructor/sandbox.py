@@ -1,14 +1,11 @@
 """The trusted side of the sandbox: a warm template process and one child per submission.
 
 The template is ``python -I`` running :mod:`grader.child`: it imports torch (and nothing of the kit) once, then
-forks a child per request.  Each child gets its own session and process group, its own temporary folder, a scrubbed
-environment, resource limits and its containment (:mod:`grader.child.contain`), and talks to this process over a
-socket pair in the data-only wire format, every read bounded by an absolute deadline.
-
-:meth:`Template.stop` ends what is in flight: it kills every live child's process group and wakes every thread
-waiting on a child or on the template, and the template forks nothing more.  The template runs in a session of its
-own, so a terminal's Ctrl-C reaches only the grader, which decides; if the grader dies, the template reads
-end-of-file on its control socket and kills its children (each also dies with the template).
+forks a child per request, each in its own session and process group, with its own temporary folder, a scrubbed
+environment, resource limits and its containment (:mod:`grader.child.contain`), talking to this process over a
+socket pair in the data-only wire format, every read bounded by an absolute deadline.  The template runs in a
+session of its own, so a terminal's Ctrl-C reaches only the grader, which decides; if the grader dies, the template
+reads end-of-file on its control socket and kills its children (each also dies with the template).
 """
 
 from __future__ import annotations
@@ -112,10 +109,9 @@ class Folder:
     """A folder a learner's process may write, ``<tmp>/<prefix>XXXX/work``, and the guardian that reclaims it.
 
     The outer folder is the grader's (``0711``: a learner may pass through it, not list it, write it or rename
-    ``work`` in it).  The trusted side makes both and never opens, lists, stats or removes a name under ``work``:
-    the guardian (:mod:`grader.instructor.reclaim`, given descriptors of both) empties ``work`` with
-    ``learner_uid``'s credentials (``-1``: this process's own), through descriptors only, once :meth:`release` says
-    every learner process is dead, or once this process has died; then removes both folders.
+    ``work`` in it).  The trusted side never opens, lists, stats or removes a name under ``work``: the guardian
+    (:mod:`grader.instructor.reclaim`) empties it through descriptors only, with ``learner_uid``'s credentials
+    (``-1``: ours), once :meth:`release` says every learner process is dead, or once this process has died.
     """
 
     def __init__(self, prefix: str, learner_uid: int, seconds: float = RECLAIM_SECONDS) -> None:
@@ -131,15 +127,10 @@ class Folder:
             fds += [os.open(self.path, _FOLDER), os.open(self.outer, _FOLDER)]
             command = [sys.executable, "-I", "-S", "-c", _reclaim_source(), *map(str, fds), str(self.outer)]
             self._guardian = subprocess.Popen(
-                [*command, str(learner_uid), str(seconds)],
-                pass_fds=fds,
-                cwd="/",
-                env={},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                [*command, str(learner_uid), str(seconds)], pass_fds=fds, cwd="/", env={}, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C stops the grader, never a reclaim half done
-            )
+            )  # fmt: skip
         except BaseException:
             if self._go >= 0:
                 os.close(self._go)
@@ -193,9 +184,8 @@ class ChildGone(Exception):
 class Child:
     """One learner process.  Always ``close()`` it: that kills its whole process group.
 
-    ``deadline`` (``time.monotonic()``) is the submission's: no read waits past it, and the process is killed when
-    it passes.  ``capture`` is this process's descriptor of what the child printed (its fds 1 and 2), ``folder``
-    the child's work folder (``workdir``, never opened from here), ``pidfd`` the child's process, to see it gone.
+    ``deadline`` (``time.monotonic()``) is the submission's: no read waits past it.  ``capture`` is our descriptor
+    of what the child printed (its fds 1 and 2), ``pidfd`` one of the child's process, to see it gone.
     """
 
     pid: int
@@ -220,12 +210,11 @@ class Child:
     def receive(
         self, timeout: float, *, max_header: int = MAX_HEADER, max_blob: int | None = None
     ) -> tuple[dict[str, Any], bytes]:
-        """The next message, within ``timeout`` seconds from now and the submission's deadline.
+        """The next message, within ``timeout`` seconds from now and the submission's deadline; ChildGone else.
 
-        Both deadlines are absolute: the time left is recomputed before every ``recv``, so a reply dripped a byte
-        at a time is cut off, and the process is killed there.  A message over ``max_header`` or ``max_blob`` bytes
-        (default: the limits' ``max_result_bytes``) is refused from its length prefix.  Anything but a well-formed
-        message in time raises ChildGone, and nothing else.
+        Both deadlines are absolute, recomputed before every ``recv``: a reply dripped a byte at a time is cut off,
+        and the process killed.  A message over ``max_header`` or ``max_blob`` bytes (default: the limits'
+        ``max_result_bytes``) is refused from its length prefix.
         """
         call_deadline = time.monotonic() + timeout
         deadline = min(call_deadline, self.deadline)
@@ -248,10 +237,8 @@ class Child:
             raise ChildGone(said("unreadable", kind=type(exc).__name__, error=str(exc))) from None
 
     def output(self) -> str:
-        """The first 64 KiB of what the child printed, and how much more there was: this ends the child first.
-
-        Read through this process's own descriptor, from offset 0, once the child's process is gone (or
-        :data:`END_SECONDS` after it was killed)."""
+        """The first 64 KiB of what the child printed, and how much more there was: this ends the child first
+        (read through our own descriptor, from offset 0, once it is gone or :data:`END_SECONDS` after the kill)."""
         if self._printed is not None:
             return self._printed
         self._end()
@@ -268,10 +255,8 @@ class Child:
         return text
 
     def witnessed(self) -> list[str]:
-        """The witness's lines (:mod:`grader.child.witness`), each once: this ends the child first.
-
-        Read from this process's end of the pipe once every writer is gone, at most
-        :data:`WITNESS_KEPT` bytes; a line the witness would not write is kept as it came, for the flag.
+        """The witness's lines (:mod:`grader.child.witness`), each once: this ends the child first (read once every
+        writer is gone, at most :data:`WITNESS_KEPT` bytes; a line the witness would not write is kept, for the flag).
         """
         if self._witnessed is not None:
             return self._witnessed
@@ -285,10 +270,8 @@ class Child:
         return list(dict.fromkeys(data.decode("utf-8", "replace").splitlines()))[:WITNESS_LINES]
 
     def _end(self) -> None:
-        """Kill the process group, and wait (up to :data:`END_SECONDS`) until the child and its whole group are gone.
-
-        A learner's process that left the group lives in the child's PID namespace, where there is one: that ends
-        with its PID 1, in the group."""
+        """Kill the process group, and wait (up to :data:`END_SECONDS`) until the child and its whole group are gone
+        (a learner's process that left the group dies with its PID namespace's PID 1, in the group)."""
         kill_group(self.pid)
         if self.pidfd is None:  # not the template's child (a test's stand-in): nothing to wait on
             return
@@ -321,7 +304,6 @@ class Child:
 
     def abort(self) -> None:
         """Kill the process group and wake a thread blocked reading from it (it gets ChildGone); ``close()`` still.
-
         Safe from another thread: the socket is shut down, not closed, so its owner's ``recv`` returns end-of-file
         even where a learner's process that left the group still holds the other end."""
         kill_group(self.pid)
@@ -348,19 +330,15 @@ class Template:
     """A warm ``python -I`` process that has imported torch and forks children on request."""
 
     def __init__(
-        self,
-        start_timeout: float = 120.0,
-        warm_meta: bool = True,
-        sandbox_uid: int = SANDBOX_UID,
+        self, start_timeout: float = 120.0, warm_meta: bool = True, sandbox_uid: int = SANDBOX_UID,
         warm_figures: bool = True,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Start the template; it boots in the background until the first :meth:`spawn`.
 
-        ``warm_meta`` pays the meta device's start-up once in the template (about 4 s and 70 MB) so each child's
-        meta pass is fast; skip it when no meta pass will run.  ``warm_figures`` imports matplotlib's pyplot
-        (headless) in the template, where installed, so a child's plot pays no import and no font scan (about
-        2.6 s a child; ``benchmarks/plot_cost.py``).  ``sandbox_uid`` is the uid learner processes run as when this
-        process is root (default ``nobody``); an unprivileged grader's children keep its uid, in a user namespace.
+        ``warm_meta`` pays the meta device's start-up once in the template (about 4 s and 70 MB), ``warm_figures``
+        pyplot's import and font scan (about 2.6 s a child; ``benchmarks/plot_cost.py``).  ``sandbox_uid`` is the
+        uid learner processes run as when this process is root; an unprivileged grader's keep its uid, in a user
+        namespace.
         """
         self.sandbox_uid = sandbox_uid
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -371,14 +349,10 @@ class Template:
                 [sys.executable, "-I", "-c", TEMPLATE_BOOT, str(KIT_ROOT), "template", str(theirs.fileno()),
                  str(os.getpid()), "+".join(["meta"] * warm_meta + ["figures"] * warm_figures) or "none",
                  "+".join(BANNED_NAMES), str(KIT_ROOT)],  # BANNED_NAMES: the kernels the template watches once
-                pass_fds=[theirs.fileno()],
-                env=child_environment(self._home),
-                cwd=self._home,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                pass_fds=[theirs.fileno()], env=child_environment(self._home), cwd=self._home,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 start_new_session=True,  # a terminal's Ctrl-C is the grader's to handle (see stop())
-            )
+            )  # fmt: skip
         except BaseException:
             theirs.close()
             ours.close()
@@ -399,10 +373,9 @@ class Template:
         if self._ready:
             return
         self._control.settimeout(self._start_timeout)
-        try:
+        ready = b""
+        with contextlib.suppress(TimeoutError):
             ready = self._control.recv(4096)
-        except TimeoutError:
-            ready = b""
         if not ready:
             self.process.kill()
             err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
@@ -413,29 +386,21 @@ class Template:
     def spawn(
         self, limits: Limits, gpu: str | None = None, deadline: float | None = None, without: Collection[str] = ()
     ) -> Child:
-        """Fork a child; ``gpu`` is the one GPU it may see (``CUDA_VISIBLE_DEVICES``), else it sees none.
-
-        CUDA is initialised in that child only, never in the template.  ``deadline`` (``time.monotonic()``) is the
-        submission's, by default ``limits.submission_seconds`` from now.  ``without`` names containment layers to
-        leave out (``user-ns``, ``namespaces``, ``tmpfs-work``, ``dev``, ``keyring``, ``landlock``, ``seccomp``;
-        ``libseccomp``: as if it were missing): for tests that check one layer alone, never for grading.
+        """Fork a child; ``gpu`` is the one GPU it may see (``CUDA_VISIBLE_DEVICES``; CUDA is initialised there only,
+        never in the template), else it sees none.  ``deadline`` is the submission's, by default
+        ``limits.submission_seconds`` from now.  ``without`` names containment layers to leave out (``user-ns``,
+        ``namespaces``, ``tmpfs-work``, ``dev``, ``keyring``, ``landlock``, ``seccomp``; ``libseccomp``: as if it
+        were missing): for tests that check one layer alone, never for grading.
         """
         folder = Folder("attnkit-child-", self.sandbox_uid if os.geteuid() == 0 else -1)
-        workdir = folder.path
-        use_cuda = gpu is not None
+        workdir, use_cuda = folder.path, gpu is not None
         env = dict(child_environment(str(workdir)), CUDA_VISIBLE_DEVICES=gpu if use_cuda else "")
         config = {
-            "workdir": str(workdir),
-            "env": env,
-            "limits": limits.rlimits(use_cuda),
-            "work_bytes": limits.work_bytes,
-            "cuda": use_cuda,
-            "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
-            "sandbox_uid": self.sandbox_uid,
-            "without": sorted(without),
-        }
-        if deadline is None:
-            deadline = time.monotonic() + limits.submission_seconds
+            "workdir": str(workdir), "env": env, "limits": limits.rlimits(use_cuda), "work_bytes": limits.work_bytes,
+            "cuda": use_cuda, "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
+            "sandbox_uid": self.sandbox_uid, "without": sorted(without),
+        }  # fmt: skip
+        deadline = time.monotonic() + limits.submission_seconds if deadline is None else deadline
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         capture = capture_file()  # the child's fds 1 and 2: its output.txt, with no name
         heard, telling = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # the witness's lines (grader.child.witness)
@@ -471,9 +436,8 @@ class Template:
         return child
 
     def isolation(self) -> str:
-        """The containment layers this machine gives a child, e.g. ``user-ns+pid-ns+...+landlock+seccomp``, or ``none``.
-
-        Asked of a throwaway child once: the kernel decides, not the configuration (the README lists the layers)."""
+        """The containment layers this machine gives a child (``user-ns+pid-ns+...+seccomp``, or ``none``), asked of a
+        throwaway child once: the kernel decides, not the configuration (the README lists the layers)."""
         if self._isolation is None:
             child = self.spawn(Limits())
             try:
@@ -492,10 +456,8 @@ class Template:
         return self._isolation
 
     def stop(self) -> None:
-        """End the work in flight, from any thread: kill every live child, fork no more, wake every waiter.
-
-        A thread reading from a child gets ChildGone; one spawning (or waiting for the template to boot) gets
-        RuntimeError.  Call ``close()`` after."""
+        """End the work in flight, from any thread: kill every live child, fork no more, wake every waiter (a reader
+        gets ChildGone, a spawner or a wait for the boot RuntimeError).  Call ``close()`` after."""
         self._stopped = True
         for child in list(self._live.values()):  # a snapshot: spawn() may replace the dict meanwhile
             if not child.closed:

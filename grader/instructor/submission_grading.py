@@ -1,13 +1,9 @@
 """Grade one submission: a sandboxed child runs the learner's code, every verdict is made in this process.
 
-:func:`grade_submission` runs the prepared suite against one submission and
-returns one :class:`Outcome` (plain data): its case results, the data of its
-heatmaps and how its learner processes fared.  The child holds only the
-learner's code and sends back data.  Every reply is read within the caps of
-:mod:`grader.instructor.replies` and checked against its schema before use.
-A timeout, a crash or a malformed reply in one exercise marks that exercise's
-remaining cases with the reason, and grading goes on with the next exercise
-in a fresh child; nothing the child sends raises out of grading a submission.
+:func:`grade_submission` returns one :class:`Outcome` (plain data).  The child holds only the learner's code and
+sends back data; every reply is read within the caps of :mod:`grader.instructor.replies` and checked against its
+schema before use.  A timeout, a crash or a malformed reply ends the case (and what cannot run without it) with
+the reason, and grading goes on in a fresh child; nothing the child sends raises out of grading a submission.
 """
 
 from __future__ import annotations
@@ -93,10 +89,8 @@ class Stats:
 
     def keep_printed(self, hook: str, text: str) -> None:
         """Add what one call of ``hook`` printed, up to :data:`PRINTED_PER_HOOK` characters per hook."""
-        if not text:
-            return
         kept = self.printed.get(hook, "")
-        if len(kept) >= PRINTED_PER_HOOK:
+        if not text or len(kept) >= PRINTED_PER_HOOK:
             return
         joined = kept + text + ("" if text.endswith("\n") else "\n")
         if len(joined) > PRINTED_PER_HOOK:
@@ -104,14 +98,12 @@ class Stats:
         self.printed[hook] = joined
 
     def keep_output(self, child: Child, calls: range) -> None:
-        """Add what ``child`` printed (read before it is closed: closing removes its folder), and what its witness
-        heard; ``calls`` are the ids of the calls it was sent."""
+        """Add what ``child`` printed, and what its witness heard; ``calls`` are the ids of the calls it was sent."""
         if len(self.output) < OUTPUT_KEPT:
             self.output = (self.output + child.output())[:OUTPUT_KEPT]
-        other = []
         lines = child.witnessed()
-        if len(lines) >= WITNESS_LINES:  # the witness writes one line per kind and per call: the rest is forged
-            other.append("overflowed")
+        # the witness writes one line per kind and per call: the rest is forged
+        other = ["overflowed"] if len(lines) >= WITNESS_LINES else []
         for line in lines:
             heard = BANNED_LINE.fullmatch(line)
             if heard and int(heard[1]) in calls:
@@ -165,17 +157,14 @@ class _Session:
                 reply = self.load_reply = validate_load_reply(header)
             except MalformedReply as exc:
                 raise ChildGone(said("malformed", why=str(exc))) from None
-            cuda_init = reply.get("cuda_init_seconds")
-            if cuda_init is not None:
+            if (cuda_init := reply.get("cuda_init_seconds")) is not None:
                 self.stats.cuda_init_seconds = cuda_init
         return self.child
 
     def drop(self, hook: str, gone: ChildGone) -> None:
-        """Close the child after a crash or timeout of a call of ``hook``: the next call starts another, within
-        ``hook``'s :data:`MAX_RESTARTS`.  The time a call spent to its own limit is given back to the submission's
-        deadline: a loop in one exercise never uses up another's time.  What is given back is bounded by the
-        restarts, and in all by ``limits.submission_seconds``: a submission that loops everywhere takes at most
-        twice its time."""
+        """Close the child after a crash or timeout of a call of ``hook`` (the next call starts another, within
+        ``hook``'s :data:`MAX_RESTARTS`).  The time a call spent to its own limit is given back to the deadline, so a
+        loop in one exercise never uses up another's time; at most ``limits.submission_seconds`` in all."""
         if self.child is not None:
             self.close()
             self.restarts[hook] += 1
@@ -192,11 +181,8 @@ class _Session:
 
 
 def receive(child: Child, timeout: float, caps: Caps) -> tuple[dict[str, Any], bytes]:
-    """One message from ``child`` within ``caps``; anything but a well-formed message is :class:`ChildGone`.
-
-    The caps go to ``Child.receive`` (``max_header``, ``max_blob``), which refuses
-    an oversized message from its length prefix, before reading it.
-    """
+    """One message from ``child`` within ``caps`` (an oversized one refused from its length prefix, unread);
+    anything but a well-formed message is :class:`ChildGone`."""
     try:
         return child.receive(timeout, max_header=caps.max_header, max_blob=caps.max_blob)
     except ChildGone:
@@ -208,8 +194,7 @@ def receive(child: Child, timeout: float, caps: Caps) -> tuple[dict[str, Any], b
 def limit_stored_messages(results: Iterable[CaseResult], budget: int = STORED_MESSAGE_BYTES) -> list[CaseResult]:
     """``results`` with messages past ``budget`` bytes (UTF-8, all together) replaced by a short note."""
     kept: list[CaseResult] = []
-    used = 0
-    note = said("not_kept", budget=budget)
+    used, note = 0, said("not_kept", budget=budget)
     for result in results:
         size = len(result.message.encode("utf-8", "replace"))
         if used + size > budget:
@@ -271,20 +256,17 @@ def grade_submission(
     """Every trial of ``suite`` against ``submission``, judged here.
 
     CPU and meta cases run in one child without CUDA; CUDA cases in a second child that holds one GPU of ``gpus``
-    for the whole submission, so CUDA start-up is paid once per submission per GPU and each GPU serves one
-    learner process at a time.  Every child of the submission shares one deadline, ``limits.submission_seconds``
-    from now.  Devices in ``suite.skipped`` (and cuda where no GPU is visible) are skipped with their reason.
-    Each exercise's failing cases are diagnosed together, with the submission's own text
-    (:func:`grader.instructor.diagnosis.diagnose_hook`); the most informative failing weights case of each hook
-    (:func:`~grader.instructor.heatmaps.informative`) becomes a :class:`~grader.instructor.heatmaps.Figure`.
+    for the whole submission (CUDA start-up paid once per submission, one learner process per GPU at a time).
+    Every child shares one deadline, ``limits.submission_seconds`` from now.  Devices in ``suite.skipped`` (and cuda
+    where no GPU is visible) are skipped with their reason.  Each exercise's failing cases are diagnosed together;
+    the most informative failing weights case of each hook becomes a :class:`~grader.instructor.heatmaps.Figure`.
     """
     limits = limits or Limits()
     student = submission.student
     if submission.error:
         return Outcome(submission, every_trial(student, suite.trials, FAILED, not_graded(submission.error)))
     gpus = gpus if gpus is not None else GpuPool.visible()
-    stats = Stats()
-    session = _Session(template, submission, limits, time.monotonic() + limits.submission_seconds, stats)
+    session = _Session(template, submission, limits, time.monotonic() + limits.submission_seconds, stats := Stats())
     verdicts = _Verdicts(student, reveal, suite.fingerprints)
     done: dict[int, list[CaseResult]] = {}
     try:
@@ -337,9 +319,7 @@ def _load(session: _Session) -> str:
     return said("does_not_import", error=error) if error else ""
 
 
-def _settled_batches(
-    suite: Suite, load_reply: LoadReply, gpus: GpuPool, student: str
-) -> dict[int, list[CaseResult]]:
+def _settled_batches(suite: Suite, load_reply: LoadReply, gpus: GpuPool, student: str) -> dict[int, list[CaseResult]]:
     """The batches whose results are known without a call: a device skipped here, a hook missing or unfit."""
     skipped = dict(suite.skipped)
     if not gpus.gpus:
@@ -358,10 +338,9 @@ def _settled_batches(
 def _grade_on_gpu(
     cpu: _Session, gpu: str, batches: dict[int, Batch], verdicts: _Verdicts
 ) -> dict[int, list[CaseResult]]:
-    """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline."""
-    session = _Session(cpu.template, cpu.submission, cpu.limits, cpu.deadline, cpu.stats, gpu=gpu)
-    session.calls_sent = cpu.calls_sent  # call ids are the submission's: the witness's lines name them
-    session.restarts, session.given_back = cpu.restarts, cpu.given_back  # the budgets are the submission's
+    """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline; the call ids
+    (the witness's lines name them), the restarts and the time given back go on from the CPU session's."""
+    session = dataclasses.replace(cpu, gpu=gpu, child=None, load_reply=None)
     try:
         return {i: _grade_batch(session, batch, verdicts) for i, batch in batches.items()}
     finally:
@@ -449,9 +428,7 @@ def _judge_replies(
     return results
 
 
-def _read_reply(
-    child: Child, trial: Any, call_id: int, timeout: float
-) -> tuple[CallReply, dict[str, torch.Tensor]]:
+def _read_reply(child: Child, trial: Any, call_id: int, timeout: float) -> tuple[CallReply, dict[str, torch.Tensor]]:
     """The checked reply to call ``call_id`` and the tensors it sent, or MalformedReply / ChildGone."""
     caps = caps_for(trial)
     header, blob = receive(child, timeout, caps)
