@@ -134,6 +134,7 @@ def test_a_mistake_fails_hidden_cases_of_the_hooks_it_overrides_only(report, mis
     assert outcome.failed_cases, f"{mistake.id} survives the hidden suite"
     failed_hooks = {name.split("[", 1)[0] for name in outcome.failed_cases}
     assert failed_hooks <= set(mistake.overrides), failed_hooks
+    assert mistake.exercise in failed_hooks, f"{mistake.id} survives its own exercise; failed only {failed_hooks}"
     assert sum(outcome.by_hook.values()) == len(outcome.failed_cases)
 
 

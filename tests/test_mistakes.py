@@ -19,7 +19,8 @@ from solutions.mistakes import Mistake, by_id, catalogue, mistake_solution
 CATALOGUE = catalogue()
 """Every group's known mistakes: the chapter's, then each other group's (grader.groups)."""
 
-SEEDS = (0, 1)
+SEEDS = (1,)
+"""The seeds judged here: the audit (tests/test_audit.py) judges seed 0, every mistake on its own hooks' cases."""
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 SEED_TEXT = re.compile(r"seed \d{3}_[0-9a-f]{16}\.txt")
@@ -111,7 +112,7 @@ def suites():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", SEEDS[1:], ids=[f"seed{s}" for s in SEEDS[1:]])
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
 def test_the_reference_passes_every_trial_of_the_other_seeds(seed: int, suites):
     """What a mistake's solution does in the hooks it does not override, under the seeds judged on its own hooks."""
     solution = mistake_solution(Mistake("none", "softmax_weights", "", "", "", "", types.MappingProxyType({})))
@@ -129,15 +130,14 @@ def test_hidden_suite_kills_the_mistake(mistake: Mistake, seed: int, suites):
     reference's own function (test_mistake_solution_is_the_reference_but_for_the_overrides), which passes every
     trial (the audit; test_the_reference_passes_every_trial_of_the_other_seeds): it could fail only if the wrong
     hook changed something shared at run time (a torch default, a patched function), which would show in any of
-    that hook's trials.  So under the first seed, once the mistake's own trials ran, one trial of each other hook
-    is judged after them.
+    that hook's trials.  So once the mistake's own trials ran, one trial of each other hook is judged after them.
+    Seed 0's kills, and that the mistake's own exercise fails, are the audit's (tests/test_audit.py).
     """
     solution = mistake_solution(mistake)
     failed: dict[str, list[str]] = defaultdict(list)
     trials = [t for t in suites[seed].trials if t.hook in mistake.overrides]
-    if seed == SEEDS[0]:
-        others = {t.hook: t for t in reversed(suites[seed].trials) if t.hook not in mistake.overrides}
-        trials += list(others.values())
+    others = {t.hook: t for t in reversed(suites[seed].trials) if t.hook not in mistake.overrides}
+    trials += list(others.values())
     for trial in trials:
         verdict = judge_in_process(solution, trial)
         if verdict.status == FAILED:
