@@ -338,9 +338,10 @@ def _settled_batches(suite: Suite, load_reply: LoadReply, gpus: GpuPool, student
 def _grade_on_gpu(
     cpu: _Session, gpu: str, batches: dict[int, Batch], verdicts: _Verdicts
 ) -> dict[int, list[CaseResult]]:
-    """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline; the call ids
-    (the witness's lines name them), the restarts and the time given back go on from the CPU session's."""
-    session = dataclasses.replace(cpu, gpu=gpu, child=None, load_reply=None)
+    """The CUDA batches, in a child of their own that sees ``gpu``, under the submission's deadline."""
+    session = _Session(cpu.template, cpu.submission, cpu.limits, cpu.deadline, cpu.stats, gpu=gpu)
+    session.calls_sent = cpu.calls_sent  # call ids are the submission's: the witness's lines name them
+    session.restarts, session.given_back = cpu.restarts, cpu.given_back  # the budgets are the submission's
     try:
         return {i: _grade_batch(session, batch, verdicts) for i, batch in batches.items()}
     finally:
