@@ -366,15 +366,20 @@ def _variant(base, name, biased=False, held="buffer", **how):
     ``how`` (where given); ``biased``: `nn.Linear(d_in, d_out)`, bias=True whatever qkv_bias says; ``held``: the
     mask as a plain attribute ("attribute": not in state_dict, .to() leaves it) or not at all (None)."""
 
-    def __init__(self, *args):
-        base.__init__(self, *args[:-1], True if biased else args[-1])
-        if held != "buffer":
-            del self.mask
-        if held == "attribute":
-            self.mask = causal_mask(args[2])
+    class Variant(base):
+        def __init__(self, *args):
+            base.__init__(self, *args[:-1], True if biased else args[-1])
+            if held != "buffer":
+                del self.mask
+            if held == "attribute":
+                self.mask = causal_mask(args[2])
 
-    body = {"__init__": __init__, **({"forward": lambda self, x: _forward(self, x, **how)} if how else {})}
-    return type(name, (base,), body)
+        if how:
+            def forward(self, x):
+                return _forward(self, x, **how)
+
+    Variant.__name__ = Variant.__qualname__ = name
+    return Variant
 
 
 BiasedSelfAttention = _variant(SelfAttention, "BiasedSelfAttention", biased=True)

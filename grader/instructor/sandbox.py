@@ -393,13 +393,19 @@ class Template:
         were missing): for tests that check one layer alone, never for grading.
         """
         folder = Folder("attnkit-child-", self.sandbox_uid if os.geteuid() == 0 else -1)
-        workdir, use_cuda = folder.path, gpu is not None
+        workdir = folder.path
+        use_cuda = gpu is not None
         env = dict(child_environment(str(workdir)), CUDA_VISIBLE_DEVICES=gpu if use_cuda else "")
         config = {
-            "workdir": str(workdir), "env": env, "limits": limits.rlimits(use_cuda), "work_bytes": limits.work_bytes,
-            "cuda": use_cuda, "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
-            "sandbox_uid": self.sandbox_uid, "without": sorted(without),
-        }  # fmt: skip
+            "workdir": str(workdir),
+            "env": env,
+            "limits": limits.rlimits(use_cuda),
+            "work_bytes": limits.work_bytes,
+            "cuda": use_cuda,
+            "cuda_memory_fraction": limits.cuda_memory_fraction if use_cuda else None,
+            "sandbox_uid": self.sandbox_uid,
+            "without": sorted(without),
+        }
         deadline = time.monotonic() + limits.submission_seconds if deadline is None else deadline
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         capture = capture_file()  # the child's fds 1 and 2: its output.txt, with no name
