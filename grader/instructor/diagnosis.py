@@ -1,31 +1,23 @@
 """Diagnosis: name the known mistakes a submission's failing cases show, each with its hint.
 
-Per exercise, all its cases together.  The candidates are the catalogue's
-wrong programs (:mod:`solutions.mistakes`) and the settings of the mistake
-model (:mod:`solutions.mistake_model`: one knob per mistake, up to two knobs
-at once, three where no smaller setting fits).  A candidate explains the
-submission when, on every case of the exercise the grader could judge, it does
-what the submission did: it fails exactly the cases the submission fails, the
-same way (the same outputs within a float32 tolerance; the same error with the
-same shapes, on a learner's line that shows the mistake; the same complaint),
-and passes the others.  Cases are judged in *aspects*, as the verdict checks
-them: the values (or the error), then the properties (a buffer, the
-``state_dict``), an input changed in place, the meta device (a tensor built on
-the CPU), a contract error (``ValueError`` expected); each aspect is explained
-on its own, so a submission may show one mistake in its values and another in
-its buffers.
+Per exercise, all its cases together.  The candidates are the catalogue's wrong programs (:mod:`solutions.mistakes`)
+and the settings of the mistake model (:mod:`solutions.mistake_model`: one knob per mistake, up to two knobs at once,
+three where no smaller setting fits).  A candidate explains the submission when, on every case of the exercise the
+grader could judge, it fails exactly the cases the submission fails, the same way (the same outputs within a float32
+tolerance; the same error with the same shapes, on a learner's line that shows the mistake; the same complaint), and
+passes the others.  Cases are judged in *aspects*, as the verdict checks them: the values (or the error), then the
+properties (a buffer, the ``state_dict``), an input changed in place, the meta device (a tensor built on the CPU), a
+contract error (``ValueError`` expected); each aspect is explained on its own, so a submission may show one mistake
+in its values and another in its buffers.
 
-Precision over recall: the ids named are those every explaining candidate
-shares -- nothing where two different explanations fit.  Some mistakes are
-told apart only by the learner's text (:mod:`grader.instructor.learner_source`):
-an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the
-mask for ``mask-not-sliced``), a plain ``self.mask`` attribute, a ``masked_fill``
-whose result is thrown away (``mask-result-discarded``, the same numbers as
+Precision over recall: the ids named are those every explaining candidate shares -- nothing where two different
+explanations fit.  Some mistakes are told apart only by the learner's text (:mod:`grader.instructor.learner_source`):
+an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the mask for ``mask-not-sliced``), a plain
+``self.mask`` attribute, a ``masked_fill`` whose result is thrown away (``mask-result-discarded``, the same numbers as
 ``mask-not-applied``).
 
-Everything a candidate does is computed here, in the trusted process, on the
-case's own inputs, once per case for the whole class (:class:`Fingerprints`,
-lazily, shared by the grading threads); a submission's outputs come as bytes.
+Everything a candidate does is computed here, in the trusted process, on the case's own inputs, once per case for the
+whole class (:class:`Fingerprints`, lazily, shared by the grading threads); a submission's outputs come as bytes.
 Learner code never runs here: only our own.
 """
 
@@ -51,16 +43,9 @@ MAX_TRIPLES = 20_000
 """Settings of three knobs a hook may have before the search stops at two (a bound on the cost, never reached)."""
 
 __all__ = [
-    "LANGUAGES",
-    "Fingerprints",
-    "HookRow",
-    "Seen",
-    "diagnose_hook",
-    "diagnose_in_process",
-    "error_sizes",
-    "hint",
+    "LANGUAGES", "Fingerprints", "HookRow", "Seen", "diagnose_hook", "diagnose_in_process", "error_sizes", "hint",
     "observe",
-]
+]  # fmt: skip
 
 
 # --- what one solution did on one trial ------------------------------------------------------------------
@@ -70,13 +55,11 @@ __all__ = [
 class Seen:
     """One solution's outcome on one trial, as the diagnosis compares them.
 
-    ``kind``: ``pass``; ``values`` (wrong values, shape, NaN; or, on a case
-    with random outputs, whatever its properties found); ``error`` (it raised);
-    ``property``; ``mutation``; ``device`` (fails on meta as it would on a GPU);
-    ``contract`` (an expected error did not come); ``banned``; ``other`` (no
-    evidence).  The model adds ``random`` (nondeterministic where the case
-    wants it deterministic), ``predicate`` (a random output of a known form)
-    and ``any`` (fails, with values no one can predict).
+    ``kind``: ``pass``; ``values`` (wrong values, shape, NaN; or, on a case with random outputs, whatever its
+    properties found); ``error`` (it raised); ``property``; ``mutation``; ``device`` (fails on meta as it would on a
+    GPU); ``contract`` (an expected error did not come); ``banned``; ``other`` (no evidence).  The model adds
+    ``random`` (nondeterministic where the case wants it deterministic), ``predicate`` (a random output of a known
+    form) and ``any`` (fails, with values no one can predict).
     """
 
     kind: str
@@ -163,17 +146,12 @@ class Candidate:
     setting: frozenset | None = None
     solution: Any = None
 
-    @property
-    def size(self) -> int:
-        return len(self.setting) if self.setting is not None else 1
-
 
 class Fingerprints:
     """What every candidate does on every trial, computed the first time a failing case needs it.
 
-    Shared by every grading thread of a class; a trial no submission fails
-    costs nothing.  Empty where the catalogue is not installed (no ``solutions/``).
-    The name is the old one (a fingerprint was one mistake's output on one
+    Shared by every grading thread of a class; a trial no submission fails costs nothing.  Empty where the catalogue
+    is not installed (no ``solutions/``).  The name is the old one (a fingerprint was one mistake's output on one
     trial); the class holds the model's outcomes too.
     """
 
@@ -213,12 +191,10 @@ class Fingerprints:
         """What a catalogued program (or a function setting of the model) does on ``trial``."""
         key = (cand.key + "@" + cand.hook, id(trial))
         with self.lock:
-            if key in self._seen:
-                return self._seen[key]
-            self._keep[id(trial)] = trial
-            seen = self._judge(cand, trial)
-            self._seen[key] = seen
-            return seen
+            if key not in self._seen:
+                self._keep[id(trial)] = trial
+                self._seen[key] = self._judge(cand, trial)
+            return self._seen[key]
 
     def _judge(self, cand: Candidate, trial: Any) -> Seen:
         """The candidate's outcome; where its values hang on the global random state (its own random init, a
@@ -294,13 +270,10 @@ def _dropped_matches(expect: Seen, seen: Seen, dtype: str) -> bool:
 def _same(a: Sequence[torch.Tensor], b: Seen) -> bool:
     """The very same tensors (NaN where the other has NaN)."""
     return len(a) == len(b.outputs) and all(
-        x.shape == y.shape and x.dtype == y.dtype and (torch.equal(x, y) or _equal_nan(x, y))
+        x.shape == y.shape and x.dtype == y.dtype
+        and (torch.equal(x, y) or x.is_floating_point() and bool(torch.allclose(x, y, 0.0, 0.0, equal_nan=True)))
         for x, y in zip(a, b.outputs, strict=True)
-    )
-
-
-def _equal_nan(x: torch.Tensor, y: torch.Tensor) -> bool:
-    return x.is_floating_point() and bool(torch.allclose(x, y, rtol=0.0, atol=0.0, equal_nan=True))
+    )  # fmt: skip
 
 
 def _close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: str) -> bool:
@@ -536,32 +509,25 @@ def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
 # --- diagnosing one hook of one submission ------------------------------------------------------------------
 
 ASPECTS = ("values", "property", "mutation", "gradient", "device", "contract")
+CHECKED = ASPECTS[:4]
+"""The aspects of a case the verdict checks one after another: a failure in one means the earlier ones passed."""
 
 
 def _state(aspect: str, row: HookRow) -> str:
-    """``fail``, ``pass`` or ``unknown``: the submission on this row, in this aspect."""
+    """``fail``, ``pass`` or ``unknown``: the submission on this row, in this aspect.  The device aspect is judged
+    on meta rows only, the contract on expected errors only, the others on neither; a row that failed in a later
+    aspect (:data:`CHECKED`) passed this one."""
     trial, kind = row.trial, row.seen.kind
     if aspect == "device":
-        if trial.device != "meta":
-            return "unknown"
-        return "fail" if kind == "device" else "pass" if kind == "pass" else "unknown"
-    if trial.device == "meta":
+        judged = trial.device == "meta"
+    else:
+        judged = trial.device != "meta" and bool(trial.case.expect_error) == (aspect == "contract")
+    if not judged:
         return "unknown"
-    if aspect == "contract":
-        if not trial.case.expect_error:
-            return "unknown"
-        return "fail" if kind == "contract" else "pass" if kind == "pass" else "unknown"
-    if trial.case.expect_error:
-        return "unknown"
-    later = {
-        "values": ("pass", "property", "mutation", "gradient"),
-        "property": ("pass", "mutation", "gradient"),
-        "mutation": ("pass", "gradient"),
-        "gradient": ("pass",),
-    }
     if kind in (("values", "error") if aspect == "values" else (aspect,)):
         return "fail"
-    return "pass" if kind in later[aspect] else "unknown"
+    later = CHECKED[CHECKED.index(aspect) + 1 :] if aspect in CHECKED else ()
+    return "pass" if kind == "pass" or kind in later else "unknown"
 
 
 def _program_explains(aspect: str, expect: Seen, row: HookRow, line_ok: bool | None) -> bool:
@@ -597,14 +563,12 @@ def _program_passes(aspect: str, expect: Seen) -> bool | None:
     """Whether a program that did ``expect`` passes this row in ``aspect`` (None: it fails before, unknown)."""
     if expect.kind == "pass":
         return True
-    order = ("values", "property", "mutation", "gradient")
-    if aspect in order:
-        failed_at = {"values": 0, "error": 0, "any": 0, "dropped": 0, "property": 1, "mutation": 2, "gradient": 3}.get(
-            expect.kind, -1
-        )
+    if aspect in CHECKED:
+        kind = "values" if expect.kind in ("error", "any", "dropped") else expect.kind  # these fail in the values
+        failed_at = CHECKED.index(kind) if kind in CHECKED else -1
         if failed_at < 0:
             return None if expect.kind in ("other", "banned") else False
-        return None if failed_at < order.index(aspect) else failed_at > order.index(aspect)
+        return None if failed_at < CHECKED.index(aspect) else failed_at > CHECKED.index(aspect)
     return False if expect.kind == aspect else None
 
 
