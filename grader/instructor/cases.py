@@ -1,25 +1,24 @@
 """The hidden cases: what the grader runs against every submission.
 
-Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context
-length, dropout p) is a constant here or is drawn from a generator with the fixed seed
-:data:`SHAPES_SEED`, so it is part of the suite's version and the same under every run's seed.  Only
-*values* come from the run's seed: the input tensors, the seeds the reference's weights are built under,
-the generator seeds.  So a submission earns the same points under every seed.
+Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context length, dropout
+p) is a constant here or is drawn from a generator with the fixed seed :data:`SHAPES_SEED`, so it is part of the
+suite's version and the same under every run's seed.  Only *values* come from the run's seed: the input tensors, the
+seeds the reference's weights are built under, the generator seeds.  So a submission earns the same points under
+every seed.
 
-Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim,
-num_heads, context_length, …) are pairwise different and none is 6 (the chapter's token count, which a
-hard-coded mask would pass), except the equalities a case needs and declares in ``Case.coincide``
-(``"T=context_length"``); ``tests/test_hidden_cases.py`` checks that rule over every case.  Inputs are made
-in float64 and cast to each dtype; gold answers come from the reference, in float64 on the CPU, from the
-very values each dtype's inputs hold, once per case for the whole class.
+Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim, num_heads,
+context_length, …) are pairwise different and none is 6 (the chapter's token count, which a hard-coded mask would
+pass), except the equalities a case needs and declares in ``Case.coincide`` (``"T=context_length"``);
+``tests/test_hidden_cases.py`` checks that rule over every case.  Inputs are made in float64 and cast to each dtype;
+gold answers come from the reference, in float64 on the CPU, from the very values each dtype's inputs hold, once per
+case for the whole class.
 
-A case is one call of one hook.  A module hook's case builds the learner's module with the case's config,
-loads the reference's *parameters* into it (never its buffers: the learner's own mask is the learner's
-work), by name or else by creation order and shape (:func:`grader.child.modules.map_parameters`), and runs
-forwards; separate structural cases check what behaviour cannot show (the contract's parameter names, the
-``mask`` buffer, the creation order under ``torch.manual_seed``).  :func:`build_suite` expands cases over
-dtypes and devices into :class:`Trial` s (one case on one device in one dtype), grouped into one batch per
-hook and device.
+A case is one call of one hook.  A module hook's case builds the learner's module with the case's config, loads the
+reference's *parameters* into it (never its buffers: the learner's own mask is the learner's work), by name or else
+by creation order and shape (:func:`grader.child.modules.map_parameters`), and runs forwards; separate structural
+cases check what behaviour cannot show (the contract's parameter names, the ``mask`` buffer, the creation order under
+``torch.manual_seed``).  :func:`build_suite` expands cases over dtypes and devices into :class:`Trial` s (one case on
+one device in one dtype), grouped into one batch per hook and device.
 """
 
 from __future__ import annotations
@@ -87,12 +86,11 @@ DEVICE = _Device()
 class ModuleSpec:
     """How to exercise a module hook: build, maybe load the reference's parameters, run forwards.
 
-    ``state_seed``: the reference is built under this seed and its parameters (never its buffers) are
-    sent and loaded into the learner's module; ``init_seed``: the learner's module is built under this
-    seed and nothing is loaded.  ``observable``: the sent parameters are set by :func:`observable_state`,
-    so that the output shows the attention weights (the training-mode dropout cases).  The gold answers
-    are always the reference's outputs in eval mode.  No ``forwards``: a structural case, judged on the
-    module's facts alone.
+    ``state_seed``: the reference is built under this seed and its parameters (never its buffers) are sent and loaded
+    into the learner's module; ``init_seed``: the learner's module is built under this seed and nothing is loaded.
+    ``observable``: the sent parameters are set by :func:`observable_state`, so that the output shows the attention
+    weights (the training-mode dropout cases).  The gold answers are always the reference's outputs in eval mode.  No
+    ``forwards``: a structural case, judged on the module's facts alone.
     """
 
     forwards: list[torch.Tensor]
@@ -200,12 +198,12 @@ def observable_state(
 ) -> dict[str, torch.Tensor]:
     """The reference's parameters, set so that a forward on :func:`one_hot_tokens` shows its attention weights.
 
-    ``W_query`` and ``W_key`` are drawn from a normal distribution (varied weights, seeded by ``seed``);
-    ``W_value`` maps token ``j`` to ``e_j`` inside each head's block of ``head_dim`` columns and puts 1 in
-    column ``tokens`` of every block, so that column holds the row's sum of weights; ``out_proj`` (where
-    there is one) is the identity with zero bias.  Then the output's column ``h * head_dim + j`` is head
-    ``h``'s weight of token ``j`` and column ``h * head_dim + tokens`` their sum: dropout on the weights
-    changes both together, dropout on the context (or the values) does not.
+    ``W_query`` and ``W_key`` are drawn from a normal distribution (varied weights, seeded by ``seed``); ``W_value``
+    maps token ``j`` to ``e_j`` inside each head's block of ``head_dim`` columns and puts 1 in column ``tokens`` of
+    every block, so that column holds the row's sum of weights; ``out_proj`` (where there is one) is the identity with
+    zero bias.  Then the output's column ``h * head_dim + j`` is head ``h``'s weight of token ``j`` and column
+    ``h * head_dim + tokens`` their sum: dropout on the weights changes both together, dropout on the context (or the
+    values) does not.
     """
     gen = torch.Generator().manual_seed(seed)
     out = {name: value.detach().clone().double() for name, value in params.items()}
@@ -232,20 +230,15 @@ def observable_state(
 
 
 def _exact_zeros_where_masked(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    scores = trial.inputs["scores"]
-    out = outputs[0]
-    masked = torch.isneginf(scores)
-    if masked.any() and bool((out[masked] != 0).any()):
-        return said("exact_zeros")
-    return None
+    masked = torch.isneginf(trial.inputs["scores"])
+    return said("exact_zeros") if masked.any() and bool((outputs[0][masked] != 0).any()) else None
 
 
 def _dropout_values(p: float) -> Property:
     """Every output is a dropout of the weights; the same generator state repeats it, another one does not.
 
-    ``outputs`` are, in order: the call, the call again from the same generator
-    state, then one call per other seed (``Case.reseeds``).  The dtype and shape
-    were checked from the bytes before this runs.
+    ``outputs`` are, in order: the call, the call again from the same generator state, then one call per other seed
+    (``Case.reseeds``).  The dtype and shape were checked from the bytes before this runs.
     """
 
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
@@ -273,16 +266,14 @@ def _dropout_values(p: float) -> Property:
 
 
 def _contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    if facts.get("results") and not facts["results"][0].get("contiguous", True):
-        return contiguous_message(trial.hook, said)
-    return None
+    contiguous = not facts.get("results") or facts["results"][0].get("contiguous", True)
+    return None if contiguous else contiguous_message(trial.hook, said)
 
 
 def _causal_prefix(t: int) -> Property:
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-        if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
-            return said("causal_prefix", t=t)
-        return None
+        changed = len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5)
+        return said("causal_prefix", t=t) if changed else None
 
     return holds
 
@@ -328,9 +319,7 @@ def _zero_rows(rows: slice) -> Property:
     """The query rows ``rows`` see no key at all (causal, Tq > Tk): they must be exactly 0, never NaN."""
 
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-        if outputs and bool((outputs[0][..., rows, :] != 0).any()):
-            return said("zero_rows")
-        return None
+        return said("zero_rows") if outputs and bool((outputs[0][..., rows, :] != 0).any()) else None
 
     return holds
 
@@ -409,21 +398,17 @@ def _prefer(error: str, why: str) -> Note:
 
 
 def reads_as_weights(output: torch.Tensor, num_heads: int, dtype: str) -> bool:
-    """Whether a module's ``(b, T, d_out)`` output on :func:`observable_state` reads as causal attention weights.
+    """Whether a module's ``(b, T, d_out)`` output on :func:`observable_state` reads as causal attention weights
+    (non-negative, nothing on the future, the sum column their sum).
 
     The training cases judge a dropout against the module's own eval-mode weights where this holds
     (:func:`_drops_attention_weights`); the diagnosis asks the same of its model.
     """
     b, t, d = output.shape
-    heads = output.double().reshape(b, t, num_heads, d // num_heads).transpose(1, 2)
+    heads = output.double().reshape(b, t, num_heads, d // num_heads).transpose(1, 2)  # (b, H, T, head_dim)
     rtol, atol = (1e-4, 1e-6) if dtype == "float32" else (1e-7, 1e-9)
-    return _reads_as_weights(heads, t, rtol, atol)
-
-
-def _reads_as_weights(heads: torch.Tensor, tokens: int, rtol: float, atol: float) -> bool:
-    """Whether ``(b, H, T, head_dim)`` outputs of :func:`observable_state` read as causal attention weights."""
-    w, sums = heads[..., :tokens], heads[..., tokens]
-    future = torch.ones(tokens, tokens, dtype=torch.bool).triu(1)
+    w, sums = heads[..., :t], heads[..., t]
+    future = torch.ones(t, t, dtype=torch.bool).triu(1)
     return (
         bool((w >= -atol).all())
         and bool((w[..., future].abs() <= atol).all())
@@ -434,20 +419,18 @@ def _reads_as_weights(heads: torch.Tensor, tokens: int, rtol: float, atol: float
 def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
     """A training-mode case: read each head's attention weights off the output and check they are a dropout.
 
-    The state is :func:`observable_state` and the inputs :func:`one_hot_tokens`, so in each head's block
-    of ``head_dim`` output columns, column ``j < tokens`` is the weight of token ``j`` and column
-    ``tokens`` their sum; the gold (the reference in eval mode, float64) gives the weights ``w``.  In
-    training mode every weight must be 0 or ``w / (1 - p)``, the sum column must be the sum of the
-    dropped weights (dropout on the weights, not on the context or the values), the kept fraction of the
-    weights that can be seen (not in the future, not vanishing) must lie within six standard deviations
-    of ``1 - p``, and the forwards must not all drop the same entries.  Which entries are dropped is the
-    learner's own random draw: no check depends on it.
+    The state is :func:`observable_state` and the inputs :func:`one_hot_tokens`, so in each head's block of
+    ``head_dim`` output columns, column ``j < tokens`` is the weight of token ``j`` and column ``tokens`` their sum;
+    the gold (the reference in eval mode, float64) gives the weights ``w``.  In training mode every weight must be 0
+    or ``w / (1 - p)``, the sum column must be the sum of the dropped weights (dropout on the weights, not on the
+    context or the values), the kept fraction of the weights that can be seen (not in the future, not vanishing) must
+    lie within six standard deviations of ``1 - p``, and the forwards must not all drop the same entries.  Which
+    entries are dropped is the learner's own random draw: no check depends on it.
 
-    The call's last output is the first forward again in eval mode: the module's own weights.  Where they
-    differ from the reference's (a mistake the eval-mode cases already count) but still read as attention
-    weights (non-negative, nothing on the future, the sum column their sum), a dropout that does not fit the
-    reference's weights is judged against them, so a correct dropout behind another mistake passes here and
-    a wrong one is named for what it is.
+    The call's last output is the first forward again in eval mode: the module's own weights.  Where they differ from
+    the reference's (a mistake the eval-mode cases already count) but still :func:`reads_as_weights`, a dropout that
+    does not fit the reference's weights is judged against them, so a correct dropout behind another mistake passes
+    here and a wrong one is named for what it is.
     """
 
     def heads(out: torch.Tensor) -> torch.Tensor:
@@ -460,7 +443,7 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
         got = [heads(out) for out in outputs[:-1]]
         problem = judged(gold, got, rtol, atol)
         differs = not torch.allclose(own, gold, rtol=rtol, atol=atol)
-        if problem and differs and _reads_as_weights(own, tokens, rtol, atol):
+        if problem and differs and reads_as_weights(outputs[-1], num_heads, trial.dtype):
             return judged(own, got, rtol, atol)
         return problem
 
@@ -491,9 +474,7 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
         if abs(fraction - (1 - p)) > bound:
             shown = {"fraction": f"{fraction:.3f}", "keep": f"{1 - p:.3f}", "bound": f"{bound:.3f}"}
             return said("training.fraction", p=str(p), **shown)
-        if all(torch.equal(got[0], g) for g in got[1:]):
-            return said("training.same")
-        return None
+        return said("training.same") if all(torch.equal(got[0], g) for g in got[1:]) else None
 
     return holds
 
@@ -697,22 +678,12 @@ def _attention_dropout_cases(m: Maker) -> list[Case]:
     ]
     for p, shape in ((0.2, (4, 40, 40)), (0.5, (2, 3, 30, 30))):
         seed = m.seed()
-        cases.append(
-            case(
-                f"train-p={p}",
-                m.weights(*shape),
-                p,
-                True,
-                GeneratorSeed(seed),
-                f"training with p = {p}, twice from the same generator state and once from another",
-                compare_gold=False,
-                repeat=2,
-                reseeds=((seed + 1) % (2**31 - 1),),  # not drawn from `m`: the other cases' inputs stay as they were
-                properties=(_dropout_values(p),),
-                half=True,
-                meta=p == 0.2,  # training too: a mask drawn on the CPU whatever the weights' device fails here
-            )
-        )
+        what = f"training with p = {p}, twice from the same generator state and once from another"
+        # the other seed is not drawn from `m`: the other cases' inputs stay as they were; meta in training too: a
+        # mask drawn on the CPU whatever the weights' device fails there
+        cases.append(case(f"train-p={p}", m.weights(*shape), p, True, GeneratorSeed(seed), what, compare_gold=False,
+                          repeat=2, reseeds=((seed + 1) % (2**31 - 1),), properties=(_dropout_values(p),), half=True,
+                          meta=p == 0.2))  # fmt: skip
     return cases
 
 
@@ -756,11 +727,9 @@ def _merge_cases(m: Maker) -> list[Case]:
 
 
 def _sliding_window_cases(m: Maker) -> list[Case]:
-    hook = "sliding_window_mask"
-
-    def mask(t: int, w: int, what: str, **kwargs: Any) -> Case:
-        return Case(hook, f"T={t}-w={w}", {"num_tokens": t, "window": w, "device": DEVICE}, what, dtypes=("bool",),
-                    **kwargs)  # fmt: skip
+    def mask(t: int, w: int, what: str, suffix: str = "", **kwargs: Any) -> Case:
+        args = {"num_tokens": t, "window": w, "device": DEVICE}
+        return Case("sliding_window_mask", f"T={t}-w={w}{suffix}", args, what, dtypes=("bool",), **kwargs)
 
     cases = [
         mask(9, 3, "T = 9, window 3: the future and more than 2 back are masked", meta=True),
@@ -773,18 +742,11 @@ def _sliding_window_cases(m: Maker) -> list[Case]:
     for _ in range(2):
         t = m.size(10, 17)
         cases.append(mask(t, m.size(2, t - 1, avoid=(t,)), "random T and window"))
-    cases += [
-        Case(
-            hook,
-            f"T={t}-w={w}-raises",
-            {"num_tokens": t, "window": w, "device": DEVICE},
-            f"{'window' if w < 1 else 'num_tokens'} = {min(t, w)} raises ValueError",
-            dtypes=("bool",),
-            expect_error="ValueError",
-        )
+    return cases + [
+        mask(t, w, f"{'window' if w < 1 else 'num_tokens'} = {min(t, w)} raises ValueError", "-raises",
+             expect_error="ValueError")
         for t, w in ((5, 0), (5, -2), (0, 3), (-1, 3))
-    ]
-    return cases
+    ]  # fmt: skip
 
 
 LONG = (1, 2, 2048, 16, 12, 8)
@@ -831,57 +793,31 @@ def _chunked_cases(m: Maker) -> list[Case]:
         attend("chunk=Tk", "chunk_size = Tk: one block", ((2,), 5, 8, 3, 4, 8), coincide=("T_k=chunk_size",)),
         attend("causal", "causal, Tq = Tk", ((3,), 10, 10, 4, 7, 3), causal=True, coincide=("T=T_k",), half=True),
         attend("causal-Tq<Tk", "causal, 4 queries at the end of 9 keys", ((2,), 4, 9, 5, 3, 2), causal=True),
-        attend(
-            "causal-Tq>Tk",
-            "causal, 8 queries and 5 keys: the first 3 queries see no key and give zeros",
-            ((2,), 8, 5, 3, 4, 2), causal=True, properties=(_zero_rows(slice(0, 3)),),
-        ),  # fmt: skip
+        attend("causal-Tq>Tk", "causal, 8 queries and 5 keys: the first 3 queries see no key and give zeros",
+               ((2,), 8, 5, 3, 4, 2), causal=True, properties=(_zero_rows(slice(0, 3)),)),
         attend("unbatched", "no batch dims: (Tq, d) queries", ((), 7, 10, 3, 5, 4)),
         attend("4d-heads", "two batch dims (batch, heads)", ((2, 3), 5, 9, 4, 7, 2)),
         attend("large-logits", "scores in the hundreds: exp overflows without a running max", ((2,), 5, 9, 4, 3, 2),
                scale=12.0),  # fmt: skip
     ]
     q = (m.rand(2, 5, 4) + 0.5) * 40.0  # every score below -800: exp(score - 0) is 0 even in float64
-    cases.append(
-        Case(
-            hook,
-            "negative-logits",
-            {"queries": q, "keys": -(m.rand(2, 9, 4) + 0.5) * 40.0, "values": m.randn(2, 9, 3), "chunk_size": 2,
-             "causal": False},
-            "every score far below zero: a running max that starts at 0 underflows",
-            # float64 only: exp(-800) is 0 there too, and float32 scores of that size carry rounding errors of
-            # 1e-4 that say nothing about the learner's algorithm
-            dtypes=("float64",),
-        )  # fmt: skip
-    )
+    k, v = -(m.rand(2, 9, 4) + 0.5) * 40.0, m.randn(2, 9, 3)
+    # float64 only: exp(-800) is 0 there too, and float32 scores of that size carry rounding errors of 1e-4 that say
+    # nothing about the learner's algorithm
+    cases.append(Case(hook, "negative-logits", {"queries": q, "keys": k, "values": v, "chunk_size": 2, "causal": False},
+                      "every score far below zero: a running max that starts at 0 underflows", dtypes=("float64",)))
     batch, heads, tokens, d, dv, chunk = LONG
-    cases.append(
-        attend(
-            "long",
-            f"long sequences, Tq = Tk = {tokens}, d = {d}, chunk_size {chunk}, causal: never holding as much as "
-            "one batch-head's (Tq, Tk) scores at once",
-            ((batch, heads), tokens, tokens, d, dv, chunk),
-            causal=True,
-            dtypes=("float32",),  # the rule counts elements, whatever their dtype: one dtype keeps the suite quick
-            coincide=("T=T_k",),
-            measure_memory=True,
-            call_factor=MEASURED_CALL_FACTOR,
-            properties=(_bounded_memory,),
-        )
-    )
+    what = (f"long sequences, Tq = Tk = {tokens}, d = {d}, chunk_size {chunk}, causal: never holding as much as "
+            "one batch-head's (Tq, Tk) scores at once")
+    # one dtype: the rule counts elements, whatever their dtype, and one dtype keeps the suite quick
+    cases.append(attend("long", what, ((batch, heads), tokens, tokens, d, dv, chunk), causal=True, dtypes=("float32",),
+                        coincide=("T=T_k",), measure_memory=True, call_factor=MEASURED_CALL_FACTOR,
+                        properties=(_bounded_memory,)))
     batch, heads, tq, tk, d, dv, chunk = LONGEST
-    cases.append(
-        attend(
-            "longest",
-            f"longer sequences, Tq = {tq}, Tk = {tk}, d = {d}, chunk_size {chunk}, measured from outside your "
-            "process: never holding as much as its (Tq, Tk) scores at once",
-            ((batch, heads), tq, tk, d, dv, chunk),
-            dtypes=("float32",),
-            measure_held=True,
-            call_factor=LONGEST_CALL_FACTOR,
-            properties=(_held_below,),
-        )
-    )
+    what = (f"longer sequences, Tq = {tq}, Tk = {tk}, d = {d}, chunk_size {chunk}, measured from outside your "
+            "process: never holding as much as its (Tq, Tk) scores at once")
+    cases.append(attend("longest", what, ((batch, heads), tq, tk, d, dv, chunk), dtypes=("float32",), measure_held=True,
+                        call_factor=LONGEST_CALL_FACTOR, properties=(_held_below,)))
     for i in range(2):
         lead = tuple(m.size(1, 3) for _ in range(m.size(0, 2)))
         tq = m.size(2, 12)
