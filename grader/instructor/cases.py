@@ -1,22 +1,21 @@
 """The hidden cases: what the grader runs against every submission.
 
-Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context length, dropout
-p) is a constant here or is drawn from a generator with the fixed seed :data:`SHAPES_SEED`, so it is part of the
-suite's version and the same under every run's seed.  Only *values* come from the run's seed: the input tensors, the
-seeds the reference's weights are built under, the generator seeds.  So a submission earns the same points under
-every seed.
+Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context length, dropout p)
+is a constant here or is drawn from a generator with the fixed seed :data:`SHAPES_SEED`, so it is part of the suite's
+version and the same under every run's seed.  Only *values* come from the run's seed: the input tensors, the seeds the
+reference's weights are built under, the generator seeds.  So a submission earns the same points under every seed.
 
 Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim, num_heads,
-context_length, …) are pairwise different and none is 6 (the chapter's token count, which a hard-coded mask would
-pass), except the equalities a case needs and declares in ``Case.coincide`` (``"T=context_length"``);
+context_length, …) are pairwise different and none is 6 (the chapter's token count, which a hard-coded mask would pass),
+except the equalities a case needs and declares in ``Case.coincide`` (``"T=context_length"``);
 ``tests/test_hidden_cases.py`` checks that rule over every case.  Inputs are made in float64 and cast to each dtype;
 gold answers come from the reference, in float64 on the CPU, from the very values each dtype's inputs hold, once per
 case for the whole class.
 
 A case is one call of one hook.  A module hook's case builds the learner's module with the case's config, loads the
-reference's *parameters* into it (never its buffers: the learner's own mask is the learner's work), by name or else
-by creation order and shape (:func:`grader.child.modules.map_parameters`), and runs forwards; separate structural
-cases check what behaviour cannot show (the contract's parameter names, the ``mask`` buffer, the creation order under
+reference's *parameters* into it (never its buffers: the learner's own mask is the learner's work), by name or else by
+creation order and shape (:func:`grader.child.modules.map_parameters`), and runs forwards; separate structural cases
+check what behaviour cannot show (the contract's parameter names, the ``mask`` buffer, the creation order under
 ``torch.manual_seed``).  :func:`build_suite` expands cases over dtypes and devices into :class:`Trial` s (one case on
 one device in one dtype), grouped into one batch per hook and device.
 """
@@ -750,12 +749,11 @@ def _sliding_window_cases(m: Maker) -> list[Case]:
 
 
 LONG = (1, 2, 2048, 16, 12, 8)
-"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 12 and chunk_size = 8: one batch-head's scores
-are (2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a ninth of that
-(:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it even in
-float64 bytes, under the bytes of the float32 triangle a causal call keeps, so that triangle packed two scores to a
-float64 fails too (red team 12a: at dv = 24 it did not); at Tq = Tk = 1024 they did not, and a float64 version
-failed)."""
+"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 12 and chunk_size = 8: one batch-head's scores are
+(2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a ninth of that
+(:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it even in float64
+bytes, under the bytes of the float32 triangle a causal call keeps, so that triangle packed two scores to a float64
+fails too (red team 12a: at dv = 24 it did not); at Tq = Tk = 1024 they did not, and a float64 version failed)."""
 
 LONGEST = (1, 1, 2048, 16384, 16, 12, 32)
 """The case measured from outside the learner's process (:mod:`grader.instructor.held_memory`): batch dims (1, 1), Tq
@@ -839,12 +837,10 @@ PREFER_VALUE_ERROR = "prefer.value_error"
 def _module_cases(hook: str, m: Maker) -> list[Case]:
     """A module hook's cases: behaviour with the reference's parameters loaded, and the module's form.
 
-    Sizes per case are written out (d_in, d_out, num_heads, head_dim, context_length, T): all different
-    and none 6, but where a case says what it needs equal.  Self-attention has no context length, and its
-    cases never mention one.
+    Sizes per case are written out (d_in, d_out, num_heads, head_dim, context_length, T): all different and none 6,
+    but where a case says what it needs equal.  Self-attention has no context length, and its cases never mention one.
     """
-    causal = hook != "make_self_attention"
-    heads = hook == "make_multihead_attention"
+    causal, heads = hook != "make_self_attention", hook == "make_multihead_attention"
 
     def config(d_in: int, d_out: int, ctx: int = 0, dropout: float = 0.0, h: int = 1, bias: bool = False) -> dict:
         args: dict[str, Any] = {"d_in": d_in, "d_out": d_out}
@@ -879,36 +875,27 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
                   config(d_in, d_out, ctx, h=h), [m.randn(2, t, d_in)], meta=True),
         behaviour("qkv-bias", f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}", config(4, 10, 9, h=2, bias=True),
                   [m.randn(3, 3, 4)]),
-        Case(
-            hook,
-            "init-seed",
-            config(3, 8 if heads else 2, 6, h=2),
-            "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that "
-            "order, as nn.Linear layers",
-            module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
-            coincide=("T=6",) + (("T=context_length", "context_length=6") if causal else ()),
-            structural=True,
-        ),
+        Case(hook, "init-seed", config(3, 8 if heads else 2, 6, h=2),
+             "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that "
+             "order, as nn.Linear layers", module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
+             coincide=("T=6",) + (("T=context_length", "context_length=6") if causal else ()), structural=True),
         behaviour("T=1", f"a single token, {sizes(4, 10, 1, 9, 2)}", config(4, 10, 9, h=2), [m.randn(3, 1, 4)]),
     ]  # fmt: skip
     if not causal:
-        cases.append(
-            behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4), [m.randn(5, 7)])
-        )
-    if causal:
+        cases.append(behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4),
+                               [m.randn(5, 7)]))  # fmt: skip
+    else:
         cases.append(behaviour("T=context", f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
                                config(4, 15, 8, h=3), [m.randn(2, 8, 4)], coincide=("T=context_length",)))
-        x = m.randn(2, 9, 5)
-        changed = x.clone()
-        t_change = 4
-        changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
+        x, t_change = m.randn(2, 9, 5), 4
+        changed = torch.cat([x[:, :t_change], m.randn(2, 9 - t_change, 5)], dim=1)
         cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone, "
                                f"{sizes(5, 8, 9, 10, 2)}", config(5, 8, 10, h=2), [x, changed],
                                properties=(_causal_prefix(t_change),)))
         x = m.randn(2, 7, 5)
         cases.append(behaviour("eval-dropout", f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
                                config(5, 12, 9, dropout=0.5, h=3), [x, x]))
-        cases.append(_training_case(hook, m))
+        cases.append(_training_case(hook, m, config))
         cases.append(Case(hook, "mask-buffer", config(d_in, d_out, ctx, h=h),
                           "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
                           module=ModuleSpec([]), properties=(_mask_is_a_buffer,), **form))
@@ -942,26 +929,17 @@ TRAIN_BATCH, TRAIN_FORWARDS = 16, 4
 """Enough weights to count: the kept fraction's bound is six standard deviations over all of them."""
 
 
-def _training_case(hook: str, m: Maker) -> Case:
+def _training_case(hook: str, m: Maker, config: Callable[..., dict]) -> Case:
     """Training mode: the dropped attention weights made observable (see :func:`_drops_attention_weights`)."""
     d_in, d_out, h, t, ctx, p = TRAIN_SIZES[hook]
-    args: dict[str, Any] = {"d_in": d_in, "d_out": d_out, "context_length": ctx, "dropout": p}
-    if hook == "make_multihead_attention":
-        args["num_heads"] = h
-    args["qkv_bias"] = False
-    x = one_hot_tokens(TRAIN_BATCH, t, d_in)
     heads = f"{h} heads of {d_out // h}, " if hook == "make_multihead_attention" else ""
-    return Case(
-        hook,
-        "train-dropout",
-        args,
-        f"training mode with dropout={p} ({heads}T={t}, {TRAIN_FORWARDS} forwards): each attention weight is "
-        "dropped or scaled by 1/(1-p), before the weights meet the values",
-        module=ModuleSpec([x] * TRAIN_FORWARDS, state_seed=m.seed(), train=True, observable=True),
-        meta=True,  # a dropout mask drawn on the CPU whatever the input's device fails here
-        compare_gold=False,
-        properties=(_drops_attention_weights(p, t, h),),
-    )
+    what = (f"training mode with dropout={p} ({heads}T={t}, {TRAIN_FORWARDS} forwards): each attention weight is "
+            "dropped or scaled by 1/(1-p), before the weights meet the values")
+    x = one_hot_tokens(TRAIN_BATCH, t, d_in)
+    spec = ModuleSpec([x] * TRAIN_FORWARDS, state_seed=m.seed(), train=True, observable=True)
+    # meta: a dropout mask drawn on the CPU whatever the input's device fails there
+    return Case(hook, "train-dropout", config(d_in, d_out, ctx, dropout=p, h=h), what, module=spec, meta=True,
+                compare_gold=False, properties=(_drops_attention_weights(p, t, h),))
 
 
 def _again(case: Case, m: Maker) -> Case | None:
@@ -975,24 +953,15 @@ def _again(case: Case, m: Maker) -> Case | None:
         if torch.isinf(value).any():
             return None
         args[name] = m.weights(*value.shape) if name == "weights" else m.randn(*value.shape)
-    module = None
-    if case.module is not None:
-        spec = case.module
-        module = replace(
-            spec,
-            forwards=spec.forwards if spec.observable else [m.randn(*x.shape) for x in spec.forwards],
-            state_seed=m.seed() if spec.state_seed is not None else None,
-        )
+    spec = case.module
+    module = None if spec is None else replace(
+        spec, forwards=spec.forwards if spec.observable else [m.randn(*x.shape) for x in spec.forwards],
+        state_seed=m.seed() if spec.state_seed is not None else None,
+    )  # fmt: skip
     if all(args[k] is case.args[k] for k in args) and module is None:
         return None  # nothing to refresh (e.g. causal_mask takes no tensors)
-    return replace(
-        case,
-        name=f"{case.name}-again",
-        what=said("case.again", what=case.what),
-        args=args,
-        module=module,
-        meta=False,
-    )
+    what = said("case.again", what=case.what)
+    return replace(case, name=f"{case.name}-again", what=what, args=args, module=module, meta=False)
 
 
 # --- plotting: the figure, read as data -----------------------------------------------------------------
@@ -1011,7 +980,7 @@ def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> 
 
 
 def _plot_cases(m: Maker) -> list[Case]:
-    hook = "plot_attention"
+    case = _maker("plot_attention", "weights", "tokens")
     drawn = (_drawn,)
     t = m.size(3, 9)
     tq = m.size(2, 7, avoid=(t,))
@@ -1019,31 +988,28 @@ def _plot_cases(m: Maker) -> list[Case]:
     t2 = m.size(3, 9, avoid=(t, tq, tk))
     pair = (list(QUERY_WORDS[:tq]), list(KEY_WORDS[:tk]))
     square_pair = (list(QUERY_WORDS[:t2]), list(KEY_WORDS[:t2]))
-    cases = [
-        Case(hook, "square", {"weights": m.weights(t, t), "tokens": None}, f"({t}, {t}) weights, no tokens",
-             properties=drawn, coincide=("T=T_k",)),
-        Case(hook, "rectangular", {"weights": m.weights(tq, tk), "tokens": None}, f"({tq}, {tk}) weights, Tq != Tk",
+    square, raises = ("T=T_k",), "ValueError"
+    return [
+        case("square", m.weights(t, t), None, f"({t}, {t}) weights, no tokens", properties=drawn, coincide=square),
+        case("rectangular", m.weights(tq, tk), None, f"({tq}, {tk}) weights, Tq != Tk", properties=drawn),
+        case("tokens", m.weights(t2, t2), list(KEY_WORDS[:t2]), f"({t2}, {t2}) weights and one sequence of {t2} tokens",
+             properties=drawn, coincide=square),
+        case("token-pair", m.weights(tq, tk), pair, f"({tq}, {tk}) weights, {tq} query and {tk} key tokens",
              properties=drawn),
-        Case(hook, "tokens", {"weights": m.weights(t2, t2), "tokens": list(KEY_WORDS[:t2])},
-             f"({t2}, {t2}) weights and one sequence of {t2} tokens", properties=drawn, coincide=("T=T_k",)),
-        Case(hook, "token-pair", {"weights": m.weights(tq, tk), "tokens": pair},
-             f"({tq}, {tk}) weights, {tq} query and {tk} key tokens", properties=drawn),
-        Case(hook, "token-pair-square", {"weights": m.weights(t2, t2), "tokens": square_pair},
-             f"({t2}, {t2}) weights, different query and key tokens", properties=drawn, coincide=("T=T_k",)),
-        Case(hook, "requires-grad", {"weights": m.weights(tq, tk), "tokens": None},
-             "weights that require grad (a model's)", requires_grad=frozenset({"weights"}), properties=drawn),
-        Case(hook, "batched-raises", {"weights": m.weights(2, tq, tk), "tokens": None},
-             f"(2, {tq}, {tk}) batched weights raise ValueError", expect_error="ValueError"),
-        Case(hook, "heads-raises", {"weights": m.weights(2, 3, t, t), "tokens": None},
-             f"(2, 3, {t}, {t}) heads raise ValueError", expect_error="ValueError", coincide=("T=T_k",)),
-        Case(hook, "wrong-token-count-raises", {"weights": m.weights(tq, tk), "tokens": (pair[0], pair[1][:-1])},
-             f"{tk - 1} key tokens for {tk} keys raise ValueError", expect_error="ValueError"),
-    ]  # fmt: skip
-    cases += [
-        Case(hook, f"random-{i}", {"weights": m.weights(a, b), "tokens": None}, "random shapes", properties=drawn)
+        case("token-pair-square", m.weights(t2, t2), square_pair, f"({t2}, {t2}) weights, different query and key "
+             "tokens", properties=drawn, coincide=square),
+        case("requires-grad", m.weights(tq, tk), None, "weights that require grad (a model's)",
+             requires_grad=frozenset({"weights"}), properties=drawn),
+        case("batched-raises", m.weights(2, tq, tk), None, f"(2, {tq}, {tk}) batched weights raise ValueError",
+             expect_error=raises),
+        case("heads-raises", m.weights(2, 3, t, t), None, f"(2, 3, {t}, {t}) heads raise ValueError",
+             expect_error=raises, coincide=square),
+        case("wrong-token-count-raises", m.weights(tq, tk), (pair[0], pair[1][:-1]),
+             f"{tk - 1} key tokens for {tk} keys raise ValueError", expect_error=raises),
+    ] + [
+        case(f"random-{i}", m.weights(a, b), None, "random shapes", properties=drawn)
         for i, (a, b) in enumerate(((m.size(1, 4), m.size(7, 12)), (m.size(8, 12), m.size(1, 4))))
-    ]
-    return cases
+    ]  # fmt: skip
 
 
 def hidden_cases(m: Maker) -> dict[str, list[Case]]:

@@ -683,12 +683,10 @@ def _program_reproduces(
 ) -> bool:
     """A function's program that gives the submission's own wrong values on most of its failing value cases.
 
-    The second chance, where no program fails exactly the submission's cases: a
-    learner's variant of a mistake often handles an edge (``p = 0``, a
-    non-contiguous input) otherwise than the catalogued program.  The same wrong
-    numbers, within float32 tolerance, on at least two distinct cases and on
-    more than half of the cases that fail with values, are the mistake at work;
-    the edges that differ are left unexplained.
+    The second chance, where no program fails exactly the submission's cases: a learner's variant of a mistake often
+    handles an edge (``p = 0``, a non-contiguous input) otherwise than the catalogued program.  The same wrong numbers,
+    within float32 tolerance, on at least two distinct cases and on more than half of the cases that fail with values,
+    are the mistake at work; the edges that differ are left unexplained.
     """
     valued = [i for i in failing if rows[i].seen.kind == "values" and rows[i].trial.case.compare_gold]
     matched = [
@@ -761,10 +759,9 @@ def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
 def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[str, tuple[str, ...]]:
     """``{hook: mistake ids}`` for each failing hook of a trusted, in-process solution that shows known mistakes.
 
-    For ``attnkit check`` and the notebooks' check cells in the instructor's kit
-    (a learner's kit has no ``grader/instructor/``, so no hints): trusted code,
-    run on the hidden-suite cases of a fixed public seed.  Returns ``{}`` where
-    the catalogue is not installed.
+    For ``attnkit check`` and the notebooks' check cells in the instructor's kit (a learner's kit has no
+    ``grader/instructor/``, so no hints): trusted code, run on the hidden-suite cases of a fixed public seed.  Returns
+    ``{}`` where the catalogue is not installed.
     """
     try:
         import solutions.mistakes  # noqa: F401

@@ -436,11 +436,10 @@ def own_inputs(trial: Any) -> dict[str, Any]:
 def judge_in_process(solution: Any, trial: Any) -> InProcessVerdict:
     """Call a trusted solution's hook on one trial, in this process, and judge what it returned.
 
-    For trusted code only (the reference, the catalogue of known mistakes, an
-    instructor's own solution): the audit, the diagnosis's fingerprints, the
-    hidden cases as pytest cases.  A learner's submission never comes here; it
-    is called in a sandboxed child.  The call gets its own copies of the inputs
-    and runs under a forked random state, so it changes nothing shared.
+    For trusted code only (the reference, the catalogue of known mistakes, an instructor's own solution): the audit, the
+    diagnosis's fingerprints, the hidden cases as pytest cases.  A learner's submission never comes here; it is called
+    in a sandboxed child.  The call gets its own copies of the inputs and runs under a forked random state, so it
+    changes nothing shared.
     """
     import torch
 
