@@ -155,9 +155,6 @@ class Trial:
         return self.case.hook
 
 
-# --- building inputs -----------------------------------------------------------------
-
-
 class Maker:
     """Sizes from the suite's own generator (:data:`SHAPES_SEED`), values from the run's seed."""
 
@@ -223,9 +220,6 @@ def observable_state(
         out["out_proj.weight"] = torch.eye(d_out, dtype=torch.float64)
         out["out_proj.bias"] = torch.zeros(d_out, dtype=torch.float64)
     return out
-
-
-# --- properties beyond the gold comparison---------------------------------------------------
 
 
 def _exact_zeros_where_masked(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
@@ -310,8 +304,7 @@ def _held_below(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]
     batch-head's kept scores (:func:`grader.instructor.held_memory.held_problem`; where the grader could not read
     it, not Linux, it says nothing)."""
     rule, itemsize = _trial_rule(trial)
-    held = facts.get("held")
-    return held_problem(held, rule, itemsize) if held is not None else None
+    return held_problem(facts["held"], rule, itemsize) if facts.get("held") is not None else None
 
 
 def _zero_rows(rows: slice) -> Property:
@@ -321,13 +314,6 @@ def _zero_rows(rows: slice) -> Property:
         return said("zero_rows") if outputs and bool((outputs[0][..., rows, :] != 0).any()) else None
 
     return holds
-
-
-# --- the module's form: names and the mask buffer -----------------------------------------------------------
-
-
-def _shape(shape: Any) -> str:
-    return str(tuple(int(s) for s in shape))  # as torch writes a shape: (12, 5), (12,), ()
 
 
 def _learner_parameters(facts: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
@@ -364,7 +350,8 @@ def _extras_noted(trial: Trial, reply: dict[str, Any]) -> str | None:
     module = reply.get("module") or {}
     how, pairs = map_parameters(_learner_parameters(reply), contract_parameters(trial))
     loaded = {mine for mine, _, _ in pairs}
-    extra = [f"{name} {_shape(shape)}" for name, shape in _learner_parameters(reply) if name not in loaded]
+    # each shape as torch writes one: (12, 5), (12,), ()
+    extra = [f"{name} {tuple(map(int, shape))}" for name, shape in _learner_parameters(reply) if name not in loaded]
     wanted = CONTRACT_BUFFERS.get(trial.hook, ())
     buffers = [b for b in module.get("buffers", []) if b not in wanted]
     if any(name not in module.get("buffers", []) for name in wanted):
@@ -391,9 +378,6 @@ def _prefer(error: str, why: str) -> Note:
         return None
 
     return note
-
-
-# --- training mode: dropout on the attention weights ---------------------------------------------------------
 
 
 def reads_as_weights(output: torch.Tensor, num_heads: int, dtype: str) -> bool:
@@ -476,9 +460,6 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
         return said("training.same") if all(torch.equal(got[0], g) for g in got[1:]) else None
 
     return holds
-
-
-# --- the cases, hook by hook -------------------------------------------------------------------
 
 
 def _maker(hook: str, *names: str) -> Callable[..., Case]:
@@ -722,9 +703,6 @@ def _merge_cases(m: Maker) -> list[Case]:
     return cases
 
 
-# --- long sequences ------------------------------------------------------------------------------------
-
-
 def _sliding_window_cases(m: Maker) -> list[Case]:
     def mask(t: int, w: int, what: str, suffix: str = "", **kwargs: Any) -> Case:
         args = {"num_tokens": t, "window": w, "device": DEVICE}
@@ -827,8 +805,6 @@ def _chunked_cases(m: Maker) -> list[Case]:
                             causal=bool(i)))  # fmt: skip
     return cases
 
-
-# --- the modules ---------------------------------------------------------------------------------------
 
 PREFER_VALUE_ERROR = "prefer.value_error"
 """Why ``raise ValueError`` beats ``assert`` for a bad argument (an id of ``grader.instructor.messages.MESSAGES``)."""
@@ -963,8 +939,6 @@ def _again(case: Case, m: Maker) -> Case | None:
     what = said("case.again", what=case.what)
     return replace(case, name=f"{case.name}-again", what=what, args=args, module=module, meta=False)
 
-
-# --- plotting: the figure, read as data -----------------------------------------------------------------
 
 KEY_WORDS = ("Your", "journey", "starts", "with", "one", "step", "and", "then", "another", "stride", "ahead", "again")
 QUERY_WORDS = ("A", "long", "road", "goes", "on", "from", "here", "to", "there", "and", "back", "home")

@@ -48,9 +48,6 @@ __all__ = [
 ]  # fmt: skip
 
 
-# --- what one solution did on one trial ------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Seen:
     """One solution's outcome on one trial, as the diagnosis compares them.
@@ -133,9 +130,6 @@ def _gradient_kind(message: Any) -> str:
     return f"{kind} {name}" if kind != "grad.frozen" else kind
 
 
-# --- the class-wide evidence: what each candidate does on each trial, computed once --------------------------
-
-
 @dataclass(frozen=True)
 class Candidate:
     """A catalogued program (``setting`` None) or a setting of the model; ``ids``: the mistakes it is."""
@@ -175,14 +169,12 @@ class Fingerprints:
             for hook in mistake.overrides:
                 cand = Candidate(f"catalogue:{mistake.id}", hook, frozenset({mistake.id}), None, solution)
                 self._programs.setdefault(hook, []).append(cand)
-        if model:
-            for hook in sorted(mistake_model.FUNCTION_HOOKS):
-                for size in (1, 2):
-                    for setting in mistake_model.settings(hook, size):
-                        solution = mistake_model.knob_solution(hook, setting)
-                        key = "model:" + "+".join(sorted(k.name for k in setting))
-                        ids = mistake_model.ids_of(setting)
-                        self._programs.setdefault(hook, []).append(Candidate(key, hook, ids, setting, solution))
+        hooks = sorted(mistake_model.FUNCTION_HOOKS) if model else []
+        for hook, setting in ((h, s) for h in hooks for size in (1, 2) for s in mistake_model.settings(h, size)):
+            solution = mistake_model.knob_solution(hook, setting)
+            key = "model:" + "+".join(sorted(k.name for k in setting))
+            ids = mistake_model.ids_of(setting)
+            self._programs.setdefault(hook, []).append(Candidate(key, hook, ids, setting, solution))
 
     def programs(self, hook: str) -> list[Candidate]:
         return self._programs.get(hook, [])
@@ -295,9 +287,6 @@ def _close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: 
     return True
 
 
-# --- the model on one module trial ---------------------------------------------------------------------
-
-
 def _built_under(seed: int, cfg: Any, setting: Any, dtype: str) -> dict[str, torch.Tensor]:
     """The parameters a module of the chapter's (with ``setting``) gets under ``torch.manual_seed(seed)``."""
     from solutions import mistake_model as mm
@@ -311,16 +300,17 @@ def _built_under(seed: int, cfg: Any, setting: Any, dtype: str) -> dict[str, tor
 class ModuleTrialModel:
     """One module trial's parameters, inputs and gold, and each model setting's outcome on it (cached)."""
 
-    def __init__(self, trial: Any, cfg: Any, params: dict, mask: Any, xs: list, training: bool) -> None:
+    def __init__(self, trial: Any, cfg: Any, params: dict, init_seed: int | None) -> None:
         from solutions import mistake_model as mm
 
-        self.mm = mm
-        self.trial, self.cfg, self.params, self.mask, self.xs, self.training = trial, cfg, params, mask, xs, training
-        golds = trial.golds[:-1] if (trial.call.get("module") or {}).get("eval_too") else trial.golds
-        self.golds = [g.double() for g in golds]
+        wire = trial.call.get("module") or {}
+        self.mm, self.trial, self.cfg, self.params, self.mask = mm, trial, cfg, params, params.pop("mask", None)
+        self.xs = xs = [trial.tensors[key].double() for key in wire["forwards"]]
+        self.training = bool(wire.get("train"))
+        self.golds = [g.double() for g in (trial.golds[:-1] if wire.get("eval_too") else trial.golds)]
         self.shape = tuple(xs[0].shape)
         self.repeats = [(i, j) for i in range(len(xs)) for j in range(i + 1, len(xs)) if torch.equal(xs[i], xs[j])]
-        self.init_seed: int | None = None  # the module is built under this seed, nothing loaded
+        self.init_seed = init_seed  # the module is built under this seed, nothing loaded
         self._cache: dict[frozenset, Seen] = {}
 
     @classmethod
@@ -328,9 +318,9 @@ class ModuleTrialModel:
         from solutions import mistake_model as mm
 
         spec, wire = trial.case.module, trial.call.get("module") or {}
-        if spec is None or trial.case.expect_error or trial.device != "cpu" or not wire.get("forwards"):
-            return None
-        if trial.hook not in mm.MODULE_HOOKS or not trial.golds:
+        if spec is None or trial.case.expect_error or trial.device != "cpu" or not wire.get("forwards") or not (
+            trial.hook in mm.MODULE_HOOKS and trial.golds
+        ):
             return None
         cfg = mm.ModuleConfig.of(trial.hook, trial.case.args)
         state = wire.get("state") or {}
@@ -340,15 +330,10 @@ class ModuleTrialModel:
             params = _built_under(int(spec.init_seed), cfg, (), trial.dtype)
         else:
             return None
-        mask = params.pop("mask", None)
-        xs = [trial.tensors[key].double() for key in wire["forwards"]]
-        model = cls(trial, cfg, params, mask, xs, bool(wire.get("train")))
-        model.init_seed = None if state else spec.init_seed
-        return model
+        return cls(trial, cfg, params, None if state else spec.init_seed)
 
     def seen(self, setting: frozenset) -> Seen:
-        mm = self.mm
-        key = mm.reduced(setting, self.cfg, self.shape, self.training, self.mask is not None)
+        key = self.mm.reduced(setting, self.cfg, self.shape, self.training, self.mask is not None)
         if key not in self._cache:
             self._cache[key] = self._compute(key)
         return self._cache[key]
@@ -362,6 +347,8 @@ class ModuleTrialModel:
         return seen
 
     def _computed(self, setting: frozenset, in_place: bool = False) -> Seen:
+        from grader.instructor.cases import reads_as_weights
+
         mm = self.mm
         steps = mm.by_step(setting)
         dropping = self.training and self.cfg.dropout > 0
@@ -385,7 +372,8 @@ class ModuleTrialModel:
             except mm.Raised as raised:
                 return self._raised(setting, raised, self._raised_with_grad(rest, x, in_place))
             traces.append(trace)
-        if dropping and value == "weights" and (self._gold_like(outs) or self._reads_as_weights(outs)):
+        heads, dtype = int(self.trial.case.args.get("num_heads", 1)), self.trial.dtype
+        if dropping and value == "weights" and (self._gold_like(outs) or reads_as_weights(outs[0], heads, dtype)):
             return PASS  # the chapter's dropout, judged on the weights the other knobs give (see the case)
         if dropping and value != "never":
             cfg, params = self.cfg, self.params
@@ -403,12 +391,6 @@ class ModuleTrialModel:
         if not dropping and self._gold_like(outs):
             return PASS
         return Seen("values", tuple(outs))
-
-    def _reads_as_weights(self, outs: list[torch.Tensor]) -> bool:
-        from grader.instructor.cases import reads_as_weights
-
-        heads = int(self.trial.case.args.get("num_heads", 1))
-        return bool(outs) and reads_as_weights(outs[0], heads, self.trial.dtype)
 
     def _gold_like(self, outs: list[torch.Tensor]) -> bool:
         rtol, atol = TOLERANCES.get(self.trial.dtype, (1e-5, 1e-5))
@@ -440,9 +422,6 @@ class ModuleTrialModel:
         if with_grad is not None and str(with_grad.error) != text:
             return Seen(**{**seen.__dict__, "alternative": self._raised(setting, with_grad)})
         return seen
-
-
-# --- rules read off the learner's text ---------------------------------------------------------------------
 
 
 @dataclass
@@ -487,10 +466,8 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
 
 
 GRAPH_RULES: dict[str, Callable[[Any], bool]] = {
-    **dict.fromkeys(
-        ("softmax-detached", "context-detaches-weights", "dropout-scale-on-data", "split-heads-no-grad"), src.cuts_graph
-    ),
-    "causal-forward-no-grad": src.cuts_graph,
+    **dict.fromkeys(("softmax-detached", "context-detaches-weights", "dropout-scale-on-data", "split-heads-no-grad",
+                     "causal-forward-no-grad"), src.cuts_graph),
     "softmax-where-nan-grad": src.calls_where,
     "frozen-parameters": src.freezes,
     "chunked-in-place-after-amax": src.updates_in_place,
@@ -501,12 +478,9 @@ a cut, a ``torch.where``, a frozen parameter, an in-place update (others break t
 
 def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
     """Ids told apart by the text: a mask never applied because ``masked_fill``'s result was thrown away."""
-    if "mask-not-applied" in ids and src.discards_masked_fill(code):
-        return (ids - {"mask-not-applied"}) | {"mask-result-discarded"}
-    return ids
+    discarded = "mask-not-applied" in ids and src.discards_masked_fill(code)
+    return (ids - {"mask-not-applied"}) | {"mask-result-discarded"} if discarded else ids
 
-
-# --- diagnosing one hook of one submission ------------------------------------------------------------------
 
 ASPECTS = ("values", "property", "mutation", "gradient", "device", "contract")
 CHECKED = ASPECTS[:4]
@@ -751,9 +725,6 @@ def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
         if candidates:
             return [mm.ids_of(s) for s in candidates]
     return []
-
-
-# --- in process: attnkit check ---------------------------------------------------------------------------
 
 
 def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[str, tuple[str, ...]]:

@@ -99,8 +99,6 @@ class CaseResult:
         return cls(**data)
 
 
-# --- judging one trial -----------------------------------------------------------------
-
 HALF_SAFETY = 4.0
 """A half-precision tolerance is at least this many times the reference's own error in that dtype."""
 HALF_FLOOR_ULPS = 4.0
@@ -328,12 +326,9 @@ def judge(
     if trial.device != "meta":
         received = [outputs[f"out{i}"] for i in range(len(trial.golds)) if f"out{i}" in outputs]
         facts = dict(reply, held=held)  # the reply's keys are the wire's (CallReply): none is "held"
-        for holds in case.properties:
-            problem = holds(trial, received, facts)
-            if problem:
-                return FAILED, problem
-    if trial.device != "meta" and _inputs_changed(trial, outputs):
-        return FAILED, said("in_place")
+        problem = next((found for holds in case.properties if (found := holds(trial, received, facts))), None)
+        if problem or _inputs_changed(trial, outputs):
+            return FAILED, problem or said("in_place")
     problem = _gradient_problem(trial, reply, outputs, reveal) if trial.grad_golds else None
     return (FAILED, problem) if problem else (PASSED, "")
 
@@ -411,9 +406,6 @@ def case_note(trial: Any, reply: CallReply) -> str:
     """What the case's notes (``Case.notes``) say about this reply, ``""`` for nothing: shown, worth no points."""
     notes = [note(trial, dict(reply)) for note in getattr(trial.case, "notes", ())]
     return "; ".join(n for n in notes if n)
-
-
-# --- trusted code, judged in this process -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
