@@ -173,6 +173,13 @@ class Maker:
         choices = [v for v in range(low, high + 1) if v not in avoid and v != CHAPTER_TOKENS]
         return choices[int(torch.randint(len(choices), (1,), generator=self.shapes))]
 
+    def distinct(self, *ranges: tuple[int, int], avoid: tuple[int, ...] = ()) -> list[int]:
+        """:meth:`size` s in the ``(low, high)`` ranges, in order, each unlike ``avoid`` and the ones before it."""
+        drawn = list(avoid)
+        for low, high in ranges:
+            drawn.append(self.size(low, high, avoid=tuple(drawn)))
+        return drawn[len(avoid) :]
+
     def seed(self) -> int:
         return int(torch.randint(2**31 - 1, (1,), generator=self.gen))
 
@@ -474,33 +481,27 @@ def _maker(hook: str, *names: str) -> Callable[..., Case]:
 
 def _score_cases(hook: str, m: Maker) -> list[Case]:
     case = _maker(hook, "queries", "keys")
-    tq = m.size(3, 9)
-    d = m.size(3, 9, avoid=(tq,))
-    tk = m.size(3, 11, avoid=(tq, d))
+    tq, d, tk = m.distinct((3, 9), (3, 9), (3, 11))
     cases = [case("2d-Tq!=Tk", m.randn(tq, d), m.randn(tk, d), "2-D, Tq != Tk")]
     b, t = m.size(2, 4), m.size(4, 9)
     d = m.size(3, 11, avoid=(t,))
     square = ("T=T_k",)  # self-attention's square scores
     cases.append(case("3d-batched", m.randn(b, t, d), m.randn(b, t, d), "batched 3-D", meta=True, half=True,
                       coincide=square))  # fmt: skip
-    b, h, tq = m.size(2, 3), m.size(2, 5), m.size(3, 7)
-    tk = m.size(3, 7, avoid=(tq,))
-    d = m.size(3, 9, avoid=(tq, tk))
+    b, h = m.size(2, 3), m.size(2, 5)
+    tq, tk, d = m.distinct((3, 7), (3, 7), (3, 9))
     cases.append(case("4d-heads", m.randn(b, h, tq, d), m.randn(b, h, tk, d), "4-D heads", half=True))
     cases.append(case("T=1", m.randn(2, 1, 5), m.randn(2, 1, 5), "a single token", coincide=square))
     cases.append(case("Tq=1", m.randn(3, 1, 5), m.randn(3, 7, 5), "one query, many keys"))
     cases.append(case("d=1", m.randn(2, 5, 1), m.randn(2, 3, 1), "d_k = 1"))
-    b, t = m.size(2, 3), m.size(4, 7)
-    tk = m.size(4, 8, avoid=(t,))
-    d = m.size(3, 9, avoid=(t, tk))
+    b = m.size(2, 3)
+    t, tk, d = m.distinct((4, 7), (4, 8), (3, 9))
     cases.append(case("non-contiguous", m.randn(b, t, d), m.randn(b, tk, d), "non-contiguous (transposed view) inputs",
                       transposed=frozenset({"queries", "keys"})))  # fmt: skip
     for trial in range(3):
         rank = m.size(2, 4)
         lead = [m.size(1, 3) for _ in range(rank - 2)]
-        tq = m.size(1, 12)
-        tk = m.size(1, 12, avoid=(tq,))
-        d = m.size(1, 13, avoid=(tq, tk))
+        tq, tk, d = m.distinct((1, 12), (1, 12), (1, 13))
         cases.append(case(f"random-{trial}", m.randn(*lead, tq, d), m.randn(*lead, tk, d), f"random {rank}-D shape"))
     return cases
 
@@ -572,20 +573,16 @@ def _temperature_cases(m: Maker) -> list[Case]:
 
 def _context_cases(m: Maker) -> list[Case]:
     case = _maker("context_vectors", "weights", "values")
-    t = m.size(3, 7)
-    dv = m.size(3, 11, avoid=(t,))
+    t, dv = m.distinct((3, 7), (3, 11))
     cases = [case("2d", m.weights(t, t), m.randn(t, dv), "2-D, dv != T", coincide=("T=T_k",))]
-    b, tq = m.size(2, 4), m.size(3, 8)
-    tk = m.size(3, 8, avoid=(tq,))
-    dv = m.size(2, 9, avoid=(tq, tk))
+    b = m.size(2, 4)
+    tq, tk, dv = m.distinct((3, 8), (3, 8), (2, 9))
     cases.append(case("3d-batched", m.weights(b, tq, tk), m.randn(b, tk, dv), "batched, Tq != Tk", meta=True,
                       half=True))  # fmt: skip
     cases.append(case("4d", m.weights(2, 3, 5, 7), m.randn(2, 3, 7, 4), "4-D heads", half=True))
     cases.append(case("T=1", m.weights(2, 1, 1), m.randn(2, 1, 3), "a single token", coincide=("T=T_k",)))
     for i in range(2):
-        tq = m.size(1, 9)
-        tk = m.size(1, 9, avoid=(tq,))
-        dv = m.size(1, 9, avoid=(tq, tk))
+        tq, tk, dv = m.distinct((1, 9), (1, 9), (1, 9))
         cases.append(case(f"random-{i}", m.weights(3, tq, tk), m.randn(3, tk, dv), "random shapes"))
     return cases
 
@@ -603,8 +600,7 @@ def _mask_cases(m: Maker) -> list[Case]:
 
 def _apply_mask_cases(m: Maker) -> list[Case]:
     case = _maker("apply_causal_mask", "scores")
-    t = m.size(3, 9)
-    t3 = m.size(3, 10, avoid=(t,))
+    t, t3 = m.distinct((3, 9), (3, 10))
     cases = [
         case("2d", m.randn(t, t), f"2-D, T = {t}", half=True),
         case("3d-batched", m.randn(2, t3, t3), "batched 3-D", meta=True, half=True),
@@ -619,8 +615,7 @@ def _apply_mask_cases(m: Maker) -> list[Case]:
 
 def _renormalize_cases(m: Maker) -> list[Case]:
     case = _maker("renormalize_masked_weights", "weights")
-    t = m.size(4, 9)
-    t3 = m.size(4, 11, avoid=(t,))
+    t, t3 = m.distinct((4, 9), (4, 11))
     return [
         case("2d", m.weights(t, t), f"2-D, T = {t}", half=True),
         case("3d-batched", m.weights(3, t3, t3), "batched", meta=True),
@@ -696,9 +691,7 @@ def _merge_cases(m: Maker) -> list[Case]:
              properties=contiguous),
     ]  # fmt: skip
     for i in range(2):
-        h = m.size(2, 5)
-        hd = m.size(2, 7, avoid=(h,))
-        t = m.size(2, 9, avoid=(h, hd))
+        h, hd, t = m.distinct((2, 5), (2, 7), (2, 9))
         cases.append(case(f"random-{i}", m.randn(2, h, t, hd), "random", properties=contiguous))
     return cases
 
@@ -796,10 +789,7 @@ def _chunked_cases(m: Maker) -> list[Case]:
                         call_factor=LONGEST_CALL_FACTOR, properties=(_held_below,)))
     for i in range(2):
         lead = tuple(m.size(1, 3) for _ in range(m.size(0, 2)))
-        tq = m.size(2, 12)
-        tk = m.size(3, 14, avoid=(tq,))
-        d = m.size(2, 9, avoid=(tq, tk))
-        dv = m.size(2, 9, avoid=(tq, tk, d))
+        tq, tk, d, dv = m.distinct((2, 12), (3, 14), (2, 9), (2, 9))
         chunk = m.size(2, tk - 1, avoid=(tq, tk, d, dv))
         cases.append(attend(f"random-{i}", f"random shapes, {len(lead)} batch dims", (lead, tq, tk, d, dv, chunk),
                             causal=bool(i)))  # fmt: skip
@@ -887,8 +877,7 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         hh = m.size(2, 4)
         hd = m.size(2, 5, avoid=(hh, *((CHAPTER_TOKENS // hh,) if CHAPTER_TOKENS % hh == 0 else ())))
         dd = hh * hd
-        din = m.size(2, 9, avoid=(hh, hd, dd))
-        tt = m.size(2, 8, avoid=(hh, hd, dd, din))
+        din, tt = m.distinct((2, 9), (2, 8), avoid=(hh, hd, dd))
         cc = m.size(tt + 1, tt + 5, avoid=(hh, hd, dd, din))
         batch = m.size(1, 3)
         cases.append(behaviour(f"random-{i}", f"random sizes, {sizes(din, dd, tt, cc, hh)}",
@@ -956,10 +945,7 @@ def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> 
 def _plot_cases(m: Maker) -> list[Case]:
     case = _maker("plot_attention", "weights", "tokens")
     drawn = (_drawn,)
-    t = m.size(3, 9)
-    tq = m.size(2, 7, avoid=(t,))
-    tk = m.size(3, 11, avoid=(t, tq))
-    t2 = m.size(3, 9, avoid=(t, tq, tk))
+    t, tq, tk, t2 = m.distinct((3, 9), (2, 7), (3, 11), (3, 9))
     pair = (list(QUERY_WORDS[:tq]), list(KEY_WORDS[:tk]))
     square_pair = (list(QUERY_WORDS[:t2]), list(KEY_WORDS[:t2]))
     square, raises = ("T=T_k",), "ValueError"

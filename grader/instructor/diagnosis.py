@@ -606,18 +606,11 @@ def diagnose_hook(
             continue
         passing = [i for i, s in enumerate(states) if s == "pass"]
         found = _explanations(Evidence(hook, aspect, rows, failing, passing, fingerprints, line_rule))
-        found = [ids for ids in (_refined(ids, code) for ids in found) if _code_ok(ids, code, facts)]
-        if not found:
-            continue
-        shared = frozenset.intersection(*found)
-        if shared:
-            for i in failing:
-                named[i] = named.get(i, frozenset()) | shared
+        refined = (_refined(ids, code) for ids in found)
+        found = [ids for ids in refined if all(_code_rule(mistake, code, facts) is not False for mistake in ids)]
+        shared = frozenset.intersection(*found) if found else frozenset()
+        named.update({i: named.get(i, frozenset()) | shared for i in failing if shared})
     return named
-
-
-def _code_ok(ids: frozenset[str], code: Any, facts: Sequence[Mapping[str, Any]]) -> bool:
-    return all(_code_rule(mistake, code, facts) is not False for mistake in ids)
 
 
 @dataclass(frozen=True)
