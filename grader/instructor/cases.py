@@ -347,9 +347,7 @@ def _mask_is_a_buffer(trial: Trial, outputs: list[torch.Tensor], facts: dict[str
     if "mask" not in module.get("state_dict_keys", []):
         return said("mask_buffer.not_saved")
     where = str(module.get("mask_device") or trial.device).split(":")[0]
-    if where != trial.device:
-        return said("mask_buffer.device", where=where, device=trial.device)
-    return None
+    return said("mask_buffer.device", where=where, device=trial.device) if where != trial.device else None
 
 
 def _extras_noted(trial: Trial, reply: dict[str, Any]) -> str | None:
@@ -469,12 +467,13 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
     return holds
 
 
-def _maker(hook: str, *names: str) -> Callable[..., Case]:
-    """``case(name, *values, what, **fields)``: a case of ``hook`` whose arguments ``names`` take ``values``."""
+def _maker(hook: str, *names: str, **defaults: Any) -> Callable[..., Case]:
+    """``case(name, *values, what, **fields)``: a case of ``hook`` whose arguments ``names`` take ``values``, its
+    fields ``defaults`` unless given."""
 
     def case(name: str, *values: Any, **kw: Any) -> Case:
         *args, what = values
-        return Case(hook, name, dict(zip(names, args)), what, **kw)
+        return Case(hook, name, dict(zip(names, args)), what, **{**defaults, **kw})
 
     return case
 
@@ -588,12 +587,10 @@ def _context_cases(m: Maker) -> list[Case]:
 
 
 def _mask_cases(m: Maker) -> list[Case]:
-    case = _maker("causal_mask", "num_tokens", "device")
-    masks = ("bool",)
-    sizes = (1, 2, 5, m.size(7, 13, avoid=(8,)))
-    cases = [case(f"T={t}", t, DEVICE, f"T = {t}", dtypes=masks, meta=(t == 5)) for t in sizes]
+    case = _maker("causal_mask", "num_tokens", "device", dtypes=("bool",))
+    cases = [case(f"T={t}", t, DEVICE, f"T = {t}", meta=(t == 5)) for t in (1, 2, 5, m.size(7, 13, avoid=(8,)))]
     return cases + [
-        case(f"T={t}-raises", t, DEVICE, f"num_tokens = {t} raises ValueError", dtypes=masks, expect_error="ValueError")
+        case(f"T={t}-raises", t, DEVICE, f"num_tokens = {t} raises ValueError", expect_error="ValueError")
         for t in (0, -3)
     ]
 
@@ -681,18 +678,15 @@ def _split_cases(m: Maker) -> list[Case]:
 
 
 def _merge_cases(m: Maker) -> list[Case]:
-    case = _maker("merge_heads", "x")
-    contiguous = (_contiguous,)
+    case = _maker("merge_heads", "x", properties=(_contiguous,))
     cases = [
-        case("H3-T5-hd4", m.randn(2, 3, 5, 4), "3 heads, 5 tokens, head_dim 4", meta=True, properties=contiguous,
-             half=True),
-        case("H1", m.randn(2, 1, 4, 5), "one head", properties=contiguous, coincide=("d_out=head_dim",)),
-        case("non-contiguous", m.randn(2, 3, 7, 5), "non-contiguous input", transposed=frozenset({"x"}),
-             properties=contiguous),
-    ]  # fmt: skip
+        case("H3-T5-hd4", m.randn(2, 3, 5, 4), "3 heads, 5 tokens, head_dim 4", meta=True, half=True),
+        case("H1", m.randn(2, 1, 4, 5), "one head", coincide=("d_out=head_dim",)),
+        case("non-contiguous", m.randn(2, 3, 7, 5), "non-contiguous input", transposed=frozenset({"x"})),
+    ]
     for i in range(2):
         h, hd, t = m.distinct((2, 5), (2, 7), (2, 9))
-        cases.append(case(f"random-{i}", m.randn(2, h, t, hd), "random", properties=contiguous))
+        cases.append(case(f"random-{i}", m.randn(2, h, t, hd), "random"))
     return cases
 
 

@@ -745,13 +745,8 @@ def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[
             continue
         seen = observe(trial, verdict.status, verdict.message, verdict.reply, verdict.outputs)
         rows.setdefault(trial.hook, []).append(HookRow(trial, seen, dict(verdict.reply.get("module") or {})))
-    found = {}
-    for hook, hook_rows in rows.items():
-        named = diagnose_hook(hook, hook_rows, fingerprints, source)
-        ids = sorted(frozenset().union(*named.values())) if named else []
-        if ids:
-            found[hook] = tuple(ids)
-    return found
+    named = {hook: diagnose_hook(hook, hook_rows, fingerprints, source) for hook, hook_rows in rows.items()}
+    return {hook: tuple(sorted(frozenset().union(*ids.values()))) for hook, ids in named.items() if any(ids.values())}
 
 
 def _source_of(solution: Any, hooks: list[str]) -> LearnerSource:

@@ -93,9 +93,8 @@ class CaseResult:
     def from_dict(cls, data: dict[str, Any]) -> CaseResult:
         """The result :meth:`as_dict` gave."""
         data = dict(data)
-        message_said, note_said = data.pop("message_said", None), data.pop("note_said", None)
-        data["message"] = message_from_data(message_said, str(data.get("message", "")))
-        data["note"] = message_from_data(note_said, str(data.get("note", "")))
+        for key in ("message", "note"):
+            data[key] = message_from_data(data.pop(f"{key}_said", None), str(data.get(key, "")))
         return cls(**data)
 
 
