@@ -740,13 +740,8 @@ def _chunked_cases(m: Maker) -> list[Case]:
     def attend(name: str, what: str, sizes: tuple[Any, ...], causal: bool = False, scale: float = 1.0,
                **kwargs: Any) -> Case:  # fmt: skip
         lead, tq, tk, d, dv, chunk = sizes  # batch dims, Tq, Tk, d, dv, chunk_size
-        args = {
-            "queries": m.randn(*lead, tq, d, scale=scale),
-            "keys": m.randn(*lead, tk, d, scale=scale),
-            "values": m.randn(*lead, tk, dv),
-            "chunk_size": chunk,
-            "causal": causal,
-        }
+        q, k = m.randn(*lead, tq, d, scale=scale), m.randn(*lead, tk, d, scale=scale)
+        args = {"queries": q, "keys": k, "values": m.randn(*lead, tk, dv), "chunk_size": chunk, "causal": causal}
         return Case(hook, name, args, what, **kwargs)
 
     cases = [
@@ -901,8 +896,9 @@ def _training_case(hook: str, m: Maker, config: Callable[..., dict]) -> Case:
                 compare_gold=False, properties=(_drops_attention_weights(p, t, h),))
 
 
-def _again(case: Case, m: Maker) -> Case | None:
-    """The same case with fresh values of the same shapes: a submission that caches by shape fails it."""
+def _again(case: Case, m: Maker) -> list[Case]:
+    """The same case with fresh values of the same shapes (a submission that caches by shape fails it), or none where
+    it has no values to refresh."""
     args = dict(case.args)
     for name, value in case.args.items():
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
@@ -910,7 +906,7 @@ def _again(case: Case, m: Maker) -> Case | None:
                 args[name] = m.rand(*value.shape) >= 0.3
             continue
         if torch.isinf(value).any():
-            return None
+            return []
         args[name] = m.weights(*value.shape) if name == "weights" else m.randn(*value.shape)
     spec = case.module
     module = None if spec is None else replace(
@@ -918,9 +914,9 @@ def _again(case: Case, m: Maker) -> Case | None:
         state_seed=m.seed() if spec.state_seed is not None else None,
     )  # fmt: skip
     if all(args[k] is case.args[k] for k in args) and module is None:
-        return None  # nothing to refresh (e.g. causal_mask takes no tensors)
+        return []  # nothing to refresh (e.g. causal_mask takes no tensors)
     what = said("case.again", what=case.what)
-    return replace(case, name=f"{case.name}-again", what=what, args=args, module=module, meta=False)
+    return [replace(case, name=f"{case.name}-again", what=what, args=args, module=module, meta=False)]
 
 
 KEY_WORDS = ("Your", "journey", "starts", "with", "one", "step", "and", "then", "another", "stride", "ahead", "again")
@@ -1014,9 +1010,7 @@ def _group_cases(group: Group, seed: int) -> dict[str, list[Case]]:
         case.what = described(case)
     for hook in hooks:  # each hook's main case once more, fresh values, same shapes
         main = next((c for c in by_hook[hook] if c.meta), by_hook[hook][0])  # a figure has no meta case
-        again = _again(main, m)
-        if again is not None:
-            by_hook[hook].append(again)
+        by_hook[hook] += _again(main, m)
     return by_hook
 
 
