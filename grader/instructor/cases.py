@@ -1,21 +1,20 @@
 """The hidden cases: what the grader runs against every submission.
 
 Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context length, dropout p)
-is a constant here or is drawn from a generator with the fixed seed :data:`SHAPES_SEED`, so it is part of the suite's
-version and the same under every run's seed.  Only *values* come from the run's seed: the input tensors, the seeds the
-reference's weights are built under, the generator seeds.  So a submission earns the same points under every seed.
+is a constant here or is drawn from a generator seeded with :data:`SHAPES_SEED`, so it is part of the suite's version.
+Only *values* come from the run's seed (the input tensors, the seeds the reference's weights are built under, the
+generator seeds), so a submission earns the same points under every seed.
 
 Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim, num_heads,
 context_length, …) are pairwise different and none is 6 (the chapter's token count, which a hard-coded mask would pass),
-except the equalities a case needs and declares in ``Case.coincide`` (``"T=context_length"``);
-``tests/test_hidden_cases.py`` checks that rule over every case.  Inputs are made in float64 and cast to each dtype;
-gold answers come from the reference, in float64 on the CPU, from the very values each dtype's inputs hold, once per
-case for the whole class.
+except the equalities a case needs and declares in ``Case.coincide`` (``"T=context_length"``), as
+``tests/test_hidden_cases.py`` checks.  Inputs are made in float64 and cast to each dtype; gold answers come from the
+reference, in float64 on the CPU, from the very values each dtype's inputs hold, once per case for the whole class.
 
 A case is one call of one hook.  A module hook's case builds the learner's module with the case's config, loads the
 reference's *parameters* into it (never its buffers: the learner's own mask is the learner's work), by name or else by
-creation order and shape (:func:`grader.child.modules.map_parameters`), and runs forwards; separate structural cases
-check what behaviour cannot show (the contract's parameter names, the ``mask`` buffer, the creation order under
+creation order and shape (:func:`grader.child.modules.map_parameters`), and runs forwards; structural cases check what
+behaviour cannot show (the contract's parameter names, the ``mask`` buffer, the creation order under
 ``torch.manual_seed``).  :func:`build_suite` expands cases over dtypes and devices into :class:`Trial` s (one case on
 one device in one dtype), grouped into one batch per hook and device.
 """

@@ -444,13 +444,10 @@ def _line_rule(mistake: str, line: Any, code: Any) -> bool | None:
         mistake = mistake[: -len(DOWNSTREAM)]
         grown = {"mask-not-sliced": True, "mask-of-size-6": src.fixed_six(code)}.get(mistake)
         return None if grown is None else bool(grown) and src.multiplies(line) and not src.uses_dot_t(line)
-    if mistake == "q-at-k-t-batched":
-        return src.uses_dot_t(line)
-    if mistake == "mask-not-sliced":
-        return src.uses_mask(line) and not src.uses_dot_t(line)
-    if mistake == "mask-of-size-6":
-        return src.uses_mask(line) and not src.uses_dot_t(line) and src.fixed_six(code)
-    return None
+    if mistake in ("mask-not-sliced", "mask-of-size-6"):  # the mask's line; of size 6 where the code says so
+        sized = mistake == "mask-not-sliced" or src.fixed_six(code)
+        return src.uses_mask(line) and not src.uses_dot_t(line) and sized
+    return src.uses_dot_t(line) if mistake == "q-at-k-t-batched" else None
 
 
 def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> bool | None:
