@@ -209,20 +209,16 @@ def _figure_problem(trial: Any, info: dict[str, Any], got: Any, gold: Any, revea
         return not_a_figure_message(str(info["type"]) if "type" in info else said("something"), said)
     expected = expected_images(gold)
     problem = figure_form_problem(dict(facts), said, expected)
-    if problem:
-        return problem
-    if got is None:
-        return said("figure.unread")
+    if problem or got is None:
+        return problem or said("figure.unread")
     if expected > 1:
         problem = image_stack_problem(got, gold, said)
-        if problem:
-            return problem
-        problem = value_problem(trial, got, gold, reveal)
-        return said("image_arrays", problem=problem) if problem else None
-    if is_transpose(got, gold):
-        return transposed_message(said)
+    else:
+        problem = transposed_message(said) if is_transpose(got, gold) else None
+    if problem:
+        return problem
     problem = value_problem(trial, got, gold, reveal)
-    return said("image_array", problem=problem) if problem else None
+    return said("image_arrays" if expected > 1 else "image_array", problem=problem) if problem else None
 
 
 def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
