@@ -37,8 +37,6 @@ from grader.instructor.replies import CallReply
 from grader.instructor.verdict import FAILED, PASSED, TOLERANCES, judge_in_process
 
 LANGUAGES = ("en", "zh")
-MAX_KNOBS = 3
-"""The largest setting of the model searched: three knobs, only where no setting of one or two fits."""
 MAX_TRIPLES = 20_000
 """Settings of three knobs a hook may have before the search stops at two (a bound on the cost, never reached)."""
 
@@ -630,7 +628,7 @@ def _explanations(ev: Evidence) -> list[frozenset[str]]:
         from solutions import mistake_model as mm
 
         if ev.hook in mm.MODULE_HOOKS:
-            found += _model_search(ev, (1, 2) if found else (1, 2, 3))
+            found += _model_search(ev, triples=not found)
     if ev.aspect == "values" and not found and ev.hook not in MODULE_HOOK_NAMES:
         programs = ev.fingerprints.programs(ev.hook)
         found = [c.ids for c in programs if _program_reproduces(c, ev.rows, ev.failing, ev.fingerprints)]
@@ -678,16 +676,13 @@ def _program_fits(cand: Candidate, ev: Evidence) -> bool:
         if not _program_explains(aspect, expect, rows[i], line_ok(rows[i]) if expect.kind == "error" else None):
             return False
         specific = specific or expect.kind != "any"
-    if not specific:  # "fails, values unknown" everywhere is no evidence
-        return False
-    for i in ev.passing:
-        if _program_passes(aspect, fingerprints.program_seen(cand, rows[i].trial)) is False:
-            return False
-    return True
+    passes = (_program_passes(aspect, fingerprints.program_seen(cand, rows[i].trial)) for i in ev.passing)
+    return specific and all(passed is not False for passed in passes)  # "fails, values unknown" everywhere: no evidence
 
 
-def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
-    """The ids of the model's settings that explain the values: one and two knobs, then three if none did."""
+def _model_search(ev: Evidence, triples: bool) -> list[frozenset[str]]:
+    """The ids of the model's settings that explain the values: one and two knobs, then (``triples``) three if none
+    did."""
     from solutions import mistake_model as mm
 
     hook, rows, fingerprints, line_rule = ev.hook, ev.rows, ev.fingerprints, ev.line_rule
@@ -697,10 +692,7 @@ def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
     if not failing:
         return []
     rules = {i: line_rule(rows[i]) for i in failing}
-    for group in ((1, 2), (3,)):
-        wanted = [size for size in group if size in sizes]
-        if not wanted:
-            continue
+    for wanted in ((1, 2), (3,)) if triples else ((1, 2),):
         candidates = [s for size in wanted for s in mm.settings(hook, size)]
         if 3 in wanted and len(candidates) > MAX_TRIPLES:
             return []
