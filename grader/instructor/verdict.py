@@ -144,10 +144,10 @@ def _expected_dtype(trial: Any) -> str:
     return row(trial.hook).expected_dtype or trial.dtype
 
 
-def _shape_problem(got: Any, expected: Any) -> str | None:
-    """The "shape" message where two shapes differ (written ``(2, 3)``, ``(5)``), else None."""
+def _wrong_shape(got: Any, expected: Any) -> Message:
+    """The "shape" message, each shape written ``(2, 3)``, ``(5)``."""
     shown = ["(" + ", ".join(str(int(s)) for s in shape) + ")" for shape in (got, expected)]
-    return None if tuple(got) == tuple(expected) else said("shape", got=shown[0], expected=shown[1])
+    return said("shape", got=shown[0], expected=shown[1])
 
 
 def _form_problem(trial: Any, got: Any, gold: Any) -> str | None:
@@ -155,7 +155,7 @@ def _form_problem(trial: Any, got: Any, gold: Any) -> str | None:
     got_dtype, expected_dtype = str(got.dtype).replace("torch.", ""), _expected_dtype(trial)
     if got_dtype != expected_dtype:
         return dtype_message(got_dtype, expected_dtype, said)
-    return _shape_problem(got.shape, gold.shape)
+    return _wrong_shape(got.shape, gold.shape) if tuple(got.shape) != tuple(gold.shape) else None
 
 
 def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False, atol: float | None = None) -> str | None:
@@ -298,9 +298,8 @@ def judge(
         if trial.device == "meta":
             if info.get("device") != "meta":
                 return FAILED, gpu_device_message(str(info.get("device")), said)
-            problem = _shape_problem(info.get("shape", ()), trial.golds[i].shape)
-            if problem:
-                return FAILED, problem
+            if tuple(info.get("shape", ())) != tuple(trial.golds[i].shape):
+                return FAILED, _wrong_shape(info["shape"], trial.golds[i].shape)
             if info.get("dtype") != _expected_dtype(trial):
                 return FAILED, said("dtype.meta", got=str(info.get("dtype")), expected=_expected_dtype(trial))
             continue
@@ -342,9 +341,9 @@ def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], rev
             return gpu_error_message(message, said) if is_device_error(message) else None
         for name, key in wanted.items():
             info = (facts.get("grads") or {}).get(name)
-            shape = _shape_problem(info.get("shape", ()), trial.grad_golds[key].shape) if info is not None else None
-            if shape:
-                return said("grad.values", input=ticked([name])[0], problem=shape)
+            gold = trial.grad_golds[key]
+            if info is not None and tuple(info.get("shape", ())) != tuple(gold.shape):
+                return said("grad.values", input=ticked([name])[0], problem=_wrong_shape(info["shape"], gold.shape))
         return None
     problem = gradient_problem(facts, {name: outputs.get(key) for name, key in wanted.items()}, list(wanted), said)
     if problem:
@@ -356,7 +355,7 @@ def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], rev
         if trial.grad_values:
             problem = value_problem(trial, got, gold, reveal, trial.grad_atol)
         elif tuple(got.shape) != tuple(gold.shape):
-            problem = _shape_problem(got.shape, gold.shape)
+            problem = _wrong_shape(got.shape, gold.shape)
         elif not trial.case.compare_gold and (scaled := _scaled_gradient(trial, key, outputs)) is not None:
             problem = value_problem(trial, got, scaled, reveal)
         if problem:
