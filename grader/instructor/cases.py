@@ -1,25 +1,22 @@
 """The hidden cases: what the grader runs against every submission.
 
-Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context
-length, dropout p) is a constant here or is drawn from a generator with the fixed seed
-:data:`SHAPES_SEED`, so it is part of the suite's version and the same under every run's seed.  Only
-*values* come from the run's seed: the input tensors, the seeds the reference's weights are built under,
-the generator seeds.  So a submission earns the same points under every seed.
+Instructor-only.  A case's *shapes* belong to the suite: every size (tokens, widths, heads, context length, dropout p)
+is a constant here or is drawn from a generator seeded with :data:`SHAPES_SEED`, so it is part of the suite's version.
+Only *values* come from the run's seed (the input tensors, the seeds the reference's weights are built under, the
+generator seeds), so a submission earns the same points under every seed.
 
-Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim,
-num_heads, context_length, …) are pairwise different and none is 6 (the chapter's token count, which a
-hard-coded mask would pass), except the equalities a case needs and declares in ``Case.coincide``
-(``"T=context_length"``); ``tests/test_hidden_cases.py`` checks that rule over every case.  Inputs are made
-in float64 and cast to each dtype; gold answers come from the reference, in float64 on the CPU, from the
-very values each dtype's inputs hold, once per case for the whole class.
+Shapes avoid coincidences: the sizes a case speaks of (T, the keys' T, d_k, d_in, d_out, head_dim, num_heads,
+context_length, …) are pairwise different and none is 6 (the chapter's token count, which a hard-coded mask would pass),
+except the equalities a case needs and declares in ``Case.coincide`` (``"T=context_length"``), as
+``tests/test_hidden_cases.py`` checks.  Inputs are made in float64 and cast to each dtype; gold answers come from the
+reference, in float64 on the CPU, from the very values each dtype's inputs hold, once per case for the whole class.
 
-A case is one call of one hook.  A module hook's case builds the learner's module with the case's config,
-loads the reference's *parameters* into it (never its buffers: the learner's own mask is the learner's
-work), by name or else by creation order and shape (:func:`grader.child.modules.map_parameters`), and runs
-forwards; separate structural cases check what behaviour cannot show (the contract's parameter names, the
-``mask`` buffer, the creation order under ``torch.manual_seed``).  :func:`build_suite` expands cases over
-dtypes and devices into :class:`Trial` s (one case on one device in one dtype), grouped into one batch per
-hook and device.
+A case is one call of one hook.  A module hook's case builds the learner's module with the case's config, loads the
+reference's *parameters* into it (never its buffers: the learner's own mask is the learner's work), by name or else by
+creation order and shape (:func:`grader.child.modules.map_parameters`), and runs forwards; structural cases check what
+behaviour cannot show (the contract's parameter names, the ``mask`` buffer, the creation order under
+``torch.manual_seed``).  :func:`build_suite` expands cases over dtypes and devices into :class:`Trial` s (one case on
+one device in one dtype), grouped into one batch per hook and device.
 """
 
 from __future__ import annotations
@@ -87,12 +84,11 @@ DEVICE = _Device()
 class ModuleSpec:
     """How to exercise a module hook: build, maybe load the reference's parameters, run forwards.
 
-    ``state_seed``: the reference is built under this seed and its parameters (never its buffers) are
-    sent and loaded into the learner's module; ``init_seed``: the learner's module is built under this
-    seed and nothing is loaded.  ``observable``: the sent parameters are set by :func:`observable_state`,
-    so that the output shows the attention weights (the training-mode dropout cases).  The gold answers
-    are always the reference's outputs in eval mode.  No ``forwards``: a structural case, judged on the
-    module's facts alone.
+    ``state_seed``: the reference is built under this seed and its parameters (never its buffers) are sent and loaded
+    into the learner's module; ``init_seed``: the learner's module is built under this seed and nothing is loaded.
+    ``observable``: the sent parameters are set by :func:`observable_state`, so that the output shows the attention
+    weights (the training-mode dropout cases).  The gold answers are always the reference's outputs in eval mode.  No
+    ``forwards``: a structural case, judged on the module's facts alone.
     """
 
     forwards: list[torch.Tensor]
@@ -158,9 +154,6 @@ class Trial:
         return self.case.hook
 
 
-# --- building inputs -----------------------------------------------------------------
-
-
 class Maker:
     """Sizes from the suite's own generator (:data:`SHAPES_SEED`), values from the run's seed."""
 
@@ -178,6 +171,13 @@ class Maker:
         """An int in ``[low, high]``, never 6 nor one of ``avoid`` (so sizes never coincide), from the suite's sizes."""
         choices = [v for v in range(low, high + 1) if v not in avoid and v != CHAPTER_TOKENS]
         return choices[int(torch.randint(len(choices), (1,), generator=self.shapes))]
+
+    def distinct(self, *ranges: tuple[int, int], avoid: tuple[int, ...] = ()) -> list[int]:
+        """:meth:`size` s in the ``(low, high)`` ranges, in order, each unlike ``avoid`` and the ones before it."""
+        drawn = list(avoid)
+        for low, high in ranges:
+            drawn.append(self.size(low, high, avoid=tuple(drawn)))
+        return drawn[len(avoid) :]
 
     def seed(self) -> int:
         return int(torch.randint(2**31 - 1, (1,), generator=self.gen))
@@ -200,12 +200,12 @@ def observable_state(
 ) -> dict[str, torch.Tensor]:
     """The reference's parameters, set so that a forward on :func:`one_hot_tokens` shows its attention weights.
 
-    ``W_query`` and ``W_key`` are drawn from a normal distribution (varied weights, seeded by ``seed``);
-    ``W_value`` maps token ``j`` to ``e_j`` inside each head's block of ``head_dim`` columns and puts 1 in
-    column ``tokens`` of every block, so that column holds the row's sum of weights; ``out_proj`` (where
-    there is one) is the identity with zero bias.  Then the output's column ``h * head_dim + j`` is head
-    ``h``'s weight of token ``j`` and column ``h * head_dim + tokens`` their sum: dropout on the weights
-    changes both together, dropout on the context (or the values) does not.
+    ``W_query`` and ``W_key`` are drawn from a normal distribution (varied weights, seeded by ``seed``); ``W_value``
+    maps token ``j`` to ``e_j`` inside each head's block of ``head_dim`` columns and puts 1 in column ``tokens`` of
+    every block, so that column holds the row's sum of weights; ``out_proj`` (where there is one) is the identity with
+    zero bias.  Then the output's column ``h * head_dim + j`` is head ``h``'s weight of token ``j`` and column
+    ``h * head_dim + tokens`` their sum: dropout on the weights changes both together, dropout on the context (or the
+    values) does not.
     """
     gen = torch.Generator().manual_seed(seed)
     out = {name: value.detach().clone().double() for name, value in params.items()}
@@ -228,24 +228,16 @@ def observable_state(
     return out
 
 
-# --- properties beyond the gold comparison---------------------------------------------------
-
-
 def _exact_zeros_where_masked(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    scores = trial.inputs["scores"]
-    out = outputs[0]
-    masked = torch.isneginf(scores)
-    if masked.any() and bool((out[masked] != 0).any()):
-        return said("exact_zeros")
-    return None
+    masked = torch.isneginf(trial.inputs["scores"])
+    return said("exact_zeros") if masked.any() and bool((outputs[0][masked] != 0).any()) else None
 
 
 def _dropout_values(p: float) -> Property:
     """Every output is a dropout of the weights; the same generator state repeats it, another one does not.
 
-    ``outputs`` are, in order: the call, the call again from the same generator
-    state, then one call per other seed (``Case.reseeds``).  The dtype and shape
-    were checked from the bytes before this runs.
+    ``outputs`` are, in order: the call, the call again from the same generator state, then one call per other seed
+    (``Case.reseeds``).  The dtype and shape were checked from the bytes before this runs.
     """
 
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
@@ -273,16 +265,14 @@ def _dropout_values(p: float) -> Property:
 
 
 def _contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    if facts.get("results") and not facts["results"][0].get("contiguous", True):
-        return contiguous_message(trial.hook, said)
-    return None
+    contiguous = not facts.get("results") or facts["results"][0].get("contiguous", True)
+    return None if contiguous else contiguous_message(trial.hook, said)
 
 
 def _causal_prefix(t: int) -> Property:
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-        if len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5):
-            return said("causal_prefix", t=t)
-        return None
+        changed = len(outputs) == 2 and not torch.allclose(outputs[0][:, :t], outputs[1][:, :t], rtol=1e-4, atol=1e-5)
+        return said("causal_prefix", t=t) if changed else None
 
     return holds
 
@@ -320,26 +310,16 @@ def _held_below(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]
     batch-head's kept scores (:func:`grader.instructor.held_memory.held_problem`; where the grader could not read
     it, not Linux, it says nothing)."""
     rule, itemsize = _trial_rule(trial)
-    held = facts.get("held")
-    return held_problem(held, rule, itemsize) if held is not None else None
+    return held_problem(facts["held"], rule, itemsize) if facts.get("held") is not None else None
 
 
 def _zero_rows(rows: slice) -> Property:
     """The query rows ``rows`` see no key at all (causal, Tq > Tk): they must be exactly 0, never NaN."""
 
     def holds(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-        if outputs and bool((outputs[0][..., rows, :] != 0).any()):
-            return said("zero_rows")
-        return None
+        return said("zero_rows") if outputs and bool((outputs[0][..., rows, :] != 0).any()) else None
 
     return holds
-
-
-# --- the module's form: names and the mask buffer -----------------------------------------------------------
-
-
-def _shape(shape: Any) -> str:
-    return str(tuple(int(s) for s in shape))  # as torch writes a shape: (12, 5), (12,), ()
 
 
 def _learner_parameters(facts: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
@@ -366,9 +346,7 @@ def _mask_is_a_buffer(trial: Trial, outputs: list[torch.Tensor], facts: dict[str
     if "mask" not in module.get("state_dict_keys", []):
         return said("mask_buffer.not_saved")
     where = str(module.get("mask_device") or trial.device).split(":")[0]
-    if where != trial.device:
-        return said("mask_buffer.device", where=where, device=trial.device)
-    return None
+    return said("mask_buffer.device", where=where, device=trial.device) if where != trial.device else None
 
 
 def _extras_noted(trial: Trial, reply: dict[str, Any]) -> str | None:
@@ -376,7 +354,8 @@ def _extras_noted(trial: Trial, reply: dict[str, Any]) -> str | None:
     module = reply.get("module") or {}
     how, pairs = map_parameters(_learner_parameters(reply), contract_parameters(trial))
     loaded = {mine for mine, _, _ in pairs}
-    extra = [f"{name} {_shape(shape)}" for name, shape in _learner_parameters(reply) if name not in loaded]
+    # each shape as torch writes one: (12, 5), (12,), ()
+    extra = [f"{name} {tuple(map(int, shape))}" for name, shape in _learner_parameters(reply) if name not in loaded]
     wanted = CONTRACT_BUFFERS.get(trial.hook, ())
     buffers = [b for b in module.get("buffers", []) if b not in wanted]
     if any(name not in module.get("buffers", []) for name in wanted):
@@ -405,25 +384,18 @@ def _prefer(error: str, why: str) -> Note:
     return note
 
 
-# --- training mode: dropout on the attention weights ---------------------------------------------------------
-
-
 def reads_as_weights(output: torch.Tensor, num_heads: int, dtype: str) -> bool:
-    """Whether a module's ``(b, T, d_out)`` output on :func:`observable_state` reads as causal attention weights.
+    """Whether a module's ``(b, T, d_out)`` output on :func:`observable_state` reads as causal attention weights
+    (non-negative, nothing on the future, the sum column their sum).
 
     The training cases judge a dropout against the module's own eval-mode weights where this holds
     (:func:`_drops_attention_weights`); the diagnosis asks the same of its model.
     """
     b, t, d = output.shape
-    heads = output.double().reshape(b, t, num_heads, d // num_heads).transpose(1, 2)
+    heads = output.double().reshape(b, t, num_heads, d // num_heads).transpose(1, 2)  # (b, H, T, head_dim)
     rtol, atol = (1e-4, 1e-6) if dtype == "float32" else (1e-7, 1e-9)
-    return _reads_as_weights(heads, t, rtol, atol)
-
-
-def _reads_as_weights(heads: torch.Tensor, tokens: int, rtol: float, atol: float) -> bool:
-    """Whether ``(b, H, T, head_dim)`` outputs of :func:`observable_state` read as causal attention weights."""
-    w, sums = heads[..., :tokens], heads[..., tokens]
-    future = torch.ones(tokens, tokens, dtype=torch.bool).triu(1)
+    w, sums = heads[..., :t], heads[..., t]
+    future = torch.ones(t, t, dtype=torch.bool).triu(1)
     return (
         bool((w >= -atol).all())
         and bool((w[..., future].abs() <= atol).all())
@@ -434,20 +406,18 @@ def _reads_as_weights(heads: torch.Tensor, tokens: int, rtol: float, atol: float
 def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
     """A training-mode case: read each head's attention weights off the output and check they are a dropout.
 
-    The state is :func:`observable_state` and the inputs :func:`one_hot_tokens`, so in each head's block
-    of ``head_dim`` output columns, column ``j < tokens`` is the weight of token ``j`` and column
-    ``tokens`` their sum; the gold (the reference in eval mode, float64) gives the weights ``w``.  In
-    training mode every weight must be 0 or ``w / (1 - p)``, the sum column must be the sum of the
-    dropped weights (dropout on the weights, not on the context or the values), the kept fraction of the
-    weights that can be seen (not in the future, not vanishing) must lie within six standard deviations
-    of ``1 - p``, and the forwards must not all drop the same entries.  Which entries are dropped is the
-    learner's own random draw: no check depends on it.
+    The state is :func:`observable_state` and the inputs :func:`one_hot_tokens`, so in each head's block of
+    ``head_dim`` output columns, column ``j < tokens`` is the weight of token ``j`` and column ``tokens`` their sum;
+    the gold (the reference in eval mode, float64) gives the weights ``w``.  In training mode every weight must be 0
+    or ``w / (1 - p)``, the sum column must be the sum of the dropped weights (dropout on the weights, not on the
+    context or the values), the kept fraction of the weights that can be seen (not in the future, not vanishing) must
+    lie within six standard deviations of ``1 - p``, and the forwards must not all drop the same entries.  Which
+    entries are dropped is the learner's own random draw: no check depends on it.
 
-    The call's last output is the first forward again in eval mode: the module's own weights.  Where they
-    differ from the reference's (a mistake the eval-mode cases already count) but still read as attention
-    weights (non-negative, nothing on the future, the sum column their sum), a dropout that does not fit the
-    reference's weights is judged against them, so a correct dropout behind another mistake passes here and
-    a wrong one is named for what it is.
+    The call's last output is the first forward again in eval mode: the module's own weights.  Where they differ from
+    the reference's (a mistake the eval-mode cases already count) but still :func:`reads_as_weights`, a dropout that
+    does not fit the reference's weights is judged against them, so a correct dropout behind another mistake passes
+    here and a wrong one is named for what it is.
     """
 
     def heads(out: torch.Tensor) -> torch.Tensor:
@@ -460,7 +430,7 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
         got = [heads(out) for out in outputs[:-1]]
         problem = judged(gold, got, rtol, atol)
         differs = not torch.allclose(own, gold, rtol=rtol, atol=atol)
-        if problem and differs and _reads_as_weights(own, tokens, rtol, atol):
+        if problem and differs and reads_as_weights(outputs[-1], num_heads, trial.dtype):
             return judged(own, got, rtol, atol)
         return problem
 
@@ -491,55 +461,45 @@ def _drops_attention_weights(p: float, tokens: int, num_heads: int) -> Property:
         if abs(fraction - (1 - p)) > bound:
             shown = {"fraction": f"{fraction:.3f}", "keep": f"{1 - p:.3f}", "bound": f"{bound:.3f}"}
             return said("training.fraction", p=str(p), **shown)
-        if all(torch.equal(got[0], g) for g in got[1:]):
-            return said("training.same")
-        return None
+        return said("training.same") if all(torch.equal(got[0], g) for g in got[1:]) else None
 
     return holds
 
 
-# --- the cases, hook by hook -------------------------------------------------------------------
-
-
-def _maker(hook: str, *names: str) -> Callable[..., Case]:
-    """``case(name, *values, what, **fields)``: a case of ``hook`` whose arguments ``names`` take ``values``."""
+def _maker(hook: str, *names: str, **defaults: Any) -> Callable[..., Case]:
+    """``case(name, *values, what, **fields)``: a case of ``hook`` whose arguments ``names`` take ``values``, its
+    fields ``defaults`` unless given."""
 
     def case(name: str, *values: Any, **kw: Any) -> Case:
         *args, what = values
-        return Case(hook, name, dict(zip(names, args)), what, **kw)
+        return Case(hook, name, dict(zip(names, args)), what, **{**defaults, **kw})
 
     return case
 
 
 def _score_cases(hook: str, m: Maker) -> list[Case]:
     case = _maker(hook, "queries", "keys")
-    tq = m.size(3, 9)
-    d = m.size(3, 9, avoid=(tq,))
-    tk = m.size(3, 11, avoid=(tq, d))
+    tq, d, tk = m.distinct((3, 9), (3, 9), (3, 11))
     cases = [case("2d-Tq!=Tk", m.randn(tq, d), m.randn(tk, d), "2-D, Tq != Tk")]
     b, t = m.size(2, 4), m.size(4, 9)
     d = m.size(3, 11, avoid=(t,))
     square = ("T=T_k",)  # self-attention's square scores
     cases.append(case("3d-batched", m.randn(b, t, d), m.randn(b, t, d), "batched 3-D", meta=True, half=True,
                       coincide=square))  # fmt: skip
-    b, h, tq = m.size(2, 3), m.size(2, 5), m.size(3, 7)
-    tk = m.size(3, 7, avoid=(tq,))
-    d = m.size(3, 9, avoid=(tq, tk))
+    b, h = m.size(2, 3), m.size(2, 5)
+    tq, tk, d = m.distinct((3, 7), (3, 7), (3, 9))
     cases.append(case("4d-heads", m.randn(b, h, tq, d), m.randn(b, h, tk, d), "4-D heads", half=True))
     cases.append(case("T=1", m.randn(2, 1, 5), m.randn(2, 1, 5), "a single token", coincide=square))
     cases.append(case("Tq=1", m.randn(3, 1, 5), m.randn(3, 7, 5), "one query, many keys"))
     cases.append(case("d=1", m.randn(2, 5, 1), m.randn(2, 3, 1), "d_k = 1"))
-    b, t = m.size(2, 3), m.size(4, 7)
-    tk = m.size(4, 8, avoid=(t,))
-    d = m.size(3, 9, avoid=(t, tk))
+    b = m.size(2, 3)
+    t, tk, d = m.distinct((4, 7), (4, 8), (3, 9))
     cases.append(case("non-contiguous", m.randn(b, t, d), m.randn(b, tk, d), "non-contiguous (transposed view) inputs",
                       transposed=frozenset({"queries", "keys"})))  # fmt: skip
     for trial in range(3):
         rank = m.size(2, 4)
         lead = [m.size(1, 3) for _ in range(rank - 2)]
-        tq = m.size(1, 12)
-        tk = m.size(1, 12, avoid=(tq,))
-        d = m.size(1, 13, avoid=(tq, tk))
+        tq, tk, d = m.distinct((1, 12), (1, 12), (1, 13))
         cases.append(case(f"random-{trial}", m.randn(*lead, tq, d), m.randn(*lead, tk, d), f"random {rank}-D shape"))
     return cases
 
@@ -611,39 +571,32 @@ def _temperature_cases(m: Maker) -> list[Case]:
 
 def _context_cases(m: Maker) -> list[Case]:
     case = _maker("context_vectors", "weights", "values")
-    t = m.size(3, 7)
-    dv = m.size(3, 11, avoid=(t,))
+    t, dv = m.distinct((3, 7), (3, 11))
     cases = [case("2d", m.weights(t, t), m.randn(t, dv), "2-D, dv != T", coincide=("T=T_k",))]
-    b, tq = m.size(2, 4), m.size(3, 8)
-    tk = m.size(3, 8, avoid=(tq,))
-    dv = m.size(2, 9, avoid=(tq, tk))
+    b = m.size(2, 4)
+    tq, tk, dv = m.distinct((3, 8), (3, 8), (2, 9))
     cases.append(case("3d-batched", m.weights(b, tq, tk), m.randn(b, tk, dv), "batched, Tq != Tk", meta=True,
                       half=True))  # fmt: skip
     cases.append(case("4d", m.weights(2, 3, 5, 7), m.randn(2, 3, 7, 4), "4-D heads", half=True))
     cases.append(case("T=1", m.weights(2, 1, 1), m.randn(2, 1, 3), "a single token", coincide=("T=T_k",)))
     for i in range(2):
-        tq = m.size(1, 9)
-        tk = m.size(1, 9, avoid=(tq,))
-        dv = m.size(1, 9, avoid=(tq, tk))
+        tq, tk, dv = m.distinct((1, 9), (1, 9), (1, 9))
         cases.append(case(f"random-{i}", m.weights(3, tq, tk), m.randn(3, tk, dv), "random shapes"))
     return cases
 
 
 def _mask_cases(m: Maker) -> list[Case]:
-    case = _maker("causal_mask", "num_tokens", "device")
-    masks = ("bool",)
-    sizes = (1, 2, 5, m.size(7, 13, avoid=(8,)))
-    cases = [case(f"T={t}", t, DEVICE, f"T = {t}", dtypes=masks, meta=(t == 5)) for t in sizes]
+    case = _maker("causal_mask", "num_tokens", "device", dtypes=("bool",))
+    cases = [case(f"T={t}", t, DEVICE, f"T = {t}", meta=(t == 5)) for t in (1, 2, 5, m.size(7, 13, avoid=(8,)))]
     return cases + [
-        case(f"T={t}-raises", t, DEVICE, f"num_tokens = {t} raises ValueError", dtypes=masks, expect_error="ValueError")
+        case(f"T={t}-raises", t, DEVICE, f"num_tokens = {t} raises ValueError", expect_error="ValueError")
         for t in (0, -3)
     ]
 
 
 def _apply_mask_cases(m: Maker) -> list[Case]:
     case = _maker("apply_causal_mask", "scores")
-    t = m.size(3, 9)
-    t3 = m.size(3, 10, avoid=(t,))
+    t, t3 = m.distinct((3, 9), (3, 10))
     cases = [
         case("2d", m.randn(t, t), f"2-D, T = {t}", half=True),
         case("3d-batched", m.randn(2, t3, t3), "batched 3-D", meta=True, half=True),
@@ -658,8 +611,7 @@ def _apply_mask_cases(m: Maker) -> list[Case]:
 
 def _renormalize_cases(m: Maker) -> list[Case]:
     case = _maker("renormalize_masked_weights", "weights")
-    t = m.size(4, 9)
-    t3 = m.size(4, 11, avoid=(t,))
+    t, t3 = m.distinct((4, 9), (4, 11))
     return [
         case("2d", m.weights(t, t), f"2-D, T = {t}", half=True),
         case("3d-batched", m.weights(3, t3, t3), "batched", meta=True),
@@ -697,22 +649,12 @@ def _attention_dropout_cases(m: Maker) -> list[Case]:
     ]
     for p, shape in ((0.2, (4, 40, 40)), (0.5, (2, 3, 30, 30))):
         seed = m.seed()
-        cases.append(
-            case(
-                f"train-p={p}",
-                m.weights(*shape),
-                p,
-                True,
-                GeneratorSeed(seed),
-                f"training with p = {p}, twice from the same generator state and once from another",
-                compare_gold=False,
-                repeat=2,
-                reseeds=((seed + 1) % (2**31 - 1),),  # not drawn from `m`: the other cases' inputs stay as they were
-                properties=(_dropout_values(p),),
-                half=True,
-                meta=p == 0.2,  # training too: a mask drawn on the CPU whatever the weights' device fails here
-            )
-        )
+        what = f"training with p = {p}, twice from the same generator state and once from another"
+        # the other seed is not drawn from `m`: the other cases' inputs stay as they were; meta in training too: a
+        # mask drawn on the CPU whatever the weights' device fails there
+        cases.append(case(f"train-p={p}", m.weights(*shape), p, True, GeneratorSeed(seed), what, compare_gold=False,
+                          repeat=2, reseeds=((seed + 1) % (2**31 - 1),), properties=(_dropout_values(p),), half=True,
+                          meta=p == 0.2))  # fmt: skip
     return cases
 
 
@@ -735,32 +677,22 @@ def _split_cases(m: Maker) -> list[Case]:
 
 
 def _merge_cases(m: Maker) -> list[Case]:
-    case = _maker("merge_heads", "x")
-    contiguous = (_contiguous,)
+    case = _maker("merge_heads", "x", properties=(_contiguous,))
     cases = [
-        case("H3-T5-hd4", m.randn(2, 3, 5, 4), "3 heads, 5 tokens, head_dim 4", meta=True, properties=contiguous,
-             half=True),
-        case("H1", m.randn(2, 1, 4, 5), "one head", properties=contiguous, coincide=("d_out=head_dim",)),
-        case("non-contiguous", m.randn(2, 3, 7, 5), "non-contiguous input", transposed=frozenset({"x"}),
-             properties=contiguous),
-    ]  # fmt: skip
+        case("H3-T5-hd4", m.randn(2, 3, 5, 4), "3 heads, 5 tokens, head_dim 4", meta=True, half=True),
+        case("H1", m.randn(2, 1, 4, 5), "one head", coincide=("d_out=head_dim",)),
+        case("non-contiguous", m.randn(2, 3, 7, 5), "non-contiguous input", transposed=frozenset({"x"})),
+    ]
     for i in range(2):
-        h = m.size(2, 5)
-        hd = m.size(2, 7, avoid=(h,))
-        t = m.size(2, 9, avoid=(h, hd))
-        cases.append(case(f"random-{i}", m.randn(2, h, t, hd), "random", properties=contiguous))
+        h, hd, t = m.distinct((2, 5), (2, 7), (2, 9))
+        cases.append(case(f"random-{i}", m.randn(2, h, t, hd), "random"))
     return cases
 
 
-# --- long sequences ------------------------------------------------------------------------------------
-
-
 def _sliding_window_cases(m: Maker) -> list[Case]:
-    hook = "sliding_window_mask"
-
-    def mask(t: int, w: int, what: str, **kwargs: Any) -> Case:
-        return Case(hook, f"T={t}-w={w}", {"num_tokens": t, "window": w, "device": DEVICE}, what, dtypes=("bool",),
-                    **kwargs)  # fmt: skip
+    def mask(t: int, w: int, what: str, suffix: str = "", **kwargs: Any) -> Case:
+        args = {"num_tokens": t, "window": w, "device": DEVICE}
+        return Case("sliding_window_mask", f"T={t}-w={w}{suffix}", args, what, dtypes=("bool",), **kwargs)
 
     cases = [
         mask(9, 3, "T = 9, window 3: the future and more than 2 back are masked", meta=True),
@@ -773,27 +705,19 @@ def _sliding_window_cases(m: Maker) -> list[Case]:
     for _ in range(2):
         t = m.size(10, 17)
         cases.append(mask(t, m.size(2, t - 1, avoid=(t,)), "random T and window"))
-    cases += [
-        Case(
-            hook,
-            f"T={t}-w={w}-raises",
-            {"num_tokens": t, "window": w, "device": DEVICE},
-            f"{'window' if w < 1 else 'num_tokens'} = {min(t, w)} raises ValueError",
-            dtypes=("bool",),
-            expect_error="ValueError",
-        )
+    return cases + [
+        mask(t, w, f"{'window' if w < 1 else 'num_tokens'} = {min(t, w)} raises ValueError", "-raises",
+             expect_error="ValueError")
         for t, w in ((5, 0), (5, -2), (0, 3), (-1, 3))
-    ]
-    return cases
+    ]  # fmt: skip
 
 
 LONG = (1, 2, 2048, 16, 12, 8)
-"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 12 and chunk_size = 8: one batch-head's scores
-are (2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a ninth of that
-(:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it even in
-float64 bytes, under the bytes of the float32 triangle a causal call keeps, so that triangle packed two scores to a
-float64 fails too (red team 12a: at dv = 24 it did not); at Tq = Tk = 1024 they did not, and a float64 version
-failed)."""
+"""The long case's batch dims (1, 2), Tq = Tk = 2048, d = 16, dv = 12 and chunk_size = 8: one batch-head's scores are
+(2048, 2048), four million elements, the memory rule's bound; a chunked version holds about a ninth of that
+(:func:`grader.rules.memory_bound`: two batch-heads of narrow blocks and sums leave room for twice it even in float64
+bytes, under the bytes of the float32 triangle a causal call keeps, so that triangle packed two scores to a float64
+fails too (red team 12a: at dv = 24 it did not); at Tq = Tk = 1024 they did not, and a float64 version failed)."""
 
 LONGEST = (1, 1, 2048, 16384, 16, 12, 32)
 """The case measured from outside the learner's process (:mod:`grader.instructor.held_memory`): batch dims (1, 1), Tq
@@ -815,13 +739,8 @@ def _chunked_cases(m: Maker) -> list[Case]:
     def attend(name: str, what: str, sizes: tuple[Any, ...], causal: bool = False, scale: float = 1.0,
                **kwargs: Any) -> Case:  # fmt: skip
         lead, tq, tk, d, dv, chunk = sizes  # batch dims, Tq, Tk, d, dv, chunk_size
-        args = {
-            "queries": m.randn(*lead, tq, d, scale=scale),
-            "keys": m.randn(*lead, tk, d, scale=scale),
-            "values": m.randn(*lead, tk, dv),
-            "chunk_size": chunk,
-            "causal": causal,
-        }
+        q, k = m.randn(*lead, tq, d, scale=scale), m.randn(*lead, tk, d, scale=scale)
+        args = {"queries": q, "keys": k, "values": m.randn(*lead, tk, dv), "chunk_size": chunk, "causal": causal}
         return Case(hook, name, args, what, **kwargs)
 
     cases = [
@@ -831,70 +750,39 @@ def _chunked_cases(m: Maker) -> list[Case]:
         attend("chunk=Tk", "chunk_size = Tk: one block", ((2,), 5, 8, 3, 4, 8), coincide=("T_k=chunk_size",)),
         attend("causal", "causal, Tq = Tk", ((3,), 10, 10, 4, 7, 3), causal=True, coincide=("T=T_k",), half=True),
         attend("causal-Tq<Tk", "causal, 4 queries at the end of 9 keys", ((2,), 4, 9, 5, 3, 2), causal=True),
-        attend(
-            "causal-Tq>Tk",
-            "causal, 8 queries and 5 keys: the first 3 queries see no key and give zeros",
-            ((2,), 8, 5, 3, 4, 2), causal=True, properties=(_zero_rows(slice(0, 3)),),
-        ),  # fmt: skip
+        attend("causal-Tq>Tk", "causal, 8 queries and 5 keys: the first 3 queries see no key and give zeros",
+               ((2,), 8, 5, 3, 4, 2), causal=True, properties=(_zero_rows(slice(0, 3)),)),
         attend("unbatched", "no batch dims: (Tq, d) queries", ((), 7, 10, 3, 5, 4)),
         attend("4d-heads", "two batch dims (batch, heads)", ((2, 3), 5, 9, 4, 7, 2)),
         attend("large-logits", "scores in the hundreds: exp overflows without a running max", ((2,), 5, 9, 4, 3, 2),
                scale=12.0),  # fmt: skip
     ]
     q = (m.rand(2, 5, 4) + 0.5) * 40.0  # every score below -800: exp(score - 0) is 0 even in float64
-    cases.append(
-        Case(
-            hook,
-            "negative-logits",
-            {"queries": q, "keys": -(m.rand(2, 9, 4) + 0.5) * 40.0, "values": m.randn(2, 9, 3), "chunk_size": 2,
-             "causal": False},
-            "every score far below zero: a running max that starts at 0 underflows",
-            # float64 only: exp(-800) is 0 there too, and float32 scores of that size carry rounding errors of
-            # 1e-4 that say nothing about the learner's algorithm
-            dtypes=("float64",),
-        )  # fmt: skip
-    )
+    k, v = -(m.rand(2, 9, 4) + 0.5) * 40.0, m.randn(2, 9, 3)
+    # float64 only: exp(-800) is 0 there too, and float32 scores of that size carry rounding errors of 1e-4 that say
+    # nothing about the learner's algorithm
+    cases.append(Case(hook, "negative-logits", {"queries": q, "keys": k, "values": v, "chunk_size": 2, "causal": False},
+                      "every score far below zero: a running max that starts at 0 underflows", dtypes=("float64",)))
     batch, heads, tokens, d, dv, chunk = LONG
-    cases.append(
-        attend(
-            "long",
-            f"long sequences, Tq = Tk = {tokens}, d = {d}, chunk_size {chunk}, causal: never holding as much as "
-            "one batch-head's (Tq, Tk) scores at once",
-            ((batch, heads), tokens, tokens, d, dv, chunk),
-            causal=True,
-            dtypes=("float32",),  # the rule counts elements, whatever their dtype: one dtype keeps the suite quick
-            coincide=("T=T_k",),
-            measure_memory=True,
-            call_factor=MEASURED_CALL_FACTOR,
-            properties=(_bounded_memory,),
-        )
-    )
+    what = (f"long sequences, Tq = Tk = {tokens}, d = {d}, chunk_size {chunk}, causal: never holding as much as "
+            "one batch-head's (Tq, Tk) scores at once")
+    # one dtype: the rule counts elements, whatever their dtype, and one dtype keeps the suite quick
+    cases.append(attend("long", what, ((batch, heads), tokens, tokens, d, dv, chunk), causal=True, dtypes=("float32",),
+                        coincide=("T=T_k",), measure_memory=True, call_factor=MEASURED_CALL_FACTOR,
+                        properties=(_bounded_memory,)))
     batch, heads, tq, tk, d, dv, chunk = LONGEST
-    cases.append(
-        attend(
-            "longest",
-            f"longer sequences, Tq = {tq}, Tk = {tk}, d = {d}, chunk_size {chunk}, measured from outside your "
-            "process: never holding as much as its (Tq, Tk) scores at once",
-            ((batch, heads), tq, tk, d, dv, chunk),
-            dtypes=("float32",),
-            measure_held=True,
-            call_factor=LONGEST_CALL_FACTOR,
-            properties=(_held_below,),
-        )
-    )
+    what = (f"longer sequences, Tq = {tq}, Tk = {tk}, d = {d}, chunk_size {chunk}, measured from outside your "
+            "process: never holding as much as its (Tq, Tk) scores at once")
+    cases.append(attend("longest", what, ((batch, heads), tq, tk, d, dv, chunk), dtypes=("float32",), measure_held=True,
+                        call_factor=LONGEST_CALL_FACTOR, properties=(_held_below,)))
     for i in range(2):
         lead = tuple(m.size(1, 3) for _ in range(m.size(0, 2)))
-        tq = m.size(2, 12)
-        tk = m.size(3, 14, avoid=(tq,))
-        d = m.size(2, 9, avoid=(tq, tk))
-        dv = m.size(2, 9, avoid=(tq, tk, d))
+        tq, tk, d, dv = m.distinct((2, 12), (3, 14), (2, 9), (2, 9))
         chunk = m.size(2, tk - 1, avoid=(tq, tk, d, dv))
         cases.append(attend(f"random-{i}", f"random shapes, {len(lead)} batch dims", (lead, tq, tk, d, dv, chunk),
                             causal=bool(i)))  # fmt: skip
     return cases
 
-
-# --- the modules ---------------------------------------------------------------------------------------
 
 PREFER_VALUE_ERROR = "prefer.value_error"
 """Why ``raise ValueError`` beats ``assert`` for a bad argument (an id of ``grader.instructor.messages.MESSAGES``)."""
@@ -903,12 +791,10 @@ PREFER_VALUE_ERROR = "prefer.value_error"
 def _module_cases(hook: str, m: Maker) -> list[Case]:
     """A module hook's cases: behaviour with the reference's parameters loaded, and the module's form.
 
-    Sizes per case are written out (d_in, d_out, num_heads, head_dim, context_length, T): all different
-    and none 6, but where a case says what it needs equal.  Self-attention has no context length, and its
-    cases never mention one.
+    Sizes per case are written out (d_in, d_out, num_heads, head_dim, context_length, T): all different and none 6,
+    but where a case says what it needs equal.  Self-attention has no context length, and its cases never mention one.
     """
-    causal = hook != "make_self_attention"
-    heads = hook == "make_multihead_attention"
+    causal, heads = hook != "make_self_attention", hook == "make_multihead_attention"
 
     def config(d_in: int, d_out: int, ctx: int = 0, dropout: float = 0.0, h: int = 1, bias: bool = False) -> dict:
         args: dict[str, Any] = {"d_in": d_in, "d_out": d_out}
@@ -919,18 +805,15 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         args["qkv_bias"] = bias
         return args
 
-    def sizes(d_in: int, d_out: int, t: int | None = None, ctx: int = 0, h: int = 1) -> str:
-        text = f"d_in={d_in}, d_out={d_out}"
+    def behaviour(name: str, what: str, xs: list[torch.Tensor], d_in: int, d_out: int, t: int, ctx: int = 0, h: int = 1,
+                  dropout: float = 0.0, bias: bool = False, **kwargs: Any) -> Case:
+        """A case run with the reference's parameters loaded: ``what``, then its sizes."""
+        text = f"{what}, d_in={d_in}, d_out={d_out}"
         if heads:
             text += f", {h} head{'s' if h > 1 else ''}" + (f" of {d_out // h}" if d_out % h == 0 else "")
-        if t is not None:
-            text += f", T={t}"
-        if causal:
-            text += f", context_length={ctx}"
-        return text
-
-    def behaviour(name: str, what: str, cfg: dict, xs: list[torch.Tensor], **kwargs: Any) -> Case:
-        return Case(hook, name, cfg, what, module=ModuleSpec(xs, state_seed=m.seed()), **kwargs)
+        text += f", T={t}" + (f", context_length={ctx}" if causal else "")
+        cfg = config(d_in, d_out, ctx, dropout, h, bias)
+        return Case(hook, name, cfg, text, module=ModuleSpec(xs, state_seed=m.seed()), **kwargs)
 
     d_in, h, hd, ctx, t = 5, 3, 4, 11, 7
     d_out = h * hd
@@ -939,61 +822,45 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         Case(hook, "names", config(d_in, d_out, ctx, h=h), "parameter names",
              module=ModuleSpec([], state_seed=m.seed()), properties=(_named_like_contract,), notes=(_extras_noted,),
              **form),
-        behaviour("reference-weights", f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
-                  config(d_in, d_out, ctx, h=h), [m.randn(2, t, d_in)], meta=True),
-        behaviour("qkv-bias", f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}", config(4, 10, 9, h=2, bias=True),
-                  [m.randn(3, 3, 4)]),
-        Case(
-            hook,
-            "init-seed",
-            config(3, 8 if heads else 2, 6, h=2),
-            "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that "
-            "order, as nn.Linear layers",
-            module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
-            coincide=("T=6",) + (("T=context_length", "context_length=6") if causal else ()),
-            structural=True,
-        ),
-        behaviour("T=1", f"a single token, {sizes(4, 10, 1, 9, 2)}", config(4, 10, 9, h=2), [m.randn(3, 1, 4)]),
+        behaviour("reference-weights", "the reference's weights", [m.randn(2, t, d_in)], d_in, d_out, t, ctx, h,
+                  meta=True),
+        behaviour("qkv-bias", "qkv_bias=True", [m.randn(3, 3, 4)], 4, 10, 3, 9, 2, bias=True),
+        Case(hook, "init-seed", config(3, 8 if heads else 2, 6, h=2),
+             "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that "
+             "order, as nn.Linear layers", module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
+             coincide=("T=6",) + (("T=context_length", "context_length=6") if causal else ()), structural=True),
+        behaviour("T=1", "a single token", [m.randn(3, 1, 4)], 4, 10, 1, 9, 2),
     ]  # fmt: skip
     if not causal:
-        cases.append(
-            behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4), [m.randn(5, 7)])
-        )
-    if causal:
-        cases.append(behaviour("T=context", f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
-                               config(4, 15, 8, h=3), [m.randn(2, 8, 4)], coincide=("T=context_length",)))
-        x = m.randn(2, 9, 5)
-        changed = x.clone()
-        t_change = 4
-        changed[:, t_change:] = m.randn(2, 9 - t_change, 5)
-        cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone, "
-                               f"{sizes(5, 8, 9, 10, 2)}", config(5, 8, 10, h=2), [x, changed],
-                               properties=(_causal_prefix(t_change),)))
+        cases.append(behaviour("unbatched", "unbatched (T, d_in) input", [m.randn(5, 7)], 7, 4, 5))
+    else:
+        cases.append(behaviour("T=context", "T equal to context_length", [m.randn(2, 8, 4)], 4, 15, 8, 8, 3,
+                               coincide=("T=context_length",)))
+        x, t_change = m.randn(2, 9, 5), 4
+        changed = torch.cat([x[:, :t_change], m.randn(2, 9 - t_change, 5)], dim=1)
+        cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone", [x, changed],
+                               5, 8, 9, 10, 2, properties=(_causal_prefix(t_change),)))
         x = m.randn(2, 7, 5)
-        cases.append(behaviour("eval-dropout", f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
-                               config(5, 12, 9, dropout=0.5, h=3), [x, x]))
-        cases.append(_training_case(hook, m))
+        cases.append(behaviour("eval-dropout", "eval with dropout=0.5 is deterministic", [x, x], 5, 12, 7, 9, 3,
+                               dropout=0.5))
+        cases.append(_training_case(hook, m, config))
         cases.append(Case(hook, "mask-buffer", config(d_in, d_out, ctx, h=h),
                           "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
                           module=ModuleSpec([]), properties=(_mask_is_a_buffer,), **form))
     if heads:
-        cases.append(behaviour("one-head", f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}", config(4, 5, 7, h=1),
-                               [m.randn(2, 3, 4)], coincide=("d_out=head_dim",)))
-        cases.append(Case(hook, "indivisible-raises", config(5, 10, 7, h=4),
-                          "d_out % num_heads != 0 raises an exception when the module is built "
-                          "(ValueError recommended)",
-                          module=ModuleSpec([]), expect_error="Exception",
-                          notes=(_prefer("ValueError", PREFER_VALUE_ERROR),)))
+        cases.append(behaviour("one-head", "num_heads = 1", [m.randn(2, 3, 4)], 4, 5, 3, 7, 1,
+                               coincide=("d_out=head_dim",)))
+        what = "d_out % num_heads != 0 raises an exception when the module is built (ValueError recommended)"
+        cases.append(Case(hook, "indivisible-raises", config(5, 10, 7, h=4), what, module=ModuleSpec([]),
+                          expect_error="Exception", notes=(_prefer("ValueError", PREFER_VALUE_ERROR),)))
     for i in range(2):
         hh = m.size(2, 4)
         hd = m.size(2, 5, avoid=(hh, *((CHAPTER_TOKENS // hh,) if CHAPTER_TOKENS % hh == 0 else ())))
         dd = hh * hd
-        din = m.size(2, 9, avoid=(hh, hd, dd))
-        tt = m.size(2, 8, avoid=(hh, hd, dd, din))
+        din, tt = m.distinct((2, 9), (2, 8), avoid=(hh, hd, dd))
         cc = m.size(tt + 1, tt + 5, avoid=(hh, hd, dd, din))
         batch = m.size(1, 3)
-        cases.append(behaviour(f"random-{i}", f"random sizes, {sizes(din, dd, tt, cc, hh)}",
-                               config(din, dd, cc, h=hh), [m.randn(batch, tt, din)]))  # fmt: skip
+        cases.append(behaviour(f"random-{i}", "random sizes", [m.randn(batch, tt, din)], din, dd, tt, cc, hh))
     return cases
 
 
@@ -1006,30 +873,22 @@ TRAIN_BATCH, TRAIN_FORWARDS = 16, 4
 """Enough weights to count: the kept fraction's bound is six standard deviations over all of them."""
 
 
-def _training_case(hook: str, m: Maker) -> Case:
+def _training_case(hook: str, m: Maker, config: Callable[..., dict]) -> Case:
     """Training mode: the dropped attention weights made observable (see :func:`_drops_attention_weights`)."""
     d_in, d_out, h, t, ctx, p = TRAIN_SIZES[hook]
-    args: dict[str, Any] = {"d_in": d_in, "d_out": d_out, "context_length": ctx, "dropout": p}
-    if hook == "make_multihead_attention":
-        args["num_heads"] = h
-    args["qkv_bias"] = False
-    x = one_hot_tokens(TRAIN_BATCH, t, d_in)
     heads = f"{h} heads of {d_out // h}, " if hook == "make_multihead_attention" else ""
-    return Case(
-        hook,
-        "train-dropout",
-        args,
-        f"training mode with dropout={p} ({heads}T={t}, {TRAIN_FORWARDS} forwards): each attention weight is "
-        "dropped or scaled by 1/(1-p), before the weights meet the values",
-        module=ModuleSpec([x] * TRAIN_FORWARDS, state_seed=m.seed(), train=True, observable=True),
-        meta=True,  # a dropout mask drawn on the CPU whatever the input's device fails here
-        compare_gold=False,
-        properties=(_drops_attention_weights(p, t, h),),
-    )
+    what = (f"training mode with dropout={p} ({heads}T={t}, {TRAIN_FORWARDS} forwards): each attention weight is "
+            "dropped or scaled by 1/(1-p), before the weights meet the values")
+    x = one_hot_tokens(TRAIN_BATCH, t, d_in)
+    spec = ModuleSpec([x] * TRAIN_FORWARDS, state_seed=m.seed(), train=True, observable=True)
+    # meta: a dropout mask drawn on the CPU whatever the input's device fails there
+    return Case(hook, "train-dropout", config(d_in, d_out, ctx, dropout=p, h=h), what, module=spec, meta=True,
+                compare_gold=False, properties=(_drops_attention_weights(p, t, h),))
 
 
-def _again(case: Case, m: Maker) -> Case | None:
-    """The same case with fresh values of the same shapes: a submission that caches by shape fails it."""
+def _again(case: Case, m: Maker) -> list[Case]:
+    """The same case with fresh values of the same shapes (a submission that caches by shape fails it), or none where
+    it has no values to refresh."""
     args = dict(case.args)
     for name, value in case.args.items():
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
@@ -1037,29 +896,18 @@ def _again(case: Case, m: Maker) -> Case | None:
                 args[name] = m.rand(*value.shape) >= 0.3
             continue
         if torch.isinf(value).any():
-            return None
+            return []
         args[name] = m.weights(*value.shape) if name == "weights" else m.randn(*value.shape)
-    module = None
-    if case.module is not None:
-        spec = case.module
-        module = replace(
-            spec,
-            forwards=spec.forwards if spec.observable else [m.randn(*x.shape) for x in spec.forwards],
-            state_seed=m.seed() if spec.state_seed is not None else None,
-        )
+    spec = case.module
+    module = None if spec is None else replace(
+        spec, forwards=spec.forwards if spec.observable else [m.randn(*x.shape) for x in spec.forwards],
+        state_seed=m.seed() if spec.state_seed is not None else None,
+    )  # fmt: skip
     if all(args[k] is case.args[k] for k in args) and module is None:
-        return None  # nothing to refresh (e.g. causal_mask takes no tensors)
-    return replace(
-        case,
-        name=f"{case.name}-again",
-        what=said("case.again", what=case.what),
-        args=args,
-        module=module,
-        meta=False,
-    )
+        return []  # nothing to refresh (e.g. causal_mask takes no tensors)
+    what = said("case.again", what=case.what)
+    return [replace(case, name=f"{case.name}-again", what=what, args=args, module=module, meta=False)]
 
-
-# --- plotting: the figure, read as data -----------------------------------------------------------------
 
 KEY_WORDS = ("Your", "journey", "starts", "with", "one", "step", "and", "then", "another", "stride", "ahead", "again")
 QUERY_WORDS = ("A", "long", "road", "goes", "on", "from", "here", "to", "there", "and", "back", "home")
@@ -1075,39 +923,33 @@ def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> 
 
 
 def _plot_cases(m: Maker) -> list[Case]:
-    hook = "plot_attention"
+    case = _maker("plot_attention", "weights", "tokens")
     drawn = (_drawn,)
-    t = m.size(3, 9)
-    tq = m.size(2, 7, avoid=(t,))
-    tk = m.size(3, 11, avoid=(t, tq))
-    t2 = m.size(3, 9, avoid=(t, tq, tk))
+    t, tq, tk, t2 = m.distinct((3, 9), (2, 7), (3, 11), (3, 9))
     pair = (list(QUERY_WORDS[:tq]), list(KEY_WORDS[:tk]))
     square_pair = (list(QUERY_WORDS[:t2]), list(KEY_WORDS[:t2]))
-    cases = [
-        Case(hook, "square", {"weights": m.weights(t, t), "tokens": None}, f"({t}, {t}) weights, no tokens",
-             properties=drawn, coincide=("T=T_k",)),
-        Case(hook, "rectangular", {"weights": m.weights(tq, tk), "tokens": None}, f"({tq}, {tk}) weights, Tq != Tk",
+    square, raises = ("T=T_k",), "ValueError"
+    return [
+        case("square", m.weights(t, t), None, f"({t}, {t}) weights, no tokens", properties=drawn, coincide=square),
+        case("rectangular", m.weights(tq, tk), None, f"({tq}, {tk}) weights, Tq != Tk", properties=drawn),
+        case("tokens", m.weights(t2, t2), list(KEY_WORDS[:t2]), f"({t2}, {t2}) weights and one sequence of {t2} tokens",
+             properties=drawn, coincide=square),
+        case("token-pair", m.weights(tq, tk), pair, f"({tq}, {tk}) weights, {tq} query and {tk} key tokens",
              properties=drawn),
-        Case(hook, "tokens", {"weights": m.weights(t2, t2), "tokens": list(KEY_WORDS[:t2])},
-             f"({t2}, {t2}) weights and one sequence of {t2} tokens", properties=drawn, coincide=("T=T_k",)),
-        Case(hook, "token-pair", {"weights": m.weights(tq, tk), "tokens": pair},
-             f"({tq}, {tk}) weights, {tq} query and {tk} key tokens", properties=drawn),
-        Case(hook, "token-pair-square", {"weights": m.weights(t2, t2), "tokens": square_pair},
-             f"({t2}, {t2}) weights, different query and key tokens", properties=drawn, coincide=("T=T_k",)),
-        Case(hook, "requires-grad", {"weights": m.weights(tq, tk), "tokens": None},
-             "weights that require grad (a model's)", requires_grad=frozenset({"weights"}), properties=drawn),
-        Case(hook, "batched-raises", {"weights": m.weights(2, tq, tk), "tokens": None},
-             f"(2, {tq}, {tk}) batched weights raise ValueError", expect_error="ValueError"),
-        Case(hook, "heads-raises", {"weights": m.weights(2, 3, t, t), "tokens": None},
-             f"(2, 3, {t}, {t}) heads raise ValueError", expect_error="ValueError", coincide=("T=T_k",)),
-        Case(hook, "wrong-token-count-raises", {"weights": m.weights(tq, tk), "tokens": (pair[0], pair[1][:-1])},
-             f"{tk - 1} key tokens for {tk} keys raise ValueError", expect_error="ValueError"),
-    ]  # fmt: skip
-    cases += [
-        Case(hook, f"random-{i}", {"weights": m.weights(a, b), "tokens": None}, "random shapes", properties=drawn)
+        case("token-pair-square", m.weights(t2, t2), square_pair, f"({t2}, {t2}) weights, different query and key "
+             "tokens", properties=drawn, coincide=square),
+        case("requires-grad", m.weights(tq, tk), None, "weights that require grad (a model's)",
+             requires_grad=frozenset({"weights"}), properties=drawn),
+        case("batched-raises", m.weights(2, tq, tk), None, f"(2, {tq}, {tk}) batched weights raise ValueError",
+             expect_error=raises),
+        case("heads-raises", m.weights(2, 3, t, t), None, f"(2, 3, {t}, {t}) heads raise ValueError",
+             expect_error=raises, coincide=square),
+        case("wrong-token-count-raises", m.weights(tq, tk), (pair[0], pair[1][:-1]),
+             f"{tk - 1} key tokens for {tk} keys raise ValueError", expect_error=raises),
+    ] + [
+        case(f"random-{i}", m.weights(a, b), None, "random shapes", properties=drawn)
         for i, (a, b) in enumerate(((m.size(1, 4), m.size(7, 12)), (m.size(8, 12), m.size(1, 4))))
-    ]
-    return cases
+    ]  # fmt: skip
 
 
 def hidden_cases(m: Maker) -> dict[str, list[Case]]:
@@ -1158,9 +1000,7 @@ def _group_cases(group: Group, seed: int) -> dict[str, list[Case]]:
         case.what = described(case)
     for hook in hooks:  # each hook's main case once more, fresh values, same shapes
         main = next((c for c in by_hook[hook] if c.meta), by_hook[hook][0])  # a figure has no meta case
-        again = _again(main, m)
-        if again is not None:
-            by_hook[hook].append(again)
+        by_hook[hook] += _again(main, m)
     return by_hook
 
 

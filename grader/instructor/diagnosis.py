@@ -1,31 +1,23 @@
 """Diagnosis: name the known mistakes a submission's failing cases show, each with its hint.
 
-Per exercise, all its cases together.  The candidates are the catalogue's
-wrong programs (:mod:`solutions.mistakes`) and the settings of the mistake
-model (:mod:`solutions.mistake_model`: one knob per mistake, up to two knobs
-at once, three where no smaller setting fits).  A candidate explains the
-submission when, on every case of the exercise the grader could judge, it does
-what the submission did: it fails exactly the cases the submission fails, the
-same way (the same outputs within a float32 tolerance; the same error with the
-same shapes, on a learner's line that shows the mistake; the same complaint),
-and passes the others.  Cases are judged in *aspects*, as the verdict checks
-them: the values (or the error), then the properties (a buffer, the
-``state_dict``), an input changed in place, the meta device (a tensor built on
-the CPU), a contract error (``ValueError`` expected); each aspect is explained
-on its own, so a submission may show one mistake in its values and another in
-its buffers.
+Per exercise, all its cases together.  The candidates are the catalogue's wrong programs (:mod:`solutions.mistakes`)
+and the settings of the mistake model (:mod:`solutions.mistake_model`: one knob per mistake, up to two knobs at once,
+three where no smaller setting fits).  A candidate explains the submission when, on every case of the exercise the
+grader could judge, it fails exactly the cases the submission fails, the same way (the same outputs within a float32
+tolerance; the same error with the same shapes, on a learner's line that shows the mistake; the same complaint), and
+passes the others.  Cases are judged in *aspects*, as the verdict checks them: the values (or the error), then the
+properties (a buffer, the ``state_dict``), an input changed in place, the meta device (a tensor built on the CPU), a
+contract error (``ValueError`` expected); each aspect is explained on its own, so a submission may show one mistake
+in its values and another in its buffers.
 
-Precision over recall: the ids named are those every explaining candidate
-shares -- nothing where two different explanations fit.  Some mistakes are
-told apart only by the learner's text (:mod:`grader.instructor.learner_source`):
-an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the
-mask for ``mask-not-sliced``), a plain ``self.mask`` attribute, a ``masked_fill``
-whose result is thrown away (``mask-result-discarded``, the same numbers as
+Precision over recall: the ids named are those every explaining candidate shares -- nothing where two different
+explanations fit.  Some mistakes are told apart only by the learner's text (:mod:`grader.instructor.learner_source`):
+an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the mask for ``mask-not-sliced``), a plain
+``self.mask`` attribute, a ``masked_fill`` whose result is thrown away (``mask-result-discarded``, the same numbers as
 ``mask-not-applied``).
 
-Everything a candidate does is computed here, in the trusted process, on the
-case's own inputs, once per case for the whole class (:class:`Fingerprints`,
-lazily, shared by the grading threads); a submission's outputs come as bytes.
+Everything a candidate does is computed here, in the trusted process, on the case's own inputs, once per case for the
+whole class (:class:`Fingerprints`, lazily, shared by the grading threads); a submission's outputs come as bytes.
 Learner code never runs here: only our own.
 """
 
@@ -45,38 +37,24 @@ from grader.instructor.replies import CallReply
 from grader.instructor.verdict import FAILED, PASSED, TOLERANCES, judge_in_process
 
 LANGUAGES = ("en", "zh")
-MAX_KNOBS = 3
-"""The largest setting of the model searched: three knobs, only where no setting of one or two fits."""
 MAX_TRIPLES = 20_000
 """Settings of three knobs a hook may have before the search stops at two (a bound on the cost, never reached)."""
 
 __all__ = [
-    "LANGUAGES",
-    "Fingerprints",
-    "HookRow",
-    "Seen",
-    "diagnose_hook",
-    "diagnose_in_process",
-    "error_sizes",
-    "hint",
+    "LANGUAGES", "Fingerprints", "HookRow", "Seen", "diagnose_hook", "diagnose_in_process", "error_sizes", "hint",
     "observe",
-]
-
-
-# --- what one solution did on one trial ------------------------------------------------------------------
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Seen:
     """One solution's outcome on one trial, as the diagnosis compares them.
 
-    ``kind``: ``pass``; ``values`` (wrong values, shape, NaN; or, on a case
-    with random outputs, whatever its properties found); ``error`` (it raised);
-    ``property``; ``mutation``; ``device`` (fails on meta as it would on a GPU);
-    ``contract`` (an expected error did not come); ``banned``; ``other`` (no
-    evidence).  The model adds ``random`` (nondeterministic where the case
-    wants it deterministic), ``predicate`` (a random output of a known form)
-    and ``any`` (fails, with values no one can predict).
+    ``kind``: ``pass``; ``values`` (wrong values, shape, NaN; or, on a case with random outputs, whatever its
+    properties found); ``error`` (it raised); ``property``; ``mutation``; ``device`` (fails on meta as it would on a
+    GPU); ``contract`` (an expected error did not come); ``banned``; ``other`` (no evidence).  The model adds
+    ``random`` (nondeterministic where the case wants it deterministic), ``predicate`` (a random output of a known
+    form) and ``any`` (fails, with values no one can predict).
     """
 
     kind: str
@@ -150,9 +128,6 @@ def _gradient_kind(message: Any) -> str:
     return f"{kind} {name}" if kind != "grad.frozen" else kind
 
 
-# --- the class-wide evidence: what each candidate does on each trial, computed once --------------------------
-
-
 @dataclass(frozen=True)
 class Candidate:
     """A catalogued program (``setting`` None) or a setting of the model; ``ids``: the mistakes it is."""
@@ -163,17 +138,12 @@ class Candidate:
     setting: frozenset | None = None
     solution: Any = None
 
-    @property
-    def size(self) -> int:
-        return len(self.setting) if self.setting is not None else 1
-
 
 class Fingerprints:
     """What every candidate does on every trial, computed the first time a failing case needs it.
 
-    Shared by every grading thread of a class; a trial no submission fails
-    costs nothing.  Empty where the catalogue is not installed (no ``solutions/``).
-    The name is the old one (a fingerprint was one mistake's output on one
+    Shared by every grading thread of a class; a trial no submission fails costs nothing.  Empty where the catalogue
+    is not installed (no ``solutions/``).  The name is the old one (a fingerprint was one mistake's output on one
     trial); the class holds the model's outcomes too.
     """
 
@@ -197,14 +167,12 @@ class Fingerprints:
             for hook in mistake.overrides:
                 cand = Candidate(f"catalogue:{mistake.id}", hook, frozenset({mistake.id}), None, solution)
                 self._programs.setdefault(hook, []).append(cand)
-        if model:
-            for hook in sorted(mistake_model.FUNCTION_HOOKS):
-                for size in (1, 2):
-                    for setting in mistake_model.settings(hook, size):
-                        solution = mistake_model.knob_solution(hook, setting)
-                        key = "model:" + "+".join(sorted(k.name for k in setting))
-                        ids = mistake_model.ids_of(setting)
-                        self._programs.setdefault(hook, []).append(Candidate(key, hook, ids, setting, solution))
+        hooks = sorted(mistake_model.FUNCTION_HOOKS) if model else []
+        for hook, setting in ((h, s) for h in hooks for size in (1, 2) for s in mistake_model.settings(h, size)):
+            solution = mistake_model.knob_solution(hook, setting)
+            key = "model:" + "+".join(sorted(k.name for k in setting))
+            ids = mistake_model.ids_of(setting)
+            self._programs.setdefault(hook, []).append(Candidate(key, hook, ids, setting, solution))
 
     def programs(self, hook: str) -> list[Candidate]:
         return self._programs.get(hook, [])
@@ -213,12 +181,10 @@ class Fingerprints:
         """What a catalogued program (or a function setting of the model) does on ``trial``."""
         key = (cand.key + "@" + cand.hook, id(trial))
         with self.lock:
-            if key in self._seen:
-                return self._seen[key]
-            self._keep[id(trial)] = trial
-            seen = self._judge(cand, trial)
-            self._seen[key] = seen
-            return seen
+            if key not in self._seen:
+                self._keep[id(trial)] = trial
+                self._seen[key] = self._judge(cand, trial)
+            return self._seen[key]
 
     def _judge(self, cand: Candidate, trial: Any) -> Seen:
         """The candidate's outcome; where its values hang on the global random state (its own random init, a
@@ -294,13 +260,10 @@ def _dropped_matches(expect: Seen, seen: Seen, dtype: str) -> bool:
 def _same(a: Sequence[torch.Tensor], b: Seen) -> bool:
     """The very same tensors (NaN where the other has NaN)."""
     return len(a) == len(b.outputs) and all(
-        x.shape == y.shape and x.dtype == y.dtype and (torch.equal(x, y) or _equal_nan(x, y))
+        x.shape == y.shape and x.dtype == y.dtype
+        and (torch.equal(x, y) or x.is_floating_point() and bool(torch.allclose(x, y, 0.0, 0.0, equal_nan=True)))
         for x, y in zip(a, b.outputs, strict=True)
-    )
-
-
-def _equal_nan(x: torch.Tensor, y: torch.Tensor) -> bool:
-    return x.is_floating_point() and bool(torch.allclose(x, y, rtol=0.0, atol=0.0, equal_nan=True))
+    )  # fmt: skip
 
 
 def _close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: str) -> bool:
@@ -322,9 +285,6 @@ def _close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: 
     return True
 
 
-# --- the model on one module trial ---------------------------------------------------------------------
-
-
 def _built_under(seed: int, cfg: Any, setting: Any, dtype: str) -> dict[str, torch.Tensor]:
     """The parameters a module of the chapter's (with ``setting``) gets under ``torch.manual_seed(seed)``."""
     from solutions import mistake_model as mm
@@ -338,16 +298,17 @@ def _built_under(seed: int, cfg: Any, setting: Any, dtype: str) -> dict[str, tor
 class ModuleTrialModel:
     """One module trial's parameters, inputs and gold, and each model setting's outcome on it (cached)."""
 
-    def __init__(self, trial: Any, cfg: Any, params: dict, mask: Any, xs: list, training: bool) -> None:
+    def __init__(self, trial: Any, cfg: Any, params: dict, init_seed: int | None) -> None:
         from solutions import mistake_model as mm
 
-        self.mm = mm
-        self.trial, self.cfg, self.params, self.mask, self.xs, self.training = trial, cfg, params, mask, xs, training
-        golds = trial.golds[:-1] if (trial.call.get("module") or {}).get("eval_too") else trial.golds
-        self.golds = [g.double() for g in golds]
+        wire = trial.call.get("module") or {}
+        self.mm, self.trial, self.cfg, self.params, self.mask = mm, trial, cfg, params, params.pop("mask", None)
+        self.xs = xs = [trial.tensors[key].double() for key in wire["forwards"]]
+        self.training = bool(wire.get("train"))
+        self.golds = [g.double() for g in (trial.golds[:-1] if wire.get("eval_too") else trial.golds)]
         self.shape = tuple(xs[0].shape)
         self.repeats = [(i, j) for i in range(len(xs)) for j in range(i + 1, len(xs)) if torch.equal(xs[i], xs[j])]
-        self.init_seed: int | None = None  # the module is built under this seed, nothing loaded
+        self.init_seed = init_seed  # the module is built under this seed, nothing loaded
         self._cache: dict[frozenset, Seen] = {}
 
     @classmethod
@@ -355,9 +316,9 @@ class ModuleTrialModel:
         from solutions import mistake_model as mm
 
         spec, wire = trial.case.module, trial.call.get("module") or {}
-        if spec is None or trial.case.expect_error or trial.device != "cpu" or not wire.get("forwards"):
-            return None
-        if trial.hook not in mm.MODULE_HOOKS or not trial.golds:
+        if spec is None or trial.case.expect_error or trial.device != "cpu" or not wire.get("forwards") or not (
+            trial.hook in mm.MODULE_HOOKS and trial.golds
+        ):
             return None
         cfg = mm.ModuleConfig.of(trial.hook, trial.case.args)
         state = wire.get("state") or {}
@@ -367,15 +328,10 @@ class ModuleTrialModel:
             params = _built_under(int(spec.init_seed), cfg, (), trial.dtype)
         else:
             return None
-        mask = params.pop("mask", None)
-        xs = [trial.tensors[key].double() for key in wire["forwards"]]
-        model = cls(trial, cfg, params, mask, xs, bool(wire.get("train")))
-        model.init_seed = None if state else spec.init_seed
-        return model
+        return cls(trial, cfg, params, None if state else spec.init_seed)
 
     def seen(self, setting: frozenset) -> Seen:
-        mm = self.mm
-        key = mm.reduced(setting, self.cfg, self.shape, self.training, self.mask is not None)
+        key = self.mm.reduced(setting, self.cfg, self.shape, self.training, self.mask is not None)
         if key not in self._cache:
             self._cache[key] = self._compute(key)
         return self._cache[key]
@@ -389,6 +345,8 @@ class ModuleTrialModel:
         return seen
 
     def _computed(self, setting: frozenset, in_place: bool = False) -> Seen:
+        from grader.instructor.cases import reads_as_weights
+
         mm = self.mm
         steps = mm.by_step(setting)
         dropping = self.training and self.cfg.dropout > 0
@@ -412,7 +370,8 @@ class ModuleTrialModel:
             except mm.Raised as raised:
                 return self._raised(setting, raised, self._raised_with_grad(rest, x, in_place))
             traces.append(trace)
-        if dropping and value == "weights" and (self._gold_like(outs) or self._reads_as_weights(outs)):
+        heads, dtype = int(self.trial.case.args.get("num_heads", 1)), self.trial.dtype
+        if dropping and value == "weights" and (self._gold_like(outs) or reads_as_weights(outs[0], heads, dtype)):
             return PASS  # the chapter's dropout, judged on the weights the other knobs give (see the case)
         if dropping and value != "never":
             cfg, params = self.cfg, self.params
@@ -430,12 +389,6 @@ class ModuleTrialModel:
         if not dropping and self._gold_like(outs):
             return PASS
         return Seen("values", tuple(outs))
-
-    def _reads_as_weights(self, outs: list[torch.Tensor]) -> bool:
-        from grader.instructor.cases import reads_as_weights
-
-        heads = int(self.trial.case.args.get("num_heads", 1))
-        return bool(outs) and reads_as_weights(outs[0], heads, self.trial.dtype)
 
     def _gold_like(self, outs: list[torch.Tensor]) -> bool:
         rtol, atol = TOLERANCES.get(self.trial.dtype, (1e-5, 1e-5))
@@ -469,9 +422,6 @@ class ModuleTrialModel:
         return seen
 
 
-# --- rules read off the learner's text ---------------------------------------------------------------------
-
-
 @dataclass
 class HookRow:
     """One trial of one hook for one submission: the trial and what the submission did."""
@@ -492,13 +442,10 @@ def _line_rule(mistake: str, line: Any, code: Any) -> bool | None:
         mistake = mistake[: -len(DOWNSTREAM)]
         grown = {"mask-not-sliced": True, "mask-of-size-6": src.fixed_six(code)}.get(mistake)
         return None if grown is None else bool(grown) and src.multiplies(line) and not src.uses_dot_t(line)
-    if mistake == "q-at-k-t-batched":
-        return src.uses_dot_t(line)
-    if mistake == "mask-not-sliced":
-        return src.uses_mask(line) and not src.uses_dot_t(line)
-    if mistake == "mask-of-size-6":
-        return src.uses_mask(line) and not src.uses_dot_t(line) and src.fixed_six(code)
-    return None
+    if mistake in ("mask-not-sliced", "mask-of-size-6"):  # the mask's line; of size 6 where the code says so
+        sized = mistake == "mask-not-sliced" or src.fixed_six(code)
+        return src.uses_mask(line) and not src.uses_dot_t(line) and sized
+    return src.uses_dot_t(line) if mistake == "q-at-k-t-batched" else None
 
 
 def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> bool | None:
@@ -514,10 +461,8 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
 
 
 GRAPH_RULES: dict[str, Callable[[Any], bool]] = {
-    **dict.fromkeys(
-        ("softmax-detached", "context-detaches-weights", "dropout-scale-on-data", "split-heads-no-grad"), src.cuts_graph
-    ),
-    "causal-forward-no-grad": src.cuts_graph,
+    **dict.fromkeys(("softmax-detached", "context-detaches-weights", "dropout-scale-on-data", "split-heads-no-grad",
+                     "causal-forward-no-grad"), src.cuts_graph),
     "softmax-where-nan-grad": src.calls_where,
     "frozen-parameters": src.freezes,
     "chunked-in-place-after-amax": src.updates_in_place,
@@ -528,40 +473,30 @@ a cut, a ``torch.where``, a frozen parameter, an in-place update (others break t
 
 def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
     """Ids told apart by the text: a mask never applied because ``masked_fill``'s result was thrown away."""
-    if "mask-not-applied" in ids and src.discards_masked_fill(code):
-        return (ids - {"mask-not-applied"}) | {"mask-result-discarded"}
-    return ids
+    discarded = "mask-not-applied" in ids and src.discards_masked_fill(code)
+    return (ids - {"mask-not-applied"}) | {"mask-result-discarded"} if discarded else ids
 
-
-# --- diagnosing one hook of one submission ------------------------------------------------------------------
 
 ASPECTS = ("values", "property", "mutation", "gradient", "device", "contract")
+CHECKED = ASPECTS[:4]
+"""The aspects of a case the verdict checks one after another: a failure in one means the earlier ones passed."""
 
 
 def _state(aspect: str, row: HookRow) -> str:
-    """``fail``, ``pass`` or ``unknown``: the submission on this row, in this aspect."""
+    """``fail``, ``pass`` or ``unknown``: the submission on this row, in this aspect.  The device aspect is judged
+    on meta rows only, the contract on expected errors only, the others on neither; a row that failed in a later
+    aspect (:data:`CHECKED`) passed this one."""
     trial, kind = row.trial, row.seen.kind
     if aspect == "device":
-        if trial.device != "meta":
-            return "unknown"
-        return "fail" if kind == "device" else "pass" if kind == "pass" else "unknown"
-    if trial.device == "meta":
+        judged = trial.device == "meta"
+    else:
+        judged = trial.device != "meta" and bool(trial.case.expect_error) == (aspect == "contract")
+    if not judged:
         return "unknown"
-    if aspect == "contract":
-        if not trial.case.expect_error:
-            return "unknown"
-        return "fail" if kind == "contract" else "pass" if kind == "pass" else "unknown"
-    if trial.case.expect_error:
-        return "unknown"
-    later = {
-        "values": ("pass", "property", "mutation", "gradient"),
-        "property": ("pass", "mutation", "gradient"),
-        "mutation": ("pass", "gradient"),
-        "gradient": ("pass",),
-    }
     if kind in (("values", "error") if aspect == "values" else (aspect,)):
         return "fail"
-    return "pass" if kind in later[aspect] else "unknown"
+    later = CHECKED[CHECKED.index(aspect) + 1 :] if aspect in CHECKED else ()
+    return "pass" if kind == "pass" or kind in later else "unknown"
 
 
 def _program_explains(aspect: str, expect: Seen, row: HookRow, line_ok: bool | None) -> bool:
@@ -597,14 +532,12 @@ def _program_passes(aspect: str, expect: Seen) -> bool | None:
     """Whether a program that did ``expect`` passes this row in ``aspect`` (None: it fails before, unknown)."""
     if expect.kind == "pass":
         return True
-    order = ("values", "property", "mutation", "gradient")
-    if aspect in order:
-        failed_at = {"values": 0, "error": 0, "any": 0, "dropped": 0, "property": 1, "mutation": 2, "gradient": 3}.get(
-            expect.kind, -1
-        )
+    if aspect in CHECKED:
+        kind = "values" if expect.kind in ("error", "any", "dropped") else expect.kind  # these fail in the values
+        failed_at = CHECKED.index(kind) if kind in CHECKED else -1
         if failed_at < 0:
             return None if expect.kind in ("other", "banned") else False
-        return None if failed_at < order.index(aspect) else failed_at > order.index(aspect)
+        return None if failed_at < CHECKED.index(aspect) else failed_at > CHECKED.index(aspect)
     return False if expect.kind == aspect else None
 
 
@@ -668,18 +601,11 @@ def diagnose_hook(
             continue
         passing = [i for i, s in enumerate(states) if s == "pass"]
         found = _explanations(Evidence(hook, aspect, rows, failing, passing, fingerprints, line_rule))
-        found = [ids for ids in (_refined(ids, code) for ids in found) if _code_ok(ids, code, facts)]
-        if not found:
-            continue
-        shared = frozenset.intersection(*found)
-        if shared:
-            for i in failing:
-                named[i] = named.get(i, frozenset()) | shared
+        refined = (_refined(ids, code) for ids in found)
+        found = [ids for ids in refined if all(_code_rule(mistake, code, facts) is not False for mistake in ids)]
+        shared = frozenset.intersection(*found) if found else frozenset()
+        named.update({i: named.get(i, frozenset()) | shared for i in failing if shared})
     return named
-
-
-def _code_ok(ids: frozenset[str], code: Any, facts: Sequence[Mapping[str, Any]]) -> bool:
-    return all(_code_rule(mistake, code, facts) is not False for mistake in ids)
 
 
 @dataclass(frozen=True)
@@ -702,7 +628,7 @@ def _explanations(ev: Evidence) -> list[frozenset[str]]:
         from solutions import mistake_model as mm
 
         if ev.hook in mm.MODULE_HOOKS:
-            found += _model_search(ev, (1, 2) if found else (1, 2, 3))
+            found += _model_search(ev, triples=not found)
     if ev.aspect == "values" and not found and ev.hook not in MODULE_HOOK_NAMES:
         programs = ev.fingerprints.programs(ev.hook)
         found = [c.ids for c in programs if _program_reproduces(c, ev.rows, ev.failing, ev.fingerprints)]
@@ -719,12 +645,10 @@ def _program_reproduces(
 ) -> bool:
     """A function's program that gives the submission's own wrong values on most of its failing value cases.
 
-    The second chance, where no program fails exactly the submission's cases: a
-    learner's variant of a mistake often handles an edge (``p = 0``, a
-    non-contiguous input) otherwise than the catalogued program.  The same wrong
-    numbers, within float32 tolerance, on at least two distinct cases and on
-    more than half of the cases that fail with values, are the mistake at work;
-    the edges that differ are left unexplained.
+    The second chance, where no program fails exactly the submission's cases: a learner's variant of a mistake often
+    handles an edge (``p = 0``, a non-contiguous input) otherwise than the catalogued program.  The same wrong numbers,
+    within float32 tolerance, on at least two distinct cases and on more than half of the cases that fail with values,
+    are the mistake at work; the edges that differ are left unexplained.
     """
     valued = [i for i in failing if rows[i].seen.kind == "values" and rows[i].trial.case.compare_gold]
     matched = [
@@ -752,16 +676,13 @@ def _program_fits(cand: Candidate, ev: Evidence) -> bool:
         if not _program_explains(aspect, expect, rows[i], line_ok(rows[i]) if expect.kind == "error" else None):
             return False
         specific = specific or expect.kind != "any"
-    if not specific:  # "fails, values unknown" everywhere is no evidence
-        return False
-    for i in ev.passing:
-        if _program_passes(aspect, fingerprints.program_seen(cand, rows[i].trial)) is False:
-            return False
-    return True
+    passes = (_program_passes(aspect, fingerprints.program_seen(cand, rows[i].trial)) for i in ev.passing)
+    return specific and all(passed is not False for passed in passes)  # "fails, values unknown" everywhere: no evidence
 
 
-def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
-    """The ids of the model's settings that explain the values: one and two knobs, then three if none did."""
+def _model_search(ev: Evidence, triples: bool) -> list[frozenset[str]]:
+    """The ids of the model's settings that explain the values: one and two knobs, then (``triples``) three if none
+    did."""
     from solutions import mistake_model as mm
 
     hook, rows, fingerprints, line_rule = ev.hook, ev.rows, ev.fingerprints, ev.line_rule
@@ -771,10 +692,7 @@ def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
     if not failing:
         return []
     rules = {i: line_rule(rows[i]) for i in failing}
-    for group in ((1, 2), (3,)):
-        wanted = [size for size in group if size in sizes]
-        if not wanted:
-            continue
+    for wanted in ((1, 2), (3,)) if triples else ((1, 2),):
         candidates = [s for size in wanted for s in mm.settings(hook, size)]
         if 3 in wanted and len(candidates) > MAX_TRIPLES:
             return []
@@ -791,16 +709,12 @@ def _model_search(ev: Evidence, sizes: tuple[int, ...]) -> list[frozenset[str]]:
     return []
 
 
-# --- in process: attnkit check ---------------------------------------------------------------------------
-
-
 def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[str, tuple[str, ...]]:
     """``{hook: mistake ids}`` for each failing hook of a trusted, in-process solution that shows known mistakes.
 
-    For ``attnkit check`` and the notebooks' check cells in the instructor's kit
-    (a learner's kit has no ``grader/instructor/``, so no hints): trusted code,
-    run on the hidden-suite cases of a fixed public seed.  Returns ``{}`` where
-    the catalogue is not installed.
+    For ``attnkit check`` and the notebooks' check cells in the instructor's kit (a learner's kit has no
+    ``grader/instructor/``, so no hints): trusted code, run on the hidden-suite cases of a fixed public seed.  Returns
+    ``{}`` where the catalogue is not installed.
     """
     try:
         import solutions.mistakes  # noqa: F401
@@ -820,13 +734,8 @@ def diagnose_in_process(solution: Any, hooks: list[str], seed: int = 0) -> dict[
             continue
         seen = observe(trial, verdict.status, verdict.message, verdict.reply, verdict.outputs)
         rows.setdefault(trial.hook, []).append(HookRow(trial, seen, dict(verdict.reply.get("module") or {})))
-    found = {}
-    for hook, hook_rows in rows.items():
-        named = diagnose_hook(hook, hook_rows, fingerprints, source)
-        ids = sorted(frozenset().union(*named.values())) if named else []
-        if ids:
-            found[hook] = tuple(ids)
-    return found
+    named = {hook: diagnose_hook(hook, hook_rows, fingerprints, source) for hook, hook_rows in rows.items()}
+    return {hook: tuple(sorted(frozenset().union(*ids.values()))) for hook, ids in named.items() if any(ids.values())}
 
 
 def _source_of(solution: Any, hooks: list[str]) -> LearnerSource:

@@ -1,16 +1,12 @@
 """Verdicts: decide, in the trusted process, whether one case passed.
 
-A case passes only if the learner's process sent back exactly a tensor of the
-expected dtype and shape whose values match the gold answer within the
-dtype's tolerance, with no NaN where none is expected.  The dtype and shape are
-read from the tensor bytes received, never from what the child says about
-them, also where there is no gold answer to compare with (random dropout).
-A thread or a process the learner's code started fails every call after it
-(measured or heard by an audit hook in the child: :func:`grader.rules.spawn_message`).
-The reported device, the input-unchanged flag, the subclass flag and
-the banned-call list are diagnostics: a hostile process can lie about them,
-but it cannot make a wrong value pass.  A reply reaches :func:`judge` only
-after :mod:`grader.instructor.replies` has checked it against its schema.
+A case passes only if the learner's process sent back exactly a tensor of the expected dtype and shape whose values
+match the gold answer within the dtype's tolerance, with no NaN where none is expected.  The dtype and shape are read
+from the tensor bytes received, never from what the child says about them, also where there is no gold answer to
+compare with (random dropout).  A thread or a process the learner's code started fails every call after it (measured
+or heard by an audit hook in the child: :func:`grader.rules.spawn_message`).  The reported device, the input-unchanged
+flag, the subclass flag and the banned-call list are diagnostics: a hostile process can lie about them, but it cannot
+make a wrong value pass.  A reply reaches :func:`judge` only after :mod:`grader.instructor.replies` checked its schema.
 """
 
 from __future__ import annotations
@@ -90,21 +86,17 @@ class CaseResult:
     def as_dict(self) -> dict[str, Any]:
         """Plain data (JSON-able): the message and the note as their English text, each with its id and parameters
         (``message_said``, ``note_said``: :func:`~grader.instructor.said.message_data`) where it has them."""
-        data = asdict(self)
-        data.update(message=str(self.message), note=str(self.note))
-        return dict(data, message_said=message_data(self.message), note_said=message_data(self.note))
+        return dict(asdict(self), message=str(self.message), note=str(self.note),
+                    message_said=message_data(self.message), note_said=message_data(self.note))  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaseResult:
         """The result :meth:`as_dict` gave."""
         data = dict(data)
-        message_said, note_said = data.pop("message_said", None), data.pop("note_said", None)
-        data["message"] = message_from_data(message_said, str(data.get("message", "")))
-        data["note"] = message_from_data(note_said, str(data.get("note", "")))
+        for key in ("message", "note"):
+            data[key] = message_from_data(data.pop(f"{key}_said", None), str(data.get(key, "")))
         return cls(**data)
 
-
-# --- judging one trial -----------------------------------------------------------------
 
 HALF_SAFETY = 4.0
 """A half-precision tolerance is at least this many times the reference's own error in that dtype."""
@@ -141,10 +133,6 @@ def calibrated(dtype: str, needed: float) -> float:
     return max(HALF_SAFETY * needed, HALF_FLOOR_ULPS * HALF_EPS[dtype])
 
 
-def _fmt_shape(shape: Any) -> str:
-    return "(" + ", ".join(str(int(s)) for s in shape) + ")"
-
-
 def _numbers(t: Any, n: int = 4) -> str:
     flat = t.detach().reshape(-1)[:n].tolist()
     text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat)
@@ -156,17 +144,28 @@ def _expected_dtype(trial: Any) -> str:
     return row(trial.hook).expected_dtype or trial.dtype
 
 
+def _wrong_shape(got: Any, expected: Any) -> Message:
+    """The "shape" message, each shape written ``(2, 3)``, ``(5)``."""
+    shown = ["(" + ", ".join(str(int(s)) for s in shape) + ")" for shape in (got, expected)]
+    return said("shape", got=shown[0], expected=shown[1])
+
+
+def _form_problem(trial: Any, got: Any, gold: Any) -> str | None:
+    """A received tensor's dtype (the hook table's, else the trial's) or shape, read from its bytes, if wrong."""
+    got_dtype, expected_dtype = str(got.dtype).replace("torch.", ""), _expected_dtype(trial)
+    if got_dtype != expected_dtype:
+        return dtype_message(got_dtype, expected_dtype, said)
+    return _wrong_shape(got.shape, gold.shape) if tuple(got.shape) != tuple(gold.shape) else None
+
+
 def value_problem(trial: Any, got: Any, gold: Any, reveal: bool = False, atol: float | None = None) -> str | None:
     """Compare one received tensor with its gold answer; say what is wrong, or None.  ``atol``: an absolute
     tolerance above the dtype's (a gradient's, calibrated per case)."""
     import torch
 
-    expected_dtype = _expected_dtype(trial)
-    got_dtype = str(got.dtype).replace("torch.", "")
-    if got_dtype != expected_dtype:
-        return dtype_message(got_dtype, expected_dtype, said)
-    if tuple(got.shape) != tuple(gold.shape):
-        return said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(gold.shape))
+    problem = _form_problem(trial, got, gold)
+    if problem:
+        return problem
     if gold.dtype == torch.bool:
         if torch.equal(got, gold):
             return None
@@ -210,20 +209,16 @@ def _figure_problem(trial: Any, info: dict[str, Any], got: Any, gold: Any, revea
         return not_a_figure_message(str(info["type"]) if "type" in info else said("something"), said)
     expected = expected_images(gold)
     problem = figure_form_problem(dict(facts), said, expected)
-    if problem:
-        return problem
-    if got is None:
-        return said("figure.unread")
+    if problem or got is None:
+        return problem or said("figure.unread")
     if expected > 1:
         problem = image_stack_problem(got, gold, said)
-        if problem:
-            return problem
-        problem = value_problem(trial, got, gold, reveal)
-        return said("image_arrays", problem=problem) if problem else None
-    if is_transpose(got, gold):
-        return transposed_message(said)
+    else:
+        problem = transposed_message(said) if is_transpose(got, gold) else None
+    if problem:
+        return problem
     problem = value_problem(trial, got, gold, reveal)
-    return said("image_array", problem=problem) if problem else None
+    return said("image_arrays" if expected > 1 else "image_array", problem=problem) if problem else None
 
 
 def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
@@ -232,15 +227,13 @@ def contract_parameters(trial: Any) -> list[tuple[str, tuple[int, ...]]]:
     return [(name, tuple(int(s) for s in trial.tensors[key].shape)) for name, key in state.items()]
 
 
-def _listed(parameters: Any) -> str:
-    """``W_query.weight (12, 5), W_query.bias (12,)``: names and shapes, written as torch writes a shape."""
-    return ", ".join(f"{name} {tuple(int(s) for s in shape)}" for name, shape in parameters) or said("none")
-
-
 def _unloadable(trial: Any, module: dict[str, Any]) -> Message:
-    """Why the reference's parameters could not be loaded into a learner's module, naming every parameter."""
+    """Why the reference's parameters could not be loaded into a learner's module, naming every parameter and its
+    shape as torch writes one: ``W_query.weight (12, 5), W_query.bias (12,)``."""
     mine = [(p.get("name", "?"), p.get("shape", [])) for p in module.get("parameters", [])]
-    return said("unloadable", mine=_listed(mine), contract=_listed(contract_parameters(trial)))
+    listed = [", ".join(f"{name} {tuple(int(s) for s in shape)}" for name, shape in parameters) or said("none")
+              for parameters in (mine, contract_parameters(trial))]  # fmt: skip
+    return said("unloadable", mine=listed[0], contract=listed[1])
 
 
 def _error_text(kind: str, text: str, whole: bool) -> str:
@@ -305,9 +298,8 @@ def judge(
         if trial.device == "meta":
             if info.get("device") != "meta":
                 return FAILED, gpu_device_message(str(info.get("device")), said)
-            wanted = trial.golds[i].shape
-            if tuple(info.get("shape", ())) != tuple(wanted):
-                return FAILED, said("shape", got=_fmt_shape(info["shape"]), expected=_fmt_shape(wanted))
+            if tuple(info.get("shape", ())) != tuple(trial.golds[i].shape):
+                return FAILED, _wrong_shape(info["shape"], trial.golds[i].shape)
             if info.get("dtype") != _expected_dtype(trial):
                 return FAILED, said("dtype.meta", got=str(info.get("dtype")), expected=_expected_dtype(trial))
             continue
@@ -316,26 +308,21 @@ def judge(
         got = outputs.get(f"out{i}")
         if got is None:
             return FAILED, said("tensor_unread")
-        if case.compare_gold:
-            problem = value_problem(trial, got, trial.golds[i], reveal)
+        if not case.compare_gold:  # no gold to compare with (random output): the dtype and shape are still read
+            problem = _form_problem(trial, got, trial.golds[i])
             if problem:
-                numbered = len(trial.golds) > 1 and case.module is not None
-                return FAILED, said("output", n=i + 1, problem=problem) if numbered else problem
-        else:  # no gold to compare with (random output): the dtype and shape are still read from the bytes
-            got_dtype = str(got.dtype).replace("torch.", "")
-            if got_dtype != _expected_dtype(trial):
-                return FAILED, dtype_message(got_dtype, _expected_dtype(trial), said)
-            if tuple(got.shape) != tuple(trial.golds[i].shape):
-                return FAILED, said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(trial.golds[i].shape))
+                return FAILED, problem
+            continue
+        problem = value_problem(trial, got, trial.golds[i], reveal)
+        if problem:
+            numbered = len(trial.golds) > 1 and case.module is not None
+            return FAILED, said("output", n=i + 1, problem=problem) if numbered else problem
     if trial.device != "meta":
         received = [outputs[f"out{i}"] for i in range(len(trial.golds)) if f"out{i}" in outputs]
         facts = dict(reply, held=held)  # the reply's keys are the wire's (CallReply): none is "held"
-        for holds in case.properties:
-            problem = holds(trial, received, facts)
-            if problem:
-                return FAILED, problem
-    if trial.device != "meta" and _inputs_changed(trial, outputs):
-        return FAILED, said("in_place")
+        problem = next((found for holds in case.properties if (found := holds(trial, received, facts))), None)
+        if problem or _inputs_changed(trial, outputs):
+            return FAILED, problem or said("in_place")
     problem = _gradient_problem(trial, reply, outputs, reveal) if trial.grad_golds else None
     return (FAILED, problem) if problem else (PASSED, "")
 
@@ -345,36 +332,34 @@ def _gradient_problem(trial: Any, reply: CallReply, outputs: dict[str, Any], rev
     the bytes received -- present, finite, of the input's dtype and shape, and (where the case compares values)
     the reference's VJP within the dtype's tolerance.  On the meta device, only the described dtypes and shapes."""
     facts: dict[str, Any] = dict(reply.get("gradient") or {})
-    wanted = [key.removeprefix("grad.") for key in trial.grad_golds]
+    wanted = {key.removeprefix("grad."): key for key in trial.grad_golds}
     if not facts:
-        return said("grad.missing", input=ticked(wanted))
+        return said("grad.missing", input=ticked(list(wanted)))
     if trial.device == "meta":
         if facts.get("error"):
             message = str(facts["error"].get("message", ""))
             return gpu_error_message(message, said) if is_device_error(message) else None
-        for key, gold in trial.grad_golds.items():
-            info = (facts.get("grads") or {}).get(key.removeprefix("grad."))
+        for name, key in wanted.items():
+            info = (facts.get("grads") or {}).get(name)
+            gold = trial.grad_golds[key]
             if info is not None and tuple(info.get("shape", ())) != tuple(gold.shape):
-                shape = said("shape", got=_fmt_shape(info["shape"]), expected=_fmt_shape(gold.shape))
-                return said("grad.values", input=ticked([key.removeprefix("grad.")])[0], problem=shape)
+                return said("grad.values", input=ticked([name])[0], problem=_wrong_shape(info["shape"], gold.shape))
         return None
-    received = {key.removeprefix("grad."): outputs.get(key) for key in trial.grad_golds}
-    problem = gradient_problem(facts, received, wanted, said)
+    problem = gradient_problem(facts, {name: outputs.get(key) for name, key in wanted.items()}, list(wanted), said)
     if problem:
         return problem
-    for key, gold in trial.grad_golds.items():
-        name = ticked([key.removeprefix("grad.")])[0]
-        got = outputs.get(key)
+    for name, key in wanted.items():
+        gold, got = trial.grad_golds[key], outputs.get(key)
         if got is None:
-            return said("grad.missing", input=name)
+            return said("grad.missing", input=ticked([name])[0])
         if trial.grad_values:
             problem = value_problem(trial, got, gold, reveal, trial.grad_atol)
         elif tuple(got.shape) != tuple(gold.shape):
-            problem = said("shape", got=_fmt_shape(got.shape), expected=_fmt_shape(gold.shape))
+            problem = _wrong_shape(got.shape, gold.shape)
         elif not trial.case.compare_gold and (scaled := _scaled_gradient(trial, key, outputs)) is not None:
             problem = value_problem(trial, got, scaled, reveal)
         if problem:
-            return said("grad.values", input=name, problem=problem)
+            return said("grad.values", input=ticked([name])[0], problem=problem)
     return None
 
 
@@ -417,9 +402,6 @@ def case_note(trial: Any, reply: CallReply) -> str:
     return "; ".join(n for n in notes if n)
 
 
-# --- trusted code, judged in this process -----------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class InProcessVerdict:
     """What :func:`judge_in_process` found: the verdict, and the reply and tensors it was judged from."""
@@ -440,11 +422,10 @@ def own_inputs(trial: Any) -> dict[str, Any]:
 def judge_in_process(solution: Any, trial: Any) -> InProcessVerdict:
     """Call a trusted solution's hook on one trial, in this process, and judge what it returned.
 
-    For trusted code only (the reference, the catalogue of known mistakes, an
-    instructor's own solution): the audit, the diagnosis's fingerprints, the
-    hidden cases as pytest cases.  A learner's submission never comes here; it
-    is called in a sandboxed child.  The call gets its own copies of the inputs
-    and runs under a forked random state, so it changes nothing shared.
+    For trusted code only (the reference, the catalogue of known mistakes, an instructor's own solution): the audit, the
+    diagnosis's fingerprints, the hidden cases as pytest cases.  A learner's submission never comes here; it is called
+    in a sandboxed child.  The call gets its own copies of the inputs and runs under a forked random state, so it
+    changes nothing shared.
     """
     import torch
 
