@@ -67,8 +67,6 @@ CHECK_LINE = "Run `pytest exercises/test_{group}.py` to check your work."
 
 _CLASS_HOOK = {cls: hook for hook, cls in CLASS_ALIASES.items()}
 
-_KIT_ROOT = Path(__file__).resolve().parents[1]
-
 
 MAX_JSON_VALUES = 1_000_000
 """A notebook submission's JSON may hold at most this many values (arrays, objects, strings, numbers …)."""
@@ -107,7 +105,7 @@ class _Deadline:
 
 def default_exercises_dir() -> Path:
     """The ``exercises`` folder of this kit, found without importing it."""
-    here = _KIT_ROOT / "exercises"
+    here = Path(__file__).resolve().parents[1] / "exercises"
     if (here / "__init__.py").is_file():
         return here
     from grader.check import public_tests_dir

@@ -356,16 +356,6 @@ def _load_in_child(entry: str, result: str, kit_root: str) -> None:
     Path(result).write_text(json.dumps([e.splitlines()[0] for e in errors if e.strip()]), encoding="utf-8")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Kill the child and whatever it started (its own session, on POSIX)."""
-    with contextlib.suppress(OSError):
-        if os.name == "posix":
-            os.killpg(process.pid, signal.SIGKILL)
-        else:
-            process.kill()
-    process.wait()
-
-
 def _in_notebook(line: str, entry: str, name: str, source: str) -> str:
     """``scores.py:12: NameError: …`` in the module made of a notebook, as
     ``scores.ipynb: cell 3 (`class Settings:`), line 2: …`` (:mod:`grader.cell_places`)."""
@@ -422,7 +412,12 @@ def load_problem(
             try:
                 code = process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _stop(process)
+                with contextlib.suppress(OSError):  # the child and whatever it started (its own session, on POSIX)
+                    if os.name == "posix":
+                        os.killpg(process.pid, signal.SIGKILL)
+                    else:
+                        process.kill()
+                process.wait()
                 return None, f"not loaded: importing it took over {timeout:g} s here, so it is packed unchecked"
             output.seek(0)
             said = [line.strip() for line in output.read().decode("utf-8", "replace").splitlines() if line.strip()]
