@@ -357,7 +357,7 @@ def run_public_cases(
     seconds = deadline.CALL_SECONDS if seconds is None else seconds
     in_memory = None if isinstance(solution, str) else ruled or solution
     collector = _Collector(wanted, ruled, seconds, _outside(checking), _outside(say), in_memory)
-    if in_memory is not None:
+    if not isinstance(solution, str):
         solution = getattr(solution, "name", "in-memory")
     folder = tests_dir or public_tests_dir()
     args = [str(folder), f"--solution={solution}", "-p", "no:cacheprovider", "-q", "--no-header", "-p", "no:randomly"]
