@@ -1,15 +1,12 @@
 """``attnkit check``: run the public cases in-process and summarise them per exercise.
 
-The public tests live beside the exercises (``exercises/test_*.py``); each test
-names the hook it checks with ``@pytest.mark.exercise("<hook>")``.  This module
-runs them with pytest against one solution (the learner's ``exercises`` by
-default) and folds the results into one row per exercise: *not started* while
-the stub still raises ``NotImplementedError``, *failing* with the first
-failure in one line, or *passing*.  Each call a test makes is held to the
-grader's rules beyond values (:mod:`grader.rules`): banned calls, the meta-device
-pass, in-place changes, the result's dtype and contiguity, and the grader's time limit on a call
-(:mod:`grader.deadline`): an exercise whose test runs out of time fails with the grader's words, its other tests
-are not run, and the other exercises are checked.
+The public tests live beside the exercises (``exercises/test_*.py``); each test names the hook it checks with
+``@pytest.mark.exercise("<hook>")``.  This module runs them with pytest against one solution (the learner's
+``exercises`` by default) and folds the results into one row per exercise: *not started* while the stub still raises
+``NotImplementedError``, *failing* with the first failure in one line, or *passing*.  Each call a test makes is held to
+the grader's rules beyond values (:mod:`grader.rules`): banned calls, the meta-device pass, in-place changes, the
+result's dtype and contiguity, and the grader's time limit on a call (:mod:`grader.deadline`): an exercise whose test
+runs out of time fails with the grader's words, its other tests are not run, and the other exercises are checked.
 
 The public tests are the kit's where the command runs (:func:`use_kit_here`), whatever else is importable.
 """
@@ -84,9 +81,7 @@ class ExerciseResult:
             return NO_TESTS
         if self.not_implemented and not self.passed and self.failed == 0:
             return NOT_STARTED
-        if self.failed or self.not_implemented:
-            return FAILING
-        return PASSING
+        return FAILING if self.failed or self.not_implemented else PASSING
 
 
 def one_line(message: str) -> str:
@@ -166,7 +161,8 @@ def failure_line(nodeid: str, exc: BaseException, learner: LearnerFiles) -> str 
 
 
 class _Collector:
-    """A pytest plugin that files each test's outcome under its exercise marker."""
+    """A pytest plugin that files each test's outcome under its exercise marker, and hands an ``in_memory`` solution
+    object to the ``solution`` fixture."""
 
     def __init__(
         self,
@@ -175,7 +171,9 @@ class _Collector:
         seconds: float | None = None,
         checking: Callable[[str], None] | None = None,
         say: Callable[[str], None] | None = None,
+        in_memory: Any = None,
     ) -> None:
+        self.in_memory = in_memory
         self.results = {hook: ExerciseResult(hook) for hook in wanted}
         self.seconds = seconds
         self.checking = checking
@@ -189,6 +187,10 @@ class _Collector:
         self.learner_files = LearnerFiles.of(ruled.solution if ruled is not None else None)
         self.interrupted = False
         self.collect_errors: list[str] = []
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        if self.in_memory is not None:
+            config.stash[IN_MEMORY_SOLUTION] = self.in_memory
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A public test file that does not import: its path and the error's last line."""
@@ -293,21 +295,15 @@ class _Collector:
         result.nodeids.append(report.nodeid)
 
 
-def kit_exercises(cwd: Path | None = None) -> Path | None:
-    """The ``exercises/`` folder of the kit the command runs in: ``cwd`` itself, or the one in ``cwd`` or the
-    nearest folder above it; None outside a kit."""
-    here = (Path.cwd() if cwd is None else Path(cwd)).resolve()
-    if here.name == "exercises" and (here / "__init__.py").is_file():
-        return here
-    return next((f / "exercises" for f in (here, *here.parents) if (f / "exercises" / "__init__.py").is_file()), None)
-
-
 def use_kit_here(cwd: Path | None = None) -> Path | None:
     """Make ``exercises`` the kit's where the command runs, ahead of any other importable one (an editable
     install of a checkout, whose finder the ``attnkit`` script would use): its root goes first on ``sys.path``
     and an ``exercises`` loaded from elsewhere is forgotten, so the loader, the public tests and the watch all
-    read this kit.  Returns its folder; None outside a kit (then the importable ``exercises`` is checked)."""
-    folder = kit_exercises(cwd)
+    read this kit.  Returns its folder (``cwd`` itself, or the ``exercises/`` in ``cwd`` or the nearest folder above
+    it); None outside a kit (then the importable ``exercises`` is checked)."""
+    here = (Path.cwd() if cwd is None else Path(cwd)).resolve()
+    kits = (f / "exercises" for f in (here, *here.parents) if (f / "exercises" / "__init__.py").is_file())
+    folder = here if here.name == "exercises" and (here / "__init__.py").is_file() else next(kits, None)
     if folder is None:
         return None
     root = str(folder.parent)
@@ -332,16 +328,6 @@ def public_tests_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
-@dataclass
-class _InMemory:
-    """A pytest plugin handing a solution object to the ``solution`` fixture."""
-
-    solution: Any
-
-    def pytest_configure(self, config: pytest.Config) -> None:
-        config.stash[IN_MEMORY_SOLUTION] = self.solution
-
-
 def run_public_cases(
     solution: Any = "exercises",
     exercises: list[str] | None = None,
@@ -353,10 +339,9 @@ def run_public_cases(
 ) -> list[ExerciseResult]:
     """Run the public cases for ``exercises`` (default: all) against ``solution``.
 
-    ``solution`` is anything ``load_solution`` takes, or an already loaded
-    :class:`~grader.registry.Solution` (a notebook's functions, say).  Each test
-    has ``seconds`` (default: the grader's :data:`~grader.deadline.CALL_SECONDS`).
-    Progress: ``checking(exercise)`` as each exercise's first test starts,
+    ``solution`` is anything ``load_solution`` takes, or an already loaded :class:`~grader.registry.Solution` (a
+    notebook's functions, say).  Each test has ``seconds`` (default: the grader's
+    :data:`~grader.deadline.CALL_SECONDS`). Progress: ``checking(exercise)`` as each exercise's first test starts,
     ``say(line)`` as an exercise runs out of time.
     """
     wanted = list(exercises) if exercises else list(HOOK_NAMES)
@@ -370,28 +355,25 @@ def run_public_cases(
             pass  # the solution fixture fails every test with the reason
     ruled = RuledSolution(solution) if isinstance(solution, Solution) else None
     seconds = deadline.CALL_SECONDS if seconds is None else seconds
-    collector = _Collector(wanted, ruled, seconds, _outside(checking), _outside(say))
-    plugins: list[Any] = [collector]
+    in_memory = None if isinstance(solution, str) else ruled or solution
+    collector = _Collector(wanted, ruled, seconds, _outside(checking), _outside(say), in_memory)
     if not isinstance(solution, str):
-        plugins.append(_InMemory(ruled or solution))
         solution = getattr(solution, "name", "in-memory")
     folder = tests_dir or public_tests_dir()
     args = [str(folder), f"--solution={solution}", "-p", "no:cacheprovider", "-q", "--no-header", "-p", "no:randomly"]
     args += ["-p", "no:logging", "--tb=line"]  # nothing reads the captured log; capturing it costs a tenth of a round
-    with (
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(io.StringIO()),
-        _importable_exercises(),
-    ):
-        code = pytest.main(args, plugins=plugins)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _importable_exercises():
+        code = pytest.main(args, plugins=[collector])
     if collector.interrupted:
         raise KeyboardInterrupt
     if code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         why = f": {collector.collect_errors[0]}" if collector.collect_errors else f" (exit code {int(code)})"
         raise RuntimeError(f"pytest could not run the public cases in {folder}{why}")
     if ruled is not None:
-        for hook in wanted:
-            collector.results[hook].problem = _unusable(ruled.solution, hook)
+        for hook in wanted:  # why a hook that is there cannot be called: its signature, or its module's load error
+            problem = "" if ruled.solution.implements(hook) else ruled.solution.problem_for(hook) or ""
+            if problem and ": no function " not in problem:
+                collector.results[hook].problem = problem if "could not load" in problem else f"signature: {problem}"
     return [collector.results[hook] for hook in wanted]
 
 
@@ -406,14 +388,6 @@ def _outside(progress: Callable[[str], None] | None) -> Callable[[str], None] | 
             progress(text)
 
     return call
-
-
-def _unusable(solution: Solution, hook: str) -> str:
-    """Why a hook that is there cannot be called (``signature: …`` or its module's load error); ``""`` otherwise."""
-    problem = "" if solution.implements(hook) else solution.problem_for(hook) or ""
-    if not problem or ": no function " in problem:
-        return ""
-    return problem if "could not load" in problem else f"signature: {problem}"
 
 
 @contextlib.contextmanager

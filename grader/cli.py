@@ -30,19 +30,12 @@ LANG_OPTION = click.option(
 STATUS_STYLE = {"passing": "green", "failing": "red", "not started": "yellow", "no tests": "dim"}
 
 
-def _has_instructor() -> bool:
-    """Whether this kit holds ``grader/instructor/`` (beside this file, not some other install's)."""
-    spec = importlib.util.find_spec("grader.instructor")
-    return (
-        spec is not None
-        and spec.origin is not None
-        and Path(spec.origin).resolve().parent == Path(__file__).resolve().parent / "instructor"
-    )
-
-
-INSTRUCTOR = _has_instructor()
-"""True in the instructor's kit.  A learner's kit (`attnkit release`) has no ``grader/instructor/``:
-there the instructor-only commands are hidden and say so in one line when called."""
+_SPEC = importlib.util.find_spec("grader.instructor")
+INSTRUCTOR = _SPEC is not None and _SPEC.origin is not None and (
+    Path(_SPEC.origin).resolve().parent == Path(__file__).resolve().parent / "instructor"
+)
+"""True in the instructor's kit (``grader/instructor/`` beside this file, not some other install's).  A learner's kit
+(`attnkit release`) has none: there the instructor-only commands are hidden and say so in one line when called."""
 
 
 class InstructorCommand(click.Command):
@@ -67,8 +60,7 @@ class InstructorCommand(click.Command):
 def main() -> None:
     """attnkit: auto-graded exercises on attention mechanisms in PyTorch.
 
-    Learners fill in the stubs under exercises/, run `attnkit check`, and hand
-    in their work with `attnkit submit`.
+    Learners fill in the stubs under exercises/, run `attnkit check`, and hand in their work with `attnkit submit`.
     """
 
 
@@ -108,20 +100,16 @@ def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[st
 def check(exercise: tuple[str, ...], solution: str, lang: str, watch: bool) -> None:
     """Run the public cases for EXERCISE (default: all) and show where you stand.
 
-    EXERCISE is an exercise (softmax_weights) or a group of them (scores,
-    masking, dropout, heads, modules).
+    EXERCISE is an exercise (softmax_weights) or a group of them (scores, masking, dropout, heads, modules).
 
-    Each exercise is 'not started' while its stub still raises
-    NotImplementedError, 'failing' with the first failed case in one line, or
-    'passing'.  Exits 0 only when every exercise asked for passes.
+    Each exercise is 'not started' while its stub still raises NotImplementedError, 'failing' with the first failed case
+    in one line, or 'passing'.  Exits 0 only when every exercise asked for passes.
 
-    With --watch it stays running and checks again on every save, in well
-    under the first round's time (torch stays loaded); Ctrl-C stops it, with
-    exit status 0.
+    With --watch it stays running and checks again on every save, in well under the first round's time (torch stays
+    loaded); Ctrl-C stops it, with exit status 0.
 
-    It checks the exercises/ of the kit it runs in (the table's title names
-    the folder); a test that runs longer than the grader's limit on a call
-    fails its exercise with the grader's words.
+    It checks the exercises/ of the kit it runs in (the table's title names the folder); a test that runs longer than
+    the grader's limit on a call fails its exercise with the grader's words.
     """
     from grader.check import use_kit_here  # first: see grader.check's NumPy note
 
@@ -148,13 +136,8 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
     """
     import time
 
-    from grader.check import (  # first: see grader.check's NumPy note
-        FAILING,
-        NOT_STARTED,
-        PASSING,
-        public_tests_dir,
-        run_public_cases,
-    )
+    # grader.check first: see its NumPy note
+    from grader.check import FAILING, NOT_STARTED, PASSING, public_tests_dir, run_public_cases
     from grader.registry import SolutionError, load_solution
 
     def took() -> str:
@@ -190,12 +173,7 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
             detail += f"\n[bold]looks like {mistake}[/]: {escape(text)}"
         for note in r.notes:  # the grader's note on a case that passes, for no points
             detail += ("\n" if detail else "") + f"[dim]note:[/] {escape(note)}"
-        table.add_row(
-            r.exercise,
-            f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
-            f"{r.passed}/{total}",
-            detail,
-        )
+        table.add_row(r.exercise, f"[{STATUS_STYLE[r.status]}]{r.status}[/]", f"{r.passed}/{total}", detail)
     console.print(table)
     done = sum(r.status == PASSING for r in results)
     console.print(f"{done} of {len(results)} exercises passing.{took()}")
@@ -239,10 +217,8 @@ def _known_mistakes(loaded: Solution, failing: list[str], lang: str) -> dict[str
 def audit(seed: int, devices: str | None, as_json: bool, groups: tuple[str, ...]) -> None:
     """Prove the hidden suite: the reference passes everything, every known mistake fails something.
 
-    Runs every public and hidden case against the reference on every device
-    present, and the hidden cases against each entry of the catalogue of known
-    mistakes.  Exits non-zero if the reference fails anything or a mistake
-    survives.
+    Runs every public and hidden case against the reference on every device present, and the hidden cases against each
+    entry of the catalogue of known mistakes.  Exits non-zero if the reference fails anything or a mistake survives.
     """
     import json
 
@@ -263,8 +239,7 @@ def audit(seed: int, devices: str | None, as_json: bool, groups: tuple[str, ...]
         table.add_column(str(i), justify="right")
     table.add_column("killed", justify="center")
     for row in matrix_rows(report):
-        style = "" if row[-1] == "yes" else "red"
-        table.add_row(*row, style=style)
+        table.add_row(*row, style="" if row[-1] == "yes" else "red")
     table.caption = "  ".join(f"{i}={hook}" for i, hook in enumerate(HOOK_NAMES, start=1))
     console.print(table)
     console.print(f"devices: {', '.join(report.devices)}")
@@ -457,30 +432,23 @@ def grade(
 ) -> None:
     """Grade submissions in sandboxed processes and write the gradebook and feedback.
 
-    PATHS are .py files, folders (a learner's exercises/ package or any folder
-    of hook functions), .zip files of either, or a class folder holding many of
-    them.  With no PATHS, grades the bundled sample class (examples/submissions).
-    A folder holding two or more hand-ins of any kind is a class; a package,
-    a learner's kit and a folder holding one .py file or notebook are one
-    submission, and --one reads a folder of one learner's loose modules as one
-    (the folder's shape decides, never its code).  What was found, and every
-    file skipped with why, is printed before grading.
+    PATHS are .py files, folders (a learner's exercises/ package or any folder of hook functions), .zip files of either,
+    or a class folder holding many of them.  With no PATHS, grades the bundled sample class (examples/submissions). A
+    folder holding two or more hand-ins of any kind is a class; a package, a learner's kit and a folder holding one .py
+    file or notebook are one submission, and --one reads a folder of one learner's loose modules as one (the folder's
+    shape decides, never its code).  What was found, and every file skipped with why, is printed before grading.
 
-    A student's id is, in this order: the roster's (--roster) student whose
-    file pattern matches the hand-in's name; the roster's student its file
-    name names (id or email); else its file or folder name.  The <id> of
-    attnkit submit's submission-<id>-<date>.zip is the learner's claim: it
-    takes no id another hand-in has, nor one another such name claims.  The id
-    in an attnkit submit manifest only confirms it (another is a note on that row).
-    Two hand-ins for one student are refused unless --latest, which grades the
-    one collected last (its file's time, or an LMS's attempt time in its name).
+    A student's id is, in this order: the roster's (--roster) student whose file pattern matches the hand-in's name; the
+    roster's student its file name names (id or email); else its file or folder name.  The <id> of attnkit submit's
+    submission-<id>-<date>.zip is the learner's claim: it takes no id another hand-in has, nor one another such name
+    claims.  The id in an attnkit submit manifest only confirms it (another is a note on that row). Two hand-ins for one
+    student are refused unless --latest, which grades the one collected last (its file's time, or an LMS's attempt time
+    in its name).
 
-    Each submission runs in its own child process with time, memory and CPU
-    limits; every verdict is computed in this process.  Results go to
-    OUT/gradebook.sqlite as each submission finishes: if a run stops, running
-    the same command again resumes it.  Ctrl-C (or SIGTERM) stops cleanly: the
-    submissions in flight are ended and not recorded, and the command to
-    resume is printed (exit 130); a second Ctrl-C quits at once.
+    Each submission runs in its own child process with time, memory and CPU limits; every verdict is computed in this
+    process.  Results go to OUT/gradebook.sqlite as each submission finishes: if a run stops, running the same command
+    again resumes it.  Ctrl-C (or SIGTERM) stops cleanly: the submissions in flight are ended and not recorded, and the
+    command to resume is printed (exit 130); a second Ctrl-C quits at once.
     """
     import gc
     import threading
@@ -507,7 +475,10 @@ def grade(
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     out_dir = Path(out)
-    intake = _take_in(console, targets, _reading(as_class, as_one), roster_path or out_dir, latest, out_dir)
+    if as_class and as_one:
+        raise click.UsageError("--class and --one contradict each other: give one of them")
+    reading = "class" if as_class else "one" if as_one else "auto"  # grader.instructor.intake.collect's
+    intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
         options = GradeOptions(
@@ -608,11 +579,6 @@ def _class_roster(given: str | Path):
     return Roster.from_rows(rows, source=f"the roster kept in {given / 'gradebook.sqlite'}") if rows else None
 
 
-def _held(out_dir: Path) -> dict:
-    """The hand-in the out folder's gradebook keeps for each id it holds (none for a new out folder)."""
-    return _from_book(out_dir, lambda book: book.stored_submissions()) or {}
-
-
 def _from_book(out_dir: Path, read: Callable[[Any], Any]) -> Any:
     """``read(the out folder's gradebook)``, or None where it has none yet."""
     from grader.instructor.gradebook import Gradebook
@@ -621,13 +587,6 @@ def _from_book(out_dir: Path, read: Callable[[Any], Any]) -> Any:
         return None
     with Gradebook(out_dir / "gradebook.sqlite") as book:
         return read(book)
-
-
-def _reading(as_class: bool, as_one: bool) -> str:
-    """``--class``/``--one`` as :func:`grader.instructor.intake.collect`'s ``reading``; a usage error for both."""
-    if as_class and as_one:
-        raise click.UsageError("--class and --one contradict each other: give one of them")
-    return "class" if as_class else "one" if as_one else "auto"
 
 
 def _take_in(
@@ -647,7 +606,8 @@ def _take_in(
     try:
         roster = _class_roster(roster_from)
         intake = collect(targets, reading=reading, roster=roster, latest=latest)
-        intake = keep_held_ids(intake, _held(out_dir) if out_dir else {})
+        held = _from_book(out_dir, lambda book: book.stored_submissions()) if out_dir else None  # kept per id
+        intake = keep_held_ids(intake, held or {})
     except (IntakeError, RosterError) as exc:
         raise click.UsageError(str(exc)) from None
     line = intake.found_line()
@@ -727,13 +687,10 @@ def _program() -> list[str]:
 def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_check: bool, force: bool) -> None:
     """Pack your work into one zip to hand in.
 
-    PATH is your exercises/ folder (default: the one in the current folder's
-    kit), a notebook, several notebooks or a folder of them (merged into one
-    notebooks.ipynb), or a .py file.  The zip holds your code -- no tests,
-    no caches, no hidden files -- and manifest.json: the kit version, the
-    time, a sha256 of every file, your public check results right now and
-    your student id (--student, else ATTNKIT_STUDENT, which a JupyterHub
-    admin can set for every user).
+    PATH is your exercises/ folder (default: the one in the current folder's kit), a notebook, several notebooks or a
+    folder of them (merged into one notebooks.ipynb), or a .py file.  The zip holds your code -- no tests, no caches, no
+    hidden files -- and manifest.json: the kit version, the time, a sha256 of every file, your public check results
+    right now and your student id (--student, else ATTNKIT_STUDENT, which a JupyterHub admin can set for every user).
     """
     from grader.submit import SubmitError, Validation
     from grader.submit import submit as pack
@@ -782,12 +739,10 @@ def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_ch
 def release(dest: Path, force: bool) -> None:
     """Write the learner's kit into DEST: stubs, public tests, notebooks, README; no answers.
 
-    DEST gets exercises/ (stubs, public tests), notebooks/, the parts of
-    grader/ a learner runs (check, submit, the registry), conftest.py checking
-    the learner's own exercises, pyproject.toml, constraints.txt and README.md.
-    Nothing of solutions/, the hidden cases or the grading machinery goes in:
-    the kit is built in a staging folder and scanned for reference function
-    bodies, hidden case names and catalogue entries before DEST is touched.
+    DEST gets exercises/ (stubs, public tests), notebooks/, the parts of grader/ a learner runs (check, submit, the
+    registry), conftest.py checking the learner's own exercises, pyproject.toml, constraints.txt and README.md. Nothing
+    of solutions/, the hidden cases or the grading machinery goes in: the kit is built in a staging folder and scanned
+    for reference function bodies, hidden case names and catalogue entries before DEST is touched.
 
     DEST must be empty or absent, unless --force.
     """
@@ -808,9 +763,8 @@ def release(dest: Path, force: bool) -> None:
     if summary.removed:
         click.echo(f"Removed {len(summary.removed)} file(s) of the earlier release that this one no longer has.")
     if summary.kept:
-        shown = ", ".join(summary.kept[:10]) + (
-            f" … and {len(summary.kept) - 10} more" if len(summary.kept) > 10 else ""
-        )
+        more = f" … and {len(summary.kept) - 10} more" if len(summary.kept) > 10 else ""
+        shown = ", ".join(summary.kept[:10]) + more
         click.echo(
             f"{click.style(f'Kept {len(summary.kept)} file(s)', fg='yellow')} not written by attnkit release: {shown}"
         )
@@ -825,21 +779,16 @@ def release(dest: Path, force: bool) -> None:
     help="The course's rubric TOML (points, all-or-nothing, each test's Gradescope visibility); "
     "default: the kit's grader/instructor/rubric.toml.",
 )
-@click.option(
-    "--seed", type=int, help="Seed of the hidden inputs every learner gets (default: random, printed)."
-)
+@click.option("--seed", type=int, help="Seed of the hidden inputs every learner gets (default: random, printed).")
 @click.option("--force", is_flag=True, help="Overwrite DEST if it exists.")
 def gradescope(dest: Path, rubric: str | None, seed: int | None, force: bool) -> None:
     """Write DEST (a .zip): the autograder to upload to Gradescope.
 
-    The zip holds setup.sh (a virtual environment with the CPU build of the
-    pinned torch and this kit), run_autograder (grades /autograder/submission
-    as `attnkit grade` would, with the course's --rubric and --seed, and writes
-    /autograder/results/results.json, each test's visibility the rubric's),
-    and the whole instructor's kit: hidden cases and reference included, so
-    never give the zip to learners.  AUTOGRADER_ROOT moves /autograder
-    elsewhere (for a trial run).  The README's "Grading on Gradescope" says
-    how to upload it and what isolation learners' code gets there.
+    The zip holds setup.sh (a virtual environment with the CPU build of the pinned torch and this kit), run_autograder
+    (grades /autograder/submission as `attnkit grade` would, with the course's --rubric and --seed, and writes
+    /autograder/results/results.json, each test's visibility the rubric's), and the whole instructor's kit: hidden cases
+    and reference included, so never give the zip to learners.  AUTOGRADER_ROOT moves /autograder elsewhere (for a trial
+    run).  The README's "Grading on Gradescope" says how to upload it and what isolation learners' code gets there.
     """
     from grader.instructor.gradescope import BundleError, write_bundle
 
@@ -861,11 +810,9 @@ def gradescope(dest: Path, rubric: str | None, seed: int | None, force: bool) ->
 def notebooks(dest: Path, force: bool) -> None:
     """Write one notebook per exercise group into DEST (default: notebooks/).
 
-    Built with nbformat from the exercise sources: the explanations, a code
-    cell per stub (tagged attnkit-solution) and a check cell that runs the
-    public cases in the kernel.  A notebook already in DEST that differs from
-    the generated one (a learner's work, say) is never overwritten without
-    --force; identical ones are left as they are.
+    Built with nbformat from the exercise sources: the explanations, a code cell per stub (tagged attnkit-solution) and
+    a check cell that runs the public cases in the kernel.  A notebook already in DEST that differs from the generated
+    one (a learner's work, say) is never overwritten without --force; identical ones are left as they are.
     """
     import tempfile
 
@@ -899,8 +846,8 @@ def notebooks(dest: Path, force: bool) -> None:
 def contract(group: tuple[str, ...]) -> None:
     """Print the exercise contract: every hook of every exercise group, as a Markdown table.
 
-    The kit's own groups and every installed exercise pack's (GROUP names some of them): the hook's signature,
-    its group and the first paragraph of its hookspec, which states the contract in full (`pydoc` shows it all).
+    The kit's own groups and every installed exercise pack's (GROUP names some of them): the hook's signature, its group
+    and the first paragraph of its hookspec, which states the contract in full (`pydoc` shows it all).
     """
     import inspect
 

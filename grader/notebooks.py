@@ -1,44 +1,38 @@
-"""Notebooks: the exercises as Jupyter notebooks, and notebooks as submissions.
+"""Notebooks: the exercises as Jupyter notebooks, and notebooks as submissions; neither runs the code it handles.
 
-Two directions, both without running a line of the code they handle:
-
-- :func:`build_notebook` / :func:`write_notebooks` turn each exercise module (``exercises/scores.py`` …, read
-  with :mod:`ast`, never imported) into one nbformat-4 notebook: the module's explanation, then per stub its
-  docstring and a code cell tagged ``attnkit-solution`` whose metadata names its hooks
-  (``{"attnkit": {"hooks": [...]}}``), and last a check cell tagged ``attnkit-check`` that runs the public cases
-  of the group in the kernel (:func:`grader.notebook_check.check`).  The same sources give byte-identical
-  ``.ipynb`` files.
+- :func:`build_notebook` / :func:`write_notebooks` turn each exercise module (``exercises/scores.py`` …, read with
+  :mod:`ast`, never imported) into one nbformat-4 notebook: the module's explanation, then per stub its docstring
+  and a code cell tagged ``attnkit-solution`` whose metadata names its hooks (``{"attnkit": {"hooks": [...]}}``),
+  and last a check cell tagged ``attnkit-check`` that runs the group's public cases in the kernel
+  (:func:`grader.notebook_check.check`).  The same sources give byte-identical ``.ipynb`` files.
 - :func:`notebook_to_source` turns a learner's notebook into one Python module for grading: the cells tagged
-  ``attnkit-solution`` (every code cell when none is, the check cells left out), with IPython magics and shell
-  lines removed and only imports, function and class definitions and simple constant assignments kept at top
-  level.  Everything else (prints, plots, training loops, a ``time.sleep(3600)``) is commented out, so it never
-  runs at grading time.  Dropped lines stay in place as comments, so a line number in the converted module maps
-  straight back to the notebook: each cell starts with a ``# --- cell N ---`` line (N counts every cell of the
-  notebook, markdown included, from 1) and its lines follow one for one.  In a notebook with tagged cells, what
-  its other cells (the check cells left out) define that the tagged code uses and does not define is kept too,
-  in its cell's place (a helper in a cell of the learner's own: the check cell ran with it;
+  ``attnkit-solution`` (every code cell when none is, the check cells left out), IPython magics and shell lines
+  removed, and at top level only imports, function and class definitions and simple constant assignments kept.
+  Everything else (prints, plots, training loops, a ``time.sleep(3600)``) is commented out in place, so it never
+  runs at grading time and a line number maps straight back to the notebook: each cell starts with a
+  ``# --- cell N ---`` line (N counts every cell, markdown included, from 1) and its lines follow one for one.
+  With tagged cells, what the other cells (check cells aside) define that the tagged code uses and does not define
+  is kept too, in its cell's place (a helper in a cell of the learner's own: the check cell ran with it;
   :mod:`grader.notebook_helpers`); an error's place is said by cell (:mod:`grader.cell_places`).
 
 This filter is about a learner's experiments, not security: a class body, a decorator or a default argument
 still runs at import, which is why submissions are only ever imported in the grader's sandbox.
 
 The conversion parses a learner's file in the grader's own (trusted) process, so it is bounded, like a zip is:
-the JSON holds at most :data:`MAX_JSON_VALUES` values (counted before it is parsed, so parsing it costs at most
-about 150 MB), at most :data:`MAX_NOTEBOOK_CELLS` cells, a code cell at most :data:`MAX_CELL_BYTES` and all code
-cells together at most :data:`MAX_CODE_BYTES`; outputs, attachments and metadata other than a cell's tags are
-dropped before the notebook is validated, so megabytes of outputs cost one JSON parse; the work is linear in the
-notebook's size and checked against a deadline (:data:`CONVERT_SECONDS`).  A notebook over a cap or the deadline
-is refused with a one-line :class:`NotebookError` (``benchmarks/notebook_bombs.py`` measures the worst cases).
-An nbformat-3 notebook (worksheets) is slimmed and capped the same way, validated as v3, then upgraded by
-nbformat's own converter (``nbformat.convert``), a heading's level clamped first (the upgrade writes
-``"#" * level``), so it grades exactly as its v4 conversion would.
+at most :data:`MAX_JSON_VALUES` JSON values (counted before parsing, so parsing costs at most about 150 MB),
+:data:`MAX_NOTEBOOK_CELLS` cells, :data:`MAX_CELL_BYTES` of code per cell and :data:`MAX_CODE_BYTES` in all;
+outputs, attachments and metadata other than a cell's tags are dropped before validation, so megabytes of outputs
+cost one JSON parse; the work is linear in the notebook's size and checked against a deadline
+(:data:`CONVERT_SECONDS`).  Over a cap or the deadline: a one-line :class:`NotebookError`
+(``benchmarks/notebook_bombs.py`` measures the worst cases).  An nbformat-3 notebook (worksheets) is slimmed and
+capped the same way, validated as v3, then upgraded by ``nbformat.convert``, a heading's level clamped first (the
+upgrade writes ``"#" * level``), so it grades exactly as its v4 conversion would.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import functools
 import importlib.util
 import json
@@ -47,7 +41,6 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +66,6 @@ CHECK_LINE = "Run `pytest exercises/test_{group}.py` to check your work."
 """The last paragraph of every exercise module's docstring; in a notebook, the check cell takes its place."""
 
 _CLASS_HOOK = {cls: hook for hook, cls in CLASS_ALIASES.items()}
-
-_KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
 MAX_JSON_VALUES = 1_000_000
@@ -114,16 +105,12 @@ class _Deadline:
 
 def default_exercises_dir() -> Path:
     """The ``exercises`` folder of this kit, found without importing it."""
-    here = _KIT_ROOT / "exercises"
+    here = Path(__file__).resolve().parents[1] / "exercises"
     if (here / "__init__.py").is_file():
         return here
     from grader.check import public_tests_dir
 
     return public_tests_dir()
-
-
-def _cell_id(group: str, index: int) -> str:
-    return f"{group}-{index:02d}"
 
 
 def _lines(text: str) -> list[str]:
@@ -162,14 +149,6 @@ def _signature(node: ast.FunctionDef) -> str:
     return f"{node.name}({ast.unparse(node.args)})"
 
 
-def _hooks_of(node: ast.stmt) -> list[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOOK_NAMES:
-        return [node.name]
-    if isinstance(node, ast.ClassDef) and node.name in _CLASS_HOOK:
-        return [_CLASS_HOOK[node.name]]
-    return []
-
-
 def _markdown_doc(text: str) -> str:
     """A docstring as markdown: code-ish lines (indented) become a code block."""
     out: list[str] = []
@@ -189,12 +168,6 @@ def _markdown_doc(text: str) -> str:
     return "\n".join(out).strip()
 
 
-def _module_parts(path: Path) -> tuple[str, list[ast.stmt], list[str]]:
-    text = path.read_text(encoding="utf-8")
-    tree = ast.parse(text, filename=str(path))
-    return ast.get_docstring(tree, clean=True) or "", tree.body, _lines(text)
-
-
 def _paragraphs(text: str) -> list[str]:
     """The blank-line separated paragraphs of a docstring, each without trailing spaces."""
     paragraphs: list[list[str]] = [[]]
@@ -207,10 +180,8 @@ def _paragraphs(text: str) -> list[str]:
 
 
 def _without_package(code: str) -> str:
-    """Code with its relative imports made absolute (``from .scores`` -> ``from exercises.scores``), read with ast.
-
-    A notebook has no package around it.  Code that does not parse is left as it is.
-    """
+    """Code with its relative imports made absolute (``from .scores`` -> ``from exercises.scores``): a notebook has no
+    package around it.  Code that does not parse is left as it is."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -226,9 +197,8 @@ def _without_package(code: str) -> str:
 def _intro(group: str, docstring: str) -> str:
     """The notebook's first cell, from the exercise module's docstring parsed into paragraphs.
 
-    The first paragraph (the summary) is the title; an indented paragraph is
-    code (its relative imports made absolute); the last paragraph, when it is
-    :data:`CHECK_LINE`, is left out: the notebook's check cell does that work.
+    The first paragraph (the summary) is the title; an indented paragraph is code (its relative imports made
+    absolute); the last paragraph, when it is :data:`CHECK_LINE`, is left out: the notebook's check cell does that.
     """
     paragraphs = _paragraphs(docstring)
     title = " ".join(line.strip() for line in paragraphs[0].splitlines()) if paragraphs else ""
@@ -273,74 +243,59 @@ MODULES_NOTE = (
 )
 
 
-def _helpers_cell_source() -> str:
-    lines = [
-        "# Paste your own functions from the other notebooks here, for example:",
-        "#",
-        "# def softmax_weights(scores, dim=-1):",
-        "#     ...",
-        "#",
-        "# or, while you work, import them from your exercises package:",
-        "#",
-    ]
-    for module, names in HELPERS_OF_MODULES:
-        lines.append(f"# from exercises.{module} import {', '.join(names)}")
-    return "\n".join(lines)
+HELPERS_CELL = (
+    "# Paste your own functions from the other notebooks here, for example:\n#\n"
+    "# def softmax_weights(scores, dim=-1):\n#     ...\n#\n"
+    "# or, while you work, import them from your exercises package:\n#\n"
+    + "\n".join(f"# from exercises.{module} import {', '.join(names)}" for module, names in HELPERS_OF_MODULES)
+)
 
-
-def _check_source(hooks: list[str]) -> str:
-    listed = ", ".join(repr(h) for h in hooks)
-    return (
-        "# Runs the public cases of this notebook's exercises here, in the kernel, and shows a table.\n"
-        "from grader.notebook_check import check\n\n"
-        f"rows = check(globals(), [{listed}])"
-    )
+CHECK_CELL = (
+    "# Runs the public cases of this notebook's exercises here, in the kernel, and shows a table.\n"
+    "from grader.notebook_check import check\n\nrows = check(globals(), [{}])"
+)
 
 
 def build_notebook(group: str, exercises_dir: Path | None = None) -> nbformat.NotebookNode:
     """The notebook of one exercise group, built from ``exercises/<group>.py`` (parsed, never imported)."""
     hooks_in(group)  # an unknown group: a ValueError naming the groups
     folder = Path(exercises_dir) if exercises_dir is not None else default_exercises_dir()
-    docstring, body, lines = _module_parts(folder / f"{group}.py")
+    text = (folder / f"{group}.py").read_text(encoding="utf-8")
+    tree = ast.parse(text, filename=str(folder / f"{group}.py"))
+    lines = _lines(text)
     v4 = nbformat.v4
     cells: list[nbformat.NotebookNode] = []
 
     def markdown(text: str) -> None:
-        cells.append(v4.new_markdown_cell(text, id=_cell_id(group, len(cells))))
+        cells.append(v4.new_markdown_cell(text, id=f"{group}-{len(cells):02d}"))
 
     def code(text: str, tag: str, hooks: list[str]) -> None:
         metadata = {"tags": [tag], METADATA_KEY: {"hooks": list(hooks)}}
-        cells.append(v4.new_code_cell(text, id=_cell_id(group, len(cells)), metadata=metadata))
+        cells.append(v4.new_code_cell(text, id=f"{group}-{len(cells):02d}", metadata=metadata))
 
-    markdown(_intro(group, docstring))
+    markdown(_intro(group, ast.get_docstring(tree, clean=True) or ""))
     markdown(HOW_TO)
     code(IMPORTS, SOLUTION_TAG, [])
     if any(row(hook).output == "module" for hook in hooks_in(group)):  # the classes reuse the other groups
         markdown(MODULES_NOTE)
-        code(_helpers_cell_source(), SOLUTION_TAG, [])
+        code(HELPERS_CELL, SOLUTION_TAG, [])
 
-    defs = [n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     builders = {n.name: n for n in defs if isinstance(n, ast.FunctionDef) and n.name in CLASS_ALIASES}
     group_hooks: list[str] = []
     for node in defs:
         if node.name in builders and CLASS_ALIASES[node.name] in {d.name for d in defs}:
             continue  # shown with its class below
-        hooks = _hooks_of(node)
-        parts: list[str] = []
-        source = _stub_source(node, lines)
-        if isinstance(node, ast.ClassDef):
-            heading = f"## `{node.name}`"
-            builder = builders.get(hooks[0]) if hooks else None
-            if builder is not None:
-                heading += f" and `{_signature(builder)}`"
-                source += "\n\n\n" + _stub_source(builder, lines)
-        else:
-            heading = f"## `{_signature(node)}`"
-        parts.append(heading)
+        name = _CLASS_HOOK.get(node.name, "") if isinstance(node, ast.ClassDef) else node.name
+        hooks = [name] if name in HOOK_NAMES else []  # a class's hook (a builder's name) is one too
+        builder = builders.get(hooks[0]) if hooks and isinstance(node, ast.ClassDef) else None
+        source = _stub_source(node, lines) + (f"\n\n\n{_stub_source(builder, lines)}" if builder else "")
+        heading = f"## `{node.name}`" if isinstance(node, ast.ClassDef) else f"## `{_signature(node)}`"
+        parts = [heading + (f" and `{_signature(builder)}`" if builder else "")]
         doc = ast.get_docstring(node, clean=True)
         if doc:
             parts.append(_markdown_doc(doc))
-        if isinstance(node, ast.ClassDef) and hooks and hooks[0] in builders:
+        if builder:
             parts.append(
                 f"The grader builds it with `{hooks[0]}`, the function at the end of the cell; "
                 "fill in the class and leave the function as it is."
@@ -356,16 +311,11 @@ def build_notebook(group: str, exercises_dir: Path | None = None) -> nbformat.No
         + " against the functions defined in this notebook. The kernel must be able to import the kit's "
         "`grader` (open the notebook from your kit's folder, or install the kit)."
     )
-    code(_check_source(group_hooks), CHECK_TAG, group_hooks)
+    code(CHECK_CELL.format(", ".join(map(repr, group_hooks))), CHECK_TAG, group_hooks)
 
     nb = v4.new_notebook(cells=cells)
     nb.metadata = nbformat.from_dict(notebook_metadata({"group": group, "hooks": group_hooks}))
     return nb
-
-
-def notebook_text(nb: nbformat.NotebookNode) -> str:
-    """A notebook as the exact text written to disk (sorted keys, one trailing newline)."""
-    return nbformat.writes(nb, version=4).rstrip("\n") + "\n"
 
 
 def write_notebooks(dest: Path, exercises_dir: Path | None = None) -> list[Path]:
@@ -378,7 +328,7 @@ def write_notebooks(dest: Path, exercises_dir: Path | None = None) -> list[Path]
         nbformat.validate(nb)
         path = dest / f"{group}.ipynb"
         with path.open("w", encoding="utf-8", newline="\n") as fh:
-            fh.write(notebook_text(nb))
+            fh.write(nbformat.writes(nb, version=4).rstrip("\n") + "\n")  # sorted keys, one trailing newline
         written.append(path)
     return written
 
@@ -391,10 +341,8 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 def _strip_magics(lines: list[str]) -> tuple[list[str], dict[int, str]]:
-    """Replace IPython magics, shell escapes and help lines by ``pass`` at their indentation.
-
-    Returns the new lines and ``{line number: original line}`` for those replaced.
-    """
+    """IPython magics, shell escapes and help lines replaced by ``pass`` at their indentation; the new lines and
+    ``{line number: original line}`` for those replaced."""
     out: list[str] = []
     replaced: dict[int, str] = {}
     continued = False  # the previous line was a magic ending in a backslash
@@ -409,11 +357,6 @@ def _strip_magics(lines: list[str]) -> tuple[list[str], dict[int, str]]:
     return out, replaced
 
 
-def _is_cell_magic(lines: list[str]) -> bool:
-    first = next((ln for ln in lines if ln.strip()), "")
-    return first.lstrip().startswith("%%")
-
-
 def _chain_root(node: ast.expr) -> str | None:
     """``a`` for ``a``, ``a.b.c``; None for anything else."""
     while isinstance(node, ast.Attribute):
@@ -421,9 +364,7 @@ def _chain_root(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _constant_value(node: ast.expr | None, defined: set[str]) -> bool:
-    if node is None:
-        return True
+def _constant_value(node: ast.expr, defined: set[str]) -> bool:
     try:
         ast.literal_eval(node)
         return True
@@ -462,13 +403,6 @@ class _Scope:
         self.futures: list[str] = []  # moved to the top of the converted file
 
 
-def _annotation_ok(node: ast.expr, scope: _Scope) -> bool:
-    if isinstance(node, ast.Constant):
-        return True
-    root = _chain_root(node)
-    return root is not None and root in scope.defined
-
-
 def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
     """The statement to keep for a top-level ``node`` (itself, or an import trimmed of missing modules), or None."""
     if isinstance(node, ast.Import):
@@ -497,15 +431,11 @@ def _keep(node: ast.stmt, scope: _Scope) -> ast.stmt | None:
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.simple:
         if node.value is None or not _constant_value(node.value, scope.defined):
             return None
-        if not _annotation_ok(node.annotation, scope):
+        if not isinstance(node.annotation, ast.Constant) and _chain_root(node.annotation) not in scope.defined:
             return None
         scope.defined.add(node.target.id)
         return node
     return None
-
-
-def _is_future(node: ast.stmt) -> bool:
-    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
 
 
 def _comment(line: str, why: str = "not run") -> str:
@@ -522,15 +452,12 @@ def _convert_cell(
 ) -> tuple[list[str], int]:
     """The cell's lines, one for one, with dropped statements commented out; and how many were kept.
 
-    ``only`` (an untagged cell of a tagged notebook): the first lines of the statements that may be kept, each
-    only where what it evaluates when defined is defined by then (:func:`~grader.notebook_helpers.ready`); the
-    others are dropped.
+    ``only`` (an untagged cell of a tagged notebook): the first lines of the statements that may be kept, each only
+    where what it evaluates when defined is defined by then (:func:`~grader.notebook_helpers.ready`); others dropped.
     """
-    original = list(lines)
-    for n, line in replaced.items():
-        original[n - 1] = line
-    out = list(lines)
+    original, out = list(lines), list(lines)
     for n, line in replaced.items():  # magics inside kept code stay visible as a comment
+        original[n - 1] = line
         out[n - 1] = f"{lines[n - 1]}  # [not run] {line.strip()}" if lines[n - 1].strip() else _comment(line)
     # statements that share lines (a; b on one line) are handled together; each cluster is
     # [first line, last line, statements], extended in place so that many statements stay linear
@@ -548,8 +475,8 @@ def _convert_cell(
             deadline.check()
         kept: list[ast.stmt] = []
         for node in nodes:
-            if _is_future(node):
-                scope.futures.extend(a.name for a in node.names)  # type: ignore[attr-defined]
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                scope.futures.extend(a.name for a in node.names)
                 continue
             if only is not None and (span(node)[0] not in only or not ready(node, scope.defined, scope.futures)):
                 continue
@@ -564,14 +491,11 @@ def _convert_cell(
                         for i in range(deco.lineno, (deco.end_lineno or deco.lineno) + 1):
                             out[i - 1] = _comment(original[i - 1], "left out")
             continue  # verbatim
+        for i in range(start, end + 1):
+            out[i - 1] = _comment(original[i - 1])
         if kept:
             first = "; ".join(ast.unparse(k) for k in kept)
             out[start - 1] = f"{first}  # [partly run] {original[start - 1].strip()}"
-            for i in range(start + 1, end + 1):
-                out[i - 1] = _comment(original[i - 1])
-        else:
-            for i in range(start, end + 1):
-                out[i - 1] = _comment(original[i - 1])
     return out, kept_count
 
 
@@ -659,29 +583,7 @@ def _slim(data: dict[str, Any], version: int = 4) -> None:
             raise NotebookError(f"refused: the code cells hold more than {_size(MAX_CODE_BYTES)}, over the limit")
 
 
-@contextlib.contextmanager
-def _quiet_nbformat() -> Iterator[None]:
-    """Silence nbformat's logger (its upgrade logs what does not validate; the validation here says it instead)."""
-    logger = logging.getLogger("traitlets")
-    disabled, logger.disabled = logger.disabled, True
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.disabled = disabled
-
-
-def _upgrade_v3(data: dict[str, Any], deadline: _Deadline) -> nbformat.NotebookNode:
-    """A slimmed nbformat-3 notebook, validated as v3, upgraded to v4 by nbformat's own converter."""
-    nbformat.validate(data, version=3)
-    deadline.check()
-    old = nbformat.v3.to_notebook_json(data)  # multi-line sources joined, as nbformat.reads does
-    return nbformat.convert(old, 4)
-
-
-def _parse_notebook(text: str, deadline: _Deadline | None = None) -> nbformat.NotebookNode:
-    deadline = deadline or _Deadline(CONVERT_SECONDS)
+def _parse_notebook(text: str, deadline: _Deadline) -> nbformat.NotebookNode:
     values = _json_values(text)
     if values > MAX_JSON_VALUES:
         raise NotebookError(f"refused: about {values} JSON values is over the {MAX_JSON_VALUES} value limit")
@@ -701,9 +603,16 @@ def _parse_notebook(text: str, deadline: _Deadline | None = None) -> nbformat.No
         raise NotebookError(f"not a notebook: nbformat version {shown} is not supported (3 and 4 are)")
     _slim(data, version)
     deadline.check()
+    logger = logging.getLogger("traitlets")  # nbformat's: its upgrade logs what does not validate, as validate says
+    disabled, logger.disabled = logger.disabled, True
     try:
-        with _quiet_nbformat():
-            nb = _upgrade_v3(data, deadline) if version == 3 else nbformat.from_dict(data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if version == 3:  # validated as v3, then upgraded to v4 by nbformat's own converter
+                nbformat.validate(data, version=3)
+                deadline.check()
+                data = nbformat.v3.to_notebook_json(data)  # multi-line sources joined, as nbformat.reads does
+            nb = nbformat.convert(data, 4) if version == 3 else nbformat.from_dict(data)
             deadline.check()
             nbformat.validate(nb)
     except NotebookError:  # the deadline
@@ -711,18 +620,18 @@ def _parse_notebook(text: str, deadline: _Deadline | None = None) -> nbformat.No
     except Exception as exc:  # a ValidationError; nbformat's own readers may raise anything on odd input
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise NotebookError(f"not a notebook: {first}") from None
+    finally:
+        logger.disabled = disabled
     return nb
 
 
 def notebook_to_source(text: str) -> str:
     """The Python module a notebook submission is graded as (see the module docstring).
 
-    Raises :class:`NotebookError` (a ``ValueError``) with a one-line message:
-    ``not a notebook: invalid JSON at line 3``, ``not a notebook: nbformat
-    version 2 is not supported (3 and 4 are)``, ``not a notebook: <validation error>``,
-    ``cell N: SyntaxError: <msg> (line L)`` for a tagged cell that does not
-    parse, ``no Python code found in the notebook``, or ``refused: …`` for a
-    notebook over a cap (cells, code per cell, code in all) or the deadline.
+    Raises :class:`NotebookError` (a ``ValueError``) with a one-line message: ``not a notebook: invalid JSON at
+    line 3``, ``not a notebook: nbformat version 2 is not supported (3 and 4 are)``, ``not a notebook: <validation
+    error>``, ``cell N: SyntaxError: <msg> (line L)`` for a tagged cell that does not parse, ``no Python code found
+    in the notebook``, or ``refused: …`` for a notebook over a cap (cells, code per cell, code in all) or the deadline.
     """
     deadline = _Deadline(CONVERT_SECONDS)
     try:
@@ -757,27 +666,22 @@ def _to_source(nb: nbformat.NotebookNode, deadline: _Deadline) -> str:
     return _assemble(cells, pulled, strict, deadline, parsed)[0]
 
 
-def _parsed_cell(number: int, cell: Any) -> tuple[list[str], ast.Module | None, dict[int, str]]:
-    """A code cell's lines (magics replaced where it does not parse without), its tree and the lines replaced;
-    the tree is None for a cell magic.  A SyntaxError, ValueError, RecursionError or MemoryError goes up."""
-    source = cell.get("source", "")
-    if isinstance(source, list):
-        source = "".join(source)
-    lines = _lines(source)
-    if _is_cell_magic(lines):
-        return lines, None, {}
-    try:
-        return lines, ast.parse("\n".join(lines), filename=f"<cell {number}>"), {}
-    except SyntaxError:
-        stripped, replaced = _strip_magics(lines)
-        return stripped, ast.parse("\n".join(stripped), filename=f"<cell {number}>"), replaced
-
-
 def _parsed(number: int, cell: Any, parsed: dict[int, Any]) -> tuple[list[str], ast.Module | None, dict[int, str]]:
-    """:func:`_parsed_cell`, once a cell: its answer, or the error it raised, is kept in ``parsed``."""
+    """A code cell's lines (magics replaced where it does not parse without), its tree (None for a cell magic) and the
+    lines replaced.  Parsed once a cell: the answer, or the SyntaxError, ValueError, RecursionError or MemoryError it
+    raised, is kept in ``parsed``."""
     if number not in parsed:
+        source = cell.get("source", "")
+        lines = _lines("".join(source) if isinstance(source, list) else source)
         try:
-            parsed[number] = _parsed_cell(number, cell)
+            if next((ln for ln in lines if ln.strip()), "").lstrip().startswith("%%"):
+                parsed[number] = lines, None, {}
+            else:
+                try:
+                    parsed[number] = lines, ast.parse("\n".join(lines), filename=f"<cell {number}>"), {}
+                except SyntaxError:
+                    stripped, replaced = _strip_magics(lines)
+                    parsed[number] = stripped, ast.parse("\n".join(stripped), filename=f"<cell {number}>"), replaced
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             parsed[number] = exc
     if isinstance(parsed[number], BaseException):

@@ -102,10 +102,6 @@ class Packed:
 # --- what to pack --------------------------------------------------------------------------------
 
 
-def _notebooks_in(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not is_hidden(p.name))
-
-
 def locate(paths: list[Path], cwd: Path | None = None) -> tuple[str, list[Path]]:
     """``(kind, paths)``: what the learner asked to hand in, or :class:`SubmitError` saying what is wrong."""
     cwd = Path.cwd() if cwd is None else Path(cwd)
@@ -131,7 +127,7 @@ def locate(paths: list[Path], cwd: Path | None = None) -> tuple[str, list[Path]]
             return "exercises", [path / KIT_PACKAGE]
         if (path / "__init__.py").is_file():
             return "exercises", [path]
-        notebooks = _notebooks_in(path)
+        notebooks = sorted(p for p in path.glob("*.ipynb") if p.is_file() and not is_hidden(p.name))
         if len(notebooks) == 1:
             return "notebook", notebooks
         if notebooks:
@@ -235,15 +231,11 @@ def merge_notebooks(paths: list[Path]) -> bytes:
 
 def _kit_tests_dir(fallback: Path | None) -> Path | None:
     """The public tests `attnkit check` runs: the kit's own, else those beside the package."""
-    try:
+    with contextlib.suppress(RuntimeError, ImportError):
         from grader.check import public_tests_dir
 
         return public_tests_dir()
-    except (RuntimeError, ImportError):
-        pass
-    if fallback is not None and any(fallback.glob("test_*.py")):
-        return fallback
-    return None
+    return fallback if fallback is not None and any(fallback.glob("test_*.py")) else None
 
 
 def _solution_spec(package: Path) -> str:
@@ -316,30 +308,23 @@ def syntax_problem(name: str, data: bytes) -> str | None:
     return None
 
 
-def notebook_problem(name: str, source: str) -> str | None:
-    """Why the module the grader makes of a notebook would fail: names it uses that no kept cell defines."""
-    missing = undefined_names(source)
+def problems(kind: str, contents: Mapping[str, bytes], notebook_source: str | None) -> list[str]:
+    """One line per reason the hand-in would grade as an error, read as the grader reads it (nothing run): a file
+    that does not parse, or names the module made of a notebook uses that no kept cell defines."""
+    if kind in ("exercises", "py"):
+        return [why for name, data in sorted(contents.items()) if (why := syntax_problem(name, data))]
+    missing = undefined_names(notebook_source) if notebook_source is not None else []
     if not missing:
-        return None
+        return []
     from grader.registry import HOOK_NAMES
 
     shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
     kit = [n for n in missing if n in HOOK_NAMES]
-    how = (
-        f"paste your {', '.join(kit)} into a cell tagged {SOLUTION_TAG} "
-        "(the grader does not have your exercises package)"
-        if kit
-        else f"define or import them in a cell tagged {SOLUTION_TAG}"
-    )
-    return f"{name}: uses {shown}, which the notebook does not define when graded; {how}"
-
-
-def problems(kind: str, contents: Mapping[str, bytes], notebook_source: str | None) -> list[str]:
-    """One line per reason the hand-in would grade as an error, read as the grader reads it (nothing run)."""
-    if kind in ("exercises", "py"):
-        return [why for name, data in sorted(contents.items()) if (why := syntax_problem(name, data))]
-    why = notebook_problem(next(iter(contents)), notebook_source) if notebook_source is not None else None
-    return [why] if why else []
+    how = f"define or import them in a cell tagged {SOLUTION_TAG}"
+    if kit:
+        how = f"paste your {', '.join(kit)} into a cell tagged {SOLUTION_TAG} "
+        how += "(the grader does not have your exercises package)"
+    return [f"{next(iter(contents))}: uses {shown}, which the notebook does not define when graded; {how}"]
 
 
 LOAD_SECONDS = 60.0
@@ -369,16 +354,6 @@ def _load_in_child(entry: str, result: str, kit_root: str) -> None:
     _drop_kit_from_path([kit_root])
     errors = load_errors(Path(entry))
     Path(result).write_text(json.dumps([e.splitlines()[0] for e in errors if e.strip()]), encoding="utf-8")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Kill the child and whatever it started (its own session, on POSIX)."""
-    with contextlib.suppress(OSError):
-        if os.name == "posix":
-            os.killpg(process.pid, signal.SIGKILL)
-        else:
-            process.kill()
-    process.wait()
 
 
 def _in_notebook(line: str, entry: str, name: str, source: str) -> str:
@@ -437,7 +412,12 @@ def load_problem(
             try:
                 code = process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _stop(process)
+                with contextlib.suppress(OSError):  # the child and whatever it started (its own session, on POSIX)
+                    if os.name == "posix":
+                        os.killpg(process.pid, signal.SIGKILL)
+                    else:
+                        process.kill()
+                process.wait()
                 return None, f"not loaded: importing it took over {timeout:g} s here, so it is packed unchecked"
             output.seek(0)
             said = [line.strip() for line in output.read().decode("utf-8", "replace").splitlines() if line.strip()]
@@ -480,16 +460,8 @@ def student_id(given: str | None, environ: Mapping[str, str] | None = None) -> t
             raise SubmitError(f"{source} {raw!r}: not an id (use letters, digits, '.', '_' or '-')")
         warnings = [] if sid == raw else [f"student id {raw!r} ({source}) is written as {sid!r}"]
         return sid, source, warnings
-    return (
-        None,
-        None,
-        [f"this hand-in carries no student id: pass --student YOUR_ID (or ask for {STUDENT_ENV} to be set)"],
-    )
-
-
-def _file_stem(student: str | None, login: str | None, folder: Path) -> str:
-    """The id, else the login name, else the folder's name; safe in a file name."""
-    return student or safe_name(login or "", "") or safe_name(folder.resolve().name, "learner")
+    no_id = f"this hand-in carries no student id: pass --student YOUR_ID (or ask for {STUDENT_ENV} to be set)"
+    return None, None, [no_id]
 
 
 def _free(path: Path) -> Path:
@@ -611,7 +583,8 @@ def submit(
         raise SubmitError(f"the hand-in: {too_big(total, 'with its manifest', MAX_TOTAL_BYTES)}")
     if len(contents) + 1 > MAX_ENTRIES:  # package_files stops sooner; this holds for every kind
         raise SubmitError(f"the hand-in: {len(contents) + 1} files is over the {MAX_ENTRIES} file limit")
-    default = f"submission-{_file_stem(sid, login, cwd)}-{now.strftime('%Y-%m-%d')}.zip"
+    stem = sid or safe_name(login or "", "") or safe_name(cwd.resolve().name, "learner")  # safe in a file name
+    default = f"submission-{stem}-{now.strftime('%Y-%m-%d')}.zip"
     target = _free(cwd / default) if out is None else Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
@@ -625,8 +598,7 @@ def submit(
             raise SubmitError(f"{target.name}: {too_big(size, 'zip', MAX_ZIP_BYTES)}")
         os.replace(partial, target)
     finally:
-        if partial.exists():
-            partial.unlink()
+        partial.unlink(missing_ok=True)
     sizes = {name: len(data) for name, data in sorted(contents.items())}
     return Packed(out=target, kind=kind, manifest=manifest, sizes=sizes, warnings=warnings)
 
