@@ -805,15 +805,18 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         args["qkv_bias"] = bias
         return args
 
-    def behaviour(name: str, what: str, xs: list[torch.Tensor], d_in: int, d_out: int, t: int, ctx: int = 0, h: int = 1,
-                  dropout: float = 0.0, bias: bool = False, **kwargs: Any) -> Case:
-        """A case run with the reference's parameters loaded: ``what``, then its sizes."""
-        text = f"{what}, d_in={d_in}, d_out={d_out}"
+    def sizes(d_in: int, d_out: int, t: int | None = None, ctx: int = 0, h: int = 1) -> str:
+        text = f"d_in={d_in}, d_out={d_out}"
         if heads:
             text += f", {h} head{'s' if h > 1 else ''}" + (f" of {d_out // h}" if d_out % h == 0 else "")
-        text += f", T={t}" + (f", context_length={ctx}" if causal else "")
-        cfg = config(d_in, d_out, ctx, dropout, h, bias)
-        return Case(hook, name, cfg, text, module=ModuleSpec(xs, state_seed=m.seed()), **kwargs)
+        if t is not None:
+            text += f", T={t}"
+        if causal:
+            text += f", context_length={ctx}"
+        return text
+
+    def behaviour(name: str, what: str, cfg: dict, xs: list[torch.Tensor], **kwargs: Any) -> Case:
+        return Case(hook, name, cfg, what, module=ModuleSpec(xs, state_seed=m.seed()), **kwargs)
 
     d_in, h, hd, ctx, t = 5, 3, 4, 11, 7
     d_out = h * hd
@@ -822,37 +825,42 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         Case(hook, "names", config(d_in, d_out, ctx, h=h), "parameter names",
              module=ModuleSpec([], state_seed=m.seed()), properties=(_named_like_contract,), notes=(_extras_noted,),
              **form),
-        behaviour("reference-weights", "the reference's weights", [m.randn(2, t, d_in)], d_in, d_out, t, ctx, h,
-                  meta=True),
-        behaviour("qkv-bias", "qkv_bias=True", [m.randn(3, 3, 4)], 4, 10, 3, 9, 2, bias=True),
+        behaviour("reference-weights", f"the reference's weights, {sizes(d_in, d_out, t, ctx, h)}",
+                  config(d_in, d_out, ctx, h=h), [m.randn(2, t, d_in)], meta=True),
+        behaviour("qkv-bias", f"qkv_bias=True, {sizes(4, 10, 3, 9, 2)}", config(4, 10, 9, h=2, bias=True),
+                  [m.randn(3, 3, 4)]),
         Case(hook, "init-seed", config(3, 8 if heads else 2, 6, h=2),
              "built under torch.manual_seed, as the chapter does: W_query, W_key, W_value (then out_proj) in that "
              "order, as nn.Linear layers", module=ModuleSpec([m.randn(2, 6, 3)], init_seed=m.seed()),
              coincide=("T=6",) + (("T=context_length", "context_length=6") if causal else ()), structural=True),
-        behaviour("T=1", "a single token", [m.randn(3, 1, 4)], 4, 10, 1, 9, 2),
+        behaviour("T=1", f"a single token, {sizes(4, 10, 1, 9, 2)}", config(4, 10, 9, h=2), [m.randn(3, 1, 4)]),
     ]  # fmt: skip
     if not causal:
-        cases.append(behaviour("unbatched", "unbatched (T, d_in) input", [m.randn(5, 7)], 7, 4, 5))
+        cases.append(behaviour("unbatched", f"unbatched (T, d_in) input, {sizes(7, 4, 5)}", config(7, 4),
+                               [m.randn(5, 7)]))  # fmt: skip
     else:
-        cases.append(behaviour("T=context", "T equal to context_length", [m.randn(2, 8, 4)], 4, 15, 8, 8, 3,
-                               coincide=("T=context_length",)))
+        cases.append(behaviour("T=context", f"T equal to context_length, {sizes(4, 15, 8, 8, 3)}",
+                               config(4, 15, 8, h=3), [m.randn(2, 8, 4)], coincide=("T=context_length",)))
         x, t_change = m.randn(2, 9, 5), 4
         changed = torch.cat([x[:, :t_change], m.randn(2, 9 - t_change, 5)], dim=1)
-        cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone", [x, changed],
-                               5, 8, 9, 10, 2, properties=(_causal_prefix(t_change),)))
+        cases.append(behaviour("causality", f"changing token {t_change} leaves earlier outputs alone, "
+                               f"{sizes(5, 8, 9, 10, 2)}", config(5, 8, 10, h=2), [x, changed],
+                               properties=(_causal_prefix(t_change),)))
         x = m.randn(2, 7, 5)
-        cases.append(behaviour("eval-dropout", "eval with dropout=0.5 is deterministic", [x, x], 5, 12, 7, 9, 3,
-                               dropout=0.5))
+        cases.append(behaviour("eval-dropout", f"eval with dropout=0.5 is deterministic, {sizes(5, 12, 7, 9, 3)}",
+                               config(5, 12, 9, dropout=0.5, h=3), [x, x]))
         cases.append(_training_case(hook, m, config))
         cases.append(Case(hook, "mask-buffer", config(d_in, d_out, ctx, h=h),
                           "the causal mask is a buffer named mask (in state_dict, moved by .to(device))",
                           module=ModuleSpec([]), properties=(_mask_is_a_buffer,), **form))
     if heads:
-        cases.append(behaviour("one-head", "num_heads = 1", [m.randn(2, 3, 4)], 4, 5, 3, 7, 1,
-                               coincide=("d_out=head_dim",)))
-        what = "d_out % num_heads != 0 raises an exception when the module is built (ValueError recommended)"
-        cases.append(Case(hook, "indivisible-raises", config(5, 10, 7, h=4), what, module=ModuleSpec([]),
-                          expect_error="Exception", notes=(_prefer("ValueError", PREFER_VALUE_ERROR),)))
+        cases.append(behaviour("one-head", f"num_heads = 1, {sizes(4, 5, 3, 7, 1)}", config(4, 5, 7, h=1),
+                               [m.randn(2, 3, 4)], coincide=("d_out=head_dim",)))
+        cases.append(Case(hook, "indivisible-raises", config(5, 10, 7, h=4),
+                          "d_out % num_heads != 0 raises an exception when the module is built "
+                          "(ValueError recommended)",
+                          module=ModuleSpec([]), expect_error="Exception",
+                          notes=(_prefer("ValueError", PREFER_VALUE_ERROR),)))
     for i in range(2):
         hh = m.size(2, 4)
         hd = m.size(2, 5, avoid=(hh, *((CHAPTER_TOKENS // hh,) if CHAPTER_TOKENS % hh == 0 else ())))
@@ -860,7 +868,8 @@ def _module_cases(hook: str, m: Maker) -> list[Case]:
         din, tt = m.distinct((2, 9), (2, 8), avoid=(hh, hd, dd))
         cc = m.size(tt + 1, tt + 5, avoid=(hh, hd, dd, din))
         batch = m.size(1, 3)
-        cases.append(behaviour(f"random-{i}", "random sizes", [m.randn(batch, tt, din)], din, dd, tt, cc, hh))
+        cases.append(behaviour(f"random-{i}", f"random sizes, {sizes(din, dd, tt, cc, hh)}",
+                               config(din, dd, cc, h=hh), [m.randn(batch, tt, din)]))  # fmt: skip
     return cases
 
 
