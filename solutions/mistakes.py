@@ -37,7 +37,6 @@ from solutions.reference import (
     CausalAttention,
     MultiHeadAttention,
     SelfAttention,
-    _token_names,
     attention_dropout,
     causal_mask,
     context_vectors,
@@ -462,6 +461,17 @@ def full_attention_sliced(queries, keys, values, chunk_size, causal=False):
 
 
 # --- plotting -------------------------------------------------------------------------------------------
+
+
+def _token_names(tokens, num_queries, num_keys):
+    """``(query_tokens, key_tokens)`` as strings: one sequence names both axes (square weights); a pair is
+    (queries, keys).  ValueError where they do not fit the weights."""
+    items = list(tokens)
+    pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
+    queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
+    if (len(queries), len(keys)) != (num_queries, num_keys):
+        raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
+    return [str(t) for t in queries], [str(t) for t in keys]
 
 
 def _drawn_wrong(weights, tokens, transpose=False, colorbar=True, swap_labels=False, swap_ticks=False,

@@ -247,24 +247,18 @@ def plot_attention(weights, tokens=None):
     if weights.dim() != 2:
         raise ValueError(f"plot_attention draws one (Tq, Tk) matrix, got shape {tuple(weights.shape)}")
     num_queries, num_keys = weights.shape
-    names = None if tokens is None else _token_names(tokens, num_queries, num_keys)
+    if tokens is not None:  # one sequence names both axes (square weights); a pair is (queries, keys)
+        items = list(tokens)
+        pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
+        queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
+        if (len(queries), len(keys)) != (num_queries, num_keys):
+            raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
     fig, ax = plt.subplots()
     image = ax.imshow(weights.detach().cpu().numpy())  # row i: query i, column j: key j
     fig.colorbar(image, ax=ax)
     ax.set_xlabel("Key positions")
     ax.set_ylabel("Query positions")
-    if names is not None:
-        ax.set_xticks(range(num_keys), names[1], rotation=90)
-        ax.set_yticks(range(num_queries), names[0])
+    if tokens is not None:
+        ax.set_xticks(range(num_keys), [str(t) for t in keys], rotation=90)
+        ax.set_yticks(range(num_queries), [str(t) for t in queries])
     return fig
-
-
-def _token_names(tokens, num_queries, num_keys):
-    """``(query_tokens, key_tokens)`` as strings: one sequence names both axes (square weights); a pair is
-    (queries, keys).  ValueError where they do not fit the weights."""
-    items = list(tokens)
-    pair = len(items) == 2 and not any(isinstance(t, str) for t in items)
-    queries, keys = (list(items[0]), list(items[1])) if pair else (items, items)
-    if (len(queries), len(keys)) != (num_queries, num_keys):
-        raise ValueError(f"{len(queries)} query and {len(keys)} key tokens for ({num_queries}, {num_keys}) weights")
-    return [str(t) for t in queries], [str(t) for t in keys]
