@@ -1,0 +1,16 @@
+import torch
+
+
+def causal_mask(num_tokens, device=None):
+    if num_tokens < 1:
+        raise ValueError("num_tokens must be >= 1")
+    m = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device).triu(diagonal=1)
+    # add a batch dim so it broadcasts against (b, T, T) scores
+    return m.unsqueeze(0)
+
+
+def renormalize_masked_weights(weights):
+    T = weights.shape[-1]
+    simple = torch.tril(torch.ones(T, T, device=weights.device, dtype=weights.dtype))
+    masked = weights * simple
+    return masked / masked.sum(dim=-1, keepdim=True)

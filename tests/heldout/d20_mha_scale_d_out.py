@@ -1,0 +1,36 @@
+import math
+
+import torch
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads:
+            raise ValueError("num_heads must divide d_out")
+        self.d_out, self.num_heads = d_out, num_heads
+        self.head_dim = d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        b, T, _ = x.shape
+
+        def heads(t):
+            return t.view(b, T, self.num_heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = heads(self.W_query(x)), heads(self.W_key(x)), heads(self.W_value(x))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_out)
+        scores = scores.masked_fill(self.mask[:T, :T], -torch.inf)
+        w = self.dropout(torch.softmax(scores, dim=-1))
+        out = (w @ v).transpose(1, 2).reshape(b, T, self.d_out)
+        return self.out_proj(out)
+
+
+def make_multihead_attention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    return MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
