@@ -26,7 +26,8 @@ against the bars of issue 25:
 Exit status: 2 on a usage error (a missing folder or key, a label for a file that is not there);
 1 when ``attnkit grade`` fails or writes no result for a labelled file; with ``--strict``, 1 when
 a bar fails; else 0.  A benchmark first: it never edits anything outside its temporary folder
-(``--keep DIR`` grades into DIR instead and leaves it).
+(``--keep DIR`` grades into DIR instead and leaves it; ``--graded DIR`` grades nothing and scores
+such a folder again, e.g. after the answer key changed).
 """
 
 from __future__ import annotations
@@ -249,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", help="passed to attnkit grade --devices (default: the grader's own)")
     parser.add_argument("-j", "--jobs", type=int, help="passed to attnkit grade -j")
     parser.add_argument("--keep", metavar="DIR", help="grade into DIR/seed-N and keep it (default: a temp folder)")
+    parser.add_argument(
+        "--graded", metavar="DIR", help="grade nothing: score DIR/seed-N of an earlier --keep DIR (after relabelling)"
+    )
     parser.add_argument("--all", action="store_true", help="list every pair, not only those off the mark")
     parser.add_argument("--json", metavar="FILE", help="also write the rows and the figures as JSON")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any bar fails")
@@ -271,19 +275,22 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"{labels_path} labels files that are not in {folder}: {', '.join(missing)}")
 
-    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="diagnosis-rate-"))
+    if args.graded and not Path(args.graded).is_dir():
+        parser.error(f"no such folder: {args.graded}")
+    base = Path(args.graded or args.keep or tempfile.mkdtemp(prefix="diagnosis-rate-"))
     runs = []
     try:
         for seed in seeds:
             out = base / f"seed-{seed}"
-            print(f"grading {folder} with seed {seed} into {out} ...", file=sys.stderr, flush=True)
-            grade(folder.resolve(), out.resolve(), seed, args.devices, args.jobs)
+            if not args.graded:
+                print(f"grading {folder} with seed {seed} into {out} ...", file=sys.stderr, flush=True)
+                grade(folder.resolve(), out.resolve(), seed, args.devices, args.jobs)
             runs.append(read_rows(out, labels, seed))
     except RuntimeError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:
-        if not args.keep:
+        if not (args.keep or args.graded):
             shutil.rmtree(base, ignore_errors=True)
 
     report(runs, args.all)
