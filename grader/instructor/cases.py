@@ -940,7 +940,8 @@ def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> 
 
 
 def _plot_cases(m: Maker) -> list[Case]:
-    case = _maker("plot_attention", "weights", "tokens")
+    # one dtype: a figure drawn from float64 weights shows nothing float32's does not (issue 26: half the trials)
+    case = _maker("plot_attention", "weights", "tokens", dtypes=("float32",))
     drawn = (_drawn,)
     t, tq, tk, t2 = m.distinct((3, 9), (2, 7), (3, 11), (3, 9))
     pair = (list(QUERY_WORDS[:tq]), list(KEY_WORDS[:tk]))
