@@ -109,3 +109,34 @@ def test_each_structural_hint_says_what_the_contract_expects_in_both_languages(m
     (_, en), (_, zh) = hint(mistake, "en"), hint(mistake, "zh")
     assert "contract" in en and "?" in en and not CJK.search(en)
     assert "约定" in zh and CJK.search(zh) and ("？" in zh or "?" in zh)
+
+
+def test_a_scale_by_d_in_is_named_in_a_head_that_makes_its_key_first_and_keeps_a_tril_buffer(trials, fingerprints):
+    """Karpathy's Head: its seeded build draws key first, so those cases say nothing of the values; the cases with
+    the reference's weights name the scale (and the missing dropout), the buffer case the buffer's name."""
+    rows, text = _rows(trials, "tao_tril_head.py", CAUSAL)
+    named = _named(rows, fingerprints, text, CAUSAL)
+    by_case = {rows[i].trial.case.name: ids for i, ids in named.items()}
+    assert by_case["reference-weights"] == {"scale-by-d-in", "dropout-never-applied"}
+    assert by_case["mask-buffer"] == {"mask-buffer-misnamed"}
+
+
+@pytest.mark.parametrize(
+    ("names", "otherwise"),
+    [
+        (["key.weight", "query.weight", "value.weight"], True),
+        (["W_key.weight", "W_query.weight", "W_value.weight", "out_proj.weight", "out_proj.bias"], True),
+        (["W_query.weight", "W_key.weight", "W_value.weight"], False),
+        (["q.weight", "k.weight", "v.weight", "o.weight", "o.bias"], False),
+        (["lin1.weight", "lin0.weight", "lin2.weight"], False),  # no role in the names: cannot tell
+    ],
+    ids=["karpathy", "key-first", "chapter", "short-names", "no-roles"],
+)
+def test_a_seeded_build_is_set_aside_only_where_the_names_show_another_creation_order(names, otherwise):
+    from types import SimpleNamespace
+
+    from grader.instructor.diagnosis import _drawn_otherwise
+
+    row = HookRow(None, None, {"parameters": [{"name": n, "shape": [2, 2]} for n in names]})
+    assert _drawn_otherwise(SimpleNamespace(init_seed=5), row) is otherwise
+    assert _drawn_otherwise(SimpleNamespace(init_seed=None), row) is False

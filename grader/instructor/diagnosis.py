@@ -690,7 +690,7 @@ def _model_search(ev: Evidence, triples: bool) -> list[frozenset[str]]:
 
     hook, rows, fingerprints, line_rule = ev.hook, ev.rows, ev.fingerprints, ev.line_rule
     models = {i: fingerprints.module_model(rows[i].trial) for i in ev.failing + ev.passing}
-    failing = [i for i in ev.failing if models[i] is not None]
+    failing = [i for i in ev.failing if models[i] is not None and not _drawn_otherwise(models[i], rows[i])]
     passing = [i for i in ev.passing if models[i] is not None]
     if not failing:
         return []
@@ -824,4 +824,23 @@ def _structure_of(hook: str, row: HookRow, code: Any) -> str | None:
         if map_parameters(learner, without)[0] != "none":
             return "mha-without-out-proj"
     return None
+
+
+CONTRACT_ROLE_ORDER = ("query", "key", "value", "out")
+
+
+def _drawn_otherwise(model: Any, row: HookRow) -> bool:
+    """A case that builds the module under a seed, nothing loaded, where the learner's module creates its
+    projections in another order than the contract's (Karpathy's ``Head`` makes ``key`` first): its random weights
+    are other draws, so the model's values say nothing there (as of any module whose parameters it cannot know).
+    Only where every weight's name says its role; the order is the module's reported ``named_parameters()``."""
+    from grader.child.modules import _role_of
+
+    if model.init_seed is None:
+        return False
+    roles = [_role_of(str(p.get("name", ""))) for p in (row.facts or {}).get("parameters", [])]
+    weights = [role for role, kind in roles if kind == "weight"]
+    if not weights or None in weights or len(set(weights)) != len(weights):
+        return False
+    return weights != sorted(weights, key=CONTRACT_ROLE_ORDER.index)
 
