@@ -786,8 +786,10 @@ def _structure_named(hook: str, rows: Sequence[HookRow], code: Any) -> dict[int,
     """``{row index: the structural mistake}`` on the rows that fail because of the module's structure.
 
     The learner's process reports its parameters' names and shapes and its buffers' names: they decide nothing
-    here alone (each rule needs the learner's text, read with ``ast``, to show the same structure), and no word of
-    theirs reaches the hint, whose text is the catalogue's own."""
+    here alone (each rule needs the learner's text, read with ``ast``, to show the same structure: an
+    ``nn.ModuleList``, an ``nn.Linear`` sized ``3 *``, a ``register_buffer`` of a triangle, no ``nn.Linear`` whose
+    name says out), and no word of theirs reaches the hint, whose text is the catalogue's own.  The verdicts stay
+    what they are: this only names."""
     named = {}
     for i, row in enumerate(rows):
         found = _structure_of(hook, row, code)
@@ -819,7 +821,8 @@ def _structure_of(hook: str, row: HookRow, code: Any) -> str | None:
     fused = [s for name, s in learner if len(s) == 2 and s[0] == 3 * s[1] and _role_of(name)[0] is None]
     if fused and d_in != d_out and all(s[1] == d_in for s in fused) and src.fused_projection(code):
         return "fused-qkv-sized-by-d-in"
-    if hook == "make_multihead_attention" and not any(_role_of(name)[0] == "out" for name, _ in learner):
+    linears = src.linear_attributes(code)
+    if hook == "make_multihead_attention" and not any(_role_of(n)[0] == "out" for n in [*linears, *dict(learner)]):
         without = [(name, shape) for name, shape in contract if not name.startswith("out_proj.")]
         if map_parameters(learner, without)[0] != "none":
             return "mha-without-out-proj"

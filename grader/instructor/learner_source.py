@@ -324,3 +324,14 @@ def triangle_buffer(code: Node | None, name: str) -> bool:
         and any(isinstance(c, ast.Call) and _called(c) in ("tril", "triu") for c in ast.walk(n.args[1]))
         for n in _walk(code)
     )  # fmt: skip
+
+
+def linear_attributes(code: Node | None) -> set[str]:
+    """The attributes the class assigns an ``nn.Linear`` to (``self.W_query = nn.Linear(...)``)."""
+    return {
+        t.attr
+        for n in _walk(code)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _called(n.value) == "Linear"
+        for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
