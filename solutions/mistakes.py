@@ -1124,6 +1124,56 @@ READ_FROM_SOURCE: tuple[Mistake, ...] = (
         {},
         exercise="make_causal_attention",
     ),
+    # structure the parameter mapping sees (issue 25): named from the module's reported structure and its lines
+    _m(
+        "mha-per-head-module-list",
+        "the chapter's MultiHeadAttentionWrapper: an nn.ModuleList of single-head attention modules whose outputs "
+        "are concatenated, instead of one W_query / W_key / W_value of (d_out, d_in) split into heads, and out_proj",
+        "Your module keeps one attention module per head in a list. The exercise's contract expects one W_query, "
+        "W_key and W_value, each an nn.Linear(d_in, d_out) whose output is split into heads, and an out_proj "
+        "(d_out, d_out) after the heads are merged. How does the chapter's MultiHeadAttention differ from its "
+        "wrapper?",
+        "你的模块把每个头做成一个单独的注意力模块，放在一个列表里。本练习的约定要求：一个 W_query、一个 W_key、一个 "
+        "W_value，各自是 nn.Linear(d_in, d_out)，其输出再拆分成多个头；各头合并之后还有一个 out_proj (d_out, "
+        "d_out)。书中的 MultiHeadAttention 和它的 wrapper 有什么不同？",
+        {},
+        CHAPTER,
+        exercise="make_multihead_attention",
+    ),
+    _m(
+        "mha-without-out-proj",
+        "a multi-head module with no out_proj at all: the merged heads are returned as they are",
+        "Your module's parameters cover the query, key and value projections, but none is the output projection. "
+        "The exercise's contract expects an out_proj of (d_out, d_out), with a bias, applied after the heads are "
+        "merged. Which layer of the chapter's MultiHeadAttention is missing from your __init__?",
+        "你的模块的参数包含 query、key、value 三个投影，但没有输出投影。本练习的约定要求在各头合并之后再应用一个 "
+        "out_proj（形状 (d_out, d_out)，带偏置）。书中 MultiHeadAttention 的哪一层没有出现在你的 __init__ 里？",
+        {},
+        exercise="make_multihead_attention",
+    ),
+    _m(
+        "fused-qkv-sized-by-d-in",
+        "nanoGPT's fused `c_attn = nn.Linear(d, 3 * d)` sized by the input width: it only works when d_in == d_out",
+        "Your module makes the queries, keys and values with one projection whose size comes from the input width. "
+        "The exercise's contract expects W_query, W_key and W_value of (d_out, d_in) each, and d_in and d_out may "
+        "differ. Which width should each projection's output have, and which your output projection?",
+        "你的模块用一个投影同时算出 queries、keys 和 values，而它的尺寸是由输入宽度决定的。本练习的约定要求 "
+        "W_query、W_key、W_value 各自的形状为 (d_out, d_in)，而 d_in 和 d_out 可以不相等。每个投影的输出应当是多宽？"
+        "你的输出投影呢？",
+        {},
+        exercise="make_multihead_attention",
+    ),
+    _m(
+        "mask-buffer-misnamed",
+        "the causal mask is registered as a buffer under another name (Karpathy's `tril`), not `mask`",
+        "Your module registers its triangular mask as a buffer, but under another name. The exercise's contract "
+        "expects that buffer to be called `mask` (so state_dict and the chapter's code find it). Which name did you "
+        "give it in register_buffer?",
+        "你的模块把三角掩码注册成了 buffer，但用的是另一个名字。本练习的约定要求这个 buffer 叫做 `mask`（这样 "
+        "state_dict 和书中的代码才能找到它）。你在 register_buffer 里给它起了什么名字？",
+        {},
+        exercise="make_causal_attention",
+    ),
 )
 """Mistakes no output tells apart from a catalogued one, named from the learner's source instead.
 

@@ -581,12 +581,15 @@ def diagnose_hook(
     hook: str, rows: Sequence[HookRow], fingerprints: Fingerprints, source: LearnerSource | None = None
 ) -> dict[int, frozenset[str]]:
     """``{row index: the mistake ids it shows}`` for one submission's rows of ``hook`` (empty: nothing to say)."""
-    if not fingerprints.available or not any(r.seen.kind not in ("pass", "other") for r in rows):
+    if not fingerprints.available:
         return {}
     from grader.hook_table import CLASS_ALIASES
 
     source = source or LearnerSource({})
     code = source.hook_code(hook, CLASS_ALIASES.get(hook))
+    structural = _structure_named(hook, rows, code) if hook in MODULE_HOOK_NAMES else {}
+    if not any(r.seen.kind not in ("pass", "other") for r in rows):
+        return structural
     facts = [r.facts for r in rows if r.facts]
 
     def line_rule(row: HookRow) -> Callable[[str], bool | None]:
@@ -605,7 +608,7 @@ def diagnose_hook(
         found = [ids for ids in refined if all(_code_rule(mistake, code, facts) is not False for mistake in ids)]
         shared = frozenset.intersection(*found) if found else frozenset()
         named.update({i: named.get(i, frozenset()) | shared for i in failing if shared})
-    return named
+    return {i: named.get(i, frozenset()) | structural.get(i, frozenset()) for i in {*named, *structural}}
 
 
 @dataclass(frozen=True)
@@ -687,7 +690,7 @@ def _model_search(ev: Evidence, triples: bool) -> list[frozenset[str]]:
 
     hook, rows, fingerprints, line_rule = ev.hook, ev.rows, ev.fingerprints, ev.line_rule
     models = {i: fingerprints.module_model(rows[i].trial) for i in ev.failing + ev.passing}
-    failing = [i for i in ev.failing if models[i] is not None]
+    failing = [i for i in ev.failing if models[i] is not None and not _drawn_otherwise(models[i], rows[i])]
     passing = [i for i in ev.passing if models[i] is not None]
     if not failing:
         return []
@@ -770,3 +773,77 @@ def hint(mistake_id: str, lang: str = "en") -> tuple[str, str]:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
     mistake = by_id(mistake_id)
     return mistake.description, mistake.hint_zh if lang == "zh" else mistake.hint
+
+
+# --- structure: the mismatches the parameter mapping sees (issue 25) ------------------------------------------------
+
+STRUCTURE_IDS = ("mha-per-head-module-list", "mha-without-out-proj", "fused-qkv-sized-by-d-in", "mask-buffer-misnamed")
+"""Named from the module's reported structure and the learner's own lines, where no output can be compared: the
+reference's weights do not load (the mapping found nothing), or the causal mask is a buffer under another name."""
+
+
+def _structure_named(hook: str, rows: Sequence[HookRow], code: Any) -> dict[int, frozenset[str]]:
+    """``{row index: the structural mistake}`` on the rows that fail because of the module's structure.
+
+    The learner's process reports its parameters' names and shapes and its buffers' names: they decide nothing
+    here alone (each rule needs the learner's text, read with ``ast``, to show the same structure: an
+    ``nn.ModuleList``, an ``nn.Linear`` sized ``3 *``, a ``register_buffer`` of a triangle, no ``nn.Linear`` whose
+    name says out), and no word of theirs reaches the hint, whose text is the catalogue's own.  The verdicts stay
+    what they are: this only names."""
+    named = {}
+    for i, row in enumerate(rows):
+        found = _structure_of(hook, row, code)
+        if found:
+            named[i] = frozenset({found})
+    return named
+
+
+def _structure_of(hook: str, row: HookRow, code: Any) -> str | None:
+    from grader.child.modules import _role_of, map_parameters
+    from grader.instructor.verdict import contract_parameters
+
+    facts = row.facts or {}
+    if row.seen.kind == "property" and getattr(row.seen.message, "id", "") == "mask_buffer.missing":
+        buffers = [str(b) for b in facts.get("buffers", [])]
+        others = [b for b in buffers if b != "mask" and b in src.registered_buffers(code)]
+        return "mask-buffer-misnamed" if any(src.triangle_buffer(code, b) for b in others) else None
+    if facts.get("loaded_by") != "none" or row.seen.kind not in ("other", "values") or code is None:
+        return None  # (a case with random outputs keeps its verdict's message as "values": here, the mapping's)
+    learner = [(str(p["name"]), tuple(int(n) for n in p["shape"])) for p in facts.get("parameters", [])]
+    contract = contract_parameters(row.trial)
+    shapes = dict(contract)
+    if not learner or "W_query.weight" not in shapes:
+        return None
+    if hook == "make_multihead_attention" and src.holds_module_list(code):
+        if any(part.isdigit() for name, _ in learner for part in name.split(".")):
+            return "mha-per-head-module-list"
+    d_out, d_in = shapes["W_query.weight"]
+    fused = [s for name, s in learner if len(s) == 2 and s[0] == 3 * s[1] and _role_of(name)[0] is None]
+    if fused and d_in != d_out and all(s[1] == d_in for s in fused) and src.fused_projection(code):
+        return "fused-qkv-sized-by-d-in"
+    linears = src.linear_attributes(code)
+    if hook == "make_multihead_attention" and not any(_role_of(n)[0] == "out" for n in [*linears, *dict(learner)]):
+        without = [(name, shape) for name, shape in contract if not name.startswith("out_proj.")]
+        if map_parameters(learner, without)[0] != "none":
+            return "mha-without-out-proj"
+    return None
+
+
+CONTRACT_ROLE_ORDER = ("query", "key", "value", "out")
+
+
+def _drawn_otherwise(model: Any, row: HookRow) -> bool:
+    """A case that builds the module under a seed, nothing loaded, where the learner's module creates its
+    projections in another order than the contract's (Karpathy's ``Head`` makes ``key`` first): its random weights
+    are other draws, so the model's values say nothing there (as of any module whose parameters it cannot know).
+    Only where every weight's name says its role; the order is the module's reported ``named_parameters()``."""
+    from grader.child.modules import _role_of
+
+    if model.init_seed is None:
+        return False
+    roles = [_role_of(str(p.get("name", ""))) for p in (row.facts or {}).get("parameters", [])]
+    weights = [role for role, kind in roles if kind == "weight"]
+    if not weights or None in weights or len(set(weights)) != len(weights):
+        return False
+    return weights != sorted(weights, key=CONTRACT_ROLE_ORDER.index)
+

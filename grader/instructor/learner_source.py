@@ -283,3 +283,55 @@ def updates_in_place(code: Node | None) -> bool:
         or isinstance(n, ast.AugAssign)
         for n in _walk(code)
     )
+
+
+# --- structure: what a module holds, as its own lines say (issue 25) -----------------------------------------------
+
+
+def holds_module_list(code: Node | None) -> bool:
+    """The class keeps modules in a list (``nn.ModuleList([...])``): one attention module per head, the chapter's
+    ``MultiHeadAttentionWrapper``."""
+    return any(isinstance(n, ast.Call) and _called(n) == "ModuleList" for n in _walk(code))
+
+
+def fused_projection(code: Node | None) -> bool:
+    """An ``nn.Linear`` whose size is three times something (``nn.Linear(d, 3 * d)``): one projection for the
+    queries, keys and values together."""
+    return any(
+        isinstance(n, ast.Call) and _called(n) == "Linear"
+        and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult)
+                and any(isinstance(s, ast.Constant) and s.value == 3 for s in (b.left, b.right))
+                for arg in [*n.args, *(k.value for k in n.keywords)] for b in ast.walk(arg))
+        for n in _walk(code)
+    )  # fmt: skip
+
+
+def registered_buffers(code: Node | None) -> set[str]:
+    """The names the class registers buffers under (``self.register_buffer("tril", ...)``), where written as text."""
+    return {
+        n.args[0].value
+        for n in _walk(code)
+        if isinstance(n, ast.Call) and _called(n) == "register_buffer" and n.args
+        and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
+    }  # fmt: skip
+
+
+def triangle_buffer(code: Node | None, name: str) -> bool:
+    """The buffer ``name`` is registered from a ``tril`` or ``triu`` (a causal mask under another name)."""
+    return any(
+        isinstance(n, ast.Call) and _called(n) == "register_buffer" and len(n.args) > 1
+        and isinstance(n.args[0], ast.Constant) and n.args[0].value == name
+        and any(isinstance(c, ast.Call) and _called(c) in ("tril", "triu") for c in ast.walk(n.args[1]))
+        for n in _walk(code)
+    )  # fmt: skip
+
+
+def linear_attributes(code: Node | None) -> set[str]:
+    """The attributes the class assigns an ``nn.Linear`` to (``self.W_query = nn.Linear(...)``)."""
+    return {
+        t.attr
+        for n in _walk(code)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _called(n.value) == "Linear"
+        for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
