@@ -604,8 +604,37 @@ def diagnose_hook(
         refined = (_refined(ids, code) for ids in found)
         found = [ids for ids in refined if all(_code_rule(mistake, code, facts) is not False for mistake in ids)]
         shared = frozenset.intersection(*found) if found else frozenset()
+        shared |= _container_rule(hook, aspect, rows, failing, passing, code)
         named.update({i: named.get(i, frozenset()) | shared for i in failing if shared})
     return named
+
+
+# --- issue 25 (hidden): a mask whose container hides its values -----------------------------------------------------
+
+NUMPY_TRIANGLES: Mapping[tuple[str, int], frozenset[str]] = {
+    ("triu", 1): frozenset(),
+    ("triu", 0): frozenset({"triu-diagonal-0"}),
+    **{("tril", k): frozenset({"tril-instead-of-triu"}) for k in (-1, 0, 1)},
+}
+"""What the one NumPy triangle of ones a ``causal_mask`` builds says of its values (``k``: the diagonal)."""
+
+
+def _container_rule(
+    hook: str, aspect: str, rows: Sequence[HookRow], failing: list[int], passing: list[int], code: Any
+) -> frozenset[str]:
+    """A ``causal_mask`` that returns a NumPy array: the reply carries no values (only tensors come back), so what
+    the mask holds is read off the learner's own lines (:func:`~grader.instructor.learner_source.numpy_triangle`).
+    Named only where every failing case of the values says "not a tensor, a numpy.ndarray" and none passes."""
+    if hook != "causal_mask" or aspect != "values" or passing:
+        return frozenset()
+    for i in failing:
+        message = rows[i].seen.message
+        if getattr(message, "id", "") != "not_a_tensor" or str(getattr(message, "params", {}).get("kind")) != (
+            "numpy.ndarray"
+        ):
+            return frozenset()
+    values = NUMPY_TRIANGLES.get(src.numpy_triangle(code) or ("", 0))
+    return frozenset() if values is None else values | {"causal-mask-numpy"}
 
 
 @dataclass(frozen=True)
