@@ -311,8 +311,11 @@ def numpy_triangle(code: Node | None) -> tuple[str, int] | None:
             k_nodes = [kw.value for kw in n.keywords if kw.arg == "k"] + list(n.args[1:2])
             if len(k_nodes) > 1 or (k_nodes and _int_literal(k_nodes[0]) is None) or len(n.args) > 2:
                 return None
-            found = (_called(n), _int_literal(k_nodes[0]) if k_nodes else 0)
-    return found if found is None or found[1] is not None else None
+            k = _int_literal(k_nodes[0]) if k_nodes else 0
+            if k is None:
+                return None
+            found = (_called(n), k)
+    return found
 
 
 def _ones(node: ast.expr) -> bool:
