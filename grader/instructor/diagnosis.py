@@ -42,7 +42,7 @@ MAX_TRIPLES = 20_000
 
 __all__ = [
     "LANGUAGES", "Fingerprints", "HookRow", "Seen", "diagnose_hook", "diagnose_in_process", "error_sizes", "hint",
-    "observe",
+    "main_first", "observe",
 ]  # fmt: skip
 
 
@@ -623,8 +623,10 @@ def _container_rule(
     hook: str, aspect: str, rows: Sequence[HookRow], failing: list[int], passing: list[int], code: Any
 ) -> frozenset[str]:
     """A ``causal_mask`` that returns a NumPy array: the reply carries no values (only tensors come back), so what
-    the mask holds is read off the learner's own lines (:func:`~grader.instructor.learner_source.numpy_triangle`).
-    Named only where every failing case of the values says "not a tensor, a numpy.ndarray" and none passes."""
+    the mask holds is read off the learner's own lines (:func:`~grader.instructor.learner_source.numpy_triangle`):
+    a known wrong triangle is named with the type, right or unreadable values leave the type alone.  Named only
+    where the code calls NumPy, every failing case of the values says "not a tensor, a numpy.ndarray" and none
+    passes."""
     if hook != "causal_mask" or aspect != "values" or passing:
         return frozenset()
     for i in failing:
@@ -633,8 +635,32 @@ def _container_rule(
             "numpy.ndarray"
         ):
             return frozenset()
-    values = NUMPY_TRIANGLES.get(src.numpy_triangle(code) or ("", 0))
-    return frozenset() if values is None else values | {"causal-mask-numpy"}
+    if not src.uses_numpy(code):
+        return frozenset()
+    return NUMPY_TRIANGLES.get(src.numpy_triangle(code) or ("", 0), frozenset()) | {"causal-mask-numpy"}
+
+
+def main_first(
+    hook: str, rows: Sequence[HookRow], named: Mapping[int, frozenset[str]], fingerprints: Fingerprints
+) -> dict[int, tuple[str, ...]]:
+    """``named`` (:func:`diagnose_hook`'s answer) with each row's ids in order, the main mistake first: the one
+    whose own program (catalogued, or one knob of the model) fails the most of the named rows, where each of two
+    mistakes alone fails some of them (``temperature-over-every-element`` fails every value case, its missing max
+    subtraction only those that overflow); ties by id."""
+    marked = sorted(named)
+    ids = sorted(frozenset().union(*named.values())) if named else []
+
+    def reach(mistake: str) -> int:
+        own = [c for c in fingerprints.programs(hook) if c.ids == frozenset({mistake})]
+        with fingerprints.lock:
+            return max(
+                (sum(fingerprints.program_seen(c, rows[i].trial).kind not in ("pass", "other") for i in marked)
+                 for c in own),
+                default=0,
+            )  # fmt: skip
+
+    score = {m: reach(m) for m in ids} if len(ids) > 1 else {}
+    return {i: tuple(sorted(found, key=lambda m: (-score.get(m, 0), m))) for i, found in named.items()}
 
 
 @dataclass(frozen=True)

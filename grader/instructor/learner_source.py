@@ -343,3 +343,12 @@ def _walk_unguarded(code: Node | None) -> Iterator[Node]:
             continue
         yield node
         stack.extend(ast.iter_child_nodes(node))
+
+
+def uses_numpy(code: Node | None) -> bool:
+    """The code calls NumPy by its usual names (``np.triu``, ``numpy.ones``)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in _NUMPY
+        for n in _walk(code)
+    )  # fmt: skip
