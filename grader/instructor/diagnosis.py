@@ -646,20 +646,20 @@ def main_first(
     """``named`` (:func:`diagnose_hook`'s answer) with each row's ids in order, the main mistake first: the one
     whose own program (catalogued, or one knob of the model) fails the most of the named rows, where each of two
     mistakes alone fails some of them (``temperature-over-every-element`` fails every value case, its missing max
-    subtraction only those that overflow); ties by id."""
+    subtraction only those that overflow); ties by id.  By id alone where some id has no program of its own (a
+    module's model knob, a mistake read from the text): nothing to weigh it by."""
     marked = sorted(named)
     ids = sorted(frozenset().union(*named.values())) if named else []
+    own = {m: [c for c in fingerprints.programs(hook) if c.ids == frozenset({m})] for m in ids}
 
     def reach(mistake: str) -> int:
-        own = [c for c in fingerprints.programs(hook) if c.ids == frozenset({mistake})]
         with fingerprints.lock:
             return max(
-                (sum(fingerprints.program_seen(c, rows[i].trial).kind not in ("pass", "other") for i in marked)
-                 for c in own),
-                default=0,
+                sum(fingerprints.program_seen(c, rows[i].trial).kind not in ("pass", "other") for i in marked)
+                for c in own[mistake]
             )  # fmt: skip
 
-    score = {m: reach(m) for m in ids} if len(ids) > 1 else {}
+    score = {m: reach(m) for m in ids} if len(ids) > 1 and all(own.values()) else {}
     return {i: tuple(sorted(found, key=lambda m: (-score.get(m, 0), m))) for i, found in named.items()}
 
 
