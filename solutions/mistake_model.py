@@ -129,6 +129,8 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("window_back", "minus_one", "window-sees-one-too-few", _WINDOW),
     ("window_future", "visible", "window-forgets-future", _WINDOW),
     ("window_check", "none", "window-unchecked", _WINDOW),
+    # issue 25 (hidden): a mask returned with an extra leading dimension
+    ("mask_rank", "batched", "causal-mask-extra-dim", _MASK),
 )
 KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, vs, i, h in _KNOBS + _FUNCTION_KNOBS for v in vs.split())
 """Every knob of the model: the module hooks' and the function hooks' it covers."""
@@ -594,7 +596,8 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
         if checked and num_tokens < 1:
             raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
         dtype = torch.get_default_dtype() if k.get("mask_dtype") == "float" else torch.bool
-        return _triangle(num_tokens, k, None if k.get("mask_device") == "default" else device, dtype)
+        mask = _triangle(num_tokens, k, None if k.get("mask_device") == "default" else device, dtype)
+        return mask.unsqueeze(0) if k.get("mask_rank") == "batched" else mask
 
     def apply_causal_mask(scores):
         if scores.shape[-2] != scores.shape[-1]:

@@ -144,13 +144,23 @@ def _over_every_element(scores, temperature, dim):
 
 
 def _causal_mask(num_tokens, device=None, triangle=torch.triu, diagonal=1, checked=True, dtype=torch.bool,
-                 on_device=True):  # fmt: skip
+                 on_device=True, batched=False):  # fmt: skip
     """causal_mask as ``triangle(ones, diagonal)`` of ``dtype`` (None: the float default), on the default device
-    unless ``on_device``; ``checked``: the reference's ValueError."""
+    unless ``on_device``; ``checked``: the reference's ValueError; ``batched``: an extra leading dim, (1, T, T)."""
     if checked and num_tokens < 1:
         raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
     ones = torch.ones(num_tokens, num_tokens, dtype=dtype, device=device if on_device else None)
-    return triangle(ones, diagonal=diagonal)
+    mask = triangle(ones, diagonal=diagonal)
+    return mask.unsqueeze(0) if batched else mask
+
+
+def numpy_causal_mask(num_tokens, device=None):
+    """The right mask's values, as a NumPy array (``np.triu(np.ones((T, T)), k=1).astype(bool)``): no tensor."""
+    import numpy as np
+
+    if num_tokens < 1:
+        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+    return np.triu(np.ones((num_tokens, num_tokens)), k=1).astype(bool)
 
 
 def mask_of_size_6(scores):
@@ -1113,6 +1123,24 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"plot_attention": plot_any_shape},
     ),
     *(_m(*entry) for entry in GRADIENT_ENTRIES),  # right values, cannot train (solutions.gradient_mistakes)
+    # issue 25 (hidden): a mask whose container hides its values
+    _m(
+        "causal-mask-extra-dim",
+        "returns the mask with an extra leading dimension, (1, T, T) instead of (T, T) (`.unsqueeze(0)`, "
+        "`[None]`)",
+        "What shape does your mask have for 5 tokens? Broadcasting is the caller's business: the exercise asks "
+        "for one (num_tokens, num_tokens) matrix.",
+        "5 个词元时，你的掩码是什么形状？广播交给调用者去做：这个练习要求的是一个 (num_tokens, num_tokens) 的矩阵。",
+        _hook("causal_mask", _causal_mask, batched=True),
+    ),
+    _m(
+        "causal-mask-numpy",
+        "builds the mask with NumPy (`np.triu(...)`) and returns the NumPy array, not a torch tensor",
+        "What type does your function return? masked_fill wants a torch tensor, on the device it was given; "
+        "can you build the mask with torch itself?",
+        "你的函数返回的是什么类型？masked_fill 需要 torch 张量，而且要在传入的 device 上；能否直接用 torch 构建掩码？",
+        {"causal_mask": numpy_causal_mask},
+    ),
 )
 
 READ_FROM_SOURCE: tuple[Mistake, ...] = (

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -146,6 +147,11 @@ def agree(got: Outcome, want: Outcome, contiguous: bool = False) -> bool:
         if got.error is None:
             return False
         return issubclass(got.error, ValueError) if issubclass(want.error, ValueError) else True
+    if isinstance(want.value, np.ndarray):  # a mask returned as a NumPy array (issue 25): the same array
+        v = got.value
+        return got.error is None and isinstance(v, np.ndarray) and v.dtype == want.value.dtype and (
+            v.shape == want.value.shape and bool(np.array_equal(v, want.value))
+        )
     if got.error is not None or got.mutated != want.mutated or not isinstance(got.value, torch.Tensor):
         return False
     a, b = got.value, want.value
@@ -444,11 +450,47 @@ def _tri(n, device, tri="triu", diag=1, dtype=torch.bool):
     return torch.triu(ones, diagonal=diag) if tri == "triu" else torch.tril(ones, diagonal=diag)
 
 
-def model_causal_mask(num_tokens, device=None, tri="triu", diag=1, dtype="bool", honour_device=True, check=True):
+def model_causal_mask(num_tokens, device=None, tri="triu", diag=1, dtype="bool", honour_device=True, check=True,
+                      rank="2d", container="tensor"):  # fmt: skip
     if check and num_tokens < 1:
         raise ValueError(num_tokens)
     kind = torch.bool if dtype == "bool" else None  # None: torch's default float dtype
-    return _tri(num_tokens, device if honour_device else None, tri, diag, kind)
+    if container == "numpy":  # NumPy knows no device
+        return _tri(num_tokens, None, tri, diag, kind).numpy()
+    mask = _tri(num_tokens, device if honour_device else None, tri, diag, kind)
+    return mask.unsqueeze(0) if rank == "batched" else mask
+
+
+def temperature_cases() -> list[Case]:
+    g = _gen(9)
+    masked = randn(g, 2, 5, 5).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), NEG_INF)
+    return [
+        Case("T=1", {"scores": randn(g, 4, 6), "temperature": 1.0, "dim": -1}),
+        Case("T=0.5-3d", {"scores": randn(g, 2, 4, 5), "temperature": 0.5, "dim": -1}, meta=True),
+        Case("T=2-dim=0", {"scores": randn(g, 3, 4), "temperature": 2.0, "dim": 0}),
+        Case("T=1e-4", {"scores": randn(g, 2, 3, 4), "temperature": 1e-4, "dim": -1}),
+        Case("large-logits", {"scores": randn(g, 2, 5, scale=1e3), "temperature": 1.0, "dim": -1}),
+        Case("masked", {"scores": masked, "temperature": 0.7, "dim": -1}),
+        Case("T=0-raises", {"scores": randn(g, 2, 3), "temperature": 0.0, "dim": -1}),
+        Case("T=-1-raises", {"scores": randn(g, 2, 3), "temperature": -1.0, "dim": -1}),
+    ]
+
+
+def answer_temperature(scores, temperature, dim=-1):
+    if not temperature > 0:
+        raise ValueError(temperature)
+    return answer_softmax(scores / temperature, dim)
+
+
+def model_temperature(scores, temperature, dim=-1, axis="arg", stable="max", where="divides", check=True):
+    if check and not temperature > 0:
+        raise ValueError(temperature)
+    scaled = {"divides": scores / temperature, "times": scores * temperature}.get(where, scores)
+    if axis == "all":  # one softmax of every element
+        out = model_softmax(scaled.reshape(-1), 0, "arg", stable).reshape(scores.shape)
+    else:
+        out = model_softmax(scaled, dim, axis, stable)
+    return out / temperature if where == "after" else out
 
 
 def model_apply_mask(scores, size="T", fill="-inf", where="scores", inplace=False, tri="triu", diag=1):
@@ -552,6 +594,22 @@ FUNCTIONS: dict[str, FunctionSpec] = {
             "causal-mask-ignores-device": [{"honour_device": False}],
             "causal-mask-float": [{"dtype": "float"}],
             "causal-mask-unchecked": [{"check": False}],
+            "causal-mask-extra-dim": [{"rank": "batched"}],
+            "causal-mask-numpy": [{"container": "numpy"}],
+        },
+    ),
+    "softmax_with_temperature": FunctionSpec(
+        temperature_cases,
+        answer_temperature,
+        model_temperature,
+        {},
+        {
+            "temperature-over-every-element": [{"axis": "all"}],
+            "temperature-without-max": [{"stable": "nomax"}],
+            "temperature-unchecked": [{"check": False}],
+            "temperature-after-softmax": [{"where": "after"}],
+            "temperature-multiplied": [{"where": "times"}],
+            "temperature-ignored": [{"where": "ignored"}],
         },
     ),
     "apply_causal_mask": FunctionSpec(

@@ -42,7 +42,7 @@ MAX_TRIPLES = 20_000
 
 __all__ = [
     "LANGUAGES", "Fingerprints", "HookRow", "Seen", "diagnose_hook", "diagnose_in_process", "error_sizes", "hint",
-    "observe",
+    "main_first", "observe",
 ]  # fmt: skip
 
 
@@ -607,8 +607,63 @@ def diagnose_hook(
         refined = (_refined(ids, code) for ids in found)
         found = [ids for ids in refined if all(_code_rule(mistake, code, facts) is not False for mistake in ids)]
         shared = frozenset.intersection(*found) if found else frozenset()
+        shared |= _container_rule(hook, aspect, rows, failing, passing, code)
         named.update({i: named.get(i, frozenset()) | shared for i in failing if shared})
     return {i: named.get(i, frozenset()) | structural.get(i, frozenset()) for i in {*named, *structural}}
+
+
+# --- issue 25 (hidden): a mask whose container hides its values -----------------------------------------------------
+
+NUMPY_TRIANGLES: Mapping[tuple[str, int], frozenset[str]] = {
+    ("triu", 1): frozenset(),
+    ("triu", 0): frozenset({"triu-diagonal-0"}),
+    **{("tril", k): frozenset({"tril-instead-of-triu"}) for k in (-1, 0, 1)},
+}
+"""What the one NumPy triangle of ones a ``causal_mask`` builds says of its values (``k``: the diagonal)."""
+
+
+def _container_rule(
+    hook: str, aspect: str, rows: Sequence[HookRow], failing: list[int], passing: list[int], code: Any
+) -> frozenset[str]:
+    """A ``causal_mask`` that returns a NumPy array: the reply carries no values (only tensors come back), so what
+    the mask holds is read off the learner's own lines (:func:`~grader.instructor.learner_source.numpy_triangle`):
+    a known wrong triangle is named with the type, right or unreadable values leave the type alone.  Named only
+    where the code calls NumPy, every failing case of the values says "not a tensor, a numpy.ndarray" and none
+    passes."""
+    if hook != "causal_mask" or aspect != "values" or passing:
+        return frozenset()
+    for i in failing:
+        message = rows[i].seen.message
+        if getattr(message, "id", "") != "not_a_tensor" or str(getattr(message, "params", {}).get("kind")) != (
+            "numpy.ndarray"
+        ):
+            return frozenset()
+    if not src.uses_numpy(code):
+        return frozenset()
+    return NUMPY_TRIANGLES.get(src.numpy_triangle(code) or ("", 0), frozenset()) | {"causal-mask-numpy"}
+
+
+def main_first(
+    hook: str, rows: Sequence[HookRow], named: Mapping[int, frozenset[str]], fingerprints: Fingerprints
+) -> dict[int, tuple[str, ...]]:
+    """``named`` (:func:`diagnose_hook`'s answer) with each row's ids in order, the main mistake first: the one
+    whose own program (catalogued, or one knob of the model) fails the most of the named rows, where each of two
+    mistakes alone fails some of them (``temperature-over-every-element`` fails every value case, its missing max
+    subtraction only those that overflow); ties by id.  By id alone where some id has no program of its own (a
+    module's model knob, a mistake read from the text): nothing to weigh it by."""
+    marked = sorted(named)
+    ids = sorted(frozenset().union(*named.values())) if named else []
+    own = {m: [c for c in fingerprints.programs(hook) if c.ids == frozenset({m})] for m in ids}
+
+    def reach(mistake: str) -> int:
+        with fingerprints.lock:
+            return max(
+                sum(fingerprints.program_seen(c, rows[i].trial).kind not in ("pass", "other") for i in marked)
+                for c in own[mistake]
+            )  # fmt: skip
+
+    score = {m: reach(m) for m in ids} if len(ids) > 1 and all(own.values()) else {}
+    return {i: tuple(sorted(found, key=lambda m: (-score.get(m, 0), m))) for i, found in named.items()}
 
 
 @dataclass(frozen=True)
