@@ -833,7 +833,7 @@ CATALOGUE: tuple[Mistake, ...] = (
     _m(
         "dropout-global-rng-cpu-mask",
         "d2l's `(torch.rand(X.shape) > p).float()`: the mask comes from the global RNG, not `generator`, and is made "
-        "on the CPU as float32, whatever the weights' device and dtype",
+        "on the CPU (float32 in d2l), whatever the weights' device and dtype",
         "Which random generator does your mask come from: the one you are given, or torch's global one? And on "
         "which device, with which dtype, is the mask made, compared with the weights?",
         "你的掩码来自哪个随机数生成器：传给你的 generator，还是 torch 的全局随机数生成器？"
