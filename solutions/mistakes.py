@@ -241,6 +241,34 @@ def dropout_then_renormalise(weights, p, training=True, generator=None):
     return dropped / dropped.sum(dim=-1, keepdim=True)
 
 
+def dropout_global_rng_cpu_mask(weights, p, training=True, generator=None):
+    """d2l's ``dropout_layer``: ``(torch.rand(X.shape) > p).float()``, a float32 mask from the global RNG, on the CPU
+    (the generator, the weights' device and dtype all left out)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return weights.clone()
+    if p == 1.0:
+        return torch.zeros_like(weights)
+    mask = (torch.rand(weights.shape) > p).float()
+    return weights * mask * (1.0 / (1.0 - p))
+
+
+def dropout_scale_zeroes_input_at_p_1(weights, keep_mask, p):
+    """dropout_scale guarding p == 1 with ``weights.zero_()``: right zeros, the caller's weights zeroed too."""
+    _check_p(p)
+    if p == 1.0:
+        return weights.zero_()
+    return dropout_scale(weights, keep_mask, p)
+
+
+def attention_dropout_zeroes_input_at_p_1(weights, p, training=True, generator=None):
+    """attention_dropout guarding p == 1 with ``weights.zero_()``: right zeros, the caller's weights zeroed too."""
+    _check_p(p)
+    if training and p == 1.0:
+        return weights.zero_()
+    return attention_dropout(weights, p, training, generator)
+
+
 # --- heads ----------------------------------------------------------------------------
 
 
@@ -811,6 +839,27 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Where do your random numbers come from? The same generator state must give the same mask.",
         "你的随机数来自哪里？相同的 generator 状态必须得到相同的掩码。",
         _hook("attention_dropout", _attention_dropout, global_rng=True),
+    ),
+    _m(
+        "dropout-global-rng-cpu-mask",
+        "d2l's `(torch.rand(X.shape) > p).float()`: the mask comes from the global RNG, not `generator`, and is made "
+        "on the CPU (float32 in d2l), whatever the weights' device and dtype",
+        "Which random generator does your mask come from: the one you are given, or torch's global one? And on "
+        "which device, with which dtype, is the mask made, compared with the weights?",
+        "你的掩码来自哪个随机数生成器：传给你的 generator，还是 torch 的全局随机数生成器？"
+        "再比较一下：掩码是在哪个设备上、以什么数据类型创建的？权重又是怎样的？",
+        {"attention_dropout": dropout_global_rng_cpu_mask},
+    ),
+    _m(
+        "dropout-zeroes-input-in-place",
+        "at p == 1 returns `weights.zero_()` (or multiplies in place): the caller's weights are zeroed too",
+        "After your function returns with p = 1, what is left in the tensor the caller passed in? Look for a method "
+        "ending in an underscore, or an `*=`.",
+        "当 p = 1 时函数返回之后，调用者传入的那个张量里还剩下什么？找找以下划线结尾的方法，或者 `*=` 这样的写法。",
+        {
+            "attention_dropout": attention_dropout_zeroes_input_at_p_1,
+            "dropout_scale": dropout_scale_zeroes_input_at_p_1,
+        },
     ),
     _m(
         "split-heads-without-transpose",

@@ -509,11 +509,12 @@ def model_renormalize(weights, renorm="rows"):
     return kept / kept.sum(dim=-1 if renorm == "rows" else -2, keepdim=True)
 
 
-def model_dropout_scale(weights, keep_mask, p, scale="1-p", guard_p1=True, guard_p0=True, check=True):
+def model_dropout_scale(weights, keep_mask, p, scale="1-p", guard_p1=True, guard_p0=True, check=True,
+                        in_place_p1=False):  # fmt: skip
     if check and not 0.0 <= p <= 1.0:
         raise ValueError(p)
     if guard_p1 and p == 1.0:
-        return torch.zeros_like(weights)
+        return weights.zero_() if in_place_p1 else torch.zeros_like(weights)
     kept = weights * keep_mask.to(weights.dtype)
     if scale == "1-p":
         return kept / (1.0 - p)
@@ -645,6 +646,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
             "dropout-not-scaled": [{"scale": "none", "guard_p1": a} for a in BOTH],
             "dropout-divides-by-zero": [{"guard_p1": False}],
             "dropout-p-unchecked": [{"check": False}],
+            "dropout-zeroes-input-in-place": [{"in_place_p1": True}],
         },
     ),
     "split_heads": FunctionSpec(
@@ -707,6 +709,8 @@ def attention_dropout_behaviour(call: Callable[..., Any]) -> set[str]:
         shown.add("dropout-divides-by-zero")
     elif at_one.value.count_nonzero():
         shown.add("dropout-keeps-at-p=1")
+    if at_one.mutated:
+        shown.add("dropout-zeroes-input-in-place")
     for p in (-0.1, 1.5):
         o = attempt(weights=small.clone(), p=p, training=True, generator=None)
         if o.error is None or not issubclass(o.error, ValueError):
@@ -745,6 +749,11 @@ def attention_dropout_behaviour(call: Callable[..., Any]) -> set[str]:
     as_float = attempt(weights=w.float(), p=p, training=True, generator=_gen(7))
     if as_float.error is not None or as_float.value.dtype != torch.float32:
         shown.add("dropout-changes-dtype")
+    if "dropout-ignores-generator" in shown:  # d2l's dropout_layer: the mask on the CPU, or float32 on half weights
+        on_meta = attempt(weights=w.float().to("meta"), p=p, training=True, generator=None)
+        as_half = attempt(weights=w.half(), p=p, training=True, generator=None)
+        if on_meta.error is not None or as_half.error is not None or as_half.value.dtype != torch.float16:
+            shown = (shown - {"dropout-ignores-generator"}) | {"dropout-global-rng-cpu-mask"}
     return shown
 
 
@@ -1132,6 +1141,7 @@ KNOWN_IDS = (
     | {"attention-dropout-scale-by-inverse-p", "dropout-active-in-eval", "dropout-renormalises-rows"}
     | {"dropout-keeps-with-p", "dropout-ignores-generator", "dropout-not-scaled", "dropout-divides-by-zero"}
     | {"dropout-p-unchecked"}
+    | {"dropout-global-rng-cpu-mask", "dropout-zeroes-input-in-place"}
     | GRADIENT_IDS
 )
 

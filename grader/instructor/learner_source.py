@@ -20,6 +20,7 @@ __all__ = [
     "LearnerSource",
     "builds_off_device",
     "discards_masked_fill",
+    "draws_from_global_rng",
     "fixed_six",
     "mask_attribute",
     "multiplies",
@@ -404,3 +405,20 @@ def uses_numpy(code: Node | None) -> bool:
         and n.func.value.id in _NUMPY
         for n in _walk(code)
     )  # fmt: skip
+
+
+# --- facts about where a hook's random numbers come from ------------------------------------------
+
+RANDOM_DRAWS = frozenset({
+    "rand", "rand_like", "randn", "randn_like", "randint", "bernoulli", "bernoulli_", "uniform_", "multinomial",
+})  # fmt: skip
+"""Calls that draw random numbers: from the generator given as ``generator=``, else from the global one."""
+
+
+def draws_from_global_rng(code: Node | None) -> bool:
+    """The code draws random numbers with no ``generator=`` (``torch.rand(X.shape) > p``, ``torch.bernoulli(...)``,
+    ``torch.rand_like``): from torch's global generator, whatever generator the hook was given."""
+    return any(
+        isinstance(n, ast.Call) and _called(n) in RANDOM_DRAWS and not any(kw.arg == "generator" for kw in n.keywords)
+        for n in _walk(code)
+    )
