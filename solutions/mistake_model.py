@@ -125,10 +125,14 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("scale", "none", "dropout-not-scaled", _DROPOUT),
     ("rows", "renormalised", "dropout-renormalises-rows", _DROPOUT),
     ("keep", "with_p", "dropout-keeps-with-p", _DROPOUT),
+    ("generator", "global_cpu", "dropout-global-rng-cpu-mask", _DROPOUT),
+    ("in_place", "p_one always", "dropout-zeroes-input-in-place", _DROPOUT),
     ("window_back", "plus_one", "window-sees-one-too-many", _WINDOW),
     ("window_back", "minus_one", "window-sees-one-too-few", _WINDOW),
     ("window_future", "visible", "window-forgets-future", _WINDOW),
     ("window_check", "none", "window-unchecked", _WINDOW),
+    # issue 25 (hidden): a mask returned with an extra leading dimension
+    ("mask_rank", "batched", "causal-mask-extra-dim", _MASK),
 )
 KNOBS: tuple[Knob, ...] = tuple(Knob(i, s, v, h) for s, vs, i, h in _KNOBS + _FUNCTION_KNOBS for v in vs.split())
 """Every knob of the model: the module hooks' and the function hooks' it covers."""
@@ -594,7 +598,8 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
         if checked and num_tokens < 1:
             raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
         dtype = torch.get_default_dtype() if k.get("mask_dtype") == "float" else torch.bool
-        return _triangle(num_tokens, k, None if k.get("mask_device") == "default" else device, dtype)
+        mask = _triangle(num_tokens, k, None if k.get("mask_device") == "default" else device, dtype)
+        return mask.unsqueeze(0) if k.get("mask_rank") == "batched" else mask
 
     def apply_causal_mask(scores):
         if scores.shape[-2] != scores.shape[-1]:
@@ -620,13 +625,23 @@ def _function_model(hook: str, k: Mapping[str, str]) -> Callable[..., Any]:
         rows = k.get("rows") == "renormalised"
         if not (training or k.get("eval") == "active") or p == 0.0:  # renormalised still: its backward shows it
             return weights / weights.sum(dim=-1, keepdim=True) if rows else weights.clone()
+        if k.get("in_place") in ("p_one", "always") and p == 1.0:
+            return weights.zero_()  # the right zeros, written into the caller's weights
         gen = None if k.get("generator") == "global" else generator
-        draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
-        keep = (draws < p) if k.get("keep") == "with_p" else (draws >= p)
+        if k.get("generator") == "global_cpu":  # d2l's dropout_layer: global RNG, on the CPU, a float32 mask
+            draws = torch.rand(weights.shape)
+            keep = ((draws < p) if k.get("keep") == "with_p" else (draws > p)).float()
+        else:
+            draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
+            keep = (draws < p) if k.get("keep") == "with_p" else (draws >= p)
         scale = k.get("scale", "1-p")
         if scale == "1-p" and p == 1.0:
             return torch.zeros_like(weights)  # the chapter's guard, kept by learners who renormalise after it
-        out = weights * keep * ({"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale])
+        factor = {"1-p": 1 / (1 - p) if p < 1 else 0.0, "inverse_p": 1 / p, "none": 1.0}[scale]
+        if k.get("in_place") == "always":  # `weights.mul_(mask)`: every call drops (and scales) the caller's weights
+            out = weights.mul_(keep).mul_(factor)
+            return out.div_(out.sum(dim=-1, keepdim=True)) if rows else out
+        out = weights * keep * factor
         return out / out.sum(dim=-1, keepdim=True) if rows else out
 
     if hook not in FUNCTION_HOOKS:

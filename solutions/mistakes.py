@@ -144,13 +144,23 @@ def _over_every_element(scores, temperature, dim):
 
 
 def _causal_mask(num_tokens, device=None, triangle=torch.triu, diagonal=1, checked=True, dtype=torch.bool,
-                 on_device=True):  # fmt: skip
+                 on_device=True, batched=False):  # fmt: skip
     """causal_mask as ``triangle(ones, diagonal)`` of ``dtype`` (None: the float default), on the default device
-    unless ``on_device``; ``checked``: the reference's ValueError."""
+    unless ``on_device``; ``checked``: the reference's ValueError; ``batched``: an extra leading dim, (1, T, T)."""
     if checked and num_tokens < 1:
         raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
     ones = torch.ones(num_tokens, num_tokens, dtype=dtype, device=device if on_device else None)
-    return triangle(ones, diagonal=diagonal)
+    mask = triangle(ones, diagonal=diagonal)
+    return mask.unsqueeze(0) if batched else mask
+
+
+def numpy_causal_mask(num_tokens, device=None):
+    """The right mask's values, as a NumPy array (``np.triu(np.ones((T, T)), k=1).astype(bool)``): no tensor."""
+    import numpy as np
+
+    if num_tokens < 1:
+        raise ValueError(f"causal_mask needs num_tokens >= 1, got {num_tokens}")
+    return np.triu(np.ones((num_tokens, num_tokens)), k=1).astype(bool)
 
 
 def mask_of_size_6(scores):
@@ -229,6 +239,34 @@ def _attention_dropout(weights, p, training=True, generator=None, in_eval=False,
 def dropout_then_renormalise(weights, p, training=True, generator=None):
     dropped = attention_dropout(weights, p, training, generator)
     return dropped / dropped.sum(dim=-1, keepdim=True)
+
+
+def dropout_global_rng_cpu_mask(weights, p, training=True, generator=None):
+    """d2l's ``dropout_layer``: ``(torch.rand(X.shape) > p).float()``, a float32 mask from the global RNG, on the CPU
+    (the generator, the weights' device and dtype all left out)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return weights.clone()
+    if p == 1.0:
+        return torch.zeros_like(weights)
+    mask = (torch.rand(weights.shape) > p).float()
+    return weights * mask * (1.0 / (1.0 - p))
+
+
+def dropout_scale_zeroes_input_at_p_1(weights, keep_mask, p):
+    """dropout_scale guarding p == 1 with ``weights.zero_()``: right zeros, the caller's weights zeroed too."""
+    _check_p(p)
+    if p == 1.0:
+        return weights.zero_()
+    return dropout_scale(weights, keep_mask, p)
+
+
+def attention_dropout_zeroes_input_at_p_1(weights, p, training=True, generator=None):
+    """attention_dropout guarding p == 1 with ``weights.zero_()``: right zeros, the caller's weights zeroed too."""
+    _check_p(p)
+    if training and p == 1.0:
+        return weights.zero_()
+    return attention_dropout(weights, p, training, generator)
 
 
 # --- heads ----------------------------------------------------------------------------
@@ -803,6 +841,27 @@ CATALOGUE: tuple[Mistake, ...] = (
         _hook("attention_dropout", _attention_dropout, global_rng=True),
     ),
     _m(
+        "dropout-global-rng-cpu-mask",
+        "d2l's `(torch.rand(X.shape) > p).float()`: the mask comes from the global RNG, not `generator`, and is made "
+        "on the CPU (float32 in d2l), whatever the weights' device and dtype",
+        "Which random generator does your mask come from: the one you are given, or torch's global one? And on "
+        "which device, with which dtype, is the mask made, compared with the weights?",
+        "你的掩码来自哪个随机数生成器：传给你的 generator，还是 torch 的全局随机数生成器？"
+        "再比较一下：掩码是在哪个设备上、以什么数据类型创建的？权重又是怎样的？",
+        {"attention_dropout": dropout_global_rng_cpu_mask},
+    ),
+    _m(
+        "dropout-zeroes-input-in-place",
+        "at p == 1 returns `weights.zero_()` (or multiplies in place): the caller's weights are zeroed too",
+        "After your function returns with p = 1, what is left in the tensor the caller passed in? Look for a method "
+        "ending in an underscore, or an `*=`.",
+        "当 p = 1 时函数返回之后，调用者传入的那个张量里还剩下什么？找找以下划线结尾的方法，或者 `*=` 这样的写法。",
+        {
+            "attention_dropout": attention_dropout_zeroes_input_at_p_1,
+            "dropout_scale": dropout_scale_zeroes_input_at_p_1,
+        },
+    ),
+    _m(
         "split-heads-without-transpose",
         "`x.view(b, H, T, hd)` straight from (b, T, d): mixes tokens into heads",
         "Does head h hold columns of every token, or whole rows of the first few tokens? Check the order of dims.",
@@ -1113,6 +1172,24 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"plot_attention": plot_any_shape},
     ),
     *(_m(*entry) for entry in GRADIENT_ENTRIES),  # right values, cannot train (solutions.gradient_mistakes)
+    # issue 25 (hidden): a mask whose container hides its values
+    _m(
+        "causal-mask-extra-dim",
+        "returns the mask with an extra leading dimension, (1, T, T) instead of (T, T) (`.unsqueeze(0)`, "
+        "`[None]`)",
+        "What shape does your mask have for 5 tokens? Broadcasting is the caller's business: the exercise asks "
+        "for one (num_tokens, num_tokens) matrix.",
+        "5 个词元时，你的掩码是什么形状？广播交给调用者去做：这个练习要求的是一个 (num_tokens, num_tokens) 的矩阵。",
+        _hook("causal_mask", _causal_mask, batched=True),
+    ),
+    _m(
+        "causal-mask-numpy",
+        "builds the mask with NumPy (`np.triu(...)`) and returns the NumPy array, not a torch tensor",
+        "What type does your function return? masked_fill wants a torch tensor, on the device it was given; "
+        "can you build the mask with torch itself?",
+        "你的函数返回的是什么类型？masked_fill 需要 torch 张量，而且要在传入的 device 上；能否直接用 torch 构建掩码？",
+        {"causal_mask": numpy_causal_mask},
+    ),
 )
 
 READ_FROM_SOURCE: tuple[Mistake, ...] = (
@@ -1121,6 +1198,56 @@ READ_FROM_SOURCE: tuple[Mistake, ...] = (
         "`scores.masked_fill(mask, -inf)` as a statement: masked_fill returns a new tensor, which is thrown away",
         "masked_fill returns a new tensor and leaves its input alone. What happens to the value your line returns?",
         "masked_fill 返回一个新的张量，并不修改它的输入。你那一行返回的结果去哪儿了？",
+        {},
+        exercise="make_causal_attention",
+    ),
+    # structure the parameter mapping sees (issue 25): named from the module's reported structure and its lines
+    _m(
+        "mha-per-head-module-list",
+        "the chapter's MultiHeadAttentionWrapper: an nn.ModuleList of single-head attention modules whose outputs "
+        "are concatenated, instead of one W_query / W_key / W_value of (d_out, d_in) split into heads, and out_proj",
+        "Your module keeps one attention module per head in a list. The exercise's contract expects one W_query, "
+        "W_key and W_value, each an nn.Linear(d_in, d_out) whose output is split into heads, and an out_proj "
+        "(d_out, d_out) after the heads are merged. How does the chapter's MultiHeadAttention differ from its "
+        "wrapper?",
+        "你的模块把每个头做成一个单独的注意力模块，放在一个列表里。本练习的约定要求：一个 W_query、一个 W_key、一个 "
+        "W_value，各自是 nn.Linear(d_in, d_out)，其输出再拆分成多个头；各头合并之后还有一个 out_proj (d_out, "
+        "d_out)。书中的 MultiHeadAttention 和它的 wrapper 有什么不同？",
+        {},
+        CHAPTER,
+        exercise="make_multihead_attention",
+    ),
+    _m(
+        "mha-without-out-proj",
+        "a multi-head module with no out_proj at all: the merged heads are returned as they are",
+        "Your module's parameters cover the query, key and value projections, but none is the output projection. "
+        "The exercise's contract expects an out_proj of (d_out, d_out), with a bias, applied after the heads are "
+        "merged. Which layer of the chapter's MultiHeadAttention is missing from your __init__?",
+        "你的模块的参数包含 query、key、value 三个投影，但没有输出投影。本练习的约定要求在各头合并之后再应用一个 "
+        "out_proj（形状 (d_out, d_out)，带偏置）。书中 MultiHeadAttention 的哪一层没有出现在你的 __init__ 里？",
+        {},
+        exercise="make_multihead_attention",
+    ),
+    _m(
+        "fused-qkv-sized-by-d-in",
+        "nanoGPT's fused `c_attn = nn.Linear(d, 3 * d)` sized by the input width: it only works when d_in == d_out",
+        "Your module makes the queries, keys and values with one projection whose size comes from the input width. "
+        "The exercise's contract expects W_query, W_key and W_value of (d_out, d_in) each, and d_in and d_out may "
+        "differ. Which width should each projection's output have, and which your output projection?",
+        "你的模块用一个投影同时算出 queries、keys 和 values，而它的尺寸是由输入宽度决定的。本练习的约定要求 "
+        "W_query、W_key、W_value 各自的形状为 (d_out, d_in)，而 d_in 和 d_out 可以不相等。每个投影的输出应当是多宽？"
+        "你的输出投影呢？",
+        {},
+        exercise="make_multihead_attention",
+    ),
+    _m(
+        "mask-buffer-misnamed",
+        "the causal mask is registered as a buffer under another name (Karpathy's `tril`), not `mask`",
+        "Your module registers its triangular mask as a buffer, but under another name. The exercise's contract "
+        "expects that buffer to be called `mask` (so state_dict and the chapter's code find it). Which name did you "
+        "give it in register_buffer?",
+        "你的模块把三角掩码注册成了 buffer，但用的是另一个名字。本练习的约定要求这个 buffer 叫做 `mask`（这样 "
+        "state_dict 和书中的代码才能找到它）。你在 register_buffer 里给它起了什么名字？",
         {},
         exercise="make_causal_attention",
     ),

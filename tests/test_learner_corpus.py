@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -146,6 +147,11 @@ def agree(got: Outcome, want: Outcome, contiguous: bool = False) -> bool:
         if got.error is None:
             return False
         return issubclass(got.error, ValueError) if issubclass(want.error, ValueError) else True
+    if isinstance(want.value, np.ndarray):  # a mask returned as a NumPy array (issue 25): the same array
+        v = got.value
+        return got.error is None and isinstance(v, np.ndarray) and v.dtype == want.value.dtype and (
+            v.shape == want.value.shape and bool(np.array_equal(v, want.value))
+        )
     if got.error is not None or got.mutated != want.mutated or not isinstance(got.value, torch.Tensor):
         return False
     a, b = got.value, want.value
@@ -444,11 +450,47 @@ def _tri(n, device, tri="triu", diag=1, dtype=torch.bool):
     return torch.triu(ones, diagonal=diag) if tri == "triu" else torch.tril(ones, diagonal=diag)
 
 
-def model_causal_mask(num_tokens, device=None, tri="triu", diag=1, dtype="bool", honour_device=True, check=True):
+def model_causal_mask(num_tokens, device=None, tri="triu", diag=1, dtype="bool", honour_device=True, check=True,
+                      rank="2d", container="tensor"):  # fmt: skip
     if check and num_tokens < 1:
         raise ValueError(num_tokens)
     kind = torch.bool if dtype == "bool" else None  # None: torch's default float dtype
-    return _tri(num_tokens, device if honour_device else None, tri, diag, kind)
+    if container == "numpy":  # NumPy knows no device
+        return _tri(num_tokens, None, tri, diag, kind).numpy()
+    mask = _tri(num_tokens, device if honour_device else None, tri, diag, kind)
+    return mask.unsqueeze(0) if rank == "batched" else mask
+
+
+def temperature_cases() -> list[Case]:
+    g = _gen(9)
+    masked = randn(g, 2, 5, 5).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), NEG_INF)
+    return [
+        Case("T=1", {"scores": randn(g, 4, 6), "temperature": 1.0, "dim": -1}),
+        Case("T=0.5-3d", {"scores": randn(g, 2, 4, 5), "temperature": 0.5, "dim": -1}, meta=True),
+        Case("T=2-dim=0", {"scores": randn(g, 3, 4), "temperature": 2.0, "dim": 0}),
+        Case("T=1e-4", {"scores": randn(g, 2, 3, 4), "temperature": 1e-4, "dim": -1}),
+        Case("large-logits", {"scores": randn(g, 2, 5, scale=1e3), "temperature": 1.0, "dim": -1}),
+        Case("masked", {"scores": masked, "temperature": 0.7, "dim": -1}),
+        Case("T=0-raises", {"scores": randn(g, 2, 3), "temperature": 0.0, "dim": -1}),
+        Case("T=-1-raises", {"scores": randn(g, 2, 3), "temperature": -1.0, "dim": -1}),
+    ]
+
+
+def answer_temperature(scores, temperature, dim=-1):
+    if not temperature > 0:
+        raise ValueError(temperature)
+    return answer_softmax(scores / temperature, dim)
+
+
+def model_temperature(scores, temperature, dim=-1, axis="arg", stable="max", where="divides", check=True):
+    if check and not temperature > 0:
+        raise ValueError(temperature)
+    scaled = {"divides": scores / temperature, "times": scores * temperature}.get(where, scores)
+    if axis == "all":  # one softmax of every element
+        out = model_softmax(scaled.reshape(-1), 0, "arg", stable).reshape(scores.shape)
+    else:
+        out = model_softmax(scaled, dim, axis, stable)
+    return out / temperature if where == "after" else out
 
 
 def model_apply_mask(scores, size="T", fill="-inf", where="scores", inplace=False, tri="triu", diag=1):
@@ -467,11 +509,12 @@ def model_renormalize(weights, renorm="rows"):
     return kept / kept.sum(dim=-1 if renorm == "rows" else -2, keepdim=True)
 
 
-def model_dropout_scale(weights, keep_mask, p, scale="1-p", guard_p1=True, guard_p0=True, check=True):
+def model_dropout_scale(weights, keep_mask, p, scale="1-p", guard_p1=True, guard_p0=True, check=True,
+                        in_place_p1=False):  # fmt: skip
     if check and not 0.0 <= p <= 1.0:
         raise ValueError(p)
     if guard_p1 and p == 1.0:
-        return torch.zeros_like(weights)
+        return weights.zero_() if in_place_p1 else torch.zeros_like(weights)
     kept = weights * keep_mask.to(weights.dtype)
     if scale == "1-p":
         return kept / (1.0 - p)
@@ -552,6 +595,22 @@ FUNCTIONS: dict[str, FunctionSpec] = {
             "causal-mask-ignores-device": [{"honour_device": False}],
             "causal-mask-float": [{"dtype": "float"}],
             "causal-mask-unchecked": [{"check": False}],
+            "causal-mask-extra-dim": [{"rank": "batched"}],
+            "causal-mask-numpy": [{"container": "numpy"}],
+        },
+    ),
+    "softmax_with_temperature": FunctionSpec(
+        temperature_cases,
+        answer_temperature,
+        model_temperature,
+        {},
+        {
+            "temperature-over-every-element": [{"axis": "all"}],
+            "temperature-without-max": [{"stable": "nomax"}],
+            "temperature-unchecked": [{"check": False}],
+            "temperature-after-softmax": [{"where": "after"}],
+            "temperature-multiplied": [{"where": "times"}],
+            "temperature-ignored": [{"where": "ignored"}],
         },
     ),
     "apply_causal_mask": FunctionSpec(
@@ -587,6 +646,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
             "dropout-not-scaled": [{"scale": "none", "guard_p1": a} for a in BOTH],
             "dropout-divides-by-zero": [{"guard_p1": False}],
             "dropout-p-unchecked": [{"check": False}],
+            "dropout-zeroes-input-in-place": [{"in_place_p1": True}],
         },
     ),
     "split_heads": FunctionSpec(
@@ -649,6 +709,8 @@ def attention_dropout_behaviour(call: Callable[..., Any]) -> set[str]:
         shown.add("dropout-divides-by-zero")
     elif at_one.value.count_nonzero():
         shown.add("dropout-keeps-at-p=1")
+    if at_one.mutated:
+        shown.add("dropout-zeroes-input-in-place")
     for p in (-0.1, 1.5):
         o = attempt(weights=small.clone(), p=p, training=True, generator=None)
         if o.error is None or not issubclass(o.error, ValueError):
@@ -687,6 +749,11 @@ def attention_dropout_behaviour(call: Callable[..., Any]) -> set[str]:
     as_float = attempt(weights=w.float(), p=p, training=True, generator=_gen(7))
     if as_float.error is not None or as_float.value.dtype != torch.float32:
         shown.add("dropout-changes-dtype")
+    if "dropout-ignores-generator" in shown:  # d2l's dropout_layer: the mask on the CPU, or float32 on half weights
+        on_meta = attempt(weights=w.float().to("meta"), p=p, training=True, generator=None)
+        as_half = attempt(weights=w.half(), p=p, training=True, generator=None)
+        if on_meta.error is not None or as_half.error is not None or as_half.value.dtype != torch.float16:
+            shown = (shown - {"dropout-ignores-generator"}) | {"dropout-global-rng-cpu-mask"}
     return shown
 
 
@@ -748,7 +815,9 @@ def params(module: nn.Module, hook: str, names: dict[str, str]) -> dict[str, tup
     """Each role's (weight as (out, in), bias or None): an nn.Linear, or a chapter-v1 (in, out) Parameter."""
     found = {}
     for role in roles_of(hook):
-        layer = getattr(module, names[role])
+        layer = getattr(module, names[role], None)
+        if layer is None and role == "out_proj":
+            continue  # no output projection at all (mha-without-out-proj)
         if isinstance(layer, nn.Linear):
             found[role] = (layer.weight.detach(), None if layer.bias is None else layer.bias.detach())
         elif isinstance(layer, torch.Tensor) and layer.dim() == 2:
@@ -769,6 +838,8 @@ def answer_module(x, p, cfg: Config, hook: str):
     q, k, v = (project(x, p[r], cfg.qkv_bias) for r in ROLES[:3])
     if hook != MHA:
         return F.scaled_dot_product_attention(q, k, v, is_causal=hook == CAUSAL)
+    if "out_proj" not in p:
+        raise ValueError("no out_proj: the contract's answer needs one")  # an outcome no module's output agrees with
     b, t, d_out = q.shape
 
     def heads(z):
@@ -869,6 +940,8 @@ def model_module(x, p, cfg: Config, hook: str, knobs: dict[str, Any]):
             context = context.transpose(1, 2)
         context = context.reshape(x.shape[0], t, d_out)
         if k["out_proj"]:
+            if "out_proj" not in p:
+                raise ValueError("no out_proj to apply")  # a module without one: only out_proj=False reproduces it
             context = project(context, p["out_proj"], True)
     return context
 
@@ -937,7 +1010,10 @@ def contract_problems(solution: Solution, hook: str, names: dict[str, str]) -> s
         order = [id(p) for p in module.parameters()]
         positions = []
         for role in roles_of(hook):
-            layer = getattr(module, names[role])
+            layer = getattr(module, names[role], None)
+            if layer is None:  # no such layer at all (mha-without-out-proj)
+                problems.add("layout")
+                continue
             if getattr(module, role, None) is not layer:
                 problems.add("names")
             fan_in = cfg.d_out if role == "out_proj" else cfg.d_in
@@ -981,8 +1057,8 @@ def observable(module: nn.Module, hook: str, names: dict[str, str], cfg: Config)
                 layer.bias.zero_()
         else:
             layer.copy_(value.T)
-        if hook == MHA:
-            out = getattr(module, names["out_proj"])
+        out = getattr(module, names["out_proj"], None) if hook == MHA else None
+        if out is not None:
             out.weight.copy_(torch.eye(cfg.d_out))
             out.bias.zero_()
 
@@ -1065,6 +1141,7 @@ KNOWN_IDS = (
     | {"attention-dropout-scale-by-inverse-p", "dropout-active-in-eval", "dropout-renormalises-rows"}
     | {"dropout-keeps-with-p", "dropout-ignores-generator", "dropout-not-scaled", "dropout-divides-by-zero"}
     | {"dropout-p-unchecked"}
+    | {"dropout-global-rng-cpu-mask", "dropout-zeroes-input-in-place"}
     | GRADIENT_IDS
 )
 
@@ -1207,10 +1284,14 @@ def discarded_masked_fill(cls: ast.ClassDef) -> bool:
 
 
 def check_module(solution: Solution, source: str, entry: dict[str, Any], hook: str, ids: list[str]) -> None:
+    if set(ids) & UNLOADABLE_STRUCTURE:
+        assert len(ids) == 1 and hook == MHA, "a module the weights cannot load into: its structure, and only that"
+        check_unloadable_structure(solution, source, ids[0])
+        return
     names = layer_names(entry, hook)
     runs = module_runs(solution, hook, names)
     differs = answer_agrees(runs, hook)
-    value_ids = [i for i in ids if i not in MODULE_DROPOUT_MISTAKES]
+    value_ids = [i for i in ids if i not in MODULE_DROPOUT_MISTAKES and i not in STRUCTURE_ONLY]
     dropout_ids = {i for i in ids if i in MODULE_DROPOUT_MISTAKES}
 
     # values, eval mode: right, or exactly the labelled mistakes, each of them needed
@@ -1249,6 +1330,10 @@ def check_module(solution: Solution, source: str, entry: dict[str, Any], hook: s
         assert "mask-buffer" in problems
     if "linear-bias-ignores-qkv-bias" in ids:
         assert "bias" in problems
+    if "mask-buffer-misnamed" in ids:
+        assert "mask-buffer" in problems and misnamed_triangle(solution, hook), "a triangle buffer under another name"
+    if "mha-without-out-proj" in ids:
+        assert "layout" in problems and not any(p == "out_proj" or "out" in p for p in out_like(solution)), problems
     if not ids:
         module = build(solution, hook, CONFIGS[hook][0]).eval()
         x = randn(_gen(0), *CONFIGS[hook][0].x).float()
@@ -1261,3 +1346,71 @@ def check_module(solution: Solution, source: str, entry: dict[str, Any], hook: s
         error = run(lambda: build(solution, hook, INDIVISIBLE), {}).error
         wanted = AssertionError if ASSERT_ID in flag(entry, "accepted", hook) else ValueError
         assert error is not None and issubclass(error, wanted), f"{error} for d_out % num_heads != 0"
+
+
+# --- structure the parameter mapping sees (issue 25) -------------------------------------------------------------
+
+STRUCTURE_ONLY = frozenset({"mask-buffer-misnamed"})
+"""Structural ids with no effect on the values: proved from the module itself."""
+UNLOADABLE_STRUCTURE = frozenset({"mha-per-head-module-list", "fused-qkv-sized-by-d-in"})
+"""Structures the contract's weights cannot be mapped onto: proved from the module's layers, and its values from
+those layers recombined into the contract's."""
+MODULE_MISTAKES["mha-without-out-proj"] = [{"out_proj": False}]
+KNOWN_IDS |= STRUCTURE_ONLY | UNLOADABLE_STRUCTURE | {"mha-without-out-proj"}
+SQUARE = Config("d_in=d_out", 6, 6, (2, 5, 6), ctx=7, heads=2)
+
+
+def out_like(solution: Solution) -> list[str]:
+    """The learner's parameter names that hold "out" or "proj" on a built multi-head module."""
+    module = build(solution, MHA, CONFIGS[MHA][0])
+    return [n for n, _ in module.named_parameters() if "out" in n.lower() or "proj" in n.lower()]
+
+
+def misnamed_triangle(solution: Solution, hook: str) -> bool:
+    """A (context_length, context_length) buffer other than ``mask`` holding a triangle of ones."""
+    cfg = CONFIGS[hook][0]
+    ones = torch.ones(cfg.ctx, cfg.ctx)
+    triangles = [ones.tril(), ones.triu(1), ones.tril().bool(), ones.triu(1).bool()]
+    return any(
+        name != "mask" and any(t.dtype == b.dtype and torch.equal(b, t) for t in triangles)
+        for name, b in build(solution, hook, cfg).named_buffers()
+    )
+
+
+def check_unloadable_structure(solution: Solution, source: str, mistake: str) -> None:
+    cls = ast.unparse(class_source(source, MHA))
+    if mistake == "mha-per-head-module-list":
+        assert "ModuleList" in cls
+        for i, cfg in enumerate(CONFIGS[MHA]):
+            module = build(solution, MHA, cfg, seed=500 + i).double().eval()
+            (heads,) = [m for m in module.children() if isinstance(m, nn.ModuleList)]
+            hd = cfg.d_out // cfg.heads
+            assert len(heads) == cfg.heads and not out_like(solution)
+            p = {}
+            for role in ROLES[:3]:
+                layers = [getattr(h, role) for h in heads]
+                assert all(tuple(layer.weight.shape) == (hd, cfg.d_in) for layer in layers)
+                bias = torch.cat([layer.bias.detach() for layer in layers]) if cfg.qkv_bias else None
+                p[role] = (torch.cat([layer.weight.detach() for layer in layers]), bias)
+            x = randn(_gen(600 + i), *cfg.x)
+            want = run(lambda x, p=p, cfg=cfg: model_module(x, p, cfg, MHA, {"out_proj": False}), {"x": x}, ours=True)
+            assert agree(run(lambda x, m=module: m(x), {"x": x}), want), cfg.name
+        return
+    assert mistake == "fused-qkv-sized-by-d-in" and "3 *" in cls
+    for i, cfg in enumerate([*CONFIGS[MHA], SQUARE]):
+        module = build(solution, MHA, cfg, seed=700 + i).double().eval()
+        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        (fused,) = [m for m in linears if m.out_features == 3 * m.in_features]
+        (proj,) = [m for m in linears if m is not fused]
+        assert fused.in_features == cfg.d_in and proj.out_features == cfg.d_in
+        x = randn(_gen(800 + i), *cfg.x)
+        got = run(lambda x, m=module: m(x), {"x": x})
+        if cfg.d_in != cfg.d_out:
+            assert got.error is not None or got.value.shape[-1] == cfg.d_in != cfg.d_out, cfg.name
+            continue
+        w, b = fused.weight.detach(), None if fused.bias is None else fused.bias.detach()
+        p = {role: (w[j * cfg.d_in : (j + 1) * cfg.d_in], None if b is None else b[j * cfg.d_in : (j + 1) * cfg.d_in])
+             for j, role in enumerate(ROLES[:3])}  # fmt: skip
+        p["out_proj"] = (proj.weight.detach(), proj.bias.detach())
+        assert agree(got, run(lambda x, p=p, cfg=cfg: answer_module(x, p, cfg, MHA), {"x": x}, ours=True)), cfg.name
+

@@ -765,3 +765,38 @@ def test_the_check_cell_holds_the_graders_rules(rule):
     (row,) = collect(dict(vars(reference), **{hook: fn}), [hook])
     assert row.status == "failing"
     assert reason in row.first_failure, row.first_failure
+
+
+def _globals_used(table) -> set[str]:
+    """The global names a function or class (and what it nests) reads, from the compiler's own symbol table."""
+    used = {s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced()}
+    for child in table.get_children():
+        used |= _globals_used(child)
+    return used
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_pasted_answer_finds_each_name_it_uses_in_the_notebook(group):
+    """The answer notebook pastes each reference definition alone: a module helper it calls would be a NameError
+    in the kernel (a fast stand-in for the kernel run above, which caught one in CI)."""
+    import builtins
+    import symtable
+
+    nb = with_reference(build_notebook(group))
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and c not in tagged(nb, CHECK_TAG)]
+    bound = set(dir(builtins))
+    for source in cells:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+    missing = {
+        f"{child.get_name()}: {name}"
+        for source in cells
+        for child in symtable.symtable(source, "<cell>", "exec").get_children()
+        for name in _globals_used(child) - bound
+    }
+    assert missing == set()

@@ -42,7 +42,7 @@ MAX_TRIPLES = 20_000
 
 __all__ = [
     "LANGUAGES", "Fingerprints", "HookRow", "Seen", "diagnose_hook", "diagnose_in_process", "error_sizes", "hint",
-    "observe",
+    "main_first", "observe",
 ]  # fmt: skip
 
 
@@ -457,6 +457,10 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
         return src.builds_off_device(code, "forward") and "mask" not in buffers and bool(facts)
     if mistake in ("mask-built-on-cpu", "causal-mask-ignores-device"):
         return src.builds_off_device(code)
+    if mistake == "dropout-global-rng-cpu-mask":  # named only where the code draws without the generator
+        return src.draws_from_global_rng(code)
+    if mistake == "dropout-zeroes-input-in-place":  # named only where the code writes into a tensor
+        return src.updates_in_place(code)
     return GRAPH_RULES[mistake](code) if mistake in GRAPH_RULES else None
 
 
@@ -581,12 +585,15 @@ def diagnose_hook(
     hook: str, rows: Sequence[HookRow], fingerprints: Fingerprints, source: LearnerSource | None = None
 ) -> dict[int, frozenset[str]]:
     """``{row index: the mistake ids it shows}`` for one submission's rows of ``hook`` (empty: nothing to say)."""
-    if not fingerprints.available or not any(r.seen.kind not in ("pass", "other") for r in rows):
+    if not fingerprints.available:
         return {}
     from grader.hook_table import CLASS_ALIASES
 
     source = source or LearnerSource({})
     code = source.hook_code(hook, CLASS_ALIASES.get(hook))
+    structural = _structure_named(hook, rows, code) if hook in MODULE_HOOK_NAMES else {}
+    if not any(r.seen.kind not in ("pass", "other") for r in rows):
+        return structural
     facts = [r.facts for r in rows if r.facts]
 
     def line_rule(row: HookRow) -> Callable[[str], bool | None]:
@@ -604,8 +611,63 @@ def diagnose_hook(
         refined = (_refined(ids, code) for ids in found)
         found = [ids for ids in refined if all(_code_rule(mistake, code, facts) is not False for mistake in ids)]
         shared = frozenset.intersection(*found) if found else frozenset()
+        shared |= _container_rule(hook, aspect, rows, failing, passing, code)
         named.update({i: named.get(i, frozenset()) | shared for i in failing if shared})
-    return named
+    return {i: named.get(i, frozenset()) | structural.get(i, frozenset()) for i in {*named, *structural}}
+
+
+# --- issue 25 (hidden): a mask whose container hides its values -----------------------------------------------------
+
+NUMPY_TRIANGLES: Mapping[tuple[str, int], frozenset[str]] = {
+    ("triu", 1): frozenset(),
+    ("triu", 0): frozenset({"triu-diagonal-0"}),
+    **{("tril", k): frozenset({"tril-instead-of-triu"}) for k in (-1, 0, 1)},
+}
+"""What the one NumPy triangle of ones a ``causal_mask`` builds says of its values (``k``: the diagonal)."""
+
+
+def _container_rule(
+    hook: str, aspect: str, rows: Sequence[HookRow], failing: list[int], passing: list[int], code: Any
+) -> frozenset[str]:
+    """A ``causal_mask`` that returns a NumPy array: the reply carries no values (only tensors come back), so what
+    the mask holds is read off the learner's own lines (:func:`~grader.instructor.learner_source.numpy_triangle`):
+    a known wrong triangle is named with the type, right or unreadable values leave the type alone.  Named only
+    where the code calls NumPy, every failing case of the values says "not a tensor, a numpy.ndarray" and none
+    passes."""
+    if hook != "causal_mask" or aspect != "values" or passing:
+        return frozenset()
+    for i in failing:
+        message = rows[i].seen.message
+        if getattr(message, "id", "") != "not_a_tensor" or str(getattr(message, "params", {}).get("kind")) != (
+            "numpy.ndarray"
+        ):
+            return frozenset()
+    if not src.uses_numpy(code):
+        return frozenset()
+    return NUMPY_TRIANGLES.get(src.numpy_triangle(code) or ("", 0), frozenset()) | {"causal-mask-numpy"}
+
+
+def main_first(
+    hook: str, rows: Sequence[HookRow], named: Mapping[int, frozenset[str]], fingerprints: Fingerprints
+) -> dict[int, tuple[str, ...]]:
+    """``named`` (:func:`diagnose_hook`'s answer) with each row's ids in order, the main mistake first: the one
+    whose own program (catalogued, or one knob of the model) fails the most of the named rows, where each of two
+    mistakes alone fails some of them (``temperature-over-every-element`` fails every value case, its missing max
+    subtraction only those that overflow); ties by id.  By id alone where some id has no program of its own (a
+    module's model knob, a mistake read from the text): nothing to weigh it by."""
+    marked = sorted(named)
+    ids = sorted(frozenset().union(*named.values())) if named else []
+    own = {m: [c for c in fingerprints.programs(hook) if c.ids == frozenset({m})] for m in ids}
+
+    def reach(mistake: str) -> int:
+        with fingerprints.lock:
+            return max(
+                sum(fingerprints.program_seen(c, rows[i].trial).kind not in ("pass", "other") for i in marked)
+                for c in own[mistake]
+            )  # fmt: skip
+
+    score = {m: reach(m) for m in ids} if len(ids) > 1 and all(own.values()) else {}
+    return {i: tuple(sorted(found, key=lambda m: (-score.get(m, 0), m))) for i, found in named.items()}
 
 
 @dataclass(frozen=True)
@@ -687,7 +749,7 @@ def _model_search(ev: Evidence, triples: bool) -> list[frozenset[str]]:
 
     hook, rows, fingerprints, line_rule = ev.hook, ev.rows, ev.fingerprints, ev.line_rule
     models = {i: fingerprints.module_model(rows[i].trial) for i in ev.failing + ev.passing}
-    failing = [i for i in ev.failing if models[i] is not None]
+    failing = [i for i in ev.failing if models[i] is not None and not _drawn_otherwise(models[i], rows[i])]
     passing = [i for i in ev.passing if models[i] is not None]
     if not failing:
         return []
@@ -770,3 +832,77 @@ def hint(mistake_id: str, lang: str = "en") -> tuple[str, str]:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(LANGUAGES)}")
     mistake = by_id(mistake_id)
     return mistake.description, mistake.hint_zh if lang == "zh" else mistake.hint
+
+
+# --- structure: the mismatches the parameter mapping sees (issue 25) ------------------------------------------------
+
+STRUCTURE_IDS = ("mha-per-head-module-list", "mha-without-out-proj", "fused-qkv-sized-by-d-in", "mask-buffer-misnamed")
+"""Named from the module's reported structure and the learner's own lines, where no output can be compared: the
+reference's weights do not load (the mapping found nothing), or the causal mask is a buffer under another name."""
+
+
+def _structure_named(hook: str, rows: Sequence[HookRow], code: Any) -> dict[int, frozenset[str]]:
+    """``{row index: the structural mistake}`` on the rows that fail because of the module's structure.
+
+    The learner's process reports its parameters' names and shapes and its buffers' names: they decide nothing
+    here alone (each rule needs the learner's text, read with ``ast``, to show the same structure: an
+    ``nn.ModuleList``, an ``nn.Linear`` sized ``3 *``, a ``register_buffer`` of a triangle, no ``nn.Linear`` whose
+    name says out), and no word of theirs reaches the hint, whose text is the catalogue's own.  The verdicts stay
+    what they are: this only names."""
+    named = {}
+    for i, row in enumerate(rows):
+        found = _structure_of(hook, row, code)
+        if found:
+            named[i] = frozenset({found})
+    return named
+
+
+def _structure_of(hook: str, row: HookRow, code: Any) -> str | None:
+    from grader.child.modules import _role_of, map_parameters
+    from grader.instructor.verdict import contract_parameters
+
+    facts = row.facts or {}
+    if row.seen.kind == "property" and getattr(row.seen.message, "id", "") == "mask_buffer.missing":
+        buffers = [str(b) for b in facts.get("buffers", [])]
+        others = [b for b in buffers if b != "mask" and b in src.registered_buffers(code)]
+        return "mask-buffer-misnamed" if any(src.triangle_buffer(code, b) for b in others) else None
+    if facts.get("loaded_by") != "none" or row.seen.kind not in ("other", "values") or code is None:
+        return None  # (a case with random outputs keeps its verdict's message as "values": here, the mapping's)
+    learner = [(str(p["name"]), tuple(int(n) for n in p["shape"])) for p in facts.get("parameters", [])]
+    contract = contract_parameters(row.trial)
+    shapes = dict(contract)
+    if not learner or "W_query.weight" not in shapes:
+        return None
+    if hook == "make_multihead_attention" and src.holds_module_list(code):
+        if any(part.isdigit() for name, _ in learner for part in name.split(".")):
+            return "mha-per-head-module-list"
+    d_out, d_in = shapes["W_query.weight"]
+    fused = [s for name, s in learner if len(s) == 2 and s[0] == 3 * s[1] and _role_of(name)[0] is None]
+    if fused and d_in != d_out and all(s[1] == d_in for s in fused) and src.fused_projection(code):
+        return "fused-qkv-sized-by-d-in"
+    linears = src.linear_attributes(code)
+    if hook == "make_multihead_attention" and not any(_role_of(n)[0] == "out" for n in [*linears, *dict(learner)]):
+        without = [(name, shape) for name, shape in contract if not name.startswith("out_proj.")]
+        if map_parameters(learner, without)[0] != "none":
+            return "mha-without-out-proj"
+    return None
+
+
+CONTRACT_ROLE_ORDER = ("query", "key", "value", "out")
+
+
+def _drawn_otherwise(model: Any, row: HookRow) -> bool:
+    """A case that builds the module under a seed, nothing loaded, where the learner's module creates its
+    projections in another order than the contract's (Karpathy's ``Head`` makes ``key`` first): its random weights
+    are other draws, so the model's values say nothing there (as of any module whose parameters it cannot know).
+    Only where every weight's name says its role; the order is the module's reported ``named_parameters()``."""
+    from grader.child.modules import _role_of
+
+    if model.init_seed is None:
+        return False
+    roles = [_role_of(str(p.get("name", ""))) for p in (row.facts or {}).get("parameters", [])]
+    weights = [role for role, kind in roles if kind == "weight"]
+    if not weights or None in weights or len(set(weights)) != len(weights):
+        return False
+    return weights != sorted(weights, key=CONTRACT_ROLE_ORDER.index)
+

@@ -159,8 +159,9 @@ def _read_said(text: str, said: str | None) -> str:
 
 
 SUBMISSION_COLUMNS = "student, source, format, entry, sha256, error, review, notes"
-RESULT_COLUMNS = "student, hook, case_name, device, dtype, status, message, seconds, mistake, note, message_said, " \
-    "note_said"
+RESULT_COLUMNS = (
+    "student, hook, case_name, device, dtype, status, message, seconds, mistake, note, message_said, note_said"
+)
 
 
 def _submission(row: tuple, files: str | None = None) -> Submission:
@@ -199,12 +200,16 @@ class Gradebook:
                     f"{self.path}: gradebook schema version {version}, this attnkit reads {SCHEMA_VERSION}"
                 )
             self._conn.executescript(SCHEMA)
-            for table, columns in ADDED_COLUMNS.items():  # what an older gradebook lacks; tables made now have them
-                have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-                for name, default in columns.items():
-                    if name not in have:
-                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} TEXT NOT NULL DEFAULT {default}")
+            self._add_columns()
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _add_columns(self) -> None:
+        """The columns an older gradebook lacks (:data:`ADDED_COLUMNS`); tables made now have them."""
+        for table, columns in ADDED_COLUMNS.items():
+            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            for name, default in columns.items():
+                if name not in have:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} TEXT NOT NULL DEFAULT {default}")
 
     def _rows(self, sql: str, *args: Any) -> list[tuple]:
         with self._lock:

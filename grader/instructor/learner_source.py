@@ -20,6 +20,7 @@ __all__ = [
     "LearnerSource",
     "builds_off_device",
     "discards_masked_fill",
+    "draws_from_global_rng",
     "fixed_six",
     "mask_attribute",
     "multiplies",
@@ -281,5 +282,143 @@ def updates_in_place(code: Node | None) -> bool:
     return any(
         (isinstance(n, ast.Call) and _called(n).endswith("_") and not _called(n).startswith("_"))
         or isinstance(n, ast.AugAssign)
+        for n in _walk(code)
+    )
+
+
+# --- structure: what a module holds, as its own lines say (issue 25) -----------------------------------------------
+
+
+def holds_module_list(code: Node | None) -> bool:
+    """The class keeps modules in a list (``nn.ModuleList([...])``): one attention module per head, the chapter's
+    ``MultiHeadAttentionWrapper``."""
+    return any(isinstance(n, ast.Call) and _called(n) == "ModuleList" for n in _walk(code))
+
+
+def fused_projection(code: Node | None) -> bool:
+    """An ``nn.Linear`` whose size is three times something (``nn.Linear(d, 3 * d)``): one projection for the
+    queries, keys and values together."""
+    return any(
+        isinstance(n, ast.Call) and _called(n) == "Linear"
+        and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult)
+                and any(isinstance(s, ast.Constant) and s.value == 3 for s in (b.left, b.right))
+                for arg in [*n.args, *(k.value for k in n.keywords)] for b in ast.walk(arg))
+        for n in _walk(code)
+    )  # fmt: skip
+
+
+def registered_buffers(code: Node | None) -> set[str]:
+    """The names the class registers buffers under (``self.register_buffer("tril", ...)``), where written as text."""
+    return {
+        n.args[0].value
+        for n in _walk(code)
+        if isinstance(n, ast.Call) and _called(n) == "register_buffer" and n.args
+        and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
+    }  # fmt: skip
+
+
+def triangle_buffer(code: Node | None, name: str) -> bool:
+    """The buffer ``name`` is registered from a ``tril`` or ``triu`` (a causal mask under another name)."""
+    return any(
+        isinstance(n, ast.Call) and _called(n) == "register_buffer" and len(n.args) > 1
+        and isinstance(n.args[0], ast.Constant) and n.args[0].value == name
+        and any(isinstance(c, ast.Call) and _called(c) in ("tril", "triu") for c in ast.walk(n.args[1]))
+        for n in _walk(code)
+    )  # fmt: skip
+
+
+def linear_attributes(code: Node | None) -> set[str]:
+    """The attributes the class assigns an ``nn.Linear`` to (``self.W_query = nn.Linear(...)``)."""
+    return {
+        t.attr
+        for n in _walk(code)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _called(n.value) == "Linear"
+        for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+
+
+# --- facts about a mask built with NumPy (issue 25) ----------------------------------------------------------------
+
+_NUMPY = frozenset({"np", "numpy"})
+_NEGATES = frozenset({"logical_not", "invert", "bitwise_not", "logical_xor", "where", "flip", "fliplr", "flipud", "T"})
+
+
+def numpy_triangle(code: Node | None) -> tuple[str, int] | None:
+    """``("triu" | "tril", k)`` of the one NumPy triangle of ones the code builds (``np.triu(np.ones((T, T)), k=1)``),
+    where nothing else in the code can change which entries it holds (no ``~``, ``not``, comparison, subtraction,
+    ``logical_not``, flip, transpose, a second triangle); None where that is not so, or ``k`` is no int literal."""
+    found = None
+    for n in _walk_unguarded(code):
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert | ast.Not | ast.USub) and not _int_literal(n):
+            return None
+        if isinstance(n, ast.Compare | ast.Subscript) or (isinstance(n, ast.BinOp) and not isinstance(n.op, ast.Mult)):
+            return None
+        if isinstance(n, ast.Attribute) and n.attr in _NEGATES:
+            return None
+        if isinstance(n, ast.Call) and _called(n) in ("triu", "tril"):
+            func = n.func
+            numpy = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in _NUMPY
+            if found is not None or not numpy or not n.args or not _ones(n.args[0]):
+                return None
+            k_nodes = [kw.value for kw in n.keywords if kw.arg == "k"] + list(n.args[1:2])
+            if len(k_nodes) > 1 or (k_nodes and _int_literal(k_nodes[0]) is None) or len(n.args) > 2:
+                return None
+            k = _int_literal(k_nodes[0]) if k_nodes else 0
+            if k is None:
+                return None
+            found = (_called(n), k)
+    return found
+
+
+def _ones(node: ast.expr) -> bool:
+    """``np.ones((T, T))`` (or ``np.ones_like(...)``, with or without a dtype): a matrix of ones."""
+    return isinstance(node, ast.Call) and _called(node) in ("ones", "ones_like")
+
+
+def _int_literal(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _int_literal(node.operand)
+        return None if inner is None else -inner if isinstance(node.op, ast.USub) else inner
+    return None
+
+
+def _walk_unguarded(code: Node | None) -> Iterator[Node]:
+    """The code's nodes, but for its argument checks (an ``if`` whose body only raises) and its docstrings."""
+    stack = [code] if code is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and all(isinstance(s, ast.Raise) for s in node.body) and not node.orelse:
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def uses_numpy(code: Node | None) -> bool:
+    """The code calls NumPy by its usual names (``np.triu``, ``numpy.ones``)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in _NUMPY
+        for n in _walk(code)
+    )  # fmt: skip
+
+
+# --- facts about where a hook's random numbers come from ------------------------------------------
+
+RANDOM_DRAWS = frozenset({
+    "rand", "rand_like", "randn", "randn_like", "randint", "bernoulli", "bernoulli_", "uniform_", "multinomial",
+})  # fmt: skip
+"""Calls that draw random numbers: from the generator given as ``generator=``, else from the global one."""
+
+
+def draws_from_global_rng(code: Node | None) -> bool:
+    """The code draws random numbers with no ``generator=`` (``torch.rand(X.shape) > p``, ``torch.bernoulli(...)``,
+    ``torch.rand_like``): from torch's global generator, whatever generator the hook was given."""
+    return any(
+        isinstance(n, ast.Call) and _called(n) in RANDOM_DRAWS and not any(kw.arg == "generator" for kw in n.keywords)
         for n in _walk(code)
     )

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from grader.hook_table import BANNED_NAMES, CLASS_NAMES
-from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
+from grader.instructor.diagnosis import HookRow, diagnose_hook, main_first, observe
 from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
 from grader.instructor.held_memory import UNREAD, Held, ProcessMeter, open_meter
 from grader.instructor.intake import Submission
@@ -513,12 +513,14 @@ class _Verdicts:
         mistakes: dict[str, str] = {}
         for hook, kept in self.rows.items():
             try:
-                found = diagnose_hook(hook, [row for _, row in kept], self.fingerprints, source)
+                hook_rows = [row for _, row in kept]
+                found = main_first(hook, hook_rows, diagnose_hook(hook, hook_rows, self.fingerprints, source),
+                                   self.fingerprints)  # fmt: skip
             except Exception as exc:  # a diagnosis is never worth a grade
                 log.warning("%s: no diagnosis of %s (%s: %s)", self.student, hook, type(exc).__name__, exc)
                 continue
             for i, ids in found.items():
-                mistakes[kept[i][0]] = ",".join(sorted(ids))
+                mistakes[kept[i][0]] = ",".join(ids)  # the main mistake first (main_first)
         if not mistakes:
             return results
         return [dataclasses.replace(r, mistake=mistakes.get(r.test_name, r.mistake)) for r in results]
