@@ -457,6 +457,8 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
         return src.builds_off_device(code, "forward") and "mask" not in buffers and bool(facts)
     if mistake in ("mask-built-on-cpu", "causal-mask-ignores-device"):
         return src.builds_off_device(code)
+    if mistake == "mask-of-size-6":  # another mask that fails where T != 6 (or on meta) is no mask of size 6
+        return src.fixed_six(code)
     if mistake == "dropout-global-rng-cpu-mask":  # named only where the code draws without the generator
         return src.draws_from_global_rng(code)
     if mistake == "dropout-zeroes-input-in-place":  # named only where the code writes into a tensor

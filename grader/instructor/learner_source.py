@@ -32,9 +32,11 @@ SUBMISSION_ROOT = "submission/"
 """The folder the learner's process writes the files into: ``where`` of an error is relative to its parent."""
 
 MAX_PARSED_CHARS = 2_000_000
-NEW_TENSORS = frozenset({"ones", "zeros", "full", "empty", "eye", "arange", "tensor", "rand", "randn"})
+NEW_TENSORS = frozenset(
+    {"ones", "zeros", "full", "empty", "eye", "arange", "tensor", "rand", "randn", "from_numpy", "as_tensor"}
+)
 """Calls that make a new tensor (not ``tril``/``triu``: in ``torch.tril(torch.ones(...))`` the inner call decides
-the device)."""
+the device; ``torch.from_numpy`` of a NumPy mask is on the CPU)."""
 _COMPOUND = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor,
     ast.AsyncWith,
