@@ -26,6 +26,9 @@ from solutions import mistake_model as mm
 from solutions import reference
 from solutions.mistakes import by_id
 
+# each builds the suite and the fingerprints of the catalogue (about a minute): the full tier's
+pytestmark = pytest.mark.slow
+
 MASK, TEMPERATURE = "causal_mask", "softmax_with_temperature"
 
 

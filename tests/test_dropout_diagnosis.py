@@ -24,6 +24,9 @@ from grader.instructor.verdict import judge_in_process
 from grader.registry import adopt
 from solutions import reference
 
+# each builds the suite and the fingerprints of the catalogue (about a minute): the full tier's
+pytestmark = pytest.mark.slow
+
 SEED = 3
 D2L = """\
 import torch

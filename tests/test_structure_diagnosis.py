@@ -19,6 +19,9 @@ from grader.instructor.learner_source import LearnerSource
 from grader.instructor.verdict import judge_in_process
 from grader.registry import load_solution
 
+# each builds the suite and the fingerprints of the catalogue (about a minute): the full tier's
+pytestmark = pytest.mark.slow
+
 CORPUS = Path(__file__).resolve().parent / "learners"
 MHA, CAUSAL = "make_multihead_attention", "make_causal_attention"
 CJK = re.compile(r"[\u4e00-\u9fff]")
