@@ -416,7 +416,15 @@ class _Lines:
 
         self.seen: list[str] = []
         self._queue: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self._queue.put(line) for line in stream], daemon=True).start()
+        self._reader = threading.Thread(target=lambda: [self._queue.put(line) for line in stream], daemon=True)
+        self._reader.start()
+
+    def rest(self) -> str:
+        """Every line, once the process has ended (its stream closed)."""
+        self._reader.join(10)
+        while not self._queue.empty():
+            self.seen.append(self._queue.get_nowait())
+        return "".join(self.seen)
 
     def wait_for(self, pattern: str, timeout: float) -> str:
         import queue
@@ -446,6 +454,7 @@ def test_watch_checks_again_on_every_save_and_stops_cleanly_on_ctrl_c(tmp_path):
     )
     try:
         out = _Lines(watcher.stdout)
+        err = _Lines(watcher.stderr)  # read all along, so a full pipe never blocks the watcher
         out.wait_for(r"Watching .*exercises", 60)
         out.wait_for(r"^0 of 2 exercises passing\.", 180)  # the first round: both stubs not started
 
@@ -474,7 +483,7 @@ def test_watch_checks_again_on_every_save_and_stops_cleanly_on_ctrl_c(tmp_path):
     finally:
         if watcher.poll() is None:
             watcher.kill()
-    errors = watcher.stderr.read()
+    errors = err.rest()
     assert "Traceback" not in errors and "Aborted" not in errors, errors
     assert not any("Traceback" in line for line in out.seen), "".join(out.seen)
 
