@@ -513,3 +513,50 @@ def test_hint_in_an_unknown_language_raises(lang):
 def test_hint_for_an_unknown_id_raises_key_error_naming_the_known_ids():
     with pytest.raises(KeyError, match="softmax-over-dim-1"):
         hint("no-such-mistake", "en")
+
+
+CONTEXT_SOURCE = '''\
+import torch
+
+
+def context_vectors(weights, values):
+    # z_i = sum_j a_ij v_j
+    return weights.mT @ values
+
+
+def context_by_columns(weights, values):
+    return torch.matmul(weights.transpose(-2, -1), values)
+
+
+def context_values_transposed(weights, values):
+    return weights @ values.transpose(-2, -1)
+'''
+
+
+def _context(name: str):
+    import types
+
+    from grader.registry import adopt
+    from solutions import reference
+
+    space: dict = {}
+    exec(compile(CONTEXT_SOURCE, "submission/attn.py", "exec"), space)  # noqa: S102 - our own text, in the test
+    return adopt("cv", "cv", [types.SimpleNamespace(context_vectors=space[name]), reference])
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "expected"),
+    [
+        ("context_vectors", "return weights.mT @ values", {"weights-transposed"}),
+        ("context_by_columns", "return torch.matmul(weights.transpose(-2, -1), values)", {"weights-transposed"}),
+        ("context_values_transposed", "return weights @ values.transpose(-2, -1)", set()),
+    ],
+    ids=["dot-mT", "matmul-transpose", "values-transposed"],
+)
+def test_transposed_weights_are_named_from_a_line_that_multiplies_them_transposed(
+    unit_trials, fingerprints, name, line, expected
+):
+    """Transposed batched weights raise where keys and queries differ in number: the line must show the transpose."""
+    rows = _rows(unit_trials, _context(name), "context_vectors", _line(CONTEXT_SOURCE, line))
+    assert any(r.seen.kind == "error" for r in rows)
+    assert _named(rows, fingerprints, LearnerSource({"attn.py": CONTEXT_SOURCE})) == expected

@@ -12,7 +12,8 @@ in its values and another in its buffers.
 
 Precision over recall: the ids named are those every explaining candidate shares -- nothing where two different
 explanations fit.  Some mistakes are told apart only by the learner's text (:mod:`grader.instructor.learner_source`):
-an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the mask for ``mask-not-sliced``), a plain
+an error's line must show the mistake (``.T`` for ``q-at-k-t-batched``, the mask for ``mask-not-sliced``, the weights
+transposed for ``weights-transposed``), a plain
 ``self.mask`` attribute, a ``masked_fill`` whose result is thrown away (``mask-result-discarded``, the same numbers as
 ``mask-not-applied``).
 
@@ -445,6 +446,8 @@ def _line_rule(mistake: str, line: Any, code: Any) -> bool | None:
     if mistake in ("mask-not-sliced", "mask-of-size-6"):  # the mask's line; of size 6 where the code says so
         sized = mistake == "mask-not-sliced" or src.fixed_six(code)
         return src.uses_mask(line) and not src.uses_dot_t(line) and sized
+    if mistake == "weights-transposed":  # the line multiplies the weights transposed
+        return src.multiplies_transposed_left(line)
     return src.uses_dot_t(line) if mistake == "q-at-k-t-batched" else None
 
 

@@ -186,6 +186,25 @@ def multiplies(statement: Node | None) -> bool:
     )
 
 
+TRANSPOSES = frozenset({"transpose", "permute", "swapaxes", "swapdims", "t"})
+
+
+def _transposed(node: ast.expr) -> bool:
+    """``w.T``, ``w.mT``, ``w.transpose(-2, -1)``, ``torch.transpose(w, 1, 2)``, ``w.permute(0, 2, 1)``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("T", "mT")
+    return isinstance(node, ast.Call) and _called(node) in TRANSPOSES
+
+
+def multiplies_transposed_left(statement: Node | None) -> bool:
+    """The statement multiplies a transposed left factor: ``weights.T @ values``, ``torch.matmul(w.mT, v)``."""
+    return any(
+        (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) and _transposed(n.left))
+        or (isinstance(n, ast.Call) and _called(n) in ("matmul", "bmm") and bool(n.args) and _transposed(n.args[0]))
+        for n in _walk(statement)
+    )
+
+
 # --- facts about a hook's code --------------------------------------------------------------------
 
 
