@@ -530,11 +530,6 @@ def grade(
         console.print(f"CUDA start-up per submission: {run.cuda_overhead_seconds:.2f} s (one learner process per GPU)")
     if run.peak_child_rss_mib is not None:
         console.print(f"peak RSS of a learner's process: {run.peak_child_rss_mib:.0f} MiB")
-    if run.reused:
-        console.print(
-            f"{len(run.reused)} submission(s) already graded under the same conditions were not regraded "
-            "(--force regrades)."
-        )
     _print_class(console, run, out_dir, lms)
 
 
@@ -631,8 +626,9 @@ def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> 
     from grader.instructor.console_summary import console_text, print_line
 
     roll = run.roll
-    graded_now = {o.submission.student for o in run.outcomes}
-    earlier = [sub.student for sub, _ in roll.graded if sub.student not in graded_now]
+    in_run = {o.submission.student for o in run.outcomes}  # graded now, or reused unchanged
+    graded_now = in_run - set(run.reused)
+    earlier = [sub.student for sub, _ in roll.graded if sub.student not in in_run]
     for note in run.notes:
         print_line(console, f"[yellow]class:[/] {console_text(note)}")
     if run.regraded_from_gradebook:
@@ -642,7 +638,10 @@ def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> 
         )
     console.print(
         f"The class in {console_text(out_dir)}: {len(roll.graded)} student(s) graded "
-        f"({len(graded_now)} in this run, {len(earlier)} earlier)"
+        f"({len(graded_now)} in this run, "
+        + (f"{len(run.reused)} already graded under the same conditions, not regraded (--force regrades), "
+           if run.reused else "")
+        + f"{len(earlier)} earlier)"
         + (f", {len(roll.missing)} missing from the roster" if roll.missing else "")
         + "; grades.csv, junit.xml and class.html list them all."
     )

@@ -197,7 +197,7 @@ def test_second_run_reuses_the_gradebook(graded, tmp_path, three_formats):
     before = (out / "grades.csv").read_bytes()
     result = invoke([*three_formats, "--out", str(out), "--seed", SEED])
     assert result.exit_code == 0, result.output
-    assert "3 submission(s) already graded under the same conditions were not regraded" in flat(result.output)
+    assert "(0 in this run, 3 already graded under the same conditions, not regraded" in flat(result.output)
     assert (out / "grades.csv").read_bytes() == before
     (first,), (second,) = query(out / "gradebook.sqlite", "SELECT id FROM runs ORDER BY id")
     assert run_seconds(out / "gradebook.sqlite", second, "bea") == run_seconds(out / "gradebook.sqlite", first, "bea")
@@ -370,7 +370,7 @@ def test_resumed_run_continues_the_killed_run(resume):
     db = resume["d1"] / "gradebook.sqlite"
     assert resume["recorded_at_kill"] >= 1
     said = flat(resume["rerun"].stdout)
-    assert f"{resume['recorded_at_kill']} submission(s) already graded" in said, said[-600:]
+    assert f"{resume['recorded_at_kill']} already graded under the same conditions" in said, said[-600:]
     runs = query(db, "SELECT id, finished_at FROM runs")
     assert len(runs) == 1 and runs[0][1] is not None, f"the rerun did not resume the killed run: {runs}"
     assert query(db, "SELECT count(*) FROM submissions")[0][0] == len(CLASS)
