@@ -275,6 +275,17 @@ def test_a_roster_gives_missing_rows_and_the_lms_columns(copy, hand_ins):
     assert missing and missing[0].find("testcase/error").get("type") == "Missing"
 
 
+def test_a_grading_without_an_lms_export_removes_the_earlier_one(copy, hand_ins):
+    """An export left from an earlier grading holds stale points (an old rubric): each grading rewrites or removes."""
+    run = grade_with_roster(copy, [str(hand_ins / "ada.py")], ROSTER)
+    assert (copy / "canvas.csv").is_file() and (copy / "moodle.csv").is_file()
+    options = replace(run.report_options, lms=("moodle",))
+    assert write_reports(copy, run.graded, load_rubric(), options, run.figures, run.roll) == []
+    assert not (copy / "canvas.csv").exists() and (copy / "moodle.csv").is_file()
+    assert write_reports(copy, run.graded, load_rubric(), replace(options, lms=()), run.figures, run.roll) == []
+    assert not (copy / "moodle.csv").exists()
+
+
 @pytest.mark.slow
 def test_the_stored_roster_is_used_grown_and_never_silently_replaced(copy, hand_ins):
     ada = [str(hand_ins / "ada.py")]

@@ -19,7 +19,7 @@ from grader.instructor.grades_csv import write_grades_csv
 from grader.instructor.heatmaps import Figure
 from grader.instructor.inert import inert
 from grader.instructor.junit import write_junit
-from grader.instructor.out_folder import GRADES_CSV, JUNIT_XML, class_file
+from grader.instructor.out_folder import GRADES_CSV, JUNIT_XML, LMS_NAMES, class_file, lms_file
 from grader.instructor.output_txt import write_output
 from grader.instructor.report_model import ClassRoll, Graded, ReportOptions, by_student, one_line, student_report
 from grader.instructor.results_json import write_results_json
@@ -82,6 +82,8 @@ def write_reports(
     _guarded(problems, "class.html / class.md", class_report.write, out, roll, rubric, options)
     for name in options.lms:
         _guarded(problems, f"{name} export", lms.write, out, name, roll, rubric, assignment)
+    for name in sorted(set(LMS_NAMES) - set(options.lms)):  # an earlier grading's export: stale points, removed
+        _guarded(problems, f"{name} export", class_file(out, lms_file(name)).unlink, True)
     for sub, results in graded:
         try:
             folder = student_folder(out, sub.student)
