@@ -779,8 +779,14 @@ def release(dest: Path, force: bool) -> None:
     "default: the kit's grader/instructor/rubric.toml.",
 )
 @click.option("--seed", type=int, help="Seed of the hidden inputs every learner gets (default: random, printed).")
+@click.option(
+    "--devices",
+    metavar="LIST",
+    help="Comma-separated devices Gradescope grades on: cpu, meta, cuda, mps (default: the grader's own; "
+    "Gradescope's machines have no GPU, so cuda is skipped there with its reason).",
+)
 @click.option("--force", is_flag=True, help="Overwrite DEST if it exists.")
-def gradescope(dest: Path, rubric: str | None, seed: int | None, force: bool) -> None:
+def gradescope(dest: Path, rubric: str | None, seed: int | None, devices: str | None, force: bool) -> None:
     """Write DEST (a .zip): the autograder to upload to Gradescope.
 
     The zip holds setup.sh (a virtual environment with the CPU build of the pinned torch and this kit), run_autograder
@@ -792,7 +798,7 @@ def gradescope(dest: Path, rubric: str | None, seed: int | None, force: bool) ->
     from grader.instructor.gradescope import BundleError, write_bundle
 
     try:
-        bundle = write_bundle(dest, rubric, seed, force)
+        bundle = write_bundle(dest, rubric, seed, force, _device_list(devices))
     except (BundleError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     except FileExistsError as exc:

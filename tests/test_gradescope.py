@@ -210,6 +210,16 @@ def test_refuses_to_overwrite_without_force(tmp_path):
     assert "seed 3" in result.output and zipfile.is_zipfile(dest)
 
 
+def test_the_devices_are_checked_and_kept_in_the_bundle(tmp_path):
+    result = CliRunner().invoke(main, ["gradescope", str(tmp_path / "a.zip"), "--devices", "cpu,tpu"])
+    assert result.exit_code == 2 and "unknown device 'tpu'" in result.output, result.output
+    assert not (tmp_path / "a.zip").exists()
+    result = CliRunner().invoke(main, ["gradescope", str(tmp_path / "a.zip"), "--seed", "3", "--devices", "cpu,meta"])
+    assert result.exit_code == 0, result.output
+    with zipfile.ZipFile(tmp_path / "a.zip") as zf:
+        assert json.loads(zf.read(gradescope.CONFIG))["devices"] == ["cpu", "meta"]
+
+
 def test_help_explains_the_bundle():
     result = CliRunner().invoke(main, ["gradescope", "--help"])
     assert result.exit_code == 0
@@ -336,7 +346,8 @@ def test_run_autograder_scores_each_hand_in_as_attnkit_grade_does(class_graded, 
     assert {t["name"]: t["score"] for t in data["tests"]} == pytest.approx({h: float(row[h]) for h in HOOK_NAMES})
     assert {t["name"]: t["visibility"] for t in data["tests"]} == {h: rubric.visibility_of(h) for h in HOOK_NAMES}
     assert data["visibility"] == "after_due_date"
-    assert "\nisolation: " in data["output"] and data["extra_data"]["student"] == student
+    assert "isolation" not in data["output"] and data["extra_data"]["student"] == student  # the instructor's line
+    assert data["extra_data"]["isolation"] and "cpu" in data["extra_data"]["devices"]
     assert "seed" not in data["extra_data"]  # the seed never reaches a learner
     for secret in ("kit/solutions/reference.py", "kit/grader/instructor/cases.py", gradescope.CONFIG, "rubric.toml"):
         assert stat.S_IMODE((root / "source" / secret).stat().st_mode) & 0o077 == 0, secret  # nobody cannot read it
@@ -344,8 +355,11 @@ def test_run_autograder_scores_each_hand_in_as_attnkit_grade_does(class_graded, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("unpacked", [True, False], ids=["unpacked", "as-uploaded"])
-def test_an_attnkit_submit_zip_is_graded(root, tmp_path, unpacked):
-    """A learner's ``attnkit submit`` zip, unpacked as Gradescope unpacks an uploaded zip, or left as it came."""
+def test_an_attnkit_submit_zip_is_graded(tmp_path, rubric_file, unpacked):
+    """A learner's ``attnkit submit`` zip, unpacked as Gradescope unpacks an uploaded zip, or left as it came;
+    graded on the bundle's devices."""
+    bundle = gradescope.write_bundle(tmp_path / "autograder.zip", rubric_file, seed=SEED, devices=["cpu"])
+    root = gradescope_root(bundle.path, tmp_path / "autograder")
     packed = tmp_path / "submission-alice-2026-01-01.zip"
     done = CliRunner().invoke(
         main, ["submit", str(SAMPLE_CLASS / "alice.py"), "--no-check", "--student", "alice", "--out", str(packed)]
@@ -361,4 +375,5 @@ def test_an_attnkit_submit_zip_is_graded(root, tmp_path, unpacked):
     rubric = load_rubric(root / "source" / "rubric.toml")
     assert data["score"] == data["max_score"] == rubric.max_total  # alice is right everywhere (examples' README)
     assert data["extra_data"]["student"] == "alice"
+    assert data["extra_data"]["devices"] == ["cpu"] and data["extra_data"]["skipped_devices"] == {}
     assert all(t["status"] == "passed" for t in data["tests"] if t["max_score"] > 0)

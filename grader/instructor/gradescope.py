@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,11 +116,18 @@ def _kit_files() -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def bundle_files(rubric_path: str | Path | None, seed: int) -> dict[str, bytes]:
-    """Every file of the zip by its name in it (scripts, config, rubric, kit); the rubric is checked first."""
+def bundle_files(rubric_path: str | Path | None, seed: int, devices: Sequence[str] | None = None) -> dict[str, bytes]:
+    """Every file of the zip by its name in it (scripts, config, rubric, kit); the rubric and devices are checked
+    first.  ``devices`` None: the grader's default ones on Gradescope's machine."""
     rubric_file = Path(rubric_path) if rubric_path is not None else DEFAULT_RUBRIC
     load_rubric(rubric_file)  # ValueError naming the file and key of anything invalid
+    from grader.instructor.submission_grading import available_devices
+
+    if unknown := [d for d in devices or () if d not in available_devices()]:
+        raise BundleError(f"unknown device {unknown[0]!r}; the grader knows {', '.join(available_devices())}")
     config = {"seed": seed, "rubric": "rubric.toml", "kit_version": kit_version(), "suite_version": suite_version()}
+    if devices:
+        config["devices"] = list(devices)
     setup = SETUP_SH.replace("TORCH_CPU_INDEX", TORCH_CPU_INDEX).replace("TORCH_PIN", f'"{_torch_pin()}"')
     config_json = (json.dumps(config, indent=2) + "\n").encode()
     files = {"setup.sh": setup.encode(), "run_autograder": RUN_AUTOGRADER.encode(), CONFIG: config_json}
@@ -129,7 +137,11 @@ def bundle_files(rubric_path: str | Path | None, seed: int) -> dict[str, bytes]:
 
 
 def write_bundle(
-    dest: str | Path, rubric_path: str | Path | None = None, seed: int | None = None, force: bool = False
+    dest: str | Path,
+    rubric_path: str | Path | None = None,
+    seed: int | None = None,
+    force: bool = False,
+    devices: Sequence[str] | None = None,
 ) -> Bundle:
     """Write the autograder zip to ``dest`` (a ``.zip`` path whose folder exists); ``seed`` None: a random one.
     Written beside ``dest`` and moved over it once complete, so a crash never leaves half a zip."""
@@ -143,7 +155,7 @@ def write_bundle(
     if dest.exists() and not force:
         raise FileExistsError(f"{dest}: exists; nothing was written (--force overwrites it)")
     seed = secrets.randbelow(2**31 - 1) if seed is None else seed
-    files = bundle_files(rubric_path, seed)
+    files = bundle_files(rubric_path, seed, devices)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -192,8 +204,11 @@ def _take_in(folder: Path):
     return collect([folder], reading="one" if one else "auto")
 
 
-def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, Any]:
-    """Grade the hand-in in ``submission_dir`` as ``attnkit grade`` would, and return its ``results.json``."""
+def results_for(
+    submission_dir: Path, rubric: Rubric, seed: int, devices: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Grade the hand-in in ``submission_dir`` as ``attnkit grade`` would, and return its ``results.json``.  The
+    isolation, devices and versions go to ``extra_data``, which the instructor sees and the learner does not."""
     from grader.instructor.class_grading import GradeOptions, LocalExecutor, grade_class
     from grader.instructor.intake import IntakeError
     from grader.instructor.report_model import student_report
@@ -211,11 +226,10 @@ def results_for(submission_dir: Path, rubric: Rubric, seed: int) -> dict[str, An
             "upload one (a .py file, a notebook, your exercises/ folder or attnkit submit's zip).",
         )
     with tempfile.TemporaryDirectory(prefix="attnkit-gradescope-") as out:
-        run = grade_class(intake, Path(out), GradeOptions(seed=seed, executor=LocalExecutor(1)))
+        run = grade_class(intake, Path(out), GradeOptions(seed=seed, devices=devices, executor=LocalExecutor(1)))
     ((sub, results),) = run.graded
     report = student_report(sub, results, rubric, run.report_options, run.roll.printed.get(sub.student))
     data = gradescope_results(report)
-    data["output"] += f"\nisolation: {run.isolation}; hidden suite {run.suite_version}; kit {kit_version()}"
     data["extra_data"] = dict(
         student=sub.student, isolation=run.isolation, devices=run.devices, skipped_devices=run.skipped_devices,
         suite_version=run.suite_version, kit_version=kit_version(),
@@ -238,7 +252,7 @@ def autograde(root: str | Path) -> dict[str, Any]:
         _write_results(results_path, {"score": 0.0, "output": why, "tests": []}, started)
         raise
     try:
-        data = results_for(root / "submission", rubric, int(config["seed"]))
+        data = results_for(root / "submission", rubric, int(config["seed"]), config.get("devices"))
     except Exception as exc:
         data = _nothing_graded(rubric, f"The autograder failed ({type(exc).__name__}: {exc}); tell your instructor.")
         _write_results(results_path, data, started)
