@@ -32,7 +32,7 @@ from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.grades_csv import grades_rows
 from grader.instructor.intake import Submission
 from grader.instructor.junit import is_error
-from grader.instructor.report_model import ClassRoll, Person
+from grader.instructor.report_model import ClassRoll, Person, ReportOptions
 from grader.instructor.reports import write_reports
 from grader.instructor.roster import Roster
 from grader.instructor.rubric import load_rubric
@@ -156,6 +156,18 @@ def test_what_a_learner_printed_is_kept_inert_and_linked_from_the_class_report(f
     assert not (out / "bea" / "output.txt").exists()  # bea printed nothing
     assert 'href="ada/output.txt"' in (out / "class.html").read_text(encoding="utf-8")
     assert "(ada/output.txt)" in (out / "class.md").read_text(encoding="utf-8")
+
+
+def test_the_run_facts_are_in_the_class_report_and_on_no_learners_page(first):
+    """The isolation, the devices not present here, the versions: the instructor's, said once in the class report."""
+    out = first[0]
+    assert "isolation: `" in (out / "class.md").read_text(encoding="utf-8")
+    for student in ("ada", "bea"):
+        page = (out / student / "feedback.md").read_text(encoding="utf-8")
+        assert "isolation" not in page and "not available" not in page and "hidden suite" not in page
+    options = ReportOptions(devices=("cpu", "meta"), skipped_devices={"cuda": "not available"}, isolation="none")
+    run = class_report.class_report(points_of({"a": 4}, load_rubric()), load_rubric(), options).run
+    assert (run["devices"], run["not run"], run["isolation"]) == ("cpu, meta", "cuda: not available", "none")
 
 
 # --- one --out is one class ------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from grader.instructor.report_model import (
     Graded,
     Person,
     ReportOptions,
+    device_summary,
     mistake_hint,
     one_line,
     short_points,
@@ -223,6 +224,10 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
     run = {label: value for label, value in said if value}
     if options.devices:
         run["devices"] = ", ".join(options.devices)
+    if skipped := device_summary((), options)[1]:  # said here, not on each learner's page
+        run["not run"] = "; ".join(skipped)
+    if options.isolation:
+        run["isolation"] = options.isolation
     return ClassReport(exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total)
 
 

@@ -25,10 +25,6 @@ _TEXTS: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
     "error_body": ("Every exercise scores 0 until this is fixed:", "在修复之前，每道练习都是 0 分："),
     "cases_passed": ("{passed} of {ran} cases passed.", "{ran} 个用例中通过了 {passed} 个。"),
     "devices_ran": ("Devices that ran", "运行的设备"),
-    "devices_skipped": (
-        "Not run on this machine (no points lost): {devices}; {count} cases skipped.",
-        "本机未运行（不扣分）：{devices}；跳过了 {count} 个用例。",
-    ),
     "device_why": ("{device}: {reason}", "{device}：{reason}"),
     "none": ("none", "无"),
     "overview": ("Overview", "总览"),
@@ -86,9 +82,6 @@ _TEXTS: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
     "more": ("… and {rest} more (see feedback.html)", "……还有 {rest} 条（见 feedback.html）"),
     "more_problems": ("… and {rest} more kinds of failure", "……还有 {rest} 种失败"),
     "and_more": (" and {more} more", "，另有 {more} 个"),
-    "run_suite": ("hidden suite", "隐藏测试集"),
-    "run_kit": ("kit", "工具包"),
-    "run_isolation": ("isolation", "隔离"),
     "looks_like": ("Looks like the known mistake '{mistake}'", "看起来是常见错误 '{mistake}'"),
 }
 EN: dict[str, str] = {key: words[0] for key, words in _TEXTS.items()}

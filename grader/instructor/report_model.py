@@ -289,10 +289,7 @@ class StudentReport:
     possible: float
     exercises: list[ExerciseReport]
     devices_ran: list[str]
-    devices_skipped: list[str]
-    run: dict[str, str]
     headline: str = ""  # what stopped the whole submission (its error, or the one message all its cases share)
-    device_skipped_cases: int = 0  # cases of devices not present here (said once, at the top)
     lang: str = "en"
     show_output: bool = False
     visibility: str = "visible"  # results.json's top visibility: the rubric's default
@@ -314,12 +311,6 @@ class StudentReport:
     @property
     def ordered(self) -> list[ExerciseReport]:
         return self.failing + self.passing
-
-    @property
-    def devices_skipped_text(self) -> str:
-        """The one sentence about devices not present here, or ``""``."""
-        devices, count = "; ".join(self.devices_skipped), self.device_skipped_cases
-        return self.t["devices_skipped"].format(devices=devices, count=count) if self.devices_skipped else ""
 
     @property
     def summary(self) -> str:
@@ -436,18 +427,12 @@ def student_report(
                 t=t,
             )
         )
-    said = (
-        (t["run_suite"], options.suite_version), (t["run_kit"], options.kit), (t["run_isolation"], options.isolation),
-    )
     headline = submission_error(submission, results)
     return StudentReport(
         submission.student, inert_line(submission.source), submission.format,
         inert(submission.error) if submission.error else submission.error,
         *total(scores), exercises, ran,
-        devices_skipped=device_summary(results_in(results, lang), options, lang)[1],
-        run={label: value for label, value in said if value},
         headline=inert(message_in(headline, lang)) if headline else "",
-        device_skipped_cases=sum(1 for r in results if absent_device(r)),
         lang=lang, show_output=show_output, visibility=rubric.default_visibility, t=t,
     )
 

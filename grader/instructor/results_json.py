@@ -16,11 +16,10 @@ def gradescope_results(report: StudentReport) -> dict[str, Any]:
     """Gradescope's ``results.json``: score, max_score, output, and one test per exercise.
 
     Each test's ``output`` says only what helps the student (failures, known mistakes and their hints), never the
-    cases of a device not present (said once, in the top ``output``); its ``visibility`` is the rubric's.
+    cases of a device not present here (the instructor's class report says which); its ``visibility`` is the
+    rubric's.
     """
     output = report.summary
-    if report.devices_skipped:
-        output += "; " + report.devices_skipped_text
     tests = [
         {"name": ex.hook, "score": round(ex.earned, 2), "max_score": round(ex.possible, 2), "status": ex.status,
          "output": "\n".join(ex.output_lines()), "visibility": ex.visibility}
