@@ -1251,6 +1251,21 @@ READ_FROM_SOURCE: tuple[Mistake, ...] = (
         {},
         exercise="make_causal_attention",
     ),
+    # fused-names (issue 25): the fused layout sized right, which loses only the parameter-names case
+    _m(
+        "fused-qkv-projection",
+        "nanoGPT's layout sized right: one fused `c_attn = nn.Linear(d_in, 3 * d_out)` split into queries, keys "
+        "and values (and `c_proj`), instead of W_query / W_key / W_value (and out_proj)",
+        "Your module makes the queries, keys and values with one fused projection of 3 * d_out outputs and splits "
+        "them afterwards. The exercise's contract expects three separate layers, W_query, W_key and W_value, each an "
+        "nn.Linear(d_in, d_out), so that the chapter's state_dict loads into your module. Which rows of your fused "
+        "weight belong to each of the three?",
+        "你的模块用一个融合的投影（输出宽度为 3 * d_out）同时算出 queries、keys 和 values，然后再拆分。本练习的约定要求"
+        "三个独立的层 W_query、W_key、W_value，各自是 nn.Linear(d_in, d_out)，这样本章的 state_dict 才能加载到你的模块"
+        "中。你的融合权重中哪些行分别属于这三个层？",
+        {},
+        exercise="make_multihead_attention",
+    ),
 )
 """Mistakes no output tells apart from a catalogued one, named from the learner's source instead.
 

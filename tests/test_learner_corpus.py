@@ -1288,6 +1288,10 @@ def check_module(solution: Solution, source: str, entry: dict[str, Any], hook: s
         assert len(ids) == 1 and hook == MHA, "a module the weights cannot load into: its structure, and only that"
         check_unloadable_structure(solution, source, ids[0])
         return
+    if set(ids) & FUSED_SIZED_RIGHT:  # fused-names: right values in another layout; the layout, and only that
+        assert ids == ["fused-qkv-projection"] and hook == MHA, ids
+        check_fused_sized_right(solution, source)
+        return
     names = layer_names(entry, hook)
     runs = module_runs(solution, hook, names)
     differs = answer_agrees(runs, hook)
@@ -1414,3 +1418,31 @@ def check_unloadable_structure(solution: Solution, source: str, mistake: str) ->
         p["out_proj"] = (proj.weight.detach(), proj.bias.detach())
         assert agree(got, run(lambda x, p=p, cfg=cfg: answer_module(x, p, cfg, MHA), {"x": x}, ours=True)), cfg.name
 
+
+# --- fused-names (issue 25): the fused qkv layout sized right ------------------------------------------------------
+
+FUSED_SIZED_RIGHT = frozenset({"fused-qkv-projection"})
+"""A layout the contract's weights map onto only stacked by rows (one nn.Linear(d_in, 3 * d_out)): right values."""
+KNOWN_IDS |= FUSED_SIZED_RIGHT
+
+
+def check_fused_sized_right(solution: Solution, source: str) -> None:
+    """One fused ``nn.Linear(d_in, 3 * d_out)`` and one (d_out, d_out) projection, nothing else; its rows split in
+    three as W_query, W_key, W_value give the independent answer, for d_in != d_out too; no ``mask`` rule broken."""
+    cls = ast.unparse(class_source(source, MHA))
+    assert "3 *" in cls
+    for i, cfg in enumerate([*CONFIGS[MHA], SQUARE]):
+        module = build(solution, MHA, cfg, seed=900 + i).double().eval()
+        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        (fused,) = [m for m in linears if (m.in_features, m.out_features) == (cfg.d_in, 3 * cfg.d_out)]
+        (proj,) = [m for m in linears if m is not fused]
+        assert (proj.in_features, proj.out_features) == (cfg.d_out, cfg.d_out) and proj.bias is not None
+        assert (fused.bias is not None) == cfg.qkv_bias, cfg.name
+        assert tuple(dict(module.named_buffers())["mask"].shape) == (cfg.ctx, cfg.ctx)
+        w, b, d = fused.weight.detach(), None if fused.bias is None else fused.bias.detach(), cfg.d_out
+        p = {role: (w[j * d : (j + 1) * d], None if b is None else b[j * d : (j + 1) * d])
+             for j, role in enumerate(ROLES[:3])}  # fmt: skip
+        p["out_proj"] = (proj.weight.detach(), proj.bias.detach())
+        x = randn(_gen(1000 + i), *cfg.x)
+        got = run(lambda x, m=module: m(x), {"x": x})
+        assert agree(got, run(lambda x, p=p, cfg=cfg: answer_module(x, p, cfg, MHA), {"x": x}, ours=True)), cfg.name

@@ -11,7 +11,10 @@ labels:
 * at least :data:`MIN_NAMED` of the defective hooks get a name (every one of them right), each with a hint
   in English and in Chinese;
 * a correct hook gets no name at all; a hook that is right in behaviour but breaks a structural rule
-  (``structure``) may be named only after the structural mistake its ``note`` states.
+  (``structure``) may be named only after the structural mistake its ``note`` states;
+* a hook whose W_query / W_key / W_value are named otherwise (``renamed``, ``layers``) loses the parameter-names
+  case, and is named ``projections-named-differently`` there, as a teacher would (and may be, besides its own
+  mistakes where it has any).
 """
 
 from __future__ import annotations
@@ -59,8 +62,17 @@ def named(graded_corpus) -> dict[tuple[str, str], set[str]]:
     return found
 
 
+RENAMED_ID = "projections-named-differently"
+
+
+def renamed_projections(entry: dict[str, Any], hook: str) -> set[str]:
+    """``{projections-named-differently}`` where the hook's query, key or value layer has another name, else none."""
+    layers = entry.get("layers", {}).get(hook, {})
+    return {RENAMED_ID} if any(layers.get(r, r) != r for r in ("W_query", "W_key", "W_value")) else set()
+
+
 DEFECTIVE = [
-    (name, hook, sorted(set(label) | set(entry.get("hidden", {}).get(hook, []))))
+    (name, hook, sorted(set(label) | set(entry.get("hidden", {}).get(hook, [])) | renamed_projections(entry, hook)))
     for name, entry in EXPECTED.items()
     for hook, label in entry["hooks"].items()
     if label != "correct"
@@ -98,4 +110,12 @@ def test_a_correct_hook_is_named_after_nothing(named, name, hook):
     ids = named.get((student(name), hook), set())
     if hook in entry.get("structure", []):  # right behaviour, a structural rule broken: that rule, if anything
         ids = {m for m in ids if not re.search(rf"(?<![\w-]){re.escape(m)}(?![\w-])", entry.get("note", ""))}
-    assert ids == set()
+    assert ids - renamed_projections(entry, hook) == set()
+
+
+RENAMED = [(n, h) for n, e in EXPECTED.items() for h in e.get("renamed", []) if renamed_projections(e, h)]
+
+
+@pytest.mark.parametrize(("name", "hook"), RENAMED, ids=[f"{student(n)}-{h}" for n, h in RENAMED])
+def test_a_hook_with_its_projections_named_otherwise_is_named_so(named, name, hook):
+    assert RENAMED_ID in named.get((student(name), hook), set())

@@ -143,3 +143,22 @@ def test_a_seeded_build_is_set_aside_only_where_the_names_show_another_creation_
     row = HookRow(None, None, {"parameters": [{"name": n, "shape": [2, 2]} for n in names]})
     assert _drawn_otherwise(SimpleNamespace(init_seed=5), row) is otherwise
     assert _drawn_otherwise(SimpleNamespace(init_seed=None), row) is False
+
+
+# fused-names: a layout the reference's weights load into otherwise (by role, by order, stacked) loses the names case
+NAMES_CASE = [
+    ("xing_fused_qkv.py", MHA, "fused-qkv-projection"),
+    ("lan_w_q_names.py", CAUSAL, "projections-named-differently"),
+    ("zhao_qkv_proj.py", MHA, "projections-named-differently"),
+]
+
+
+@pytest.mark.parametrize(("name", "hook", "mistake"), NAMES_CASE, ids=[n.removesuffix(".py") for n, _, _ in NAMES_CASE])
+def test_a_layout_the_weights_load_into_otherwise_is_named_on_the_names_case_only(trials, fingerprints, name, hook,
+                                                                                  mistake):  # fmt: skip
+    rows, text = _rows(trials, name, hook)
+    named = _named(rows, fingerprints, text, hook)
+    assert {rows[i].trial.case.name for i in named} == {"names"}
+    assert set().union(*named.values()) == {mistake}
+    chapter = (CORPUS / "wang_ch03_faithful.py").read_text(encoding="utf-8")  # no such layers in these lines
+    assert set().union(*_named(rows, fingerprints, chapter, hook).values(), set()) == set()

@@ -841,7 +841,8 @@ def hint(mistake_id: str, lang: str = "en") -> tuple[str, str]:
 
 # --- structure: the mismatches the parameter mapping sees (issue 25) ------------------------------------------------
 
-STRUCTURE_IDS = ("mha-per-head-module-list", "mha-without-out-proj", "fused-qkv-sized-by-d-in", "mask-buffer-misnamed")
+STRUCTURE_IDS = ("mha-per-head-module-list", "mha-without-out-proj", "fused-qkv-sized-by-d-in", "mask-buffer-misnamed",
+                 "fused-qkv-projection")
 """Named from the module's reported structure and the learner's own lines, where no output can be compared: the
 reference's weights do not load (the mapping found nothing), or the causal mask is a buffer under another name."""
 
@@ -856,10 +857,10 @@ def _structure_named(hook: str, rows: Sequence[HookRow], code: Any) -> dict[int,
     what they are: this only names."""
     named = {}
     for i, row in enumerate(rows):
-        found = _structure_of(hook, row, code)
+        found = _structure_of(hook, row, code) or _named_otherwise(hook, row, code)
         if found:
             named[i] = frozenset({found})
-    return named
+    return _one_fused_id(named)
 
 
 def _structure_of(hook: str, row: HookRow, code: Any) -> str | None:
@@ -911,3 +912,56 @@ def _drawn_otherwise(model: Any, row: HookRow) -> bool:
         return False
     return weights != sorted(weights, key=CONTRACT_ROLE_ORDER.index)
 
+
+# --- structure: the names the parameter mapping tells apart (issue 25) ---------------------------------------------
+
+QKV_WEIGHTS = ("W_query.weight", "W_key.weight", "W_value.weight")
+
+
+def _named_otherwise(hook: str, row: HookRow, code: Any) -> str | None:
+    """The mistake on the "names" case (the reference's weights load by name), where the weights were loaded
+    otherwise (by role or by creation order): ``fused-qkv-projection`` where one parameter takes W_query, W_key and
+    W_value stacked by rows, sized (3 * d_out, d_in) with d_in != d_out (not the d_in-sized variant), and the class
+    assigns it an ``nn.Linear(..., 3 * ...)``; ``projections-named-differently`` where three distinct parameters take
+    them whole (no transpose, no stacking), one at least under another name, each an ``nn.Linear`` the class assigns
+    to ``self``.  The mapping is recomputed here from the reported names and shapes, and must agree with how the
+    weights were loaded; those names reach no hint (the catalogue's own text)."""
+    from grader.child.modules import map_parameters
+    from grader.instructor.verdict import contract_parameters
+
+    facts = row.facts or {}
+    if row.seen.kind != "property" or getattr(row.seen.message, "id", "") != "names" or code is None:
+        return None
+    how = facts.get("loaded_by")
+    if how not in ("role", "order"):
+        return None
+    learner = [(str(p["name"]), tuple(int(n) for n in p["shape"])) for p in facts.get("parameters", [])]
+    contract = contract_parameters(row.trial)
+    shapes = dict(contract)
+    if not all(w in shapes for w in QKV_WEIGHTS):
+        return None
+    found, pairs = map_parameters(learner, contract)
+    onto = {theirs: (mine, layout) for mine, theirs, layout in pairs}
+    if found != how or not all(w in onto for w in QKV_WEIGHTS):
+        return None
+    mine = [onto[w][0] for w in QKV_WEIGHTS]
+    layouts = [onto[w][1] for w in QKV_WEIGHTS]
+    stems = [name.removesuffix(".weight") for name in mine]
+    linears = src.linear_attributes(code)
+    d_out, d_in = shapes["W_query.weight"]
+    if len(set(mine)) == 1:
+        stacked = [f"rows {j * d_out}:{(j + 1) * d_out}" for j in range(3)]
+        fused = layouts == stacked and dict(learner).get(mine[0]) == (3 * d_out, d_in) and d_in != d_out
+        return "fused-qkv-projection" if fused and stems[0] in linears and src.fused_projection(code) else None
+    whole = len(set(mine)) == 3 and all(layout == "" for layout in layouts)
+    renamed = any(name != theirs for name, theirs in zip(mine, QKV_WEIGHTS))
+    return "projections-named-differently" if whole and renamed and set(stems) <= linears else None
+
+
+def _one_fused_id(named: dict[int, frozenset[str]]) -> dict[int, frozenset[str]]:
+    """One fused Linear is sized either by d_out (``fused-qkv-projection``) or by d_in (``fused-qkv-sized-by-d-in``);
+    where the rows show the latter, the former is not named on the same module."""
+    if not any("fused-qkv-sized-by-d-in" in ids for ids in named.values()):
+        return named
+    kept = {i: ids - {"fused-qkv-projection"} for i, ids in named.items()}
+    return {i: ids for i, ids in kept.items() if ids}
