@@ -295,6 +295,20 @@ def merge_without_transpose(x):
     return x.reshape(b, num_tokens, num_heads * head_dim)
 
 
+def merge_view_after_transpose(x):
+    """The heads moved back behind the tokens, then ``view`` with no ``.contiguous()``: the transposed tensor's
+    strides do not allow the view, so it raises (except where the input's own layout happens to allow it)."""
+    b, num_heads, num_tokens, head_dim = x.shape
+    return x.transpose(1, 2).view(b, num_tokens, num_heads * head_dim)
+
+
+def merge_not_contiguous(x):
+    """``permute`` then ``reshape`` with no ``.contiguous()``: the right values, but where the input's layout lets
+    reshape return a view (a non-contiguous input), the result is that non-contiguous view."""
+    b, num_heads, num_tokens, head_dim = x.shape
+    return x.permute(0, 2, 1, 3).reshape(b, num_tokens, num_heads * head_dim)
+
+
 # --- attention modules ------------------------------------------------------------------
 
 
@@ -1189,6 +1203,28 @@ CATALOGUE: tuple[Mistake, ...] = (
         "can you build the mask with torch itself?",
         "你的函数返回的是什么类型？masked_fill 需要 torch 张量，而且要在传入的 device 上；能否直接用 torch 构建掩码？",
         {"causal_mask": numpy_causal_mask},
+    ),
+    # issue 25 (hidden): heads merged back without .contiguous()
+    _m(
+        "merge-view-after-transpose",
+        "`x.transpose(1, 2).view(b, T, H*hd)` without `.contiguous()`: view raises on the transposed tensor "
+        "(\"view size is not compatible with input tensor's size and stride\")",
+        "After you move the heads back behind the tokens, is the tensor still laid out in memory in the order its "
+        "shape says? What does view need of its input, and how could you give it that before you flatten the heads?",
+        "把头移回到词元后面之后，这个张量在内存中的存放顺序还和它的形状一致吗？view 对输入有什么要求？"
+        "在展平各个头之前，你怎样才能满足这个要求？",
+        {"merge_heads": merge_view_after_transpose},
+        CHAPTER,
+    ),
+    _m(
+        "merge-not-contiguous",
+        "`x.permute(0, 2, 1, 3).reshape(b, T, H*hd)` (or transpose, flatten) without `.contiguous()`: right values, "
+        "but on a non-contiguous input reshape returns a non-contiguous view",
+        "Is your result contiguous for every input, a non-contiguous one too? When can reshape (or flatten) "
+        "return a view instead of a copy, and what does the exercise promise about the result's layout?",
+        "对每一种输入（包括不连续的输入），你的结果都是连续（contiguous）的吗？reshape（或 flatten）在什么情况下"
+        "会返回视图而不是副本？这个练习对结果的内存布局有什么要求？",
+        {"merge_heads": merge_not_contiguous},
     ),
 )
 

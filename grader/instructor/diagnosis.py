@@ -466,6 +466,10 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
         return src.draws_from_global_rng(code)
     if mistake == "dropout-zeroes-input-in-place":  # named only where the code writes into a tensor
         return src.updates_in_place(code)
+    if mistake == "merge-view-after-transpose":  # named only where the code views a tensor it transposed
+        return src.views_swapped(code)
+    if mistake == "merge-not-contiguous":  # named only where the code reorders dimensions itself
+        return src.swaps_dims(code)
     return GRAPH_RULES[mistake](code) if mistake in GRAPH_RULES else None
 
 

@@ -443,3 +443,26 @@ def draws_from_global_rng(code: Node | None) -> bool:
         isinstance(n, ast.Call) and _called(n) in RANDOM_DRAWS and not any(kw.arg == "generator" for kw in n.keywords)
         for n in _walk(code)
     )
+
+
+# --- facts about how a hook merges heads back (issue 25, hidden) ----------------------------------------------------
+
+DIM_SWAPS = frozenset({"transpose", "permute", "swapaxes", "swapdims", "movedim", "moveaxis", "einsum", "rearrange"})
+"""Calls that reorder dimensions by changing strides (a view, no copy): ``transpose``, ``permute``, their aliases,
+``einsum`` written as a pure reordering, einops' ``rearrange``."""
+
+
+def swaps_dims(code: Node | None) -> bool:
+    """The code reorders dimensions (:data:`DIM_SWAPS`, or ``.mT``): what leaves a tensor non-contiguous."""
+    return any(
+        (isinstance(n, ast.Call) and _called(n) in DIM_SWAPS) or (isinstance(n, ast.Attribute) and n.attr == "mT")
+        for n in _walk(code)
+    )
+
+
+def views_swapped(code: Node | None) -> bool:
+    """The code reorders dimensions (:func:`swaps_dims`) and calls ``.view(...)``: a view of a transposed tensor
+    raises unless its strides happen to allow it."""
+    return swaps_dims(code) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "view" for n in _walk(code)
+    )
