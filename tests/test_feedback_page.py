@@ -89,6 +89,18 @@ def test_the_failing_exercise_comes_first_its_mistake_once_and_no_device_tables(
     assert "Skipped in" not in md
 
 
+def test_an_exercise_not_attempted_is_said_once_not_once_per_case(rubric):
+    stub = said("not_implemented", text="exercise softmax_weights: not implemented yet")
+    results = [r for r in one_failing() if r.hook != FAILING] + [
+        case(FAILING, FAILED, f"c{i}", message=said("case", what=f"shape {i}", message=stub)) for i in range(7)
+    ]
+    (exercise,) = [e for e in student_report(sub(), results, rubric, OPTIONS).exercises if e.hook == FAILING]
+    (problem,) = exercise.failures
+    assert len(problem.cases) == 7 and "shape" not in problem.message
+    md = render_feedback_md(student_report(sub(), results, rubric, OPTIONS))
+    assert md.count("exercise softmax_weights: not implemented yet") == 1
+
+
 MODULE = "make_causal_attention"
 WHATS = ("one token", "padded batch", "long context", "float64 inputs", "qkv bias", "eval mode", "no batch", "wide")
 

@@ -136,11 +136,17 @@ _CONTRACT = frozenset({"should_raise.raised", "should_raise.returned"})
 """Messages that say an expected error did not come: a secondary mistake beside wrong values."""
 
 
-def _said_id(message: str) -> str:
-    """The id of what ``message`` says, inside the messages that wrap it ("" for text not said by id)."""
+def _inner(message: str) -> str:
+    """What ``message`` says, inside the messages that wrap it (a case's description, the line it came from)."""
     while isinstance(message, Message) and message.id in _WRAPPED:
         message = message.params.get(_WRAPPED[message.id], "")  # type: ignore[assignment]
-    return message.id if isinstance(message, Message) else ""
+    return message
+
+
+def _said_id(message: str) -> str:
+    """The id of what ``message`` says, inside the messages that wrap it ("" for text not said by id)."""
+    inner = _inner(message)
+    return inner.id if isinstance(inner, Message) else ""
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
@@ -334,8 +340,12 @@ def _problems(results: Iterable[CaseResult], status: str, lang: str = "en") -> l
     found: dict[tuple[str, str], Problem] = {}
     for r in results:
         if r.status == status or (status == FAILED and r.status not in (PASSED, SKIPPED)):
-            message = clip(inert(message_in(r.message, lang)).strip())
-            key = (r.mistake, message if status == SKIPPED else _kind_of(message))
+            if _said_id(r.message) == "not_implemented":  # an exercise not attempted: said once, not once per case
+                message = clip(inert(message_in(_inner(r.message), lang)).strip())
+                key = (r.mistake, "not_implemented")
+            else:
+                message = clip(inert(message_in(r.message, lang)).strip())
+                key = (r.mistake, message if status == SKIPPED else _kind_of(message))
             problem = found.setdefault(key, Problem(message, [], r.mistake, lang=lang, said_id=_said_id(r.message)))
             problem.varied = problem.varied or message != problem.message
             problem.cases.append(case_label(r.case, r.device, r.dtype))
