@@ -458,30 +458,28 @@ def _code_rule(mistake: str, code: Any, facts: Sequence[Mapping[str, Any]]) -> b
         return src.mask_attribute(code) and "mask" not in buffers and bool(facts)
     if mistake == "mask-made-in-forward-on-cpu":
         return src.builds_off_device(code, "forward") and "mask" not in buffers and bool(facts)
-    if mistake in ("mask-built-on-cpu", "causal-mask-ignores-device"):
-        return src.builds_off_device(code)
-    if mistake == "mask-of-size-6":  # another mask that fails where T != 6 (or on meta) is no mask of size 6
-        return src.fixed_six(code)
-    if mistake == "dropout-global-rng-cpu-mask":  # named only where the code draws without the generator
-        return src.draws_from_global_rng(code)
-    if mistake == "dropout-zeroes-input-in-place":  # named only where the code writes into a tensor
-        return src.updates_in_place(code)
-    if mistake == "merge-view-after-transpose":  # named only where the code views a tensor it transposed
-        return src.views_swapped(code)
-    if mistake == "merge-not-contiguous":  # named only where the code reorders dimensions itself
-        return src.swaps_dims(code)
-    return GRAPH_RULES[mistake](code) if mistake in GRAPH_RULES else None
+    return CODE_RULES[mistake](code) if mistake in CODE_RULES else None
 
 
-GRAPH_RULES: dict[str, Callable[[Any], bool]] = {
+CODE_RULES: dict[str, Callable[[Any], bool]] = {
+    # the gradient mistakes (solutions.gradient_mistakes): the break itself -- a cut, a torch.where, a frozen
+    # parameter, an in-place update (others break the same way, and get no hint)
     **dict.fromkeys(("softmax-detached", "context-detaches-weights", "dropout-scale-on-data", "split-heads-no-grad",
                      "causal-forward-no-grad"), src.cuts_graph),
     "softmax-where-nan-grad": src.calls_where,
     "frozen-parameters": src.freezes,
     "chunked-in-place-after-amax": src.updates_in_place,
+    # the rest: what no output tells apart from another mistake, or from a right answer on the CPU
+    "mask-built-on-cpu": src.builds_off_device,
+    "causal-mask-ignores-device": src.builds_off_device,
+    "mask-of-size-6": src.fixed_six,  # another mask that fails where T != 6 (or on meta) is no mask of size 6
+    "dropout-global-rng-cpu-mask": src.draws_from_global_rng,  # draws without the generator
+    "dropout-zeroes-input-in-place": src.updates_in_place,  # writes into a tensor
+    "merge-view-after-transpose": src.views_swapped,  # views a tensor it transposed
+    "merge-not-contiguous": src.swaps_dims,  # reorders dimensions itself
 }
-"""The gradient mistakes (:mod:`solutions.gradient_mistakes`) are named only where the hook's code shows the break:
-a cut, a ``torch.where``, a frozen parameter, an in-place update (others break the same way, and get no hint)."""
+"""The mistakes named only where the hook's code shows them (one predicate of
+:mod:`grader.instructor.learner_source` each)."""
 
 
 def _refined(ids: frozenset[str], code: Any) -> frozenset[str]:
