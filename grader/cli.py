@@ -65,7 +65,7 @@ def main() -> None:
 
 
 def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
-    """Hook names and group names (``scores``: its exercises, as in the README's table); a typo: "did you mean"."""
+    """Hook names and group names (``scores``: its exercises, docs/learners.md's table); a typo: "did you mean"."""
     import difflib
 
     from grader.hook_table import GROUPS, hooks_in
