@@ -65,7 +65,7 @@ def main() -> None:
 
 
 def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
-    """Hook names and group names (``scores``: its exercises, as in the README's table); a typo: "did you mean"."""
+    """Hook names and group names (``scores``: its exercises, docs/learners.md's table); a typo: "did you mean"."""
     import difflib
 
     from grader.hook_table import GROUPS, hooks_in
@@ -100,7 +100,8 @@ def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[st
 def check(exercise: tuple[str, ...], solution: str, lang: str, watch: bool) -> None:
     """Run the public cases for EXERCISE (default: all) and show where you stand.
 
-    EXERCISE is an exercise (softmax_weights) or a group of them (scores, masking, dropout, heads, modules).
+    EXERCISE is an exercise (softmax_weights) or a group of them (scores, masking, dropout, heads, modules,
+    long_sequences, plotting, patterns).
 
     Each exercise is 'not started' while its stub still raises NotImplementedError, 'failing' with the first failed case
     in one line, or 'passing'.  Exits 0 only when every exercise asked for passes.
@@ -741,7 +742,9 @@ def release(dest: Path, force: bool) -> None:
     DEST gets exercises/ (stubs, public tests), notebooks/, the parts of grader/ a learner runs (check, submit, the
     registry), conftest.py checking the learner's own exercises, pyproject.toml, constraints.txt and README.md. Nothing
     of solutions/, the hidden cases or the grading machinery goes in: the kit is built in a staging folder and scanned
-    for reference function bodies, hidden case names and catalogue entries before DEST is touched.
+    for reference function bodies, hidden case names and catalogue entries before DEST is touched.  What the kit
+    keeps of the catalogue of known mistakes is grader/hints.json, data only (each mistake's id, description, hints
+    and fingerprints on the public inputs), from which attnkit check names a known mistake.
 
     DEST must be empty or absent, unless --force.
     """
@@ -793,7 +796,7 @@ def gradescope(dest: Path, rubric: str | None, seed: int | None, devices: str | 
     (grades /autograder/submission as `attnkit grade` would, with the course's --rubric and --seed, and writes
     /autograder/results/results.json, each test's visibility the rubric's), and the whole instructor's kit: hidden cases
     and reference included, so never give the zip to learners.  AUTOGRADER_ROOT moves /autograder elsewhere (for a trial
-    run).  The README's "Grading on Gradescope" says how to upload it and what isolation learners' code gets there.
+    run).  docs/gradescope.md says how to upload it and what isolation learners' code gets there.
     """
     from grader.instructor.gradescope import BundleError, write_bundle
 

@@ -9,7 +9,7 @@ a group declared with nothing else yet.
 
 Beyond the recipe: the groups' hookspecs' "Not allowed inside" prose names calls the rows' banned names
 catch; the exercise modules' docstrings end with the line the notebooks replace and name the helpers the
-module classes may reuse; each catalogue entry has hints in both languages and a source; the README's table
+module classes may reuse; each catalogue entry has hints in both languages and a source; docs/contract.md's table
 has a row per hook of the chapter.
 """
 
@@ -40,7 +40,7 @@ from solutions.mistakes import catalogue
 
 KIT = Path(__file__).resolve().parent.parent
 EXERCISES = KIT / "exercises"
-README = (KIT / "README.md").read_text(encoding="utf-8")
+CONTRACT_DOC = (KIT / "docs" / "contract.md").read_text(encoding="utf-8")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 HOOKS = list(HOOK_NAMES)
 CHAPTER = next(g for g in groups() if g.name == "grader.groups.chapter")
@@ -154,10 +154,10 @@ def test_a_group_with_only_its_rows_and_hookspecs_is_told_every_step():
         assert [line for line in missing if step in line], f"no line says {step!r}: {missing}"
 
 
-def test_the_readme_has_a_row_per_hook_of_the_chapter():
+def test_the_contract_page_has_a_row_per_hook_of_the_chapter():
     for hook in (r.hook for r in CHAPTER.rows):
-        rows = [ln for ln in README.splitlines() if ln.startswith(f"| `{format_hook(hook)}` |")]
-        assert rows, f"hook {hook!r}: no row | `{format_hook(hook)}` | … | in README.md's exercise contract"
+        rows = [ln for ln in CONTRACT_DOC.splitlines() if ln.startswith(f"| `{format_hook(hook)}` |")]
+        assert rows, f"hook {hook!r}: no row | `{format_hook(hook)}` | … | in docs/contract.md's exercise contract"
 
 
 def test_the_groups_hidden_cases_follow_their_rows():

@@ -74,7 +74,7 @@ if [ -z "$PYTHON" ] && [ -x "$SOURCE/.venv/bin/python" ]; then PYTHON="$SOURCE/.
 if [ -z "$PYTHON" ]; then PYTHON="$(command -v python3 || command -v python || true)"; fi
 if [ -z "$PYTHON" ]; then echo "run_autograder: no Python found (run setup.sh, or set ATTNKIT_PYTHON)" >&2; exit 1; fi
 # Only this root-run grader reads the kit, the seed and the rubric: a learner's process (nobody) gets no
-# read of them even where Landlock is missing (see the README's "Grading on Gradescope").
+# read of them even where Landlock is missing (see docs/gradescope.md).
 chmod -R go-rwx "$SOURCE/kit" "$SOURCE/attnkit-gradescope.json" "$SOURCE/rubric.toml" 2>/dev/null
 cd "$SOURCE/kit" || exit 1
 exec "$PYTHON" -m grader.instructor.gradescope --root "$ROOT"

@@ -443,7 +443,7 @@ class Template:
 
     def isolation(self) -> str:
         """The containment layers this machine gives a child (``user-ns+pid-ns+...+seccomp``, or ``none``), asked of a
-        throwaway child once: the kernel decides, not the configuration (the README lists the layers)."""
+        throwaway child once: the kernel decides, not the configuration (docs/security.md lists the layers)."""
         if self._isolation is None:
             child = self.spawn(Limits())
             try:
