@@ -20,7 +20,8 @@ def dropout_scale(weights, keep_mask, p):
     """
     # weights: any shape   keep_mask: same shape, bool or 0/1   ->   same shape and dtype as weights
     raise NotImplementedError(
-        "exercise dropout_scale: not implemented yet — weights * keep_mask / (1 - p), zeros when p == 1"
+        "exercise dropout_scale: not implemented yet — dropped entries zero and the kept ones scaled so every "
+        "entry keeps its expected value; p = 1 drops everything"
     )
 
 
@@ -35,5 +36,6 @@ def attention_dropout(weights, p, training=True, generator=None):
     """
     # weights: any shape, e.g. (b, H, T, T)   ->   same shape and dtype
     raise NotImplementedError(
-        "exercise attention_dropout: not implemented yet — keep where torch.rand(..., generator=generator) >= p"
+        "exercise attention_dropout: not implemented yet — drop each weight with probability p, drawn from the "
+        "given generator, and rescale the ones kept"
     )

@@ -24,7 +24,8 @@ def split_heads(x, num_heads):
     """
     # x: (b, T, d)  ->  (b, T, H, hd)  ->  (b, H, T, hd)
     raise NotImplementedError(
-        "exercise split_heads: not implemented yet — view to (b, T, H, d // H), then transpose(1, 2)"
+        "exercise split_heads: not implemented yet — (b, T, d) to (b, H, T, d // H): each head gets its own slice "
+        "of the features"
     )
 
 
@@ -33,9 +34,11 @@ def merge_heads(x):
 
     Undo the steps in reverse order: transpose(1, 2) back to (b, T, H, hd), then
     flatten the last two dims.  The transpose leaves the memory non-contiguous,
-    so call .contiguous() before .view (or use reshape); return a contiguous tensor.
+    and view needs contiguous memory; the contract asks for a contiguous result,
+    whatever the layout of the input (reshape alone may hand back a view).
     """
     # x: (b, H, T, hd)  ->  (b, T, H, hd)  ->  (b, T, H*hd)
     raise NotImplementedError(
-        "exercise merge_heads: not implemented yet — transpose(1, 2), then .contiguous().view(b, T, H * hd)"
+        "exercise merge_heads: not implemented yet — the inverse of split_heads, (b, H, T, hd) to (b, T, H * hd), "
+        "as a contiguous tensor"
     )

@@ -20,7 +20,8 @@ def causal_mask(num_tokens, device=None):
     """
     # -> (T, T) torch.bool; mask[i, j] is True when j > i
     raise NotImplementedError(
-        "exercise causal_mask: not implemented yet — True where j > i (torch.triu with diagonal=1), dtype bool"
+        "exercise causal_mask: not implemented yet — a bool (T, T) mask, True where a query would see a key that "
+        "comes after it"
     )
 
 
@@ -35,7 +36,8 @@ def apply_causal_mask(scores):
     """
     # scores: (..., T, T)   ->   (..., T, T), -inf above the diagonal
     raise NotImplementedError(
-        "exercise apply_causal_mask: not implemented yet — scores.masked_fill(causal mask of size T, -inf)"
+        "exercise apply_causal_mask: not implemented yet — the scores with every key after its query hidden, so "
+        "softmax gives it no weight"
     )
 
 
@@ -49,5 +51,6 @@ def renormalize_masked_weights(weights):
     """
     # weights: (..., T, T), rows sum to 1   ->   (..., T, T), 0 above the diagonal, rows sum to 1
     raise NotImplementedError(
-        "exercise renormalize_masked_weights: not implemented yet — zero where j > i, divide by the row sums"
+        "exercise renormalize_masked_weights: not implemented yet — the weights with the future zeroed and each "
+        "row summing to 1 again"
     )

@@ -92,6 +92,6 @@ def plot_head_grid(weights, tokens=None):
     # import matplotlib.pyplot as plt (here, so the other exercises run without matplotlib)
     # fig, axes = plt.subplots(1, H, squeeze=False);  one ax.imshow(...) per head;  fig.colorbar(first_image, ax=...)
     raise NotImplementedError(
-        "exercise plot_head_grid: not implemented yet — one imshow per head on its own axes, titled, labelled, "
+        "exercise plot_head_grid: not implemented yet — one heatmap per head on its own axes, titled, labelled, "
         "with a colorbar; return the Figure"
     )

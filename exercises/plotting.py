@@ -29,6 +29,6 @@ def plot_attention(weights, tokens=None):
     # import matplotlib.pyplot as plt (here, so the other exercises run without matplotlib)
     # fig, ax = plt.subplots();  image = ax.imshow(...);  fig.colorbar(image, ax=ax)
     raise NotImplementedError(
-        "exercise plot_attention: not implemented yet — imshow the detached (Tq, Tk) weights, add a colorbar and "
-        "the axis labels, return the Figure"
+        "exercise plot_attention: not implemented yet — a heatmap of the (Tq, Tk) weights with a colorbar and "
+        "axis labels, returned as its Figure"
     )

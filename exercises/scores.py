@@ -40,7 +40,8 @@ def scaled_dot_product_scores(queries, keys):
     """
     # queries: (..., Tq, d_k)   keys: (..., Tk, d_k)   ->   (..., Tq, Tk)
     raise NotImplementedError(
-        "exercise scaled_dot_product_scores: not implemented yet — dot-product scores / sqrt(keys.shape[-1])"
+        "exercise scaled_dot_product_scores: not implemented yet — the dot-product scores, scaled so their spread "
+        "does not grow with the key dimension"
     )
 
 
@@ -56,7 +57,8 @@ def softmax_weights(scores, dim=-1):
     """
     # scores: any shape, e.g. (b, T, T) or (b, H, T, T); normalise along `dim`
     raise NotImplementedError(
-        "exercise softmax_weights: not implemented yet — exp(scores - max) / its sum along dim; all -inf -> zeros"
+        "exercise softmax_weights: not implemented yet — weights along dim that are positive and sum to 1, safe "
+        "for large scores; a row where every score is -inf gives zeros"
     )
 
 
@@ -65,7 +67,8 @@ def softmax_with_temperature(scores, temperature, dim=-1):
 
     A temperature below 1 stretches the scores apart, so the largest one takes
     more of the weight (towards one-hot as it nears 0); above 1 it squeezes them
-    together (towards uniform).  Text 002 tunes it at inference time.  The tiny
+    together (towards uniform).  The chapter tunes it at inference time, to set how
+    concentrated the attention is.  The tiny
     temperatures are where the max trick of softmax_weights earns its keep:
     scores / 1e-4 reach 1e4, and exp(1e4) is inf in every dtype.  A temperature
     of 0 or below has no meaning: raise ValueError, not an assert.
@@ -73,8 +76,8 @@ def softmax_with_temperature(scores, temperature, dim=-1):
     """
     # scores: any shape, e.g. (b, T, T); temperature: a number > 0; normalise along `dim`
     raise NotImplementedError(
-        "exercise softmax_with_temperature: not implemented yet — a stable softmax of scores / temperature; "
-        "temperature <= 0 -> ValueError"
+        "exercise softmax_with_temperature: not implemented yet — weights whose sharpness the temperature sets, "
+        "safe for tiny temperatures; a temperature that is not positive is a ValueError"
     )
 
 

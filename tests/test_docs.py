@@ -178,3 +178,30 @@ def test_the_learners_table_has_a_row_per_group():
     text = read(KIT / "docs" / "learners.md")
     missing = [g for g in GROUPS if f"| `exercises/{g}.py` |" not in text]
     assert missing == [], f"docs/learners.md: no row for exercises/<group>.py of {missing}"
+
+
+# --- the stubs' words -----------------------------------------------------------------------------------------
+
+CODE_WORDS = re.compile(
+    r"torch\.|\.view\b|\.contiguous|transpose\(|masked_fill|sqrt\(|exp\(|imshow|triu|tril|rand\(|\* keep"
+)
+"""What a line of the answer looks like: a stub says what to compute and why, never how to write it."""
+STUBS = sorted(p for p in (KIT / "exercises").glob("[!_]*.py") if not p.name.startswith("test_"))
+
+
+def _stub_texts(path: Path) -> list[str]:
+    import ast
+
+    return [
+        "".join(str(c.value) for c in ast.walk(node.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        for node in ast.walk(ast.parse(read(path)))
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") ==
+        "NotImplementedError"
+    ]
+
+
+@pytest.mark.parametrize("path", STUBS, ids=[p.stem for p in STUBS])
+def test_a_stubs_not_implemented_text_says_what_to_compute_not_the_line_that_does(path):
+    texts = _stub_texts(path)
+    assert texts, f"{rel(path)}: no stub"
+    assert [t for t in texts if CODE_WORDS.search(t)] == []
