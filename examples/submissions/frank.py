@@ -21,7 +21,8 @@ def softmax_weights(scores, dim=-1):
     max_scores = torch.where(max_scores == -torch.inf, torch.zeros_like(max_scores), max_scores)
     exp_scores = torch.exp(scores - max_scores)
     sums = exp_scores.sum(dim=dim, keepdim=True)
-    return torch.where(sums == 0, torch.zeros_like(exp_scores), exp_scores / sums)
+    # a slice that is all -inf sums to 0: divide by 1 there (its exps are all 0), never by 0
+    return exp_scores / torch.where(sums == 0, torch.ones_like(sums), sums)
 
 
 def softmax_with_temperature(scores, temperature, dim=-1):
@@ -216,4 +217,83 @@ def chunked_attention(queries, keys, values, chunk_size, causal=False):
         l = l * alpha + p.sum(dim=-1, keepdim=True)
         acc = acc * alpha + p @ values[..., s:e, :]
         m = m_new
-    return torch.where(l > 0, acc / l, torch.zeros_like(acc))
+    return acc / torch.where(l > 0, l, torch.ones_like(l))  # a query that saw nothing: 0 / 1
+
+
+# ---------- plots ----------
+
+def _token_names(tokens, rows, cols):
+    if tokens is None:
+        return None, None
+    if len(tokens) == 2 and not isinstance(tokens[0], str):
+        names = (list(tokens[0]), list(tokens[1]))
+    else:
+        names = (list(tokens), list(tokens))
+    if len(names[0]) != rows or len(names[1]) != cols:
+        raise ValueError("the tokens do not match the weights' shape")
+    return names
+
+
+def plot_attention(weights, tokens=None):
+    import matplotlib.pyplot as plt
+
+    if weights.dim() != 2:
+        raise ValueError("plot_attention takes one (Tq, Tk) matrix")
+    row_names, col_names = _token_names(tokens, *weights.shape)
+    fig, ax = plt.subplots()
+    image = ax.imshow(weights.detach().cpu().float().numpy())
+    fig.colorbar(image, ax=ax)
+    ax.set_xlabel("Key positions")
+    ax.set_ylabel("Query positions")
+    if row_names is not None:
+        ax.set_xticks(range(len(col_names)), col_names)
+        ax.set_yticks(range(len(row_names)), row_names)
+    return fig
+
+
+# ---------- attention patterns ----------
+
+def strided_mask(num_tokens, stride, device=None):
+    if num_tokens < 1 or stride < 1:
+        raise ValueError("num_tokens and stride must be >= 1")
+    i = torch.arange(num_tokens, device=device)
+    back = i.unsqueeze(1) - i.unsqueeze(0)  # how many steps key j is behind query i
+    seen = (back >= 0) & ((back < stride) | (back % stride == 0))
+    return ~seen
+
+
+def dilated_window_mask(num_tokens, window, dilation, device=None):
+    if num_tokens < 1 or window < 1 or dilation < 1:
+        raise ValueError("num_tokens, window and dilation must be >= 1")
+    i = torch.arange(num_tokens, device=device)
+    back = i.unsqueeze(1) - i.unsqueeze(0)
+    seen = (back >= 0) & (back % dilation == 0) & (back < window * dilation)
+    return ~seen
+
+
+def attention_entropy(weights):
+    # 0 * log(0) counts as 0: take the log of 1 where a weight is 0
+    logs = torch.log(torch.where(weights > 0, weights, torch.ones_like(weights)))
+    return -(weights * logs).sum(dim=-1)
+
+
+def plot_head_grid(weights, tokens=None):
+    import matplotlib.pyplot as plt
+
+    if weights.dim() != 3:
+        raise ValueError("plot_head_grid takes (H, Tq, Tk) weights")
+    heads = weights.shape[0]
+    row_names, col_names = _token_names(tokens, weights.shape[1], weights.shape[2])
+    fig, axes = plt.subplots(1, heads, figsize=(3 * heads, 3), squeeze=False)
+    data = weights.detach().cpu().float()
+    for h in range(heads):
+        ax = axes[0][h]
+        image = ax.imshow(data[h].numpy(), vmin=float(data.min()), vmax=float(data.max()))
+        ax.set_title(f"Head {h}")
+        ax.set_xlabel("Key positions")
+        ax.set_ylabel("Query positions")
+        if row_names is not None:
+            ax.set_xticks(range(len(col_names)), col_names)
+            ax.set_yticks(range(len(row_names)), row_names)
+    fig.colorbar(image, ax=list(axes[0]))
+    return fig

@@ -1,6 +1,15 @@
 """Bob's attention exercises, one topic per file."""
 
 from .dropout import attention_dropout, dropout_scale
+from .extras import (
+    attention_entropy,
+    chunked_attention,
+    dilated_window_mask,
+    plot_attention,
+    plot_head_grid,
+    sliding_window_mask,
+    strided_mask,
+)
 from .heads import merge_heads, split_heads
 from .masking import apply_causal_mask, causal_mask, renormalize_masked_weights
 from .modules import (
@@ -38,4 +47,11 @@ __all__ = [
     "make_self_attention",
     "make_causal_attention",
     "make_multihead_attention",
+    "sliding_window_mask",
+    "chunked_attention",
+    "plot_attention",
+    "strided_mask",
+    "dilated_window_mask",
+    "attention_entropy",
+    "plot_head_grid",
 ]

@@ -17,7 +17,7 @@ def softmax_weights(scores, dim=-1):
     row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)
     e = torch.exp(scores - row_max)
     s = e.sum(dim=1, keepdim=True)
-    return torch.where(s > 0, e / s, torch.zeros_like(e))
+    return e / torch.where(s > 0, s, torch.ones_like(s))  # an all -inf slice: 0 / 1
 
 
 def softmax_with_temperature(scores, temperature, dim=-1):
@@ -28,7 +28,7 @@ def softmax_with_temperature(scores, temperature, dim=-1):
     top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
     e = torch.exp(scaled - top)
     s = e.sum(dim=dim, keepdim=True)
-    return torch.where(s > 0, e / s, torch.zeros_like(e))
+    return e / torch.where(s > 0, s, torch.ones_like(s))  # an all -inf slice: 0 / 1
 
 
 def context_vectors(weights, values):
