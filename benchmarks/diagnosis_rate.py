@@ -2,6 +2,7 @@
 
     python benchmarks/diagnosis_rate.py                              # tests/heldout, seeds 1 and 2
     python benchmarks/diagnosis_rate.py tests/heldout --seeds 1,2,3 --strict
+    python benchmarks/diagnosis_rate.py tests/heldout2                # the second validator's set
     python benchmarks/diagnosis_rate.py some/folder --labels key.toml --devices cpu -j 1
 
 The folder is graded for real, the way an instructor grades a class: ``attnkit grade FOLDER
