@@ -101,6 +101,12 @@ def test_an_exercise_not_attempted_is_said_once_not_once_per_case(rubric):
     assert md.count("exercise softmax_weights: not implemented yet") == 1
 
 
+def test_a_known_mistakes_code_spans_are_code_in_html_and_nothing_else_is_markup(rubric):
+    results = [replace(r, mistake="triu-diagonal-0") if r.mistake else r for r in one_failing()]
+    html = render_feedback_html(student_report(sub(), results, rubric, OPTIONS))
+    assert "<code>torch.triu(ones)</code> with diagonal 0" in html and "`torch.triu" not in html
+
+
 MODULE = "make_causal_attention"
 WHATS = ("one token", "padded batch", "long context", "float64 inputs", "qkv bias", "eval mode", "no batch", "wide")
 

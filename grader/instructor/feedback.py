@@ -1,7 +1,7 @@
 """A student's ``feedback.md`` and ``feedback.html``, and :func:`render`, for them and the class report.
 
-What matters comes first: a submission-wide error, then the devices not present here (said once), then the
-failing exercises (each known mistake named once, with its hint), then the passing ones, compact.
+What matters comes first: a submission-wide error, then the failing exercises (each known mistake named once, with
+its hint), then the passing ones, compact.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from grader.instructor import heatmaps
 from grader.instructor.inert import MAX_LINE_CHARS, inert
@@ -40,13 +41,18 @@ def _md_inline(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", one_line(str(text), MAX_MESSAGE_CHARS))
 
 
+def _code_spans(text: str) -> markupsafe.Markup:
+    """The catalogue's own text for HTML: escaped, then each `code span` shown as code (never a learner's text)."""
+    return markupsafe.Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text))))
+
+
 @functools.cache
 def _environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=autoescape, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )  # fmt: skip
-    env.filters.update(fenced=_fenced, md=_md_inline, points=short_points)
+    env.filters.update(fenced=_fenced, md=_md_inline, points=short_points, code_spans=_code_spans)
     return env
 
 
