@@ -374,6 +374,7 @@ def invisible(ch: str) -> bool:
     return unicodedata.category(ch) == "Cf" or (unicodedata.category(ch) == "Zs" and ch != " ") or ch in BLANKS
 
 
+@pytest.mark.slow  # every code point: about 5 s
 def test_inert_line_folds_every_run_of_spaces_and_shows_every_invisible_character():
     everything = "".join(map(chr, range(0x110000)))
     line = inert_line(everything, len(everything) * 6)
