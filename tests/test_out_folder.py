@@ -162,6 +162,7 @@ def test_the_run_facts_are_in_the_class_report_and_on_no_learners_page(first):
     """The isolation, the devices not present here, the versions: the instructor's, said once in the class report."""
     out = first[0]
     assert "isolation: `" in (out / "class.md").read_text(encoding="utf-8")
+    assert "\n1 point · " in (out / "class.md").read_text(encoding="utf-8")  # not "1 points"
     for student in ("ada", "bea"):
         page = (out / student / "feedback.md").read_text(encoding="utf-8")
         assert "isolation" not in page and "not available" not in page and "hidden suite" not in page
