@@ -16,7 +16,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "submissions"
 
 PROMISES: dict[str, tuple[set[str], set[str]]] = {  # student: (exercises that lose points, mistakes named)
     "alice": (set(), set()),
-    "bob": ({"softmax_weights"}, {"softmax-over-dim-1"}),
+    "bob": ({"softmax_weights"}, {"softmax-over-dim-1", "softmax-where-nan-grad"}),  # and its where: NaN gradients
     "carol": ({"causal_mask"}, {"triu-diagonal-0"}),
     "dave": (
         {"dropout_scale", "attention_dropout"},

@@ -17,7 +17,7 @@ def softmax_weights(scores, dim=-1):
     row_max = torch.where(torch.isinf(row_max), torch.zeros_like(row_max), row_max)
     e = torch.exp(scores - row_max)
     s = e.sum(dim=1, keepdim=True)
-    return e / torch.where(s > 0, s, torch.ones_like(s))  # an all -inf slice: 0 / 1
+    return torch.where(s > 0, e / s, torch.zeros_like(e))
 
 
 def softmax_with_temperature(scores, temperature, dim=-1):
