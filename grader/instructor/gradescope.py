@@ -121,10 +121,9 @@ def bundle_files(rubric_path: str | Path | None, seed: int, devices: Sequence[st
     first.  ``devices`` None: the grader's default ones on Gradescope's machine."""
     rubric_file = Path(rubric_path) if rubric_path is not None else DEFAULT_RUBRIC
     load_rubric(rubric_file)  # ValueError naming the file and key of anything invalid
-    from grader.instructor.submission_grading import available_devices
+    from grader.instructor.class_grading import choose_devices
 
-    if unknown := [d for d in devices or () if d not in available_devices()]:
-        raise BundleError(f"unknown device {unknown[0]!r}; the grader knows {', '.join(available_devices())}")
+    choose_devices(devices or ())  # ValueError for a device the grader does not know, as `attnkit grade` says it
     config = {"seed": seed, "rubric": "rubric.toml", "kit_version": kit_version(), "suite_version": suite_version()}
     if devices:
         config["devices"] = list(devices)

@@ -187,6 +187,7 @@ def multiplies(statement: Node | None) -> bool:
 
 
 TRANSPOSES = frozenset({"transpose", "permute", "swapaxes", "swapdims", "t"})
+"""Calls that transpose a tensor (a view with swapped strides)."""
 
 
 def _transposed(node: ast.expr) -> bool:
@@ -447,9 +448,9 @@ def draws_from_global_rng(code: Node | None) -> bool:
 
 # --- facts about how a hook merges heads back (issue 25, hidden) ----------------------------------------------------
 
-DIM_SWAPS = frozenset({"transpose", "permute", "swapaxes", "swapdims", "movedim", "moveaxis", "einsum", "rearrange"})
-"""Calls that reorder dimensions by changing strides (a view, no copy): ``transpose``, ``permute``, their aliases,
-``einsum`` written as a pure reordering, einops' ``rearrange``."""
+DIM_SWAPS = TRANSPOSES - {"t"} | {"movedim", "moveaxis", "einsum", "rearrange"}
+"""Calls that reorder dimensions by changing strides (a view, no copy): :data:`TRANSPOSES` but the 2-D ``t``,
+``movedim``, ``einsum`` written as a pure reordering, einops' ``rearrange``."""
 
 
 def swaps_dims(code: Node | None) -> bool:
