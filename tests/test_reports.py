@@ -17,7 +17,7 @@ import torch
 from rich.console import Console
 
 from grader.hook_table import TABLE
-from grader.instructor import console_summary, feedback, heatmaps, report_model, reports
+from grader.instructor import console_summary, feedback, heatmaps, junit, report_model, reports
 from grader.instructor import rubric as rubric_module
 from grader.instructor.console_summary import summary_table
 from grader.instructor.feedback import render_feedback_html, render_feedback_md
@@ -312,25 +312,55 @@ def test_figures_placeholder_renders_images(rubric):
 # --- junit.xml -------------------------------------------------------------------------------------
 
 
-def test_junit_xml(graded, rubric):
+def test_junit_xml_has_one_testcase_per_exercise(graded, rubric):
     weird = [case("eve", "merge_heads", FAILED, message="bad \x00\x07 bytes <here>"),
-             case("eve", "merge_heads", SKIPPED, "c2", "cuda", message="cuda: not available")]
+             case("eve", "merge_heads", SKIPPED, "c2", "cuda", message="cuda: not available"),
+             case("eve", "split_heads", SKIPPED, "c2", "cuda", message="cuda: not available")]
     root = ET.fromstring(junit_xml(graded + [(sub("eve"), weird)]))
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert list(suites) == ["alice", "bob", "carol", "dan", "eve"]
     carol = suites["carol"]
     names = [c.get("name") for c in carol.findall("testcase")]
-    assert names == [r.test_name for r in report_model.hook_order(one_wrong("carol"))]
+    assert names == list(dict.fromkeys(r.hook for r in report_model.hook_order(one_wrong("carol"))))
+    assert carol.get("tests") == str(len(HOOK_NAMES)) and carol.get("skipped") == "0"  # cuda skips fold into a pass
     failures = carol.findall("testcase/failure")
-    assert len(failures) == 1 and failures[0].get("message") == "wrong values"
-    assert carol.get("failures") == "1" and carol.get("skipped") == str(len(HOOK_NAMES))
-    assert carol.get("tests") == str(3 * len(HOOK_NAMES))
-    skipped = carol.find("testcase/skipped")
-    assert skipped is not None and skipped.get("message") == "cuda: not available"
+    assert len(failures) == 1 and failures[0].get("message") == "1 of 3 cases failed; c1 (cpu, float32): wrong values"
+    assert [c.get("name") for c in carol.findall("testcase") if c.find("failure") is not None] == ["softmax_weights"]
+    assert carol.get("failures") == "1"
+    assert carol.find("testcase/failure").text == "c1 (cpu, float32): wrong values"
     bob = suites["bob"]
     assert bob.get("errors") == "1" and "../evil.py" in bob.find("testcase/error").get("message")
-    assert "bytes <here>" in suites["eve"].find("testcase/failure").get("message")
+    eve = {c.get("name"): c for c in suites["eve"].findall("testcase")}
+    assert "bytes <here>" in eve["merge_heads"].find("failure").get("message")
+    assert eve["split_heads"].find("skipped").get("message") == "cuda: not available"  # every case skipped
+    assert suites["eve"].get("skipped") == "1" and suites["eve"].get("failures") == "1"
     assert root.get("tests") == str(sum(int(s.get("tests")) for s in suites.values()))
+
+
+def test_junit_error_lists_every_case_not_judged_with_the_wrong_ones():
+    cases = [case("fay", "softmax_weights", FAILED, "c0", message="timed out after 2 s"),
+             case("fay", "softmax_weights", FAILED, "c1", message="values differ", mistake="no-max-shift"),
+             case("fay", "softmax_weights", PASSED, "c2")]
+    root = ET.fromstring(junit_xml([(sub("fay"), cases)]))
+    (testcase,) = root.iter("testcase")
+    error = testcase.find("error")
+    assert testcase.find("failure") is None and error.get("type") == "NotJudged"
+    assert error.get("message") == "1 of 3 cases not judged; c0 (cpu, float32): timed out after 2 s"
+    assert error.text.splitlines() == ["c0 (cpu, float32): timed out after 2 s", "c1 (cpu, float32): values differ",
+                                       "known mistake: no-max-shift"]  # fmt: skip
+    assert root.get("errors") == "1" and root.get("failures") == "0" and root.get("tests") == "1"
+
+
+def test_junit_names_each_message_once_with_the_cases_that_gave_it():
+    """heidi's file does not import: every case of every exercise says so, one line an exercise (not 73)."""
+    said = "the submission does not import: heidi.py:3: SyntaxError"
+    cases = [case("heidi", "softmax_weights", FAILED, f"c{i}", message=said) for i in range(73)]
+    cases += [case("heidi", "softmax_weights", FAILED, f"d{i}", message=f"timed out after {i} s") for i in range(12)]
+    (error,) = ET.fromstring(junit_xml([(sub("heidi"), cases)])).iter("error")
+    lines = error.text.splitlines()
+    assert lines[0] == f"c0 (cpu, float32), c1 (cpu, float32), c2 (cpu, float32) and 70 more: {said}"
+    assert lines[1:3] == ["d0 (cpu, float32): timed out after 0 s", "d1 (cpu, float32): timed out after 1 s"]
+    assert len(lines) == junit.MAX_LISTED + 1 and lines[-1] == f"and {13 - junit.MAX_LISTED} more messages"
 
 
 # --- writing, safety and the console ---------------------------------------------------------------
@@ -610,7 +640,8 @@ def test_a_note_on_a_passed_case_reaches_every_file_and_costs_nothing(tmp_path):
     assert "Note on 2 cases" in md and "raising AssertionError here is accepted" in md
     assert "Prefer \\`raise ValueError(...)\\`" in md  # the Markdown escapes the learner-facing backticks
     assert "Note on 2 cases" in html and "python -O strips assert statements" in html
-    assert sum("note: raising AssertionError" in (e.text or "") for e in ET.fromstring(
-        (tmp_path / "junit.xml").read_text(encoding="utf-8")).iter("system-out")) == 2  # fmt: skip
+    (noted_out,) = [e.text for e in ET.fromstring((tmp_path / "junit.xml").read_text(encoding="utf-8")).iter(
+        "system-out") if "raising AssertionError" in (e.text or "")]  # fmt: skip
+    assert noted_out.startswith("note (2 cases: c0 (cpu, float32), c1 (cpu, float32)): raising AssertionError")
     others = [t for t in results["tests"] if t["name"] != "make_multihead_attention"]
     assert all("NOTE" not in t["output"] for t in others)

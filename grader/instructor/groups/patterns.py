@@ -196,6 +196,7 @@ def _grid_cases(m: Maker) -> list[Case]:
 
     def grid(name: str, weights: torch.Tensor, tokens: Any, what: str, what_zh: str, **kwargs: Any) -> Case:
         kwargs.setdefault("properties", () if "expect_error" in kwargs else drawn)
+        kwargs.setdefault("dtypes", ("float32",))  # a figure of float64 weights shows nothing float32's does not
         return _case(hook, name, {"weights": weights, "tokens": tokens}, what, what_zh, **kwargs)
 
     h = m.size(2, 4)
