@@ -84,9 +84,9 @@ def plot_head_grid(weights, tokens=None):
     same vmin and vmax, or norm, to every imshow).  With tokens, label the
     ticks of every head as plot_attention does: one sequence for square
     weights, or a pair (query_tokens, key_tokens).  Anything that is not 3-D,
-    or tokens of the wrong lengths, is a ValueError.  Detach and move to the
-    CPU before drawing; return the figure and leave plt.show() to whoever
-    calls you.  Not allowed: plt.show, fig.show.
+    or tokens of the wrong lengths, is a ValueError.  Draw NumPy arrays, as
+    plot_attention does (detached, on the CPU); return the figure and leave
+    plt.show() to whoever calls you.  Not allowed: plt.show, fig.show.
     """
     # weights: (H, Tq, Tk)   ->   a matplotlib Figure with H images
     # import matplotlib.pyplot as plt (here, so the other exercises run without matplotlib)

@@ -17,7 +17,8 @@ def plot_attention(weights, tokens=None):
     just how the weights are laid out: query i on the y axis, key j on the x
     axis, so draw the weights as they are, not transposed.  matplotlib reads
     numbers, not tensors: a model's weights require grad and may sit on a GPU,
-    so hand it `weights.detach().cpu()`.  Label the axes "Key positions" (x)
+    so hand it a NumPy array, `weights.detach().cpu().numpy()` (a tensor still
+    draws, with a DeprecationWarning).  Label the axes "Key positions" (x)
     and "Query positions" (y); with tokens, put them on the ticks instead:
     one sequence names the T tokens of square (T, T) weights on both axes, a
     pair (query_tokens, key_tokens) names the queries and the keys.  A batch

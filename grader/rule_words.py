@@ -53,7 +53,8 @@ WORDS: dict[str, str] = {
     "spawn.program": "another program ({how})",
     "spawn.unknown": "a thread or a process",
     "gpu_error": f"will fail on a GPU: {CPU_BUILT} ({{error}})",
-    "gpu_device": "will fail on a GPU: given inputs on the meta device it returned a tensor on {device}",
+    "gpu_device": "will fail on a GPU: given inputs on the meta device (shapes without data, the grader's stand-in "
+    "for a GPU) it returned a tensor on {device}: make new tensors on that device",
     "contiguous": "{hook} must return a contiguous tensor (call .contiguous() before .view)",
     "memory.converted": "your call used {calls}: the grader measures the memory torch's tensors hold, and a "
     "numpy array, a Python list, raw storage or packed weights escape it; compute with torch",

@@ -115,7 +115,8 @@ RULE_BREAKERS = {
     "mask-ignores-device": (
         "causal_mask",
         "def causal_mask(num_tokens, device=None):\n    return torch.ones(num_tokens, num_tokens).triu(1).bool()\n",
-        "will fail on a GPU: given inputs on the meta device it returned a tensor on cpu",
+        "will fail on a GPU: given inputs on the meta device (shapes without data, the grader's stand-in for a GPU) it "
+        "returned a tensor on cpu: make new tensors on that device",
     ),
     "non-contiguous-merge": (
         "merge_heads",
