@@ -75,7 +75,7 @@ def test_attention_dropout_keeps_and_scales(solution, p, dtype, device):
     kept = f64(got) != 0
     # every entry is either dropped (0) or kept and scaled by 1/(1-p)
     expected = torch.where(kept, f64(weights) / (1.0 - p), torch.zeros(()).double())
-    expect_close(got, like(expected, weights), f"{case}: entries are 0 or w/(1-p)")
+    expect_close(got, like(expected, weights), f"{case}: each entry dropped (0) or kept and scaled up")
     # the kept share is 1-p, within 5 standard deviations of a binomial
     share, n = kept.double().mean().item(), kept.numel()
     bound = 5 * math.sqrt(p * (1 - p) / n)

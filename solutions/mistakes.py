@@ -224,15 +224,17 @@ def p_not_checked(weights, keep_mask, p):
 
 
 def _attention_dropout(weights, p, training=True, generator=None, in_eval=False, keep_below=False, global_rng=False,
-                       by_p=False):  # fmt: skip
-    """attention_dropout dropping in eval too, keeping with probability p, drawing from the global generator, or
-    scaling the survivors by 1/p (each keyword names its mistake)."""
+                       by_p=False, by_zero=False):  # fmt: skip
+    """attention_dropout dropping in eval too, keeping with probability p, drawing from the global generator,
+    scaling the survivors by 1/p, or dividing by 1 - p itself, unguarded at p == 1 (each keyword names its mistake)."""
     _check_p(p)
     if not (training or in_eval) or p == 0.0:
         return weights.clone()
     gen = None if global_rng else generator
     draws = torch.rand(weights.shape, generator=gen, device=weights.device, dtype=weights.dtype)
     keep = draws < p if keep_below else draws >= p
+    if by_zero:
+        return weights * keep.to(weights.dtype) / (1.0 - p)  # p == 1: every entry 0 / 0, NaN
     return weights * keep / p if by_p else dropout_scale(weights, keep, p)
 
 
@@ -276,6 +278,12 @@ def split_without_transpose(x, num_heads):
     b, num_tokens, d = x.shape
     _check_heads(d, num_heads)
     return x.reshape(b, num_heads, num_tokens, d // num_heads)
+
+
+def split_without_permute(x, num_heads):
+    b, num_tokens, d = x.shape
+    _check_heads(d, num_heads)
+    return x.view(b, num_tokens, num_heads, d // num_heads)  # (b, T, H, hd): the heads never moved in front
 
 
 def split_interleaved(x, num_heads):
@@ -579,6 +587,20 @@ def _m(mistake_id, description, hint, hint_zh, overrides, source=CLASSIC, exerci
 
 CATALOGUE: tuple[Mistake, ...] = (
     _m(
+        "scores-bmm-3d-only",
+        "`torch.bmm(queries, keys.transpose(1, 2))`: right on (b, T, d) input, an error on 2-D and 4-D input",
+        "Which shapes does torch.bmm accept? Your scores must work with no batch dims, and with (b, H, T, d) too.",
+        "torch.bmm 接受哪些形状？你的得分函数必须在没有批次维度、以及 (b, H, T, d) 的输入上也能工作。",
+        {"dot_product_scores": lambda queries, keys: torch.bmm(queries, keys.transpose(1, 2))},
+    ),
+    _m(
+        "context-bmm-3d-only",
+        "`torch.bmm(weights, values)`: right on (b, Tq, Tk) weights, an error on 2-D and 4-D input",
+        "Which shapes does torch.bmm accept? The context vectors must work with no batch dims, and with heads too.",
+        "torch.bmm 接受哪些形状？上下文向量必须在没有批次维度、以及带多个头的输入上也能工作。",
+        {"context_vectors": lambda weights, values: torch.bmm(weights, values)},
+    ),
+    _m(
         "q-at-k-t-batched",
         "`queries @ keys.T`: right for 2-D input, but on batched input .T reverses every dimension",
         "On a 3-D or 4-D tensor, which dimensions does `.T` swap? Only the last two should change places.",
@@ -813,6 +835,13 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"dropout_scale": divides_by_zero_at_p_1},
     ),
     _m(
+        "attention-dropout-divides-by-zero",
+        "attention_dropout scales by 1/(1-p) itself, unguarded: at p == 1 every entry is 0 / 0, NaN instead of zeros",
+        "What is 1 - p when p = 1? Decide what dropping everything should return before you divide.",
+        "当 p = 1 时，1 - p 等于多少？在做除法之前，先想清楚全部丢弃时应当返回什么。",
+        _hook("attention_dropout", _attention_dropout, by_zero=True),
+    ),
+    _m(
         "dropout-p-unchecked",
         "accepts p outside [0, 1] instead of raising ValueError",
         "Is p = 1.5 a probability? Check the argument before using it.",
@@ -881,6 +910,13 @@ CATALOGUE: tuple[Mistake, ...] = (
         "Does head h hold columns of every token, or whole rows of the first few tokens? Check the order of dims.",
         "第 h 个头拿到的是每个词元的若干列，还是前几个词元的整行？检查一下维度的顺序。",
         {"split_heads": split_without_transpose},
+    ),
+    _m(
+        "split-heads-no-permute",
+        "`x.view(b, T, H, hd)` and no transpose: returns (b, T, H, hd) where the contract is (b, H, T, hd)",
+        "In the tensor you return, which axis holds the heads? The contract puts them before the tokens: (b, H, T, hd).",
+        "你返回的张量里，哪一个维度是头？约定要求头在词元之前：(b, H, T, hd)。",
+        {"split_heads": split_without_permute},
     ),
     _m(
         "split-heads-interleaved",

@@ -448,6 +448,8 @@ def _line_rule(mistake: str, line: Any, code: Any) -> bool | None:
         return src.uses_mask(line) and not src.uses_dot_t(line) and sized
     if mistake == "weights-transposed":  # the line multiplies the weights transposed
         return src.multiplies_transposed_left(line)
+    if mistake in ("scores-bmm-3d-only", "context-bmm-3d-only"):  # its errors name sizes: the code must call bmm
+        return src.calls(code, "bmm")
     return src.uses_dot_t(line) if mistake == "q-at-k-t-batched" else None
 
 
@@ -558,7 +560,9 @@ def _same_error(expect: Seen, seen: Seen, line_ok: bool | None) -> bool:
         return False
     if line_ok is None:  # no rule for this mistake: only the very same message (sizes and all) will do
         return seen.message == expect.message and not expect.sizes
-    return bool(line_ok) and bool(expect.sizes) and seen.sizes == expect.sizes
+    if not expect.sizes:  # a rule, and a message that names no size: the very same message
+        return bool(line_ok) and seen.message == expect.message
+    return bool(line_ok) and seen.sizes == expect.sizes
 
 
 def _model_explains(expect: Seen, row: HookRow, model: ModuleTrialModel, line_ok: Callable) -> bool:

@@ -276,9 +276,14 @@ def cuts_graph(code: Node | None) -> bool:
     )
 
 
+def calls(code: Node | None, name: str) -> bool:
+    """The code calls a function or method ``name`` (``torch.bmm``, ``x.bmm``, ``bmm``)."""
+    return any(isinstance(n, ast.Call) and _called(n) == name for n in _walk(code))
+
+
 def calls_where(code: Node | None) -> bool:
     """The code picks values with ``torch.where`` (or ``Tensor.where``)."""
-    return any(isinstance(n, ast.Call) and _called(n) == "where" for n in _walk(code))
+    return calls(code, "where")
 
 
 def freezes(code: Node | None) -> bool:
