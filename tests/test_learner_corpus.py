@@ -420,6 +420,8 @@ def model_scores(queries, keys, product="qk", scale="none"):
         s = queries @ keys.transpose(-2, -1)
     elif product == "qkT":  # `.T` reverses every dim
         s = queries @ keys.permute(*reversed(range(keys.dim())))
+    elif product == "bmm":  # exactly 3-D: 2-D input has no dim 2 to transpose, 4-D is no batch of matrices
+        s = torch.bmm(queries, keys.transpose(1, 2))
     else:  # keys @ queries^T
         s = keys @ queries.transpose(-2, -1)
     d_k = keys.shape[-1]
@@ -441,7 +443,9 @@ def model_softmax(scores, dim=-1, axis="arg", stable="max"):
     return e / total if stable == "nanrows" else torch.where(total > 0, e / total, torch.zeros_like(e))
 
 
-def model_context(weights, values, transposed=False):
+def model_context(weights, values, transposed=False, bmm=False):
+    if bmm:
+        return torch.bmm(weights, values)  # exactly 3-D
     return (weights.transpose(-2, -1) if transposed else weights) @ values
 
 
@@ -532,6 +536,8 @@ def model_split(x, num_heads, mode="transpose", check=True):
         return x.reshape(b, t, num_heads, hd).transpose(1, 2)
     if mode == "no_transpose":
         return x.reshape(b, num_heads, t, hd)
+    if mode == "no_permute":  # (b, T, H, hd): the heads never moved in front of the tokens
+        return x.reshape(b, t, num_heads, hd)
     return x.reshape(b, t, hd, num_heads).permute(0, 3, 1, 2)  # interleaved columns
 
 
@@ -554,7 +560,8 @@ class FunctionSpec:
 
 
 BOTH = (True, False)
-SCORE_MISTAKES = {"q-at-k-t-batched": [{"product": "qkT"}], "keys-times-queries": [{"product": "kq"}]}
+SCORE_MISTAKES = {"q-at-k-t-batched": [{"product": "qkT"}], "keys-times-queries": [{"product": "kq"}],
+                  "scores-bmm-3d-only": [{"product": "bmm"}]}  # fmt: skip
 FUNCTIONS: dict[str, FunctionSpec] = {
     "dot_product_scores": FunctionSpec(score_cases, answer_dot, model_scores, {}, SCORE_MISTAKES),
     "scaled_dot_product_scores": FunctionSpec(
@@ -584,7 +591,8 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         },
     ),
     "context_vectors": FunctionSpec(
-        context_cases, answer_context, model_context, {}, {"weights-transposed": [{"transposed": True}]}
+        context_cases, answer_context, model_context, {},
+        {"weights-transposed": [{"transposed": True}], "context-bmm-3d-only": [{"bmm": True}]},
     ),
     "causal_mask": FunctionSpec(
         mask_cases,
@@ -659,6 +667,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         {
             "split-heads-without-transpose": [{"mode": "no_transpose"}],
             "split-heads-interleaved": [{"mode": "interleaved"}],
+            "split-heads-no-permute": [{"mode": "no_permute"}],
             "split-heads-unchecked": [{"check": False}],
         },
     ),
