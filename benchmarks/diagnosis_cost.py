@@ -3,7 +3,7 @@
     python benchmarks/diagnosis_cost.py                      # the evidence, case by case, seed 1
     python benchmarks/diagnosis_cost.py --corpus tests/learners -j 2
 
-The evidence (:class:`grader.instructor.diagnosis.Fingerprints`) is computed
+The evidence (:class:`grader.instructor.fingerprints.Fingerprints`) is computed
 once per hidden case for the whole class, the first time a failing case needs
 it.  The first part times that worst case for every cpu case of every hook the
 diagnosis covers: the mistake model on one module case under every setting of
@@ -26,14 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.instructor import diagnosis, submission_grading  # noqa: E402
+from grader.instructor import submission_grading  # noqa: E402
+from grader.instructor.fingerprints import Fingerprints  # noqa: E402
 from grader.instructor.suite import build_suite  # noqa: E402
 from solutions import mistake_model as mm  # noqa: E402
 
 
 def evidence(seed: int) -> None:
     trials = [t for t in build_suite(seed, ("cpu",)).trials if t.device == "cpu"]
-    fingerprints = diagnosis.Fingerprints()
+    fingerprints = Fingerprints()
     for hook in mm.MODULE_HOOKS:
         settings = [s for size in (1, 2) for s in mm.settings(hook, size)]
         triples = sum(1 for _ in mm.settings(hook, 3))

@@ -914,7 +914,8 @@ CATALOGUE: tuple[Mistake, ...] = (
     _m(
         "split-heads-no-permute",
         "`x.view(b, T, H, hd)` and no transpose: returns (b, T, H, hd) where the contract is (b, H, T, hd)",
-        "In the tensor you return, which axis holds the heads? The contract puts them before the tokens: (b, H, T, hd).",
+        "In the tensor you return, which axis holds the heads? The contract puts them before the tokens: "
+        "(b, H, T, hd).",
         "你返回的张量里，哪一个维度是头？约定要求头在词元之前：(b, H, T, hd)。",
         {"split_heads": split_without_permute},
     ),

@@ -31,8 +31,10 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.instructor.class_grading import GradeOptions, grade_class
-from grader.instructor.diagnosis import LANGUAGES, Fingerprints, HookRow, diagnose_hook, error_sizes, hint, observe
+from grader.instructor.diagnosis import LANGUAGES, diagnose_hook, hint
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.learner_source import LearnerSource
+from grader.instructor.observations import HookRow, error_sizes, observe
 from grader.instructor.reports import write_reports
 from grader.instructor.rubric import load_rubric
 from grader.instructor.verdict import FAILED, judge_in_process

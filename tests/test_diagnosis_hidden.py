@@ -18,8 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from grader.instructor.diagnosis import Fingerprints, HookRow, diagnose_hook, main_first, observe
+from grader.instructor.diagnosis import diagnose_hook, main_first
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.learner_source import LearnerSource, numpy_triangle
+from grader.instructor.observations import HookRow, observe
 from grader.instructor.verdict import judge_in_process
 from grader.registry import adopt
 from solutions import mistake_model as mm

@@ -18,8 +18,10 @@ import types
 import pytest
 
 from grader.instructor import learner_source as src
-from grader.instructor.diagnosis import Fingerprints, HookRow, diagnose_hook, observe
+from grader.instructor.diagnosis import diagnose_hook
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.learner_source import LearnerSource
+from grader.instructor.observations import HookRow, observe
 from grader.instructor.verdict import judge_in_process
 from grader.registry import adopt
 from solutions import reference

@@ -16,9 +16,11 @@ import torch
 
 from grader.child.modules import map_parameters
 from grader.hook_table import CLASS_ALIASES
-from grader.instructor.diagnosis import STRUCTURE_IDS, HookRow, Seen, _structure_named, hint
+from grader.instructor.diagnosis import hint
 from grader.instructor.learner_source import LearnerSource
+from grader.instructor.observations import HookRow, Seen
 from grader.instructor.said import said
+from grader.instructor.structure_diagnosis import STRUCTURE_IDS, structure_named
 
 SELF, MHA = "make_self_attention", "make_multihead_attention"
 D_IN, D_OUT = 5, 12
@@ -53,7 +55,7 @@ def _code(hook, init):
 
 
 def _named(hook, contract, learner, init, **row):
-    named = _structure_named(hook, [_names_row(contract, learner, **row)], _code(hook, init))
+    named = structure_named(hook, [_names_row(contract, learner, **row)], _code(hook, init))
     return set().union(*named.values(), set())
 
 
@@ -138,9 +140,9 @@ def test_the_two_fused_ids_are_never_named_on_one_module():
     rows = [_names_row(QKV + OUT, learner), unloadable]
     code = _code(MHA, ["self.c_attn = nn.Linear(d_in, 3 * d_in)", "self.c_proj = nn.Linear(d_in, d_in)",
                        *FUSED_INIT])  # fmt: skip
-    named = _structure_named(MHA, rows, code)
+    named = structure_named(MHA, rows, code)
     assert named == {1: frozenset({"fused-qkv-sized-by-d-in"})}
-    assert _structure_named(MHA, rows[:1], code) == {0: frozenset({"fused-qkv-projection"})}
+    assert structure_named(MHA, rows[:1], code) == {0: frozenset({"fused-qkv-projection"})}
 
 
 def test_the_fused_hint_says_what_the_module_has_and_what_the_contract_expects_asking():

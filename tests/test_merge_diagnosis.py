@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from grader.instructor import learner_source as src
-from grader.instructor.diagnosis import _code_rule
+from grader.instructor.text_rules import code_rule
 from solutions.mistakes import by_id, merge_not_contiguous, merge_view_after_transpose
 from solutions.reference import merge_heads as reference_merge
 
@@ -88,8 +88,8 @@ def test_the_code_rules_read_a_reordering_and_a_view(body, swaps, views):
     code = _code(body)
     assert src.swaps_dims(code) is swaps
     assert src.views_swapped(code) is views
-    assert _code_rule("merge-not-contiguous", code, []) is swaps
-    assert _code_rule("merge-view-after-transpose", code, []) is views
+    assert code_rule("merge-not-contiguous", code, []) is swaps
+    assert code_rule("merge-view-after-transpose", code, []) is views
 
 
 def test_no_text_is_no_evidence():
@@ -116,7 +116,7 @@ def trials():
 
 @pytest.fixture(scope="module")
 def fingerprints():
-    from grader.instructor.diagnosis import Fingerprints
+    from grader.instructor.fingerprints import Fingerprints
 
     return Fingerprints()
 
@@ -124,8 +124,9 @@ def fingerprints():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(MERGES))
 def test_a_merge_is_named_after_what_its_code_did_and_a_right_one_after_nothing(trials, fingerprints, kind):
-    from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
+    from grader.instructor.diagnosis import diagnose_hook
     from grader.instructor.learner_source import LearnerSource
+    from grader.instructor.observations import HookRow, observe
     from grader.instructor.verdict import judge_in_process
     from grader.registry import adopt
     from solutions import reference

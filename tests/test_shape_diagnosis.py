@@ -107,7 +107,7 @@ def trials():
 
 @pytest.fixture(scope="module")
 def fingerprints():
-    from grader.instructor.diagnosis import Fingerprints
+    from grader.instructor.fingerprints import Fingerprints
 
     return Fingerprints()
 
@@ -115,8 +115,9 @@ def fingerprints():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(LEARNERS))
 def test_a_learner_is_named_after_what_its_code_did_and_a_right_one_after_nothing(trials, fingerprints, kind):
-    from grader.instructor.diagnosis import HookRow, diagnose_hook, observe
+    from grader.instructor.diagnosis import diagnose_hook
     from grader.instructor.learner_source import LearnerSource
+    from grader.instructor.observations import HookRow, observe
     from grader.instructor.verdict import judge_in_process
     from grader.registry import adopt
     from solutions import reference

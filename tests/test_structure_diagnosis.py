@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.instructor.diagnosis import STRUCTURE_IDS, Fingerprints, HookRow, diagnose_hook, hint, observe
+from grader.instructor.diagnosis import diagnose_hook, hint
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.learner_source import LearnerSource
+from grader.instructor.observations import HookRow, observe
+from grader.instructor.structure_diagnosis import STRUCTURE_IDS
 from grader.instructor.verdict import judge_in_process
 from grader.registry import load_solution
 
@@ -138,11 +141,11 @@ def test_a_scale_by_d_in_is_named_in_a_head_that_makes_its_key_first_and_keeps_a
 def test_a_seeded_build_is_set_aside_only_where_the_names_show_another_creation_order(names, otherwise):
     from types import SimpleNamespace
 
-    from grader.instructor.diagnosis import _drawn_otherwise
+    from grader.instructor.structure_diagnosis import drawn_otherwise
 
     row = HookRow(None, None, {"parameters": [{"name": n, "shape": [2, 2]} for n in names]})
-    assert _drawn_otherwise(SimpleNamespace(init_seed=5), row) is otherwise
-    assert _drawn_otherwise(SimpleNamespace(init_seed=None), row) is False
+    assert drawn_otherwise(SimpleNamespace(init_seed=5), row) is otherwise
+    assert drawn_otherwise(SimpleNamespace(init_seed=None), row) is False
 
 
 # fused-names: a layout the reference's weights load into otherwise (by role, by order, stacked) loses the names case

@@ -20,7 +20,7 @@ import torch.testing
 from processes import proc_stat
 
 from grader.instructor.cases import HALF
-from grader.instructor.diagnosis import Fingerprints
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.intake import read_submission
 from grader.instructor.report_model import status, timed_out_hooks
 from grader.instructor.rubric import count_cases, score

@@ -15,7 +15,7 @@ _ROLE_WORDS["out"] = ("o", "out", "output")
 _ROLE_AFFIXES = ("", "w", "proj", "projection", "to", "linear", "lin", "layer", "fc", "weight", "weights")
 
 
-def _role_of(name):
+def role_of(name):
     """``("query" | "key" | "value" | "out" | None, "weight" | "bias")`` read from a parameter's name: ``W_query``,
     ``w_q``, ``Wq``, ``q_proj``, ``proj_k``, ``to_v``, ``out_proj``, ``W_o`` name their role; ``qkv``, ``lin1`` none
     (only the words the chapter and its learners use, so it never guesses)."""
@@ -43,10 +43,10 @@ def _by_role(learner, contract):
     learner's, of a shape that fits (the learner's others are left as the module makes them)."""
     roles: dict = {}
     for name, shape in learner:
-        roles.setdefault(_role_of(name), []).append((name, shape))
+        roles.setdefault(role_of(name), []).append((name, shape))
     pairs = []
     for theirs, shape in contract:
-        found = roles.get(_role_of(theirs), [])
+        found = roles.get(role_of(theirs), [])
         layout = _fits(found[0][1], shape) if len(found) == 1 else None
         if layout is None:
             return None

@@ -2,7 +2,8 @@
 
 Here live the hidden cases and the suite built from them (``cases``, ``suite``),
 the verdict rules (``verdict``, ``replies``), the naming of known mistakes
-(``diagnosis``), the sandbox that runs learners' code (``sandbox``), reading
+(``diagnosis``, with ``observations``, ``fingerprints``, ``module_trial_model``,
+``text_rules`` and ``structure_diagnosis``), the sandbox that runs learners' code (``sandbox``), reading
 hand-ins (``intake``, ``review_flags``), grading one submission and a whole
 class (``submission_grading``, ``class_grading``), the outputs (``gradebook``,
 ``rubric`` and ``rubric.toml``, ``heatmaps``, ``templates/``, and the reports:

@@ -41,7 +41,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 
 from grader.handin import kit_version
-from grader.instructor.diagnosis import Fingerprints
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Intake, Submission, collect

@@ -371,8 +371,8 @@ _KIT_ZH: dict[str, str] = {  # the kit's rules: their English is the kit's own (
     "spawn.program": "另一个程序（{how}）",
     "spawn.unknown": "一个线程或进程",
     "gpu_error": "在 GPU 上会失败：无论输入在哪个设备上，都在 CPU 上创建了张量 ({error})",
-    "gpu_device": "在 GPU 上会失败：输入在 meta 设备上（只有形状、没有数据，评分程序用它代替 GPU），返回的张量却在 {device} 上："
-    "新建的张量要放在那个设备上",
+    "gpu_device": "在 GPU 上会失败：输入在 meta 设备上（只有形状、没有数据，评分程序用它代替 GPU），"
+    "返回的张量却在 {device} 上：新建的张量要放在那个设备上",
     "contiguous": "{hook} 必须返回一个连续的张量（在 .view 之前调用 .contiguous()）",
     "memory.converted": "你的调用使用了 {calls}：评分程序度量的是 torch 张量占用的内存，numpy 数组、Python 列表、原始存"
     "储或打包的权重都会逃过度量；请用 torch 计算",

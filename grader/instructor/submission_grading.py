@@ -23,12 +23,13 @@ from typing import Any
 import torch
 
 from grader.hook_table import BANNED_NAMES, CLASS_NAMES
-from grader.instructor.diagnosis import HookRow, diagnose_hook, main_first, observe
+from grader.instructor.diagnosis import diagnose_hook, main_first
 from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
 from grader.instructor.held_memory import UNREAD, Held, ProcessMeter, open_meter
 from grader.instructor.intake import Submission
 from grader.instructor.learner_source import LearnerSource
 from grader.instructor.notebook_places import in_notebook, results_in_notebook
+from grader.instructor.observations import HookRow, observe
 from grader.instructor.replies import (
     LOAD_CAPS,
     CallReply,
@@ -446,7 +447,7 @@ class _Verdicts:
 
     student: str
     reveal: bool
-    fingerprints: Any  # a diagnosis.Fingerprints, or None
+    fingerprints: Any  # a fingerprints.Fingerprints, or None
     figures: dict[str, Figure] = field(default_factory=dict)
     rows: dict[str, list[tuple[str, HookRow]]] = field(default_factory=dict)  # hook -> (test name, row)
     reported: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)  # call id -> (trial, bans its reply named)

@@ -48,7 +48,7 @@ class Suite:
     seed: int
     devices: tuple[str, ...]
     batches: list[Batch] = field(default_factory=list)
-    fingerprints: Any = None  # a diagnosis.Fingerprints: the known mistakes failing each trial, on demand
+    fingerprints: Any = None  # a fingerprints.Fingerprints: the known mistakes failing each trial, on demand
     skipped: dict[str, str] = field(default_factory=dict)  # devices of ``devices`` that do not run here, with why
 
     @property

@@ -13,7 +13,20 @@ import types
 
 from grader import hook_table, hookspecs, registry, rules
 from grader.child import call, figures, load, modules, spawns
-from grader.instructor import cases, diagnosis, held_memory, replies, submission_grading, suite, verdict
+from grader.instructor import (
+    cases,
+    diagnosis,
+    fingerprints,
+    held_memory,
+    module_trial_model,
+    observations,
+    replies,
+    structure_diagnosis,
+    submission_grading,
+    suite,
+    text_rules,
+    verdict,
+)
 from grader.packs import groups, instructor_part
 
 
@@ -27,7 +40,8 @@ def verdict_modules() -> list[types.ModuleType]:
 
     kit = [
         hookspecs, hook_table, registry, load, call, spawns, figures, modules, reference, cases, suite, verdict,
-        held_memory, rules, replies, submission_grading, diagnosis, mistakes,
+        held_memory, rules, replies, submission_grading, diagnosis, observations, fingerprints, module_trial_model,
+        text_rules, structure_diagnosis, mistakes,
     ]  # fmt: skip
     declared = [  # every exercise group's declaration and its instructor's half (grader.packs)
         module for group in groups() for module in (group.module, group.hookspecs)

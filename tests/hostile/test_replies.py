@@ -51,7 +51,7 @@ from grader.child.load import describe_parameters
 from grader.child.wire import HelloReply, ProtocolError, fit, recv_message, send_message
 from grader.cli import main as cli_main
 from grader.instructor import class_grading
-from grader.instructor.diagnosis import Fingerprints
+from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.intake import Submission
 from grader.instructor.replies import (
