@@ -269,7 +269,8 @@ def test_the_learners_pyproject_and_constraints(kit):
     assert project["scripts"] == {"attnkit": "grader.cli:main"}
     assert data["tool"]["setuptools"]["packages"] == ["exercises", "grader"]
     names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0] for d in project["dependencies"]]
-    assert names == ["torch", "pluggy", "pytest", "click", "rich", "nbformat", "matplotlib"]  # plot_attention
+    assert names[:7] == ["torch", "pluggy", "pytest", "click", "rich", "nbformat", "matplotlib"]  # plot_attention
+    assert "tomli>=2; python_version < '3.11'" in project["dependencies"]  # the hand-in's manifest on 3.10
     assert "torch>=2.1" in project["dependencies"] and "pluggy>=1.7" in project["dependencies"]
     assert {re.split(r"[<>=]", d)[0] for d in project["optional-dependencies"]["notebooks"]} == {
         "nbclient",
@@ -281,6 +282,54 @@ def test_the_learners_pyproject_and_constraints(kit):
     pins = [ln for ln in (kit / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
     ours_pin = [ln for ln in (KIT / "constraints.txt").read_text().splitlines() if ln.startswith("torch")]
     assert pins == ours_pin
+
+
+OPTIONAL_IMPORTS = {"pyseccomp": "the sandbox's seccomp filter, imported under a guard (the kit's check runs without)"}
+"""Third-party modules the kit's files import that no dependency of the kit must provide, each with why."""
+
+
+def test_the_kits_dependencies_provide_every_module_its_files_import(kit):
+    """A learner installs the kit's pyproject and nothing else (the kit's README): every third-party module the kit's
+    own files import must come with one of its dependencies or theirs (a newcomer's walk found `attnkit check`
+    failing every exercise with ModuleNotFoundError: msgspec, which the grader's pyproject had and the kit's not)."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((kit / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["notebooks"]]
+    provided, seen = set(), set()
+    while wanted:  # the declared distributions and, through their own requirements, everything they bring
+        req = Requirement(wanted.pop())
+        name = req.name.lower()
+        if name in seen or "extra" in str(req.marker or ""):  # another extra's; a Python version's counts (tomli)
+            continue
+        seen.add(name)
+        provided.add(name.replace("-", "_"))  # a distribution not installed here (tomli on 3.11): its own name
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        provided.update(m for m in (dist.read_text("top_level.txt") or "").split())
+        provided.update(p.parts[0].removesuffix(".py") for p in dist.files or () if p.parts and p.suffix in (".py", ""))
+        wanted.extend(dist.requires or [])
+    own = {"exercises", "grader", "conftest"}
+    imported: dict[str, str] = {}
+    for path in kit.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+            for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - own:
+                imported.setdefault(top, str(path.relative_to(kit)))
+    unprovided = {m: f for m, f in imported.items() if m not in provided and m not in OPTIONAL_IMPORTS}
+    assert not unprovided, f"the kit imports what none of its dependencies provides: {unprovided}"
+    assert "msgspec" in imported and "torch" in imported, "the walk over the kit's imports found too little"
 
 
 def test_the_readme_tells_a_learner_what_to_do(kit):

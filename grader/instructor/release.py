@@ -47,8 +47,11 @@ refreshes only those unchanged since."""
 HINTS = "grader/hints.json"
 """The kit's hints for known mistakes (:mod:`grader.instructor.kit_hints`): the one file that may name them."""
 
-LEARNER_DEPENDENCIES = ("torch", "pluggy", "pytest", "click", "rich", "nbformat", "matplotlib")
-"""Distributions a learner's kit depends on; their version ranges are taken from the kit's pyproject."""
+LEARNER_DEPENDENCIES = (
+    "torch", "pluggy", "pytest", "click", "rich", "nbformat", "matplotlib", "safetensors", "msgspec", "tomli"
+)  # fmt: skip
+"""Distributions a learner's kit depends on; their version ranges (and markers) are taken from the kit's pyproject.
+``tests/test_release.py`` checks that they provide every module the kit's own files import."""
 
 GIVEN_BODIES = frozenset({"make_self_attention", "make_causal_attention", "make_multihead_attention"})
 """Reference functions whose one-line bodies the stubs give away on purpose (``return SelfAttention(...)``)."""
