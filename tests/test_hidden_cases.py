@@ -404,3 +404,15 @@ def chained(t):
             namespace[fn](-1.0)
         owned[fn] = raised_by_learner(raised.value)
     assert owned == {"own": True, "helper": True, "inside": False, "caught": False, "chained": True}
+
+
+def test_the_stubs_as_released_earn_no_case():
+    """An untouched stub raises NotImplementedError; no hidden case may pass it, not even one that wants any
+    exception (``make_multihead_attention``'s indivisible heads: a newcomer's walk found 0.21 points for a stub)."""
+    from grader.instructor.suite import build_suite
+    from grader.instructor.verdict import PASSED, judge_in_process, trial_id
+    from grader.registry import load_solution
+
+    stubs = load_solution("exercises")
+    passed = [trial_id(t) for t in build_suite(3, ("cpu",)).trials if judge_in_process(stubs, t).status == PASSED]
+    assert passed == [], f"{len(passed)} hidden cases pass the released stubs"

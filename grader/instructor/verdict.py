@@ -256,6 +256,8 @@ def judge(
     spawned = list(reply.get("spawned") or [])
     if case.expect_error:
         wanted = said("an_exception") if case.expect_error == "Exception" else case.expect_error
+        if "NotImplementedError" in error.get("mro", []) and case.expect_error != "NotImplementedError":
+            return FAILED, said("not_implemented", text=(text.splitlines() or [""])[0])  # a stub raises anything
         if error and case.expect_error in error.get("mro", []) and error.get("own") is True:
             return (FAILED, spawn_message(spawned, said)) if spawned else (PASSED, "")
         if error and case.expect_error in error.get("mro", []):  # a library's error, raised inside a call it made
