@@ -24,7 +24,8 @@ LANG_OPTION = click.option(
     type=click.Choice(["en", "zh"]),
     default="en",
     show_default=True,
-    help="Language of the hints for known mistakes (en: English, zh: Chinese).",
+    help="Language of what the learner reads: the feedback's words and the hints for known mistakes (en: English, "
+    "zh: Chinese).",
 )
 
 STATUS_STYLE = {"passing": "green", "failing": "red", "not started": "yellow", "no tests": "dim"}
