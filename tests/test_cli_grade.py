@@ -191,6 +191,7 @@ def test_require_cuda_without_a_gpu_is_an_error(three_formats, tmp_path):
     assert not (out / "grades.csv").exists()
 
 
+@pytest.mark.slow  # a whole `attnkit grade` in a subprocess: 2 s idle, 6 to 8 s while the other worker grades
 def test_second_run_reuses_the_gradebook(graded, tmp_path, three_formats):
     out = tmp_path / "D"
     shutil.copytree(graded[0], out)
