@@ -205,3 +205,13 @@ def test_a_stubs_not_implemented_text_says_what_to_compute_not_the_line_that_doe
     texts = _stub_texts(path)
     assert texts, f"{rel(path)}: no stub"
     assert [t for t in texts if CODE_WORDS.search(t)] == []
+
+
+@pytest.mark.parametrize("folder", ["grader", "grader/instructor"])
+def test_the_layout_names_every_module(folder):
+    """docs/development.md's layout names each module of grader/ and grader/instructor/ (a newcomer found sixteen
+    missing); grader/child/ is named as one folder."""
+    text = read(KIT / "docs" / "development.md")
+    modules = [p.stem for p in sorted((KIT / folder).glob("*.py")) if not p.stem.startswith("__")]
+    missing = [m for m in modules if not re.search(rf"(?<![\w/]){m}(?!\w)", text)]
+    assert len(modules) > 10 and missing == [], f"docs/development.md's layout does not name {missing}"
