@@ -370,6 +370,13 @@ def _device_list(value: str | None) -> list[str] | None:
     "another seed, suite version, device set or roster: make the new ones the class's and regrade the whole class.",
 )
 @click.option(
+    "--only",
+    multiple=True,
+    metavar="STUDENT",
+    help="Regrade just this student (repeat for more), even if unchanged, from the hand-in in PATHS or, with no "
+    "PATHS, the one OUT's gradebook keeps; every other student's results and files stay as they are.",
+)
+@click.option(
     "--lms",
     multiple=True,
     type=click.Choice(["canvas", "moodle"]),
@@ -423,6 +430,7 @@ def grade(
     executor: str,
     ray_address: str | None,
     force: bool,
+    only: tuple[str, ...],
     lms: tuple[str, ...],
     assignment: str,
     reveal: bool,
@@ -467,7 +475,12 @@ def grade(
     console = Console(emoji=False)  # learner names in its lines and tables: ":white_check_mark:" stays text
     grader_pool = _executor(executor, ray_address, jobs)
     targets = list(paths)
-    if not targets:
+    if only and force:
+        raise click.UsageError(
+            "--only regrades some students under the class's conditions; --force regrades the whole class under new "
+            "ones: give one of them"
+        )
+    if not targets and not only:
         if not SAMPLE_CLASS.exists():
             raise click.UsageError(f"no PATHS given and no sample class at {SAMPLE_CLASS}")
         targets = [str(SAMPLE_CLASS)]
@@ -480,7 +493,10 @@ def grade(
     if as_class and as_one:
         raise click.UsageError("--class and --one contradict each other: give one of them")
     reading = "class" if as_class else "one" if as_one else "auto"  # grader.instructor.intake.collect's
-    intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
+    if only:
+        intake = _only(console, only, targets, reading, roster_path or out_dir, latest, out_dir)
+    else:
+        intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
         options = GradeOptions(
@@ -488,6 +504,7 @@ def grade(
             devices=_device_list(devices),
             require=require,
             force=force,
+            only=frozenset(only),
             reveal=reveal,
             limits=Limits() if timeout is None else Limits(call_seconds=timeout),
             executor=grader_pool,
@@ -621,6 +638,35 @@ def _take_in(
         more = f" and {len(intake.missing) - 20} more" if len(intake.missing) > 20 else ""
         console.print(f"[yellow]missing:[/] {console_text(shown + more)} (no hand-in; a 'missing' row each)")
     return intake
+
+
+def _only(
+    console: Console, only: tuple[str, ...], targets: list[str], reading: str, roster_from: str | Path, latest: bool,
+    out_dir: Path,
+):  # fmt: skip
+    """The hand-ins of ``--only``'s students: from PATHS (:func:`_take_in`), else the ones OUT's gradebook keeps."""
+    from dataclasses import replace
+
+    from grader.instructor.console_summary import console_text
+    from grader.instructor.intake import Intake
+
+    if targets:
+        intake = _take_in(console, targets, reading, roster_from, latest, out_dir)
+        found = {sub.student: sub for sub in intake.submissions}
+        where = "in PATHS"
+    else:
+        found = _from_book(out_dir, lambda book: book.stored_submissions())
+        if found is None:
+            raise click.UsageError(f"--only without PATHS regrades from {out_dir / 'gradebook.sqlite'}: there is none")
+        intake, where = Intake([]), f"in {out_dir / 'gradebook.sqlite'}"
+    unknown = [student for student in only if student not in found]
+    if unknown:
+        known = ", ".join(sorted(found)[:20]) + (" …" if len(found) > 20 else "")
+        raise click.UsageError(f"--only {', '.join(unknown)}: no such student {where} (there: {known or 'none'})")
+    chosen = [found[student] for student in dict.fromkeys(only)]
+    if not targets:
+        console.print(console_text(f"Regrading {', '.join(s.student for s in chosen)} from the hand-ins {where}"))
+    return replace(intake, submissions=chosen, missing=[])
 
 
 def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> None:

@@ -204,6 +204,71 @@ def test_second_run_reuses_the_gradebook(graded, tmp_path, three_formats):
     assert run_seconds(out / "gradebook.sqlite", second, "bea") == run_seconds(out / "gradebook.sqlite", first, "bea")
 
 
+def _files_of(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``folder``: its bytes and its modification time (untouched, not rewritten alike)."""
+    files = (p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+
+
+def _rows_of(db: Path, student: str) -> list[tuple]:
+    """A student's every recorded result and hand-in, run by run (times left in: a regrade would change them)."""
+    return query(db, "SELECT * FROM results WHERE student = ? ORDER BY rowid", student) + query(
+        db, "SELECT * FROM submissions WHERE student = ? ORDER BY run_id", student
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("from_paths", [False, True], ids=["from-the-gradebook", "from-paths"])
+def test_only_regrades_one_student_and_leaves_every_other_byte_identical(graded, tmp_path, three_formats, from_paths):
+    """Issue 28: ``--only bea`` regrades bea (a new run, new timings) from the hand-in the gradebook keeps, or from
+    PATHS; ada's and cal's folders are not touched, their gradebook rows are byte-identical, and so is grades.csv
+    (bea's regrade earns what her first grading did)."""
+    out = tmp_path / "D"
+    shutil.copytree(graded[0], out)
+    db = out / "gradebook.sqlite"
+    others = {s: (_files_of(out / s), _rows_of(db, s)) for s in ("ada", "cal")}
+    before_csv = (out / "grades.csv").read_bytes()
+    args = [*three_formats] if from_paths else []
+    result = invoke([*args, "--out", str(out), "--only", "bea", "--timeout", "5"])
+    assert result.exit_code == 0, result.output
+    (first,), (second,) = query(db, "SELECT id FROM runs ORDER BY id")
+    again = run_seconds(db, second, "bea")
+    assert again and again != run_seconds(db, first, "bea"), "bea was not regraded"
+    assert query(db, "SELECT DISTINCT student FROM submissions WHERE run_id = ?", second) == [("bea",)]
+    assert {s: (_files_of(out / s), _rows_of(db, s)) for s in ("ada", "cal")} == others
+    assert (out / "grades.csv").read_bytes() == before_csv
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--only", "zed"], "--only zed: no such student in"),
+        (["--only", "bea", "--force"], "give one of them"),
+    ],
+    ids=["unknown-student", "with-force"],
+)
+def test_only_refuses_an_unknown_student_or_force(graded, tmp_path, args, said):
+    out = tmp_path / "D"
+    shutil.copytree(graded[0], out)
+    db = out / "gradebook.sqlite"
+
+    def state() -> dict[str, object]:  # the gradebook by its rows: opening it may touch its header
+        files: dict[str, object] = {name: kept for name, kept in _files_of(out).items() if not name.startswith(db.name)}
+        return {**files, "runs": query(db, "SELECT * FROM runs"), **{s: _rows_of(db, s) for s in STUDENTS}}
+
+    before = state()
+    result = invoke(["--out", str(out), *args])
+    assert result.exit_code == 2 and said in flat(result.output), result.output
+    after = state()
+    assert [key for key in before.keys() | after.keys() if before.get(key) != after.get(key)] == []
+
+
+def test_only_without_paths_needs_a_gradebook(tmp_path):
+    result = invoke(["--out", str(tmp_path / "none"), "--only", "bea"])
+    assert result.exit_code == 2 and "there is none" in flat(result.output), result.output
+    assert not (tmp_path / "none").exists()
+
+
 @pytest.mark.slow
 def test_force_regrades(graded, tmp_path, three_formats):
     out = tmp_path / "D"

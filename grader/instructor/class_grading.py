@@ -161,6 +161,7 @@ class GradeOptions:
     devices: Sequence[str] | None = None  # devices to grade on; None: default_devices()
     require: Sequence[str] = ()  # devices whose absence is an error instead of a skip
     force: bool = False  # regrade everything given; with other conditions than the out folder's, the whole class
+    only: frozenset[str] = frozenset()  # students regraded even if unchanged, under the class's own conditions
     roster: RosterRows | None = None  # the class's roster; None: the one the gradebook holds, if any
     reveal: bool = False  # show hidden input values in the feedback
     limits: Limits = field(default_factory=Limits)  # time, memory and CPU of each learner process
@@ -286,9 +287,10 @@ def plan(
 
     The run grades under the out folder's conditions (:func:`class_settings`) and roster (:func:`class_roster`),
     resuming the latest unfinished run under them, else starting one.  A submission is reused, unless
-    ``options.force`` or it has an error of its own, when the run holds it unchanged or an identical input was
-    graded under identical conditions.  Everything else is left to grade, and so is every student of the class with
-    no grading under its conditions (after a forced change of them), from the hand-in the gradebook keeps.
+    ``options.force``, its student is in ``options.only`` or it has an error of its own, when the run holds it
+    unchanged or an identical input was graded under identical conditions.  Everything else is left to grade, and
+    so is every student of the class with no grading under its conditions (after a forced change of them), from the
+    hand-in the gradebook keeps.
     """
     ran, skipped = devices
     wanted = ClassSettings("" if options.seed is None else options.seed, suite_version(), sorted(ran + list(skipped)))
@@ -299,7 +301,8 @@ def plan(
     planned.roster, planned.notes = roster, notes + roster_notes
     in_this_run = {} if options.force else book.results_for_run(run_id)
     for sub in submissions:
-        reused = None if options.force or sub.error else _reusable(book, planned, sub, in_this_run.get(sub.student))
+        regrade = options.force or sub.student in options.only or sub.error
+        reused = None if regrade else _reusable(book, planned, sub, in_this_run.get(sub.student))
         if reused is None:
             planned.todo.append(sub)
         else:
