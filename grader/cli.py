@@ -468,7 +468,7 @@ def grade(
     from grader.instructor.console_summary import console_text, print_line, summary_table
     from grader.instructor.progress import grading_progress
     from grader.instructor.reports import write_reports
-    from grader.instructor.rubric import load_rubric
+    from grader.instructor.rubric import load_rubric, rubric_json
     from grader.instructor.sandbox import Limits
     from grader.instructor.stopping import EXIT_INTERRUPTED, resume_command, stop_on_signals
 
@@ -529,6 +529,7 @@ def grade(
             sys.exit(EXIT_INTERRUPTED)
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
+    _from_book(out_dir, lambda book: book.set_rubric(run.run_id, rubric_json(rubric_data)))  # for attnkit diff
     chosen = replace(run.report_options, lang=lang, lms=lms, assignment=assignment, show_output=show_output)
     problems = write_reports(out_dir, run.graded, rubric_data, chosen, run.figures, run.roll)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
@@ -893,6 +894,61 @@ def notebooks(dest: Path, force: bool) -> None:
         f"Wrote {len(written)} notebook(s) to {dest}"
         + (f": {', '.join(written)}" if written else "")
         + (f"; {len(same)} already up to date" if same else "")
+    )
+
+
+@main.command(cls=InstructorCommand)
+@click.option(
+    "--out",
+    default="attnkit-results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The out folder whose gradings to compare (its gradebook.sqlite).",
+)
+@click.option("--from", "from_run", type=int, metavar="RUN", help="The earlier grading (default: the one before --to).")
+@click.option("--to", "to_run", type=int, metavar="RUN", help="The later grading (default: the latest).")
+@click.option("--list", "list_runs", is_flag=True, help="List the out folder's gradings and compare none.")
+def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) -> None:
+    """Say what changed between two gradings of a class, before publishing: who gained or lost points, on which
+    exercise, and why (a new hand-in, the rubric's points, the cases whose verdict changed).
+
+    A grading is one finished `attnkit grade` run into --out (--list shows them); the class as of a grading is every
+    student's latest result up to it, under the rubric that run's reports were written with. Writes OUT/diff.csv and
+    OUT/diff.html (replacing the last ones) and prints the changes.
+    """
+    from grader.instructor.console_summary import console_text, print_line
+    from grader.instructor.gradebook import Gradebook
+    from grader.instructor.grading_diff import diff_gradings, run_label, write_diff
+
+    book_path = Path(out) / "gradebook.sqlite"
+    if not book_path.is_file():
+        raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
+    console = Console(emoji=False)
+    with Gradebook(book_path) as book:
+        runs = [run["id"] for run in book.finished_runs()]
+        if list_runs:
+            for run in book.finished_runs():
+                console.print(console_text(run_label(run)))
+            return
+        to_id = to_run if to_run is not None else (runs[-1] if runs else None)
+        from_id = from_run if from_run is not None else max((r for r in runs if to_id and r < to_id), default=None)
+        if to_id is None or from_id is None:
+            raise click.UsageError(f"{book_path} holds {len(runs)} finished grading(s): two are needed to compare")
+        try:
+            changes = diff_gradings(book, from_id, to_id)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    written = write_diff(out, changes)
+    console.print(console_text(f"from {run_label(changes.before)}"))
+    console.print(console_text(f"  to {run_label(changes.after)}"))
+    for line in changes.notes + [f"rubric: {line}" for line in changes.rubric_changes]:
+        print_line(console, f"[yellow]{console_text(line)}[/]")
+    for c in changes.changes:
+        was, now = ("-" if x is None else f"{x:g}" for x in (c.before, c.after))
+        print_line(console, console_text(f"{c.student}  {c.hook}: {was} -> {now}" + (f"  ({c.why})" if c.why else "")))
+    console.print(
+        f"{len(changes.changed_students)} of {changes.students} student(s) changed; written: "
+        + ", ".join(console_text(str(p)) for p in written)
     )
 
 

@@ -278,7 +278,7 @@ def test_a_version_1_gradebook_gains_the_columns_and_keeps_its_rows(tmp_path):
         assert list(gb.class_results(gb.class_settings())) == ["ada", "bo"]
         assert gb.stored_submissions()["ada"].files == {}  # graded before hand-ins were kept
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert conn.execute("SELECT message_said, note_said FROM results").fetchall() == [("", "")]
     conn.close()
 

@@ -9,7 +9,9 @@ version, seed, devices), so a rerun reuses it.  One connection is shared by all 
 Older schemas are migrated when opened (:data:`ADDED_COLUMNS`; v3 added ``figures``, v4 ``class_settings``: an
 older gradebook's class takes its latest run's conditions).  ``results.message_said`` and ``note_said`` (v5) hold
 the id and parameters of a message said by id (:func:`~grader.instructor.said.message_data`), so a report of any
-language can be written later (``message`` and ``note`` stay English; ``''``: the text as it is).
+language can be written later (``message`` and ``note`` stay English; ``''``: the text as it is).  ``runs.rubric``
+(v6) holds the points each run's reports were written under (:func:`~grader.instructor.rubric.rubric_json`; ``''``:
+not recorded), so two gradings can be compared (:mod:`grader.instructor.grading_diff`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from grader.instructor.verdict import CaseResult
 
 __all__ = ["OUTPUT_STORED", "SCHEMA_VERSION", "ClassSettings", "Gradebook"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 OUTPUT_STORED = 64 * 1024
 """At most this many characters of what a learner's process printed are kept per submission."""
 
@@ -47,7 +49,8 @@ CREATE TABLE IF NOT EXISTS runs (
     suite_version TEXT NOT NULL,
     devices TEXT NOT NULL,
     kit_version TEXT NOT NULL,
-    isolation TEXT NOT NULL
+    isolation TEXT NOT NULL,
+    rubric TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS submissions (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -99,7 +102,10 @@ CREATE TABLE IF NOT EXISTS class_settings (
 """
 
 
+RUN_COLUMNS = "id, started_at, finished_at, seed, suite_version, devices, kit_version, isolation, rubric"
+
 ADDED_COLUMNS = {
+    "runs": {"rubric": "''"},
     "submissions": {"review": "'[]'", "notes": "'[]'", "files": "'{}'", "output": "''", "printed": "'{}'"},
     "results": {"note": "''", "message_said": "''", "note_said": "''"},
 }
@@ -255,13 +261,22 @@ class Gradebook:
     def finish_run(self, run_id: int) -> None:
         self._rows("UPDATE runs SET finished_at = ? WHERE id = ?", _now(), run_id)
 
+    def set_rubric(self, run_id: int, rubric: str) -> None:
+        """Record the rubric the run's reports are written under (:func:`~grader.instructor.rubric.rubric_json`)."""
+        self._rows("UPDATE runs SET rubric = ? WHERE id = ?", str(rubric), run_id)
+
     def _run(self, where: str, *args: Any) -> dict[str, Any] | None:
         """The run's row as a dict (``devices`` a list, ``seed`` an int where it is one)."""
-        row = self._row(f"SELECT * FROM runs WHERE {where}", *args)
+        row = self._row(f"SELECT {RUN_COLUMNS} FROM runs WHERE {where}", *args)
         if row is None:
             return None
-        keys = ("id", "started_at", "finished_at", "seed", "suite_version", "devices", "kit_version", "isolation")
-        return {**dict(zip(keys, row)), "seed": _seed_out(row[3]), "devices": json.loads(row[5])}
+        return {**dict(zip(RUN_COLUMNS.split(", "), row)), "seed": _seed_out(row[3]), "devices": json.loads(row[5])}
+
+    def finished_runs(self) -> list[dict[str, Any]]:
+        """Every finished run, oldest first, as :meth:`get_run` gives it, with ``students``: how many it graded."""
+        ids = [int(i) for (i,) in self._rows("SELECT id FROM runs WHERE finished_at IS NOT NULL ORDER BY id")]
+        counts = dict(self._rows("SELECT run_id, COUNT(*) FROM submissions GROUP BY run_id"))
+        return [{**(self.get_run(i) or {}), "students": int(counts.get(i, 0))} for i in ids]
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         return self._run("id = ?", run_id)
@@ -416,15 +431,18 @@ class Gradebook:
     def set_roster_rows(self, rows: Iterable[Mapping[str, object]]) -> None:
         self._set("roster", json.dumps(_text_rows(rows)))
 
-    def class_results(self, settings: ClassSettings) -> dict[str, tuple[int, Submission, list[CaseResult]]]:
+    def class_results(
+        self, settings: ClassSettings, up_to: int | None = None
+    ) -> dict[str, tuple[int, Submission, list[CaseResult]]]:
         """``student -> (run id, submission with its files, results)``: the latest grading of every student
-        recorded under ``settings`` (the class of this out folder), students sorted."""
+        recorded under ``settings`` (the class of this out folder), students sorted; with ``up_to``, the class as
+        it stood after that run (runs after it left out)."""
         wanted = _devices_key(settings.devices)
         with self._lock:
             rows = self._rows(
                 "SELECT s.run_id, s.student, r.devices FROM submissions s JOIN runs r ON r.id = s.run_id"
-                " WHERE r.suite_version = ? AND r.seed = ? ORDER BY s.graded_at, s.run_id",
-                str(settings.suite_version), str(settings.seed),
+                " WHERE r.suite_version = ? AND r.seed = ? AND r.id <= ? ORDER BY s.graded_at, s.run_id",
+                str(settings.suite_version), str(settings.seed), 2**62 if up_to is None else up_to,
             )  # fmt: skip
             latest = {
                 student: int(run_id) for run_id, student, devices in rows if _devices_key(json.loads(devices)) == wanted

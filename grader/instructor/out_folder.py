@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["CLASS_FILES", "CLASS_HTML", "CLASS_MD", "GRADEBOOK", "GRADES_CSV", "JUNIT_XML", "LMS_NAMES", "class_file",
-           "lms_file", "write_text"]  # fmt: skip
+__all__ = [
+    "CLASS_FILES", "CLASS_HTML", "CLASS_MD", "DIFF_CSV", "DIFF_HTML", "GRADEBOOK", "GRADES_CSV", "JUNIT_XML",
+    "LMS_NAMES", "class_file", "lms_file", "write_text",
+]  # fmt: skip
 
 GRADEBOOK = "gradebook.sqlite"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -20,6 +22,8 @@ GRADES_CSV = "grades.csv"
 JUNIT_XML = "junit.xml"
 CLASS_HTML = "class.html"
 CLASS_MD = "class.md"
+DIFF_CSV = "diff.csv"
+DIFF_HTML = "diff.html"
 LMS_NAMES = ("canvas", "moodle")
 """The LMS exports ``--lms`` names; each is written to ``<name>.csv``."""
 
@@ -32,11 +36,11 @@ def lms_file(name: str) -> str:
 
 
 CLASS_FILES = frozenset(
-    {GRADES_CSV, JUNIT_XML, CLASS_HTML, CLASS_MD, GRADEBOOK}
+    {GRADES_CSV, JUNIT_XML, CLASS_HTML, CLASS_MD, DIFF_CSV, DIFF_HTML, GRADEBOOK}
     | {GRADEBOOK + side for side in SQLITE_SIDE_FILES}
     | {lms_file(name) for name in LMS_NAMES}
 )
-"""Every file name ``attnkit grade`` writes at the top of an out folder."""
+"""Every file name ``attnkit grade`` (and ``attnkit diff``) writes at the top of an out folder."""
 
 
 def class_file(out: str | Path, name: str) -> Path:

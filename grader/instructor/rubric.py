@@ -15,6 +15,7 @@ of its points: not running is never a free pass.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -103,6 +104,21 @@ def _visibility(source: str | Path, table: object) -> tuple[dict[str, str], str]
             raise _fail(source, f"[visibility] {key} = {value!r}: a visibility is one of {', '.join(VISIBILITIES)}")
     found = dict(table)
     return found, found.pop("default", "visible")
+
+
+def rubric_json(rubric: Rubric) -> str:
+    """What grading needs of ``rubric`` (points, all-or-nothing hooks) as JSON, for the gradebook's run."""
+    return json.dumps({"points": rubric.points, "all_or_nothing": sorted(rubric.all_or_nothing)}, sort_keys=True)
+
+
+def rubric_from_json(text: str, source: str) -> Rubric:
+    """The rubric :func:`rubric_json` wrote; hooks it lacks (added since) keep their defaults, hooks unknown now
+    are dropped."""
+    data = json.loads(text)
+    points = {hook: value for hook, value in data.get("points", {}).items() if hook in HOOK_NAMES}
+    added = {r.hook for r in TABLE if r.all_or_nothing and r.hook not in data.get("points", {})}
+    aon = [hook for hook in data.get("all_or_nothing", []) if hook in HOOK_NAMES] + sorted(added)
+    return parse_rubric({"points": points, "all_or_nothing": aon}, source)
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:
