@@ -494,6 +494,12 @@ def grade(
         raise click.UsageError("--class and --one contradict each other: give one of them")
     reading = "class" if as_class else "one" if as_one else "auto"  # grader.instructor.intake.collect's
     if only:
+        last = _from_book(out_dir, lambda book: ([{}] + book.finished_runs())[-1].get("rubric", ""))
+        if last and last != rubric_json(rubric_data):
+            raise click.UsageError(
+                "--only leaves every other student's files as they are, and this rubric is not the one the class "
+                "was last graded under: grade the whole class (no --only) to apply a new rubric"
+            )
         intake = _only(console, only, targets, reading, roster_path or out_dir, latest, out_dir)
     else:
         intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
@@ -529,7 +535,12 @@ def grade(
             sys.exit(EXIT_INTERRUPTED)
         except (RuntimeError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
-    _from_book(out_dir, lambda book: book.set_rubric(run.run_id, rubric_json(rubric_data)))  # for attnkit diff
+    def remember(book) -> tuple:  # this run's rubric and choices (attnkit diff, override); the overrides in force
+        book.set_rubric(run.run_id, rubric_json(rubric_data))
+        book.set_report_choices({"lang": lang, "lms": list(lms), "assignment": assignment, "show_output": show_output})
+        return tuple(override for override, _ in book.overrides())
+
+    rubric_data = replace(rubric_data, overrides=_from_book(out_dir, remember) or ())
     chosen = replace(run.report_options, lang=lang, lms=lms, assignment=assignment, show_output=show_output)
     problems = write_reports(out_dir, run.graded, rubric_data, chosen, run.figures, run.roll)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
@@ -950,6 +961,71 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
         f"{len(changes.changed_students)} of {changes.students} student(s) changed; written: "
         + ", ".join(console_text(str(p)) for p in written)
     )
+
+
+@main.command(cls=InstructorCommand)
+@click.argument("student", required=False)
+@click.argument("exercise", required=False)
+@click.argument("points", type=float, required=False)
+@click.option("--reason", help="Why (required to add): the student's feedback says it.")
+@click.option("--by", default=lambda: os.environ.get("USER") or "", help="Who made it (default: $USER).")
+@click.option(
+    "--out",
+    default="attnkit-results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The graded class's out folder.",
+)
+@click.option("--list", "list_them", is_flag=True, help="List the overrides (undone ones too) and change nothing.")
+@click.option("--undo", type=int, metavar="ID", help="Undo the override of this id (see --list).")
+def override(
+    student: str | None, exercise: str | None, points: float | None, reason: str | None, by: str, out: str,
+    list_them: bool, undo: int | None,
+) -> None:  # fmt: skip
+    """Set a student's points on one EXERCISE (or on the total: EXERCISE 'total') by hand, with a reason.
+
+    attnkit override alice causal_mask 1.5 --reason "regrade request: the mask was right, the dtype was not"
+
+    The override replaces the computed points in grades.csv (status 'adjusted: ...'), the LMS exports, results.json,
+    the class report and the student's feedback (which says it and why), and survives every later attnkit grade into
+    OUT (a late hand-in, --only, --force under a new rubric) until undone with --undo ID.  Adding or undoing one
+    writes the reports again from the gradebook at once, with the last grading's rubric and choices; nothing is
+    regraded.
+    """
+    from grader.instructor.console_summary import console_text, print_line
+    from grader.instructor.gradebook import Gradebook
+    from grader.instructor.overrides import OverrideError, add_override, undo_override, write_reports_again
+
+    adding = (student, exercise, points) != (None, None, None)
+    if sum((adding, list_them, undo is not None)) != 1:
+        raise click.UsageError("give STUDENT EXERCISE POINTS --reason WHY, or --list, or --undo ID (one of them)")
+    if adding and (exercise is None or points is None):
+        raise click.UsageError("an override is STUDENT EXERCISE POINTS (all three) --reason WHY")
+    book_path = Path(out) / "gradebook.sqlite"
+    if not book_path.is_file():
+        raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
+    console = Console(emoji=False)
+    try:
+        with Gradebook(book_path) as book:
+            if list_them:
+                for o, undone in book.overrides(undone=True):
+                    state = f"undone {undone[:16]}" if undone else "in force"
+                    line = f"{o.id} {o.student} {o.exercise} = {o.points:g} ({state}; {o.by} {o.at[:16]})"
+                    console.print(console_text(f"{line}: {o.reason}"), soft_wrap=True)
+                return
+            if undo is not None:
+                who = undo_override(book, undo)
+                said = f"override {undo} undone"
+            else:
+                assert student is not None and exercise is not None and points is not None
+                made = add_override(book, student, exercise, points, reason or "", by)
+                who, said = student, f"override {made}: {student} {exercise} = {points:g}"
+    except OverrideError as exc:
+        raise click.UsageError(str(exc)) from None
+    problems = write_reports_again(Path(out), [who])
+    console.print(console_text(f"{said}; the class files and {who}'s feedback are written again"))
+    for line in problems:
+        print_line(console, f"[red]report:[/] {console_text(line)}")
 
 
 @main.command()

@@ -276,7 +276,7 @@ def grade_class(paths: list[str] | Intake, out: Path, options: GradeOptions | No
         if options.stop.is_set() and len(graded) < len(planned.todo):
             raise GradingStopped(len(planned.reused) + len(graded), len(planned.submissions))
         book.finish_run(planned.run_id)
-        roll = class_roll(book, planned, out)
+        roll = class_roll(book, ClassSettings(planned.seed, planned.version, planned.conditions), planned.roster, out)
     return _summary(planned, {**planned.reused, **graded}, isolation, roll, executor)
 
 
@@ -577,12 +577,11 @@ def stale_folders(out: Path, students: Iterable[str]) -> list[str]:
     ]
 
 
-def class_roll(book: Gradebook, planned: Plan, out: Path) -> ClassRoll:
+def class_roll(book: Gradebook, settings: ClassSettings, roster: list[dict[str, str]], out: Path) -> ClassRoll:
     """The whole class of the out folder as the gradebook holds it: the latest grading of each student,
     what each printed, the roster's students with no hand-in, and folders of no student of the class."""
-    settings = ClassSettings(planned.seed, planned.version, planned.conditions)
     latest = book.class_results(settings)
-    people = {r["id"]: Person(r["id"], r.get("name", ""), r.get("email", "")) for r in planned.roster if r["id"]}
+    people = {r["id"]: Person(r["id"], r.get("name", ""), r.get("email", "")) for r in roster if r["id"]}
     return ClassRoll(
         graded=[(sub, results) for _, sub, results in latest.values()],
         missing=[person for student, person in people.items() if student not in latest],

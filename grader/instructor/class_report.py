@@ -184,7 +184,7 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
     options = options or ReportOptions()
     lang = options.lang
     graded = sorted(roll.graded, key=lambda item: item[0].student)
-    scored = [(sub, results, score(results, rubric)) for sub, results in graded]
+    scored = [(sub, results, score(results, rubric, sub.student)) for sub, results in graded]
     judged = [(sub, results, scores) for sub, results, scores in scored if not status(sub, results).startswith("error")]
     exercises = []
     for hook in HOOK_NAMES:
@@ -203,14 +203,14 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
     top = sorted((m for e in exercises for m in e.mistakes), key=lambda m: (-m.count, m.hook, m.mistake))
     lines = []
     for sub, results, scores in scored:
-        earned, possible = total(scores)
+        earned, possible = total(scores, rubric, sub.student)
         person = roll.people.get(sub.student, Person(sub.student))
         printed = roll.outputs.get(sub.student, "")
         first = next((line for line in printed.splitlines() if line.strip()), "")
         printed_in = ", ".join(h for h in HOOK_NAMES if roll.printed.get(sub.student, {}).get(h))
         lines.append(
             Line(
-                inert(sub.student), inert(person.name), inert(status(sub, results)), short_points(earned),
+                inert(sub.student), inert(person.name), inert(status(sub, results, rubric)), short_points(earned),
                 short_points(possible), _link(sub.student, "feedback.html"),
                 _link(sub.student, "output.txt") if printed else "", one_line(inert(first), 120), len(printed),
                 printed_in,

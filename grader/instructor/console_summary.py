@@ -54,8 +54,8 @@ def summary_table(graded: Graded, rubric: Rubric) -> Table:
     table.add_column("points lost in", overflow="fold")
     table.add_column("error / review", max_width=64)
     for sub, results in by_student(graded):
-        scores = score(results, rubric)
-        earned, possible = total(scores)
+        scores = score(results, rubric, sub.student)
+        earned, possible = total(scores, rubric, sub.student)
         lost = [
             f"[{'red' if got == 0 else 'yellow'}]{hook} {short_points(got)}/{short_points(worth)}[/]"
             for hook, (got, worth) in scores.items()

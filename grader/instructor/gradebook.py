@@ -11,7 +11,9 @@ older gradebook's class takes its latest run's conditions).  ``results.message_s
 the id and parameters of a message said by id (:func:`~grader.instructor.said.message_data`), so a report of any
 language can be written later (``message`` and ``note`` stay English; ``''``: the text as it is).  ``runs.rubric``
 (v6) holds the points each run's reports were written under (:func:`~grader.instructor.rubric.rubric_json`; ``''``:
-not recorded), so two gradings can be compared (:mod:`grader.instructor.grading_diff`).
+not recorded), so two gradings can be compared (:mod:`grader.instructor.grading_diff`); ``overrides`` (v6) the
+instructor's grades that replace computed points (:class:`~grader.instructor.rubric.Override`), kept apart from any
+run so that every regrade keeps them; undoing one only marks it undone.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from safetensors.torch import save as save_tensors
 
 from grader.instructor.heatmaps import Figure
 from grader.instructor.intake import Submission
+from grader.instructor.rubric import Override
 from grader.instructor.said import message_data, message_from_data
 from grader.instructor.verdict import CaseResult
 
@@ -94,6 +97,16 @@ CREATE TABLE IF NOT EXISTS figures (
     tensors BLOB NOT NULL,
     PRIMARY KEY (run_id, student, hook),
     FOREIGN KEY (run_id, student) REFERENCES submissions(run_id, student)
+);
+CREATE TABLE IF NOT EXISTS overrides (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    student TEXT NOT NULL,
+    exercise TEXT NOT NULL,
+    points REAL NOT NULL,
+    reason TEXT NOT NULL,
+    made_by TEXT NOT NULL,
+    made_at TEXT NOT NULL,
+    undone_at TEXT
 );
 CREATE TABLE IF NOT EXISTS class_settings (
     key TEXT PRIMARY KEY,
@@ -406,6 +419,13 @@ class Gradebook:
             key, value,
         )  # fmt: skip
 
+    def report_choices(self) -> dict[str, Any]:
+        """The last ``attnkit grade``'s choices for the files (``lang``, ``lms``, ``assignment``, ``show_output``)."""
+        return dict(_loads(self._setting("report_choices")) or {})
+
+    def set_report_choices(self, choices: Mapping[str, Any]) -> None:
+        self._set("report_choices", json.dumps(dict(choices), sort_keys=True))
+
     def class_settings(self) -> ClassSettings | None:
         """The out folder's conditions; for a gradebook from before they were kept, its latest run's; else None."""
         with self._lock:
@@ -422,6 +442,30 @@ class Gradebook:
             self._set("seed", str(settings.seed))
             self._set("suite_version", str(settings.suite_version))
             self._set("devices", json.dumps(_devices_key(settings.devices)))
+
+    def add_override(self, student: str, exercise: str, points: float, reason: str, by: str) -> int:
+        """Record the instructor's grade of ``student`` on ``exercise`` (or ``"total"``); returns its id."""
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT INTO overrides (student, exercise, points, reason, made_by, made_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (str(student), str(exercise), float(points), str(reason), str(by), _now()),
+            )
+            return int(cur.lastrowid or 0)
+
+    def undo_override(self, override_id: int) -> bool:
+        """Mark an override in force undone; False where there is none of that id in force."""
+        with self._lock:
+            cur = self._conn.execute(
+                "UPDATE overrides SET undone_at = ? WHERE id = ? AND undone_at IS NULL", (_now(), int(override_id))
+            )
+            return cur.rowcount == 1
+
+    def overrides(self, undone: bool = False) -> list[tuple[Override, str | None]]:
+        """``(override, undone at)`` in the order made: those in force, or (``undone``) all of them."""
+        where = "" if undone else " WHERE undone_at IS NULL"
+        columns = "id, student, exercise, points, reason, made_by, made_at, undone_at"
+        rows = self._rows(f"SELECT {columns} FROM overrides{where} ORDER BY id")
+        return [(Override(int(r[0]), r[1], r[2], float(r[3]), r[4], r[5], r[6]), r[7]) for r in rows]
 
     def roster_rows(self) -> list[dict[str, str]] | None:
         """The class's roster as stored (``id``, ``name``, ``email``, ``pattern`` per row), or None."""

@@ -27,9 +27,10 @@ def grades_rows(graded: Graded, rubric: Rubric, missing: Iterable[Person] = ()) 
         [spreadsheet_cell(p.id), MISSING, *("" for _ in HOOK_NAMES), "", fmt_points(rubric.max_total)] for p in missing
     ]
     for sub, results in by_student(graded):
-        scores = score(results, rubric)
-        cells = [spreadsheet_cell(sub.student), spreadsheet_cell(status(sub, results))]
-        rows.append(cells + [fmt_points(x) for x in (*(scores[h][0] for h in HOOK_NAMES), *total(scores))])
+        scores = score(results, rubric, sub.student)
+        cells = [spreadsheet_cell(sub.student), spreadsheet_cell(status(sub, results, rubric))]
+        earned = (*(scores[h][0] for h in HOOK_NAMES), *total(scores, rubric, sub.student))
+        rows.append(cells + [fmt_points(x) for x in earned])
     return rows[:1] + sorted(rows[1:] + absent, key=lambda row: row[0])
 
 

@@ -11,6 +11,7 @@ the rubric's points or all-or-nothing rule changed, and which cases now pass or 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -124,15 +125,19 @@ def diff_gradings(book: Gradebook, before_id: int, after_id: int) -> GradingDiff
             raise ValueError(f"run {run_id} is not a finished grading in {book.path} (its gradings: {known})")
     before, after = runs[before_id], runs[after_id]
     (old_rubric, old_note), (new_rubric, new_note) = _rubric_of(before), _rubric_of(after)
+    in_force = tuple(o for o, _ in book.overrides())  # the instructor's word stands in both: as the files say
+    old_rubric, new_rubric = (dataclasses.replace(r, overrides=in_force) for r in (old_rubric, new_rubric))
     diff = GradingDiff(before, after, notes=[n for n in (old_note, new_note) if n])
+    if in_force:
+        diff.notes.append(f"{len(in_force)} override(s) in force, applied to both gradings (attnkit override --list)")
     by_rubric = _rubric_reasons(old_rubric, new_rubric)
     diff.rubric_changes = [f"{hook}: {why.removeprefix('rubric: ')}" for hook, why in by_rubric.items()]
     old_class, new_class = _class_as_of(book, before), _class_as_of(book, after)
     diff.students = len(old_class.keys() | new_class.keys())
     for student in sorted(old_class.keys() | new_class.keys()):
         old, new = old_class.get(student), new_class.get(student)
-        old_scores = score(old[1], old_rubric) if old else None
-        new_scores = score(new[1], new_rubric) if new else None
+        old_scores = score(old[1], old_rubric, student) if old else None
+        new_scores = score(new[1], new_rubric, student) if new else None
         handed_in = "new hand-in" if old and new and old[0] != new[0] else None
         for hook in HOOK_NAMES:
             was = old_scores[hook][0] if old_scores else None
@@ -145,8 +150,10 @@ def diff_gradings(book: Gradebook, before_id: int, after_id: int) -> GradingDiff
             else:
                 reasons = [r for r in (handed_in, by_rubric.get(hook)) if r] + cases
             diff.changes.append(Change(student, hook, was, now, "; ".join(reasons) or "same cases, same rubric"))
-        if old_scores is not None and new_scores is not None and total(old_scores) != total(new_scores):
-            diff.changes.append(Change(student, "total", total(old_scores)[0], total(new_scores)[0], ""))
+        if old_scores is not None and new_scores is not None:
+            was_total, now_total = total(old_scores, old_rubric, student)[0], total(new_scores, new_rubric, student)[0]
+            if was_total != now_total:
+                diff.changes.append(Change(student, "total", was_total, now_total, ""))
     return diff
 
 

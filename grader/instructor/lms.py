@@ -32,8 +32,9 @@ def student_points(roll: ClassRoll, rubric: Rubric) -> list[tuple[Person, str]]:
     rows: dict[str, tuple[Person, str]] = {}
     for sub, results in roll.graded:
         person = roll.people.get(sub.student, Person(sub.student))
-        graded = not status(sub, results).startswith("error")
-        rows[sub.student] = (person, fmt_points(total(score(results, rubric))[0]) if graded else "")
+        graded = not status(sub, results).startswith("error") or bool(rubric.overrides_of(sub.student))
+        earned = total(score(results, rubric, sub.student), rubric, sub.student)[0]
+        rows[sub.student] = (person, fmt_points(earned) if graded else "")
     for person in roll.missing:
         rows.setdefault(person.id, (person, ""))
     return [rows[student] for student in sorted(rows)]

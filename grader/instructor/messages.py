@@ -64,6 +64,10 @@ _TEXTS: dict[str, tuple[str, str]] = {  # key: (English, Chinese)
         "No case of this exercise ran, so it earns 0 points.",
         "这道练习没有运行任何用例，所以得 0 分。",
     ),
+    "adjusted": (
+        "Adjusted by the instructor: {change} ({was} -> {now} points). Why: {reason}",
+        "教师已调整分数：{change}（{was} -> {now} 分）。原因：{reason}",
+    ),
     "note_all_or_nothing": ("All or nothing: a failed case means 0 points.", "全对才得分：有一个用例失败就是 0 分。"),
     "figure_caption": (
         "The failing case {label}: expected, what your code returned, and where they differ.",

@@ -16,7 +16,7 @@ from typing import Any
 from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
 from grader.instructor.intake import Submission
 from grader.instructor.messages import texts
-from grader.instructor.rubric import HookCounts, Rubric, count_cases, score, total
+from grader.instructor.rubric import TOTAL, HookCounts, Rubric, count_cases, score, total
 from grader.instructor.said import Message, message_in
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult, case_label
 from grader.registry import HOOK_NAMES, format_hook
@@ -209,6 +209,7 @@ class ExerciseReport:
     visibility: str = "visible"  # Gradescope's visibility of this exercise's test (the rubric's)
     printed: str = ""  # what the learner's code printed in this exercise's calls (shown with --show-output)
     t: Mapping[str, str] = field(default_factory=lambda: texts("en"))
+    adjusted: str = ""  # the instructor's override of these points, said (t["adjusted"])
 
     @property
     def status(self) -> str:
@@ -245,6 +246,8 @@ class ExerciseReport:
     @property
     def note(self) -> str:
         """Why the points are what they are, when that is not obvious (a sentence, in the report's language)."""
+        if self.adjusted:
+            return self.adjusted
         if self.counts.ran == 0:
             return self.t["note_nothing_ran_skipped"] if self.counts.skipped else self.t["note_nothing_ran"]
         if self.all_or_nothing and self.counts.failed:
@@ -300,6 +303,7 @@ class StudentReport:
     show_output: bool = False
     visibility: str = "visible"  # results.json's top visibility: the rubric's default
     t: Mapping[str, str] = field(default_factory=lambda: texts("en"))
+    adjusted: str = ""  # the instructor's override of the total, said (t["adjusted"])
 
     @property
     def cases(self) -> HookCounts:
@@ -322,6 +326,8 @@ class StudentReport:
     def summary(self) -> str:
         c = self.cases
         text = f"{self.student}: {fmt_points(self.earned)} / {fmt_points(self.possible)} points"
+        if self.adjusted:
+            text += f" ({self.adjusted})"
         if self.error:
             return f"{text}; the submission could not be graded: {one_line(self.error)}"
         if self.headline:
@@ -417,8 +423,18 @@ def student_report(
     options = options or ReportOptions()
     lang, show_output, t = options.lang, options.show_output, texts(options.lang)
     results = hook_order(results)
-    scores, counts = score(results, rubric), count_cases(results)
+    student = submission.student
+    computed, scores, counts = score(results, rubric), score(results, rubric, student), count_cases(results)
+    overrides = rubric.overrides_of(student)
     ran = device_summary(results, options)[0]
+
+    def adjusted(name: str, was: float, now: float) -> str:
+        """The override of ``name``'s points said, or ``""``."""
+        if name not in overrides:
+            return ""
+        change = f"{now - was:+.2f}"
+        return t["adjusted"].format(change=change, was=short_points(was), now=short_points(now),
+                                    reason=inert_line(overrides[name].reason))  # fmt: skip
 
     def absent_device(r: CaseResult) -> bool:
         return r.status == SKIPPED and r.device not in ran
@@ -435,15 +451,17 @@ def student_report(
                 visibility=rubric.visibility_of(hook),
                 printed=inert((printed or {}).get(hook, "")) if show_output else "",
                 t=t,
+                adjusted=adjusted(hook, computed[hook][0], scores[hook][0]),
             )
         )
     headline = submission_error(submission, results)
     return StudentReport(
         submission.student, inert_line(submission.source), submission.format,
         inert(submission.error) if submission.error else submission.error,
-        *total(scores), exercises, ran,
+        *total(scores, rubric, student), exercises, ran,
         headline=inert(message_in(headline, lang)) if headline else "",
         lang=lang, show_output=show_output, visibility=rubric.default_visibility, t=t,
+        adjusted=adjusted(TOTAL, total(scores)[0], total(scores, rubric, student)[0]),
     )
 
 
@@ -503,15 +521,18 @@ def timed_out_hooks(results: Iterable[CaseResult]) -> list[str]:
     return list(dict.fromkeys(r.hook for r in results if r.status == FAILED and _out_of_time(r.message)))
 
 
-def status(sub: Submission, results: Sequence[CaseResult]) -> str:
+def status(sub: Submission, results: Sequence[CaseResult], rubric: Rubric | None = None) -> str:
     """``graded``, ``review: <constructs>`` (points unchanged), ``timed out: <exercises>`` (beside a review: the
-    exercises whose cases ran out of time) or ``error: <one line>``, for grades.csv and the class report."""
+    exercises whose cases ran out of time) or ``error: <one line>``, for grades.csv and the class report; then
+    ``adjusted: <exercises>`` where the rubric holds the instructor's overrides of the student's points."""
+    adjusted = list(rubric.overrides_of(sub.student)) if rubric is not None else []
+    tail = [f"adjusted: {', '.join(adjusted)}"] if adjusted else []
     error = submission_error(sub, results)
     if error:
-        return "error: " + one_line(inert(error), MAX_STATUS_CHARS)
+        return "; ".join(["error: " + one_line(inert(error), MAX_STATUS_CHARS), *tail])
     said = ["review: " + one_line(inert(review_summary(sub.review)), MAX_STATUS_CHARS)] if sub.review else []
     if timed := timed_out_hooks(results):
         said.append("timed out: " + ", ".join(timed))
-    return "; ".join(said) or "graded"
+    return "; ".join(said + tail) or "graded"
 
 

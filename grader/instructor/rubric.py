@@ -37,15 +37,38 @@ VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 """The visibilities Gradescope reads for a test of ``results.json``."""
 
 
+TOTAL = "total"
+"""The exercise name an override of a student's whole grade gives."""
+
+
+@dataclass(frozen=True)
+class Override:
+    """The instructor's grade for one student on one exercise (or on the total): it replaces the points grading
+    computed, in every file, under every later regrade, until undone (kept in the gradebook)."""
+
+    id: int
+    student: str
+    exercise: str  # a hook, or TOTAL
+    points: float
+    reason: str
+    by: str = ""
+    at: str = ""
+
+
 @dataclass(frozen=True)
 class Rubric:
-    """Points per hook, for every hook of ``HOOK_NAMES``."""
+    """Points per hook, for every hook of ``HOOK_NAMES``, and the instructor's overrides of some students' points."""
 
     points: dict[str, float]
     all_or_nothing: frozenset[str] = frozenset()
     source: str = ""
     visibility: dict[str, str] = field(default_factory=dict)  # hook -> its test's visibility, where not the default
     default_visibility: str = "visible"
+    overrides: tuple[Override, ...] = ()  # in the order made: a later one of the same student and exercise wins
+
+    def overrides_of(self, student: str) -> dict[str, Override]:
+        """``exercise -> Override`` in force for ``student`` (``TOTAL`` for the whole grade)."""
+        return {o.exercise: o for o in self.overrides if o.student == student}
 
     def visibility_of(self, hook: str) -> str:
         """The Gradescope visibility of ``hook``'s test in ``results.json``."""
@@ -107,8 +130,10 @@ def _visibility(source: str | Path, table: object) -> tuple[dict[str, str], str]
 
 
 def rubric_json(rubric: Rubric) -> str:
-    """What grading needs of ``rubric`` (points, all-or-nothing hooks) as JSON, for the gradebook's run."""
-    return json.dumps({"points": rubric.points, "all_or_nothing": sorted(rubric.all_or_nothing)}, sort_keys=True)
+    """``rubric`` as JSON (points, all-or-nothing hooks, visibilities; not its overrides), for the gradebook's run."""
+    visibility = {"default": rubric.default_visibility, **rubric.visibility}
+    data = {"points": rubric.points, "all_or_nothing": sorted(rubric.all_or_nothing), "visibility": visibility}
+    return json.dumps(data, sort_keys=True)
 
 
 def rubric_from_json(text: str, source: str) -> Rubric:
@@ -118,7 +143,8 @@ def rubric_from_json(text: str, source: str) -> Rubric:
     points = {hook: value for hook, value in data.get("points", {}).items() if hook in HOOK_NAMES}
     added = {r.hook for r in TABLE if r.all_or_nothing and r.hook not in data.get("points", {})}
     aon = [hook for hook in data.get("all_or_nothing", []) if hook in HOOK_NAMES] + sorted(added)
-    return parse_rubric({"points": points, "all_or_nothing": aon}, source)
+    visibility = {k: v for k, v in data.get("visibility", {}).items() if k == "default" or k in HOOK_NAMES}
+    return parse_rubric({"points": points, "all_or_nothing": aon, "visibility": visibility}, source)
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:
@@ -168,13 +194,23 @@ def hook_points(points: float, counts: HookCounts, all_or_nothing: bool) -> floa
     return round(points * counts.passed / counts.ran, 2)
 
 
-def score(results: Iterable[CaseResult], rubric: Rubric) -> dict[str, tuple[float, float]]:
-    """``{hook: (earned, possible)}`` for every hook in ``HOOK_NAMES`` order, for one student's results."""
+def score(results: Iterable[CaseResult], rubric: Rubric, student: str = "") -> dict[str, tuple[float, float]]:
+    """``{hook: (earned, possible)}`` for every hook in ``HOOK_NAMES`` order, for one student's results; the
+    rubric's overrides of ``student``'s points replace what the cases earned."""
     counts = count_cases(results)
     points = {hook: rubric.points.get(hook, 0.0) for hook in HOOK_NAMES}
-    return {hook: (hook_points(p, counts[hook], hook in rubric.all_or_nothing), p) for hook, p in points.items()}
+    scores = {hook: (hook_points(p, counts[hook], hook in rubric.all_or_nothing), p) for hook, p in points.items()}
+    for hook, override in rubric.overrides_of(student).items():
+        if hook in scores:
+            scores[hook] = (round(override.points, 2), scores[hook][1])
+    return scores
 
 
-def total(scores: dict[str, tuple[float, float]]) -> tuple[float, float]:
-    """``(earned, possible)`` over all hooks, rounded to 2 decimals."""
-    return (round(sum(e for e, _ in scores.values()), 2), round(sum(p for _, p in scores.values()), 2))
+def total(
+    scores: dict[str, tuple[float, float]], rubric: Rubric | None = None, student: str = ""
+) -> tuple[float, float]:
+    """``(earned, possible)`` over all hooks, rounded to 2 decimals; an override of ``student``'s total replaces
+    the sum."""
+    earned, possible = round(sum(e for e, _ in scores.values()), 2), round(sum(p for _, p in scores.values()), 2)
+    override = rubric.overrides_of(student).get(TOTAL) if rubric is not None and student else None
+    return (round(override.points, 2) if override else earned, possible)

@@ -1,0 +1,150 @@
+"""``attnkit override``: an instructor's grade that every file says and every regrade keeps (issue 28).
+
+A class of two (ada correct, bea with a wrong causal mask) graded once with ``--lms canvas``; each test works on a
+copy.  Undoing an override must give back every file byte for byte: the reports written again from the gradebook
+are exactly what ``attnkit grade`` wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from learner_code import alice_with, other_groups_answers
+
+from grader.cli import main
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="grading reads /proc; Linux only")
+
+REASON = "regrade request: the mask was right & <b>only</b> its dtype was not"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def row(out: Path, student: str) -> dict[str, str]:
+    with (out / "grades.csv").open(newline="", encoding="utf-8") as fh:
+        (found,) = [r for r in csv.DictReader(fh) if r["student"] == student]
+    return found
+
+
+def files(out: Path) -> dict[str, bytes]:
+    """Every file the reports wrote (the gradebook left out: it holds the overrides)."""
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in out.rglob("*")
+        if p.is_file() and not p.name.startswith("gradebook.sqlite")
+    }
+
+
+@pytest.fixture(scope="module")
+def hand_ins(tmp_path_factory) -> list[str]:
+    root = tmp_path_factory.mktemp("hand-ins")
+    others = other_groups_answers()
+    (root / "ada.py").write_text(alice_with(None) + others, encoding="utf-8")
+    (root / "bea.py").write_text(alice_with("wrong_causal_mask") + others, encoding="utf-8")
+    return [str(root / "ada.py"), str(root / "bea.py")]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, hand_ins) -> Path:
+    out = tmp_path_factory.mktemp("graded") / "D"
+    result = invoke("grade", *hand_ins, "--out", str(out), "--seed", "7", "--lms", "canvas")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture()
+def out(graded, tmp_path) -> Path:
+    copy = tmp_path / "D"
+    shutil.copytree(graded, copy)
+    return copy
+
+
+@pytest.mark.slow
+def test_an_override_is_in_every_file_and_undoing_it_gives_every_file_back(out):
+    before = files(out)
+    bea = row(out, "bea")
+    assert float(bea["causal_mask"]) < 1.0
+    result = invoke("override", "bea", "causal_mask", "1", "--reason", REASON, "--by", "prof", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    adjusted = row(out, "bea")
+    assert adjusted["status"] == "adjusted: causal_mask" and float(adjusted["causal_mask"]) == 1.0
+    gain = 1.0 - float(bea["causal_mask"])
+    assert float(adjusted["total"]) == pytest.approx(float(bea["total"]) + gain)
+    canvas = (out / "canvas.csv").read_text(encoding="utf-8")
+    assert f"{float(adjusted['total']):.2f}" in canvas
+    results = json.loads((out / "bea" / "results.json").read_text(encoding="utf-8"))
+    (test,) = [t for t in results["tests"] if t["name"] == "causal_mask"]
+    assert test["score"] == 1.0 and REASON in test["output"] and results["score"] == float(adjusted["total"])
+    assert f"Why: {REASON}" in (out / "bea" / "feedback.md").read_text(encoding="utf-8").replace("\\", "")
+    html = (out / "bea" / "feedback.html").read_text(encoding="utf-8")
+    assert "&amp; &lt;b&gt;only&lt;/b&gt; its dtype" in html and "<b>only</b>" not in html  # text, never markup
+    assert "adjusted: causal_mask" in (out / "class.html").read_text(encoding="utf-8")
+    assert files(out)["ada/feedback.html"] == before["ada/feedback.html"]
+    listed = invoke("override", "--list", "--out", str(out))
+    assert listed.output.startswith("1 bea causal_mask = 1 (in force; prof "), listed.output
+    assert listed.output.rstrip().endswith(REASON), listed.output
+    result = invoke("override", "--undo", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    after = files(out)
+    assert [name for name in before.keys() | after.keys() if before.get(name) != after.get(name)] == []
+
+
+@pytest.mark.slow
+def test_an_override_survives_a_forced_regrade_under_a_new_rubric_and_the_diff_shows_the_rubric(out, hand_ins,
+                                                                                                tmp_path):
+    assert invoke("override", "ada", "total", "30", "--reason", "late", "--out", str(out)).exit_code == 0
+    assert invoke("override", "bea", "causal_mask", "1", "--reason", REASON, "--out", str(out)).exit_code == 0
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text("[points]\ncausal_mask = 3\nsoftmax_weights = 4\n", encoding="utf-8")
+    result = invoke("grade", *hand_ins, "--out", str(out), "--force", "--rubric", str(rubric))
+    assert result.exit_code == 0, result.output
+    assert "not regraded" not in " ".join(result.output.split())
+    ada, bea = row(out, "ada"), row(out, "bea")
+    assert (ada["total"], ada["status"]) == ("30.00", "adjusted: total")
+    assert (bea["causal_mask"], bea["softmax_weights"], bea["status"]) == ("1.00", "4.00", "adjusted: causal_mask")
+    result = invoke("diff", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    with (out / "diff.csv").open(newline="", encoding="utf-8") as fh:
+        changes = {(r["student"], r["exercise"]): r for r in csv.DictReader(fh)}
+    for student in ("ada", "bea"):
+        assert changes[student, "softmax_weights"]["why"] == "rubric: worth 4.00, was 2.00"
+    assert ("bea", "causal_mask") not in changes  # the instructor's 1 point stands under either rubric
+    assert changes["ada", "causal_mask"]["after"] == "3.00" and ("ada", "total") not in changes
+    assert "2 override(s) in force" in (out / "diff.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("zed", "causal_mask", "1", "--reason", "x"), "no student 'zed' in this class"),
+        (("bea", "causal", "1", "--reason", "x"), "no exercise 'causal'"),
+        (("bea", "causal_mask", "9", "--reason", "x"), "points must be between 0 and 1"),
+        (("bea", "causal_mask", "nan", "--reason", "x"), "points must be between 0 and 1"),
+        (("bea", "causal_mask", "1"), "needs a reason"),
+        (("bea", "causal_mask"), "all three"),
+        (("--undo", "5"), "no override 5 in force"),
+        (("--list", "--undo", "1"), "one of them"),
+    ],
+    ids=["student", "exercise", "too-many", "nan", "no-reason", "no-points", "undo-unknown", "two-actions"],
+)
+def test_a_wrong_override_is_a_usage_error_that_changes_nothing(out, args, said):
+    before = files(out)
+    result = invoke("override", *args, "--out", str(out))
+    assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+    assert files(out) == before
+    assert invoke("override", "--list", "--out", str(out)).output == ""
+
+
+def test_only_refuses_a_rubric_the_class_was_not_graded_under(out, tmp_path):
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text("[points]\ncausal_mask = 3\n", encoding="utf-8")
+    result = invoke("grade", "--out", str(out), "--only", "bea", "--rubric", str(rubric))
+    assert result.exit_code == 2 and "grade the whole class" in " ".join(result.output.split()), result.output
