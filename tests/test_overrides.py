@@ -10,7 +10,11 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import signal
+import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -148,3 +152,47 @@ def test_only_refuses_a_rubric_the_class_was_not_graded_under(out, tmp_path):
     rubric.write_text("[points]\ncausal_mask = 3\n", encoding="utf-8")
     result = invoke("grade", "--out", str(out), "--only", "bea", "--rubric", str(rubric))
     assert result.exit_code == 2 and "grade the whole class" in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.slow
+def test_a_regrade_killed_midway_keeps_the_override_and_writes_nothing_half(out, hand_ins, tmp_path):
+    """SIGKILL once the forced regrade has recorded one submission: every report is as it was (they are written
+    when a run completes, each atomically), the override is still in force, and running the command again
+    finishes the regrade with the override applied."""
+    assert invoke("override", "bea", "causal_mask", "1", "--reason", REASON, "--out", str(out)).exit_code == 0
+    before = files(out)
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text("[points]\nsoftmax_weights = 4\n", encoding="utf-8")
+    command = [sys.executable, "-m", "grader.cli", "grade", *hand_ins, "--out", str(out), "--force", "--rubric",
+               str(rubric), "--jobs", "1"]  # fmt: skip
+    db = out / "gradebook.sqlite"
+
+    def recorded_in_new_run() -> int:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return conn.execute("SELECT count(*) FROM submissions WHERE run_id > 1").fetchone()[0]
+        finally:
+            conn.close()
+
+    kit = Path(__file__).resolve().parents[1]
+    grading = subprocess.Popen(command, cwd=kit, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while recorded_in_new_run() < 1:
+            assert grading.poll() is None and time.monotonic() < deadline, "the regrade ended or stalled"
+            time.sleep(0.05)
+        grading.send_signal(signal.SIGKILL)
+        grading.wait(timeout=30)
+    finally:
+        if grading.poll() is None:
+            grading.kill()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    assert conn.execute("SELECT count(*) FROM runs WHERE finished_at IS NULL").fetchone()[0] == 1, "not midway"
+    conn.close()
+    after = files(out)
+    assert [name for name in before.keys() | after.keys() if before.get(name) != after.get(name)] == []
+    assert "(in force;" in invoke("override", "--list", "--out", str(out)).output
+    rerun = subprocess.run(command, cwd=kit, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    bea = row(out, "bea")
+    assert (bea["causal_mask"], bea["softmax_weights"], bea["status"]) == ("1.00", "4.00", "adjusted: causal_mask")
