@@ -597,7 +597,8 @@ def _take_in(
     """
     from grader.instructor.console_summary import console_text, print_line
     from grader.instructor.held_ids import keep_held_ids
-    from grader.instructor.intake import IntakeError, collect
+    from grader.instructor.intake import collect
+    from grader.instructor.intake_model import IntakeError
     from grader.instructor.roster import RosterError
 
     try:
