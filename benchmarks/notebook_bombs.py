@@ -4,7 +4,7 @@
     python benchmarks/notebook_bombs.py cell-700k  # one case
 
 A notebook submission is parsed in the trusted process (``grader.notebooks``,
-through ``grader.instructor.intake.read_submission``), so it must be refused or
+through ``grader.instructor.handin_reading.read_submission``), so it must be refused or
 converted in a few seconds with modest memory, whatever it holds.  Each case is
 written to a temporary folder, then read by ``read_submission`` in a fresh
 Python process that reports the wall time of the read, the process's peak RSS
@@ -115,7 +115,7 @@ def peak_rss_mib():  # VmHWM: this process's own peak (ru_maxrss also counts the
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 from grader import notebooks
-from grader.instructor.intake import read_submission
+from grader.instructor.handin_reading import read_submission
 if {uncapped!r}:
     notebooks.MAX_CELL_BYTES = notebooks.MAX_CODE_BYTES = 1 << 30
 started = time.perf_counter()

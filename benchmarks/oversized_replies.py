@@ -44,7 +44,7 @@ def source(kind: str) -> str:
 
 def measure_one(kind: str) -> dict[str, object]:
     """Grade one submission in this process; its peak RSS, seconds and whether softmax_weights failed."""
-    from grader.instructor.intake import read_submission
+    from grader.instructor.handin_reading import read_submission
     from grader.instructor.sandbox import Limits, Template
     from grader.instructor.submission_grading import grade_submission
     from grader.instructor.suite import Suite, build_suite

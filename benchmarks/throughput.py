@@ -121,7 +121,7 @@ def time_floor(paths: list[Path]) -> float:
 
 
 def child_peak_rss_mib(path: Path) -> float:
-    from grader.instructor.intake import read_submission
+    from grader.instructor.handin_reading import read_submission
     from grader.instructor.sandbox import Template
     from grader.instructor.submission_grading import grade_submission
     from grader.instructor.suite import build_suite

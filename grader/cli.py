@@ -626,7 +626,8 @@ def _take_in(
     """
     from grader.instructor.console_summary import console_text, print_line
     from grader.instructor.held_ids import keep_held_ids
-    from grader.instructor.intake import IntakeError, collect
+    from grader.instructor.intake import collect
+    from grader.instructor.intake_model import IntakeError
     from grader.instructor.roster import RosterError
 
     try:
@@ -660,7 +661,7 @@ def _only(
     from dataclasses import replace
 
     from grader.instructor.console_summary import console_text
-    from grader.instructor.intake import Intake
+    from grader.instructor.intake_model import Intake
 
     if targets:
         intake = _take_in(console, targets, reading, roster_from, latest, out_dir)

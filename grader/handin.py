@@ -1,9 +1,9 @@
 """The hand-in policy, in one place: what a hand-in may hold and how its parts are told apart.
 
 ``attnkit submit`` (:mod:`grader.submit`, in the learner's kit) refuses, where the learner can fix it, whatever
-``attnkit grade``'s intake (:mod:`grader.instructor.intake`) would refuse; intake reads hand-ins by the same rules.
-So everything here is a constant or a small pure function, standard library only (no torch, no nbformat): it ships
-in the learner's kit and is imported by the instructor's side.
+``attnkit grade``'s intake (:mod:`grader.instructor.handin_reading`) would refuse; intake reads hand-ins by the same
+rules.  So everything here is a constant or a small pure function, standard library only (no torch, no nbformat):
+it ships in the learner's kit and is imported by the instructor's side.
 
 - **Which files are code** (:func:`is_graded_source`): a ``.py`` that is not a test file (:func:`is_test_file`,
   pytest's default patterns), not hidden, in no hidden or cache folder (:data:`SKIPPED_DIRS`).  The learner's

@@ -106,7 +106,7 @@ def alice_with(snippet: str | None, folder: Path = SNIPPETS, fills: Mapping[str,
 def graded_snippet(folder: Path, snippet: str, suite, template, limits=None, snippets: Path = SNIPPETS) -> list:
     """Alice with ``snippet`` (:func:`alice_with`, from ``snippets``) written to ``folder/learner.py`` and graded
     in ``template``: the results (``grade_submission``), under ``limits`` (the grader's own by default)."""
-    from grader.instructor.intake import read_submission
+    from grader.instructor.handin_reading import read_submission
     from grader.instructor.sandbox import Limits
     from grader.instructor.submission_grading import grade_submission
 

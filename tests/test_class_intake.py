@@ -21,18 +21,11 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.instructor import class_grading
-from grader.instructor.intake import (
-    HIDDEN_HAND_IN,
-    NOT_A_HAND_IN,
-    RESULTS_FOLDER,
-    TEST_FILE,
-    IntakeError,
-    Skipped,
-    collect,
-    folder_reading,
-    identify,
-    read_submission,
-)
+from grader.instructor.class_folder import HIDDEN_HAND_IN, NOT_A_HAND_IN, RESULTS_FOLDER, TEST_FILE
+from grader.instructor.handin_reading import read_submission
+from grader.instructor.identify import identify
+from grader.instructor.intake import collect, folder_reading
+from grader.instructor.intake_model import IntakeError, Skipped
 from grader.instructor.roster import Roster
 from grader.submit import Validation, submit
 
@@ -651,7 +644,7 @@ def test_an_attempt_time_the_learner_wrote_is_no_time(tmp_path, name):
     import os
     from datetime import datetime, timezone
 
-    from grader.instructor.intake import collected_time
+    from grader.instructor.handin_reading import collected_time
 
     path = tmp_path / name
     path.write_text("x = 1\n", encoding="utf-8")

@@ -14,7 +14,8 @@ import zipfile
 
 import pytest
 
-from grader.instructor.intake import coding_problem, collect, read_submission
+from grader.instructor.handin_reading import coding_problem, read_submission
+from grader.instructor.intake import collect
 
 LIE = "import sys\nsys.modules['__main__'].call_hook = None\n"
 HIDDEN = "# -*- coding: utf-7 -*-\ndef softmax_weights(scores, dim=-1):\n    return scores.softmax(dim)\n" + (

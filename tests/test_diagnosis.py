@@ -393,7 +393,7 @@ def test_a_wrong_value_is_named_and_hinted_before_the_missing_value_error(unit_t
     import types
 
     from grader.instructor.feedback import render_feedback_md
-    from grader.instructor.intake import Submission
+    from grader.instructor.intake_model import Submission
     from grader.instructor.report_model import student_report
     from grader.instructor.verdict import CaseResult
     from grader.registry import adopt

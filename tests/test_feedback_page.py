@@ -14,7 +14,7 @@ from grader.instructor import heatmaps
 from grader.instructor.feedback import render_feedback_html, render_feedback_md
 from grader.instructor.gradebook import Gradebook
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.output_txt import output_text
 from grader.instructor.replies import PRINTED_CHARS, CallReply, MalformedReply, decode
 from grader.instructor.report_model import ClassRoll, ReportOptions, student_report

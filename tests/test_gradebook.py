@@ -14,7 +14,7 @@ import torch
 
 from grader.instructor.gradebook import OUTPUT_STORED, SCHEMA_VERSION, ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.said import Message, message_in, said
 from grader.instructor.verdict import FAILED, PASSED, SKIPPED, CaseResult
 from grader.registry import HOOK_NAMES
@@ -173,7 +173,7 @@ def test_a_killed_process_keeps_every_committed_submission(tmp_path):
         import os, sys
         sys.path.insert(0, {str(KIT_ROOT)!r})
         from grader.instructor.gradebook import Gradebook
-        from grader.instructor.intake import Submission
+        from grader.instructor.intake_model import Submission
         from grader.instructor.verdict import CaseResult
         gb = Gradebook({str(path)!r})
         run = gb.start_run(1234, "suite-1", ["cpu", "meta"], "0.1.0", "none")

@@ -203,7 +203,7 @@ def test_the_mutants_graded_in_a_sandbox_lose_points_on_their_hooks(tmp_path, ru
 
     import learner_code
 
-    from grader.instructor.intake import read_submission
+    from grader.instructor.handin_reading import read_submission
     from grader.instructor.rubric import score
     from grader.instructor.sandbox import Limits, Template
     from grader.instructor.submission_grading import grade_submission

@@ -46,7 +46,7 @@ from grader.handin import (
     text_problem,
     too_big,
 )
-from grader.instructor.intake import read_submission
+from grader.instructor.handin_reading import read_submission
 from grader.submit import MANIFEST, SubmitError, Validation, submit
 
 NO_CHECKS = Validation(public_checks=False)

@@ -16,14 +16,11 @@ from pathlib import Path
 import pytest
 
 from grader.handin import MAX_ENTRIES, safe_name
-from grader.instructor import intake as subs
-from grader.instructor.intake import (
-    Submission,
-    collect_submissions,
-    deduplicate_ids,
-    files_sha256,
-    read_submission,
-)
+from grader.instructor import handin_reading
+from grader.instructor.handin_reading import files_sha256, read_submission
+from grader.instructor.identify import deduplicate_ids
+from grader.instructor.intake import collect, collect_submissions
+from grader.instructor.intake_model import Submission, id_from_path
 
 GOOD = "import torch\n\n\ndef dot_product_scores(queries, keys):\n    return queries @ keys.transpose(-2, -1)\n"
 
@@ -189,7 +186,7 @@ def test_sha256_does_not_confuse_path_and_text_boundaries():
 
 
 def test_notebook_with_converter_becomes_one_py(tmp_path, monkeypatch):
-    monkeypatch.setattr(subs, "notebook_to_source", lambda text: "X = 1\n")
+    monkeypatch.setattr(handin_reading, "notebook_to_source", lambda text: "X = 1\n")
     sub = read_submission(write(tmp_path / "jo.ipynb", '{"cells": []}'))
     assert sub.error is None
     assert (sub.format, sub.entry, sub.files) == ("ipynb", "jo.py", {"jo.py": "X = 1\n"})
@@ -199,7 +196,7 @@ def test_notebook_converter_error_is_one_line(tmp_path, monkeypatch):
     def broken(text):
         raise ValueError("invalid JSON at line 1\nmore detail")
 
-    monkeypatch.setattr(subs, "notebook_to_source", broken)
+    monkeypatch.setattr(handin_reading, "notebook_to_source", broken)
     sub = read_submission(write(tmp_path / "kim.ipynb", "{"))
     assert sub.error == "kim.ipynb: invalid JSON at line 1"
 
@@ -469,7 +466,7 @@ def test_a_folder_of_py_files_is_a_class_whatever_they_define_and_one_only_when_
         ("alice", "py"), ("bob", "py"), ("broken", "py"), ("carol", "folder")
     ]
     assert [s.student for s in collect_submissions([str(modules)])] == ["extra", "masking", "scores"]
-    (one,) = subs.collect([str(modules)], reading="one").submissions
+    (one,) = collect([str(modules)], reading="one").submissions
     assert (one.student, one.format, sorted(one.files)) == (
         "dave", "folder", ["dave/extra/more.py", "dave/masking.py", "dave/scores.py"]
     )
@@ -513,8 +510,8 @@ def test_read_submission_never_raises_on_unreadable_input(tmp_path):
 def test_zip_member_read_counts_bytes():
     """The byte counter refuses a stream longer than its limit without holding it all."""
     stream = io.BytesIO(b"a" * (3 << 20))
-    with pytest.raises(subs.Refused, match="more than 1 MB"):
-        subs._read_capped(stream, 1 << 20, "x.py")
+    with pytest.raises(handin_reading.Refused, match="more than 1 MB"):
+        handin_reading._read_capped(stream, 1 << 20, "x.py")
 
 
 SAMPLE_CLASS = Path(__file__).resolve().parents[1] / "examples" / "submissions"
@@ -535,7 +532,7 @@ COLLIDING = ["c/a b.py", "c/a_b.py", "c/alice.PY", "c/alice.py", "c/Alice.py", "
 
 
 def _ids(sources: list[str]) -> dict[str, str]:
-    made = [Submission(subs._id_from_path(Path(src)), src, "py") for src in sources]
+    made = [Submission(id_from_path(Path(src)), src, "py") for src in sources]
     return {s.source: s.student for s in deduplicate_ids(made)}
 
 
@@ -621,8 +618,8 @@ def test_a_linked_path_given_directly_is_refused(tmp_path, outside):
 def test_open_regular_never_follows_a_link_even_if_swapped_in(tmp_path, outside):
     """The open itself refuses a link (O_NOFOLLOW): a link swapped in after the check is not followed either."""
     os.symlink(outside / "secret.py", tmp_path / "swapped.py")
-    with pytest.raises(subs.Refused, match="is a symbolic link, not followed"):
-        subs._open_regular(tmp_path / "swapped.py", "swapped.py")
+    with pytest.raises(handin_reading.Refused, match="is a symbolic link, not followed"):
+        handin_reading._open_regular(tmp_path / "swapped.py", "swapped.py")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")

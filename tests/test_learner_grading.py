@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import torch
 
-from grader.instructor.intake import read_submission
+from grader.instructor.handin_reading import read_submission
 from grader.instructor.rubric import score
 from grader.instructor.sandbox import Limits, Template
 from grader.instructor.submission_grading import grade_submission

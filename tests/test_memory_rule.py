@@ -677,7 +677,7 @@ def test_honest_chunked_versions_pass_the_long_case_within_the_call_limit(tmp_pa
 @linux_only
 def test_the_allocator_record_leaves_nothing_in_what_the_learner_printed(tmp_path, chunked_suite, template):
     """Kineto writes a line to file descriptor 2 as a profiler session starts and stops: none of it is the learner's."""
-    from grader.instructor.intake import read_submission
+    from grader.instructor.handin_reading import read_submission
     from grader.instructor.submission_grading import grade_submission
 
     path = tmp_path / "learner.py"

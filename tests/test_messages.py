@@ -369,7 +369,7 @@ def test_a_case_description_recorded_in_english_is_said_in_chinese_when_the_run_
     """The gradebook keeps a result's English and its message's id and parameters: a resumed run's Chinese
     report says the case's description in Chinese, a derived one too."""
     from grader.instructor.gradebook import Gradebook
-    from grader.instructor.intake import Submission
+    from grader.instructor.intake_model import Submission
     from grader.instructor.verdict import FAILED, CaseResult
 
     again = next(case for case in _descriptions(suite) if case.what.id == "case.again")

@@ -19,7 +19,7 @@ import pytest
 from grader import notebooks
 from grader.handin import CHECK_TAG, SOLUTION_TAG
 from grader.hook_table import CLASS_ALIASES
-from grader.instructor.intake import read_submission
+from grader.instructor.handin_reading import read_submission
 from grader.instructor.sandbox import Limits
 from grader.instructor.submission_grading import grade_submission
 from grader.instructor.suite import build_suite

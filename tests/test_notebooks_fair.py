@@ -136,7 +136,7 @@ def test_a_line_of_the_converted_module_is_said_as_its_cell_and_first_line():
 
 
 def test_a_notebook_hand_ins_messages_name_the_cell_in_every_language():
-    from grader.instructor.intake import Submission
+    from grader.instructor.intake_model import Submission
     from grader.instructor.notebook_places import in_notebook
     from grader.instructor.said import message_in, said
 
@@ -216,7 +216,7 @@ SCORES = "def dot_product_scores(queries, keys):\n    return product(queries, ke
 def test_the_check_cell_and_the_grade_agree_on_helpers_and_name_the_cell(tmp_path, template):
     from test_notebooks import SEED, check_output, execute, with_reference
 
-    from grader.instructor.intake import read_submission
+    from grader.instructor.handin_reading import read_submission
     from grader.instructor.sandbox import Limits
     from grader.instructor.submission_grading import grade_submission
     from grader.instructor.suite import build_suite

@@ -30,7 +30,7 @@ from grader.instructor import class_grading, class_report, lms
 from grader.instructor.class_grading import GradeOptions, OutFolderConflict, grade_class
 from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.grades_csv import grades_rows
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.junit import is_error
 from grader.instructor.report_model import ClassRoll, Person, ReportOptions
 from grader.instructor.reports import write_reports

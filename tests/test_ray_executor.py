@@ -32,7 +32,7 @@ from test_interrupt import query, recorded, results_of
 from grader.cli import main
 from grader.instructor.class_grading import SAMPLE_CLASS, GradeOptions, WorkSpec, grade_class
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.ray_executor import (
     INSTALL_HINT,
     RayExecutor,

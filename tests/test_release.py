@@ -63,7 +63,8 @@ LEARNER_GRADER = {
 """What a learner's kit holds of ``grader/``: the top level of ours, ``instructor/`` left out."""
 NEVER = {"cases.py", "suite.py", "verdict.py", "replies.py", "diagnosis.py", "observations.py", "fingerprints.py",
          "module_trial_model.py", "text_rules.py", "structure_diagnosis.py", "sandbox.py", "audit.py",
-         "submission_grading.py", "class_grading.py", "intake.py", "review_flags.py", "gradebook.py",
+         "submission_grading.py", "class_grading.py", "intake.py", "intake_model.py", "class_folder.py",
+         "handin_reading.py", "identify.py", "review_flags.py", "gradebook.py",
          "reports.py", "rubric.py", "rubric.toml", "heatmaps.py", "release.py", "reference.py",
          "mistakes.py", "gradient_mistakes.py"}  # fmt: skip
 

@@ -24,7 +24,7 @@ from grader.instructor.feedback import render_feedback_html, render_feedback_md
 from grader.instructor.grades_csv import grades_csv, grades_rows
 from grader.instructor.heatmaps import Figure
 from grader.instructor.inert import inert
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.junit import junit_xml
 from grader.instructor.report_model import MAX_OUTPUT_LINES, ReportOptions, device_summary, student_report
 from grader.instructor.reports import student_folder, write_reports

@@ -21,7 +21,7 @@ from processes import proc_stat
 
 from grader.instructor.cases import HALF
 from grader.instructor.fingerprints import Fingerprints
-from grader.instructor.intake import read_submission
+from grader.instructor.handin_reading import read_submission
 from grader.instructor.report_model import status, timed_out_hooks
 from grader.instructor.rubric import count_cases, score
 from grader.instructor.sandbox import Limits, Template

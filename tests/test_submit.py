@@ -27,7 +27,7 @@ from grader.check import NOT_STARTED, PASSING
 from grader.cli import main
 from grader.handin import kit_version, safe_name
 from grader.hook_table import GROUPS
-from grader.instructor.intake import read_submission
+from grader.instructor.handin_reading import read_submission
 from grader.registry import HOOK_NAMES
 from grader.submit import MANIFEST, SubmitError, Validation, submit
 

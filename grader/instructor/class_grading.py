@@ -44,7 +44,8 @@ from grader.handin import kit_version
 from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Intake, Submission, collect
+from grader.instructor.intake import collect
+from grader.instructor.intake_model import Intake, Submission
 from grader.instructor.out_folder import GRADEBOOK, class_file
 from grader.instructor.replies import MESSAGE_CHARS
 from grader.instructor.report_model import ClassRoll, Person, ReportOptions

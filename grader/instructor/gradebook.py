@@ -32,7 +32,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.rubric import Override
 from grader.instructor.said import message_data, message_from_data
 from grader.instructor.verdict import CaseResult

@@ -190,8 +190,10 @@ def _take_in(folder: Path):
     notebook, folder: a folder read as one, ``--one``), else the folder itself: one learner's modules, kit or
     package when it holds no zip or notebook beside them, else the hand-ins it holds (:func:`results_for` then
     refuses them with what to upload), and IntakeError when it holds nothing.  By the upload's shape, never the
-    code in it; :class:`~grader.instructor.intake.Intake`."""
-    from grader.instructor.intake import IntakeError, collect, is_kit_or_package, sort_out
+    code in it; :class:`~grader.instructor.intake_model.Intake`."""
+    from grader.instructor.class_folder import sort_out
+    from grader.instructor.intake import collect, is_kit_or_package
+    from grader.instructor.intake_model import IntakeError
 
     if not folder.is_dir():
         raise IntakeError(f"{folder}: no such folder")
@@ -209,7 +211,7 @@ def results_for(
     """Grade the hand-in in ``submission_dir`` as ``attnkit grade`` would, and return its ``results.json``.  The
     isolation, devices and versions go to ``extra_data``, which the instructor sees and the learner does not."""
     from grader.instructor.class_grading import GradeOptions, LocalExecutor, grade_class
-    from grader.instructor.intake import IntakeError
+    from grader.instructor.intake_model import IntakeError
     from grader.instructor.report_model import student_report
     from grader.instructor.results_json import gradescope_results
 

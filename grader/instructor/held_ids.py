@@ -1,6 +1,6 @@
 """A resumed run's ids: a hand-in never takes an id the out folder's gradebook holds for another hand-in.
 
-:func:`~grader.instructor.intake.identify` settles ids among the hand-ins of one run.  Graded into an existing
+:func:`~grader.instructor.identify.identify` settles ids among the hand-ins of one run.  Graded into an existing
 ``--out``, a run's hand-in is also weighed against the hand-in the gradebook keeps for the id it was given
 (:meth:`~grader.instructor.gradebook.Gradebook.stored_submissions`): where that is another hand-in (another file
 name and other content) that claims the id as well or better (:func:`claim_rank`: the roster's file pattern, then
@@ -17,20 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from grader.handin import safe_name
-from grader.instructor.intake import (
-    ATTNKIT_NAME,
-    ID_HASH_CHARS,
-    PATTERN_RANK,
-    VARIANT_RANK,
-    Intake,
-    Submission,
-    _claim_rank,
-    _hashed_id,
-    _name_of,
-    _name_rank,
-    _note,
-    _stem,
-)
+from grader.instructor.identify import ATTNKIT_NAME, ID_HASH_CHARS, PATTERN_RANK, VARIANT_RANK, hashed_id, name_rank
+from grader.instructor.identify import claim_rank as name_claim_rank
+from grader.instructor.intake_model import Intake, Submission, name_of, note, stem_of
 from grader.instructor.roster import Roster
 
 OTHER_RANK = VARIANT_RANK + 1
@@ -39,22 +28,22 @@ OTHER_RANK = VARIANT_RANK + 1
 
 def claim_rank(source: str, student: str, roster: Roster | None) -> int:
     """How well the hand-in collected as ``source`` claims the id ``student`` (lower is better), on the scale of
-    :data:`~grader.instructor.intake.PATTERN_RANK` .. :data:`OTHER_RANK`."""
+    :data:`~grader.instructor.identify.PATTERN_RANK` .. :data:`OTHER_RANK`."""
     path = Path(source)
-    name, stem = _name_of(path), _stem(path)
+    name, stem = name_of(path), stem_of(path)
     entry = next((e for e in roster.entries if e.id.lower() == student.lower()), None) if roster else None
     if entry is not None and entry in roster.by_pattern(name):  # type: ignore[union-attr]
         return PATTERN_RANK
     probe = Submission(student, source, "py")
     if entry is not None and safe_name(stem, "") == stem and roster.by_name(stem) == entry:  # type: ignore[union-attr]
-        return _name_rank(probe, entry)
+        return name_rank(probe, entry)
     if ATTNKIT_NAME.fullmatch(safe_name(stem)):
         return OTHER_RANK
-    return _claim_rank(probe) + 1  # 0 one file named exactly, 1 a container, 2 a case variant, 3 sanitised
+    return name_claim_rank(probe) + 1  # 0 one file named exactly, 1 a container, 2 a case variant, 3 sanitised
 
 
 def _same_hand_in(sub: Submission, held: Submission) -> bool:
-    return _name_of(Path(sub.source)) == _name_of(Path(held.source)) or bool(sub.sha256 and sub.sha256 == held.sha256)
+    return name_of(Path(sub.source)) == name_of(Path(held.source)) or bool(sub.sha256 and sub.sha256 == held.sha256)
 
 
 def keep_held_ids(intake: Intake, held: Mapping[str, Submission]) -> Intake:
@@ -70,12 +59,12 @@ def keep_held_ids(intake: Intake, held: Mapping[str, Submission]) -> Intake:
             continue
         if claim_rank(earlier.source, earlier.student, roster) > claim_rank(sub.source, sub.student, roster):
             continue
-        name = _name_of(Path(sub.source))
+        name = name_of(Path(sub.source))
         seeds = [(name, ID_HASH_CHARS), (sub.source, 16), (sub.source, 64)]
-        new = next(c for seed, n in seeds if (c := _hashed_id(sub.student, seed, n)).lower() not in taken or n == 64)
-        _note(sub, f"{name!r}: the id {sub.student!r} is held in this out folder's gradebook by "
-                   f"{_name_of(Path(earlier.source))!r}, another hand-in that claims it as well or better: graded "
-                   f"as {new!r}")  # fmt: skip
+        new = next(c for seed, n in seeds if (c := hashed_id(sub.student, seed, n)).lower() not in taken or n == 64)
+        note(sub, f"{name!r}: the id {sub.student!r} is held in this out folder's gradebook by "
+                  f"{name_of(Path(earlier.source))!r}, another hand-in that claims it as well or better: graded "
+                  f"as {new!r}")  # fmt: skip
         taken.add(new.lower())
         sub.student = new
         renamed.append(new)

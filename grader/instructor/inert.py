@@ -8,7 +8,7 @@ manifest's fields, the strings in its code a finding quotes, what its process pr
 - :func:`inert_line`: **one** line (an id, a file name, a note, a finding, a status, a console line): newlines, tabs
   and controls escaped, every run of spaces (any Unicode space) folded to one, every character that shows as
   nothing or as blank escaped, cut to a length.  Learner-derived text that becomes a line is made one where it is
-  created (a :class:`~grader.instructor.intake.Submission`'s error and notes, a review finding), so no later join,
+  created (a :class:`~grader.instructor.intake_model.Submission`'s error and notes, a review finding), so no later join,
   split or print can turn it into two lines or another row's.
 
 Blank space is where a line can be made to look like two: a terminal or rich wraps a long line at its spaces, and a

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from grader.cell_places import entry_place, in_cells
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.said import Message, said
 
 NOTEBOOK_FORMAT = "ipynb"

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from grader.instructor.class_grading import STOP_POLL_SECONDS, LocalExecutor, WorkSpec, local_work
 from grader.instructor.heatmaps import Figure
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.submission_grading import Outcome, Stats, every_trial, not_graded
 from grader.instructor.suite_version import suite_version
 from grader.instructor.verdict import FAILED, CaseResult

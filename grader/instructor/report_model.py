@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grader.instructor.inert import MAX_LINE_CHARS, inert, inert_line
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.messages import texts
 from grader.instructor.rubric import TOTAL, HookCounts, Rubric, count_cases, score, total
 from grader.instructor.said import Message, message_in

@@ -27,7 +27,7 @@ text handed to ``exec``/``eval``/``compile`` are followed.  Flagged:
   time); a string constant that parses as Python statements is scanned as code too.
 
 The scan reads the text that is run: intake refuses a coding declaration other than UTF-8
-(:func:`grader.instructor.intake.coding_problem`).  Code that does not parse is not flagged (it cannot be
+(:func:`grader.instructor.handin_reading.coding_problem`).  Code that does not parse is not flagged (it cannot be
 imported either); code that cannot be scanned (absurd nesting, over :data:`MAX_SCANNED_BYTES`) is flagged as such.
 """
 

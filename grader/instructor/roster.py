@@ -19,7 +19,7 @@
 
 A bad file is a :class:`RosterError` naming the line: ``roster.csv:4: ...``.  :meth:`Roster.to_rows` /
 :meth:`Roster.from_rows` turn a roster into plain dicts and back, for the gradebook.  Matching hand-ins to students
-is :mod:`grader.instructor.intake`'s; this module only answers lookups.
+is :mod:`grader.instructor.identify`'s; this module only answers lookups.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from grader.hook_table import BANNED_NAMES, CLASS_NAMES
 from grader.instructor.diagnosis import diagnose_hook, main_first
 from grader.instructor.heatmaps import WEIGHT_HOOKS, Figure, informative
 from grader.instructor.held_memory import UNREAD, Held, ProcessMeter, open_meter
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.learner_source import LearnerSource
 from grader.instructor.notebook_places import in_notebook, results_in_notebook
 from grader.instructor.observations import HookRow, observe

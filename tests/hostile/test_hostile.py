@@ -48,8 +48,9 @@ import pytest
 from learner_code import HOSTILE_SNIPPETS, alice_with
 from processes import proc_stat
 
+from grader.instructor.class_folder import class_members
 from grader.instructor.class_grading import FULL_ISOLATION
-from grader.instructor.intake import class_members, read_submission
+from grader.instructor.handin_reading import read_submission
 from grader.instructor.sandbox import Template, child_environment
 from grader.registry import HOOK_NAMES
 

@@ -34,7 +34,8 @@ import learner_code
 import pytest
 from learner_code import alice_with
 
-from grader.instructor.intake import collect_submissions, read_submission
+from grader.instructor.handin_reading import read_submission
+from grader.instructor.intake import collect_submissions
 from grader.instructor.review_flags import scan_files
 from grader.instructor.rubric import load_rubric, score, total
 from grader.registry import HOOK_NAMES
@@ -244,7 +245,8 @@ def test_every_lie_is_flagged_and_its_honest_version_is_not(lie):
 @pytest.fixture(scope="module")
 def lie_grades():
     """Points of each lie and of its honest version, graded for real (the cpu cases) in sandboxed children."""
-    from grader.instructor.intake import Submission, files_sha256
+    from grader.instructor.handin_reading import files_sha256
+    from grader.instructor.intake_model import Submission
     from grader.instructor.sandbox import Limits, Template
     from grader.instructor.submission_grading import grade_submission
     from grader.instructor.suite import build_suite

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.instructor.intake import IntakeError, collect
+from grader.instructor.intake import collect
+from grader.instructor.intake_model import IntakeError
 from grader.instructor.roster import Roster
 
 SCORES = "def dot_product_scores(queries, keys):\n    return queries @ keys.transpose(-2, -1)\n"

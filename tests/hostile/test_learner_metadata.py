@@ -36,8 +36,11 @@ from grader.cli import main
 from grader.instructor import class_grading, lms, out_folder
 from grader.instructor.console_summary import console_text, print_line, review_lines
 from grader.instructor.gradebook import Gradebook
+from grader.instructor.handin_reading import read_submission
+from grader.instructor.identify import RESERVED_IDS
 from grader.instructor.inert import inert_line
-from grader.instructor.intake import RESERVED_IDS, Skipped, Submission, collect, read_submission
+from grader.instructor.intake import collect
+from grader.instructor.intake_model import Skipped, Submission
 from grader.instructor.report_model import ClassRoll, Person, ReportOptions, review_constructs, status
 from grader.instructor.reports import write_reports
 from grader.instructor.review_flags import scan_files

@@ -53,7 +53,7 @@ from grader.cli import main as cli_main
 from grader.instructor import class_grading
 from grader.instructor.fingerprints import Fingerprints
 from grader.instructor.gradebook import Gradebook
-from grader.instructor.intake import Submission
+from grader.instructor.intake_model import Submission
 from grader.instructor.replies import (
     FIGURE_TEXT,
     FIGURE_TICKS,

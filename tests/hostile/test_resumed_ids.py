@@ -18,7 +18,8 @@ import pytest
 from learner_code import alice_with
 
 from grader.instructor.held_ids import claim_rank, keep_held_ids
-from grader.instructor.intake import Submission, collect
+from grader.instructor.intake import collect
+from grader.instructor.intake_model import Submission
 from grader.instructor.roster import Roster
 
 KIT_ROOT = Path(__file__).resolve().parents[2]

@@ -116,7 +116,8 @@ RUNNERS = {
 @pytest.fixture(scope="module")
 def graded_runners(tmp_path_factory):
     """Each runner's hand-in and the honest banned one, graded for real (the cpu cases) in sandboxed children."""
-    from grader.instructor.intake import Submission, files_sha256
+    from grader.instructor.handin_reading import files_sha256
+    from grader.instructor.intake_model import Submission
     from grader.instructor.review_flags import scan_files
     from grader.instructor.sandbox import Limits, Template
     from grader.instructor.submission_grading import grade_submission
