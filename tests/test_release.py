@@ -568,10 +568,10 @@ def test_no_catalogue_entry_in_the_kit(kit):
 @pytest.mark.slow
 def test_the_learner_env_imports_the_kit_and_nothing_of_ours(kit):
     probe = (
-        "import importlib.util, grader, exercises, grader.cli; "
+        "import importlib.util, grader, exercises, grader.cli, grader.instructor_command; "
         "print(grader.__file__); print(exercises.__file__); "
         "print(importlib.util.find_spec('solutions')); print(importlib.util.find_spec('grader.instructor')); "
-        "print(grader.cli.INSTRUCTOR)"
+        "print(grader.instructor_command.INSTRUCTOR)"
     )
     done = run_in(kit, "-c", probe)
     assert done.returncode == 0, done.stderr
