@@ -466,10 +466,18 @@ def grade(
     except (OSError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
     out_dir = Path(out)
+    lang, lms, assignment, show_output = _class_choices(out_dir, lang=lang, lms=lms, assignment=assignment,
+                                                         show_output=show_output)  # fmt: skip
     if as_class and as_one:
         raise click.UsageError("--class and --one contradict each other: give one of them")
     reading = "class" if as_class else "one" if as_one else "auto"  # grader.instructor.intake.collect's
     if only:
+        unfinished = _from_book(out_dir, lambda book: book.latest_unfinished_run())
+        if unfinished is not None:
+            raise click.UsageError(
+                f"a grading into {out_dir} is unfinished (run {unfinished['id']}, stopped or killed): run the same "
+                "attnkit grade command again to finish it, then --only"
+            )
         last = _from_book(out_dir, lambda book: ([{}] + book.finished_runs())[-1].get("rubric", ""))
         if last and last != rubric_json(rubric_data):
             raise click.UsageError(
@@ -514,9 +522,15 @@ def grade(
     def remember(book) -> tuple:  # this run's rubric and choices (attnkit diff, override); the overrides in force
         book.set_rubric(run.run_id, rubric_json(rubric_data))
         book.set_report_choices({"lang": lang, "lms": list(lms), "assignment": assignment, "show_output": show_output})
+        book.set_run_overrides(run.run_id)
         return tuple(override for override, _ in book.overrides())
 
     rubric_data = replace(rubric_data, overrides=_from_book(out_dir, remember) or ())
+    for o in rubric_data.capped_overrides():
+        print_line(
+            console, f"[yellow]override {o.id}:[/] {console_text(o.student)} {o.exercise} = {o.points:g} is more than "
+            "this rubric gives: it counts as the most (attnkit override --undo or a new one to change it)",
+        )  # fmt: skip
     chosen = replace(run.report_options, lang=lang, lms=lms, assignment=assignment, show_output=show_output)
     problems = write_reports(out_dir, run.graded, rubric_data, chosen, run.figures, run.roll)
     # Everything below that comes from a submission (ids' file names, messages, findings) goes through
@@ -627,6 +641,20 @@ def _take_in(
         more = f" and {len(intake.missing) - 20} more" if len(intake.missing) > 20 else ""
         console.print(f"[yellow]missing:[/] {console_text(shown + more)} (no hand-in; a 'missing' row each)")
     return intake
+
+
+def _class_choices(out_dir: Path, **given: Any) -> tuple:
+    """``lang, lms, assignment, show_output``: each as given on the command line, else as the class's last grading
+    chose it (so a run that writes some students' files, a late hand-in or --only, writes them as the rest)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    stored = _from_book(out_dir, lambda book: book.report_choices()) or {}
+    chosen = {
+        name: value if ctx.get_parameter_source(name) != ParameterSource.DEFAULT or name not in stored else stored[name]
+        for name, value in given.items()
+    }
+    return str(chosen["lang"]), tuple(chosen["lms"]), str(chosen["assignment"]), bool(chosen["show_output"])
 
 
 def _only(

@@ -52,6 +52,8 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
         from_id = from_run if from_run is not None else max((r for r in runs if to_id and r < to_id), default=None)
         if to_id is None or from_id is None:
             raise click.UsageError(f"{book_path} holds {len(runs)} finished grading(s): two are needed to compare")
+        if from_id > to_id:
+            raise click.UsageError(f"--from {from_id} is later than --to {to_id}: give the earlier grading as --from")
         try:
             changes = diff_gradings(book, from_id, to_id)
         except ValueError as exc:

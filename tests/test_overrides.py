@@ -8,6 +8,7 @@ are exactly what ``attnkit grade`` wrote.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 import signal
@@ -22,6 +23,7 @@ from click.testing import CliRunner
 from learner_code import alice_with, other_groups_answers
 
 from grader.cli import main
+from grader.registry import HOOK_NAMES
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="grading reads /proc; Linux only")
 
@@ -32,10 +34,14 @@ def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def row(out: Path, student: str) -> dict[str, str]:
-    with (out / "grades.csv").open(newline="", encoding="utf-8") as fh:
+def row_in(grades_csv: Path, student: str) -> dict[str, str]:
+    with grades_csv.open(newline="", encoding="utf-8") as fh:
         (found,) = [r for r in csv.DictReader(fh) if r["student"] == student]
     return found
+
+
+def row(out: Path, student: str) -> dict[str, str]:
+    return row_in(out / "grades.csv", student)
 
 
 def files(out: Path) -> dict[str, bytes]:
@@ -104,6 +110,9 @@ def test_an_override_is_in_every_file_and_undoing_it_gives_every_file_back(out):
 @pytest.mark.slow
 def test_an_override_survives_a_forced_regrade_under_a_new_rubric_and_the_diff_shows_the_rubric(out, hand_ins,
                                                                                                 tmp_path):
+    """Overrides made, then a --force regrade under a new rubric: they still apply; the diff from the first
+    grading lists, for every student, exactly the cells that changed between the two gradings' grades.csv."""
+    shutil.copy(out / "grades.csv", tmp_path / "before.csv")
     assert invoke("override", "ada", "total", "30", "--reason", "late", "--out", str(out)).exit_code == 0
     assert invoke("override", "bea", "causal_mask", "1", "--reason", REASON, "--out", str(out)).exit_code == 0
     rubric = tmp_path / "rubric.toml"
@@ -118,11 +127,19 @@ def test_an_override_survives_a_forced_regrade_under_a_new_rubric_and_the_diff_s
     assert result.exit_code == 0, result.output
     with (out / "diff.csv").open(newline="", encoding="utf-8") as fh:
         changes = {(r["student"], r["exercise"]): r for r in csv.DictReader(fh)}
+    old, new = (tmp_path / "before.csv", out / "grades.csv")
+    expected = {
+        (student, column): (row_in(old, student)[column], row_in(new, student)[column])
+        for student in ("ada", "bea")
+        for column in (*HOOK_NAMES, "total")
+        if row_in(old, student)[column] != row_in(new, student)[column]
+    }
+    assert {key: (c["before"], c["after"]) for key, c in changes.items() if c["before"] != c["after"]} == expected
     for student in ("ada", "bea"):
         assert changes[student, "softmax_weights"]["why"] == "rubric: worth 4.00, was 2.00"
-    assert ("bea", "causal_mask") not in changes  # the instructor's 1 point stands under either rubric
-    assert changes["ada", "causal_mask"]["after"] == "3.00" and ("ada", "total") not in changes
-    assert "2 override(s) in force" in (out / "diff.html").read_text(encoding="utf-8")
+    assert changes["bea", "causal_mask"]["why"].startswith("rubric: worth 3.00, was 1.00; override 2 made")
+    assert changes["ada", "total"]["why"] == "override 1 made"
+    assert "the later grading&#39;s files showed 2 override(s)" in (out / "diff.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -196,3 +213,55 @@ def test_a_regrade_killed_midway_keeps_the_override_and_writes_nothing_half(out,
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     bea = row(out, "bea")
     assert (bea["causal_mask"], bea["softmax_weights"], bea["status"]) == ("1.00", "4.00", "adjusted: causal_mask")
+
+
+def test_an_override_worth_more_than_a_later_rubric_gives_counts_as_the_most():
+    from grader.instructor.rubric import TOTAL, Override, load_rubric, score, total
+
+    rubric = load_rubric()
+    rubric = dataclasses.replace(
+        rubric,
+        points={**rubric.points, "causal_mask": 0.5},
+        overrides=(Override(1, "bea", "causal_mask", 1.0, "x"), Override(2, "ada", TOTAL, 99.0, "y")),
+    )
+    bea = score([], rubric, "bea")
+    assert bea["causal_mask"] == (0.5, 0.5)
+    assert total(score([], rubric, "ada"), rubric, "ada") == (rubric.max_total, rubric.max_total)
+    assert [o.id for o in rubric.capped_overrides()] == [1, 2]
+
+
+def test_nothing_writes_the_reports_while_a_grading_is_unfinished(out):
+    """A stopped run's results are not the class's yet: override, undo and --only refuse until it is finished."""
+    from grader.instructor.gradebook import Gradebook
+
+    with Gradebook(out / "gradebook.sqlite") as book:
+        settings = book.class_settings()
+        assert settings is not None
+        book.start_run(settings.seed, settings.suite_version, settings.devices, "kit", "none")
+    before = files(out)
+    for args in (("override", "bea", "causal_mask", "1", "--reason", "x"), ("grade", "--only", "bea")):
+        result = invoke(*args, "--out", str(out))
+        assert result.exit_code == 2 and "is unfinished (run 2" in " ".join(result.output.split()), result.output
+    assert files(out) == before
+
+
+@pytest.mark.slow
+def test_only_writes_with_the_class_choices_and_diff_shows_an_override_made_between_gradings(out, hand_ins,
+                                                                                             tmp_path):
+    """The class was graded with --lms canvas: --only (no --lms) keeps canvas.csv.  An override made after run 1
+    is part of what the next grading's files show, and the diff says so, as grades.csv changed."""
+    shutil.copy(out / "grades.csv", tmp_path / "before.csv")
+    assert invoke("override", "bea", "causal_mask", "1", "--reason", "x", "--out", str(out)).exit_code == 0
+    canvas = (out / "canvas.csv").read_bytes()
+    result = invoke("grade", "--out", str(out), "--only", "bea")
+    assert result.exit_code == 0, result.output
+    assert (out / "canvas.csv").read_bytes() == canvas
+    result = invoke("diff", "--out", str(out), "--from", "1", "--to", "2")
+    assert result.exit_code == 0, result.output
+    with (out / "diff.csv").open(newline="", encoding="utf-8") as fh:
+        changes = {(r["student"], r["exercise"]): r for r in csv.DictReader(fh)}
+    before, after = row_in(tmp_path / "before.csv", "bea"), row(out, "bea")
+    assert changes["bea", "causal_mask"]["before"] == before["causal_mask"] != after["causal_mask"] == "1.00"
+    assert changes["bea", "causal_mask"]["why"] == "override 1 made"
+    assert changes["bea", "total"]["after"] == after["total"] and set(changes) == {("bea", "causal_mask"),
+                                                                                   ("bea", "total")}

@@ -13,12 +13,14 @@ language can be written later (``message`` and ``note`` stay English; ``''``: th
 (v6) holds the points each run's reports were written under (:func:`~grader.instructor.rubric.rubric_json`; ``''``:
 not recorded), so two gradings can be compared (:mod:`grader.instructor.grading_diff`); ``overrides`` (v6) the
 instructor's grades that replace computed points (:class:`~grader.instructor.rubric.Override`), kept apart from any
-run so that every regrade keeps them; undoing one only marks it undone.
+run so that every regrade keeps them; undoing one only marks it undone; ``runs.overrides`` those in force when a
+run wrote its reports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -53,7 +55,8 @@ CREATE TABLE IF NOT EXISTS runs (
     devices TEXT NOT NULL,
     kit_version TEXT NOT NULL,
     isolation TEXT NOT NULL,
-    rubric TEXT NOT NULL DEFAULT ''
+    rubric TEXT NOT NULL DEFAULT '',
+    overrides TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS submissions (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -115,10 +118,10 @@ CREATE TABLE IF NOT EXISTS class_settings (
 """
 
 
-RUN_COLUMNS = "id, started_at, finished_at, seed, suite_version, devices, kit_version, isolation, rubric"
+RUN_COLUMNS = "id, started_at, finished_at, seed, suite_version, devices, kit_version, isolation, rubric, overrides"
 
 ADDED_COLUMNS = {
-    "runs": {"rubric": "''"},
+    "runs": {"rubric": "''", "overrides": "'[]'"},
     "submissions": {"review": "'[]'", "notes": "'[]'", "files": "'{}'", "output": "''", "printed": "'{}'"},
     "results": {"note": "''", "message_said": "''", "note_said": "''"},
 }
@@ -277,6 +280,15 @@ class Gradebook:
     def set_rubric(self, run_id: int, rubric: str) -> None:
         """Record the rubric the run's reports are written under (:func:`~grader.instructor.rubric.rubric_json`)."""
         self._rows("UPDATE runs SET rubric = ? WHERE id = ?", str(rubric), run_id)
+
+    def set_run_overrides(self, run_id: int) -> None:
+        """Record the overrides in force as the ones the run's reports show."""
+        snapshot = [dataclasses.asdict(o) for o, _ in self.overrides()]
+        self._rows("UPDATE runs SET overrides = ? WHERE id = ?", json.dumps(snapshot), run_id)
+
+    def run_overrides(self, run: Mapping[str, Any]) -> tuple[Override, ...]:
+        """The overrides a run's reports showed (:meth:`set_run_overrides`)."""
+        return tuple(Override(**o) for o in json.loads(run.get("overrides") or "[]"))
 
     def _run(self, where: str, *args: Any) -> dict[str, Any] | None:
         """The run's row as a dict (``devices`` a list, ``seed`` an int where it is one)."""

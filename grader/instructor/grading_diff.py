@@ -22,7 +22,7 @@ from grader.instructor.feedback import render
 from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.out_folder import DIFF_CSV, DIFF_HTML, class_file, write_text
 from grader.instructor.report_model import fmt_points, spreadsheet_cell
-from grader.instructor.rubric import Rubric, load_rubric, rubric_from_json, score, total
+from grader.instructor.rubric import TOTAL, Rubric, load_rubric, rubric_from_json, score, total
 from grader.instructor.verdict import CaseResult
 from grader.registry import HOOK_NAMES
 
@@ -115,6 +115,16 @@ def _rubric_reasons(old: Rubric, new: Rubric) -> dict[str, str]:
     return why
 
 
+def _override_change(old: Rubric, new: Rubric, student: str, exercise: str) -> str | None:
+    """``override 3 made``, ``override 3 undone`` or ``override 3 -> 4``, where the instructor's word changed."""
+    was, now = old.overrides_of(student).get(exercise), new.overrides_of(student).get(exercise)
+    if was == now:
+        return None
+    if was is None or now is None:
+        return f"override {(now or was).id} {'made' if was is None else 'undone'}"  # type: ignore[union-attr]
+    return f"override {was.id} -> {now.id}"
+
+
 def diff_gradings(book: Gradebook, before_id: int, after_id: int) -> GradingDiff:
     """Every change between the class as of run ``before_id`` and as of run ``after_id`` (ValueError for a run that
     is not a finished grading of this gradebook)."""
@@ -125,11 +135,19 @@ def diff_gradings(book: Gradebook, before_id: int, after_id: int) -> GradingDiff
             raise ValueError(f"run {run_id} is not a finished grading in {book.path} (its gradings: {known})")
     before, after = runs[before_id], runs[after_id]
     (old_rubric, old_note), (new_rubric, new_note) = _rubric_of(before), _rubric_of(after)
-    in_force = tuple(o for o, _ in book.overrides())  # the instructor's word stands in both: as the files say
-    old_rubric, new_rubric = (dataclasses.replace(r, overrides=in_force) for r in (old_rubric, new_rubric))
+    # each grading with the overrides in force when it wrote its reports
+    old_rubric = dataclasses.replace(old_rubric, overrides=book.run_overrides(before))
+    new_rubric = dataclasses.replace(new_rubric, overrides=book.run_overrides(after))
     diff = GradingDiff(before, after, notes=[n for n in (old_note, new_note) if n])
-    if in_force:
-        diff.notes.append(f"{len(in_force)} override(s) in force, applied to both gradings (attnkit override --list)")
+    for side, rubric in (("earlier", old_rubric), ("later", new_rubric)):
+        if rubric.overrides:
+            diff.notes.append(f"the {side} grading's files showed {len(rubric.overrides)} override(s)")
+    in_force = tuple(o for o, _ in book.overrides())
+    if in_force != new_rubric.overrides:
+        diff.notes.append(
+            f"overrides were made or undone since run {after_id} (attnkit override --list): the files show them, "
+            "this comparison does not"
+        )
     by_rubric = _rubric_reasons(old_rubric, new_rubric)
     diff.rubric_changes = [f"{hook}: {why.removeprefix('rubric: ')}" for hook, why in by_rubric.items()]
     old_class, new_class = _class_as_of(book, before), _class_as_of(book, after)
@@ -148,12 +166,14 @@ def diff_gradings(book: Gradebook, before_id: int, after_id: int) -> GradingDiff
             if old is None or new is None:
                 reasons = ["first graded" if old is None else "not in the later grading"]
             else:
-                reasons = [r for r in (handed_in, by_rubric.get(hook)) if r] + cases
+                reasons = [r for r in (handed_in, by_rubric.get(hook), _override_change(old_rubric, new_rubric,
+                                                                                         student, hook)) if r] + cases
             diff.changes.append(Change(student, hook, was, now, "; ".join(reasons) or "same cases, same rubric"))
-        if old_scores is not None and new_scores is not None:
-            was_total, now_total = total(old_scores, old_rubric, student)[0], total(new_scores, new_rubric, student)[0]
-            if was_total != now_total:
-                diff.changes.append(Change(student, "total", was_total, now_total, ""))
+        was_total = total(old_scores, old_rubric, student)[0] if old_scores else None
+        now_total = total(new_scores, new_rubric, student)[0] if new_scores else None
+        if was_total != now_total:
+            why = _override_change(old_rubric, new_rubric, student, TOTAL) or "the sum of the exercises"
+            diff.changes.append(Change(student, TOTAL, was_total, now_total, why))
     return diff
 
 

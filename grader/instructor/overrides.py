@@ -23,7 +23,7 @@ from grader.instructor.reports import write_reports
 from grader.instructor.rubric import TOTAL, Rubric, load_rubric, rubric_from_json
 from grader.registry import HOOK_NAMES
 
-__all__ = ["OverrideError", "add_override", "class_rubric", "undo_override", "write_reports_again"]
+__all__ = ["OverrideError", "add_override", "class_rubric", "refuse_unfinished", "undo_override", "write_reports_again"]
 
 
 class OverrideError(ValueError):
@@ -44,8 +44,20 @@ def _class_students(book: Gradebook) -> list[str]:
     return [] if settings is None else list(book.class_results(settings))
 
 
+def refuse_unfinished(book: Gradebook, what: str) -> None:
+    """:class:`OverrideError` where a grading into the out folder is unfinished: its results are not the class's yet
+    (the reports are written when a run completes), so nothing may write the reports from them."""
+    unfinished = book.latest_unfinished_run()
+    if unfinished is not None:
+        raise OverrideError(
+            f"a grading into {book.path.parent} is unfinished (run {unfinished['id']}, stopped or killed): run the "
+            f"same attnkit grade command again to finish it, then {what}"
+        )
+
+
 def add_override(book: Gradebook, student: str, exercise: str, points: float, reason: str, by: str) -> int:
     """Check and record an override; returns its id (:class:`OverrideError` names what is wrong)."""
+    refuse_unfinished(book, "add the override")
     students = _class_students(book)
     if not students:
         raise OverrideError(f"{book.path} holds no graded class: grade it first")
@@ -60,11 +72,14 @@ def add_override(book: Gradebook, student: str, exercise: str, points: float, re
         raise OverrideError(f"{exercise}: points must be between 0 and {most:g} (the rubric's), not {points:g}")
     if not reason.strip():
         raise OverrideError("an override needs a reason (--reason): the student's feedback says it")
+    if not reason.strip().isprintable():
+        raise OverrideError("the reason must be one line of printable text (no newline, tab or control character)")
     return book.add_override(student, exercise, points, reason.strip(), by)
 
 
 def undo_override(book: Gradebook, override_id: int) -> str:
     """Undo an override in force; returns its student (:class:`OverrideError` where there is none of that id)."""
+    refuse_unfinished(book, "undo the override")
     in_force = {o.id: o for o, _ in book.overrides()}
     if override_id not in in_force or not book.undo_override(override_id):
         known = ", ".join(str(i) for i in in_force) or "none"

@@ -70,6 +70,11 @@ class Rubric:
         """``exercise -> Override`` in force for ``student`` (``TOTAL`` for the whole grade)."""
         return {o.exercise: o for o in self.overrides if o.student == student}
 
+    def capped_overrides(self) -> list[Override]:
+        """The overrides worth more than this rubric gives their exercise (or total): each counts as the most."""
+        most = {**self.points, TOTAL: self.max_total}
+        return [o for o in self.overrides if o.points > most.get(o.exercise, 0.0)]
+
     def visibility_of(self, hook: str) -> str:
         """The Gradescope visibility of ``hook``'s test in ``results.json``."""
         return self.visibility.get(hook, self.default_visibility)
@@ -201,8 +206,8 @@ def score(results: Iterable[CaseResult], rubric: Rubric, student: str = "") -> d
     points = {hook: rubric.points.get(hook, 0.0) for hook in HOOK_NAMES}
     scores = {hook: (hook_points(p, counts[hook], hook in rubric.all_or_nothing), p) for hook, p in points.items()}
     for hook, override in rubric.overrides_of(student).items():
-        if hook in scores:
-            scores[hook] = (round(override.points, 2), scores[hook][1])
+        if hook in scores:  # at most the exercise's points: a rubric changed since may make it worth less
+            scores[hook] = (round(min(override.points, scores[hook][1]), 2), scores[hook][1])
     return scores
 
 
@@ -213,4 +218,4 @@ def total(
     the sum."""
     earned, possible = round(sum(e for e, _ in scores.values()), 2), round(sum(p for _, p in scores.values()), 2)
     override = rubric.overrides_of(student).get(TOTAL) if rubric is not None and student else None
-    return (round(override.points, 2) if override else earned, possible)
+    return (round(min(override.points, possible), 2) if override else earned, possible)
