@@ -290,10 +290,11 @@ def test_the_reference_breaks_no_rule():
 def test_the_contiguity_rule_is_the_hidden_cases_one(hook):
     """A hook whose row asks for a contiguous result has the contiguity property on its value cases, and only then."""
     from grader.hook_table import row
-    from grader.instructor.cases import _contiguous, make_cases
+    from grader.instructor.case_properties import contiguous
+    from grader.instructor.cases import make_cases
 
     cases = [c for c in make_cases(5) if c.hook == hook and not c.expect_error]
-    held = [_contiguous in c.properties for c in cases]
+    held = [contiguous in c.properties for c in cases]
     assert held == [row(hook).contiguous_result] * len(cases)
 
 

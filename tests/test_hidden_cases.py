@@ -239,8 +239,8 @@ def test_the_source_of_every_verdict_module_counts(name, monkeypatch):
 def test_the_verdict_modules_are_the_ones_imported():
     names = [m.__name__ for m in verdict_modules()]
     for needed in ("solutions.reference", "grader.child.call", "grader.child.load", "grader.hook_table",
-                   "grader.instructor.cases", "grader.instructor.suite", "grader.instructor.verdict",
-                   "grader.instructor.replies"):  # fmt: skip
+                   "grader.instructor.cases", "grader.instructor.case_properties", "grader.instructor.groups.chapter",
+                   "grader.instructor.suite", "grader.instructor.verdict", "grader.instructor.replies"):  # fmt: skip
         assert needed in names
     assert all(m is sys.modules[m.__name__] for m in verdict_modules())
 

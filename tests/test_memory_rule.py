@@ -29,7 +29,9 @@ import torch
 
 from grader.child.call import CALLS_BACK, _MemoryMeter, call_hook
 from grader.child.call import FOREIGN as NOT_ALLOCATED
-from grader.instructor.cases import LONG, make_cases, memory_rule
+from grader.instructor.case_properties import memory_rule
+from grader.instructor.cases import make_cases
+from grader.instructor.groups.chapter import LONG
 from grader.instructor.replies import CallReply, MalformedReply, decode
 from grader.instructor.sandbox import Limits
 from grader.instructor.suite import Suite, build_suite
@@ -705,7 +707,7 @@ def test_a_measured_call_may_take_a_multiple_of_the_call_limit(tmp_path, chunked
     blocks, no meter) LONGEST_CALL_FACTOR times, the others once."""
     from grader import rules
     from grader.instructor import submission_grading
-    from grader.instructor.cases import LONGEST_CALL_FACTOR
+    from grader.instructor.groups.chapter import LONGEST_CALL_FACTOR
 
     waited: dict[str, float] = {}
     read = submission_grading._read_reply

@@ -391,8 +391,9 @@ def test_a_case_description_recorded_in_english_is_said_in_chinese_when_the_run_
 
 
 def test_a_case_descriptions_chinese_is_no_new_suite_its_english_is(monkeypatch):
-    from grader.instructor import cases, messages
+    from grader.instructor import messages
     from grader.instructor import suite_version as version
+    from grader.instructor.groups import chapter
 
     before = version.suite_version()
     key = case_id("softmax_weights", "2d-rows")
@@ -404,7 +405,7 @@ def test_a_case_descriptions_chinese_is_no_new_suite_its_english_is(monkeypatch)
 
     def reworded(module):
         text = source(module)
-        return text.replace('"2-D, last dim"', '"2-D, along the last dim"') if module is cases else text
+        return text.replace('"2-D, last dim"', '"2-D, along the last dim"') if module is chapter else text
 
     monkeypatch.setattr(version.inspect, "getsource", reworded)
     assert version.suite_version() != before

@@ -73,7 +73,7 @@ GIVEN_BY_THE_STUBS = {"make_self_attention", "make_causal_attention", "make_mult
 
 HIDDEN_CASES = ("all-masked-row", "indivisible-raises", "non-square-raises", "float-keep-mask", "large-logits",
                 "H3-T5-hd4", "reference-weights", "init-seed")  # fmt: skip
-"""Names of hidden cases in grader/instructor/cases.py that the public tests do not use."""
+"""Names of hidden cases in grader/instructor/groups/chapter.py that the public tests do not use."""
 
 SLOW_TIMEOUT = 300
 
@@ -524,7 +524,7 @@ def test_the_leak_scan_would_see_a_pasted_answer(solved_kit):
 
 
 def test_no_hidden_case_and_no_instructor_file_in_the_kit(kit):
-    cases = (KIT / "grader" / "instructor" / "cases.py").read_text()
+    cases = (KIT / "grader" / "instructor" / "groups" / "chapter.py").read_text()
     public = "".join(p.read_text() for p in (KIT / "exercises").glob("*.py"))
     for name in HIDDEN_CASES:  # real hidden case names, none of them public
         assert f'"{name}"' in cases and name not in public, name

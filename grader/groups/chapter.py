@@ -12,7 +12,7 @@ from grader.hook_row import HookRow
 
 POSITION = 0
 """First: the chapter's groups come before any other."""
-HIDDEN_CASES = "grader.instructor.cases"
+HIDDEN_CASES = "grader.instructor.groups.chapter"
 REFERENCE = "solutions.reference"
 MISTAKES = "solutions.mistakes"
 

@@ -1,7 +1,7 @@
 """The Chinese of every hidden case's description, by the case's id: its hook and its name.
 
-A case's English is declared with the case (``Case.what`` in :mod:`grader.instructor.cases`); this table holds
-only its other languages.  :func:`case_messages` makes each an entry of
+A case's English is declared with the case (``Case.what``, in :mod:`grader.instructor.groups.chapter`); this table
+holds only its other languages.  :func:`case_messages` makes each an entry of
 :data:`~grader.instructor.messages.MESSAGES` whose English is the case's own (the parameter ``{what}``), so the
 case's description is said by id (``case.<hook>[<name>]``) and rendered in a report's language.  A case's sizes
 are the suite's (drawn from ``SHAPES_SEED``), the same under every run's seed, so they are written here as they

@@ -247,10 +247,10 @@ def held_problem(held: Held, rule: MemoryRule, itemsize: int) -> str | None:
     """The failure when what the kernel says a call held (``held``), in its own memory, written out and in the
     processes it started, all told, had room for one batch-head's kept scores: in the queries' dtype (``itemsize``
     bytes each), or packed into :func:`packed_bytes` each, in the memory that holds no library's pages.  Measured at
-    the longest case's shapes (``grader.instructor.cases.LONGEST``, 128 MiB and 64 MiB, each the first call of a fresh
-    child; ``benchmarks/held_memory.py``): the suite's honest chunked versions raise the peak by 36-47 MiB, touch
-    23-39 MiB and add 8-25 MiB of anonymous memory, its evasions 130 MiB or more wherever they keep the scores, and
-    a 16-bit copy of them with a scale per row 85 MiB of anonymous memory (red team 12a)."""
+    the longest case's shapes (``grader.instructor.groups.chapter.LONGEST``, 128 MiB and 64 MiB, each the first call
+    of a fresh child; ``benchmarks/held_memory.py``): the suite's honest chunked versions raise the peak by 36-47
+    MiB, touch 23-39 MiB and add 8-25 MiB of anonymous memory, its evasions 130 MiB or more wherever they keep the
+    scores, and a 16-bit copy of them with a scale per row 85 MiB of anonymous memory (red team 12a)."""
     if held is UNREAD:
         return said("held.unread")
     if held.running:

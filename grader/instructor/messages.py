@@ -181,7 +181,7 @@ _PAIRS: dict[str, tuple[str, str]] = {  # id: (English, Chinese)
         "名字所表示的角色对应（Wq、w_key、value_proj…），也不能按创建顺序和形状逐一对应（一个堆叠的 nn.Linear(d_in, 3 "
         "* d_out) 算作三个），所以没有用例能用参考实现的权重运行你的模块",
     ),
-    # the hidden cases' properties (grader.instructor.cases)
+    # the hidden cases' properties (grader.instructor.case_properties)
     "exact_zeros": (
         "-inf scores must give exactly 0 weight, got small non-zero values",
         "-inf 的分数必须给出恰好为 0 的权重，得到的却是很小的非零值",

@@ -80,7 +80,7 @@ class ModuleTrialModel:
         return seen
 
     def _computed(self, setting: frozenset, in_place: bool = False) -> Seen:
-        from grader.instructor.cases import reads_as_weights
+        from grader.instructor.case_properties import reads_as_weights
 
         mm = self.mm
         steps = mm.by_step(setting)

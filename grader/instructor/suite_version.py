@@ -14,6 +14,7 @@ import types
 from grader import hook_table, hookspecs, registry, rules
 from grader.child import call, figures, load, modules, spawns
 from grader.instructor import (
+    case_properties,
     cases,
     diagnosis,
     fingerprints,
@@ -39,9 +40,9 @@ def verdict_modules() -> list[types.ModuleType]:
     from solutions import mistakes, reference
 
     kit = [
-        hookspecs, hook_table, registry, load, call, spawns, figures, modules, reference, cases, suite, verdict,
-        held_memory, rules, replies, submission_grading, diagnosis, observations, fingerprints, module_trial_model,
-        text_rules, structure_diagnosis, mistakes,
+        hookspecs, hook_table, registry, load, call, spawns, figures, modules, reference, cases, case_properties,
+        suite, verdict, held_memory, rules, replies, submission_grading, diagnosis, observations, fingerprints,
+        module_trial_model, text_rules, structure_diagnosis, mistakes,
     ]  # fmt: skip
     declared = [  # every exercise group's declaration and its instructor's half (grader.packs)
         module for group in groups() for module in (group.module, group.hookspecs)
@@ -56,7 +57,8 @@ def suite_version() -> str:
     (:func:`inspect.getsource`), not from paths next to this file.  The English of every message grading says by
     id (:data:`~grader.instructor.messages.MESSAGES`) counts too, as the wording in the verdict's modules does: a
     result keeps its message's English; the other languages are rendered when a report is written.  A hidden case's
-    description counts by its English in :mod:`~grader.instructor.cases`, so words for a case in another language
+    description counts by its English in its group's hidden cases (``HIDDEN_CASES``: for the chapter's,
+    :mod:`~grader.instructor.groups.chapter`), so words for a case in another language
     (:mod:`~grader.instructor.case_words`), even where a case had none, are no new suite.
     """
     from grader.instructor.case_words import case_messages
@@ -69,7 +71,7 @@ def suite_version() -> str:
         except (OSError, TypeError) as exc:
             raise RuntimeError(f"cannot read the source of {module.__name__} for the suite version: {exc}") from exc
         digest.update(module.__name__.encode() + b"\0" + source.encode("utf-8") + b"\0")
-    described = case_messages()  # a case's description: its English is the case's own, in cases.py (hashed above)
+    described = case_messages()  # a case's English is the case's own, in its HIDDEN_CASES (hashed above)
     english = json.dumps(
         sorted(
             (key, words["en"])

@@ -1,8 +1,8 @@
 """The hidden cases of the patterns group: sparse masks, the entropy of the weights, one heatmap per head.
 
-Instructor-only.  Built the way :mod:`grader.instructor.cases` builds the chapter's: sizes from the suite's own
-generator (``m.size``, never 6, pairwise different but where a case declares ``coincide``), values from the
-run's seed (``m.weights``, ``m.rand``).  Every case says what it checks in English (``what``) and in Chinese
+Instructor-only.  Built the way :mod:`grader.instructor.groups.chapter` builds the chapter's: sizes from the
+suite's own generator (``m.size``, never 6, pairwise different but where a case declares ``coincide``), values from
+the run's seed (``m.weights``, ``m.rand``).  Every case says what it checks in English (``what``) and in Chinese
 (``what_zh``), with the same numbers in both.
 """
 
