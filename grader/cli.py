@@ -484,7 +484,8 @@ def grade(
                 "--only leaves every other student's files as they are, and this rubric is not the one the class "
                 "was last graded under: grade the whole class (no --only) to apply a new rubric"
             )
-        intake = _only(console, only, targets, reading, roster_path or out_dir, latest, out_dir)
+        given = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir) if targets else None
+        intake = _only(console, only, given, out_dir)
     else:
         intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
     stop = threading.Event()
@@ -657,18 +658,16 @@ def _class_choices(out_dir: Path, **given: Any) -> tuple:
     return str(chosen["lang"]), tuple(chosen["lms"]), str(chosen["assignment"]), bool(chosen["show_output"])
 
 
-def _only(
-    console: Console, only: tuple[str, ...], targets: list[str], reading: str, roster_from: str | Path, latest: bool,
-    out_dir: Path,
-):  # fmt: skip
-    """The hand-ins of ``--only``'s students: from PATHS (:func:`_take_in`), else the ones OUT's gradebook keeps."""
+def _only(console: Console, only: tuple[str, ...], given: Any, out_dir: Path):
+    """The hand-ins of ``--only``'s students: from ``given`` (PATHS' :func:`_take_in`), else the ones OUT's
+    gradebook keeps."""
     from dataclasses import replace
 
     from grader.instructor.console_summary import console_text
     from grader.instructor.intake_model import Intake
 
-    if targets:
-        intake = _take_in(console, targets, reading, roster_from, latest, out_dir)
+    if given is not None:
+        intake = given
         found = {sub.student: sub for sub in intake.submissions}
         where = "in PATHS"
     else:
@@ -681,7 +680,7 @@ def _only(
         known = ", ".join(sorted(found)[:20]) + (" …" if len(found) > 20 else "")
         raise click.UsageError(f"--only {', '.join(unknown)}: no such student {where} (there: {known or 'none'})")
     chosen = [found[student] for student in dict.fromkeys(only)]
-    if not targets:
+    if given is None:
         console.print(console_text(f"Regrading {', '.join(s.student for s in chosen)} from the hand-ins {where}"))
     return replace(intake, submissions=chosen, missing=[])
 
