@@ -54,6 +54,8 @@ LEARNER_GRADER = {
     "submit.py",
     "handin.py",
     "cli.py",
+    "instructor_command.py",
+    "course_commands.py",
     "hints.py",
     "rules.py",
     "rule_words.py",
