@@ -16,7 +16,7 @@ from rich.table import Table
 
 from grader.course_commands import diff, override
 from grader.handin import kit_version
-from grader.instructor_command import InstructorCommand
+from grader.instructor_command import InstructorCommand, out_option
 from grader.registry import HOOK_NAMES, Solution
 from grader.rules import MEASURED_CALL_FACTOR
 
@@ -293,13 +293,7 @@ def _device_list(value: str | None) -> list[str] | None:
     help="Where one student has several hand-ins, grade the one collected last (its file's time on disk, or an "
     "LMS's attempt time in its name; never a manifest's date); the others are listed as skipped.",
 )
-@click.option(
-    "--out",
-    default="attnkit-results",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Folder for the gradebook, grades.csv, junit.xml and one feedback folder per student.",
-)
+@out_option("Folder for the gradebook, grades.csv, junit.xml and one feedback folder per student.")
 @click.option(
     "--seed",
     type=int,

@@ -10,19 +10,21 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.instructor_command import InstructorCommand
+from grader.instructor_command import InstructorCommand, out_option
 
 __all__ = ["diff", "override"]
 
 
+def _gradebook_path(out: str) -> Path:
+    """OUT's gradebook; a usage error where there is none."""
+    book_path = Path(out) / "gradebook.sqlite"
+    if not book_path.is_file():
+        raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
+    return book_path
+
+
 @click.command(cls=InstructorCommand)
-@click.option(
-    "--out",
-    default="attnkit-results",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="The out folder whose gradings to compare (its gradebook.sqlite).",
-)
+@out_option("The out folder whose gradings to compare (its gradebook.sqlite).")
 @click.option("--from", "from_run", type=int, metavar="RUN", help="The earlier grading (default: the one before --to).")
 @click.option("--to", "to_run", type=int, metavar="RUN", help="The later grading (default: the latest).")
 @click.option("--list", "list_runs", is_flag=True, help="List the out folder's gradings and compare none.")
@@ -38,9 +40,7 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
     from grader.instructor.gradebook import Gradebook
     from grader.instructor.grading_diff import diff_gradings, run_label, write_diff
 
-    book_path = Path(out) / "gradebook.sqlite"
-    if not book_path.is_file():
-        raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
+    book_path = _gradebook_path(out)
     console = Console(emoji=False)
     with Gradebook(book_path) as book:
         runs = [run["id"] for run in book.finished_runs()]
@@ -78,13 +78,7 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
 @click.argument("points", type=float, required=False)
 @click.option("--reason", help="Why (required to add): the student's feedback says it.")
 @click.option("--by", default=lambda: os.environ.get("USER") or "", help="Who made it (default: $USER).")
-@click.option(
-    "--out",
-    default="attnkit-results",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="The graded class's out folder.",
-)
+@out_option("The graded class's out folder.")
 @click.option("--list", "list_them", is_flag=True, help="List the overrides (undone ones too) and change nothing.")
 @click.option("--undo", type=int, metavar="ID", help="Undo the override of this id (see --list).")
 def override(
@@ -110,9 +104,7 @@ def override(
         raise click.UsageError("give STUDENT EXERCISE POINTS --reason WHY, or --list, or --undo ID (one of them)")
     if adding and (exercise is None or points is None):
         raise click.UsageError("an override is STUDENT EXERCISE POINTS (all three) --reason WHY")
-    book_path = Path(out) / "gradebook.sqlite"
-    if not book_path.is_file():
-        raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
+    book_path = _gradebook_path(out)
     console = Console(emoji=False)
     try:
         with Gradebook(book_path) as book:

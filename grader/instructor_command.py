@@ -8,11 +8,13 @@ from pathlib import Path
 
 import click
 
-__all__ = ["INSTRUCTOR", "InstructorCommand"]
+__all__ = ["INSTRUCTOR", "InstructorCommand", "out_option"]
 
 _SPEC = importlib.util.find_spec("grader.instructor")
-INSTRUCTOR = _SPEC is not None and _SPEC.origin is not None and (
-    Path(_SPEC.origin).resolve().parent == Path(__file__).resolve().parent / "instructor"
+INSTRUCTOR = (
+    _SPEC is not None
+    and _SPEC.origin is not None
+    and (Path(_SPEC.origin).resolve().parent == Path(__file__).resolve().parent / "instructor")
 )
 """True in the instructor's kit (``grader/instructor/`` beside this file, not some other install's).  A learner's kit
 (`attnkit release`) has none: there the instructor-only commands are hidden and say so in one line when called."""
@@ -33,3 +35,10 @@ class InstructorCommand(click.Command):
             )
         ctx.meta["attnkit.args"] = list(args)  # as given, for the command that resumes a stopped run
         return super().parse_args(ctx, args)
+
+
+def out_option(help: str):
+    """``--out``, the class's out folder, as every instructor command takes it (``attnkit-results`` by default)."""
+    return click.option(
+        "--out", default="attnkit-results", show_default=True, type=click.Path(file_okay=False), help=help
+    )

@@ -22,7 +22,7 @@ from grader.instructor.feedback import render
 from grader.instructor.gradebook import ClassSettings, Gradebook
 from grader.instructor.out_folder import DIFF_CSV, DIFF_HTML, class_file, write_text
 from grader.instructor.report_model import fmt_points, spreadsheet_cell
-from grader.instructor.rubric import TOTAL, Rubric, load_rubric, rubric_from_json, score, total
+from grader.instructor.rubric import TOTAL, Rubric, load_rubric, run_rubric, score, total
 from grader.instructor.verdict import CaseResult
 from grader.registry import HOOK_NAMES
 
@@ -65,8 +65,8 @@ class GradingDiff:
 
 def _rubric_of(run: dict[str, Any]) -> tuple[Rubric, str | None]:
     """The run's rubric, and a note where it recorded none (the packaged one stands in)."""
-    if run.get("rubric"):
-        return rubric_from_json(run["rubric"], f"run {run['id']}"), None
+    if rubric := run_rubric(run):
+        return rubric, None
     return load_rubric(), f"run {run['id']} recorded no rubric (graded before attnkit kept one): the packaged rubric"
 
 

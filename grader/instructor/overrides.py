@@ -20,7 +20,7 @@ from grader.instructor.gradebook import Gradebook
 from grader.instructor.out_folder import GRADEBOOK, class_file
 from grader.instructor.report_model import ReportOptions
 from grader.instructor.reports import write_reports
-from grader.instructor.rubric import TOTAL, Rubric, load_rubric, rubric_from_json
+from grader.instructor.rubric import TOTAL, Rubric, load_rubric, run_rubric
 from grader.registry import HOOK_NAMES
 
 __all__ = ["OverrideError", "add_override", "class_rubric", "refuse_unfinished", "undo_override", "write_reports_again"]
@@ -34,8 +34,7 @@ def class_rubric(book: Gradebook) -> Rubric:
     """The rubric of the class's last grading (the packaged one where it recorded none), with every override in
     force."""
     runs = book.finished_runs()
-    recorded = runs[-1].get("rubric") if runs else ""
-    rubric = rubric_from_json(recorded, f"run {runs[-1]['id']}") if recorded else load_rubric()
+    rubric = (run_rubric(runs[-1]) if runs else None) or load_rubric()
     return dataclasses.replace(rubric, overrides=tuple(o for o, _ in book.overrides()))
 
 

@@ -152,6 +152,11 @@ def rubric_from_json(text: str, source: str) -> Rubric:
     return parse_rubric({"points": points, "all_or_nothing": aon, "visibility": visibility}, source)
 
 
+def run_rubric(run: dict) -> Rubric | None:
+    """The rubric a gradebook run recorded; ``None`` where it recorded none (graded before attnkit kept one)."""
+    return rubric_from_json(run["rubric"], f"run {run['id']}") if run.get("rubric") else None
+
+
 def load_rubric(path: str | Path | None = None) -> Rubric:
     """Read and validate a rubric file (the packaged ``rubric.toml`` by default) over the hook table's defaults."""
     path = Path(path) if path is not None else DEFAULT_RUBRIC

@@ -23,6 +23,7 @@ from grader.instructor.case_properties import (
     drops_attention_weights,
     exact_zeros_where_masked,
     extras_noted,
+    figure_labelled,
     held_below,
     mask_is_a_buffer,
     named_like_contract,
@@ -38,11 +39,9 @@ from grader.instructor.cases import (
     GeneratorSeed,
     Maker,
     ModuleSpec,
-    Trial,
     one_hot_tokens,
 )
-from grader.instructor.said import said
-from grader.rules import MEASURED_CALL_FACTOR, figure_labels_problem, token_axes
+from grader.rules import MEASURED_CALL_FACTOR
 
 __all__ = ["LONG", "LONGEST", "LONGEST_CALL_FACTOR", "PREFER_VALUE_ERROR", "hidden_cases"]
 
@@ -484,18 +483,10 @@ def _training_case(hook: str, m: Maker, config: Callable[..., dict]) -> Case:
                 compare_gold=False, properties=(drops_attention_weights(p, t, h),))
 
 
-def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    """The figure's axis labels or tick labels and its colorbar, as the hookspec asks for the case's tokens."""
-    results = facts.get("results") or [{}]
-    figure = dict(results[0].get("figure") or {})
-    weights = trial.inputs["weights"]
-    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]), said)
-
-
 def _plot_cases(m: Maker) -> list[Case]:
     # one dtype: a figure drawn from float64 weights shows nothing float32's does not (issue 26: half the trials)
     case = _maker("plot_attention", "weights", "tokens", dtypes=("float32",))
-    drawn = (_drawn,)
+    drawn = (figure_labelled,)
     t, tq, tk, t2 = m.distinct((3, 9), (2, 7), (3, 11), (3, 9))
     pair = (list(QUERY_WORDS[:tq]), list(KEY_WORDS[:tk]))
     square_pair = (list(QUERY_WORDS[:t2]), list(KEY_WORDS[:t2]))

@@ -12,9 +12,8 @@ from typing import Any
 
 import torch
 
-from grader.instructor.cases import DEVICE, KEY_WORDS, QUERY_WORDS, Case, Maker, Trial
-from grader.instructor.said import said
-from grader.rules import figure_labels_problem, token_axes
+from grader.instructor.case_properties import figure_labelled
+from grader.instructor.cases import DEVICE, KEY_WORDS, QUERY_WORDS, Case, Maker
 
 __all__ = ["hidden_cases"]
 
@@ -182,17 +181,9 @@ def _entropy_cases(m: Maker) -> list[Case]:
 # --- one heatmap per head --------------------------------------------------------------------------------------
 
 
-def _drawn(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    """The first head's axis labels or tick labels and the colorbar, as the hookspec asks for the case's tokens."""
-    results = facts.get("results") or [{}]
-    figure = dict(results[0].get("figure") or {})
-    weights = trial.inputs["weights"]
-    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]), said)
-
-
 def _grid_cases(m: Maker) -> list[Case]:
     hook = "plot_head_grid"
-    drawn = (_drawn,)
+    drawn = (figure_labelled,)
 
     def grid(name: str, weights: torch.Tensor, tokens: Any, what: str, what_zh: str, **kwargs: Any) -> Case:
         kwargs.setdefault("properties", () if "expect_error" in kwargs else drawn)
