@@ -158,6 +158,15 @@ def test_what_a_learner_printed_is_kept_inert_and_linked_from_the_class_report(f
     assert "(ada/output.txt)" in (out / "class.md").read_text(encoding="utf-8")
 
 
+def test_a_grading_that_reuses_a_result_keeps_what_the_learner_printed(copy, hand_ins):
+    """Graded again unchanged (its result reused), ada's output.txt and the class report's link to it stay."""
+    result = invoke([str(hand_ins / "ada.py"), "--out", str(copy), "--timeout", TIMEOUT])
+    assert result.exit_code == 0, result.output
+    assert "1 already graded" in flat(result.output)  # reused, not regraded
+    assert "hello from ada" in (copy / "ada" / "output.txt").read_text(encoding="utf-8")
+    assert "(ada/output.txt)" in (copy / "class.md").read_text(encoding="utf-8")
+
+
 def test_the_run_facts_are_in_the_class_report_and_on_no_learners_page(first):
     """The isolation, the devices not present here, the versions: the instructor's, said once in the class report."""
     out = first[0]

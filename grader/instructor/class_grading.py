@@ -424,8 +424,9 @@ def _reusable(
     if found is None:
         return None
     results, figures = found
-    sub = _heard_again(sub, book.review_of_grading(*conditions))
-    book.record(planned.run_id, sub, results, figures)
+    review, output, printed = book.heard_in_grading(*conditions)
+    sub = _heard_again(sub, review)
+    book.record(planned.run_id, sub, results, figures, output, printed)  # what it printed too: output.txt stays
     return Outcome(sub, results, figures)
 
 

@@ -406,12 +406,17 @@ class Gradebook:
             return None
         return self._results(found[0], student), self.figures(found[0], student)
 
-    def review_of_grading(
+    def heard_in_grading(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
-    ) -> list[str]:
-        """The review findings recorded with :meth:`find_graded`'s grading (what was heard while it ran included)."""
+    ) -> tuple[list[str], str, dict[str, str]]:
+        """What was recorded beside :meth:`find_graded`'s results: its review findings (what was heard while it ran
+        included), what the learner's process printed (:meth:`output`) and what each exercise printed
+        (:meth:`printed`)."""
         found = self._latest_grading(student, sha256, suite_version, seed, devices)
-        return [] if found is None else _strings(self._column("review", found[0], student))
+        if found is None:
+            return [], "", {}
+        run = found[0]
+        return _strings(self._column("review", run, student)), self.output(run, student), self.printed(run, student)
 
     def _column(self, name: str, run_id: int, student: str) -> Any:
         """One column of a submission's row, or None where the run holds no such submission."""
