@@ -87,7 +87,7 @@ def override(
 ) -> None:  # fmt: skip
     """Set a student's points on one EXERCISE (or on the total: EXERCISE 'total') by hand, with a reason.
 
-    attnkit override alice causal_mask 1.5 --reason "regrade request: the mask was right, the dtype was not"
+    attnkit override carol causal_mask 0.5 --reason "regrade request: only the diagonal was wrong"
 
     The override replaces the computed points in grades.csv (status 'adjusted: ...'), the LMS exports, results.json,
     the class report and the student's feedback (which says it and why), and survives every later attnkit grade into

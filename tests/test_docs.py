@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.hook_table import GROUPS
+from grader.instructor.rubric import load_rubric
 from solutions.mistakes import CATALOGUE, catalogue
 
 KIT = Path(__file__).resolve().parent.parent
@@ -125,6 +126,27 @@ def test_the_pages_name_the_commands_they_are_about():
 def test_a_learner_hands_in_with_student():
     assert "--student" in {o for name, opts in commands_in(read(README)) if name == "submit" for o in opts}
     assert "`--student YOUR_ID`" in read(LEARNER_README)
+
+
+OVERRIDE = re.compile(r"\battnkit\s+override\s+(\S+)\s+(\S+)\s+(\S+)\s+--reason")
+
+
+def override_examples() -> list[tuple[str, str, str]]:
+    """``(student, exercise, points)`` of every ``attnkit override`` example: the pages' code and the command's help."""
+    help_text = " ".join(CliRunner().invoke(main, ["override", "--help"], terminal_width=300).output.split())
+    return [m.groups() for page in PAGES for piece in code_of(read(page)) for m in OVERRIDE.finditer(piece)] + [
+        m.groups() for m in OVERRIDE.finditer(help_text)
+    ]
+
+
+def test_every_override_example_runs_under_the_packaged_rubric():
+    """Its points lie within the exercise's points (a newcomer copies the example: an example refused is wrong)."""
+    examples = override_examples()
+    assert len(examples) >= 3, examples  # the README, instructors.md and the --help each give one
+    rubric = load_rubric()
+    wrong = [e for e in examples if e[1] not in rubric.points or not 0 <= float(e[2]) <= rubric.points[e[1]]]
+    assert wrong == []
+    assert OVERRIDE.search('attnkit override alice causal_mask 1.5 --reason "x"').groups()[2] == "1.5"  # seen
 
 
 # --- the code's numbers and lists ---------------------------------------------------------------------------
