@@ -293,7 +293,7 @@ def _device_list(value: str | None) -> list[str] | None:
     help="Where one student has several hand-ins, grade the one collected last (its file's time on disk, or an "
     "LMS's attempt time in its name; never a manifest's date); the others are listed as skipped.",
 )
-@out_option("Folder for the gradebook, grades.csv, junit.xml and one feedback folder per student.")
+@out_option("Folder for the gradebook, grades.csv, class.html, class.md, junit.xml and a feedback folder per student.")
 @click.option(
     "--seed",
     type=int,
@@ -412,11 +412,12 @@ def grade(
 ) -> None:
     """Grade submissions in sandboxed processes and write the gradebook and feedback.
 
-    PATHS are .py files, folders (a learner's exercises/ package or any folder of hook functions), .zip files of either,
-    or a class folder holding many of them.  With no PATHS, grades the bundled sample class (examples/submissions). A
-    folder holding two or more hand-ins of any kind is a class; a package, a learner's kit and a folder holding one .py
-    file or notebook are one submission, and --one reads a folder of one learner's loose modules as one (the folder's
-    shape decides, never its code).  What was found, and every file skipped with why, is printed before grading.
+    PATHS are .py files, notebooks (.ipynb), folders (a learner's exercises/ package or any folder of hook
+    functions), .zip files of these, or a class folder holding many of them.  With no PATHS, grades the bundled
+    sample class (examples/submissions).  A folder holding two or more hand-ins of any kind is a class; a package, a
+    learner's kit and a folder holding one .py file or notebook are one submission, and --one reads a folder of one
+    learner's loose modules as one (the folder's shape decides, never its code).  What was found, and every file
+    skipped with why, is printed before grading.
 
     A student's id is, in this order: the roster's (--roster) student whose file pattern matches the hand-in's name; the
     roster's student its file name names (id or email); else its file or folder name.  The <id> of attnkit submit's
