@@ -191,11 +191,12 @@ def diff_rows(diff: GradingDiff) -> list[list[str]]:
 
 
 def run_label(run: dict[str, Any]) -> str:
-    """``run 3 (2026-12-07 12:40, seed 7, suite 1a2b3c4d, 3 students graded)``."""
+    """``run 3 (2026-12-07 12:40, seed 7, suite 1a2b3c4d, results of 3 students)``: the results it recorded, graded
+    in it or reused unchanged from an earlier run."""
     when = str(run.get("finished_at") or run.get("started_at") or "")[:16].replace("T", " ")
     return (
         f"run {run['id']} ({when}, seed {run['seed']}, suite {run['suite_version']}, "
-        f"{run.get('students', 0)} student{'s' if run.get('students', 0) != 1 else ''} graded)"
+        f"results of {run.get('students', 0)} student{'s' if run.get('students', 0) != 1 else ''})"
     )
 
 
