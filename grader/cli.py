@@ -16,7 +16,7 @@ from rich.table import Table
 
 from grader.course_commands import diff, override
 from grader.handin import kit_version
-from grader.instructor_command import InstructorCommand, out_option
+from grader.instructor_command import InstructorCommand, hold_out_folder, out_option
 from grader.registry import HOOK_NAMES, Solution
 from grader.rules import MEASURED_CALL_FACTOR
 
@@ -483,6 +483,8 @@ def grade(
         intake = _only(console, only, given, out_dir)
     else:
         intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hold_out_folder(out_dir)  # until the command ends: no other grade or override writes the class meanwhile
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
         options = GradeOptions(

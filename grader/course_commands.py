@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.instructor_command import InstructorCommand, out_option
+from grader.instructor_command import InstructorCommand, hold_out_folder, out_option
 
 __all__ = ["diff", "override"]
 
@@ -105,6 +105,8 @@ def override(
     if adding and (exercise is None or points is None):
         raise click.UsageError("an override is STUDENT EXERCISE POINTS (all three) --reason WHY")
     book_path = _gradebook_path(out)
+    if not list_them:
+        hold_out_folder(out)  # until the command ends: no grading writes the class while the reports are rewritten
     console = Console(emoji=False)
     try:
         with Gradebook(book_path) as book:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["INSTRUCTOR", "InstructorCommand", "out_option"]
+__all__ = ["INSTRUCTOR", "InstructorCommand", "hold_out_folder", "out_option"]
 
 _SPEC = importlib.util.find_spec("grader.instructor")
 INSTRUCTOR = (
@@ -42,3 +42,14 @@ def out_option(help: str):
     return click.option(
         "--out", default="attnkit-results", show_default=True, type=click.Path(file_okay=False), help=help
     )
+
+
+def hold_out_folder(out: str | Path) -> None:
+    """Hold OUT until the command ends (:func:`grader.instructor.out_folder.holding`); an error (exit 1) naming it
+    where another attnkit command is writing it."""
+    from grader.instructor.out_folder import OutFolderBusy, holding
+
+    try:
+        click.get_current_context().with_resource(holding(out))
+    except OutFolderBusy as exc:
+        raise click.ClickException(str(exc)) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -236,6 +237,27 @@ def test_an_override_worth_more_than_a_later_rubric_gives_counts_as_the_most():
     assert bea["causal_mask"] == (0.5, 0.5)
     assert total(score([], rubric, "ada"), rubric, "ada") == (rubric.max_total, rubric.max_total)
     assert [o.id for o in rubric.capped_overrides()] == [1, 2]
+
+
+def test_an_out_folder_another_command_is_writing_is_refused_and_nothing_changes(sample_out):
+    """Two commands never write one class at once: while one holds OUT, override and grade refuse (exit 1)."""
+    from grader.instructor.out_folder import OutFolderBusy, holding
+
+    before = files(sample_out)
+    with holding(sample_out):  # as a running `attnkit grade` holds it
+        fds = Path("/proc/self/fd")
+        held = [int(fd.name) for fd in fds.iterdir() if os.path.realpath(fd) == str(sample_out.resolve())]
+        assert held and not any(os.get_inheritable(fd) for fd in held)  # no learner's process inherits it
+        for args in (("override", "bob", "causal_mask", "1", "--reason", "x"), ("grade", "--only", "bob")):
+            result = invoke(*args, "--out", str(sample_out))
+            assert result.exit_code == 1, result.output
+            assert "is being written by another attnkit command" in " ".join(result.output.split())
+        with pytest.raises(OutFolderBusy), holding(sample_out):
+            pass
+        assert invoke("override", "--list", "--out", str(sample_out)).exit_code == 0  # reading needs no hold
+    assert files(sample_out) == before
+    result = invoke("override", "bob", "causal_mask", "1", "--reason", "x", "--out", str(sample_out))
+    assert result.exit_code == 0, result.output  # let go when the holder ends
 
 
 def test_nothing_writes_the_reports_while_a_grading_is_unfinished(sample_out):

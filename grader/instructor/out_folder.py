@@ -8,11 +8,13 @@ one (a hand-in named ``class.html.py`` gets its own folder).  Stdlib only: intak
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
     "CLASS_FILES", "CLASS_HTML", "CLASS_MD", "DIFF_CSV", "DIFF_HTML", "GRADEBOOK", "GRADES_CSV", "JUNIT_XML",
-    "LMS_NAMES", "class_file", "lms_file", "write_text",
+    "LMS_NAMES", "OutFolderBusy", "class_file", "holding", "lms_file", "write_text",
 ]  # fmt: skip
 
 GRADEBOOK = "gradebook.sqlite"
@@ -57,3 +59,29 @@ def write_text(path: Path, text: str) -> None:
     with open(tmp, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     os.replace(tmp, path)
+
+
+
+class OutFolderBusy(Exception):
+    """Another process holds the out folder (:func:`holding`)."""
+
+
+@contextmanager
+def holding(out: str | Path) -> Iterator[None]:
+    """Hold the out folder while the block runs, so that two attnkit commands never write one class at once
+    (``attnkit grade`` and ``attnkit override`` each hold it before they write); :class:`OutFolderBusy` where another
+    holds it.  An ``flock`` on the folder itself: nothing is written into it, and the lock goes with the process
+    however it ends.  The descriptor is not inherited (a learner's process never holds it)."""
+    import fcntl
+
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutFolderBusy(
+                f"{out} is being written by another attnkit command (a grading or an override): wait until it ends"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
