@@ -105,7 +105,10 @@ def test_an_override_is_in_every_file_and_undoing_it_gives_every_file_back(out):
     assert f"Why: {REASON}" in (out / "bea" / "feedback.md").read_text(encoding="utf-8").replace("\\", "")
     html = (out / "bea" / "feedback.html").read_text(encoding="utf-8")
     assert "&amp; &lt;b&gt;only&lt;/b&gt; its dtype" in html and "<b>only</b>" not in html  # text, never markup
-    assert "adjusted: causal_mask" in (out / "class.html").read_text(encoding="utf-8")
+    class_html = (out / "class.html").read_text(encoding="utf-8")
+    assert "adjusted: causal_mask" in class_html
+    assert "(override 1, by prof): " in class_html and "&amp; &lt;b&gt;only&lt;/b&gt; its dtype" in class_html
+    assert "`causal_mask` = 1 (override 1, by prof): " in (out / "class.md").read_text(encoding="utf-8")
     assert files(out)["ada/feedback.html"] == before["ada/feedback.html"]
     listed = invoke("override", "--list", "--out", str(out))
     assert listed.output.startswith("1 bea causal_mask = 1 (in force; prof "), listed.output

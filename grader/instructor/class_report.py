@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from grader.instructor.feedback import render
-from grader.instructor.inert import inert
+from grader.instructor.inert import inert, inert_line
 from grader.instructor.out_folder import CLASS_HTML, CLASS_MD, class_file, write_text
 from grader.instructor.report_model import (
     MISSING,
@@ -125,6 +125,18 @@ class Line:
 
 
 @dataclass
+class Adjusted:
+    """One override in force (``attnkit override``), said with its reason."""
+
+    id: int
+    student: str
+    exercise: str
+    points: str
+    reason: str
+    by: str
+
+
+@dataclass
 class ClassReport:
     exercises: list[Exercise]
     top: list[Mistake]
@@ -132,6 +144,7 @@ class ClassReport:
     stale: list[str]
     run: dict[str, str]
     max_total: float
+    adjusted: list[Adjusted] = field(default_factory=list)
 
     def _of(self, kind: str) -> list[Line]:
         return [line for line in self.students if line.kind == kind]
@@ -228,7 +241,15 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
         run["not run"] = "; ".join(skipped)
     if options.isolation:
         run["isolation"] = options.isolation
-    return ClassReport(exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total)
+    in_class = {sub.student for sub, _ in graded}
+    adjusted = [
+        Adjusted(o.id, inert(o.student), o.exercise, short_points(o.points), inert_line(o.reason), inert_line(o.by))
+        for o in rubric.overrides
+        if o.student in in_class
+    ]
+    return ClassReport(
+        exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total, adjusted
+    )
 
 
 def render_html(report: ClassReport) -> str:
