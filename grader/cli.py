@@ -483,7 +483,9 @@ def grade(
         intake = _only(console, only, given, out_dir)
     else:
         intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not out_dir.exists():  # a new out folder that a refusal leaves empty is removed: nothing was written
+        out_dir.mkdir(parents=True)
+        click.get_current_context().call_on_close(lambda: _remove_if_empty(out_dir))
     hold_out_folder(out_dir)  # until the command ends: no other grade or override writes the class meanwhile
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
@@ -550,6 +552,11 @@ def grade(
     if run.peak_child_rss_mib is not None:
         console.print(f"peak RSS of a learner's process: {run.peak_child_rss_mib:.0f} MiB")
     _print_class(console, run, out_dir, lms)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty (or gone): kept as it is
+        os.rmdir(folder)
 
 
 def _print_flagged(console: Console, graded) -> None:

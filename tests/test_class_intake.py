@@ -542,7 +542,7 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     seen = {}
 
     def stop(intake, out, options):
-        seen.update(intake=intake, roster=options.roster, out_exists=out.exists())
+        seen.update(intake=intake, roster=options.roster, out_files=list(out.iterdir()))
         raise RuntimeError("stopped here by the test")
 
     monkeypatch.setattr(class_grading, "grade_class", stop)
@@ -567,7 +567,8 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     assert text.index("submissions found") < text.index("stopped here")
     assert ids(seen["intake"]) == {"alice.py": "alice", "bob.ipynb": "bob", "x.zip": "x"}
     assert seen["roster"] is None  # grade_class takes the intake's roster itself (the slow test at the end)
-    assert seen["out_exists"] is False
+    assert seen["out_files"] == []  # intake wrote nothing (the command holds the new, empty out folder)
+    assert not (tmp_path / "out").exists()  # and a grading that stopped before writing leaves no folder behind
 
 
 def test_grade_class_one_and_latest_reach_intake(tmp_path, monkeypatch):
