@@ -18,7 +18,7 @@ from grader.instructor.cases import HALF, Case, Note, Property, Trial
 from grader.instructor.held_memory import held_problem
 from grader.instructor.said import said
 from grader.instructor.verdict import contract_parameters
-from grader.rules import MemoryRule, contiguous_message, figure_labels_problem, memory_bound, memory_problem, token_axes
+from grader.rules import MemoryRule, contiguous_message, memory_bound, memory_problem
 
 CONTRACT_BUFFERS: dict[str, tuple[str, ...]] = {
     "make_self_attention": (),
@@ -62,15 +62,6 @@ def dropout_values(p: float) -> Property:
         return None
 
     return holds
-
-
-def figure_labelled(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
-    """The figure's (the first head's) axis labels or tick labels and its colorbar, as the hookspec asks for the
-    case's tokens."""
-    results = facts.get("results") or [{}]
-    figure = dict(results[0].get("figure") or {})
-    weights = trial.inputs["weights"]
-    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]), said)
 
 
 def contiguous(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:

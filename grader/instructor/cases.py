@@ -36,6 +36,7 @@ from grader.instructor.case_words import case_id
 from grader.instructor.messages import MESSAGES
 from grader.instructor.said import said
 from grader.packs import Group, groups
+from grader.rules import figure_labels_problem, token_axes
 
 FLOATS = ("float32", "float64")
 HALF = ("float16", "bfloat16")
@@ -233,6 +234,15 @@ def _again(case: Case, m: Maker) -> list[Case]:
         return []  # nothing to refresh (e.g. causal_mask takes no tensors)
     what = said("case.again", what=case.what)
     return [replace(case, name=f"{case.name}-again", what=what, args=args, module=module, meta=False)]
+
+
+def figure_labelled(trial: Trial, outputs: list[torch.Tensor], facts: dict[str, Any]) -> str | None:
+    """A figure case's property, any group's: the figure's (the first head's) axis labels or tick labels and its
+    colorbar, as the hookspec asks for the case's tokens."""
+    results = facts.get("results") or [{}]
+    figure = dict(results[0].get("figure") or {})
+    weights = trial.inputs["weights"]
+    return figure_labels_problem(figure, token_axes(trial.case.args.get("tokens"), *weights.shape[-2:]), said)
 
 
 KEY_WORDS = ("Your", "journey", "starts", "with", "one", "step", "and", "then", "another", "stride", "ahead", "again")

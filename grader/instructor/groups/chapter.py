@@ -23,7 +23,6 @@ from grader.instructor.case_properties import (
     drops_attention_weights,
     exact_zeros_where_masked,
     extras_noted,
-    figure_labelled,
     held_below,
     mask_is_a_buffer,
     named_like_contract,
@@ -39,6 +38,7 @@ from grader.instructor.cases import (
     GeneratorSeed,
     Maker,
     ModuleSpec,
+    figure_labelled,
     one_hot_tokens,
 )
 from grader.rules import MEASURED_CALL_FACTOR

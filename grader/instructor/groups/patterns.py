@@ -12,8 +12,7 @@ from typing import Any
 
 import torch
 
-from grader.instructor.case_properties import figure_labelled
-from grader.instructor.cases import DEVICE, KEY_WORDS, QUERY_WORDS, Case, Maker
+from grader.instructor.cases import DEVICE, KEY_WORDS, QUERY_WORDS, Case, Maker, figure_labelled
 
 __all__ = ["hidden_cases"]
 
