@@ -682,7 +682,13 @@ def _only(console: Console, only: tuple[str, ...], given: Any, out_dir: Path):
     unknown = [student for student in only if student not in found]
     if unknown:
         known = ", ".join(sorted(found)[:20]) + (" …" if len(found) > 20 else "")
-        raise click.UsageError(f"--only {', '.join(unknown)}: no such student {where} (there: {known or 'none'})")
+        hint = (
+            "; a hand-in in PATHS takes a student's id from its file name as you collect it (alice.zip, or the "
+            "roster's pattern), never from attnkit submit's name of an id the class already holds"
+            if given is not None
+            else ""
+        )
+        raise click.UsageError(f"--only {', '.join(unknown)}: no such student {where} (there: {known or 'none'}){hint}")
     chosen = [found[student] for student in dict.fromkeys(only)]
     if given is None:
         console.print(console_text(f"Regrading {', '.join(s.student for s in chosen)} from the hand-ins {where}"))

@@ -263,6 +263,22 @@ def test_only_refuses_an_unknown_student_or_force(graded, tmp_path, args, said):
     assert [key for key in before.keys() | after.keys() if before.get(key) != after.get(key)] == []
 
 
+def test_only_from_a_hand_in_named_by_attnkit_submit_says_how_to_name_it(graded, three_formats, tmp_path):
+    """bea's new zip as `attnkit submit` names it claims an id the class holds: not hers (a learner's name never takes
+    a held id), so --only bea finds no bea in PATHS and says how to name the hand-in; nothing changes."""
+    out = tmp_path / "D"
+    shutil.copytree(graded[0], out)
+    submitted = tmp_path / "submission-bea-2026-12-07-2.zip"
+    with zipfile.ZipFile(submitted, "w") as zf:
+        zf.write(Path(three_formats[1]) / "answers.py", "exercises/answers.py")
+    before = ((out / "grades.csv").read_bytes(), query(out / "gradebook.sqlite", "SELECT * FROM runs"))
+    result = invoke([str(submitted), "--out", str(out), "--only", "bea"])
+    assert result.exit_code == 2, result.output
+    assert "--only bea: no such student in PATHS" in flat(result.output)
+    assert "takes a student's id from its file name as you collect it (alice.zip" in flat(result.output)
+    assert ((out / "grades.csv").read_bytes(), query(out / "gradebook.sqlite", "SELECT * FROM runs")) == before
+
+
 def test_only_without_paths_needs_a_gradebook(tmp_path):
     result = invoke(["--out", str(tmp_path / "none"), "--only", "bea"])
     assert result.exit_code == 2 and "there is none" in flat(result.output), result.output
