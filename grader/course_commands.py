@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.instructor_command import InstructorCommand, hold_out_folder, out_option
+from grader.cli_options import out_option
+from grader.instructor_command import InstructorCommand, hold_out_folder
 
 __all__ = ["diff", "override"]
 

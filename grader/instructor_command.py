@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["INSTRUCTOR", "InstructorCommand", "hold_out_folder", "out_option"]
+__all__ = ["INSTRUCTOR", "InstructorCommand", "hold_out_folder"]
 
 _SPEC = importlib.util.find_spec("grader.instructor")
 INSTRUCTOR = (
@@ -35,13 +35,6 @@ class InstructorCommand(click.Command):
             )
         ctx.meta["attnkit.args"] = list(args)  # as given, for the command that resumes a stopped run
         return super().parse_args(ctx, args)
-
-
-def out_option(help: str):
-    """``--out``, the class's out folder, as every instructor command takes it (``attnkit-results`` by default)."""
-    return click.option(
-        "--out", default="attnkit-results", show_default=True, type=click.Path(file_okay=False), help=help
-    )
 
 
 def hold_out_folder(out: str | Path) -> None:

@@ -54,6 +54,8 @@ LEARNER_GRADER = {
     "submit.py",
     "handin.py",
     "cli.py",
+    "cli_options.py",
+    "grade_command.py",
     "instructor_command.py",
     "course_commands.py",
     "hints.py",

@@ -421,7 +421,7 @@ def test_a_padded_finding_or_file_name_cannot_print_a_console_line_of_its_own(tm
     leaders, long runs of spaces: no control among them) was wrapped by rich so that its tail printed as a review
     line of its own.  At a narrow and a wide console, every line the learner's text is on starts with what the
     grader wrote, and no blank-looking character reaches the terminal."""
-    from grader.cli import _print_flagged, _take_in
+    from grader.grade_command import _print_flagged, _take_in
     from grader.instructor.console_summary import summary_table
 
     forged = f"x{padding}{FORGED}{padding}{LOOK_ALIKE}"

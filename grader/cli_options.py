@@ -1,0 +1,28 @@
+"""The options several ``attnkit`` commands share (``--lang``, ``--out``) and the parsing of ``--devices``."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["LANG_OPTION", "device_list", "out_option"]
+
+LANG_OPTION = click.option(
+    "--lang",
+    type=click.Choice(["en", "zh"]),
+    default="en",
+    show_default=True,
+    help="Language of what the learner reads: the feedback's words and the hints for known mistakes (en: English, "
+    "zh: Chinese).",
+)
+
+
+def out_option(help: str):
+    """``--out``, the class's out folder, as every instructor command takes it (``attnkit-results`` by default)."""
+    return click.option(
+        "--out", default="attnkit-results", show_default=True, type=click.Path(file_okay=False), help=help
+    )
+
+
+def device_list(value: str | None) -> list[str] | None:
+    """``--devices cpu,meta`` as a list; None where not given."""
+    return [d.strip() for d in value.split(",") if d.strip()] if value else None
