@@ -11,8 +11,8 @@ LANG_OPTION = click.option(
     type=click.Choice(["en", "zh"]),
     default="en",
     show_default=True,
-    help="Language of what the learner reads: the feedback's words and the hints for known mistakes (en: English, "
-    "zh: Chinese).",
+    help="Language of what the learner reads (en: English, zh: Chinese): with grade, the whole feedback page; with "
+    "check, the hints for known mistakes.",
 )
 
 

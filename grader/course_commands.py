@@ -63,7 +63,7 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
     console.print(console_text(f"from {run_label(changes.before)}"))
     console.print(console_text(f"  to {run_label(changes.after)}"))
     for line in changes.notes + [f"rubric: {line}" for line in changes.rubric_changes]:
-        print_line(console, f"[yellow]{console_text(line)}[/]")
+        console.print(f"[yellow]{console_text(line)}[/]")  # ours, wrapped: read whole, never cut
     for c in changes.changes:
         was, now = ("-" if x is None else f"{x:g}" for x in (c.before, c.after))
         print_line(console, console_text(f"{c.student}  {c.hook}: {was} -> {now}" + (f"  ({c.why})" if c.why else "")))
