@@ -18,7 +18,9 @@ __all__ = ["diff", "override"]
 
 def _gradebook_path(out: str) -> Path:
     """OUT's gradebook; a usage error where there is none."""
-    book_path = Path(out) / "gradebook.sqlite"
+    from grader.instructor.out_folder import GRADEBOOK, class_file  # an instructor's command: absent from a kit
+
+    book_path = class_file(out, GRADEBOOK)
     if not book_path.is_file():
         raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
     return book_path

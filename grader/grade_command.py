@@ -5,7 +5,6 @@ declaration and says the command is for instructors."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -240,9 +239,10 @@ def grade(
         intake = _only(console, only, given, out_dir)
     else:
         intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
-    if not out_dir.exists():  # a new out folder that a refusal leaves empty is removed: nothing was written
+    if not out_dir.exists():  # a new out folder that a refusal leaves empty is removed, with the folders made for it
+        made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]  # deepest first
         out_dir.mkdir(parents=True)
-        click.get_current_context().call_on_close(lambda: _remove_if_empty(out_dir))
+        click.get_current_context().call_on_close(lambda: _remove_if_empty(made))
     hold_out_folder(out_dir)  # until the command ends: no other grade or override writes the class meanwhile
     stop = threading.Event()
     with stop_on_signals(stop), grading_progress(console) as progress:
@@ -311,9 +311,14 @@ def grade(
     _print_class(console, run, out_dir, lms)
 
 
-def _remove_if_empty(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not empty (or gone): kept as it is
-        os.rmdir(folder)
+def _remove_if_empty(made: list[Path]) -> None:
+    """Remove the folders made for OUT, deepest first, while they are empty (one that is not is kept, with those
+    above it)."""
+    for folder in made:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def _print_flagged(console: Console, graded) -> None:
@@ -439,17 +444,25 @@ def _only(console: Console, only: tuple[str, ...], given: Any, out_dir: Path):
     unknown = [student for student in only if student not in found]
     if unknown:
         known = ", ".join(sorted(found)[:20]) + (" …" if len(found) > 20 else "")
-        hint = (
-            "; a hand-in in PATHS takes a student's id from its file name as you collect it (alice.zip, or the "
-            "roster's pattern), never from attnkit submit's name of an id the class already holds"
-            if given is not None
-            else ""
-        )
+        hint = _how_to_name(unknown, out_dir) if given is not None else ""
         raise click.UsageError(f"--only {', '.join(unknown)}: no such student {where} (there: {known or 'none'}){hint}")
     chosen = [found[student] for student in dict.fromkeys(only)]
     if given is None:
         console.print(console_text(f"Regrading {', '.join(s.student for s in chosen)} from the hand-ins {where}"))
     return replace(intake, submissions=chosen, missing=[])
+
+
+def _how_to_name(unknown: list[str], out_dir: Path) -> str:
+    """How a hand-in in PATHS keeps the id of a student the class holds (:mod:`grader.instructor.held_ids`)."""
+    from grader.instructor.intake_model import name_of
+
+    held = _from_book(out_dir, lambda book: book.stored_submissions()) or {}
+    graded = [f"{student}'s as {name_of(Path(held[student].source))}" for student in unknown if student in held]
+    return (
+        "; a hand-in in PATHS keeps a student's id when collected under the file name of the hand-in graded "
+        f"({', '.join(graded) or 'none here'}) or the roster's pattern; attnkit submit's name never takes an id "
+        "the class already holds"
+    )
 
 
 def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> None:

@@ -553,7 +553,7 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     write(klass / "essay.docx", "x")
     write(klass / "README.md", "x")
     roster = write(tmp_path / "roster.csv", "id,name,email\nalice,A,\nbob,B,\ndan,D,\n")
-    args = ["grade", str(klass), "--roster", str(roster), "--out", str(tmp_path / "out")]
+    args = ["grade", str(klass), "--roster", str(roster), "--out", str(tmp_path / "new" / "out")]
     result = CliRunner().invoke(main, args, env={"COLUMNS": "300"}, catch_exceptions=False)  # lines are cut, never
     # wrapped, at the console's width where they carry a learner's text
     assert result.exit_code == 1 and "stopped here by the test" in result.output
@@ -568,7 +568,7 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     assert ids(seen["intake"]) == {"alice.py": "alice", "bob.ipynb": "bob", "x.zip": "x"}
     assert seen["roster"] is None  # grade_class takes the intake's roster itself (the slow test at the end)
     assert seen["out_files"] == []  # intake wrote nothing (the command holds the new, empty out folder)
-    assert not (tmp_path / "out").exists()  # and a grading that stopped before writing leaves no folder behind
+    assert not (tmp_path / "new").exists()  # a grading that stopped before writing leaves no folder it made behind
 
 
 def test_grade_class_one_and_latest_reach_intake(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import subprocess
 import sys
@@ -132,7 +133,7 @@ def test_error_rows_and_empty_hashes_are_never_reused(book):
     book.record(run_id, sub("alice", error="alice.py: SyntaxError: invalid syntax"), [])
     book.record(run_id, sub("bob", sha=""), results("bob"))
     assert book.find_graded("alice", "sha-alice", **CONDITIONS) is None
-    assert book.find_previous("alice", "sha-alice", **CONDITIONS) == ("alice.py: SyntaxError: invalid syntax", [])
+    assert book.earlier_grading("alice", "sha-alice", **CONDITIONS) is None
     assert book.find_graded("bob", "", **CONDITIONS) is None
 
 
@@ -362,15 +363,17 @@ def test_recording_a_submission_again_replaces_its_figures(book):
     assert same_figures(book.figures(run_id, "bob"), {"causal_mask": figure(3)})
 
 
-def test_find_graded_with_figures_brings_back_the_earlier_gradings_figures(book):
+def test_earlier_grading_brings_back_its_figures_review_and_printed_text(book):
     first = start(book)
-    book.record(first, sub("bob"), results("bob"), {"softmax_weights": figure(1)})
+    heard = dataclasses.replace(sub("bob"), review=["heard while it ran: a thread left running"])
+    book.record(first, heard, results("bob"), {"softmax_weights": figure(1)}, "hello\n", {"softmax_weights": "hi\n"})
     book.finish_run(first)
-    found = book.find_graded_with_figures("bob", "sha-bob", **CONDITIONS)
+    found = book.earlier_grading("bob", "sha-bob", **CONDITIONS)
     assert found is not None
-    assert found[0] == results("bob") and same_figures(found[1], {"softmax_weights": figure(1)})
-    assert book.find_graded_with_figures("bob", "sha-other", **CONDITIONS) is None
-    assert book.find_graded_with_figures("bob", "sha-bob", **{**CONDITIONS, "seed": 99}) is None
+    assert found.results == results("bob") and same_figures(found.figures, {"softmax_weights": figure(1)})
+    assert (found.review, found.output, found.printed) == (heard.review, "hello\n", {"softmax_weights": "hi\n"})
+    assert book.earlier_grading("bob", "sha-other", **CONDITIONS) is None
+    assert book.earlier_grading("bob", "sha-bob", **{**CONDITIONS, "seed": 99}) is None
 
 
 # --- the class of an out folder (schema version 4) ------------------------------------------------------------

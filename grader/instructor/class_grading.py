@@ -419,15 +419,12 @@ def _reusable(
     """The outcome ``sub`` already has: ``recorded`` in this run unchanged, or an identical earlier grading."""
     if recorded is not None and recorded[0].sha256 == sub.sha256 and not recorded[0].error:
         return Outcome(_heard_again(sub, recorded[0].review), recorded[1], book.figures(planned.run_id, sub.student))
-    conditions = (sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
-    found = book.find_graded_with_figures(*conditions)
+    found = book.earlier_grading(sub.student, sub.sha256, planned.version, planned.seed, planned.conditions)
     if found is None:
         return None
-    results, figures = found
-    review, output, printed = book.heard_in_grading(*conditions)
-    sub = _heard_again(sub, review)
-    book.record(planned.run_id, sub, results, figures, output, printed)  # what it printed too: output.txt stays
-    return Outcome(sub, results, figures)
+    sub = _heard_again(sub, found.review)
+    book.record(planned.run_id, sub, found.results, found.figures, found.output, found.printed)  # output.txt stays
+    return Outcome(sub, found.results, found.figures)
 
 
 def _heard_again(sub: Submission, review: list[str]) -> Submission:

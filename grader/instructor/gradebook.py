@@ -129,6 +129,17 @@ ADDED_COLUMNS = {
 
 
 @dataclass(frozen=True)
+class EarlierGrading:
+    """What :meth:`Gradebook.earlier_grading` brings back, for a rerun to reuse."""
+
+    results: list[CaseResult]
+    figures: dict[str, Figure]
+    review: list[str]
+    output: str
+    printed: dict[str, str]
+
+
+@dataclass(frozen=True)
 class ClassSettings:
     """The conditions an out folder's class is graded under: every run into it uses them."""
 
@@ -382,41 +393,27 @@ class Gradebook:
         found = ((int(run_id), error) for run_id, error, devices in rows if _devices_key(json.loads(devices)) == wanted)
         return next(found, None)
 
-    def find_previous(
-        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
-    ) -> tuple[str | None, list[CaseResult]] | None:
-        """``(error, results)`` of the latest grading of this exact input under these conditions, or None."""
-        found = self._latest_grading(student, sha256, suite_version, seed, devices)
-        return None if found is None else (found[1], self._results(found[0], student))
-
     def find_graded(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
     ) -> list[CaseResult] | None:
         """Results of an earlier grading of identical input under identical conditions, or None; never one recorded
         with an error (refused, failed to import): reading it again is cheap and the error comes back fresh."""
-        found = self.find_graded_with_figures(student, sha256, suite_version, seed, devices)
-        return None if found is None else found[0]
+        found = self.earlier_grading(student, sha256, suite_version, seed, devices)
+        return None if found is None else found.results
 
-    def find_graded_with_figures(
+    def earlier_grading(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
-    ) -> tuple[list[CaseResult], dict[str, Figure]] | None:
-        """:meth:`find_graded`'s results and the heatmaps' data recorded with them, or None."""
+    ) -> EarlierGrading | None:
+        """Everything :meth:`find_graded`'s grading recorded, or None: its results, heatmaps' data, review findings
+        (what was heard while it ran included), what the learner's process printed and what each exercise printed."""
         found = self._latest_grading(student, sha256, suite_version, seed, devices)
         if found is None or found[1] is not None:
             return None
-        return self._results(found[0], student), self.figures(found[0], student)
-
-    def heard_in_grading(
-        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
-    ) -> tuple[list[str], str, dict[str, str]]:
-        """What was recorded beside :meth:`find_graded`'s results: its review findings (what was heard while it ran
-        included), what the learner's process printed (:meth:`output`) and what each exercise printed
-        (:meth:`printed`)."""
-        found = self._latest_grading(student, sha256, suite_version, seed, devices)
-        if found is None:
-            return [], "", {}
         run = found[0]
-        return _strings(self._column("review", run, student)), self.output(run, student), self.printed(run, student)
+        return EarlierGrading(
+            self._results(run, student), self.figures(run, student),
+            _strings(self._column("review", run, student)), self.output(run, student), self.printed(run, student),
+        )  # fmt: skip
 
     def _column(self, name: str, run_id: int, student: str) -> Any:
         """One column of a submission's row, or None where the run holds no such submission."""

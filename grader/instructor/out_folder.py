@@ -61,7 +61,6 @@ def write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-
 class OutFolderBusy(Exception):
     """Another process holds the out folder (:func:`holding`)."""
 
