@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -58,7 +59,8 @@ def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[st
     "--solution",
     default="exercises",
     show_default=True,
-    help="What to check: 'exercises' (your own package), 'reference', a .py file or a folder.",
+    help="What to check: 'exercises' (your own package), a .py file or a folder"
+    + (", or 'reference' (the instructor's)." if importlib.util.find_spec("solutions") else "."),
 )
 @LANG_OPTION
 @click.option(
@@ -146,7 +148,7 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
         table.add_row(r.exercise, f"[{STATUS_STYLE[r.status]}]{r.status}[/]", f"{r.passed}/{total}", detail)
     console.print(table)
     done = sum(r.status == PASSING for r in results)
-    console.print(f"{done} of {len(results)} exercises passing.{took()}")
+    console.print(f"{done} of {len(results)} exercise{'s' * (len(results) != 1)} passing.{took()}")
     return 0 if done == len(results) else 1
 
 
@@ -338,6 +340,11 @@ def release(dest: Path, force: bool) -> None:
     from grader.instructor.release import ReleaseError
     from grader.instructor.release import release as write_release
 
+    click.echo(
+        "Building the kit in a staging folder: its hints run the public tests on each known mistake (a minute or so "
+        "on two cores), then a scan for answers…",
+        err=True,
+    )
     try:
         summary = write_release(dest, force=force)
     except ReleaseError as exc:

@@ -4,7 +4,7 @@ only when called: a learner's kit holds the declarations and says the commands a
 
 from __future__ import annotations
 
-import os
+import getpass
 from pathlib import Path
 
 import click
@@ -24,6 +24,14 @@ def _gradebook_path(out: str) -> Path:
     if not book_path.is_file():
         raise click.UsageError(f"no gradebook at {book_path}: grade into --out first")
     return book_path
+
+
+def _login_name() -> str:
+    """Who runs the command ($LOGNAME, $USER, … or the password database), or '' where none can be told."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return ""
 
 
 @click.command(cls=InstructorCommand)
@@ -80,7 +88,7 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
 @click.argument("exercise", required=False)
 @click.argument("points", type=float, required=False)
 @click.option("--reason", help="Why (required to add): the student's feedback says it.")
-@click.option("--by", default=lambda: os.environ.get("USER") or "", help="Who made it (default: $USER).")
+@click.option("--by", default=lambda: _login_name(), help="Who made it (default: your login name).")
 @out_option("The graded class's out folder.")
 @click.option("--list", "list_them", is_flag=True, help="List the overrides (undone ones too) and change nothing.")
 @click.option("--undo", type=int, metavar="ID", help="Undo the override of this id (see --list).")

@@ -235,7 +235,9 @@ def grade(
                 "--only leaves every other student's files as they are, and this rubric is not the one the class "
                 "was last graded under: grade the whole class (no --only) to apply a new rubric"
             )
-        given = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir) if targets else None
+        given = None
+        if targets:
+            given = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir, some=True)
         intake = _only(console, only, given, out_dir)
     else:
         intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
@@ -374,12 +376,13 @@ def _from_book(out_dir: Path, read: Callable[[Any], Any]) -> Any:
 
 def _take_in(
     console: Console, targets: list[str], reading: str, roster_from: str | Path, latest: bool,
-    out_dir: Path | None = None,
+    out_dir: Path | None = None, some: bool = False,
 ):  # fmt: skip
     """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
 
     ``roster_from`` is the ``--roster`` file, else the out folder (whose gradebook may keep the class's roster).
     No hand-in takes an id the out folder's gradebook holds for another (:mod:`grader.instructor.held_ids`).
+    ``some``: PATHS hold some students' hand-ins (``--only``), so no one on the roster is said to be missing.
     """
     from grader.instructor.console_summary import console_text, print_line
     from grader.instructor.held_ids import keep_held_ids
@@ -395,7 +398,7 @@ def _take_in(
     except (IntakeError, RosterError) as exc:
         raise click.UsageError(str(exc)) from None
     line = intake.found_line()
-    if roster is not None:
+    if roster is not None and not some:
         line += f"; roster of {len(roster.entries)}: {len(intake.missing)} with no hand-in"
         line += f", {len(intake.unmatched)} not on it" if intake.unmatched else ""
     console.print(console_text(line))
@@ -403,7 +406,7 @@ def _take_in(
         print_line(console, f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}")
     for note in intake.notes:
         print_line(console, f"[yellow]id:[/] {console_text(note)}")
-    if intake.missing:
+    if intake.missing and not some:
         shown = ", ".join(e.id for e in intake.missing[:20])
         more = f" and {len(intake.missing) - 20} more" if len(intake.missing) > 20 else ""
         console.print(f"[yellow]missing:[/] {console_text(shown + more)} (no hand-in; a 'missing' row each)")
@@ -458,10 +461,11 @@ def _how_to_name(unknown: list[str], out_dir: Path) -> str:
 
     held = _from_book(out_dir, lambda book: book.stored_submissions()) or {}
     graded = [f"{student}'s as {name_of(Path(held[student].source))}" for student in unknown if student in held]
+    if not graded:
+        return f"; a hand-in in PATHS takes a student's id from its name ({unknown[0]}.py, a folder {unknown[0]}/ …)"
     return (
-        "; a hand-in in PATHS keeps a student's id when collected under the file name of the hand-in graded "
-        f"({', '.join(graded) or 'none here'}) or the roster's pattern; attnkit submit's name never takes an id "
-        "the class already holds"
+        f"; a hand-in in PATHS keeps a student's id when collected under the file name of the hand-in graded "
+        f"({', '.join(graded)}) or the roster's pattern; attnkit submit's name never takes an id the class holds"
     )
 
 

@@ -90,7 +90,7 @@ def test_a_watch_round_after_the_loop_is_fixed_passes(tmp_path: Path, monkeypatc
     watch(one_round, watched_roots(str(path)), lines.append, poll=0.05)
     assert codes == [1, 0], out.getvalue()
     assert graders_words(0.5) in out.getvalue()
-    assert "1 of 1 exercises passing." in out.getvalue()
+    assert "1 of 1 exercise passing." in out.getvalue()
     assert any(line.endswith("mine.py changed") for line in lines), lines
     assert lines[-1] == "Stopped watching."
 

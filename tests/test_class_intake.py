@@ -571,6 +571,24 @@ def test_grade_says_what_it_found_and_skipped_before_grading(tmp_path, monkeypat
     assert not (tmp_path / "new").exists()  # a grading that stopped before writing leaves no folder it made behind
 
 
+def test_only_with_a_roster_says_no_one_is_missing(tmp_path, monkeypatch):
+    """--only grades some students and keeps every other's row: the roster's others are not missing."""
+
+    def stop(intake, out, options):
+        raise RuntimeError(f"stopped here by the test; missing={len(intake.missing)}")
+
+    monkeypatch.setattr(class_grading, "grade_class", stop)
+    write(tmp_path / "late" / "alice.py")
+    roster = write(tmp_path / "roster.csv", "id,name,email\nalice,A,\nbob,B,\ndan,D,\n")
+    args = ["grade", str(tmp_path / "late"), "--class", "--roster", str(roster), "--only", "alice", "--out",
+            str(tmp_path / "o")]  # fmt: skip
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1 and "stopped here by the test; missing=0" in text, result.output
+    assert "1 submission found" in text and "missing" not in text.replace("missing=0", "")
+    assert "with no hand-in" not in text
+
+
 def test_grade_class_one_and_latest_reach_intake(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(class_grading, "grade_class", lambda intake, out, options: seen.append(intake) or 1 / 0)

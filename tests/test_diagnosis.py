@@ -218,7 +218,10 @@ CHECKED_IDS = [f"{student}-{mistake}" for student, _, _, mistake in CHECKED]
 @pytest.mark.parametrize(("student", "path", "hook", "mistake"), CHECKED, ids=CHECKED_IDS)
 @pytest.mark.parametrize("lang", LANGUAGES, ids=list(LANGUAGES))
 def test_check_names_the_mistake_and_its_hint(carol_folder, student, path, hook, mistake, lang):
-    result = _check(_check_path(path, carol_folder), "--lang", lang)
+    """In English the whole check runs (the hint in the row of its own exercise, among all); in Chinese only the
+    exercise's own (the language changes the words, not which exercise's row holds them)."""
+    only = () if lang == "en" else (hook,)
+    result = _check(_check_path(path, carol_folder), *only, "--lang", lang)
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     entry = by_id(mistake)

@@ -411,3 +411,20 @@ def test_chromium_dom_holds_the_embedded_image(graded, tmp_path):
     assert 'class="figure"' in images[0]
     assert 'src="data:image/png;base64,' in images[0]
     assert "<img" not in dump_dom(graded / "alice" / "feedback.html", tmp_path / "dom-alice")
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch and matplotlib
+def test_matplotlib_says_nothing_on_the_console_about_a_figure_it_draws():
+    """An empty matrix (a stub's output) or a cramped layout is drawn as well as it can be, with no warning line."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\nfrom grader.instructor.heatmaps import render\n"
+        "assert render('c', torch.rand(8, 8), torch.zeros(0)).startswith(b'\\x89PNG')\n"
+        "assert render('c', torch.rand(8, 8) > 0.5, torch.zeros(8, 0, dtype=torch.bool)).startswith(b'\\x89PNG')\n"
+        "import warnings\nwarnings.warn('still heard')\n"  # other warnings are not silenced
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "Warning" in line] == ["<string>:6: UserWarning: still heard"]

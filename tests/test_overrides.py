@@ -299,3 +299,16 @@ def test_only_writes_with_the_class_choices_and_diff_shows_an_override_made_betw
     assert changes["bea", "causal_mask"]["why"] == "override 1 made"
     assert changes["bea", "total"]["after"] == after["total"] and set(changes) == {("bea", "causal_mask"),
                                                                                    ("bea", "total")}
+
+
+def test_who_made_an_override_is_told_without_user_set(monkeypatch):
+    """--by's default: the login name, from the password database where no variable names it (cron, a container)."""
+    import pwd
+
+    from grader.course_commands import _login_name
+
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    assert _login_name() == pwd.getpwuid(os.getuid()).pw_name != ""
+    monkeypatch.setenv("LOGNAME", "tutor")
+    assert _login_name() == "tutor"

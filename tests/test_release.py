@@ -365,6 +365,7 @@ def test_release_writes_the_kit_and_says_so(tmp_path):
     result = CliRunner().invoke(main, ["release", str(tmp_path / "new" / "kit")], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "Wrote the learner's kit" in result.output
+    assert result.stderr.startswith("Building the kit in a staging folder")  # said before the minute it takes
     assert (tmp_path / "new" / "kit" / "exercises" / "scores.py").is_file()
 
 
@@ -612,6 +613,11 @@ def test_learner_cli_offers_check_and_submit_only(kit):
     commands = done.stdout.split("Commands:", 1)[1]
     listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
     assert listed == {"check", "submit", "contract"}, commands  # the contract is the learner's to read too
+    check_help = run_in(kit, "-m", "grader.cli", "check", "--help")
+    assert check_help.returncode == 0 and "--solution" in check_help.stdout, check_help.stderr
+    assert "reference" not in check_help.stdout  # a kit has no reference to check
+    ours = " ".join(CliRunner().invoke(main, ["check", "--help"]).output.split())
+    assert "or 'reference' (the instructor's)." in ours  # the repository has one
     instructors = sorted(name for name, command in main.commands.items() if isinstance(command, InstructorCommand))
     assert {"grade", "audit", "release", "notebooks", "gradescope"} <= set(instructors), instructors
     for command in instructors:
