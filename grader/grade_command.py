@@ -271,7 +271,8 @@ def grade(
                 "Reports are written when the run completes. To resume, run (in this folder):"
             )
             ctx = click.get_current_context()
-            click.echo(f"  {resume_command([*_program(), ctx.info_name or 'grade'], ctx.meta['attnkit.args'])}")
+            command = resume_command([*_program(), ctx.info_name or "grade"], ctx.meta["attnkit.args"])
+            console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)  # below the live bar, whole
             # Everything is closed and every learner process ended; the interpreter's last garbage collection over
             # torch's objects alone would add a second or more to the exit on a busy machine: skip it.
             gc.freeze()
@@ -397,6 +398,7 @@ def _take_in(
         intake = keep_held_ids(intake, held or {})
     except (IntakeError, RosterError) as exc:
         raise click.UsageError(str(exc)) from None
+    went_back = _went_back(intake, held or {}, out_dir) if out_dir else []
     line = intake.found_line()
     if roster is not None and not some:
         line += f"; roster of {len(roster.entries)}: {len(intake.missing)} with no hand-in"
@@ -406,11 +408,26 @@ def _take_in(
         print_line(console, f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}")
     for note in intake.notes:
         print_line(console, f"[yellow]id:[/] {console_text(note)}")
+    for student, source, run in went_back:  # wrapped, not cut: what to do is at its end
+        console.print(
+            f"[yellow]older hand-in:[/] {console_text(student)}: {console_text(source)} is the hand-in graded in run "
+            f"{run}, not the one graded since: the result goes back to it (put the newer one in PATHS to keep that)"
+        )
     if intake.missing and not some:
         shown = ", ".join(e.id for e in intake.missing[:20])
         more = f" and {len(intake.missing) - 20} more" if len(intake.missing) > 20 else ""
         console.print(f"[yellow]missing:[/] {console_text(shown + more)} (no hand-in; a 'missing' row each)")
     return intake
+
+
+def _went_back(intake, held: dict, out_dir: Path) -> list[tuple[str, str, int]]:
+    """``(student, source, run)`` for each hand-in in PATHS that an earlier run graded as that student's where a
+    later one graded another (a regrade by ``--only`` from a new file, the class folder still holding the first)."""
+    changed = [sub for sub in intake.submissions if sub.student in held and held[sub.student].sha256 != sub.sha256]
+    if not changed:
+        return []
+    runs = _from_book(out_dir, lambda book: [book.first_run_with(sub.student, sub.sha256) for sub in changed])
+    return [(sub.student, sub.source, run) for sub, run in zip(changed, runs) if run is not None]
 
 
 def _class_choices(out_dir: Path, **given: Any) -> tuple:
@@ -484,12 +501,13 @@ def _print_class(console: Console, run, out_dir: Path, lms: tuple[str, ...]) -> 
             f"Regraded {len(run.regraded_from_gradebook)} student(s) of the class from the hand-ins the gradebook "
             f"keeps: {console_text(', '.join(run.regraded_from_gradebook))}"
         )
+    parts = [f"{len(graded_now)} in this run"]
+    if run.reused:
+        parts.append(f"{len(run.reused)} already graded under the same conditions, not regraded (--force regrades)")
+    if earlier:
+        parts.append(f"{len(earlier)} not in this run, kept as graded earlier")
     console.print(
-        f"The class in {console_text(out_dir)}: {len(roll.graded)} student(s) graded "
-        f"({len(graded_now)} in this run, "
-        + (f"{len(run.reused)} already graded under the same conditions, not regraded (--force regrades), "
-           if run.reused else "")
-        + f"{len(earlier)} earlier)"
+        f"The class in {console_text(out_dir)}: {len(roll.graded)} student(s) graded ({', '.join(parts)})"
         + (f", {len(roll.missing)} missing from the roster" if roll.missing else "")
         + "; grades.csv, junit.xml and class.html list them all."
     )

@@ -198,7 +198,9 @@ def test_second_run_reuses_the_gradebook(graded, tmp_path, three_formats):
     before = (out / "grades.csv").read_bytes()
     result = invoke([*three_formats, "--out", str(out), "--seed", SEED])
     assert result.exit_code == 0, result.output
-    assert "(0 in this run, 3 already graded under the same conditions, not regraded" in flat(result.output)
+    assert "(0 in this run, 3 already graded under the same conditions, not regraded (--force regrades));" in flat(
+        result.output
+    )  # and no "0 earlier" beside them
     assert (out / "grades.csv").read_bytes() == before
     (first,), (second,) = query(out / "gradebook.sqlite", "SELECT id FROM runs ORDER BY id")
     assert run_seconds(out / "gradebook.sqlite", second, "bea") == run_seconds(out / "gradebook.sqlite", first, "bea")

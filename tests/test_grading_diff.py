@@ -96,7 +96,7 @@ def test_a_changed_rubric_is_listed_for_every_student_as_grades_csv_changed(grad
 
 
 @pytest.mark.slow
-def test_a_fixed_hand_in_regraded_alone_lists_the_cases_that_now_pass(graded, tmp_path):
+def test_a_fixed_hand_in_regraded_alone_lists_the_cases_that_now_pass(graded, hand_ins, tmp_path):
     out = tmp_path / "D"
     shutil.copytree(graded, out)
     shutil.copy(out / "grades.csv", tmp_path / "before.csv")
@@ -104,7 +104,7 @@ def test_a_fixed_hand_in_regraded_alone_lists_the_cases_that_now_pass(graded, tm
     fixed.parent.mkdir()
     fixed.write_text(alice_with(None) + other_groups_answers(), encoding="utf-8")
     result = invoke("grade", str(fixed), "--out", str(out), "--only", "bea")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0 and "older hand-in" not in result.output, result.output
     result = invoke("diff", "--out", str(out))
     assert result.exit_code == 0, result.output
     expected = changed_points(tmp_path / "before.csv", out / "grades.csv")
@@ -114,6 +114,13 @@ def test_a_fixed_hand_in_regraded_alone_lists_the_cases_that_now_pass(graded, tm
     assert row["why"].startswith("new hand-in; ") and " now pass (" in row["why"], row["why"]
     html = (out / "diff.html").read_text(encoding="utf-8")
     assert "1 of 2 students changed" in html and "causal_mask" in html
+    # the class folder still holds bea's first hand-in: grading it again takes her back to it, and says so
+    result = invoke("grade", str(hand_ins / "ada.py"), str(hand_ins / "bea.py"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"older hand-in: bea: {hand_ins / 'bea.py'} is the hand-in graded in run 1, not the one graded since" in said
+    assert said.count("older hand-in") == 1  # ada's is the one graded last: nothing to say
+    assert (out / "grades.csv").read_bytes() == (tmp_path / "before.csv").read_bytes()
 
 
 @pytest.mark.slow

@@ -194,7 +194,7 @@ def test_a_late_hand_in_joins_the_class_with_the_same_seed(copy, first, hand_ins
     assert sorted(after) == sorted([*FIRST, "cal"])  # the whole class, not only the late batch
     assert {s: after[s] for s in FIRST} == before  # the first batch's rows are kept as they were
     assert {s.get("name") for s in ET.parse(copy / "junit.xml").getroot().iter("testsuite")} == set(after)
-    assert "1 in this run, 4 earlier" in flat(result.output)
+    assert "1 in this run, 4 not in this run, kept as graded earlier" in flat(result.output)
     # independently: cal graded alone under the folder's seed gets the same row
     alone = tmp_path / "alone"
     again = invoke([str(hand_ins / "cal.zip"), "--out", str(alone), "--seed", folder_seed(copy), "--timeout", TIMEOUT])
