@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +222,7 @@ def grade(
                                                          show_output=show_output)  # fmt: skip
     if as_class and as_one:
         raise click.UsageError("--class and --one contradict each other: give one of them")
-    reading = "class" if as_class else "one" if as_one else "auto"  # grader.instructor.intake.collect's
+    reading = Reading("class" if as_class else "one" if as_one else "auto", latest, roster_path or out_dir)
     if only:
         unfinished = _from_book(out_dir, lambda book: book.latest_unfinished_run())
         if unfinished is not None:
@@ -237,10 +238,10 @@ def grade(
             )
         given = None
         if targets:
-            given = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir, some=True)
+            given = _take_in(console, targets, reading, out_dir, some=True)
         intake = _only(console, only, given, out_dir)
     else:
-        intake = _take_in(console, targets, reading, roster_path or out_dir, latest, out_dir)
+        intake = _take_in(console, targets, reading, out_dir)
     if not out_dir.exists():  # a new out folder that a refusal leaves empty is removed, with the folders made for it
         made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]  # deepest first
         out_dir.mkdir(parents=True)
@@ -375,13 +376,19 @@ def _from_book(out_dir: Path, read: Callable[[Any], Any]) -> Any:
         return read(book)
 
 
-def _take_in(
-    console: Console, targets: list[str], reading: str, roster_from: str | Path, latest: bool,
-    out_dir: Path | None = None, some: bool = False,
-):  # fmt: skip
+@dataclass(frozen=True)
+class Reading:
+    """How PATHS are read: :func:`grader.instructor.intake.collect`'s ``reading`` and ``latest``, and where the
+    roster comes from (the ``--roster`` file, else the out folder, whose gradebook may keep the class's roster)."""
+
+    how: str
+    latest: bool
+    roster_from: str | Path
+
+
+def _take_in(console: Console, targets: list[str], reading: Reading, out_dir: Path | None = None, some: bool = False):
     """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
 
-    ``roster_from`` is the ``--roster`` file, else the out folder (whose gradebook may keep the class's roster).
     No hand-in takes an id the out folder's gradebook holds for another (:mod:`grader.instructor.held_ids`).
     ``some``: PATHS hold some students' hand-ins (``--only``), so no one on the roster is said to be missing.
     """
@@ -392,8 +399,8 @@ def _take_in(
     from grader.instructor.roster import RosterError
 
     try:
-        roster = _class_roster(roster_from)
-        intake = collect(targets, reading=reading, roster=roster, latest=latest)
+        roster = _class_roster(reading.roster_from)
+        intake = collect(targets, reading=reading.how, roster=roster, latest=reading.latest)
         held = _from_book(out_dir, lambda book: book.stored_submissions()) if out_dir else None  # kept per id
         intake = keep_held_ids(intake, held or {})
     except (IntakeError, RosterError) as exc:

@@ -88,7 +88,7 @@ def collect(namespace: Any, hooks: list[str], lang: str = "en") -> list[CheckRow
 
 def summary(rows: list[CheckRow]) -> str:
     done = sum(r.status == PASSING for r in rows)
-    return f"{done} of {len(rows)} exercises passing."
+    return f"{done} of {len(rows)} exercise{'s' * (len(rows) != 1)} passing."
 
 
 def _hint_text(row: CheckRow) -> str:

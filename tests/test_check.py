@@ -558,7 +558,7 @@ def test_the_kit_where_check_runs_wins_over_an_importable_exercises(tmp_path, mo
         sys.modules.update(modules)
         importlib.invalidate_caches()
     assert f"attnkit check — {(kit / 'exercises').resolve()}" in result.output, result.output
-    assert "1 of 1 exercises passing" in result.output, result.output  # the kit's merge_heads, not the stub
+    assert "1 of 1 exercise passing" in result.output, result.output  # the kit's merge_heads, not the stub
 
 
 def test_the_local_check_fails_a_dropout_mask_drawn_on_the_cpu_as_the_grader_does(tmp_path):
