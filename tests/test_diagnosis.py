@@ -565,3 +565,28 @@ def test_transposed_weights_are_named_from_a_line_that_multiplies_them_transpose
     rows = _rows(unit_trials, _context(name), "context_vectors", _line(CONTEXT_SOURCE, line))
     assert any(r.seen.kind == "error" for r in rows)
     assert _named(rows, fingerprints, LearnerSource({"attn.py": CONTEXT_SOURCE})) == expected
+
+
+GUARDED_NO_MAX = '''import torch
+
+
+def softmax_weights(scores, dim=-1):
+    e = scores.exp()  # no max subtracted: large logits overflow
+    total = e.sum(dim, keepdim=True)
+    return e / total.masked_fill(total == 0, 1.0)  # a row with nothing left stays zeros
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_program_of_two_mistakes_whose_numbers_match_by_chance_names_neither(tmp_path, seed):
+    """The learner's softmax keeps its dim and only overflows.  Under some seeds the only catalogued program whose
+    overflowing numbers match is the seed's naive softmax over dim 1 (two mistakes): it fails most of the cases this
+    softmax passes, so the dim mistake, which this code does not make, is never named."""
+    from grader.instructor.diagnosis import diagnose_in_process
+    from grader.registry import load_solution
+
+    path = tmp_path / "learner.py"
+    path.write_text(GUARDED_NO_MAX, encoding="utf-8")
+    named = diagnose_in_process(load_solution(path), ["softmax_weights"], seed=seed).get("softmax_weights", ())
+    assert set(named) <= {"softmax-without-max"}, named

@@ -233,7 +233,7 @@ def _explanations(ev: Evidence) -> list[frozenset[str]]:
             found += _model_search(ev, triples=not found)
     if ev.aspect == "values" and not found and ev.hook not in MODULE_HOOK_NAMES:
         programs = ev.fingerprints.programs(ev.hook)
-        found = [c.ids for c in programs if _program_reproduces(c, ev.rows, ev.failing, ev.fingerprints)]
+        found = [c.ids for c in programs if _program_reproduces(c, ev)]
     return found
 
 
@@ -242,16 +242,24 @@ MIN_REPRODUCED_CASES = 2
 """Distinct failing cases whose very values a program must reproduce to be named without explaining every case."""
 
 
-def _program_reproduces(
-    cand: Candidate, rows: Sequence[HookRow], failing: list[int], fingerprints: Fingerprints
-) -> bool:
+def _program_reproduces(cand: Candidate, ev: Evidence) -> bool:
     """A function's program that gives the submission's own wrong values on most of its failing value cases.
 
     The second chance, where no program fails exactly the submission's cases: a learner's variant of a mistake often
     handles an edge (``p = 0``, a non-contiguous input) otherwise than the catalogued program.  The same wrong numbers,
     within float32 tolerance, on at least two distinct cases and on more than half of the cases that fail with values,
-    are the mistake at work; the edges that differ are left unexplained.
+    are the mistake at work; the edges that differ are left unexplained.  The same numbers show that one mistake of
+    a program is at work, not that each of several is: a program of two mistakes that also fails half or more of what
+    the submission gets right names nothing (a softmax over dim 1 without the max subtraction overflows like one
+    over the right dim, and fails every batched case the submission passes).
     """
+    rows, failing, fingerprints = ev.rows, ev.failing, ev.fingerprints
+    if len(cand.ids) > 1:
+        wrong_where_right = sum(
+            _program_passes(ev.aspect, fingerprints.program_seen(cand, rows[i].trial)) is False for i in ev.passing
+        )
+        if 2 * wrong_where_right >= len(ev.passing) > 0:
+            return False
     valued = [i for i in failing if rows[i].seen.kind == "values" and rows[i].trial.case.compare_gold]
     matched = [
         i
