@@ -75,7 +75,7 @@ def check(exercise: tuple[str, ...], solution: str, lang: str, watch: bool) -> N
     long_sequences, plotting, patterns).
 
     Each exercise is 'not started' while its stub still raises NotImplementedError, 'failing' with the first failed case
-    in one line, or 'passing'.  Exits 0 only when every exercise asked for passes.
+    in one message, or 'passing'.  Exits 0 only when every exercise asked for passes.
 
     With --watch it stays running and checks again on every save, in well under the first round's time (torch stays
     loaded); Ctrl-C stops it, with exit status 0.
@@ -137,7 +137,7 @@ def _check_once(console: Console, solution: str, exercise: list[str], lang: str,
     table.add_column("exercise", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("cases", justify="right", no_wrap=True)
-    table.add_column("first failure")
+    table.add_column("first failure", overflow="fold")  # a hint in Chinese has no spaces to wrap at: folded, not cut
     for r in results:
         total = r.passed + r.failed + r.not_implemented
         detail = "" if r.status in (PASSING, NOT_STARTED) else escape(r.first_failure)

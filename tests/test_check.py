@@ -582,3 +582,22 @@ def test_the_local_check_fails_a_dropout_mask_drawn_on_the_cpu_as_the_grader_doe
     plain_out = plain.call("attention_dropout", torch.ones(2, 4, 4), 0.5, True, generator)
     assert reference.pending == [] and torch.equal(ruled_out, plain_out)  # the meta pass drew from a copy
     assert torch.equal(after_ruled, generator.get_state())
+
+
+@pytest.mark.slow  # the check names the mistake: its diagnosis builds the hidden cases of the exercise (6 s)
+def test_a_chinese_hint_is_folded_in_a_narrow_table_never_cut(tmp_path):
+    """Chinese has no spaces to wrap at: the hint's cell folds it over lines, whole, at 80 columns."""
+    from solutions.mistakes import by_id
+
+    path = tmp_path / "mask.py"
+    path.write_text(
+        "import torch\n\n\ndef causal_mask(num_tokens, device=None):\n    if num_tokens < 1:\n"
+        "        raise ValueError('at least one token')\n"
+        "    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device))\n",
+        encoding="utf-8",
+    )
+    args = ["check", "causal_mask", "--solution", str(path), "--lang", "zh"]
+    result = CliRunner().invoke(main, args, terminal_width=80)
+    assert result.exit_code == 1 and "looks like triu-diagonal-0" in result.output, result.output
+    cells = "".join(line.split("│")[-2].strip() for line in result.output.splitlines() if line.count("│") == 5)
+    assert by_id("triu-diagonal-0").hint_zh in cells and "…" not in result.output, result.output
