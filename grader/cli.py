@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.cli_options import LANG_OPTION, device_list
+from grader.cli_options import device_list, lang_option
 from grader.course_commands import diff, override
 from grader.grade_command import grade
 from grader.handin import kit_version
@@ -62,7 +62,7 @@ def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[st
     help="What to check: 'exercises' (your own package), a .py file or a folder"
     + (", or 'reference' (the instructor's)." if importlib.util.find_spec("solutions") else "."),
 )
-@LANG_OPTION
+@lang_option("the hints for known mistakes")
 @click.option(
     "--watch",
     is_flag=True,
@@ -274,7 +274,7 @@ def _print_model(console: Console, report: Any) -> None:
 def submit(paths: tuple[Path, ...], out: Path | None, student: str | None, no_check: bool, force: bool) -> None:
     """Pack your work into one zip to hand in.
 
-    PATH is your exercises/ folder (default: the one in the current folder's kit), a notebook, several notebooks or a
+    PATHS: your exercises/ folder (default: the one in the current folder's kit), a notebook, several notebooks or a
     folder of them (merged into one notebooks.ipynb), or a .py file.  The zip holds your code -- no tests, no caches, no
     hidden files -- and manifest.json: the kit version, the time, a sha256 of every file, your public check results
     right now and your student id (--student, else ATTNKIT_STUDENT, which a JupyterHub admin can set for every user).
@@ -341,7 +341,7 @@ def release(dest: Path, force: bool) -> None:
     from grader.instructor.release import release as write_release
 
     click.echo(
-        "Building the kit in a staging folder: its hints run the public tests on each known mistake (a minute or so "
+        "Building the kit in a staging folder: its hints run the public tests on each known mistake (a minute or two "
         "on two cores), then a scan for answers…",
         err=True,
     )

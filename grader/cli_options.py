@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["LANG_OPTION", "device_list", "out_option"]
+__all__ = ["device_list", "lang_option", "out_option"]
 
-LANG_OPTION = click.option(
-    "--lang",
-    type=click.Choice(["en", "zh"]),
-    default="en",
-    show_default=True,
-    help="Language of what the learner reads (en: English, zh: Chinese): with grade, the whole feedback page; with "
-    "check, the hints for known mistakes.",
-)
+def lang_option(what: str):
+    """``--lang``, its help naming ``what`` the command writes in that language."""
+    return click.option(
+        "--lang",
+        type=click.Choice(["en", "zh"]),
+        default="en",
+        show_default=True,
+        help=f"Language of {what} (en: English, zh: Chinese).",
+    )
 
 
 def out_option(help: str):

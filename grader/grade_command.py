@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from grader.cli_options import LANG_OPTION, device_list, out_option
+from grader.cli_options import device_list, lang_option, out_option
 from grader.instructor_command import InstructorCommand, hold_out_folder
 from grader.rules import MEASURED_CALL_FACTOR
 
@@ -142,7 +142,7 @@ __all__ = ["grade"]
     help="auto: isolate learner processes as far as this machine allows and say how far in the report; "
     "strict: refuse to grade without namespaces and Landlock (no network, no view of your files).",
 )
-@LANG_OPTION
+@lang_option("the feedback a learner reads (results.json, feedback.md and .html)")
 def grade(
     paths: tuple[str, ...],
     as_class: bool,
