@@ -415,6 +415,8 @@ def _take_in(console: Console, targets: list[str], reading: Reading, out_dir: Pa
         print_line(console, f"[yellow]skipped:[/] {console_text(item.path)}: {console_text(item.reason)}")
     for note in intake.notes:
         print_line(console, f"[yellow]id:[/] {console_text(note)}")
+    if intake.notes:
+        console.print("  (each id note whole in the class report, class.md and class.html, under 'Student ids')")
     for student, source, run in went_back:  # wrapped, not cut: what to do is at its end
         console.print(
             f"[yellow]older hand-in:[/] {console_text(student)}: {console_text(source)} is the hand-in graded in run "

@@ -446,3 +446,21 @@ def test_the_class_report_counts_who_timed_out(first):
     for page in ("class.md", "class.html"):
         text = (out / page).read_text(encoding="utf-8")
         assert "1 timed out" in text and "timed out: softmax" in text.replace("\\_", "_"), page
+
+
+def test_the_class_report_holds_each_id_note_whole_and_inert():
+    """The console cuts an id note at its width; the class report keeps it whole, a learner's name made inert."""
+    rubric = load_rubric()
+    roll = points_of({"amy": 4, "zoe": 2}, rubric)
+    long_note = "'submission-zoe-2026-12-07-2.zip': its name claims the id 'zoe' (attnkit submit's name)" + " x" * 60
+    roll.graded[1][0].notes.append(long_note)
+    roll.graded[0][0].notes.append("'<b>amy</b>.zip' graded as 'amy'")
+    report = class_report.class_report(roll, rubric)
+    assert report.id_notes == [("amy", "'<b>amy</b>.zip' graded as 'amy'"), ("zoe", long_note)]
+    md, html = class_report.render_md(report), class_report.render_html(report)
+    assert "## Student ids" in md and long_note.replace("_", "\\_") in md
+    from markupsafe import escape
+
+    assert "&lt;b&gt;amy&lt;/b&gt;.zip" in html and "<b>amy</b>" not in html and str(escape(long_note)) in html
+    assert "No hand-in's id needed a note." in class_report.render_md(class_report.class_report(points_of(
+        {"amy": 4}, rubric), rubric))

@@ -145,6 +145,7 @@ class ClassReport:
     run: dict[str, str]
     max_total: float
     adjusted: list[Adjusted] = field(default_factory=list)
+    id_notes: list[tuple[str, str]] = field(default_factory=list)  # (student, note): how an id was settled, whole
 
     def _of(self, kind: str) -> list[Line]:
         return [line for line in self.students if line.kind == kind]
@@ -247,8 +248,9 @@ def class_report(roll: ClassRoll, rubric: Rubric, options: ReportOptions | None 
         for o in rubric.overrides
         if o.student in in_class
     ]
+    id_notes = sorted((inert(sub.student), inert_line(note)) for sub, _ in roll.graded for note in sub.notes)
     return ClassReport(
-        exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total, adjusted
+        exercises, top[:TOP_MISTAKES], lines, [inert(s) for s in roll.stale], run, rubric.max_total, adjusted, id_notes
     )
 
 
