@@ -421,7 +421,7 @@ def test_a_padded_finding_or_file_name_cannot_print_a_console_line_of_its_own(tm
     leaders, long runs of spaces: no control among them) was wrapped by rich so that its tail printed as a review
     line of its own.  At a narrow and a wide console, every line the learner's text is on starts with what the
     grader wrote, and no blank-looking character reaches the terminal."""
-    from grader.grade_command import _print_flagged, _take_in
+    from grader.grade_command import Reading, _print_flagged, _take_in
     from grader.instructor.console_summary import summary_table
 
     forged = f"x{padding}{FORGED}{padding}{LOOK_ALIKE}"
@@ -440,7 +440,7 @@ def test_a_padded_finding_or_file_name_cannot_print_a_console_line_of_its_own(tm
     for width in (40, 80, 123, 200, 1000):
         printed = io.StringIO()
         console = Console(file=printed, width=width, color_system=None)
-        _take_in(console, [str(klass)], "auto", tmp_path / "out", False)
+        _take_in(console, [str(klass)], Reading("auto", False, tmp_path / "out"))
         console.print(summary_table(graded, load_rubric()))
         _print_flagged(console, graded)
         shown = printed.getvalue().splitlines()
