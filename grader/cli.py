@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,10 @@ from grader.grade_command import grade
 from grader.handin import kit_version
 from grader.instructor_command import InstructorCommand
 from grader.registry import HOOK_NAMES, Solution
+
+_HAS_REFERENCE = (Path(__file__).resolve().parent.parent / "solutions" / "reference.py").is_file()
+"""The instructor's repository holds the reference beside grader/; a learner's kit (or a learner's own solutions
+package elsewhere on the path) does not."""
 
 STATUS_STYLE = {"passing": "green", "failing": "red", "not started": "yellow", "no tests": "dim"}
 
@@ -60,7 +63,7 @@ def _exercises_named(ctx: click.Context, param: click.Parameter, names: tuple[st
     default="exercises",
     show_default=True,
     help="What to check: 'exercises' (your own package), a .py file or a folder"
-    + (", or 'reference' (the instructor's)." if importlib.util.find_spec("solutions") else "."),
+    + (", or 'reference' (the instructor's)." if _HAS_REFERENCE else "."),
 )
 @lang_option("the hints for known mistakes")
 @click.option(
@@ -340,11 +343,12 @@ def release(dest: Path, force: bool) -> None:
     from grader.instructor.release import ReleaseError
     from grader.instructor.release import release as write_release
 
-    click.echo(
-        "Building the kit in a staging folder: its hints run the public tests on each known mistake (a minute or two "
-        "on two cores), then a scan for answers…",
-        err=True,
-    )
+    if force or not (dest.is_dir() and any(dest.iterdir())):  # else refused at once, below
+        click.echo(
+            "Building the kit in a staging folder: its hints run the public tests on each known mistake (a minute or "
+            "two on two cores), then a scan for answers…",
+            err=True,
+        )
     try:
         summary = write_release(dest, force=force)
     except ReleaseError as exc:

@@ -6,6 +6,7 @@ import click
 
 __all__ = ["device_list", "lang_option", "out_option"]
 
+
 def lang_option(what: str):
     """``--lang``, its help naming ``what`` the command writes in that language."""
     return click.option(

@@ -30,7 +30,7 @@ def _login_name() -> str:
     """Who runs the command ($LOGNAME, $USER, … or the password database), or '' where none can be told."""
     try:
         return getpass.getuser()
-    except (OSError, KeyError):
+    except (OSError, KeyError, ImportError):  # no name, no entry, no pwd module (Windows before 3.13)
         return ""
 
 

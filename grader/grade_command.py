@@ -238,7 +238,7 @@ def grade(
             )
         given = None
         if targets:
-            given = _take_in(console, targets, reading, out_dir, some=True)
+            given = _take_in(console, targets, reading, out_dir, only=frozenset(only))
         intake = _only(console, only, given, out_dir)
     else:
         intake = _take_in(console, targets, reading, out_dir)
@@ -386,12 +386,16 @@ class Reading:
     roster_from: str | Path
 
 
-def _take_in(console: Console, targets: list[str], reading: Reading, out_dir: Path | None = None, some: bool = False):
+def _take_in(
+    console: Console, targets: list[str], reading: Reading, out_dir: Path | None = None,
+    only: frozenset[str] = frozenset(),
+):  # fmt: skip
     """Read the hand-ins (:func:`grader.instructor.intake.collect`) and say what was found; a usage error else.
 
     No hand-in takes an id the out folder's gradebook holds for another (:mod:`grader.instructor.held_ids`).
-    ``some``: PATHS hold some students' hand-ins (``--only``), so no one on the roster is said to be missing.
-    """
+    ``only``: the students ``--only`` regrades from PATHS: no one on the roster is said to be missing, and only they
+    are told of an older hand-in."""
+    some = bool(only)
     from grader.instructor.console_summary import console_text, print_line
     from grader.instructor.held_ids import keep_held_ids
     from grader.instructor.intake import collect
@@ -405,7 +409,7 @@ def _take_in(console: Console, targets: list[str], reading: Reading, out_dir: Pa
         intake = keep_held_ids(intake, held or {})
     except (IntakeError, RosterError) as exc:
         raise click.UsageError(str(exc)) from None
-    went_back = _went_back(intake, held or {}, out_dir) if out_dir else []
+    went_back = [w for w in _went_back(intake, held or {}, out_dir) if not some or w[0] in only] if out_dir else []
     line = intake.found_line()
     if roster is not None and not some:
         line += f"; roster of {len(roster.entries)}: {len(intake.missing)} with no hand-in"
@@ -416,7 +420,7 @@ def _take_in(console: Console, targets: list[str], reading: Reading, out_dir: Pa
     for note in intake.notes:
         print_line(console, f"[yellow]id:[/] {console_text(note)}")
     if intake.notes:
-        console.print("  (each id note whole in the class report, class.md and class.html, under 'Student ids')")
+        console.print("  (the id notes in full, up to 400 characters, in the class report's 'Student ids')")
     for student, source, run in went_back:  # wrapped, not cut: what to do is at its end
         console.print(
             f"[yellow]older hand-in:[/] {console_text(student)}: {console_text(source)} is the hand-in graded in run "
@@ -435,7 +439,7 @@ def _went_back(intake, held: dict, out_dir: Path) -> list[tuple[str, str, int]]:
     changed = [sub for sub in intake.submissions if sub.student in held and held[sub.student].sha256 != sub.sha256]
     if not changed:
         return []
-    runs = _from_book(out_dir, lambda book: [book.first_run_with(sub.student, sub.sha256) for sub in changed])
+    runs = _from_book(out_dir, lambda book: [book.last_run_with(sub.student, sub.sha256) for sub in changed])
     return [(sub.student, sub.source, run) for sub, run in zip(changed, runs) if run is not None]
 
 
@@ -486,12 +490,12 @@ def _how_to_name(unknown: list[str], out_dir: Path) -> str:
     from grader.instructor.intake_model import name_of
 
     held = _from_book(out_dir, lambda book: book.stored_submissions()) or {}
-    graded = [f"{student}'s as {name_of(Path(held[student].source))}" for student in unknown if student in held]
+    graded = [f"{student}'s as {name_of(Path(held[student].source))!r}" for student in unknown if student in held]
     if not graded:
         return f"; a hand-in in PATHS takes a student's id from its name ({unknown[0]}.py, a folder {unknown[0]}/ …)"
     return (
-        f"; a hand-in in PATHS keeps a student's id when collected under the file name of the hand-in graded "
-        f"({', '.join(graded)}) or the roster's pattern; attnkit submit's name never takes an id the class holds"
+        "; a hand-in in PATHS keeps a student's id when collected under the file name of the hand-in graded "
+        f"({', '.join(graded)}); attnkit submit's name never takes an id the class holds"
     )
 
 

@@ -117,9 +117,7 @@ def _fixed_dim(scores, dim=-1, fixed=-1):
 
 def softmax_without_max(scores, dim=-1):
     exp = torch.exp(scores)
-    total = exp.sum(dim=dim, keepdim=True)
-    return exp / torch.where(total > 0, total, torch.ones_like(total))  # a fully masked slice is zeros (the mistake
-    # model's no_max knob leaves it 0 / 0: a learner may or may not guard it); large logits still overflow
+    return exp / exp.sum(dim=dim, keepdim=True)
 
 
 def softmax_nan_on_masked_rows(scores, dim=-1):

@@ -597,7 +597,7 @@ def test_a_chinese_hint_is_folded_in_a_narrow_table_never_cut(tmp_path):
         encoding="utf-8",
     )
     args = ["check", "causal_mask", "--solution", str(path), "--lang", "zh"]
-    result = CliRunner().invoke(main, args, terminal_width=80)
+    result = CliRunner().invoke(main, args, terminal_width=80, env={"COLUMNS": "80"})  # rich reads COLUMNS
     assert result.exit_code == 1 and "looks like triu-diagonal-0" in result.output, result.output
     cells = "".join(line.split("│")[-2].strip() for line in result.output.splitlines() if line.count("│") == 5)
     assert by_id("triu-diagonal-0").hint_zh in cells and "…" not in result.output, result.output

@@ -277,7 +277,7 @@ def test_only_from_a_hand_in_named_by_attnkit_submit_says_how_to_name_it(graded,
     result = invoke([str(submitted), "--out", str(out), "--only", "bea"])
     assert result.exit_code == 2, result.output
     assert "--only bea: no such student in PATHS" in flat(result.output)
-    assert "keeps a student's id when collected under the file name of the hand-in graded (bea's as bea)" in flat(
+    assert "keeps a student's id when collected under the file name of the hand-in graded (bea's as 'bea')" in flat(
         result.output
     )
     assert ((out / "grades.csv").read_bytes(), query(out / "gradebook.sqlite", "SELECT * FROM runs")) == before

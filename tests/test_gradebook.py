@@ -137,6 +137,18 @@ def test_error_rows_and_empty_hashes_are_never_reused(book):
     assert book.find_graded("bob", "", **CONDITIONS) is None
 
 
+def test_last_run_with_names_the_latest_run_of_a_hand_in_never_an_unread_one(book):
+    first = start(book)
+    book.record(first, sub("alice"), results("alice"))
+    book.record(first, sub("bob", sha=""), results("bob"))
+    book.finish_run(first)
+    second = start(book)
+    book.record(second, sub("alice"), results("alice"))
+    book.record(second, sub("bob", sha=""), results("bob"))
+    assert book.last_run_with("alice", "sha-alice") == second
+    assert book.last_run_with("alice", "sha-other") is None and book.last_run_with("bob", "") is None
+
+
 def test_latest_grading_wins(book):
     first = start(book)
     book.record(first, sub("alice"), results("alice", 2))

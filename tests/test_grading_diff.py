@@ -114,6 +114,9 @@ def test_a_fixed_hand_in_regraded_alone_lists_the_cases_that_now_pass(graded, ha
     assert row["why"].startswith("new hand-in; ") and " now pass (" in row["why"], row["why"]
     html = (out / "diff.html").read_text(encoding="utf-8")
     assert "1 of 2 students changed" in html and "causal_mask" in html
+    # --only ada from the class folder: bea's first hand-in is there too, but bea is not regraded: nothing to say
+    result = invoke("grade", str(hand_ins / "ada.py"), str(hand_ins / "bea.py"), "--out", str(out), "--only", "ada")
+    assert result.exit_code == 0 and "older hand-in" not in result.output, result.output
     # the class folder still holds bea's first hand-in: grading it again takes her back to it, and says so
     result = invoke("grade", str(hand_ins / "ada.py"), str(hand_ins / "bea.py"), "--out", str(out))
     assert result.exit_code == 0, result.output

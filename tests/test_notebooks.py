@@ -285,7 +285,7 @@ def test_notebooks_run_in_a_kernel_with_stubs_and_with_answers(kernel_name):
         hooks = nb.metadata["attnkit"]["hooks"]
         for hook in hooks:
             assert re.search(rf"^{hook}\s+not started\s+0/\d+", text, re.M), text
-        assert f"0 of {len(hooks)} exercises passing." in text
+        assert f"0 of {len(hooks)} exercise{'s' * (len(hooks) != 1)} passing." in text
         (cell,) = tagged(nb, CHECK_TAG)
         html = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
         assert html.count("not started") == len(hooks), "the HTML table shows in Jupyter"
@@ -294,7 +294,7 @@ def test_notebooks_run_in_a_kernel_with_stubs_and_with_answers(kernel_name):
         hooks = nb.metadata["attnkit"]["hooks"]
         for hook in hooks:
             assert re.search(rf"^{hook}\s+passing\s+(\d+)/\1\b", text, re.M), text
-        assert f"{len(hooks)} of {len(hooks)} exercises passing." in text
+        assert f"{len(hooks)} of {len(hooks)} exercise{'s' * (len(hooks) != 1)} passing." in text
 
 
 def test_check_outside_jupyter_prints_plain_text(capsys):

@@ -307,8 +307,12 @@ def test_who_made_an_override_is_told_without_user_set(monkeypatch):
 
     from grader.course_commands import _login_name
 
+    try:
+        entry = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        pytest.skip("this uid has no entry in the password database")
     for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
         monkeypatch.delenv(name, raising=False)
-    assert _login_name() == pwd.getpwuid(os.getuid()).pw_name != ""
+    assert _login_name() == entry != ""
     monkeypatch.setenv("LOGNAME", "tutor")
     assert _login_name() == "tutor"

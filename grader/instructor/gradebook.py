@@ -514,9 +514,12 @@ class Gradebook:
             latest = {student: int(run_id) for run_id, student in rows}
             return {student: self._stored(run_id, student)[0] for student, run_id in sorted(latest.items())}
 
-    def first_run_with(self, student: str, sha256: str) -> int | None:
-        """The first run that graded this exact hand-in (by its sha256) as ``student``'s, or None."""
-        row = self._row("SELECT MIN(run_id) FROM submissions WHERE student = ? AND sha256 = ?", student, sha256)
+    def last_run_with(self, student: str, sha256: str) -> int | None:
+        """The latest run that graded this exact hand-in (by its sha256) as ``student``'s, or None (never for an
+        unread hand-in, whose sha256 is empty)."""
+        if not sha256:
+            return None
+        row = self._row("SELECT MAX(run_id) FROM submissions WHERE student = ? AND sha256 = ?", student, sha256)
         return None if row is None or row[0] is None else int(row[0])
 
     def output(self, run_id: int, student: str) -> str:
