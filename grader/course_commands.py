@@ -88,7 +88,7 @@ def diff(out: str, from_run: int | None, to_run: int | None, list_runs: bool) ->
 @click.argument("exercise", required=False)
 @click.argument("points", type=float, required=False)
 @click.option("--reason", help="Why (required to add): the student's feedback says it.")
-@click.option("--by", default=lambda: _login_name(), help="Who made it (default: your login name).")
+@click.option("--by", default=_login_name, help="Who made it (default: your login name).")
 @out_option("The graded class's out folder.")
 @click.option("--list", "list_them", is_flag=True, help="List the overrides (undone ones too) and change nothing.")
 @click.option("--undo", type=int, metavar="ID", help="Undo the override of this id (see --list).")

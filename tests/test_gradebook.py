@@ -100,9 +100,9 @@ def test_resume_finds_what_was_recorded_and_nothing_else(tmp_path):
         gb.record(run_id, sub("bob"), results("bob", 4))
     with Gradebook(path) as gb:
         assert gb.latest_unfinished_run()["id"] == run_id
-        assert gb.find_graded("alice", "sha-alice", **CONDITIONS) == results("alice")
-        assert gb.find_graded("bob", "sha-bob", **CONDITIONS) == results("bob", 4)
-        assert gb.find_graded("carol", "sha-carol", **CONDITIONS) is None
+        assert gb.earlier_grading("alice", "sha-alice", **CONDITIONS).results == results("alice")
+        assert gb.earlier_grading("bob", "sha-bob", **CONDITIONS).results == results("bob", 4)
+        assert gb.earlier_grading("carol", "sha-carol", **CONDITIONS) is None
 
 
 @pytest.mark.parametrize(
@@ -117,24 +117,24 @@ def test_resume_finds_what_was_recorded_and_nothing_else(tmp_path):
     ],
     ids=["other-input", "other-seed", "other-suite", "fewer-devices", "more-devices", "other-student"],
 )
-def test_find_graded_needs_identical_input_and_conditions(book, change):
+def test_earlier_grading_needs_identical_input_and_conditions(book, change):
     book.record(start(book), sub("alice"), results("alice"))
     query = {"student": "alice", "sha256": "sha-alice", **CONDITIONS, **change}
-    assert book.find_graded(**query) is None
+    assert book.earlier_grading(**query) is None
 
 
 def test_device_order_does_not_matter(book):
     book.record(start(book, devices=["meta", "cpu"]), sub("alice"), results("alice"))
-    assert book.find_graded("alice", "sha-alice", "suite-1", 1234, ["cpu", "meta"]) == results("alice")
+    assert book.earlier_grading("alice", "sha-alice", "suite-1", 1234, ["cpu", "meta"]).results == results("alice")
 
 
 def test_error_rows_and_empty_hashes_are_never_reused(book):
     run_id = start(book)
     book.record(run_id, sub("alice", error="alice.py: SyntaxError: invalid syntax"), [])
     book.record(run_id, sub("bob", sha=""), results("bob"))
-    assert book.find_graded("alice", "sha-alice", **CONDITIONS) is None
     assert book.earlier_grading("alice", "sha-alice", **CONDITIONS) is None
-    assert book.find_graded("bob", "", **CONDITIONS) is None
+    assert book.earlier_grading("alice", "sha-alice", **CONDITIONS) is None
+    assert book.earlier_grading("bob", "", **CONDITIONS) is None
 
 
 def test_last_run_with_names_the_latest_run_of_a_hand_in_never_an_unread_one(book):
@@ -154,7 +154,7 @@ def test_latest_grading_wins(book):
     book.record(first, sub("alice"), results("alice", 2))
     second = start(book)
     book.record(second, sub("alice"), results("alice", 6))
-    assert book.find_graded("alice", "sha-alice", **CONDITIONS) == results("alice", 6)
+    assert book.earlier_grading("alice", "sha-alice", **CONDITIONS).results == results("alice", 6)
 
 
 def test_recording_again_in_the_same_run_replaces(book):
@@ -202,7 +202,7 @@ def test_a_killed_process_keeps_every_committed_submission(tmp_path):
         run = gb.latest_unfinished_run()
         assert run is not None
         assert sorted(gb.results_for_run(run["id"])) == ["alice", "bob"]
-        assert gb.find_graded("bob", "sha-bob", **CONDITIONS) == [
+        assert gb.earlier_grading("bob", "sha-bob", **CONDITIONS).results == [
             CaseResult("bob", "merge_heads", "c", "cpu", "float32", "passed")
         ]
 
@@ -216,7 +216,7 @@ def test_records_from_many_threads(book):
             for j in range(5):
                 name = f"s{k}-{j}"
                 book.record(run_id, sub(name), results(name, 4))
-                book.find_graded(name, f"sha-{name}", **CONDITIONS)
+                book.earlier_grading(name, f"sha-{name}", **CONDITIONS)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -23,7 +23,7 @@ from grader.instructor.report_model import (
 from grader.instructor.rubric import Rubric, score, total
 from grader.registry import HOOK_NAMES
 
-__all__ = ["console_text", "id_notes", "print_line", "review_lines", "summary_table"]
+__all__ = ["console_text", "print_line", "review_lines", "summary_table"]
 
 
 def console_text(text: object) -> str:
@@ -85,8 +85,3 @@ def _unwrapped(markup: str) -> Text:
 def review_lines(graded: Graded) -> list[str]:
     """``student: file:line: construct`` for every review finding, students sorted (plain text, inert)."""
     return [inert_line(f"{sub.student}: {finding}") for sub, _ in by_student(graded) for finding in sub.review]
-
-
-def id_notes(graded: Graded) -> list[str]:
-    """The one-line note of every student id that was changed to keep ids apart (plain text, inert)."""
-    return [inert_line(note) for sub, _ in by_student(graded) for note in sub.notes]

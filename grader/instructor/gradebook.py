@@ -3,7 +3,7 @@
 ``figures`` keeps each heatmap's matrices as safetensors bytes, so a resumed or reused grading draws the same;
 ``class_settings`` the out folder's conditions and roster (:mod:`grader.instructor.class_grading`).  Each
 submission is recorded in one transaction: a run killed part way loses at most the submission in flight.
-:meth:`Gradebook.find_graded` finds an earlier grading of identical input under identical conditions (suite
+:meth:`Gradebook.earlier_grading` finds an earlier grading of identical input under identical conditions (suite
 version, seed, devices), so a rerun reuses it.  One connection is shared by all threads behind a lock.
 
 Older schemas are migrated when opened (:data:`ADDED_COLUMNS`; v3 added ``figures``, v4 ``class_settings``: an
@@ -393,19 +393,13 @@ class Gradebook:
         found = ((int(run_id), error) for run_id, error, devices in rows if _devices_key(json.loads(devices)) == wanted)
         return next(found, None)
 
-    def find_graded(
-        self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
-    ) -> list[CaseResult] | None:
-        """Results of an earlier grading of identical input under identical conditions, or None; never one recorded
-        with an error (refused, failed to import): reading it again is cheap and the error comes back fresh."""
-        found = self.earlier_grading(student, sha256, suite_version, seed, devices)
-        return None if found is None else found.results
-
     def earlier_grading(
         self, student: str, sha256: str, suite_version: str, seed: int | str, devices: Iterable[str]
     ) -> EarlierGrading | None:
-        """Everything :meth:`find_graded`'s grading recorded, or None: its results, heatmaps' data, review findings
-        (what was heard while it ran included), what the learner's process printed and what each exercise printed."""
+        """What an earlier grading of identical input under identical conditions recorded, or None: its results,
+        heatmaps' data, review findings (what was heard while it ran included), what the learner's process printed and
+        what each exercise printed.  Never one recorded with an error (refused, failed to import): reading it again is
+        cheap and the error comes back fresh."""
         found = self._latest_grading(student, sha256, suite_version, seed, devices)
         if found is None or found[1] is not None:
             return None
