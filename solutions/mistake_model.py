@@ -101,14 +101,14 @@ _FUNCTION_KNOBS: tuple[tuple[str, str, str, frozenset[str]], ...] = (
     ("softmax_dim", "1", "softmax-over-dim-1", _SOFTMAX),
     ("softmax_dim", "0", "softmax-over-dim-0", _SOFTMAX),
     ("softmax_dim", "last", "softmax-ignores-dim", _SOFTMAX),
-    ("stability", "no_max", "softmax-without-max", _SOFTMAX),
+    ("stability", "no_max no_max_guarded", "softmax-without-max", _SOFTMAX),
     ("stability", "nan_rows", "softmax-nan-on-masked-rows", _SOFTMAX),
     ("stability", "where_nan", "softmax-where-nan-grad", _SOFTMAX | _TEMPERATURE),
     ("temperature", "after", "temperature-after-softmax", _TEMPERATURE),
     ("temperature", "times", "temperature-multiplied", _TEMPERATURE),
     ("temperature", "ignored", "temperature-ignored", _TEMPERATURE),
     ("softmax_dim", "all", "temperature-over-every-element", _TEMPERATURE),
-    ("stability", "no_max", "temperature-without-max", _TEMPERATURE),
+    ("stability", "no_max no_max_guarded", "temperature-without-max", _TEMPERATURE),
     ("argument_check", "none", "temperature-unchecked", _TEMPERATURE),
     ("mask_shape", "triu_0", "triu-diagonal-0", _MASK | _APPLY),
     ("mask_shape", "tril_-1 tril_0 tril_1", "tril-instead-of-triu", _MASK | _APPLY),
@@ -548,9 +548,12 @@ def _softmax(scores: torch.Tensor, dim: int, k: Mapping[str, str]) -> torch.Tens
         return _softmax(scores.reshape(-1), 0, {**k, "softmax_dim": "arg"}).reshape(scores.shape)
     d = {"arg": dim, "1": 1, "0": 0, "last": -1}[k.get("softmax_dim", "arg")]
     stability = k.get("stability", "guarded")
-    if stability == "no_max":
+    if stability in ("no_max", "no_max_guarded"):
         e = torch.exp(scores)
-        return e / e.sum(dim=d, keepdim=True)
+        total = e.sum(dim=d, keepdim=True)
+        if stability == "no_max":
+            return e / total
+        return e / torch.where(total > 0, total, torch.ones_like(total))  # a row of -inf sums to 0: zeros, not 0/0
     peak = scores.amax(dim=d, keepdim=True)
     if stability == "guarded":
         peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))

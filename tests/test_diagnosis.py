@@ -578,16 +578,32 @@ def softmax_weights(scores, dim=-1):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seed", "expected"), [(1, ("softmax-without-max",)), (2, ()), (3, ("softmax-without-max",))])
-def test_a_program_of_two_mistakes_whose_numbers_match_by_chance_names_neither(tmp_path, seed, expected):
-    """The learner's softmax keeps its dim and only overflows (it guards a 0/0 row, which the catalogued no-max
-    softmax does not).  Under seed 2 the only catalogued program whose overflowing numbers match is the seed's naive
-    softmax over dim 1 (two mistakes): it fails most of the cases this softmax passes, so it names nothing, and the
-    dim mistake, which this code does not make, is never named.  Under seeds 1 and 3 the no-max program matches."""
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_guarded_softmax_without_the_max_is_named_under_every_seed(tmp_path, seed):
+    """The learner's softmax keeps its dim and only overflows; it guards a 0/0 row, which the catalogued no-max
+    softmax does not, so that program fails cases this one passes.  The model's guarded no-max knob fails exactly its
+    cases (heldout3's d05 was named under seed 1 only before it)."""
     from grader.instructor.diagnosis import diagnose_in_process
     from grader.registry import load_solution
 
     path = tmp_path / "learner.py"
     path.write_text(GUARDED_NO_MAX, encoding="utf-8")
     named = diagnose_in_process(load_solution(path), ["softmax_weights"], seed=seed).get("softmax_weights", ())
-    assert tuple(named) == expected, named
+    assert tuple(named) == ("softmax-without-max",), named
+
+
+@pytest.mark.slow
+def test_a_program_of_two_mistakes_whose_numbers_match_by_chance_names_neither(tmp_path, monkeypatch):
+    """Without the guarded knob, under seed 2, the only program whose overflowing numbers match the guarded softmax
+    above is the model's naive softmax over dim 1 (two knobs, two mistakes): it fails most of the cases this softmax
+    passes, so it names nothing, and the dim mistake, which this code does not make, is never named."""
+    from grader.instructor.diagnosis import diagnose_in_process
+    from grader.registry import load_solution
+    from solutions import mistake_model as mm
+
+    every = mm.settings
+    unguarded = lambda hook, size: (s for s in every(hook, size) if all(k.value != "no_max_guarded" for k in s))  # noqa: E731
+    monkeypatch.setattr(mm, "settings", unguarded)
+    path = tmp_path / "learner.py"
+    path.write_text(GUARDED_NO_MAX, encoding="utf-8")
+    assert diagnose_in_process(load_solution(path), ["softmax_weights"], seed=2) == {}
