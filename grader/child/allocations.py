@@ -26,11 +26,12 @@ def bind() -> None:
     with contextlib.suppress(ImportError, AttributeError):  # a torch without this profiler: no record
         import torch
         from torch._C._autograd import _ProfilerResult
-        from torch._C._profiler import _EventType
-        from torch.autograd import _disable_profiler, profiler
+        from torch._C._profiler import RecordScope, _EventType
+        from torch.autograd import _disable_profiler, _enable_profiler, _prepare_profiler, profiler
 
         _bound.update(
-            profile=profiler.profile, disable=_disable_profiler, tree=_ProfilerResult.experimental_event_tree,
+            profile=profiler.profile, prepare=_prepare_profiler, enable=_enable_profiler,
+            scopes={RecordScope.USER_SCOPE}, disable=_disable_profiler, tree=_ProfilerResult.experimental_event_tree,
             allocation=_EventType.Allocation, empty=torch.empty, uint8=torch.uint8, sorted=sorted,
             started=_ProfilerResult.trace_start_ns, now=time.time_ns,
         )  # fmt: skip
@@ -87,8 +88,9 @@ def allocator_record(record: dict[str, Any]) -> Iterator[None]:
         return
     size = 4096 + secrets.randbelow(1 << 16)  # the marker: no learner code knows its size
     session = _bound["profile"](use_kineto=True, profile_memory=True)
-    with _stderr_dropped():
-        session.__enter__()
+    with _stderr_dropped():  # every allocation, and of the ops only record_function's (its ops': a third of its cost)
+        _bound["prepare"](session.config(create_trace_id=True), session.kineto_activities)
+        _bound["enable"](session.config(), session.kineto_activities, _bound["scopes"])
     opened = _bound["now"]()  # a session the call opens starts after this (its record says when it started)
     marker = _bound["empty"](size, dtype=_bound["uint8"])
     del marker
