@@ -17,7 +17,7 @@ from solutions.mistakes import ACCEPTED, READ_FROM_SOURCE, catalogue
 
 KIT = Path(__file__).resolve().parent.parent
 HELDOUT = KIT / "tests" / "heldout"
-SETS = [HELDOUT, KIT / "tests" / "heldout2", KIT / "tests" / "heldout3"]  # each a new validator's, written after the
+SETS = [HELDOUT, *(KIT / "tests" / f"heldout{i}" for i in (2, 3, 4))]  # each a new validator's, written after the
 # ones before it were used
 HOOKS = set(HOOK_NAMES)  # every group's, the patterns group's too
 

@@ -96,6 +96,8 @@ def _program_explains(aspect: str, expect: Seen, row: HookRow, line_ok: bool | N
         return close(seen.outputs, expect.outputs, dtype)
     if aspect == "device":  # the message holds the submission's own error and line: the code rules decide
         return True
+    if aspect == "gradient" and seen.message.startswith("grad.values"):  # wrong gradients: the very same ones
+        return seen.message == expect.message and close(seen.outputs, expect.outputs, dtype, floor=0.0)
     return normalised(seen.message) == normalised(expect.message)
 
 

@@ -79,7 +79,8 @@ def observe(trial: Any, status: str, message: str, reply: CallReply | Mapping | 
     if reply.get("banned"):
         return Seen("banned", message=message)
     if str(getattr(message, "id", "")).startswith("grad."):
-        return Seen("gradient", message=_gradient_kind(message))
+        grads = tuple(v for k, v in sorted(outputs.items()) if k.startswith("grad.") and isinstance(v, torch.Tensor))
+        return Seen("gradient", grads, message=_gradient_kind(message))
     if message.startswith("modified its input"):
         return Seen("mutation", outs, message=message)
     if _VALUE_MESSAGES.match(message) or not trial.case.compare_gold:
@@ -139,8 +140,10 @@ def same(a: Sequence[torch.Tensor], b: Seen) -> bool:
     )  # fmt: skip
 
 
-def close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: str) -> bool:
-    """Whether a learner's outputs are the candidate's, within what float32 (or float64) arithmetic allows."""
+def close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: str, floor: float = 1.0) -> bool:
+    """Whether a learner's outputs are the candidate's, within what float32 (or float64) arithmetic allows.  The
+    absolute tolerance scales with the candidate's largest entry, or ``floor`` where that is smaller (0: relative to
+    it however small, for gradients, where near one-hot weights leave every entry tiny)."""
     if not mine or len(mine) != len(theirs):
         return False
     rtol, atol = (1e-6, 1e-8) if dtype == "float64" else (2e-4, 2e-5) if dtype == "float32" else (2e-2, 2e-2)
@@ -153,6 +156,6 @@ def close(mine: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor], dtype: s
             continue
         a64, b64 = a.double(), b.double()
         scale = float(b64.nan_to_num(0.0, 0.0, 0.0).abs().max()) if b64.numel() else 0.0
-        if not torch.allclose(a64, b64, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True):
+        if not torch.allclose(a64, b64, rtol=rtol, atol=atol * max(floor, scale), equal_nan=True):
             return False
     return True
