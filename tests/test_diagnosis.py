@@ -607,3 +607,18 @@ def test_a_program_of_two_mistakes_whose_numbers_match_by_chance_names_neither(t
     path = tmp_path / "learner.py"
     path.write_text(GUARDED_NO_MAX, encoding="utf-8")
     assert diagnose_in_process(load_solution(path), ["softmax_weights"], seed=2) == {}
+
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_gradients_alike_only_within_an_absolute_tolerance_name_nothing(seed):
+    """heldout4's d04, an uncatalogued temperature (a power of its own guarded softmax), fails one case in its
+    gradients alone at near one-hot weights, where every entry is tiny: the temperature-ignored program's gradients
+    there are as tiny, and matched within the absolute tolerance under seed 2.  A gradient matches relative to its own
+    size: no name."""
+    from grader.instructor.diagnosis import diagnose_in_process
+    from grader.registry import load_solution
+
+    path = Path(__file__).parent / "heldout4" / "d04_temperature_power.py"
+    assert diagnose_in_process(load_solution(path), ["softmax_with_temperature"], seed=seed) == {}
