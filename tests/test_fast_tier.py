@@ -12,7 +12,8 @@ pytest_plugins = ["pytester"]
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 
 
-def test_a_slow_call_fails_unless_marked_slow(pytester: pytest.Pytester):
+def _conftest(pytester: pytest.Pytester, load_ratio: float) -> None:
+    """The kit's rule at 0.2 s, on a machine as loaded as ``load_ratio`` (the load per core)."""
     pytester.makeconftest(
         f"""
 import importlib.util
@@ -20,9 +21,14 @@ spec = importlib.util.spec_from_file_location("kit_conftest", {str(CONFTEST)!r})
 kit_conftest = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kit_conftest)
 kit_conftest.FAST_SECONDS = 0.2
+kit_conftest.load_ratio = lambda: {load_ratio!r}
 pytest_runtest_makereport = kit_conftest.pytest_runtest_makereport
 """
     )
+
+
+def test_a_slow_call_fails_unless_marked_slow(pytester: pytest.Pytester):
+    _conftest(pytester, 1.0)
     pytester.makepyfile(
         """
 import time
@@ -49,3 +55,13 @@ def test_fails_on_its_own():
     every = pytester.runpytest(*quiet)  # test-all: only the failing assert fails, whatever the times
     every.assert_outcomes(passed=3, failed=1)
     assert "took" not in every.stdout.str()
+
+
+def test_on_a_loaded_machine_the_limit_stretches_with_the_load(pytester: pytest.Pytester):
+    _conftest(pytester, 3.0)  # a load of 6 on 2 cores: 0.6 s
+    pytester.makepyfile(
+        "import time\n\ndef test_sleeps():\n    time.sleep(0.5)\n\ndef test_sleeps_longer():\n    time.sleep(0.7)\n"
+    )
+    fast = pytester.runpytest("-m", "not slow", "-p", "no:cacheprovider")
+    fast.assert_outcomes(passed=1, failed=1)
+    fast.stdout.fnmatch_lines(["*test_sleeps_longer took 0.7 s, over the fast tier's 0.6 s*"])
