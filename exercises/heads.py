@@ -14,13 +14,12 @@ import torch  # noqa: F401  (you will need it)
 def split_heads(x, num_heads):
     """(b, T, d) -> (b, H, T, d/H): head h holds columns [h*d/H, (h+1)*d/H).
 
-    Why view, then transpose?  view(b, T, H, hd) cuts each token's row into H
-    chunks and keeps the token intact; transpose(1, 2) then moves the heads in
-    front of the tokens, so scores are computed per head over (T, T).  A bare
-    view(b, H, T, hd) reads the same memory in a different order: head 0 would
-    get the first T*hd numbers, i.e. whole rows of the first tokens, mixing
-    tokens into heads.  view needs contiguous memory: for a non-contiguous
-    input use reshape (or .contiguous() first).  d % H != 0 is a ValueError.
+    Each token's row of d features is cut into H chunks of hd = d/H, the token
+    kept intact; the heads then go in front of the tokens, so that scores are
+    computed per head over (T, T).  Reading the same memory straight into
+    (b, H, T, hd) would not do that: head 0 would get the first T*hd numbers,
+    whole rows of the first tokens, mixing tokens into heads.  The input may be
+    non-contiguous.  d % H != 0 is a ValueError.
     """
     # x: (b, T, d)  ->  (b, T, H, hd)  ->  (b, H, T, hd)
     raise NotImplementedError(
@@ -32,10 +31,10 @@ def split_heads(x, num_heads):
 def merge_heads(x):
     """(b, H, T, hd) -> (b, T, H*hd): the inverse of split_heads.
 
-    Undo the steps in reverse order: transpose(1, 2) back to (b, T, H, hd), then
-    flatten the last two dims.  The transpose leaves the memory non-contiguous,
-    and view needs contiguous memory; the contract asks for a contiguous result,
-    whatever the layout of the input (reshape alone may hand back a view).
+    Undo split_heads' steps in reverse order: the tokens back in front of the
+    heads, then each token's H chunks side by side again.  The input may be
+    non-contiguous, and so is the memory after moving dims around; the contract
+    asks for a contiguous result whatever the layout of the input.
     """
     # x: (b, H, T, hd)  ->  (b, T, H, hd)  ->  (b, T, H*hd)
     raise NotImplementedError(

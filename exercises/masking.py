@@ -13,10 +13,10 @@ import torch  # noqa: F401  (you will need it)
 def causal_mask(num_tokens, device=None):
     """A (T, T) bool mask, True strictly above the diagonal: the future to hide.
 
-    torch.triu(..., diagonal=1) keeps the entries above the diagonal; with
-    diagonal=0 the diagonal would be masked too, and token i could not attend
-    to itself (row 0 would have nothing left at all).  Build it on `device`,
-    so it lands next to the scores it masks.  num_tokens < 1 is a ValueError.
+    Row i is query i: it may see keys 0 .. i, itself included.  A mask that
+    hid the diagonal too would leave token i unable to attend to itself, and
+    row 0 with nothing left at all.  Build it on `device`, so it lands next to
+    the scores it masks.  num_tokens < 1 is a ValueError.
     """
     # -> (T, T) torch.bool; mask[i, j] is True when j > i
     raise NotImplementedError(
@@ -32,7 +32,7 @@ def apply_causal_mask(scores):
     exp(0) = 1 still gives the future a share of the weight; exp(-inf) = 0
     gives it none, and the softmax then normalises over the past alone.
     Take T from the scores (no fixed size like 6) and build the mask on the
-    scores' device.  Leave the input alone: masked_fill, not masked_fill_.
+    scores' device.  Leave the input alone: a new tensor, nothing written in place.
     """
     # scores: (..., T, T)   ->   (..., T, T), -inf above the diagonal
     raise NotImplementedError(
