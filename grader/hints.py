@@ -243,6 +243,7 @@ class Recorder:
     def __init__(self, solution: Any) -> None:
         self._solution = solution
         self.seen: dict[str, dict[str, Fingerprint]] = {}
+        self.raised: dict[str, set[str]] = {}  # per hook, the keys of the calls that raised
 
     def __getattr__(self, name: str) -> Any:
         import torch
@@ -267,6 +268,7 @@ class Recorder:
             except Exception as exc:
                 for key in keys:
                     mine.setdefault(key, fingerprint(raised(exc), arguments))
+                self.raised.setdefault(name, set()).update(keys)
                 raise
             for key in keys:
                 mine.setdefault(key, fingerprint(result, arguments))
@@ -292,28 +294,38 @@ def record_module(
 
 
 def record_public_outputs(
-    solution: Any, hooks: list[str], tests_dir: Path | None = None
+    solution: Any, hooks: list[str], tests_dir: Path | None = None, raised: dict[str, set[str]] | None = None
 ) -> dict[str, dict[str, Fingerprint]]:
-    """Run the public cases of ``hooks`` against ``solution`` (a loaded solution), recording every hook call."""
+    """Run the public cases of ``hooks`` against ``solution`` (a loaded solution), recording every hook call; the
+    keys of the calls that raised go into ``raised`` where given."""
     from grader.check import run_public_cases
 
     recorder = Recorder(solution)
     run_public_cases(recorder, list(hooks), tests_dir=tests_dir)
+    if raised is not None:
+        raised.update(recorder.raised)
     return recorder.seen
 
 
-def agrees(seen: Mapping[str, Iterable[str]], marks: Mapping[str, Iterable[str]]) -> bool:
+def agrees(
+    seen: Mapping[str, Iterable[str]], marks: Mapping[str, Iterable[str]], raised: Iterable[str] = ()
+) -> bool:
     """Whether a learner's results (``seen``) look like a mistake's (``marks``: where it differs from the reference).
 
     Of the mistake's inputs the learner's run reached, at least
     :data:`MIN_AGREEING` (all, when there are fewer) and :data:`MIN_SHARE` of
-    them agree.
+    them agree.  An input where the learner's call raised and the mistake's did
+    not (``raised``: the keys of the learner's calls that raised) counts neither
+    way: a learner's variant of a mistake often fails on an edge (``view`` of a
+    non-contiguous input) where the catalogued one gives its wrong values.
     """
+    errors = set(raised)
     common = [key for key in marks if key in seen]
-    if not common:
-        return False
     agreeing = sum(same(seen[key], marks[key]) for key in common)
-    return agreeing >= min(MIN_AGREEING, len(marks)) and agreeing >= MIN_SHARE * len(common)
+    weighed = [key for key in common if key not in errors or same(seen[key], marks[key])]
+    if not weighed:
+        return False
+    return agreeing >= min(MIN_AGREEING, len(marks)) and agreeing >= MIN_SHARE * len(weighed)
 
 
 def load_hints(path: Path = HINTS_FILE) -> list[dict[str, Any]]:
@@ -327,13 +339,19 @@ def load_hints(path: Path = HINTS_FILE) -> list[dict[str, Any]]:
     return [m for m in data.get("mistakes", []) if isinstance(m, dict)]
 
 
-def matching(seen: Mapping[str, Mapping[str, Iterable[str]]], hints: list[dict[str, Any]], lang: str = "en"):
-    """``{hook: [(mistake id, hint), ...]}`` for the hooks whose results look like known mistakes."""
+def matching(
+    seen: Mapping[str, Mapping[str, Iterable[str]]],
+    hints: list[dict[str, Any]],
+    lang: str = "en",
+    raised: Mapping[str, Iterable[str]] | None = None,
+):
+    """``{hook: [(mistake id, hint), ...]}`` for the hooks whose results look like known mistakes (``raised``: per
+    hook, the keys of the learner's calls that raised)."""
     found: dict[str, list[tuple[str, str]]] = {}
     for mistake in hints:
         hook = str(mistake.get("exercise"))
         marks = mistake.get("fingerprints") or {}
-        if hook in seen and marks and agrees(seen[hook], marks):
+        if hook in seen and marks and agrees(seen[hook], marks, (raised or {}).get(hook, ())):
             text = mistake.get("hint_zh") if lang == "zh" else mistake.get("hint")
             found.setdefault(hook, []).append((str(mistake.get("id")), str(text or mistake.get("hint") or "")))
     return found
@@ -351,8 +369,9 @@ def known_mistakes(
     hints = [m for m in load_hints(path) if m.get("exercise") in failing]
     if not failing or not hints:
         return {}
+    raised: dict[str, set[str]] = {}
     try:
-        seen = record_public_outputs(solution, sorted({str(m["exercise"]) for m in hints}))
+        seen = record_public_outputs(solution, sorted({str(m["exercise"]) for m in hints}), raised=raised)
     except Exception:  # noqa: BLE001 - a hint is a bonus
         return {}
-    return matching(seen, hints, lang)
+    return matching(seen, hints, lang, raised)

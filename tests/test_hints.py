@@ -148,6 +148,13 @@ def softmax_by_sum(scores, dim=-1):  # wrong, but no catalogued mistake: divides
     return scores / scores.sum(dim=dim, keepdim=True)
 
 
+def split_by_view(x, num_heads):  # the seed's and the sample class's: a view straight into (b, H, T, hd)
+    b, num_tokens, d = x.shape
+    if d % num_heads:
+        raise ValueError(f"d={d} is not divisible by num_heads={num_heads}")
+    return x.view(b, num_heads, num_tokens, d // num_heads)
+
+
 WRITTEN = {
     "softmax-over-dim-1": {"softmax_weights": softmax_dim_1},
     "triu-diagonal-0": {"causal_mask": mask_with_diagonal},
@@ -166,7 +173,10 @@ NAMED_ONLY_AFTER_HAND_IN = (
 
 
 def named(hints, solution, hook: str) -> list[str]:
-    return [mistake for mistake, _ in matching(record_public_outputs(solution, [hook], PUBLIC), hints).get(hook, [])]
+    """The ids the kit names for ``hook``, as ``attnkit check`` matches them (:func:`grader.hints.known_mistakes`)."""
+    raised: dict[str, set[str]] = {}
+    seen = record_public_outputs(solution, [hook], PUBLIC, raised=raised)
+    return [mistake for mistake, _ in matching(seen, hints, raised=raised).get(hook, [])]
 
 
 @pytest.mark.slow
@@ -194,6 +204,12 @@ def test_a_learner_written_classic_mistake_gets_its_hint(hints, mistake):
 def test_a_learner_written_module_or_figure_mistake_gets_its_hint(hints, mistake):
     hook = by_id(mistake).exercise
     assert named(hints, learner(mistake, **WRITTEN[mistake]), hook) == [mistake]
+
+
+def test_a_variant_that_raises_on_an_edge_still_gets_its_hint(hints):
+    """A view raises on the public non-contiguous input, where the catalogued program (a reshape) gives its wrong
+    values: that input counts neither way, and the others name the mistake (a newcomer's walk 7: no hint)."""
+    assert named(hints, learner("view", split_heads=split_by_view), "split_heads") == ["split-heads-without-transpose"]
 
 
 def test_a_mask_made_in_forward_where_x_is_gets_no_hint(hints):
