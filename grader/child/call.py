@@ -50,7 +50,7 @@ def _aten_name(func: Any, banned: list[str]) -> str | None:
     return f"torch.ops.aten.{op}" if schema is not None and banned_op(op, banned) else None
 
 
-def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None, kernels_heard: bool = False) -> Any:
+def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None) -> Any:
     """A recorder of every banned torch call made inside it (``seen``), both ways in.
 
     A TorchFunctionMode names the call as the learner wrote it (``torch.softmax``, ``Tensor.softmax``, ``F.softmax``;
@@ -59,10 +59,6 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
     every aten op under it and names the kernel (``torch.ops.aten._softmax``) instead.  Each name is also told to the
     witness (``tell``) as it is recorded: a reply that leaves it out is caught on the grader's side.  A learning aid,
     not a security boundary: code can leave the modes (the review scan and the witness flag what that takes).
-
-    ``kernels_heard``: the banned kernels are watched (:func:`.kernels.watch_kernels`, as in a learner's process of the
-    grader), which hears every kernel the dispatch mode would name, on every thread: the dispatch mode, Python at every
-    op and a fifth of a hand-in's time, stays off.
     """
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -100,7 +96,7 @@ def _recording_mode(banned: list[str], tell: Callable[[str], None] | None = None
         def __enter__(self) -> Recorder:
             super().__enter__()
             self.enter_context(self.calls)
-            if banned and not kernels_heard:
+            if banned:
                 self.enter_context(self.kernels)
             return self
 
@@ -544,7 +540,7 @@ def call_hook(
             heard.append(name)
         first_told(name)
 
-    recorder = _recording_mode(call.get("banned", []), first_told, kernels_heard=kernels is not None)
+    recorder = _recording_mode(call.get("banned", []), first_told)
     printed = _Printed()
     measuring = call.get("measure_memory") and device != "meta"
     measured = _measured(reply, device, args.values()) if measuring else contextlib.nullcontext()
