@@ -225,6 +225,7 @@ UNGAINFUL_LIES = {
     # red team 7's 1: a fused attention kernel whose name holds neither banned name: banned by its word
     "lie_fused_attention": "banned_sdpa",
     "lie_compiled_softmax": "banned_softmax",  # traced by torch.compile, run as inductor's code
+    "lie_flex_attention": "banned_sdpa",  # red team 12's 2: a higher-order operator, with its own backward
 }
 
 
